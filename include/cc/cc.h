@@ -1,0 +1,251 @@
+/*
+ * cc — collective communication for NVIDIA GPUs.
+ *
+ * The whole public C API. Compiles as C99 and C++, includes no CUDA header.
+ * Every call returns a cc_result_t; on failure cc_last_error() tells the
+ * calling thread what happened in words (who, what, what to do next).
+ * No C++ exception ever crosses this API.
+ */
+#ifndef CC_CC_H
+#define CC_CC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cc_version.h"
+
+#if defined(_WIN32)
+#  define CC_API
+#elif defined(__GNUC__) || defined(__clang__)
+#  define CC_API __attribute__((visibility("default")))
+#else
+#  define CC_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- types */
+
+typedef struct cc_comm*   cc_comm_t;     /* a communicator (wraps an NCCL one) */
+typedef struct cc_store*  cc_store_t;    /* a connection to a rendezvous key-value store */
+typedef struct cc_server* cc_server_t;   /* an embedded rendezvous server */
+typedef struct CUstream_st* cc_stream_t; /* a cudaStream_t; NULL = the default stream */
+
+/* Result codes. Values are fixed and never reordered; new ones are appended
+ * before CC_NUM_RESULTS. */
+typedef enum cc_result {
+  CC_SUCCESS = 0,
+  CC_ERR_INVALID_ARGUMENT = 1,  /* a NULL pointer, a value out of range, ... */
+  CC_ERR_INVALID_USAGE = 2,     /* a call in the wrong state (e.g. a destroyed communicator) */
+  CC_ERR_NO_DEVICE = 3,         /* no usable CUDA device */
+  CC_ERR_CUDA = 4,              /* a CUDA runtime call failed */
+  CC_ERR_NCCL = 5,              /* an NCCL call failed */
+  CC_ERR_SYSTEM = 6,            /* an operating-system call failed */
+  CC_ERR_RENDEZVOUS = 7,        /* the rendezvous server could not be reached or refused us */
+  CC_ERR_AUTH = 8,              /* the rendezvous token was refused */
+  CC_ERR_MISMATCH = 9,          /* ranks disagree (world size, rank, NCCL version, GPU) */
+  CC_ERR_TIMEOUT = 10,          /* a deadline passed */
+  CC_ERR_PEER_FAILED = 11,      /* another rank of the job failed or vanished */
+  CC_ERR_ABORTED = 12,          /* the communicator was aborted */
+  CC_ERR_INTERNAL = 13,         /* a bug in cc: please report it */
+  CC_ERR_BUFFER_TOO_SMALL = 14, /* an output buffer is smaller than the value */
+  CC_NUM_RESULTS = 15
+} cc_result_t;
+
+/* Data types: every type NCCL knows. */
+typedef enum cc_datatype {
+  CC_INT8 = 0,
+  CC_UINT8 = 1,
+  CC_INT32 = 2,
+  CC_UINT32 = 3,
+  CC_INT64 = 4,
+  CC_UINT64 = 5,
+  CC_FLOAT16 = 6,
+  CC_FLOAT32 = 7,
+  CC_FLOAT64 = 8,
+  CC_BFLOAT16 = 9,
+  CC_FLOAT8_E4M3 = 10,
+  CC_FLOAT8_E5M2 = 11,
+  CC_NUM_DATATYPES = 12
+} cc_datatype_t;
+
+/* Reduction operations. */
+typedef enum cc_redop {
+  CC_SUM = 0,
+  CC_PROD = 1,
+  CC_MAX = 2,
+  CC_MIN = 3,
+  CC_AVG = 4,
+  CC_NUM_REDOPS = 5
+} cc_redop_t;
+
+/* Where a communicator finds its rendezvous server. */
+#define CC_RENDEZVOUS_EMBEDDED 1 /* rank 0 hosts a server on MASTER_PORT (default) */
+#define CC_RENDEZVOUS_EXTERNAL 2 /* a running cc-rendezvous (or cc-run) serves the job */
+
+#define CC_CONFIG_UNDEF_INT INT32_MIN
+#define CC_CONFIG_UNDEF_PTR NULL
+#define CC_CONFIG_MAGIC 0xcc0c0f19u
+
+/* Configuration. Always start from CC_CONFIG_INIT; fields left undefined take
+ * their value from the CC_* environment variable named beside them, else the
+ * default. Fields are only ever appended, so old binaries keep working. */
+typedef struct cc_config {
+  size_t size;           /* sizeof(cc_config_t) of the caller's header */
+  unsigned int magic;    /* CC_CONFIG_MAGIC */
+  unsigned int version;  /* CC_VERSION_CODE of the caller's header */
+  int device;            /* CUDA device; CC_DEVICE; default LOCAL_RANK % device count */
+  int timeout_ms;        /* init, store and collective deadline; CC_TIMEOUT_MS; 0 = default (300000) */
+  const char* job_id;    /* namespace on the rendezvous server; CC_JOB_ID; default "default" */
+  const char* token;     /* shared secret; CC_RENDEZVOUS_TOKEN(_FILE); default none */
+  int rendezvous;        /* CC_RENDEZVOUS_EMBEDDED or _EXTERNAL; CC_RENDEZVOUS=embedded|external */
+  int heartbeat_ms;      /* control-channel heartbeat interval; CC_HEARTBEAT_MS; default 1000 */
+  int heartbeat_misses;  /* heartbeats missed before a peer is declared dead; CC_HEARTBEAT_MISSES; default 5 */
+} cc_config_t;
+
+#define CC_CONFIG_INIT                                                        \
+  {                                                                           \
+    sizeof(cc_config_t), CC_CONFIG_MAGIC, CC_VERSION_CODE,                    \
+    CC_CONFIG_UNDEF_INT,  /* device */                                        \
+    CC_CONFIG_UNDEF_INT,  /* timeout_ms */                                    \
+    CC_CONFIG_UNDEF_PTR,  /* job_id */                                        \
+    CC_CONFIG_UNDEF_PTR,  /* token */                                         \
+    CC_CONFIG_UNDEF_INT,  /* rendezvous */                                    \
+    CC_CONFIG_UNDEF_INT,  /* heartbeat_ms */                                  \
+    CC_CONFIG_UNDEF_INT   /* heartbeat_misses */                              \
+  }
+
+/* ------------------------------------------------------- communicators */
+
+/* Creates a communicator of nranks ranks; this process is `rank`.
+ * Blocking: joins the rendezvous at master_addr:master_port (retrying until
+ * the deadline, since rank 0's server may not be up yet), agrees on an
+ * ncclUniqueId and initialises NCCL on the chosen device. Rank 0 hosts the
+ * rendezvous server unless config->rendezvous is CC_RENDEZVOUS_EXTERNAL.
+ * Returns CC_ERR_INVALID_ARGUMENT, CC_ERR_NO_DEVICE, CC_ERR_RENDEZVOUS,
+ * CC_ERR_AUTH, CC_ERR_MISMATCH, CC_ERR_TIMEOUT (naming the missing ranks),
+ * CC_ERR_CUDA, CC_ERR_NCCL. */
+CC_API cc_result_t cc_comm_init(cc_comm_t* comm, int rank, int nranks,
+                                const char* master_addr, int master_port,
+                                const cc_config_t* config);
+
+/* As cc_comm_init, with rank, world size, local rank and rendezvous address
+ * read from the environment (CC_*, torchrun, Open MPI, PMI, Slurm). A missing
+ * or malformed variable is CC_ERR_INVALID_ARGUMENT naming the variable. */
+CC_API cc_result_t cc_comm_init_from_env(cc_comm_t* comm, const cc_config_t* config);
+
+/* Splits comm (ncclCommSplit): ranks passing the same color form a new
+ * communicator, ordered by key. A negative color gives *newcomm = NULL.
+ * Collective over comm; blocking. */
+CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* newcomm,
+                                 const cc_config_t* config);
+
+/* Leaves the rendezvous cleanly and frees the communicator. Blocking; NULL is
+ * a no-op. Not thread-safe against other calls on the same comm. */
+CC_API cc_result_t cc_comm_destroy(cc_comm_t comm);
+
+/* Aborts the communicator: pending NCCL work is stopped, the other ranks are
+ * told, later calls return CC_ERR_ABORTED. Safe from any thread, more than
+ * once. The handle must still be freed with cc_comm_destroy. */
+CC_API cc_result_t cc_comm_abort(cc_comm_t comm);
+
+CC_API cc_result_t cc_comm_rank(cc_comm_t comm, int* rank);
+CC_API cc_result_t cc_comm_size(cc_comm_t comm, int* nranks);
+CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device);
+
+/* --------------------------------------------------------- collectives
+ * All are stream-ordered and enqueue-only, like NCCL: they return once the
+ * work is queued on `stream` (NULL = the default stream). sendbuf == recvbuf
+ * is in-place where the operation allows it. A NULL buffer with a non-zero
+ * count, a root or peer out of range, an unknown datatype or op, a byte size
+ * that overflows, or a NULL/destroyed comm is CC_ERR_INVALID_ARGUMENT.
+ * NCCL failures are CC_ERR_NCCL with NCCL's own words. Calls on one comm
+ * must come from one thread at a time (as in NCCL). */
+
+CC_API cc_result_t cc_allreduce(const void* sendbuf, void* recvbuf, size_t count,
+                                cc_datatype_t dtype, cc_redop_t op, cc_comm_t comm,
+                                cc_stream_t stream);
+CC_API cc_result_t cc_broadcast(const void* sendbuf, void* recvbuf, size_t count,
+                                cc_datatype_t dtype, int root, cc_comm_t comm,
+                                cc_stream_t stream);
+/* recvbuf matters on root only. */
+CC_API cc_result_t cc_reduce(const void* sendbuf, void* recvbuf, size_t count,
+                             cc_datatype_t dtype, cc_redop_t op, int root, cc_comm_t comm,
+                             cc_stream_t stream);
+/* recvbuf holds nranks * sendcount elements; in-place when
+ * sendbuf == recvbuf + rank * sendcount. */
+CC_API cc_result_t cc_allgather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                                cc_datatype_t dtype, cc_comm_t comm, cc_stream_t stream);
+/* sendbuf holds nranks * recvcount elements; in-place when
+ * recvbuf == sendbuf + rank * recvcount. */
+CC_API cc_result_t cc_reducescatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                    cc_datatype_t dtype, cc_redop_t op, cc_comm_t comm,
+                                    cc_stream_t stream);
+/* Each rank sends `count` elements to every rank: both buffers hold
+ * nranks * count elements. Not in-place. */
+CC_API cc_result_t cc_alltoall(const void* sendbuf, void* recvbuf, size_t count,
+                               cc_datatype_t dtype, cc_comm_t comm, cc_stream_t stream);
+CC_API cc_result_t cc_send(const void* buf, size_t count, cc_datatype_t dtype, int peer,
+                           cc_comm_t comm, cc_stream_t stream);
+CC_API cc_result_t cc_recv(void* buf, size_t count, cc_datatype_t dtype, int peer,
+                           cc_comm_t comm, cc_stream_t stream);
+/* A stream-ordered barrier: a 1-element all-reduce on a scratch buffer. */
+CC_API cc_result_t cc_barrier(cc_comm_t comm, cc_stream_t stream);
+/* Group calls: operations between start and end are fused (ncclGroupStart/End).
+ * Per thread; may nest. */
+CC_API cc_result_t cc_group_start(void);
+CC_API cc_result_t cc_group_end(void);
+
+/* ---------------------------------------------------------------- store
+ * A key-value store on the rendezvous server, for the application's own
+ * metadata. Keys live in the job's namespace (job_id, NULL = the config's or
+ * CC_JOB_ID, else "default"). A store handle is not thread-safe. */
+
+/* Connects, retrying with backoff until the config's timeout_ms; on failure
+ * CC_ERR_RENDEZVOUS naming the address, CC_ERR_AUTH, or CC_ERR_TIMEOUT. */
+CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* addr, int port,
+                                    const char* job_id, const cc_config_t* config);
+CC_API cc_result_t cc_store_set(cc_store_t store, const char* key, const void* value,
+                                size_t len);
+/* Waits until the key exists (timeout_ms < 0: the store's default deadline,
+ * 0: do not wait), then copies it into buf. *len is always set to the value's
+ * length; a value longer than cap is CC_ERR_BUFFER_TOO_SMALL and copies
+ * nothing. CC_ERR_TIMEOUT when the key did not appear in time. */
+CC_API cc_result_t cc_store_get(cc_store_t store, const char* key, void* buf, size_t cap,
+                                size_t* len, int timeout_ms);
+/* Atomically adds delta to the integer under key (absent = 0); *result gets
+ * the new value (result may be NULL). */
+CC_API cc_result_t cc_store_add(cc_store_t store, const char* key, int64_t delta,
+                                int64_t* result);
+/* Waits until every key exists; CC_ERR_TIMEOUT naming the missing ones. */
+CC_API cc_result_t cc_store_wait(cc_store_t store, const char* const* keys, int nkeys,
+                                 int timeout_ms);
+CC_API cc_result_t cc_store_close(cc_store_t store); /* NULL is a no-op */
+
+/* ---------------------------------------------------------------- server
+ * An embedded rendezvous server, the same one cc-rendezvous runs, on its own
+ * thread. */
+CC_API cc_result_t cc_server_start(cc_server_t* server, const char* bind_addr,
+                                   int port /* 0 = any free port */,
+                                   const cc_config_t* config);
+CC_API cc_result_t cc_server_port(cc_server_t server, int* port);
+/* Stops the server; every client still waiting gets an error. NULL is a no-op. */
+CC_API cc_result_t cc_server_stop(cc_server_t server);
+
+/* ---------------------------------------------------------------- misc */
+
+/* Static text for a result code ("CC_ERR_TIMEOUT: a deadline passed"). */
+CC_API const char* cc_result_string(cc_result_t result);
+/* This thread's last failure, in words; "" when none. Valid until the next
+ * cc call on this thread. */
+CC_API const char* cc_last_error(void);
+/* CC_VERSION_CODE of the library actually loaded. */
+CC_API int cc_version(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CC_CC_H */

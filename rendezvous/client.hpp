@@ -1,0 +1,61 @@
+// A blocking rendezvous client over one persistent TCP connection. Every call
+// has a deadline. Calls are serialised by an internal mutex, so one client may
+// be shared by threads; peer events the server pushes are queued and taken
+// with next_event().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "protocol.hpp"
+#include "status.hpp"
+
+namespace cc::rv {
+
+struct ClientOptions {
+  std::string addr;        // IPv4, IPv6 ("::1" or "[::1]") or a host name
+  int port = 0;
+  std::string job_id = "default";
+  std::string token;       // empty = none
+  std::string client = "cc";  // free text sent in Hello
+  // Total budget for connecting (retrying with backoff while refused) and the
+  // handshake.
+  std::chrono::milliseconds connect_timeout{30000};
+  // Deadline for a request that does not wait by design (set, add, ...).
+  std::chrono::milliseconds request_timeout{30000};
+};
+
+class Client {
+ public:
+  // Connects with retries and backoff until connect_timeout, then says Hello
+  // and authenticates. Errors: CC_ERR_RENDEZVOUS (naming addr:port and the
+  // cause), CC_ERR_AUTH, CC_ERR_TIMEOUT.
+  static Status connect(const ClientOptions& options, std::unique_ptr<Client>* out);
+  virtual ~Client() = default;
+
+  virtual Status set(const std::string& key, std::span<const uint8_t> value) = 0;
+  // Waits up to timeout_ms for the key (0 = no wait).
+  virtual Status get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) = 0;
+  virtual Status add(const std::string& key, int64_t delta, int64_t* result) = 0;
+  virtual Status wait(const std::vector<std::string>& keys, uint32_t timeout_ms) = 0;
+  virtual Status del(const std::string& key) = 0;
+
+  // Joins a communicator's rendezvous; returns once every rank has joined.
+  virtual Status join(const Join& request, Joined* out) = 0;
+  virtual Status leave() = 0;
+  virtual Status heartbeat(uint64_t last_completed) = 0;
+  virtual Status abort(const std::string& reason) = 0;
+
+  // A peer event pushed by the server, waiting up to `timeout` for one.
+  virtual std::optional<PeerEvent> next_event(std::chrono::milliseconds timeout) = 0;
+
+  // "host:port" as given, for error messages.
+  virtual const std::string& endpoint() const = 0;
+};
+
+}  // namespace cc::rv

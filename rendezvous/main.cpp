@@ -1,0 +1,2 @@
+// STUB: cc-rendezvous daemon.
+int main() { return 1; }

@@ -1,0 +1,503 @@
+#include "protocol.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+namespace cc::rv {
+namespace {
+
+// ---- primitive writer / reader -------------------------------------------
+
+class Writer {
+ public:
+  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u16(uint16_t v) { le(v); }
+  void u32(uint32_t v) { le(v); }
+  void u64(uint64_t v) { le(v); }
+  void i32(int32_t v) { le(static_cast<uint32_t>(v)); }
+  void i64(int64_t v) { le(static_cast<uint64_t>(v)); }
+  void bytes(std::span<const uint8_t> b) {
+    u32(static_cast<uint32_t>(b.size()));
+    out_.insert(out_.end(), b.begin(), b.end());
+  }
+  void str(std::string_view s) {
+    u32(static_cast<uint32_t>(s.size()));
+    out_.insert(out_.end(), s.begin(), s.end());
+  }
+
+ private:
+  template <typename T>
+  void le(T v) {
+    for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::vector<uint8_t>& out_;
+};
+
+class Reader {
+ public:
+  Reader(std::span<const uint8_t> in, const Limits& limits) : in_(in), limits_(limits) {}
+
+  bool u8(uint8_t& v) { return le(v); }
+  bool u32(uint32_t& v) { return le(v); }
+  bool u64(uint64_t& v) { return le(v); }
+  bool i32(int32_t& v) {
+    uint32_t u = 0;
+    if (!le(u)) return false;
+    v = static_cast<int32_t>(u);
+    return true;
+  }
+  bool i64(int64_t& v) {
+    uint64_t u = 0;
+    if (!le(u)) return false;
+    v = static_cast<int64_t>(u);
+    return true;
+  }
+  bool boolean(bool& v) {
+    uint8_t b = 0;
+    if (!le(b)) return false;
+    if (b > 1) return fail(DecodeError::bad_field);
+    v = b != 0;
+    return true;
+  }
+  bool bytes(std::vector<uint8_t>& v, uint32_t max) {
+    uint32_t n = 0;
+    if (!length(n, max)) return false;
+    v.assign(in_.begin() + static_cast<std::ptrdiff_t>(pos_),
+             in_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
+    pos_ += n;
+    return true;
+  }
+  bool str(std::string& v, uint32_t max) {
+    uint32_t n = 0;
+    if (!length(n, max)) return false;
+    v.assign(reinterpret_cast<const char*>(in_.data() + pos_), n);
+    pos_ += n;
+    return true;
+  }
+  bool key(std::string& v) {
+    if (!str(v, limits_.max_key)) return false;
+    if (v.empty()) return fail(DecodeError::bad_field);
+    return true;
+  }
+  bool text(std::string& v) { return str(v, limits_.max_string); }
+  bool count(uint32_t& n, uint32_t max) {
+    if (!u32(n)) return false;
+    if (n > max) return fail(DecodeError::field_too_large);
+    return true;
+  }
+
+  bool fail(DecodeError e) {
+    if (error_ == DecodeError::none) error_ = e;
+    return false;
+  }
+  DecodeError finish() {
+    if (error_ == DecodeError::none && pos_ != in_.size()) error_ = DecodeError::trailing_bytes;
+    return error_;
+  }
+  const Limits& limits() const { return limits_; }
+
+ private:
+  template <typename T>
+  bool le(T& v) {
+    if (in_.size() - pos_ < sizeof(T)) return fail(DecodeError::truncated);
+    T r = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) r |= static_cast<T>(static_cast<T>(in_[pos_ + i]) << (8 * i));
+    pos_ += sizeof(T);
+    v = r;
+    return true;
+  }
+  bool length(uint32_t& n, uint32_t max) {
+    if (!u32(n)) return false;
+    if (n > max) return fail(DecodeError::field_too_large);
+    if (in_.size() - pos_ < n) return fail(DecodeError::truncated);
+    return true;
+  }
+
+  std::span<const uint8_t> in_;
+  const Limits& limits_;
+  size_t pos_ = 0;
+  DecodeError error_ = DecodeError::none;
+};
+
+// ---- per-message encode/decode -------------------------------------------
+
+template <typename T>
+struct Codec;
+
+template <>
+struct Codec<Hello> {
+  static constexpr MsgType type = MsgType::hello;
+  static void put(Writer& w, const Hello& m) {
+    w.str(m.job_id);
+    w.str(m.host);
+    w.u32(m.pid);
+    w.str(m.client);
+  }
+  static bool get(Reader& r, Hello& m) {
+    return r.str(m.job_id, r.limits().max_key) && r.text(m.host) && r.u32(m.pid) && r.text(m.client);
+  }
+};
+template <>
+struct Codec<Challenge> {
+  static constexpr MsgType type = MsgType::challenge;
+  static void put(Writer& w, const Challenge& m) {
+    w.u8(m.auth_required ? 1 : 0);
+    w.bytes(m.nonce);
+    w.str(m.server);
+  }
+  static bool get(Reader& r, Challenge& m) {
+    return r.boolean(m.auth_required) && r.bytes(m.nonce, 256) && r.text(m.server);
+  }
+};
+template <>
+struct Codec<Auth> {
+  static constexpr MsgType type = MsgType::auth;
+  static void put(Writer& w, const Auth& m) { w.bytes(m.mac); }
+  static bool get(Reader& r, Auth& m) { return r.bytes(m.mac, 256); }
+};
+template <>
+struct Codec<Set> {
+  static constexpr MsgType type = MsgType::set;
+  static void put(Writer& w, const Set& m) {
+    w.str(m.key);
+    w.bytes(m.value);
+  }
+  static bool get(Reader& r, Set& m) { return r.key(m.key) && r.bytes(m.value, r.limits().max_value); }
+};
+template <>
+struct Codec<Get> {
+  static constexpr MsgType type = MsgType::get;
+  static void put(Writer& w, const Get& m) {
+    w.str(m.key);
+    w.u32(m.timeout_ms);
+  }
+  static bool get(Reader& r, Get& m) { return r.key(m.key) && r.u32(m.timeout_ms); }
+};
+template <>
+struct Codec<Add> {
+  static constexpr MsgType type = MsgType::add;
+  static void put(Writer& w, const Add& m) {
+    w.str(m.key);
+    w.i64(m.delta);
+  }
+  static bool get(Reader& r, Add& m) { return r.key(m.key) && r.i64(m.delta); }
+};
+template <>
+struct Codec<Wait> {
+  static constexpr MsgType type = MsgType::wait;
+  static void put(Writer& w, const Wait& m) {
+    w.u32(static_cast<uint32_t>(m.keys.size()));
+    for (const auto& k : m.keys) w.str(k);
+    w.u32(m.timeout_ms);
+  }
+  static bool get(Reader& r, Wait& m) {
+    uint32_t n = 0;
+    if (!r.count(n, r.limits().max_wait_keys)) return false;
+    m.keys.resize(n);
+    for (auto& k : m.keys)
+      if (!r.key(k)) return false;
+    return r.u32(m.timeout_ms);
+  }
+};
+template <>
+struct Codec<Del> {
+  static constexpr MsgType type = MsgType::del;
+  static void put(Writer& w, const Del& m) { w.str(m.key); }
+  static bool get(Reader& r, Del& m) { return r.key(m.key); }
+};
+template <>
+struct Codec<Join> {
+  static constexpr MsgType type = MsgType::join;
+  static void put(Writer& w, const Join& m) {
+    const MemberInfo& i = m.info;
+    w.i32(i.rank);
+    w.i32(i.world_size);
+    w.u32(i.generation);
+    w.str(i.host);
+    w.u32(i.pid);
+    w.i32(i.nccl_version);
+    w.i32(i.cuda_driver);
+    w.i32(i.cuda_runtime);
+    w.str(i.gpu_uuid);
+    w.str(i.nccl_addr);
+    w.bytes(m.unique_id);
+    w.u32(m.timeout_ms);
+  }
+  static bool get(Reader& r, Join& m) {
+    MemberInfo& i = m.info;
+    if (!(r.i32(i.rank) && r.i32(i.world_size) && r.u32(i.generation) && r.text(i.host) &&
+          r.u32(i.pid) && r.i32(i.nccl_version) && r.i32(i.cuda_driver) && r.i32(i.cuda_runtime) &&
+          r.text(i.gpu_uuid) && r.text(i.nccl_addr) && r.bytes(m.unique_id, 1024) &&
+          r.u32(m.timeout_ms)))
+      return false;
+    if (i.world_size <= 0 || i.rank < 0) return r.fail(DecodeError::bad_field);
+    return true;
+  }
+};
+template <>
+struct Codec<Leave> {
+  static constexpr MsgType type = MsgType::leave;
+  static void put(Writer&, const Leave&) {}
+  static bool get(Reader&, Leave&) { return true; }
+};
+template <>
+struct Codec<Heartbeat> {
+  static constexpr MsgType type = MsgType::heartbeat;
+  static void put(Writer& w, const Heartbeat& m) { w.u64(m.last_completed); }
+  static bool get(Reader& r, Heartbeat& m) { return r.u64(m.last_completed); }
+};
+template <>
+struct Codec<Abort> {
+  static constexpr MsgType type = MsgType::abort;
+  static void put(Writer& w, const Abort& m) { w.str(m.reason); }
+  static bool get(Reader& r, Abort& m) { return r.text(m.reason); }
+};
+template <>
+struct Codec<Ok> {
+  static constexpr MsgType type = MsgType::ok;
+  static void put(Writer&, const Ok&) {}
+  static bool get(Reader&, Ok&) { return true; }
+};
+template <>
+struct Codec<Error> {
+  static constexpr MsgType type = MsgType::error;
+  static void put(Writer& w, const Error& m) {
+    w.u32(m.code);
+    w.str(m.message);
+  }
+  // Error texts may be long (they list missing ranks): allow a whole frame.
+  static bool get(Reader& r, Error& m) { return r.u32(m.code) && r.str(m.message, r.limits().max_frame); }
+};
+template <>
+struct Codec<Value> {
+  static constexpr MsgType type = MsgType::value;
+  static void put(Writer& w, const Value& m) { w.bytes(m.value); }
+  static bool get(Reader& r, Value& m) { return r.bytes(m.value, r.limits().max_value); }
+};
+template <>
+struct Codec<Integer> {
+  static constexpr MsgType type = MsgType::integer;
+  static void put(Writer& w, const Integer& m) { w.i64(m.value); }
+  static bool get(Reader& r, Integer& m) { return r.i64(m.value); }
+};
+template <>
+struct Codec<Joined> {
+  static constexpr MsgType type = MsgType::joined;
+  static void put(Writer& w, const Joined& m) {
+    w.bytes(m.unique_id);
+    w.u32(static_cast<uint32_t>(m.members.size()));
+    for (const auto& s : m.members) {
+      w.i32(s.rank);
+      w.str(s.host);
+      w.u32(s.pid);
+    }
+  }
+  static bool get(Reader& r, Joined& m) {
+    uint32_t n = 0;
+    if (!(r.bytes(m.unique_id, 1024) && r.count(n, r.limits().max_frame / 9))) return false;
+    m.members.resize(n);
+    for (auto& s : m.members)
+      if (!(r.i32(s.rank) && r.text(s.host) && r.u32(s.pid))) return false;
+    return true;
+  }
+};
+template <>
+struct Codec<PeerEvent> {
+  static constexpr MsgType type = MsgType::peer_event;
+  static void put(Writer& w, const PeerEvent& m) {
+    w.u8(static_cast<uint8_t>(m.kind));
+    w.i32(m.rank);
+    w.str(m.host);
+    w.u32(m.pid);
+    w.str(m.reason);
+  }
+  static bool get(Reader& r, PeerEvent& m) {
+    uint8_t k = 0;
+    if (!(r.u8(k) && r.i32(m.rank) && r.text(m.host) && r.u32(m.pid) && r.text(m.reason))) return false;
+    if (k < 1 || k > 4) return r.fail(DecodeError::bad_field);
+    m.kind = static_cast<PeerEventKind>(k);
+    return true;
+  }
+};
+template <>
+struct Codec<HeartbeatAck> {
+  static constexpr MsgType type = MsgType::heartbeat_ack;
+  static void put(Writer&, const HeartbeatAck&) {}
+  static bool get(Reader&, HeartbeatAck&) { return true; }
+};
+
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get_u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+uint16_t get_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+
+template <typename T>
+DecodeError decode_as(std::span<const uint8_t> payload, const Limits& limits, Message* out) {
+  Reader r(payload, limits);
+  T m{};
+  Codec<T>::get(r, m);
+  DecodeError e = r.finish();
+  if (e == DecodeError::none) *out = std::move(m);
+  return e;
+}
+
+}  // namespace
+
+MsgType type_of(const Message& m) {
+  return std::visit([](const auto& v) { return Codec<std::decay_t<decltype(v)>>::type; }, m);
+}
+
+const char* type_name(MsgType t) {
+  switch (t) {
+    case MsgType::hello: return "hello";
+    case MsgType::auth: return "auth";
+    case MsgType::set: return "set";
+    case MsgType::get: return "get";
+    case MsgType::add: return "add";
+    case MsgType::wait: return "wait";
+    case MsgType::del: return "delete";
+    case MsgType::join: return "join";
+    case MsgType::leave: return "leave";
+    case MsgType::heartbeat: return "heartbeat";
+    case MsgType::abort: return "abort";
+    case MsgType::challenge: return "challenge";
+    case MsgType::ok: return "ok";
+    case MsgType::error: return "error";
+    case MsgType::value: return "value";
+    case MsgType::integer: return "integer";
+    case MsgType::joined: return "joined";
+    case MsgType::peer_event: return "peer-event";
+    case MsgType::heartbeat_ack: return "heartbeat-ack";
+  }
+  return "unknown";
+}
+
+const char* describe(DecodeError e) {
+  switch (e) {
+    case DecodeError::none: return "no error";
+    case DecodeError::bad_magic: return "bad magic (not a cc rendezvous frame: is another program using this port?)";
+    case DecodeError::bad_version: return "unsupported protocol version (client and server are different cc versions)";
+    case DecodeError::frame_too_large: return "frame length over the maximum frame size";
+    case DecodeError::truncated: return "truncated message (a field runs past the end of the frame)";
+    case DecodeError::trailing_bytes: return "trailing bytes after the message";
+    case DecodeError::unknown_type: return "unknown message type";
+    case DecodeError::field_too_large: return "a key, value, string or list over its size limit";
+    case DecodeError::bad_field: return "a field with an invalid value";
+  }
+  return "unknown decode error";
+}
+
+DecodeError parse_header(std::span<const uint8_t> b, const Limits& limits, FrameHeader* out) {
+  if (b.size() < kHeaderSize) return DecodeError::truncated;
+  FrameHeader h;
+  h.magic = get_u32(b.data());
+  h.version = get_u16(b.data() + 4);
+  h.type = get_u16(b.data() + 6);
+  h.request_id = get_u32(b.data() + 8);
+  h.length = get_u32(b.data() + 12);
+  *out = h;
+  if (h.magic != kMagic) return DecodeError::bad_magic;
+  if (h.version != kProtocolVersion) return DecodeError::bad_version;
+  if (h.length > limits.max_frame) return DecodeError::frame_too_large;
+  return DecodeError::none;
+}
+
+void append_frame(std::vector<uint8_t>& out, uint32_t request_id, const Message& m) {
+  const size_t start = out.size();
+  out.resize(start + kHeaderSize);
+  Writer w(out);
+  std::visit([&](const auto& v) { Codec<std::decay_t<decltype(v)>>::put(w, v); }, m);
+  uint8_t* h = out.data() + start;
+  put_u32(h, kMagic);
+  h[4] = static_cast<uint8_t>(kProtocolVersion);
+  h[5] = static_cast<uint8_t>(kProtocolVersion >> 8);
+  const auto type = static_cast<uint16_t>(type_of(m));
+  h[6] = static_cast<uint8_t>(type);
+  h[7] = static_cast<uint8_t>(type >> 8);
+  put_u32(h + 8, request_id);
+  put_u32(h + 12, static_cast<uint32_t>(out.size() - start - kHeaderSize));
+}
+
+std::vector<uint8_t> encode_frame(uint32_t request_id, const Message& m) {
+  std::vector<uint8_t> out;
+  append_frame(out, request_id, m);
+  return out;
+}
+
+DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, const Limits& limits,
+                           Message* out) {
+  switch (static_cast<MsgType>(type)) {
+    case MsgType::hello: return decode_as<Hello>(payload, limits, out);
+    case MsgType::auth: return decode_as<Auth>(payload, limits, out);
+    case MsgType::set: return decode_as<Set>(payload, limits, out);
+    case MsgType::get: return decode_as<Get>(payload, limits, out);
+    case MsgType::add: return decode_as<Add>(payload, limits, out);
+    case MsgType::wait: return decode_as<Wait>(payload, limits, out);
+    case MsgType::del: return decode_as<Del>(payload, limits, out);
+    case MsgType::join: return decode_as<Join>(payload, limits, out);
+    case MsgType::leave: return decode_as<Leave>(payload, limits, out);
+    case MsgType::heartbeat: return decode_as<Heartbeat>(payload, limits, out);
+    case MsgType::abort: return decode_as<Abort>(payload, limits, out);
+    case MsgType::challenge: return decode_as<Challenge>(payload, limits, out);
+    case MsgType::ok: return decode_as<Ok>(payload, limits, out);
+    case MsgType::error: return decode_as<Error>(payload, limits, out);
+    case MsgType::value: return decode_as<Value>(payload, limits, out);
+    case MsgType::integer: return decode_as<Integer>(payload, limits, out);
+    case MsgType::joined: return decode_as<Joined>(payload, limits, out);
+    case MsgType::peer_event: return decode_as<PeerEvent>(payload, limits, out);
+    case MsgType::heartbeat_ack: return decode_as<HeartbeatAck>(payload, limits, out);
+  }
+  return DecodeError::unknown_type;
+}
+
+void FrameReader::feed(std::span<const uint8_t> bytes) {
+  if (error_ != DecodeError::none) return;
+  // Drop consumed bytes before growing, so the buffer never exceeds one frame
+  // plus what arrived with it.
+  if (pos_ > 0 && (pos_ == buf_.size() || pos_ > 64 * 1024)) {
+    buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(pos_));
+    pos_ = 0;
+  }
+  buf_.insert(buf_.end(), bytes.begin(), bytes.end());
+}
+
+std::optional<FrameReader::Frame> FrameReader::next() {
+  if (error_ != DecodeError::none) return std::nullopt;
+  const size_t avail = buf_.size() - pos_;
+  if (avail < kHeaderSize) {
+    // Check the magic as soon as its bytes are here, so a stranger talking
+    // another protocol is refused at once rather than at the deadline.
+    const size_t n = avail < 4 ? avail : 4;
+    for (size_t i = 0; i < n; ++i) {
+      if (buf_[pos_ + i] != static_cast<uint8_t>(kMagic >> (8 * i))) {
+        error_ = DecodeError::bad_magic;
+        return std::nullopt;
+      }
+    }
+    return std::nullopt;
+  }
+  FrameHeader h;
+  std::span<const uint8_t> all(buf_.data() + pos_, avail);
+  DecodeError e = parse_header(all.first(kHeaderSize), limits_, &h);
+  if (e != DecodeError::none) {
+    error_ = e;
+    return std::nullopt;
+  }
+  if (avail < kHeaderSize + h.length) return std::nullopt;
+  Frame f;
+  f.request_id = h.request_id;
+  e = decode_message(h.type, all.subspan(kHeaderSize, h.length), limits_, &f.message);
+  if (e != DecodeError::none) {
+    error_ = e;
+    return std::nullopt;
+  }
+  pos_ += kHeaderSize + h.length;
+  return f;
+}
+
+}  // namespace cc::rv

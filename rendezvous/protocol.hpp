@@ -1,0 +1,234 @@
+// The rendezvous wire protocol: frames and messages, encoded and decoded
+// without touching a socket, so the code is unit-tested and fuzzed alone.
+//
+// A frame is a 16-byte header followed by `length` payload bytes:
+//   u32 magic 'CCRV' | u16 version | u16 type | u32 request_id | u32 length
+// Integers are little-endian. Strings and byte blobs are a u32 length and the
+// bytes. A reply carries the request_id of its request; messages the server
+// pushes on its own (peer events) carry request_id 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace cc::rv {
+
+inline constexpr uint32_t kMagic = 0x56524343;  // "CCRV" in little-endian bytes
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderSize = 16;
+
+// Sizes every decoder enforces. The server may configure tighter ones.
+struct Limits {
+  uint32_t max_frame = 4u << 20;   // payload bytes of one frame
+  uint32_t max_key = 1024;         // bytes of one key
+  uint32_t max_value = 1u << 20;   // bytes of one value
+  uint32_t max_string = 4096;      // any other string (host, job id, reasons)
+  uint32_t max_wait_keys = 1024;   // keys in one WAIT
+};
+
+enum class MsgType : uint16_t {
+  // client -> server
+  hello = 1,
+  auth = 2,
+  set = 10,
+  get = 11,
+  add = 12,
+  wait = 13,
+  del = 14,
+  join = 20,
+  leave = 21,
+  heartbeat = 22,
+  abort = 23,
+  // server -> client
+  challenge = 101,
+  ok = 102,
+  error = 103,
+  value = 104,
+  integer = 105,
+  joined = 106,
+  peer_event = 107,
+  heartbeat_ack = 108,
+};
+
+// ---- messages --------------------------------------------------------
+
+// First message on every connection: who is calling and for which job.
+struct Hello {
+  std::string job_id;
+  std::string host;
+  uint32_t pid = 0;
+  std::string client;  // free text: "cc 0.1.0 store", "cc 0.1.0 comm"
+};
+// The server's answer to Hello. When auth_required the client must send Auth
+// with HMAC-SHA256(token, nonce || job_id) before anything else.
+struct Challenge {
+  bool auth_required = false;
+  std::vector<uint8_t> nonce;
+  std::string server;  // "cc-rendezvous 0.1.0"
+};
+struct Auth {
+  std::vector<uint8_t> mac;
+};
+struct Set {
+  std::string key;
+  std::vector<uint8_t> value;
+};
+// Answered with Value once the key exists, or Error(timeout) at the deadline.
+// timeout_ms 0 answers at once (Error not-found when absent).
+struct Get {
+  std::string key;
+  uint32_t timeout_ms = 0;
+};
+struct Add {
+  std::string key;
+  int64_t delta = 0;
+};
+struct Wait {
+  std::vector<std::string> keys;
+  uint32_t timeout_ms = 0;
+};
+struct Del {
+  std::string key;
+};
+
+// Who a rank is, as it joins a communicator's rendezvous.
+struct MemberInfo {
+  int32_t rank = -1;
+  int32_t world_size = 0;
+  uint32_t generation = 0;     // n-th communicator this process creates in the job
+  std::string host;
+  uint32_t pid = 0;
+  int32_t nccl_version = 0;    // NCCL_VERSION_CODE of the loaded library
+  int32_t cuda_driver = 0;
+  int32_t cuda_runtime = 0;
+  std::string gpu_uuid;
+  std::string nccl_addr;       // the address NCCL will use
+};
+// Join a communicator. Rank 0 sends the ncclUniqueId in unique_id; the others
+// send it empty. Answered with Joined once all world_size ranks have joined,
+// or Error (mismatch / timeout naming the missing ranks).
+struct Join {
+  MemberInfo info;
+  std::vector<uint8_t> unique_id;
+  uint32_t timeout_ms = 0;
+};
+struct Leave {};
+struct Heartbeat {
+  uint64_t last_completed = 0;  // sequence number of the last finished operation
+};
+struct Abort {
+  std::string reason;
+};
+
+struct Ok {};
+struct Error {
+  uint32_t code = 0;      // a cc_result_t
+  std::string message;
+};
+struct Value {
+  std::vector<uint8_t> value;
+};
+struct Integer {
+  int64_t value = 0;
+};
+struct MemberSummary {
+  int32_t rank = -1;
+  std::string host;
+  uint32_t pid = 0;
+};
+struct Joined {
+  std::vector<uint8_t> unique_id;
+  std::vector<MemberSummary> members;  // indexed by rank
+};
+enum class PeerEventKind : uint8_t { failed = 1, aborted = 2, left = 3, server_stopping = 4 };
+struct PeerEvent {
+  PeerEventKind kind = PeerEventKind::failed;
+  int32_t rank = -1;
+  std::string host;
+  uint32_t pid = 0;
+  std::string reason;
+};
+struct HeartbeatAck {};
+
+using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat,
+                             Abort, Challenge, Ok, Error, Value, Integer, Joined, PeerEvent,
+                             HeartbeatAck>;
+
+MsgType type_of(const Message& m);
+const char* type_name(MsgType t);  // "set", "join", ... or "unknown"
+
+// ---- decoding errors ---------------------------------------------------
+
+enum class DecodeError : uint8_t {
+  none = 0,
+  bad_magic,       // not a cc rendezvous frame (wrong program on the port?)
+  bad_version,     // a client of another protocol version
+  frame_too_large, // length over Limits::max_frame
+  truncated,       // the payload ends inside a field
+  trailing_bytes,  // the payload has bytes after the last field
+  unknown_type,    // a type this version does not know
+  field_too_large, // a key, value, string or list over its limit
+  bad_field,       // a field with an impossible value (e.g. negative world size)
+};
+const char* describe(DecodeError e);
+
+// ---- frames --------------------------------------------------------------
+
+struct FrameHeader {
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  uint16_t type = 0;
+  uint32_t request_id = 0;
+  uint32_t length = 0;
+};
+
+// Parses a header from exactly kHeaderSize bytes and checks magic, version
+// and length; the type is checked by decode_message.
+DecodeError parse_header(std::span<const uint8_t> bytes, const Limits& limits, FrameHeader* out);
+
+// Encodes one complete frame (header and payload).
+std::vector<uint8_t> encode_frame(uint32_t request_id, const Message& m);
+// Appends one complete frame to out (no reallocation when out has room).
+void append_frame(std::vector<uint8_t>& out, uint32_t request_id, const Message& m);
+
+// Decodes a payload of the given type. Every limit is enforced; trailing
+// bytes are an error.
+DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, const Limits& limits,
+                           Message* out);
+
+// Incremental frame splitter for a byte stream: feed what arrived, then take
+// frames until none is complete. After an error the stream is unusable.
+class FrameReader {
+ public:
+  explicit FrameReader(Limits limits = {}) : limits_(limits) {}
+
+  void feed(std::span<const uint8_t> bytes);
+
+  struct Frame {
+    uint32_t request_id = 0;
+    Message message;
+  };
+  // Returns a frame when one is complete; std::nullopt when more bytes are
+  // needed or on error (then error() != none).
+  std::optional<Frame> next();
+  DecodeError error() const { return error_; }
+  // Bytes held that do not yet form a complete frame.
+  size_t buffered() const { return buf_.size() - pos_; }
+  // True while a frame has begun but is incomplete (for per-frame deadlines).
+  bool mid_frame() const { return buffered() > 0; }
+  const Limits& limits() const { return limits_; }
+
+ private:
+  Limits limits_;
+  std::vector<uint8_t> buf_;
+  size_t pos_ = 0;
+  DecodeError error_ = DecodeError::none;
+};
+
+}  // namespace cc::rv

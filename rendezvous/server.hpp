@@ -1,0 +1,48 @@
+// The rendezvous server: Asio, asynchronous, one io_context thread, no thread
+// per connection. Used by cc-rendezvous, by cc_server_start() and by rank 0's
+// embedded server. The per-connection logic lives in ServerCore (no sockets).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "protocol.hpp"
+#include "status.hpp"
+
+namespace cc::rv {
+
+struct ServerOptions {
+  std::string bind_addr = "0.0.0.0";  // "::" listens on IPv6 (and IPv4 where dual-stack)
+  int port = 0;                       // 0 = any free port
+  std::string token;                  // empty = no authentication (logs a warning)
+  Limits limits;
+  std::chrono::milliseconds handshake_timeout{10000};  // connect to authenticated Hello
+  std::chrono::milliseconds frame_timeout{10000};      // first to last byte of one frame
+  std::chrono::milliseconds heartbeat_timeout{0};      // 0 = do not track heartbeats
+  size_t max_connections = 100000;
+  size_t max_jobs = 10000;
+  size_t max_keys_per_job = 100000;
+};
+
+class Server {
+ public:
+  // Binds, listens and starts the io thread. A taken port is CC_ERR_SYSTEM
+  // whose words name the port and what to do.
+  static Status start(const ServerOptions& options, std::unique_ptr<Server>* out);
+
+  virtual ~Server() = default;  // stops if still running
+  virtual int port() const = 0;
+  // Stops accepting, releases every waiting client with an error, closes all
+  // connections and joins the io thread. Idempotent.
+  virtual void stop() = 0;
+  // Blocks until stop() has finished (from another thread or a signal).
+  virtual void wait() = 0;
+  // Blocks until no connection of job_id is a communicator member any more
+  // (all left or vanished), or until timeout; true when idle. Rank 0 calls it
+  // before stopping its embedded server, so the others can leave cleanly.
+  virtual bool wait_job_idle(const std::string& job_id, std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace cc::rv

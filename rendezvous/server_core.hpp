@@ -1,0 +1,2 @@
+// STUB: the socket-free server state machine (owned by the rendezvous work).
+#pragma once
