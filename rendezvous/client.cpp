@@ -1,8 +1,577 @@
-// STUB: replaced by the blocking client.
+// The blocking rendezvous client: plain POSIX sockets with poll() deadlines.
+//
+// Threads: whole frames are written under write_mu_; one thread at a time
+// reads the socket (read_mu_) and files what arrives: replies under their
+// request_id for whoever waits for them, peer events in a queue. A thread
+// waiting for a reply while another reads sleeps on cv_ in short slices, so a
+// heartbeat from one thread and next_event() or a long join on another work
+// together.
 #include "client.hpp"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "auth.hpp"
+#include "log.hpp"
+
 namespace cc::rv {
-Status Client::connect(const ClientOptions&, std::unique_ptr<Client>*) {
-  return make_status(CC_ERR_INTERNAL, "client not implemented yet");
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kReadSlice{50};
+constexpr milliseconds kWaitGrace{5000};      // for the server's own timeout answer
+constexpr milliseconds kAttemptCap{5000};     // one connect attempt to one address
+constexpr milliseconds kFirstBackoff{10};
+constexpr milliseconds kMaxBackoff{500};
+const Clock::time_point kNever = Clock::time_point::max();
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+int poll_ms(Clock::time_point until) {
+  if (until == kNever) return -1;
+  const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left + 1, 0, 1 << 30));
 }
+
+long long elapsed_ms(Clock::time_point since) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - since).count();
+}
+
+Clock::time_point after(milliseconds d) {
+  if (d.count() >= (1LL << 40)) return kNever;
+  return Clock::now() + d;
+}
+
+std::string strip_brackets(const std::string& addr) {
+  if (addr.size() >= 2 && addr.front() == '[' && addr.back() == ']') return addr.substr(1, addr.size() - 2);
+  return addr;
+}
+
+std::string make_endpoint(const std::string& addr, int port) {
+  const std::string host = strip_brackets(addr);
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+std::string local_hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// One attempt to connect to one resolved address. Returns 0 and sets *out, or
+// an errno (ETIMEDOUT when no answer came before `until`).
+int connect_one(const addrinfo* ai, Clock::time_point until, Fd* out) {
+  Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+  if (fd.get() < 0) return errno;
+  if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+    if (errno != EINPROGRESS) return errno;
+    pollfd p{fd.get(), POLLOUT, 0};
+    int rc = 0;
+    do {
+      rc = ::poll(&p, 1, poll_ms(until));
+    } while (rc < 0 && errno == EINTR);
+    if (rc < 0) return errno;
+    if (rc == 0) return ETIMEDOUT;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+    if (err != 0) return err;
+  }
+  int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  *out = std::move(fd);
+  return 0;
+}
+
+std::string reach_advice() {
+  return ". Is rank 0 (or cc-rendezvous) running and listening there? Check "
+         "MASTER_ADDR/MASTER_PORT and firewalls";
+}
+
+// Connects with retries and exponential backoff (with jitter) while the
+// server is not there yet, until `deadline`.
+Status connect_with_retries(const ClientOptions& o, const std::string& endpoint,
+                            Clock::time_point deadline, Fd* out) {
+  const auto start = Clock::now();
+  const std::string host = strip_brackets(o.addr);
+  const std::string port = std::to_string(o.port);
+  std::minstd_rand rng(static_cast<unsigned>(::getpid()) ^
+                       static_cast<unsigned>(start.time_since_epoch().count()));
+  milliseconds backoff = kFirstBackoff;
+  int attempts = 0;
+  std::string last_cause = "no attempt was made";
+  bool resolve_failed = false;
+  bool timed_out = false;
+
+  for (;;) {
+    ++attempts;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int gai = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+    if (gai != 0) {
+      resolve_failed = true;
+      timed_out = false;
+      last_cause = gai == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(gai);
+    } else {
+      resolve_failed = false;
+      std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+      for (const addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+        const auto until = std::min(deadline, Clock::now() + kAttemptCap);
+        const int err = connect_one(ai, until, out);
+        if (err == 0) return Status::success();
+        timed_out = err == ETIMEDOUT;
+        last_cause = timed_out ? "no answer (connection timed out)" : std::strerror(err);
+        for (auto& c : last_cause) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      }
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    const auto jitter = milliseconds(rng() % (backoff.count() / 2 + 1));
+    const auto pause = std::min<Clock::duration>(backoff + jitter, deadline - now);
+    std::this_thread::sleep_for(pause);
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+
+  const std::string tried = " after " + std::to_string(attempts) + " attempt" +
+                            (attempts == 1 ? "" : "s") + " in " + std::to_string(elapsed_ms(start)) +
+                            " ms: ";
+  if (resolve_failed) {
+    return make_status(CC_ERR_RENDEZVOUS, "cannot resolve the rendezvous host '" + host + "' (of " +
+                                              endpoint + ")" + tried + last_cause +
+                                              ". Check MASTER_ADDR and the name service (DNS, "
+                                              "/etc/hosts)");
+  }
+  return make_status(timed_out ? CC_ERR_TIMEOUT : CC_ERR_RENDEZVOUS,
+                     "cannot reach the rendezvous at " + endpoint + tried + last_cause + reach_advice());
+}
+
+class TcpClient final : public Client {
+ public:
+  TcpClient(Fd fd, const ClientOptions& options, std::string endpoint)
+      : fd_(std::move(fd)), options_(options), endpoint_(std::move(endpoint)) {}
+
+  ~TcpClient() override = default;
+
+  Status handshake(Clock::time_point deadline) {
+    Hello hello;
+    hello.job_id = options_.job_id;
+    hello.host = local_hostname();
+    hello.pid = static_cast<uint32_t>(::getpid());
+    hello.client = options_.client;
+    Message reply;
+    if (Status s = transact(hello, deadline, "the handshake (hello)", &reply); !s.ok()) return s;
+    const auto* challenge = std::get_if<Challenge>(&reply);
+    if (challenge == nullptr) return unexpected(reply, "hello");
+    if (!challenge->auth_required) return Status::success();
+    if (options_.token.empty()) {
+      return make_status(CC_ERR_AUTH, "the rendezvous at " + endpoint_ +
+                                          " requires a token: set CC_RENDEZVOUS_TOKEN or "
+                                          "CC_RENDEZVOUS_TOKEN_FILE (or the config's token)");
+    }
+    Auth auth{auth_mac(options_.token, challenge->nonce, options_.job_id)};
+    if (Status s = transact(auth, deadline, "the handshake (auth)", &reply); !s.ok()) return s;
+    if (!std::holds_alternative<Ok>(reply)) return unexpected(reply, "auth");
+    return Status::success();
+  }
+
+  Status set(const std::string& key, std::span<const uint8_t> value) override {
+    Set m{key, std::vector<uint8_t>(value.begin(), value.end())};
+    return expect_ok(m, after(options_.request_timeout), "a set of key '" + key + "'");
+  }
+
+  Status get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) override {
+    Message reply;
+    if (Status s = transact(Get{key, timeout_ms}, waiting_deadline(timeout_ms),
+                            "a get of key '" + key + "'", &reply);
+        !s.ok()) {
+      return s;
+    }
+    auto* v = std::get_if<Value>(&reply);
+    if (v == nullptr) return unexpected(reply, "get");
+    if (value != nullptr) *value = std::move(v->value);
+    return Status::success();
+  }
+
+  Status add(const std::string& key, int64_t delta, int64_t* result) override {
+    Message reply;
+    if (Status s = transact(Add{key, delta}, after(options_.request_timeout),
+                            "an add to key '" + key + "'", &reply);
+        !s.ok()) {
+      return s;
+    }
+    const auto* v = std::get_if<Integer>(&reply);
+    if (v == nullptr) return unexpected(reply, "add");
+    if (result != nullptr) *result = v->value;
+    return Status::success();
+  }
+
+  Status wait(const std::vector<std::string>& keys, uint32_t timeout_ms) override {
+    return expect_ok(Wait{keys, timeout_ms}, waiting_deadline(timeout_ms),
+                     "a wait for " + std::to_string(keys.size()) + " key(s)");
+  }
+
+  Status del(const std::string& key) override {
+    return expect_ok(Del{key}, after(options_.request_timeout), "a delete of key '" + key + "'");
+  }
+
+  Status join(const Join& request, Joined* out) override {
+    // timeout_ms 0: the server waits without a deadline, and so do we.
+    const auto deadline = request.timeout_ms == 0 ? kNever : waiting_deadline(request.timeout_ms);
+    Message reply;
+    if (Status s = transact(request, deadline, "the join of rank " + std::to_string(request.info.rank),
+                            &reply);
+        !s.ok()) {
+      return s;
+    }
+    auto* joined = std::get_if<Joined>(&reply);
+    if (joined == nullptr) return unexpected(reply, "join");
+    if (out != nullptr) *out = std::move(*joined);
+    return Status::success();
+  }
+
+  Status leave() override { return expect_ok(Leave{}, after(options_.request_timeout), "a leave"); }
+
+  Status heartbeat(uint64_t last_completed) override {
+    Message reply;
+    if (Status s = transact(Heartbeat{last_completed}, after(options_.request_timeout), "a heartbeat",
+                            &reply);
+        !s.ok()) {
+      return s;
+    }
+    if (!std::holds_alternative<HeartbeatAck>(reply)) return unexpected(reply, "heartbeat");
+    return Status::success();
+  }
+
+  Status abort(const std::string& reason) override {
+    return expect_ok(Abort{reason}, after(options_.request_timeout), "an abort");
+  }
+
+  std::optional<PeerEvent> next_event(milliseconds timeout) override {
+    const auto deadline = after(timeout);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(state_mu_);
+        if (!events_.empty()) {
+          PeerEvent e = std::move(events_.front());
+          events_.pop_front();
+          return e;
+        }
+        if (!broken_.ok()) return std::nullopt;
+      }
+      const auto now = Clock::now();
+      if (now >= deadline) return std::nullopt;
+      const auto slice = std::min(deadline, now + kReadSlice);
+      if (read_mu_.try_lock()) {
+        read_once(slice);
+        read_mu_.unlock();
+        cv_.notify_all();
+      } else {
+        std::unique_lock<std::mutex> lock(state_mu_);
+        cv_.wait_until(lock, slice, [&] { return !events_.empty() || !broken_.ok(); });
+      }
+    }
+  }
+
+  const std::string& endpoint() const override { return endpoint_; }
+
+ private:
+  Clock::time_point waiting_deadline(uint32_t timeout_ms) const {
+    if (timeout_ms == 0) return after(options_.request_timeout);
+    return after(milliseconds(timeout_ms) + kWaitGrace);
+  }
+
+  Status unexpected(const Message& reply, const char* request) const {
+    return make_status(CC_ERR_RENDEZVOUS, "the rendezvous at " + endpoint_ + " answered a " +
+                                              request + " with an unexpected '" +
+                                              type_name(type_of(reply)) +
+                                              "' message: is it a server of another cc version?");
+  }
+
+  Status expect_ok(const Message& request, Clock::time_point deadline, const std::string& what) {
+    Message reply;
+    if (Status s = transact(request, deadline, what, &reply); !s.ok()) return s;
+    if (!std::holds_alternative<Ok>(reply)) return unexpected(reply, type_name(type_of(request)));
+    return Status::success();
+  }
+
+  // Sends one request and waits for its reply; an Error reply becomes the
+  // returned Status.
+  Status transact(const Message& request, Clock::time_point deadline, const std::string& what,
+                  Message* reply) {
+    uint32_t id = next_id_.fetch_add(1);
+    if (id == 0) id = next_id_.fetch_add(1);  // 0 is for server-pushed messages
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      if (!broken_.ok()) return broken_;
+      awaited_.insert(id);
+    }
+    const std::vector<uint8_t> frame = encode_frame(id, request);
+    Status sent;
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      sent = send_all(frame, deadline, what);
+    }
+    if (!sent.ok()) {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      awaited_.erase(id);
+      return sent;
+    }
+    Status s = await(id, deadline, what, reply);
+    if (!s.ok()) return s;
+    if (auto* error = std::get_if<Error>(reply)) return from_error(*error);
+    return Status::success();
+  }
+
+  Status from_error(const Error& e) const {
+    const auto code = e.code > CC_SUCCESS && e.code < CC_NUM_RESULTS ? static_cast<cc_result_t>(e.code)
+                                                                      : CC_ERR_RENDEZVOUS;
+    if (code == CC_ERR_AUTH) {
+      // Never say which part was wrong.
+      return make_status(CC_ERR_AUTH, "the rendezvous at " + endpoint_ +
+                                          " refused our token: check that CC_RENDEZVOUS_TOKEN "
+                                          "(or CC_RENDEZVOUS_TOKEN_FILE) holds the same token as "
+                                          "the server");
+    }
+    return make_status(code, e.message);
+  }
+
+  Status send_all(std::span<const uint8_t> bytes, Clock::time_point deadline, const std::string& what) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::send(fd_.get(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (Clock::now() >= deadline) {
+          return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint_ +
+                                                 " did not take " + what +
+                                                 " in time: is the server overloaded or stuck?");
+        }
+        pollfd p{fd_.get(), POLLOUT, 0};
+        const int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
+        if (rc < 0 && errno != EINTR) return mark_broken(system_error("poll", errno));
+        continue;
+      }
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return mark_broken(closed_status());
+      return mark_broken(system_error("send", errno));
+    }
+    return Status::success();
+  }
+
+  Status await(uint32_t id, Clock::time_point deadline, const std::string& what, Message* reply) {
+    const auto start = Clock::now();
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(state_mu_);
+        if (auto it = replies_.find(id); it != replies_.end()) {
+          *reply = std::move(it->second);
+          replies_.erase(it);
+          awaited_.erase(id);
+          return Status::success();
+        }
+        if (!broken_.ok()) {
+          awaited_.erase(id);
+          return broken_;
+        }
+        if (Clock::now() >= deadline) {
+          awaited_.erase(id);  // a late reply is dropped
+          return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint_ + " did not answer " +
+                                                 what + " within " +
+                                                 std::to_string(elapsed_ms(start)) +
+                                                 " ms: is the server overloaded or stuck?");
+        }
+      }
+      const auto slice = std::min(deadline, Clock::now() + kReadSlice);
+      if (read_mu_.try_lock()) {
+        read_once(slice);
+        read_mu_.unlock();
+        cv_.notify_all();
+      } else {
+        std::unique_lock<std::mutex> lock(state_mu_);
+        cv_.wait_until(lock, slice, [&] { return replies_.count(id) != 0 || !broken_.ok(); });
+      }
+    }
+  }
+
+  // Reads what arrives before `until` and files it. Caller holds read_mu_.
+  void read_once(Clock::time_point until) {
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      if (!broken_.ok()) return;
+    }
+    pollfd p{fd_.get(), POLLIN, 0};
+    const int rc = ::poll(&p, 1, poll_ms(until));
+    if (rc < 0) {
+      if (errno != EINTR) (void)mark_broken(system_error("poll", errno));
+      return;
+    }
+    if (rc == 0) return;
+    uint8_t buf[65536];
+    const ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+    if (n == 0) {
+      (void)mark_broken(closed_status());
+      return;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      (void)mark_broken(errno == ECONNRESET ? closed_status() : system_error("recv", errno));
+      return;
+    }
+    reader_.feed(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
+    while (auto frame = reader_.next()) dispatch(std::move(*frame));
+    if (reader_.error() != DecodeError::none) {
+      (void)mark_broken(make_status(CC_ERR_RENDEZVOUS,
+                              "the rendezvous at " + endpoint_ + " sent a frame we cannot read (" +
+                                  describe(reader_.error()) +
+                                  "): is it a cc rendezvous server of the same version?"));
+    }
+  }
+
+  void dispatch(FrameReader::Frame frame) {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (frame.request_id == 0) {
+      if (auto* event = std::get_if<PeerEvent>(&frame.message)) {
+        events_.push_back(std::move(*event));
+      } else if (auto* error = std::get_if<Error>(&frame.message)) {
+        // The server dropping us on its own: every waiter gets its words.
+        if (broken_.ok()) {
+          broken_ = from_error(*error);
+          PeerEvent e;
+          e.kind = PeerEventKind::server_stopping;
+          e.reason = broken_.message;
+          events_.push_back(std::move(e));
+        }
+      } else {
+        log().debug("rendezvous {}: ignoring an unsolicited '{}' message", endpoint_,
+                    type_name(type_of(frame.message)));
+      }
+    } else if (awaited_.count(frame.request_id) != 0) {
+      replies_[frame.request_id] = std::move(frame.message);
+    }
+  }
+
+  Status closed_status() const {
+    return make_status(CC_ERR_RENDEZVOUS, "the rendezvous server at " + endpoint_ +
+                                              " closed the connection (did it stop or crash?)");
+  }
+
+  Status system_error(const char* call, int err) const {
+    return make_status(CC_ERR_RENDEZVOUS, "the connection to the rendezvous at " + endpoint_ +
+                                              " failed (" + call + ": " + std::strerror(err) + ")");
+  }
+
+  // Marks the connection unusable and tells the event reader once, so a
+  // watchdog learns that the server is gone.
+  Status mark_broken(Status s) {
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      if (broken_.ok()) {
+        broken_ = s;
+        PeerEvent e;
+        e.kind = PeerEventKind::server_stopping;
+        e.reason = s.message;
+        events_.push_back(std::move(e));
+      }
+    }
+    cv_.notify_all();
+    return s;
+  }
+
+  Fd fd_;
+  ClientOptions options_;
+  std::string endpoint_;
+  std::atomic<uint32_t> next_id_{1};
+
+  std::mutex write_mu_;
+  std::mutex read_mu_;
+  FrameReader reader_;  // under read_mu_
+
+  std::mutex state_mu_;
+  std::condition_variable cv_;
+  std::set<uint32_t> awaited_;
+  std::map<uint32_t, Message> replies_;
+  std::deque<PeerEvent> events_;
+  Status broken_;
+};
+
+}  // namespace
+
+Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>* out) {
+  const std::string endpoint = make_endpoint(options.addr, options.port);
+  if (options.addr.empty()) {
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "no rendezvous address given: set MASTER_ADDR (or pass an address)");
+  }
+  if (options.port < 1 || options.port > 65535) {
+    return make_status(CC_ERR_INVALID_ARGUMENT, "the rendezvous port " + std::to_string(options.port) +
+                                                    " is out of range 1..65535: check MASTER_PORT");
+  }
+  const auto deadline = after(options.connect_timeout);
+  Fd fd;
+  if (Status s = connect_with_retries(options, endpoint, deadline, &fd); !s.ok()) return s;
+  auto client = std::make_unique<TcpClient>(std::move(fd), options, endpoint);
+  if (Status s = client->handshake(deadline); !s.ok()) {
+    if (s.code == CC_ERR_TIMEOUT) {
+      s.message = "the rendezvous at " + endpoint + " accepted the connection but did not finish " +
+                  "the handshake in time: is it a cc rendezvous server, and not overloaded?";
+    }
+    return s;
+  }
+  *out = std::move(client);
+  return Status::success();
+}
+
 }  // namespace cc::rv
