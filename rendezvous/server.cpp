@@ -1,8 +1,388 @@
-// STUB: replaced by the Asio server.
+// The Asio side of the rendezvous server: accepting, reading, writing and the
+// one timer. Every decision is ServerCore's; this file only moves bytes.
 #include "server.hpp"
 
+#include <array>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <asio.hpp>
+
+#include "log.hpp"
+#include "server_core.hpp"
+
 namespace cc::rv {
-Status Server::start(const ServerOptions&, std::unique_ptr<Server>*) {
-  return make_status(CC_ERR_INTERNAL, "server not implemented yet");
+namespace {
+
+using asio::ip::tcp;
+
+std::string endpoint_text(const tcp::endpoint& ep) {
+  asio::ip::address a = ep.address();
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  if (a.is_v6()) return "[" + a.to_string() + "]:" + std::to_string(ep.port());
+  return a.to_string() + ":" + std::to_string(ep.port());
 }
+
+struct Session {
+  Session(ConnId i, tcp::socket s) : id(i), sock(std::move(s)) {}
+  ConnId id;
+  tcp::socket sock;
+  std::vector<uint8_t> pending;  // frames queued while a write is in flight
+  std::vector<uint8_t> writing;  // the bytes of the write in flight
+  bool write_busy = false;
+  bool dirty = false;    // in the server's flush list
+  bool closing = false;  // the core forgot it: flush, then close
+  bool closed = false;
+  std::optional<asio::steady_timer> linger;
+};
+using SessionPtr = std::shared_ptr<Session>;
+
+// How long a closing connection may take to drain its last frames.
+constexpr auto kLinger = std::chrono::seconds(2);
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
+constexpr int kReadsPerWake = 16;
+
+class AsioServer final : public Server, private Sink {
+ public:
+  explicit AsioServer(const ServerOptions& o)
+      : opt_(o), acceptor_(io_), timer_(io_), accept_backoff_(io_), core_(o, *this) {}
+
+  ~AsioServer() override { stop(); }
+
+  Status open() {
+    std::error_code ec;
+    asio::ip::address addr = asio::ip::make_address(opt_.bind_addr, ec);
+    if (ec) {
+      tcp::resolver resolver(io_);
+      auto results = resolver.resolve(opt_.bind_addr, std::to_string(opt_.port), tcp::resolver::passive, ec);
+      if (ec || results.empty())
+        return make_status(CC_ERR_SYSTEM, "cannot resolve the bind address '" + opt_.bind_addr +
+                                              "': " + (ec ? ec.message() : "no address") +
+                                              "; give an IP address or a host name of this machine");
+      addr = results.begin()->endpoint().address();
+    }
+    const tcp::endpoint ep(addr, static_cast<unsigned short>(opt_.port));
+    const std::string where = (addr.is_v6() ? "[" + opt_.bind_addr + "]" : opt_.bind_addr) + ":" +
+                              std::to_string(opt_.port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec && addr.is_v6() && addr.is_unspecified()) acceptor_.set_option(asio::ip::v6_only(false), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(65535, ec);
+    if (ec == asio::error::address_in_use)
+      return make_status(CC_ERR_SYSTEM, "cannot listen on " + where +
+                                            ": address already in use; another cc-rendezvous or program "
+                                            "holds the port: stop it or choose another port (--port / "
+                                            "MASTER_PORT)");
+    if (ec)
+      return make_status(CC_ERR_SYSTEM, "cannot listen on " + where + ": " + ec.message() +
+                                            (ec == std::errc::address_not_available
+                                                 ? "; the address is not one of this machine's"
+                                                 : ""));
+    port_ = acceptor_.local_endpoint().port();
+    if (opt_.token.empty())
+      log().warn("rendezvous server on {}:{} has no token: anyone who can reach the port can join any job "
+                 "(set a token with --token-file or CC_RENDEZVOUS_TOKEN)",
+                 opt_.bind_addr, port_);
+    log().info("listening on {}:{}", addr.is_v6() ? "[" + opt_.bind_addr + "]" : opt_.bind_addr, port_);
+    accept();
+    thread_ = std::thread([this] { run(); });
+    return Status::success();
+  }
+
+  int port() const override { return port_; }
+
+  void stop() override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_requested_) {
+        cv_.wait(lock, [this] { return stopped_; });
+        return;
+      }
+      stop_requested_ = true;
+    }
+    if (thread_.joinable()) {
+      asio::post(io_, [this] { shutdown(); });
+      thread_.join();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return stopped_; });
+  }
+
+  bool wait_job_idle(const std::string& job_id, std::chrono::milliseconds timeout) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_requested_) return true;
+    }
+    auto done = std::make_shared<std::promise<bool>>();
+    auto result = done->get_future();
+    asio::post(io_, [this, job_id, done] {
+      if (stopping_ || !core_.job_busy(job_id))
+        done->set_value(true);
+      else
+        idle_waiters_.emplace(job_id, done);
+    });
+    if (result.wait_for(timeout) != std::future_status::ready) return false;
+    return result.get();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      try {
+        io_.run();
+        return;
+      } catch (const std::exception& e) {
+        log().error("rendezvous server: unexpected error, going on: {}", e.what());
+      }
+    }
+  }
+
+  // ---- Sink ----------------------------------------------------------------
+
+  void send(ConnId conn, uint32_t request_id, const Message& message) override {
+    auto it = sessions_.find(conn);
+    if (it == sessions_.end()) return;
+    Session& s = *it->second;
+    if (s.closed) return;
+    append_frame(s.pending, request_id, message);
+    mark_dirty(it->second);
+  }
+
+  void close(ConnId conn, const std::string&) override {
+    auto it = sessions_.find(conn);
+    if (it == sessions_.end()) return;
+    it->second->closing = true;
+    mark_dirty(it->second);
+  }
+
+  void job_idle(const std::string& job_id) override {
+    auto [b, e] = idle_waiters_.equal_range(job_id);
+    for (auto it = b; it != e; ++it) it->second->set_value(true);
+    idle_waiters_.erase(b, e);
+  }
+
+  // ---- output ----------------------------------------------------------------
+
+  void mark_dirty(const SessionPtr& s) {
+    if (s->dirty) return;
+    s->dirty = true;
+    dirty_.push_back(s);
+  }
+
+  // Writes what the core queued; called after every call into the core.
+  void flush() {
+    while (!dirty_.empty()) {
+      std::vector<SessionPtr> list;
+      list.swap(dirty_);
+      for (auto& s : list) {
+        s->dirty = false;
+        start_write(s);
+      }
+    }
+    arm_timer();
+  }
+
+  void start_write(const SessionPtr& s) {
+    if (s->closed || s->write_busy) return;
+    if (s->pending.empty()) {
+      if (s->closing) finish_close(s);
+      return;
+    }
+    s->writing.swap(s->pending);
+    s->pending.clear();
+    // Most replies fit the socket buffer: try at once, go asynchronous only
+    // for the rest.
+    std::error_code ec;
+    const size_t n = s->sock.write_some(asio::buffer(s->writing), ec);
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+      socket_failed(s, ec);
+      return;
+    }
+    if (!ec && n == s->writing.size()) {
+      s->writing.clear();
+      if (s->closing) finish_close(s);
+      return;
+    }
+    const size_t done = ec ? 0 : n;
+    s->write_busy = true;
+    if (s->closing) start_linger(s);
+    asio::async_write(s->sock, asio::buffer(s->writing.data() + done, s->writing.size() - done),
+                      [this, s](std::error_code wec, size_t) {
+                        s->write_busy = false;
+                        s->writing.clear();
+                        if (s->writing.capacity() > (1u << 20)) s->writing.shrink_to_fit();
+                        if (wec) {
+                          socket_failed(s, wec);
+                        } else {
+                          start_write(s);
+                        }
+                        flush();
+                      });
+  }
+
+  void start_linger(const SessionPtr& s) {
+    if (s->linger) return;
+    s->linger.emplace(io_, kLinger);
+    s->linger->async_wait([this, s](std::error_code ec) {
+      if (!ec) finish_close(s);
+    });
+  }
+
+  void finish_close(const SessionPtr& s) {
+    if (s->closed) return;
+    s->closed = true;
+    std::error_code ec;
+    s->sock.shutdown(tcp::socket::shutdown_both, ec);
+    s->sock.close(ec);
+    if (s->linger) s->linger->cancel();
+    sessions_.erase(s->id);
+  }
+
+  void socket_failed(const SessionPtr& s, std::error_code ec) {
+    if (s->closing) {
+      finish_close(s);
+      return;
+    }
+    core_.on_disconnect(s->id, ec == asio::error::eof ? "the client closed the connection" : ec.message());
+    finish_close(s);
+  }
+
+  // ---- input -----------------------------------------------------------------
+
+  void start_read(const SessionPtr& s) {
+    s->sock.async_wait(tcp::socket::wait_read, [this, s](std::error_code ec) { on_readable(s, ec); });
+  }
+
+  void on_readable(const SessionPtr& s, std::error_code ec) {
+    if (s->closing || s->closed) return;
+    if (ec) {
+      socket_failed(s, ec);
+      flush();
+      return;
+    }
+    for (int i = 0; i < kReadsPerWake && !s->closing; ++i) {
+      const size_t n = s->sock.read_some(asio::buffer(rbuf_), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+      if (ec) {
+        socket_failed(s, ec);
+        flush();
+        return;
+      }
+      core_.on_bytes(s->id, std::span<const uint8_t>(rbuf_.data(), n), Clock::now());
+      if (n < rbuf_.size()) break;
+    }
+    if (!s->closing && !s->closed) start_read(s);
+    flush();
+  }
+
+  void accept() {
+    acceptor_.async_accept([this](std::error_code ec, tcp::socket sock) {
+      if (ec == asio::error::operation_aborted || stopping_) return;
+      if (ec) {
+        // EMFILE and friends: the loop must survive; back off a little.
+        log().warn("rendezvous server: accept failed: {}; retrying (raise the fd limit with ulimit -n "
+                   "if this says 'too many open files')",
+                   ec.message());
+        accept_backoff_.expires_after(kAcceptBackoff);
+        accept_backoff_.async_wait([this](std::error_code wec) {
+          if (!wec && !stopping_) accept();
+        });
+        return;
+      }
+      on_accepted(std::move(sock));
+      accept();
+    });
+  }
+
+  void on_accepted(tcp::socket sock) {
+    std::error_code ec;
+    sock.set_option(tcp::no_delay(true), ec);
+    sock.non_blocking(true, ec);
+    const auto remote = sock.remote_endpoint(ec);
+    const std::string peer = ec ? std::string("unknown peer") : endpoint_text(remote);
+    const ConnId id = next_id_++;
+    auto s = std::make_shared<Session>(id, std::move(sock));
+    sessions_.emplace(id, s);
+    if (core_.on_connect(id, peer, Clock::now())) start_read(s);
+    flush();
+  }
+
+  // ---- the one timer -----------------------------------------------------------
+
+  void arm_timer() {
+    const auto next = core_.next_deadline();
+    if (!next || stopping_) return;
+    if (armed_ && *armed_ <= *next) return;
+    armed_ = *next;
+    timer_.expires_at(*next);
+    timer_.async_wait([this](std::error_code ec) {
+      if (ec) return;  // re-armed or stopping
+      armed_.reset();
+      core_.expire(Clock::now());
+      flush();
+    });
+  }
+
+  void shutdown() {
+    stopping_ = true;
+    std::error_code ec;
+    acceptor_.close(ec);
+    accept_backoff_.cancel();
+    core_.stop();
+    flush();
+    timer_.cancel();
+    armed_.reset();
+    for (auto& [job, done] : idle_waiters_) done->set_value(true);
+    idle_waiters_.clear();
+    log().info("rendezvous server on port {} stopped", port_);
+  }
+
+  ServerOptions opt_;
+  asio::io_context io_{1};
+  tcp::acceptor acceptor_;
+  asio::steady_timer timer_;
+  asio::steady_timer accept_backoff_;
+  std::optional<Clock::time_point> armed_;
+  ServerCore core_;
+  std::unordered_map<ConnId, SessionPtr> sessions_;
+  std::vector<SessionPtr> dirty_;
+  std::multimap<std::string, std::shared_ptr<std::promise<bool>>> idle_waiters_;
+  std::array<uint8_t, 64 * 1024> rbuf_{};  // one thread reads, so one buffer serves all
+  ConnId next_id_ = 1;
+  int port_ = 0;
+  bool stopping_ = false;  // io thread only
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+Status Server::start(const ServerOptions& options, std::unique_ptr<Server>* out) {
+  try {
+    auto server = std::make_unique<AsioServer>(options);
+    Status st = server->open();
+    if (!st.ok()) return st;
+    *out = std::move(server);
+    return Status::success();
+  } catch (const std::exception& e) {
+    return make_status(CC_ERR_SYSTEM, std::string("cannot start the rendezvous server: ") + e.what());
+  }
+}
+
 }  // namespace cc::rv

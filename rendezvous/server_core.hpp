@@ -1,2 +1,92 @@
-// STUB: the socket-free server state machine (owned by the rendezvous work).
+// The rendezvous server's state machine, without sockets: connections,
+// handshake and authentication, jobs and their keys, parked waits, communicator
+// joins, membership events and every deadline. The I/O layer (server.cpp)
+// feeds it connects, bytes, disconnects and the clock; the core answers
+// through a Sink. One thread drives it, so it takes no locks. Tests and the
+// fuzz target drive it directly.
+//
+// Protocol rules the core enforces (the client follows them):
+// - The first frame is Hello, answered with Challenge (request_id of Hello).
+// - With a token, the next frame is Auth, answered with Ok, or with
+//   Error(CC_ERR_AUTH) and a closed connection.
+// - Nothing of any job is readable or writable before that.
+// - Get/Wait with timeout_ms > 0 are parked and answered when their keys are
+//   set, or with Error(CC_ERR_TIMEOUT) at the deadline. Join with timeout_ms 0
+//   waits without a server-side deadline.
+// - Leave ends a membership cleanly: no event is sent to the other members
+//   (so a job of N ranks that finishes costs O(N), not O(N^2) messages).
+// - A member that drops without Leave, misses heartbeats or sends Abort is
+//   announced to every other member of the job (request_id 0), once. Each job
+//   announces at most kMaxAnnouncedFailures ranks; later failures are logged
+//   only (the members already know the job is broken).
 #pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "protocol.hpp"
+#include "server.hpp"
+
+namespace cc::rv {
+
+using ConnId = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+// Where the core's output goes. Calls happen inside the core's calls; a Sink
+// must not call back into the core.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void send(ConnId conn, uint32_t request_id, const Message& message) = 0;
+  // The core has forgotten this connection: flush what was sent, then close.
+  virtual void close(ConnId conn, const std::string& reason) = 0;
+  // No connection of job_id is a member or a joiner any more.
+  virtual void job_idle(const std::string& job_id) { (void)job_id; }
+};
+
+class ServerCore {
+ public:
+  static constexpr size_t kMaxAnnouncedFailures = 16;
+
+  ServerCore(const ServerOptions& options, Sink& sink);
+  ~ServerCore();
+  ServerCore(const ServerCore&) = delete;
+  ServerCore& operator=(const ServerCore&) = delete;
+
+  // A new connection; `peer` is "address:port" for messages. False when it
+  // was refused (over max_connections): an Error was sent and close called.
+  bool on_connect(ConnId conn, const std::string& peer, Clock::time_point now);
+  void on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now);
+  // The peer closed or the socket failed; `reason` says how ("end of stream").
+  void on_disconnect(ConnId conn, const std::string& reason);
+  // Fires every deadline at or before now.
+  void expire(Clock::time_point now);
+  // The earliest pending deadline, for the I/O layer's one timer.
+  std::optional<Clock::time_point> next_deadline() const;
+  // Releases every parked request with an error, tells members the server is
+  // stopping and closes every connection.
+  void stop();
+
+  size_t connection_count() const;
+  size_t job_count() const;
+  bool job_exists(const std::string& job_id) const;
+  // True while some connection of the job is a member or a pending joiner.
+  bool job_busy(const std::string& job_id) const;
+  // Last completed operation each member reported by heartbeat, by rank, for
+  // one generation of a job (empty when unknown).
+  std::map<int32_t, uint64_t> member_progress(const std::string& job_id, uint32_t generation) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cc::rv
