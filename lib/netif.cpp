@@ -103,6 +103,29 @@ std::string strip_brackets(const std::string& host) {
   return host;
 }
 
+bool nccl_ifname_matches(const std::string& spec_in, const std::string& ifname) {
+  std::string spec = spec_in;
+  bool exclude = false, exact = false;
+  if (!spec.empty() && spec[0] == '^') {
+    exclude = true;
+    spec.erase(0, 1);
+  }
+  if (!spec.empty() && spec[0] == '=') {
+    exact = true;
+    spec.erase(0, 1);
+  }
+  bool listed = false;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    std::string item = spec.substr(start, comma - start);
+    if (!item.empty() && (exact ? ifname == item : ifname.compare(0, item.size(), item) == 0)) listed = true;
+    start = comma + 1;
+  }
+  return exclude ? !listed : listed;
+}
+
 Status list_interfaces(std::vector<Interface>* out) {
   out->clear();
   ifaddrs* raw = nullptr;

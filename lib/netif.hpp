@@ -52,6 +52,10 @@ struct IfnameChoice {
 Status choose_nccl_socket_ifname(const std::string& master_addr, const env::Getenv& getenv,
                                  IfnameChoice* out);
 
+// Whether NCCL would use `ifname` under NCCL_SOCKET_IFNAME=spec: a comma
+// list of prefixes, "=" for exact names, a leading "^" to exclude instead.
+bool nccl_ifname_matches(const std::string& spec, const std::string& ifname);
+
 // "[::1]" -> "::1"; anything else unchanged.
 std::string strip_brackets(const std::string& host);
 

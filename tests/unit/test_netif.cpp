@@ -114,3 +114,15 @@ TEST_CASE("choose_nccl_socket_ifname picks the route's interface when unset", "[
   CHECK_THAT(s.message, Catch::Contains("cannot resolve"));
   CHECK_THAT(s.message, Catch::Contains("NCCL_SOCKET_IFNAME"));
 }
+
+TEST_CASE("nccl_ifname_matches follows NCCL_SOCKET_IFNAME's rules", "[netif]") {
+  CHECK(netif::nccl_ifname_matches("eth", "eth0"));
+  CHECK(netif::nccl_ifname_matches("ib,eth", "eth1"));
+  CHECK_FALSE(netif::nccl_ifname_matches("ib", "eth0"));
+  CHECK(netif::nccl_ifname_matches("=eth0", "eth0"));
+  CHECK_FALSE(netif::nccl_ifname_matches("=eth0", "eth01"));
+  CHECK_FALSE(netif::nccl_ifname_matches("^docker,lo", "docker0"));
+  CHECK_FALSE(netif::nccl_ifname_matches("^docker,lo", "lo"));
+  CHECK(netif::nccl_ifname_matches("^docker,lo", "eth0"));
+  CHECK(netif::nccl_ifname_matches("^=eth0", "eth01"));
+}
