@@ -26,6 +26,8 @@ struct Job;
 struct Membership {
   uint32_t generation = 0;
   int32_t rank = -1;
+  std::string host;  // as the rank said in its Join
+  uint32_t pid = 0;
   uint64_t last_completed = 0;
 };
 
@@ -46,8 +48,8 @@ struct Conn {
   // "rank 3 (host-a pid 42, 10.0.0.3:5555)" or "10.0.0.3:5555" before joining
   std::string who() const {
     if (!memberships.empty())
-      return "rank " + std::to_string(memberships.back().rank) + " (" + hello.host + " pid " +
-             std::to_string(hello.pid) + ", " + peer + ")";
+      return "rank " + std::to_string(memberships.back().rank) + " (" + memberships.back().host + " pid " +
+             std::to_string(memberships.back().pid) + ", " + peer + ")";
     if (phase == Phase::ready) return hello.host + " pid " + std::to_string(hello.pid) + " (" + peer + ")";
     return peer;
   }
@@ -237,7 +239,7 @@ struct ServerCore::Impl {
     log().warn("job {}: {} {}: {}; telling {} other members", quote(job.id), c.who(), what, reason,
                job.members.size() - (job.members.count(c.id) ? 1 : 0));
     for (const Membership& m : c.memberships) {
-      PeerEvent ev{kind, m.rank, c.hello.host, c.hello.pid, reason};
+      PeerEvent ev{kind, m.rank, m.host, m.pid, reason};
       for (ConnId other : job.members)
         if (other != c.id) send(other, 0, ev);
     }
@@ -788,7 +790,7 @@ struct ServerCore::Impl {
       --job.joiners;
       s.parked = 0;
       Conn& c = *conns.at(s.conn);
-      c.memberships.push_back({generation, s.info.rank, 0});
+      c.memberships.push_back({generation, s.info.rank, s.info.host, s.info.pid, 0});
       job.members.insert(c.id);
       if (opt.heartbeat_timeout.count() > 0)
         arm(c.heartbeat_timer, now + opt.heartbeat_timeout, DeadlineKind::heartbeat, c.id);

@@ -1,0 +1,422 @@
+// A real rendezvous server on loopback, driven by raw sockets: hostile input
+// drops only the sender (with words where an Error is sent) and a legitimate
+// client still succeeds afterwards; join checks, auth, stop and idle waits.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "auth.hpp"
+#include "raw_client.hpp"
+#include "server.hpp"
+
+using namespace std::chrono_literals;
+using cc::test::RawClient;
+namespace rv = cc::rv;
+
+namespace {
+
+std::unique_ptr<rv::Server> start_server(rv::ServerOptions o = {}) {
+  o.bind_addr = o.bind_addr == "0.0.0.0" ? "127.0.0.1" : o.bind_addr;
+  o.port = 0;
+  if (o.handshake_timeout == std::chrono::milliseconds(10000)) o.handshake_timeout = 400ms;
+  if (o.frame_timeout == std::chrono::milliseconds(10000)) o.frame_timeout = 400ms;
+  std::unique_ptr<rv::Server> s;
+  cc::Status st = rv::Server::start(o, &s);
+  INFO(st.message);
+  REQUIRE(st.ok());
+  return s;
+}
+
+std::vector<uint8_t> header(uint32_t magic, uint16_t version, uint16_t type, uint32_t length) {
+  std::vector<uint8_t> h(rv::kHeaderSize);
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) h[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  put32(0, magic);
+  h[4] = static_cast<uint8_t>(version);
+  h[5] = static_cast<uint8_t>(version >> 8);
+  h[6] = static_cast<uint8_t>(type);
+  h[7] = static_cast<uint8_t>(type >> 8);
+  put32(8, 1);
+  put32(12, length);
+  return h;
+}
+
+std::string error_words(const std::vector<rv::Message>& seen) {
+  for (const auto& m : seen)
+    if (auto* e = std::get_if<rv::Error>(&m)) return e->message;
+  return "";
+}
+
+// A legitimate client: hello, set, get back.
+void legit_client_works(int port, const std::string& job = "legit") {
+  RawClient c(port);
+  REQUIRE(c.hello(job));
+  auto r = c.call(rv::Set{"k", {1, 0, 2}});
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Ok>(*r));
+  r = c.call(rv::Get{"k", 0});
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Value>(*r));
+  CHECK(std::get<rv::Value>(*r).value == std::vector<uint8_t>{1, 0, 2});
+}
+
+rv::Join join_msg(int rank, int world, const std::string& host, uint32_t timeout_ms = 5000,
+                  uint32_t generation = 0) {
+  rv::Join j;
+  j.info.rank = rank;
+  j.info.world_size = world;
+  j.info.generation = generation;
+  j.info.host = host;
+  j.info.pid = static_cast<uint32_t>(100 + rank);
+  j.info.nccl_version = 22809;
+  if (rank == 0) j.unique_id = {9, 8, 7};
+  j.timeout_ms = timeout_ms;
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("hostile input drops only the sender, with its reason") {
+  auto server = start_server();
+  const int port = server->port();
+
+  struct Case {
+    const char* name;
+    std::vector<uint8_t> bytes;
+    bool after_hello;
+    const char* words;  // expected in the Error the sender sees
+  };
+  std::vector<uint8_t> trailing = rv::encode_frame(1, rv::Hello{"j", "h", 1, "c"});
+  trailing.push_back(0);
+  trailing[12] = static_cast<uint8_t>(trailing[12] + 1);
+  std::vector<Case> cases = {
+      {"bad magic", {'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n'}, false,
+       "bad magic"},
+      {"wrong version", header(rv::kMagic, 99, 1, 0), false, "unsupported protocol version"},
+      {"length over the maximum", header(rv::kMagic, rv::kProtocolVersion, 10, (4u << 20) + 1), false,
+       "frame length over the maximum"},
+      {"unknown type", header(rv::kMagic, rv::kProtocolVersion, 999, 0), false, "unknown message type"},
+      {"trailing bytes", trailing, false, "trailing bytes"},
+      {"set before hello", rv::encode_frame(1, rv::Set{"k", {1}}), false, "first message must be hello"},
+      {"oversized key", rv::encode_frame(2, rv::Set{std::string(2000, 'k'), {1}}), true, "over its size limit"},
+      {"a server message from a client", rv::encode_frame(2, rv::Ok{}), true, "unexpected message ok"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      RawClient bad(port);
+      if (c.after_hello) REQUIRE(bad.hello("hostile"));
+      REQUIRE(bad.send_bytes(c.bytes));
+      std::vector<rv::Message> seen;
+      CHECK(bad.closed_within(2s, &seen));
+      CHECK_THAT(error_words(seen), Catch::Contains(c.words));
+      legit_client_works(port);
+    }
+  }
+}
+
+TEST_CASE("a truncated frame then close, and a client vanishing mid-frame, leave the server working") {
+  auto server = start_server();
+  const int port = server->port();
+  RawClient other(port);
+  REQUIRE(other.hello("bystander"));
+  {
+    RawClient t(port);
+    REQUIRE(t.hello("hostile"));
+    auto frame = rv::encode_frame(5, rv::Set{"key", std::vector<uint8_t>(100, 1)});
+    REQUIRE(t.send_bytes(std::span<const uint8_t>(frame.data(), 30)));
+  }  // closes mid-frame
+  {
+    RawClient t(port);
+    auto frame = rv::encode_frame(1, rv::Hello{"j", "h", 1, "c"});
+    REQUIRE(t.send_bytes(std::span<const uint8_t>(frame.data(), 7)));  // inside the header
+  }
+  legit_client_works(port);
+  auto r = other.call(rv::Add{"n", 3});  // a client connected all along is unharmed
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Integer>(*r));
+  CHECK(std::get<rv::Integer>(*r).value == 3);
+}
+
+TEST_CASE("a client that says nothing, or stalls mid-frame, is dropped at its deadline") {
+  rv::ServerOptions o;
+  o.handshake_timeout = 300ms;
+  o.frame_timeout = 300ms;
+  auto server = start_server(o);
+  const int port = server->port();
+
+  SECTION("silent after connecting") {
+    RawClient silent(port);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<rv::Message> seen;
+    REQUIRE(silent.closed_within(3s, &seen));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took >= 250ms);
+    CHECK(took < 2s);
+    CHECK_THAT(error_words(seen), Catch::Contains("no hello within 300 ms"));
+  }
+  SECTION("slow drip inside a frame") {
+    RawClient slow(port);
+    REQUIRE(slow.hello("drip"));
+    auto frame = rv::encode_frame(2, rv::Set{"key", {1, 2, 3}});
+    REQUIRE(slow.send_bytes(std::span<const uint8_t>(frame.data(), 10)));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<rv::Message> seen;
+    REQUIRE(slow.closed_within(3s, &seen));
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+    CHECK_THAT(error_words(seen), Catch::Contains("a frame stalled"));
+  }
+  legit_client_works(port);
+}
+
+TEST_CASE("token: a wrong answer is refused in words, the right one gets in") {
+  rv::ServerOptions o;
+  o.token = "s3cret";
+  auto server = start_server(o);
+  const int port = server->port();
+
+  RawClient bad(port);
+  auto r = bad.call(rv::Hello{"job", "h", 1, "c"});
+  REQUIRE(r);
+  REQUIRE(std::get<rv::Challenge>(*r).auth_required);
+  auto nonce = std::get<rv::Challenge>(*r).nonce;
+  r = bad.call(rv::Auth{rv::auth_mac("wrong", nonce, "job")});
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Error>(*r));
+  CHECK(std::get<rv::Error>(*r).code == CC_ERR_AUTH);
+  CHECK_THAT(std::get<rv::Error>(*r).message, Catch::Contains("token was refused"));
+  CHECK(bad.closed_within(2s));
+
+  RawClient skip(port);  // skipping auth reads nothing
+  REQUIRE(skip.call(rv::Hello{"job", "h", 1, "c"}));
+  r = skip.call(rv::Get{"k", 0});
+  REQUIRE(r);
+  CHECK(std::get<rv::Error>(*r).code == CC_ERR_AUTH);
+
+  RawClient good(port);
+  r = good.call(rv::Hello{"job", "h", 1, "c"});
+  REQUIRE(r);
+  nonce = std::get<rv::Challenge>(*r).nonce;
+  r = good.call(rv::Auth{rv::auth_mac("s3cret", nonce, "job")});
+  REQUIRE(r);
+  CHECK(std::holds_alternative<rv::Ok>(*r));
+  r = good.call(rv::Add{"n", 5});
+  REQUIRE(r);
+  CHECK(std::get<rv::Integer>(*r).value == 5);
+}
+
+TEST_CASE("join checks through the real server") {
+  auto server = start_server();
+  const int port = server->port();
+
+  SECTION("a rank claimed twice: both hear it, naming both hosts") {
+    RawClient a(port), b(port);
+    REQUIRE(a.hello("twice"));
+    REQUIRE(b.hello("twice"));
+    REQUIRE(a.send(7, join_msg(1, 2, "host-a")));
+    REQUIRE(b.send(8, join_msg(1, 2, "host-b")));
+    for (RawClient* c : {&a, &b}) {
+      auto f = c->recv(3s);
+      REQUIRE(f);
+      auto* e = std::get_if<rv::Error>(&f->message);
+      REQUIRE(e);
+      CHECK(e->code == CC_ERR_MISMATCH);
+      CHECK_THAT(e->message, Catch::Contains("claimed twice") && Catch::Contains("host-a") &&
+                                 Catch::Contains("host-b"));
+    }
+  }
+  SECTION("world sizes that differ") {
+    RawClient a(port), b(port);
+    REQUIRE(a.hello("sizes"));
+    REQUIRE(b.hello("sizes"));
+    REQUIRE(a.send(1, join_msg(0, 2, "host-a")));
+    REQUIRE(b.send(1, join_msg(1, 3, "host-b")));
+    for (RawClient* c : {&a, &b}) {
+      auto f = c->recv(3s);
+      REQUIRE(f);
+      auto* e = std::get_if<rv::Error>(&f->message);
+      REQUIRE(e);
+      CHECK(e->code == CC_ERR_MISMATCH);
+      CHECK_THAT(e->message, Catch::Contains("world size") && Catch::Contains("said 2") && Catch::Contains("said 3"));
+    }
+  }
+  SECTION("ranks that never come are named at the deadline") {
+    RawClient a(port), b(port);
+    REQUIRE(a.hello("missing"));
+    REQUIRE(b.hello("missing"));
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(a.send(1, join_msg(0, 4, "host-a", 300)));
+    REQUIRE(b.send(1, join_msg(1, 4, "host-b", 5000)));
+    for (RawClient* c : {&a, &b}) {
+      auto f = c->recv(3s);
+      REQUIRE(f);
+      auto* e = std::get_if<rv::Error>(&f->message);
+      REQUIRE(e);
+      CHECK(e->code == CC_ERR_TIMEOUT);
+      CHECK_THAT(e->message, Catch::Contains("ranks 2, 3 of 4 never joined job 'missing' (generation 0)"));
+    }
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took >= 250ms);
+    CHECK(took < 2s);
+  }
+  SECTION("a complete join hands rank 0's id to all; a vanished member is announced") {
+    RawClient r0(port), r1(port), r2(port);
+    for (RawClient* c : {&r0, &r1, &r2}) REQUIRE(c->hello("ok"));
+    REQUIRE(r0.send(11, join_msg(0, 3, "host-a")));
+    REQUIRE(r1.send(12, join_msg(1, 3, "host-b")));
+    REQUIRE(r2.send(13, join_msg(2, 3, "host-c")));
+    uint32_t rid = 11;
+    for (RawClient* c : {&r0, &r1, &r2}) {
+      auto f = c->recv(3s);
+      REQUIRE(f);
+      CHECK(f->request_id == rid++);
+      auto* j = std::get_if<rv::Joined>(&f->message);
+      REQUIRE(j);
+      CHECK(j->unique_id == std::vector<uint8_t>{9, 8, 7});
+      REQUIRE(j->members.size() == 3);
+      CHECK(j->members[2].host == "host-c");
+      CHECK(j->members[1].pid == 101);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    r2.close();
+    for (RawClient* c : {&r0, &r1}) {
+      auto f = c->recv(2s);
+      REQUIRE(f);
+      CHECK(f->request_id == 0);
+      auto* ev = std::get_if<rv::PeerEvent>(&f->message);
+      REQUIRE(ev);
+      CHECK(ev->kind == rv::PeerEventKind::failed);
+      CHECK(ev->rank == 2);
+      CHECK(ev->host == "host-c");
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+    // A late joiner of the completed generation never gets the old id.
+    RawClient late(port);
+    REQUIRE(late.hello("ok"));
+    auto r = late.call(join_msg(2, 3, "host-d"));
+    REQUIRE(r);
+    REQUIRE(std::holds_alternative<rv::Error>(*r));
+    CHECK_THAT(std::get<rv::Error>(*r).message, Catch::Contains("after it had completed"));
+  }
+}
+
+TEST_CASE("wait_job_idle follows members leaving") {
+  auto server = start_server();
+  const int port = server->port();
+  RawClient r0(port), r1(port);
+  REQUIRE(r0.hello("idle"));
+  REQUIRE(r1.hello("idle"));
+  REQUIRE(r0.send(1, join_msg(0, 2, "host-a")));
+  REQUIRE(r1.send(1, join_msg(1, 2, "host-b")));
+  REQUIRE(r0.recv(3s));
+  REQUIRE(r1.recv(3s));
+  CHECK_FALSE(server->wait_job_idle("idle", 100ms));
+  auto r = r1.call(rv::Leave{});
+  REQUIRE(r);
+  CHECK(std::holds_alternative<rv::Ok>(*r));
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(100ms);
+    (void)r0.call(rv::Leave{});
+  });
+  CHECK(server->wait_job_idle("idle", 3s));
+  leaver.join();
+  CHECK_FALSE(r1.recv(200ms));  // a clean leave is no peer event
+}
+
+TEST_CASE("stop releases parked waiters with an error and tells members") {
+  auto server = start_server();
+  const int port = server->port();
+  RawClient waiter(port), m0(port), m1(port);
+  REQUIRE(waiter.hello("stop"));
+  REQUIRE(m0.hello("stop"));
+  REQUIRE(m1.hello("stop"));
+  REQUIRE(m0.send(1, join_msg(0, 2, "host-a")));
+  REQUIRE(m1.send(1, join_msg(1, 2, "host-b")));
+  REQUIRE(m0.recv(3s));
+  REQUIRE(m1.recv(3s));
+  REQUIRE(waiter.send(42, rv::Get{"never", 30000}));
+  std::this_thread::sleep_for(50ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  server->stop();
+  auto f = waiter.recv(2s);
+  REQUIRE(f);
+  CHECK(f->request_id == 42);
+  auto* e = std::get_if<rv::Error>(&f->message);
+  REQUIRE(e);
+  CHECK(e->code == CC_ERR_RENDEZVOUS);
+  CHECK_THAT(e->message, Catch::Contains("server is stopping"));
+  f = m0.recv(2s);
+  REQUIRE(f);
+  auto* ev = std::get_if<rv::PeerEvent>(&f->message);
+  REQUIRE(ev);
+  CHECK(ev->kind == rv::PeerEventKind::server_stopping);
+  CHECK(waiter.closed_within(2s));
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  server->stop();  // idempotent
+}
+
+TEST_CASE("a taken port is an error naming the port and what to do") {
+  auto first = start_server();
+  rv::ServerOptions o;
+  o.bind_addr = "127.0.0.1";
+  o.port = first->port();
+  std::unique_ptr<rv::Server> second;
+  cc::Status st = rv::Server::start(o, &second);
+  CHECK(st.code == CC_ERR_SYSTEM);
+  CHECK_THAT(st.message, Catch::Contains("cannot listen on 127.0.0.1:" + std::to_string(first->port())) &&
+                             Catch::Contains("address already in use") && Catch::Contains("--port"));
+}
+
+TEST_CASE("64 concurrent adders give an exact sum; jobs do not see each other's keys") {
+  auto server = start_server();
+  const int port = server->port();
+  RawClient c(port), other(port);  // keeps the job alive between the adders
+  REQUIRE(c.hello("adders"));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 64; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        RawClient c(port);
+        if (!c.hello("adders")) ++failures;
+        for (int k = 0; k < 10; ++k) {
+          auto r = c.call(rv::Add{"sum", i});
+          if (!r || !std::holds_alternative<rv::Integer>(*r)) ++failures;
+        }
+      } catch (...) {
+        ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  auto r = c.call(rv::Get{"sum", 0});
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Value>(*r));
+  const auto& v = std::get<rv::Value>(*r).value;
+  CHECK(std::string(v.begin(), v.end()) == std::to_string(10 * 63 * 64 / 2));
+  REQUIRE(other.hello("another-job"));
+  r = other.call(rv::Get{"sum", 0});
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Error>(*r));
+  CHECK(std::get<rv::Error>(*r).code == CC_ERR_TIMEOUT);
+}
+
+TEST_CASE("IPv6 loopback works where the machine has it") {
+  rv::ServerOptions o;
+  o.bind_addr = "::1";
+  std::unique_ptr<rv::Server> s;
+  o.port = 0;
+  cc::Status st = rv::Server::start(o, &s);
+  if (!st.ok()) {
+    WARN("no IPv6 loopback here: " << st.message);
+    return;
+  }
+  RawClient c(s->port(), "::1");
+  REQUIRE(c.hello("v6"));
+  auto r = c.call(rv::Set{"k", {1}});
+  REQUIRE(r);
+  CHECK(std::holds_alternative<rv::Ok>(*r));
+}
