@@ -361,7 +361,7 @@ struct ServerCore::Impl {
     auto c = std::make_unique<Conn>(id, peer, opt.limits);
     arm(c->handshake_timer, now + opt.handshake_timeout, DeadlineKind::handshake, id);
     conns.emplace(id, std::move(c));
-    log().debug("connection from {}", peer);
+    log().info("connection from {}", peer);
     return true;
   }
 
@@ -394,7 +394,7 @@ struct ServerCore::Impl {
     if (!c.memberships.empty() || c.reader.mid_frame())
       log().warn("{} disconnected: {}", c.who(), why);
     else
-      log().debug("{} disconnected: {}", c.who(), why);
+      log().info("{} disconnected: {}", c.who(), why);
     forget(c, why, true);
   }
 
