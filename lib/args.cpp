@@ -69,15 +69,16 @@ const char* redop_name(cc_redop_t op) {
 Status check_datatype(const Caller& c, cc_datatype_t dtype) {
   if (datatype_size(dtype) != 0) return Status::success();
   return make_status(CC_ERR_INVALID_ARGUMENT,
-                     who(c) + ": dtype " + std::to_string(static_cast<long long>(dtype)) +
+                     who(c) + ": dtype " + std::to_string(static_cast<int>(dtype)) +
                          " is not a cc_datatype_t; use one of CC_INT8 .. CC_FLOAT8_E5M2");
 }
 
 Status check_redop(const Caller& c, cc_redop_t op) {
-  const long long value = static_cast<long long>(op);
-  if (value >= 0 && value < static_cast<long long>(CC_NUM_REDOPS)) return Status::success();
+  // Through int: the enum's underlying type may be unsigned.
+  const int value = static_cast<int>(op);
+  if (value >= 0 && value < static_cast<int>(CC_NUM_REDOPS)) return Status::success();
   return make_status(CC_ERR_INVALID_ARGUMENT,
-                     who(c) + ": op " + std::to_string(static_cast<long long>(op)) +
+                     who(c) + ": op " + std::to_string(value) +
                          " is not a cc_redop_t; use CC_SUM, CC_PROD, CC_MAX, CC_MIN or CC_AVG");
 }
 

@@ -514,8 +514,8 @@ CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* 
   if (cc::Status st = cc::check_comm_handle("cc_comm_split", comm); !st.ok()) return cc::fail(st);
   if (newcomm == nullptr)
     return cc::fail(CC_ERR_INVALID_ARGUMENT,
-                    "cc_comm_split (rank " + std::to_string(comm->rank) +
-                        "): newcomm is NULL; pass the address of a cc_comm_t");
+                    "cc_comm_split (rank " + std::to_string(comm->rank) + ", host " +
+                        comm->host + "): newcomm is NULL; pass the address of a cc_comm_t");
   if (!cc::comm_usable(comm)) return cc::fail(cc::comm_state_status("cc_comm_split", comm));
   return cc::fail(cc::split_comm(comm, color, key, newcomm, config));
   CC_API_GUARD_END
