@@ -81,6 +81,7 @@ struct Generation {
   int32_t world_size = 0;
   std::string first;  // who set the world size, for mismatch words
   int32_t nccl_major_minor = 0;
+  int32_t nccl_version = 0;  // the full code of nccl_rank, for words
   int32_t nccl_rank = -1;
   std::vector<Slot> slots;
   int32_t joined = 0;
@@ -714,6 +715,7 @@ struct ServerCore::Impl {
       gen.first = me;
       gen.slots.resize(static_cast<size_t>(in.world_size));
       gen.nccl_major_minor = in.nccl_version / 100;
+      gen.nccl_version = in.nccl_version;
       gen.nccl_rank = in.rank;
     }
     // The joiner is parked first so a failure below reaches it with the others.
@@ -751,7 +753,7 @@ struct ServerCore::Impl {
       const MemberInfo& ref = gen.slots[static_cast<size_t>(gen.nccl_rank)].info;
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                       "ranks of " + where + " load different NCCL versions: rank " +
-                          std::to_string(gen.nccl_rank) + " has " + nccl_text(gen.nccl_major_minor * 100) +
+                          std::to_string(gen.nccl_rank) + " has " + nccl_text(gen.nccl_version) +
                           (ref.host.empty() ? "" : " on " + ref.host) + ", " + me + " has " +
                           nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere");
       return true;

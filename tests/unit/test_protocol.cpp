@@ -1,0 +1,221 @@
+// The wire protocol alone: every message round-trips, every malformed input
+// is refused with the right DecodeError.
+#include <catch2/catch.hpp>
+
+#include "cc/cc.h"
+#include "protocol.hpp"
+
+namespace rv = cc::rv;
+
+namespace {
+
+std::vector<rv::Message> one_of_each() {
+  rv::Join join;
+  join.info = {3, 8, 2, "node-7", 4242, 22809, 13000, 13000, "GPU-1234", "10.0.0.7"};
+  join.unique_id = std::vector<uint8_t>(128, 0xab);
+  join.timeout_ms = 60000;
+  rv::Joined joined;
+  joined.unique_id = {1, 2, 3};
+  joined.members = {{0, "a", 1}, {1, "b", 2}};
+  return {
+      rv::Hello{"job-1", "host", 77, "cc 0.1.0 store"},
+      rv::Auth{std::vector<uint8_t>(32, 7)},
+      rv::Set{"key", {0, 1, 0, 255}},
+      rv::Get{"key", 1500},
+      rv::Add{"counter", -42},
+      rv::Wait{{"a", "b", "c"}, 99},
+      rv::Del{"gone"},
+      join,
+      rv::Leave{},
+      rv::Heartbeat{1ull << 40},
+      rv::Abort{"user asked"},
+      rv::Challenge{true, std::vector<uint8_t>(32, 9), "cc-rendezvous 0.1.0"},
+      rv::Ok{},
+      rv::Error{CC_ERR_TIMEOUT, "ranks 2, 3 of 4 never joined"},
+      rv::Value{std::vector<uint8_t>(70000, 0)},
+      rv::Integer{-(1ll << 62)},
+      joined,
+      rv::PeerEvent{rv::PeerEventKind::aborted, 5, "node-5", 55, "boom"},
+      rv::HeartbeatAck{},
+  };
+}
+
+rv::FrameReader::Frame decode_one(const std::vector<uint8_t>& bytes) {
+  rv::FrameReader r;
+  r.feed(bytes);
+  auto f = r.next();
+  INFO("decode error: " << rv::describe(r.error()));
+  REQUIRE(f);
+  CHECK(r.buffered() == 0);
+  return *f;
+}
+
+std::vector<uint8_t> payload_of(const rv::Message& m) {
+  auto frame = rv::encode_frame(1, m);
+  return {frame.begin() + rv::kHeaderSize, frame.end()};
+}
+
+void set_u32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+rv::DecodeError reader_error(const std::vector<uint8_t>& bytes, rv::Limits limits = {}) {
+  rv::FrameReader r(limits);
+  r.feed(bytes);
+  auto f = r.next();
+  CHECK_FALSE(f);
+  return r.error();
+}
+
+}  // namespace
+
+TEST_CASE("every message type round-trips through a frame") {
+  uint32_t rid = 100;
+  for (const auto& m : one_of_each()) {
+    INFO("type " << rv::type_name(rv::type_of(m)));
+    auto bytes = rv::encode_frame(rid, m);
+    auto f = decode_one(bytes);
+    CHECK(f.request_id == rid);
+    CHECK(f.message.index() == m.index());
+    CHECK(rv::encode_frame(rid, f.message) == bytes);  // every field came back
+    ++rid;
+  }
+  auto f = decode_one(rv::encode_frame(1, one_of_each()[7]));
+  const auto& j = std::get<rv::Join>(f.message);
+  CHECK(j.info.rank == 3);
+  CHECK(j.info.world_size == 8);
+  CHECK(j.info.gpu_uuid == "GPU-1234");
+  CHECK(j.unique_id.size() == 128);
+  CHECK(std::string(rv::type_name(rv::MsgType::peer_event)) == "peer-event");
+}
+
+TEST_CASE("malformed frames are refused with their reason") {
+  auto good = rv::encode_frame(1, rv::Set{"k", {1, 2}});
+
+  SECTION("bad magic, seen from the first bytes") {
+    CHECK(reader_error({'G', 'E'}) == rv::DecodeError::bad_magic);
+    auto b = good;
+    b[0] ^= 0xff;
+    CHECK(reader_error(b) == rv::DecodeError::bad_magic);
+  }
+  SECTION("bad version") {
+    auto b = good;
+    b[4] = 2;
+    CHECK(reader_error(b) == rv::DecodeError::bad_version);
+  }
+  SECTION("length over the maximum") {
+    auto b = good;
+    set_u32(b, 12, (4u << 20) + 1);
+    CHECK(reader_error(b) == rv::DecodeError::frame_too_large);
+    rv::Limits tight;
+    tight.max_frame = 4;
+    CHECK(reader_error(good, tight) == rv::DecodeError::frame_too_large);
+  }
+  SECTION("truncated: a field runs past the end of the payload") {
+    auto p = payload_of(rv::Set{"key", {1, 2, 3}});
+    for (size_t cut = 0; cut < p.size(); ++cut) {
+      rv::Message m;
+      CHECK(rv::decode_message(static_cast<uint16_t>(rv::MsgType::set), std::span(p.data(), cut), {}, &m) ==
+            rv::DecodeError::truncated);
+    }
+  }
+  SECTION("trailing bytes") {
+    auto p = payload_of(rv::Get{"k", 1});
+    p.push_back(0);
+    rv::Message m;
+    CHECK(rv::decode_message(static_cast<uint16_t>(rv::MsgType::get), p, {}, &m) ==
+          rv::DecodeError::trailing_bytes);
+  }
+  SECTION("unknown type") {
+    auto b = good;
+    b[6] = 0xe7;
+    b[7] = 0x03;
+    CHECK(reader_error(b) == rv::DecodeError::unknown_type);
+  }
+  SECTION("oversized key and value") {
+    CHECK(reader_error(rv::encode_frame(1, rv::Set{std::string(1025, 'k'), {}})) ==
+          rv::DecodeError::field_too_large);
+    rv::Limits small;
+    small.max_value = 3;
+    CHECK(reader_error(rv::encode_frame(1, rv::Set{"k", {1, 2, 3, 4}}), small) ==
+          rv::DecodeError::field_too_large);
+    CHECK(reader_error(rv::encode_frame(1, rv::Wait{std::vector<std::string>(1025, "k"), 0})) ==
+          rv::DecodeError::field_too_large);
+  }
+  SECTION("impossible values") {
+    rv::Join j;
+    j.info.rank = 0;
+    j.info.world_size = 0;
+    CHECK(reader_error(rv::encode_frame(1, j)) == rv::DecodeError::bad_field);
+    CHECK(reader_error(rv::encode_frame(1, rv::Set{"", {1}})) == rv::DecodeError::bad_field);
+    auto ev = rv::encode_frame(1, rv::PeerEvent{rv::PeerEventKind::failed, 1, "h", 1, "r"});
+    ev[rv::kHeaderSize] = 9;
+    CHECK(reader_error(ev) == rv::DecodeError::bad_field);
+  }
+  SECTION("a short header is not yet an error") {
+    rv::FrameReader r;
+    r.feed(std::span(good.data(), 10));
+    CHECK_FALSE(r.next());
+    CHECK(r.error() == rv::DecodeError::none);
+    CHECK(r.mid_frame());
+  }
+  SECTION("after an error the reader stays failed") {
+    rv::FrameReader r;
+    r.feed(std::vector<uint8_t>{'X', 'Y', 'Z', 'W'});
+    CHECK_FALSE(r.next());
+    r.feed(good);
+    CHECK_FALSE(r.next());
+    CHECK(r.error() == rv::DecodeError::bad_magic);
+  }
+  CHECK(std::string(rv::describe(rv::DecodeError::bad_magic)).find("bad magic") != std::string::npos);
+}
+
+TEST_CASE("FrameReader splits a stream however it arrives") {
+  std::vector<uint8_t> stream;
+  auto all = one_of_each();
+  for (size_t i = 0; i < all.size(); ++i) rv::append_frame(stream, static_cast<uint32_t>(i), all[i]);
+
+  SECTION("one byte at a time") {
+    rv::FrameReader r;
+    size_t got = 0;
+    for (uint8_t b : stream) {
+      r.feed(std::span(&b, 1));
+      while (auto f = r.next()) {
+        CHECK(f->request_id == got);
+        CHECK(f->message.index() == all[got].index());
+        ++got;
+      }
+      REQUIRE(r.error() == rv::DecodeError::none);
+    }
+    CHECK(got == all.size());
+    CHECK_FALSE(r.mid_frame());
+  }
+  SECTION("everything in one feed") {
+    rv::FrameReader r;
+    r.feed(stream);
+    size_t got = 0;
+    while (auto f = r.next()) ++got;
+    CHECK(got == all.size());
+    CHECK(r.error() == rv::DecodeError::none);
+  }
+  SECTION("two frames in one feed, then a partial third") {
+    auto a = rv::encode_frame(1, rv::Ok{});
+    auto b = rv::encode_frame(2, rv::Integer{5});
+    auto c = rv::encode_frame(3, rv::Value{{1, 2, 3}});
+    std::vector<uint8_t> feed(a);
+    feed.insert(feed.end(), b.begin(), b.end());
+    feed.insert(feed.end(), c.begin(), c.begin() + 5);
+    rv::FrameReader r;
+    r.feed(feed);
+    REQUIRE(r.next());
+    auto f = r.next();
+    REQUIRE(f);
+    CHECK(std::get<rv::Integer>(f->message).value == 5);
+    CHECK_FALSE(r.next());
+    CHECK(r.buffered() == 5);
+    r.feed(std::span(c.data() + 5, c.size() - 5));
+    f = r.next();
+    REQUIRE(f);
+    CHECK(f->request_id == 3);
+  }
+}

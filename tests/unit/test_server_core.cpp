@@ -1,0 +1,498 @@
+// ServerCore driven directly, with a fake Sink and a fake clock: no sockets.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "auth.hpp"
+#include "server_core.hpp"
+
+using namespace std::chrono_literals;
+namespace rv = cc::rv;
+
+namespace {
+
+struct Sent {
+  uint32_t request_id;
+  rv::Message message;
+};
+
+class FakeSink : public rv::Sink {
+ public:
+  void send(rv::ConnId conn, uint32_t request_id, const rv::Message& m) override {
+    // What a real connection would carry: check every message encodes and decodes.
+    rv::FrameReader r;
+    r.feed(rv::encode_frame(request_id, m));
+    auto f = r.next();
+    REQUIRE(f);
+    out[conn].push_back({request_id, f->message});
+  }
+  void close(rv::ConnId conn, const std::string& reason) override { closed[conn] = reason; }
+  void job_idle(const std::string& job) override { ++idle[job]; }
+
+  std::map<rv::ConnId, std::vector<Sent>> out;
+  std::map<rv::ConnId, std::string> closed;
+  std::map<std::string, int> idle;
+};
+
+struct Harness {
+  explicit Harness(rv::ServerOptions o = {}) : options(std::move(o)), core(options, sink) {}
+
+  void connect(rv::ConnId id) { REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now)); }
+  void feed(rv::ConnId id, const rv::Message& m, uint32_t rid = 1) {
+    core.on_bytes(id, rv::encode_frame(rid, m), now);
+  }
+  // Connects and says hello (no token).
+  void client(rv::ConnId id, const std::string& job = "job") {
+    connect(id);
+    feed(id, rv::Hello{job, "host-" + std::to_string(id), static_cast<uint32_t>(id), "test"});
+    REQUIRE(take(id).size() == 1);
+  }
+  std::vector<Sent> take(rv::ConnId id) {
+    auto v = std::move(sink.out[id]);
+    sink.out[id].clear();
+    return v;
+  }
+  // The one message sent to id since the last take.
+  rv::Message one(rv::ConnId id) {
+    auto v = take(id);
+    REQUIRE(v.size() == 1);
+    return v[0].message;
+  }
+  rv::Error error_of(const rv::Message& m) {
+    REQUIRE(std::holds_alternative<rv::Error>(m));
+    return std::get<rv::Error>(m);
+  }
+  void advance(std::chrono::milliseconds d) {
+    now += d;
+    core.expire(now);
+  }
+
+  rv::ServerOptions options;
+  FakeSink sink;
+  rv::ServerCore core;
+  rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;
+};
+
+rv::Join join_msg(int rank, int world, const std::string& host, uint32_t timeout_ms = 1000) {
+  rv::Join j;
+  j.info.rank = rank;
+  j.info.world_size = world;
+  j.info.host = host;
+  j.info.pid = static_cast<uint32_t>(1000 + rank);
+  j.info.nccl_version = 22809;
+  if (rank == 0) j.unique_id = {4, 2};
+  j.timeout_ms = timeout_ms;
+  return j;
+}
+
+std::string text(const rv::Message& m) {
+  const auto& v = std::get<rv::Value>(m).value;
+  return {v.begin(), v.end()};
+}
+
+}  // namespace
+
+TEST_CASE("core: handshake without a token") {
+  Harness h;
+  h.connect(1);
+  h.feed(1, rv::Hello{"job", "h", 1, "test"}, 7);
+  auto v = h.take(1);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].request_id == 7);
+  auto& ch = std::get<rv::Challenge>(v[0].message);
+  CHECK_FALSE(ch.auth_required);
+  CHECK_THAT(ch.server, Catch::StartsWith("cc-rendezvous "));
+  CHECK(h.core.job_exists("job"));
+
+  h.connect(2);
+  h.feed(2, rv::Set{"k", {1}});
+  CHECK_THAT(h.error_of(h.one(2)).message, Catch::Contains("first message must be hello, not set"));
+  CHECK(h.sink.closed.count(2));
+
+  h.feed(1, rv::Hello{"job", "h", 1, "test"});  // a second hello is a protocol error
+  CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("unexpected message hello"));
+  CHECK(h.core.connection_count() == 0);
+}
+
+TEST_CASE("core: authentication with a token") {
+  rv::ServerOptions o;
+  o.token = "tok";
+  Harness h(o);
+  auto start = [&](rv::ConnId id) {
+    h.connect(id);
+    h.feed(id, rv::Hello{"job", "h", 1, "test"});
+    auto ch = std::get<rv::Challenge>(h.one(id));
+    REQUIRE(ch.auth_required);
+    REQUIRE(ch.nonce.size() == rv::kNonceSize);
+    return ch.nonce;
+  };
+  auto n1 = start(1);
+  CHECK_FALSE(h.core.job_exists("job"));  // nothing exists before authentication
+  h.feed(1, rv::Auth{rv::auth_mac("tok", n1, "job")});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+  h.feed(1, rv::Set{"k", {1}});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+
+  auto n2 = start(2);
+  CHECK(n2 != n1);  // fresh nonce: a recorded answer is useless
+  h.feed(2, rv::Auth{rv::auth_mac("tok", n1, "job")});  // replayed
+  const auto& e = h.error_of(h.one(2));
+  CHECK(e.code == CC_ERR_AUTH);
+  CHECK_THAT(e.message, Catch::Contains("token was refused"));
+  CHECK(h.sink.closed.count(2));
+
+  start(3);
+  h.feed(3, rv::Get{"k", 0});  // reads nothing without auth
+  CHECK(h.error_of(h.one(3)).code == CC_ERR_AUTH);
+  CHECK(h.sink.closed.count(3));
+}
+
+TEST_CASE("core: set, get, add, wait, delete") {
+  Harness h;
+  h.client(1);
+  h.feed(1, rv::Set{"k", {0, 9}}, 3);
+  auto v = h.take(1);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].request_id == 3);
+  CHECK(std::holds_alternative<rv::Ok>(v[0].message));
+  h.feed(1, rv::Get{"k", 0});
+  CHECK(std::get<rv::Value>(h.one(1)).value == std::vector<uint8_t>{0, 9});
+  h.feed(1, rv::Get{"missing", 0});
+  const auto& e = h.error_of(h.one(1));
+  CHECK(e.code == CC_ERR_TIMEOUT);
+  CHECK_THAT(e.message, Catch::Contains("'missing'") && Catch::Contains("not set"));
+
+  h.feed(1, rv::Add{"n", 5});
+  CHECK(std::get<rv::Integer>(h.one(1)).value == 5);
+  h.feed(1, rv::Add{"n", -7});
+  CHECK(std::get<rv::Integer>(h.one(1)).value == -2);
+  h.feed(1, rv::Get{"n", 0});
+  CHECK(text(h.one(1)) == "-2");
+  h.feed(1, rv::Add{"k", 1});
+  CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("not a decimal integer"));
+  h.feed(1, rv::Set{"big", {'9', '2', '2', '3', '3', '7', '2', '0', '3', '6', '8', '5', '4', '7', '7', '5', '8', '0', '7'}});
+  h.one(1);
+  h.feed(1, rv::Add{"big", 1});
+  CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("overflows"));
+
+  h.feed(1, rv::Wait{{"k", "n"}, 0});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+  h.feed(1, rv::Del{"k"});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+  h.feed(1, rv::Wait{{"k", "n"}, 0});
+  CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("'k'"));
+}
+
+TEST_CASE("core: parked get and wait are answered by set, or at their deadline") {
+  Harness h;
+  h.client(1);
+  h.client(2);
+  h.client(3);
+  h.feed(1, rv::Get{"k", 200}, 11);
+  h.feed(2, rv::Wait{{"k", "other"}, 300}, 12);
+  CHECK(h.take(1).empty());
+  CHECK(h.take(2).empty());
+  REQUIRE(h.core.next_deadline());
+  CHECK(*h.core.next_deadline() == h.now + 200ms);
+
+  h.feed(3, rv::Set{"k", {'v'}});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(3)));
+  auto v = h.take(1);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].request_id == 11);
+  CHECK(text(v[0].message) == "v");
+  CHECK(h.take(2).empty());  // still waits for "other"
+
+  h.advance(299ms);
+  CHECK(h.take(2).empty());
+  h.advance(1ms);
+  auto w = h.take(2);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].request_id == 12);
+  const auto& e = h.error_of(w[0].message);
+  CHECK(e.code == CC_ERR_TIMEOUT);
+  CHECK_THAT(e.message, Catch::Contains("still missing: 'other'") && !Catch::Contains("'k'"));
+  CHECK_FALSE(h.core.next_deadline());
+
+  h.feed(1, rv::Get{"late", 100});
+  h.advance(100ms);
+  CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("'late'") && Catch::Contains("within 100 ms"));
+
+  h.feed(1, rv::Wait{{"a", "b"}, 1000});
+  h.feed(2, rv::Add{"a", 1});
+  h.feed(2, rv::Add{"b", 1});
+  h.take(2);
+  CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+}
+
+TEST_CASE("core: handshake and frame deadlines") {
+  rv::ServerOptions o;
+  o.handshake_timeout = 100ms;
+  o.frame_timeout = 50ms;
+  Harness h(o);
+  h.connect(1);
+  h.advance(99ms);
+  CHECK_FALSE(h.sink.closed.count(1));
+  h.advance(1ms);
+  CHECK_THAT(h.sink.closed[1], Catch::Contains("no hello within 100 ms"));
+
+  h.client(2);
+  auto frame = rv::encode_frame(1, rv::Set{"k", {1}});
+  h.core.on_bytes(2, std::span(frame.data(), 5), h.now);
+  h.advance(49ms);
+  CHECK_FALSE(h.sink.closed.count(2));
+  h.advance(1ms);
+  CHECK_THAT(h.sink.closed[2], Catch::Contains("a frame stalled"));
+  CHECK_THAT(h.error_of(h.one(2)).message, Catch::Contains("a frame stalled"));
+
+  h.client(3);  // bytes that complete a frame clear the deadline
+  h.core.on_bytes(3, std::span(frame.data(), 5), h.now);
+  h.core.on_bytes(3, std::span(frame.data() + 5, frame.size() - 5), h.now);
+  h.take(3);
+  h.advance(1000ms);
+  CHECK_FALSE(h.sink.closed.count(3));
+}
+
+TEST_CASE("core: malformed bytes drop only that connection") {
+  Harness h;
+  h.client(1);
+  h.client(2);
+  std::vector<uint8_t> junk = {'G', 'E', 'T', ' '};
+  h.core.on_bytes(1, junk, h.now);
+  CHECK_THAT(h.sink.closed[1], Catch::Contains("bad magic"));
+  CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("bad magic"));
+  h.feed(2, rv::Set{"k", {1}});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(2)));
+
+  // A frame fed one byte at a time works.
+  auto frame = rv::encode_frame(9, rv::Get{"k", 0});
+  for (uint8_t b : frame) h.core.on_bytes(2, std::span(&b, 1), h.now);
+  auto v = h.take(2);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].request_id == 9);
+
+  h.client(3);
+  h.core.on_bytes(3, std::span(frame.data(), 20), h.now);
+  h.core.on_disconnect(3, "the client closed the connection");
+  CHECK_THAT(h.sink.closed[3], Catch::Contains("truncated frame"));
+}
+
+TEST_CASE("core: join checks") {
+  Harness h;
+  for (rv::ConnId i = 1; i <= 6; ++i) h.client(i);
+
+  SECTION("complete join") {
+    h.feed(2, join_msg(1, 3, "b"), 21);
+    h.feed(1, join_msg(0, 3, "a"), 20);
+    CHECK(h.take(1).empty());
+    CHECK(h.core.job_busy("job"));
+    h.feed(3, join_msg(2, 3, "c"), 22);
+    for (rv::ConnId i = 1; i <= 3; ++i) {
+      auto v = h.take(i);
+      REQUIRE(v.size() == 1);
+      CHECK(v[0].request_id == 19 + i);
+      auto& j = std::get<rv::Joined>(v[0].message);
+      CHECK(j.unique_id == std::vector<uint8_t>{4, 2});
+      REQUIRE(j.members.size() == 3);
+      CHECK(j.members[1].host == "b");
+      CHECK(j.members[2].pid == 1002);
+    }
+    h.feed(4, join_msg(1, 3, "late"));
+    CHECK_THAT(h.error_of(h.one(4)).message, Catch::Contains("after it had completed"));
+  }
+  SECTION("world size differs") {
+    h.feed(1, join_msg(0, 2, "a"));
+    h.feed(2, join_msg(1, 3, "b"));
+    for (rv::ConnId i : {1, 2}) {
+      const auto& e = h.error_of(h.one(i));
+      CHECK(e.code == CC_ERR_MISMATCH);
+      CHECK_THAT(e.message, Catch::Contains("rank 0 on a (pid 1000) said 2") &&
+                                Catch::Contains("rank 1 on b (pid 1001) said 3"));
+    }
+    h.feed(3, join_msg(1, 2, "c"));  // the failed generation hands out nothing
+    CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("already failed"));
+    CHECK_FALSE(h.core.job_busy("job"));
+  }
+  SECTION("rank out of range") {
+    h.feed(1, join_msg(0, 2, "a"));
+    h.feed(2, join_msg(5, 2, "b"));
+    for (rv::ConnId i : {1, 2}) {
+      const auto& e = h.error_of(h.one(i));
+      CHECK(e.code == CC_ERR_INVALID_ARGUMENT);
+      CHECK_THAT(e.message, Catch::Contains("out of range") && Catch::Contains("0-1"));
+    }
+  }
+  SECTION("rank taken twice") {
+    h.feed(1, join_msg(1, 3, "a"));
+    h.feed(2, join_msg(1, 3, "b"));
+    for (rv::ConnId i : {1, 2})
+      CHECK_THAT(h.error_of(h.one(i)).message,
+                 Catch::Contains("claimed twice") && Catch::Contains("pid 1001"));
+  }
+  SECTION("NCCL major.minor differs; patch may differ") {
+    auto j0 = join_msg(0, 3, "a");
+    auto j1 = join_msg(1, 3, "b");
+    j1.info.nccl_version = 22805;
+    auto j2 = join_msg(2, 3, "c");
+    j2.info.nccl_version = 22703;
+    h.feed(1, j0);
+    h.feed(2, j1);
+    CHECK(h.take(1).empty());
+    h.feed(3, j2);
+    for (rv::ConnId i : {1, 2, 3})
+      CHECK_THAT(h.error_of(h.one(i)).message, Catch::Contains("2.28.9") && Catch::Contains("2.27.3"));
+  }
+  SECTION("same GPU twice on one host") {
+    auto j0 = join_msg(0, 3, "a");
+    auto j1 = join_msg(1, 3, "a");
+    auto j2 = join_msg(2, 3, "b");
+    j0.info.gpu_uuid = j1.info.gpu_uuid = j2.info.gpu_uuid = "GPU-x";
+    h.feed(3, j2);  // same uuid on another host is fine
+    h.feed(1, j0);
+    CHECK(h.take(1).empty());
+    h.feed(2, j1);
+    for (rv::ConnId i : {1, 2, 3})
+      CHECK_THAT(h.error_of(h.one(i)).message, Catch::Contains("same GPU GPU-x"));
+  }
+  SECTION("missing ranks are named at the deadline") {
+    h.feed(1, join_msg(0, 6, "a", 500));
+    h.feed(2, join_msg(2, 6, "b", 800));
+    h.feed(3, join_msg(3, 6, "c", 800));
+    h.advance(499ms);
+    CHECK(h.take(1).empty());
+    h.advance(1ms);
+    for (rv::ConnId i : {1, 2, 3}) {
+      const auto& e = h.error_of(h.one(i));
+      CHECK(e.code == CC_ERR_TIMEOUT);
+      CHECK_THAT(e.message, Catch::Contains("ranks 1, 4, 5 of 6 never joined job 'job' (generation 0)"));
+    }
+  }
+  SECTION("a joiner that vanishes gives its rank back") {
+    h.feed(1, join_msg(0, 2, "a"));
+    h.core.on_disconnect(1, "gone");
+    h.feed(2, join_msg(0, 2, "a2"));
+    h.feed(3, join_msg(1, 2, "b"));
+    CHECK(std::holds_alternative<rv::Joined>(h.one(2)));
+    CHECK(std::holds_alternative<rv::Joined>(h.one(3)));
+  }
+}
+
+TEST_CASE("core: membership events") {
+  rv::ServerOptions o;
+  o.heartbeat_timeout = 300ms;
+  Harness h(o);
+  for (rv::ConnId i = 1; i <= 4; ++i) h.client(i);
+  for (int r = 0; r < 4; ++r) h.feed(static_cast<rv::ConnId>(r + 1), join_msg(r, 4, "h" + std::to_string(r)));
+  for (rv::ConnId i = 1; i <= 4; ++i) REQUIRE(std::holds_alternative<rv::Joined>(h.one(i)));
+
+  // Heartbeats keep a member alive and record its progress.
+  h.advance(200ms);
+  for (rv::ConnId i = 1; i <= 4; ++i) {
+    h.feed(i, rv::Heartbeat{10 + i});
+    CHECK(std::holds_alternative<rv::HeartbeatAck>(h.one(i)));
+  }
+  CHECK(h.core.member_progress("job", 0).at(2) == 13);
+
+  // Abort is announced once, also when the connection then drops.
+  h.feed(2, rv::Abort{"bad input"});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(2)));
+  for (rv::ConnId i : {1, 3, 4}) {
+    auto v = h.take(i);
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].request_id == 0);
+    auto& ev = std::get<rv::PeerEvent>(v[0].message);
+    CHECK(ev.kind == rv::PeerEventKind::aborted);
+    CHECK(ev.rank == 1);
+    CHECK(ev.host == "h1");
+    CHECK(ev.reason == "bad input");
+  }
+  h.core.on_disconnect(2, "reset");
+  for (rv::ConnId i : {1, 3, 4}) CHECK(h.take(i).empty());
+
+  // A clean leave is no event.
+  h.feed(4, rv::Leave{});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(4)));
+  CHECK(h.take(1).empty());
+
+  // A vanished member is a failure.
+  h.core.on_disconnect(3, "connection reset by peer");
+  auto ev = std::get<rv::PeerEvent>(h.one(1));
+  CHECK(ev.kind == rv::PeerEventKind::failed);
+  CHECK(ev.rank == 2);
+  CHECK_THAT(ev.reason, Catch::Contains("connection reset"));
+  CHECK(h.take(4).empty());  // left: no longer a member
+
+  // Missed heartbeats: rank 0 stops beating.
+  h.client(5, "job");
+  h.advance(300ms);
+  CHECK_THAT(h.sink.closed[1], Catch::Contains("no heartbeat for 300 ms"));
+  CHECK_FALSE(h.core.job_busy("job"));
+}
+
+TEST_CASE("core: a job is forgotten when its last connection is gone") {
+  Harness h;
+  h.client(1, "a");
+  h.client(2, "b");
+  h.feed(1, rv::Set{"k", {1}});
+  h.take(1);
+  h.feed(2, rv::Get{"k", 0});  // jobs are separate namespaces
+  CHECK(h.error_of(h.one(2)).code == CC_ERR_TIMEOUT);
+  h.core.on_disconnect(1, "end of stream");
+  CHECK_FALSE(h.core.job_exists("a"));
+  CHECK(h.core.job_count() == 1);
+  h.client(3, "a");
+  h.feed(3, rv::Get{"k", 0});
+  CHECK(h.error_of(h.one(3)).code == CC_ERR_TIMEOUT);
+}
+
+TEST_CASE("core: limits refuse with an error") {
+  rv::ServerOptions o;
+  o.max_connections = 2;
+  o.max_jobs = 1;
+  o.max_keys_per_job = 2;
+  Harness h(o);
+  h.client(1, "a");
+  h.connect(2);
+  CHECK_FALSE(h.core.on_connect(3, "x:1", h.now));
+  CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("limit of 2 connections"));
+  h.feed(2, rv::Hello{"b", "h", 1, "t"});
+  auto v = h.take(2);
+  REQUIRE(v.size() == 2);
+  CHECK_THAT(h.error_of(v[1].message).message, Catch::Contains("limit of 1 jobs"));
+  h.feed(1, rv::Set{"k1", {1}});
+  h.feed(1, rv::Set{"k2", {1}});
+  h.feed(1, rv::Set{"k2", {2}});  // replacing is fine
+  h.take(1);
+  h.feed(1, rv::Add{"k3", 1});
+  CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("limit of 2 keys"));
+  rv::Join j = join_msg(0, 1000, "a");
+  h.feed(1, j);
+  CHECK(h.error_of(h.one(1)).code == CC_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("core: stop releases every waiter and tells members") {
+  Harness h;
+  h.client(1);
+  h.client(2);
+  h.client(3);
+  h.feed(1, join_msg(0, 1, "a"));
+  CHECK(std::holds_alternative<rv::Joined>(h.one(1)));
+  h.feed(2, rv::Get{"never", 10000}, 5);
+  h.feed(3, join_msg(0, 2, "b"), 6);  // generation 0 is complete: refused
+  h.take(3);
+  rv::Join j = join_msg(0, 2, "b");
+  j.info.generation = 1;
+  h.feed(3, j, 7);
+  h.core.stop();
+  auto v = h.take(2);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].request_id == 5);
+  CHECK_THAT(h.error_of(v[0].message).message, Catch::Contains("server is stopping"));
+  CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("server is stopping"));
+  auto ev = std::get<rv::PeerEvent>(h.one(1));
+  CHECK(ev.kind == rv::PeerEventKind::server_stopping);
+  CHECK(h.sink.closed.size() == 3);
+  CHECK(h.core.connection_count() == 0);
+  CHECK(h.core.job_count() == 0);
+  CHECK_FALSE(h.core.on_connect(9, "x:1", h.now));
+}
