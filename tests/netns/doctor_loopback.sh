@@ -1,7 +1,7 @@
 #!/bin/bash
 # cc-doctor on loopback (no root): argument errors, and what answers at a
 # port: nothing, another program, a silent program, a cc rendezvous.
-#   doctor_loopback.sh CC_DOCTOR FAKE_LISTENER NETNS_SERVER
+#   doctor_loopback.sh CC_DOCTOR FAKE_LISTENER CC_RENDEZVOUS
 set -u
 DOCTOR=$1
 FAKE=$2
@@ -19,13 +19,13 @@ fail() { echo "FAIL: $*"; exit 1; }
 doctor() { timeout 20 "$DOCTOR" "$@"; }
 field() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
 
-start() {  # NAME CMD...: starts CMD, sets PORT from its "listening PORT" line
+start() {  # NAME CMD...: starts CMD, sets PORT from its "listening PORT" or "ready on port PORT" line
   local name=$1 i
   shift
   timeout 60 "$@" >"$WORK/$name.out" 2>&1 &
   PIDS+=($!)
   for ((i = 0; i < 100; i++)); do
-    PORT=$(sed -nE 's/^listening ([0-9]+)$/\1/p' "$WORK/$name.out")
+    PORT=$(sed -nE 's/^listening ([0-9]+)$/\1/p; s/.*ready on port ([0-9]+).*/\1/p' "$WORK/$name.out")
     [ -n "$PORT" ] && return 0
     sleep 0.1
   done
@@ -67,7 +67,15 @@ took=$(( $(date +%s%3N) - t0 ))
 
 # A cc rendezvous, found through MASTER_ADDR and MASTER_PORT.
 start rv "$SERVER" --bind 127.0.0.1 --port 0
-out=$(MASTER_ADDR=localhost MASTER_PORT=$PORT doctor) || fail "exited $?"
-echo "$out" | grep -q "a cc rendezvous answers: .* (no token required)" || fail "rendezvous: $out"
+out=$(env -u CC_MASTER_ADDR -u CC_MASTER_PORT MASTER_ADDR=localhost MASTER_PORT=$PORT timeout 20 "$DOCTOR") || fail "exited $?"
+echo "$out" | grep -q "is reachable: a cc rendezvous answers: cc-rendezvous .* (no token required)" || fail "rendezvous: $out"
 echo "$out" | grep -q "from MASTER_ADDR" || fail "MASTER_ADDR not named as the source: $out"
+
+# One that requires a token, asked without one: a warning with the fix.
+echo "s3cret-token-for-the-doctor-test" >"$WORK/token"
+chmod 600 "$WORK/token"
+start rv_token "$SERVER" --bind 127.0.0.1 --port 0 --token-file "$WORK/token"
+json=$(env -u CC_RENDEZVOUS_TOKEN -u CC_RENDEZVOUS_TOKEN_FILE timeout 20 "$DOCTOR" --json --master-addr 127.0.0.1 --master-port "$PORT") || fail "exited $?"
+[ "$(echo "$json" | field 'd["master"]["auth_required"]')" = True ] || fail "token server: $json"
+echo "$json" | field '[f["fix"] for f in d["findings"]]' | grep -q "set CC_RENDEZVOUS_TOKEN" || fail "no token fix: $json"
 echo "OK"

@@ -2,18 +2,17 @@
 # a bridge that lives in a fourth, private namespace (sw), so the machine's
 # own network is never touched. Each run has its own names (suffix = PID) and
 # removes everything on exit. Sourced by a test script whose arguments are:
-#   NETNS_SERVER STORE_TOOL MEMBER CC_DOCTOR CC_RENDEZVOUS
+#   STORE_TOOL MEMBER CC_DOCTOR CC_RENDEZVOUS
 # Host "rv" 198.18.0.1, "a" 198.18.0.2, "b" 198.18.0.3 (benchmark range,
 # /24 on the bridge); host a also has a management interface ccmgmt0
 # (198.19.7.2/24, leading nowhere) carrying its default route, so a route lookup that picks
 # the wrong interface shows.
 set -u
 
-NETNS_SERVER=$1
-STORE_TOOL=$2
-MEMBER=$3
-CC_DOCTOR=$4
-CC_RENDEZVOUS=${5:-}
+STORE_TOOL=$1
+MEMBER=$2
+CC_DOCTOR=$3
+CC_RENDEZVOUS=$4
 
 S=$$
 NS_SW=ccns-sw-$S
@@ -128,8 +127,9 @@ netns_setup() {
 # link_down HOST: unplugs that host's cable (its port on the bridge).
 link_down() { ip -n "$NS_SW" link set "p-$1" down; }
 
-# start_server [EXTRA ARGS]: the rendezvous in rv on RV_PORT, waits until it listens.
+# start_server [EXTRA ARGS]: the cc-rendezvous daemon in rv on RV_PORT, all
+# interfaces; waits until it is ready.
 start_server() {
-  bg "$NS_RV" server "$NETNS_SERVER" --bind 0.0.0.0 --port "$RV_PORT" "$@"
-  wait_line server '^listening' 10 || fail "the rendezvous server in $NS_RV did not start"
+  bg "$NS_RV" server "$CC_RENDEZVOUS" --bind 0.0.0.0 --port "$RV_PORT" "$@"
+  wait_line server "ready on port $RV_PORT" 10 || fail "cc-rendezvous in $NS_RV did not start"
 }
