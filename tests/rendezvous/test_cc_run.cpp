@@ -1,0 +1,210 @@
+// cc-run as a user sees it: the ranks' environment, prefixed output, a failing
+// rank stopping the others, signals, bad arguments. CC_RUN names the binary.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+struct Result {
+  int code = -1;  // exit code, 128+signal, or -1 when it had to be killed
+  std::string out, err;
+  long long ms = 0;
+};
+
+// Runs cc-run with args; sends `signal_after` (if any) after `signal_ms`.
+// Killed at `limit_ms`, so no test can hang.
+Result run_cc_run(const std::vector<std::string>& args, int limit_ms = 30000, int signal_after = 0,
+                  int signal_ms = 0) {
+  const char* exe = std::getenv("CC_RUN");
+  REQUIRE(exe != nullptr);
+  std::vector<std::string> all{exe};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int out[2], err[2];
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+  const auto t0 = Clock::now();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::execv(exe, argv.data());
+    ::_exit(126);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  Result r;
+  bool signalled = signal_after == 0;
+  std::vector<pollfd> fds{{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  std::string* sinks[] = {&r.out, &r.err};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    const auto now_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    if (!signalled && now_ms >= signal_ms) {
+      ::kill(pid, signal_after);
+      signalled = true;
+    }
+    if (now_ms >= limit_ms) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+  if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.code = WTERMSIG(status) == SIGKILL ? -1 : 128 + WTERMSIG(status);
+  return r;
+}
+
+}  // namespace
+
+using Catch::Contains;
+
+TEST_CASE("cc-run: ranks get the launch environment") {
+  const Result r = run_cc_run({"-n", "3", "--job-id", "envjob", "--", "sh", "-c",
+                               "echo \"env $CC_RANK $RANK $CC_WORLD_SIZE $WORLD_SIZE $CC_LOCAL_RANK "
+                               "$LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $CC_JOB_ID $CC_RENDEZVOUS\"; "
+                               "test \"$MASTER_PORT\" -gt 0 && echo port-ok"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    CHECK_THAT(r.out, Contains("[rank " + n + "] env " + n + " " + n + " 3 3 " + n + " " + n +
+                               " 3 127.0.0.1 envjob external\n"));
+    CHECK_THAT(r.out, Contains("[rank " + n + "] port-ok\n"));
+  }
+}
+
+TEST_CASE("cc-run: a fresh job id per single-node run, and nodes other than 0 start no server") {
+  const Result a = run_cc_run({"-n", "1", "--", "sh", "-c", "echo \"job=$CC_JOB_ID\""});
+  const Result b = run_cc_run({"-n", "1", "--", "sh", "-c", "echo \"job=$CC_JOB_ID\""});
+  CHECK(a.code == 0);
+  CHECK(b.code == 0);
+  CHECK_THAT(a.out, Contains("job=cc-run-"));
+  CHECK(a.out != b.out);
+
+  const Result n1 = run_cc_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr",
+                                "127.0.0.1", "--master-port", "1", "--job-id", "multi", "--", "sh", "-c",
+                                "echo \"r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK p=$MASTER_PORT\""});
+  INFO(n1.out << n1.err);
+  CHECK(n1.code == 0);
+  CHECK_THAT(n1.out, Contains("[rank 2] r=2 w=4 l=0 p=1\n"));
+  CHECK_THAT(n1.out, Contains("[rank 3] r=3 w=4 l=1 p=1\n"));
+}
+
+TEST_CASE("cc-run: every line is prefixed, stdout and stderr, partial lines too") {
+  const Result r = run_cc_run({"-n", "2", "--", "sh", "-c",
+                               "echo \"out-$RANK\"; echo \"err-$RANK\" >&2; printf 'one\\ntwo\\n'; "
+                               "printf \"tail-$RANK\""});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  for (const std::string n : {"0", "1"}) {
+    CHECK_THAT(r.out, Contains("[rank " + n + "] out-" + n + "\n"));
+    CHECK_THAT(r.out, Contains("[rank " + n + "] tail-" + n + "\n"));
+    CHECK_THAT(r.err, Contains("[rank " + n + "] err-" + n + "\n"));
+  }
+  // no line without a prefix
+  size_t start = 0;
+  while (start < r.out.size()) {
+    CHECK(r.out.compare(start, 6, "[rank ") == 0);
+    start = r.out.find('\n', start) + 1;
+    if (start == 0) break;
+  }
+}
+
+TEST_CASE("cc-run: a failing rank stops the others and sets the exit status") {
+  const Result r = run_cc_run({"-n", "3", "--grace-ms", "300", "--", "sh", "-c",
+                               "if [ \"$RANK\" = 1 ]; then echo dying; exit 3; fi; sleep 60"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 3);
+  CHECK(r.ms < 10000);
+  CHECK_THAT(r.out, Contains("[rank 1] dying"));
+  CHECK_THAT(r.err, Contains("cc-run: rank 1 (pid ") &&
+                        Contains(") exited with status 3; stopping the other ranks"));
+}
+
+TEST_CASE("cc-run: a rank killed by a signal gives 128+signal") {
+  const Result r = run_cc_run({"-n", "2", "--grace-ms", "200", "--", "sh", "-c",
+                               "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; sleep 60"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 137);
+  CHECK(r.ms < 10000);
+  CHECK_THAT(r.err, Contains("rank 0 (pid ") && Contains("status 137 (killed by signal 9"));
+}
+
+TEST_CASE("cc-run: ranks that ignore SIGTERM are killed after the grace period") {
+  const Result r = run_cc_run({"-n", "2", "--grace-ms", "300", "--", "sh", "-c",
+                               "trap '' TERM; if [ \"$RANK\" = 0 ]; then exit 5; fi; "
+                               "while :; do sleep 0.1; done"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 5);
+  CHECK(r.ms < 10000);
+}
+
+TEST_CASE("cc-run: SIGTERM is passed to the ranks") {
+  const Result r = run_cc_run({"-n", "2", "--", "sh", "-c", "echo started; sleep 60"}, 30000, SIGTERM, 500);
+  INFO(r.out << r.err);
+  CHECK(r.code == 128 + SIGTERM);
+  CHECK(r.ms < 10000);
+  CHECK_THAT(r.err, Contains("passing it to the ranks"));
+}
+
+TEST_CASE("cc-run: bad arguments and a missing program") {
+  Result r = run_cc_run({"--", "true"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("-n N (ranks on this node) is required"));
+  r = run_cc_run({"-n", "0", "--", "true"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("-n=0 is out of range 1..4096"));
+  r = run_cc_run({"-n", "x", "--", "true"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("not an integer"));
+  r = run_cc_run({"-n", "1", "--bogus", "--", "true"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("unknown option '--bogus'"));
+  r = run_cc_run({"-n", "1"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("no program given"));
+  r = run_cc_run({"-n", "1", "--nnodes", "2", "--node-rank", "1", "--", "true"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("needs --master-addr"));
+  r = run_cc_run({"-n", "1", "--", "no-such-program-of-cc"});
+  CHECK(r.code == 127);
+  CHECK_THAT(r.err, Contains("cannot find the program 'no-such-program-of-cc'"));
+  r = run_cc_run({"--help"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Contains("usage: cc-run -n N"));
+}

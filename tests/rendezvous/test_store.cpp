@@ -1,0 +1,380 @@
+// The store and server C API and the client, in one process against an
+// embedded server on loopback: argument checks, deadlines, a stopped server,
+// a closed port, tokens, IPv6, and the client's peer events under threads.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cc/cc.h"
+#include "client.hpp"
+#include "server.hpp"
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
+}
+
+std::string last_error() { return cc_last_error(); }
+
+// A server on 127.0.0.1, any free port, stopped at the end of the scope.
+struct TestServer {
+  cc_server_t server = nullptr;
+  int port = 0;
+  explicit TestServer(const char* token = nullptr, const char* bind = "127.0.0.1") {
+    cc_config_t config = CC_CONFIG_INIT;
+    config.token = token;
+    REQUIRE(cc_server_start(&server, bind, 0, &config) == CC_SUCCESS);
+    REQUIRE(cc_server_port(server, &port) == CC_SUCCESS);
+    REQUIRE(port > 0);
+  }
+  ~TestServer() { (void)cc_server_stop(server); }
+};
+
+cc_store_t connect(int port, const char* job = "test", const char* token = nullptr, int timeout_ms = 5000) {
+  cc_config_t config = CC_CONFIG_INIT;
+  config.timeout_ms = timeout_ms;
+  config.token = token;
+  cc_store_t store = nullptr;
+  const cc_result_t r = cc_store_connect(&store, "127.0.0.1", port, job, &config);
+  INFO(last_error());
+  REQUIRE(r == CC_SUCCESS);
+  REQUIRE(store != nullptr);
+  return store;
+}
+
+// A port nobody listens on (bound, then released).
+int closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("store: set, get, add and wait in one process") {
+  TestServer srv;
+  cc_store_t s = connect(srv.port);
+  REQUIRE(cc_store_set(s, "k", "hello", 5) == CC_SUCCESS);
+  char buf[16] = {};
+  size_t len = 0;
+  REQUIRE(cc_store_get(s, "k", buf, sizeof(buf), &len, 0) == CC_SUCCESS);
+  CHECK(std::string(buf, len) == "hello");
+  CHECK(std::string(cc_last_error()).empty());
+
+  int64_t v = 0;
+  REQUIRE(cc_store_add(s, "n", 5, &v) == CC_SUCCESS);
+  CHECK(v == 5);
+  REQUIRE(cc_store_add(s, "n", -7, &v) == CC_SUCCESS);
+  CHECK(v == -2);
+  REQUIRE(cc_store_add(s, "n", 0, nullptr) == CC_SUCCESS);
+
+  // an empty value is a value
+  REQUIRE(cc_store_set(s, "empty", nullptr, 0) == CC_SUCCESS);
+  len = 99;
+  REQUIRE(cc_store_get(s, "empty", nullptr, 0, &len, 0) == CC_SUCCESS);
+  CHECK(len == 0);
+
+  const char* keys[] = {"k", "n", "empty"};
+  CHECK(cc_store_wait(s, keys, 3, 1000) == CC_SUCCESS);
+  CHECK(cc_store_wait(s, nullptr, 0, 1000) == CC_SUCCESS);
+
+  // a get that waits is answered when another connection sets the key
+  cc_store_t other = connect(srv.port);
+  auto later = std::async(std::launch::async, [other] {
+    std::this_thread::sleep_for(milliseconds(200));
+    return cc_store_set(other, "late", "x", 1);
+  });
+  const auto t0 = Clock::now();
+  REQUIRE(cc_store_get(s, "late", buf, sizeof(buf), &len, 10000) == CC_SUCCESS);
+  CHECK(ms_since(t0) < 5000);
+  CHECK(std::string(buf, len) == "x");
+  CHECK(later.get() == CC_SUCCESS);
+  CHECK(cc_store_close(other) == CC_SUCCESS);
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+}
+
+TEST_CASE("store: timeouts answer near their deadline and name the keys") {
+  TestServer srv;
+  cc_store_t s = connect(srv.port, "deadlines");
+  char buf[8];
+  size_t len = 0;
+
+  auto t0 = Clock::now();
+  CHECK(cc_store_get(s, "absent", buf, sizeof(buf), &len, 0) == CC_ERR_TIMEOUT);
+  CHECK(ms_since(t0) < 1000);
+  CHECK_THAT(last_error(), Catch::Contains("'absent'") && Catch::Contains("not set"));
+
+  t0 = Clock::now();
+  CHECK(cc_store_get(s, "absent", buf, sizeof(buf), &len, 500) == CC_ERR_TIMEOUT);
+  const long long elapsed = ms_since(t0);
+  CHECK(elapsed >= 450);
+  CHECK(elapsed < 3000);
+  CHECK_THAT(last_error(), Catch::Contains("'absent'") && Catch::Contains("within 500 ms") &&
+                               Catch::Contains("127.0.0.1:" + std::to_string(srv.port)));
+
+  REQUIRE(cc_store_set(s, "present", "1", 1) == CC_SUCCESS);
+  const char* keys[] = {"present", "missing-one", "missing-two"};
+  t0 = Clock::now();
+  CHECK(cc_store_wait(s, keys, 3, 300) == CC_ERR_TIMEOUT);
+  CHECK(ms_since(t0) >= 250);
+  CHECK(ms_since(t0) < 3000);
+  CHECK_THAT(last_error(), Catch::Contains("missing-one") && Catch::Contains("missing-two"));
+
+  // timeout_ms < 0 takes the store's default deadline (the config's, 5 s here):
+  // a key set meanwhile is found
+  cc_store_t other = connect(srv.port, "deadlines");
+  auto later = std::async(std::launch::async, [other] {
+    std::this_thread::sleep_for(milliseconds(100));
+    return cc_store_set(other, "soon", "y", 1);
+  });
+  CHECK(cc_store_get(s, "soon", buf, sizeof(buf), &len, -1) == CC_SUCCESS);
+  CHECK(later.get() == CC_SUCCESS);
+  CHECK(cc_store_close(other) == CC_SUCCESS);
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+}
+
+TEST_CASE("store: a buffer too small reports the needed length") {
+  TestServer srv;
+  cc_store_t s = connect(srv.port);
+  std::vector<unsigned char> value(1000, 0);
+  value[500] = 7;
+  REQUIRE(cc_store_set(s, "big", value.data(), value.size()) == CC_SUCCESS);
+  unsigned char buf[10];
+  std::memset(buf, 0x5a, sizeof(buf));
+  size_t len = 0;
+  CHECK(cc_store_get(s, "big", buf, sizeof(buf), &len, 0) == CC_ERR_BUFFER_TOO_SMALL);
+  CHECK(len == 1000);
+  CHECK(buf[0] == 0x5a);
+  CHECK_THAT(last_error(), Catch::Contains("at least 1000 bytes"));
+  std::vector<unsigned char> right(len);
+  CHECK(cc_store_get(s, "big", right.data(), right.size(), &len, 0) == CC_SUCCESS);
+  CHECK(right == value);
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+}
+
+TEST_CASE("store: arguments are checked before anything is sent") {
+  TestServer srv;
+  cc_store_t s = connect(srv.port);
+  char buf[4];
+  size_t len = 0;
+  cc_store_t out = nullptr;
+
+  CHECK(cc_store_connect(nullptr, "127.0.0.1", srv.port, nullptr, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("store is NULL"));
+  CHECK(cc_store_connect(&out, nullptr, srv.port, nullptr, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("addr is NULL"));
+  CHECK(cc_store_connect(&out, "127.0.0.1", 70000, nullptr, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("port 70000 is out of range 1..65535"));
+  CHECK(cc_store_connect(&out, "127.0.0.1", 0, nullptr, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(cc_store_connect(&out, "127.0.0.1", srv.port, "", nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("job_id is empty"));
+  CHECK(out == nullptr);
+
+  cc_config_t bad = CC_CONFIG_INIT;
+  bad.magic = 0;
+  CHECK(cc_store_connect(&out, "127.0.0.1", srv.port, nullptr, &bad) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("CC_CONFIG_INIT"));
+
+  CHECK(cc_store_set(nullptr, "k", "v", 1) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("store is NULL"));
+  CHECK(cc_store_set(s, nullptr, "v", 1) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("key is NULL"));
+  CHECK(cc_store_set(s, "k", nullptr, 3) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("value is NULL but len is 3"));
+  CHECK(cc_store_set(s, std::string(2000, 'k').c_str(), "v", 1) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("2000 bytes long"));
+  CHECK(cc_store_get(s, "k", nullptr, 4, &len, 0) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("buf is NULL"));
+  CHECK(cc_store_get(s, "k", buf, sizeof(buf), nullptr, 0) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("len is NULL"));
+  CHECK(cc_store_add(s, nullptr, 1, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(cc_store_wait(s, nullptr, -1, 0) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("nkeys is -1"));
+  CHECK(cc_store_wait(s, nullptr, 2, 0) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("keys is NULL"));
+  const char* with_null[] = {"a", nullptr};
+  CHECK(cc_store_wait(s, with_null, 2, 0) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("keys[1] is NULL"));
+
+  CHECK(cc_store_close(nullptr) == CC_SUCCESS);
+  CHECK(cc_server_stop(nullptr) == CC_SUCCESS);
+  CHECK(cc_server_start(nullptr, nullptr, 0, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  cc_server_t srv2 = nullptr;
+  CHECK(cc_server_start(&srv2, nullptr, -1, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("port -1 is out of range"));
+  int port = 0;
+  CHECK(cc_server_port(nullptr, &port) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+}
+
+TEST_CASE("store: connecting to a closed port fails within its timeout, naming the address") {
+  const int port = closed_port();
+  cc_config_t config = CC_CONFIG_INIT;
+  config.timeout_ms = 700;
+  cc_store_t s = nullptr;
+  const auto t0 = Clock::now();
+  const cc_result_t r = cc_store_connect(&s, "127.0.0.1", port, "x", &config);
+  const long long elapsed = ms_since(t0);
+  CHECK(r == CC_ERR_RENDEZVOUS);
+  CHECK(s == nullptr);
+  CHECK(elapsed >= 600);
+  CHECK(elapsed < 3000);
+  CHECK_THAT(last_error(), Catch::Contains("cannot reach the rendezvous at 127.0.0.1:" + std::to_string(port)) &&
+                               Catch::Contains("connection refused") && Catch::Contains("attempts") &&
+                               Catch::Contains("MASTER_ADDR/MASTER_PORT"));
+}
+
+TEST_CASE("store: connect retries until a late server comes up") {
+  const int port = closed_port();
+  auto late = std::async(std::launch::async, [port] {
+    std::this_thread::sleep_for(milliseconds(300));
+    cc_server_t server = nullptr;
+    const cc_result_t r = cc_server_start(&server, "127.0.0.1", port, nullptr);
+    return std::make_pair(r, server);
+  });
+  cc_store_t s = nullptr;
+  cc_config_t config = CC_CONFIG_INIT;
+  config.timeout_ms = 10000;
+  const cc_result_t r = cc_store_connect(&s, "127.0.0.1", port, "late", &config);
+  auto [started, server] = late.get();
+  REQUIRE(started == CC_SUCCESS);
+  CHECK(r == CC_SUCCESS);
+  CHECK(cc_store_set(s, "k", "v", 1) == CC_SUCCESS);
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+  CHECK(cc_server_stop(server) == CC_SUCCESS);
+}
+
+TEST_CASE("store: a stopped server releases a waiting get with an error") {
+  auto srv = std::make_unique<TestServer>();
+  cc_store_t s = connect(srv->port);
+  auto waiting = std::async(std::launch::async, [s] {
+    char buf[8];
+    size_t len = 0;
+    const auto t0 = Clock::now();
+    const cc_result_t r = cc_store_get(s, "never", buf, sizeof(buf), &len, 30000);
+    return std::make_tuple(r, std::string(cc_last_error()), ms_since(t0));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  srv.reset();  // cc_server_stop
+  REQUIRE(waiting.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  auto [r, words, elapsed] = waiting.get();
+  CHECK(r == CC_ERR_RENDEZVOUS);
+  CHECK(elapsed < 5000);
+  CHECK_THAT(words, Catch::Contains("stopping") || Catch::Contains("closed the connection"));
+  // later calls fail at once, saying the server went away
+  CHECK(cc_store_set(s, "k", "v", 1) == CC_ERR_RENDEZVOUS);
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+}
+
+TEST_CASE("store: tokens") {
+  TestServer srv("sesame");
+  cc_config_t config = CC_CONFIG_INIT;
+  config.timeout_ms = 3000;
+  cc_store_t s = nullptr;
+
+  config.token = "";
+  CHECK(cc_store_connect(&s, "127.0.0.1", srv.port, "tok", &config) == CC_ERR_AUTH);
+  CHECK_THAT(last_error(), Catch::Contains("requires a token") && Catch::Contains("CC_RENDEZVOUS_TOKEN"));
+
+  config.token = "wrong";
+  CHECK(cc_store_connect(&s, "127.0.0.1", srv.port, "tok", &config) == CC_ERR_AUTH);
+  CHECK_THAT(last_error(), Catch::Contains("refused our token") &&
+                               Catch::Contains("127.0.0.1:" + std::to_string(srv.port)));
+  CHECK(s == nullptr);
+
+  config.token = "sesame";
+  REQUIRE(cc_store_connect(&s, "127.0.0.1", srv.port, "tok", &config) == CC_SUCCESS);
+  CHECK(cc_store_set(s, "k", "v", 1) == CC_SUCCESS);
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+}
+
+TEST_CASE("store: IPv6 loopback, with and without brackets") {
+  cc_server_t server = nullptr;
+  if (cc_server_start(&server, "::1", 0, nullptr) != CC_SUCCESS) {
+    WARN("no IPv6 loopback here: " << last_error());
+    return;
+  }
+  int port = 0;
+  REQUIRE(cc_server_port(server, &port) == CC_SUCCESS);
+  for (const char* addr : {"::1", "[::1]"}) {
+    cc_store_t s = nullptr;
+    INFO(addr);
+    REQUIRE(cc_store_connect(&s, addr, port, "v6", nullptr) == CC_SUCCESS);
+    int64_t v = 0;
+    CHECK(cc_store_add(s, "n", 1, &v) == CC_SUCCESS);
+    CHECK(cc_store_close(s) == CC_SUCCESS);
+  }
+  CHECK(cc_server_stop(server) == CC_SUCCESS);
+}
+
+TEST_CASE("client: peer events arrive while another thread sends heartbeats") {
+  using namespace cc::rv;
+  TestServer srv;
+  ClientOptions o;
+  o.addr = "127.0.0.1";
+  o.port = srv.port;
+  o.job_id = "events";
+  o.connect_timeout = milliseconds(5000);
+  o.request_timeout = milliseconds(5000);
+  std::unique_ptr<Client> a, b;
+  REQUIRE(Client::connect(o, &a).ok());
+  REQUIRE(Client::connect(o, &b).ok());
+
+  auto join = [](Client& c, int rank) {
+    Join j;
+    j.info.rank = rank;
+    j.info.world_size = 2;
+    j.info.host = "localhost";
+    j.info.pid = static_cast<uint32_t>(1000 + rank);
+    j.info.gpu_uuid = "GPU-" + std::to_string(rank);
+    if (rank == 0) j.unique_id = std::vector<uint8_t>(128, 42);
+    j.timeout_ms = 10000;
+    Joined out;
+    cc::Status s = c.join(j, &out);
+    return std::make_pair(s, out);
+  };
+  auto joined_b = std::async(std::launch::async, [&] { return join(*b, 1); });
+  auto [sa, ja] = join(*a, 0);
+  auto [sb, jb] = joined_b.get();
+  INFO(sa.message << " / " << sb.message);
+  REQUIRE(sa.ok());
+  REQUIRE(sb.ok());
+  CHECK(jb.unique_id == std::vector<uint8_t>(128, 42));
+  CHECK(ja.members.size() == 2);
+
+  // a waits for events on one thread while another heartbeats on the same client
+  auto events = std::async(std::launch::async, [&] { return a->next_event(milliseconds(10000)); });
+  for (int i = 0; i < 5; ++i) {
+    cc::Status hb = a->heartbeat(static_cast<uint64_t>(i));
+    INFO(hb.message);
+    CHECK(hb.ok());
+  }
+  const auto t0 = Clock::now();
+  b.reset();  // rank 1 vanishes without leaving
+  REQUIRE(events.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  const auto e = events.get();
+  REQUIRE(e.has_value());
+  CHECK(e->kind == PeerEventKind::failed);
+  CHECK(e->rank == 1);
+  CHECK(ms_since(t0) < 5000);
+  CHECK(a->heartbeat(99).ok());
+  CHECK(a->leave().ok());
+}
