@@ -41,6 +41,20 @@ echo "$out" >"$WORK/far.json"
 json "$WORK/far.json" '[f["fix"] for f in d["findings"]]' | grep -q "firewall, wrong address, or Docker bridge without --network host" || fail "unreachable fix: $out"
 [ "$took" -lt 5000 ] || fail "the probe took $took ms with --timeout-ms 700"
 
+# b has no default route: an outside address has no route, in words.
+out=$(in_ns "$NS_B" "$CC_DOCTOR" --master-addr 203.0.113.5 --master-port 1 2>&1) || fail "cc-doctor exited $?"
+echo "$out" | grep -q "no route to 203.0.113.5" || fail "no-route words: $out"
+echo "$out" | grep -q "ip route get 203.0.113.5" || fail "no-route fix: $out"
+
+if [ "$HAVE_IPV6" = 1 ]; then
+  out=$(in_ns "$NS_A" "$CC_DOCTOR" --json --master-addr "[$ADDR6_RV]" --master-port "$RV_PORT" 2>&1) || fail "cc-doctor exited $?"
+  echo "$out" >"$WORK/v6.json"
+  [ "$(json "$WORK/v6.json" 'd["master"]["route"]["interface"]')" = cceth0 ] || fail "IPv6 route: $out"
+  [ "$(json "$WORK/v6.json" 'd["master"]["route"]["source_address"]')" = "$ADDR6_A" ] || fail "IPv6 source: $out"
+  # The daemon listens on 0.0.0.0 only here: nothing answers on IPv6.
+  [ "$(json "$WORK/v6.json" 'd["master"]["answer"]')" = refused ] || fail "IPv6 answer: $out"
+fi
+
 # A name nobody knows.
 out=$(in_ns "$NS_A" "$CC_DOCTOR" --master-addr no-such-host.invalid --master-port 1 2>&1) || fail "cc-doctor exited $?"
 echo "$out" | grep -q 'cannot resolve "no-such-host.invalid"' || fail "unresolvable name: $out"

@@ -4,7 +4,7 @@
 # removes everything on exit. Sourced by a test script whose arguments are:
 #   STORE_TOOL MEMBER CC_DOCTOR CC_RENDEZVOUS
 # Host "rv" 198.18.0.1, "a" 198.18.0.2, "b" 198.18.0.3 (benchmark range,
-# /24 on the bridge); host a also has a management interface ccmgmt0
+# /24 on the bridge) and 2001:db8:cc::1..3/64 where IPv6 works (HAVE_IPV6); host a also has a management interface ccmgmt0
 # (198.19.7.2/24, leading nowhere) carrying its default route, so a route lookup that picks
 # the wrong interface shows.
 set -u
@@ -25,6 +25,9 @@ HOST_B=ccb-$S
 ADDR_RV=198.18.0.1
 ADDR_A=198.18.0.2
 ADDR_B=198.18.0.3
+ADDR6_RV=2001:db8:cc::1  # documentation range, on the same bridge
+ADDR6_A=2001:db8:cc::2
+ADDR6_B=2001:db8:cc::3
 RV_PORT=29500           # inside our own namespace: no other run can hold it
 WORK=$(mktemp -d)
 BG_PIDS=()
@@ -85,8 +88,8 @@ wait_line() {
   return 1
 }
 
-make_host() {  # SHORT NS ADDR: the switch port is p-SHORT
-  local peer=p-$1 ns=$2 addr=$3
+make_host() {  # SHORT NS ADDR ADDR6: the switch port is p-SHORT
+  local peer=p-$1 ns=$2 addr=$3 addr6=$4
   ip netns add "$ns" || fail "ip netns add $ns"
   MADE_NS+=("$ns")
   mkdir -p "/etc/netns/$ns"
@@ -103,6 +106,7 @@ HOSTS
   ip link add "$peer" netns "$NS_SW" type veth peer name cceth0 netns "$ns" || fail "veth for $ns"
   ip -n "$NS_SW" link set "$peer" master br0 up
   ip -n "$ns" addr add "$addr/24" dev cceth0
+  ip -n "$ns" addr add "$addr6/64" dev cceth0 nodad 2>/dev/null || HAVE_IPV6=0
   ip -n "$ns" link set cceth0 up
 }
 
@@ -112,9 +116,10 @@ netns_setup() {
   ip -n "$NS_SW" link set lo up
   ip -n "$NS_SW" link add br0 type bridge stp_state 0 forward_delay 0 || fail "cannot make a bridge in $NS_SW"
   ip -n "$NS_SW" link set br0 up
-  make_host rv "$NS_RV" "$ADDR_RV"
-  make_host a "$NS_A" "$ADDR_A"
-  make_host b "$NS_B" "$ADDR_B"
+  HAVE_IPV6=1
+  make_host rv "$NS_RV" "$ADDR_RV" "$ADDR6_RV"
+  make_host a "$NS_A" "$ADDR_A" "$ADDR6_A"
+  make_host b "$NS_B" "$ADDR_B" "$ADDR6_B"
   # A veth whose far end leads nowhere (the dummy module may be absent).
   ip link add p-mgmt netns "$NS_SW" type veth peer name ccmgmt0 netns "$NS_A" || fail "veth ccmgmt0"
   ip -n "$NS_SW" link set p-mgmt up
@@ -129,7 +134,10 @@ link_down() { ip -n "$NS_SW" link set "p-$1" down; }
 
 # start_server [EXTRA ARGS]: the cc-rendezvous daemon in rv on RV_PORT, all
 # interfaces; waits until it is ready.
-start_server() {
-  bg "$NS_RV" server "$CC_RENDEZVOUS" --bind 0.0.0.0 --port "$RV_PORT" "$@"
+start_server() { start_server_bind 0.0.0.0 "$@"; }
+start_server_bind() {  # ADDR [EXTRA ARGS]
+  local addr=$1
+  shift
+  bg "$NS_RV" server "$CC_RENDEZVOUS" --bind "$addr" --port "$RV_PORT" "$@"
   wait_line server "ready on port $RV_PORT" 10 || fail "cc-rendezvous in $NS_RV did not start"
 }

@@ -1,6 +1,7 @@
 // One store operation through the public C API, for the namespace tests.
 //   netns_store_tool HOST PORT TIMEOUT_MS CMD ARGS...
 //     set KEY VALUE | get KEY WAIT_MS | add KEY DELTA | wait WAIT_MS KEY... | connect
+//     | hold MS (prints "connected", then keeps the connection MS ms)
 // Prints the result on stdout; on failure "FAIL <code>: <cc_last_error()>" on
 // stderr and exits with 1.
 #include <cstdio>
@@ -32,6 +33,13 @@ int main(int argc, char** argv) {
   cc_result_t r = CC_SUCCESS;
   if (cmd == "connect") {
     std::printf("connected\n");
+  } else if (cmd == "hold" && argc == 6) {
+    std::printf("connected\n");
+    std::fflush(stdout);
+    size_t len = 0;
+    char c = 0;
+    r = cc_store_get(store, "netns-hold-never-set", &c, 1, &len, std::atoi(argv[5]));
+    if (r == CC_ERR_TIMEOUT) r = CC_SUCCESS;
   } else if (cmd == "set" && argc == 7) {
     r = cc_store_set(store, argv[5], argv[6], std::strlen(argv[6]));
     if (r == CC_SUCCESS) std::printf("ok\n");
