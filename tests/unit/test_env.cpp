@@ -1,0 +1,390 @@
+// Reading the launch environment and resolving cc_config_t, with a fake
+// environment: every launcher's variables, precedence, and every malformed or
+// missing case with its words.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "config.hpp"
+#include "env.hpp"
+
+using Catch::Contains;
+using cc::env::LaunchInfo;
+
+namespace {
+
+struct FakeEnv {
+  std::map<std::string, std::string> vars;
+  cc::env::Getenv getenv() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+};
+
+cc::Status read(const FakeEnv& env, LaunchInfo* info) { return cc::env::read_launch_info(env.getenv(), info); }
+
+// A file in the system's temporary directory, removed at the end of the scope.
+struct TempFile {
+  std::filesystem::path path;
+  TempFile(const std::string& content, std::filesystem::perms perms) {
+    path = std::filesystem::temp_directory_path() /
+           ("cc-test-token-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::ofstream(path) << content;
+    std::filesystem::permissions(path, perms);
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("env: torchrun-style variables") {
+  FakeEnv env{{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.10.10.2"},
+               {"MASTER_PORT", "12345"}}};
+  LaunchInfo info;
+  REQUIRE(read(env, &info).ok());
+  CHECK(info.rank == 1);
+  CHECK(info.world_size == 2);
+  CHECK(info.local_rank == 0);
+  CHECK(info.master_addr == "10.10.10.2");
+  CHECK(info.master_port == 12345);
+  CHECK(info.rank_var == "RANK");
+  CHECK(info.world_size_var == "WORLD_SIZE");
+  CHECK(info.local_rank_var == "LOCAL_RANK");
+  CHECK(info.addr_var == "MASTER_ADDR");
+  CHECK(info.port_var == "MASTER_PORT");
+}
+
+TEST_CASE("env: Open MPI, PMI and Slurm variables") {
+  LaunchInfo info;
+  FakeEnv ompi{{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}}};
+  REQUIRE(read(ompi, &info).ok());
+  CHECK(info.rank == 3);
+  CHECK(info.world_size == 4);
+  CHECK(info.local_rank == 1);
+  CHECK(info.rank_var == "OMPI_COMM_WORLD_RANK");
+  CHECK(info.world_size_var == "OMPI_COMM_WORLD_SIZE");
+  CHECK(info.local_rank_var == "OMPI_COMM_WORLD_LOCAL_RANK");
+
+  FakeEnv pmi{{{"PMI_RANK", "5"}, {"PMI_SIZE", "8"}, {"MPI_LOCALRANKID", "2"}, {"MASTER_ADDR", "h"},
+               {"MASTER_PORT", "1"}}};
+  REQUIRE(read(pmi, &info).ok());
+  CHECK(info.rank == 5);
+  CHECK(info.world_size == 8);
+  CHECK(info.local_rank == 2);
+  CHECK(info.rank_var == "PMI_RANK");
+  CHECK(info.local_rank_var == "MPI_LOCALRANKID");
+
+  FakeEnv slurm{{{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "3"},
+                 {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}}};
+  REQUIRE(read(slurm, &info).ok());
+  CHECK(info.rank == 7);
+  CHECK(info.world_size == 16);
+  CHECK(info.local_rank == 3);
+  CHECK(info.master_port == 65535);
+  CHECK(info.rank_var == "SLURM_PROCID");
+  CHECK(info.world_size_var == "SLURM_NTASKS");
+  CHECK(info.local_rank_var == "SLURM_LOCALID");
+}
+
+TEST_CASE("env: CC_* variables win over every other, first found wins") {
+  FakeEnv env{{{"CC_RANK", "0"}, {"RANK", "1"}, {"OMPI_COMM_WORLD_RANK", "2"}, {"PMI_RANK", "3"},
+               {"SLURM_PROCID", "4"}, {"CC_WORLD_SIZE", "6"}, {"WORLD_SIZE", "9"},
+               {"SLURM_NTASKS", "10"}, {"CC_LOCAL_RANK", "5"}, {"LOCAL_RANK", "1"},
+               {"CC_MASTER_ADDR", "cc-host"}, {"MASTER_ADDR", "other-host"},
+               {"CC_MASTER_PORT", "2000"}, {"MASTER_PORT", "3000"}}};
+  LaunchInfo info;
+  REQUIRE(read(env, &info).ok());
+  CHECK(info.rank == 0);
+  CHECK(info.world_size == 6);
+  CHECK(info.local_rank == 5);
+  CHECK(info.master_addr == "cc-host");
+  CHECK(info.master_port == 2000);
+  CHECK(info.rank_var == "CC_RANK");
+  CHECK(info.addr_var == "CC_MASTER_ADDR");
+  CHECK(info.port_var == "CC_MASTER_PORT");
+
+  // without CC_*: RANK before OMPI before PMI before Slurm
+  env.vars.erase("CC_RANK");
+  REQUIRE(read(env, &info).ok());
+  CHECK(info.rank == 1);
+  env.vars.erase("RANK");
+  REQUIRE(read(env, &info).ok());
+  CHECK(info.rank == 2);
+  env.vars.erase("OMPI_COMM_WORLD_RANK");
+  REQUIRE(read(env, &info).ok());
+  CHECK(info.rank == 3);
+  env.vars.erase("PMI_RANK");
+  REQUIRE(read(env, &info).ok());
+  CHECK(info.rank == 4);
+  CHECK(info.rank_var == "SLURM_PROCID");
+}
+
+TEST_CASE("env: no local rank is -1, not an error") {
+  FakeEnv env{{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}}};
+  LaunchInfo info;
+  REQUIRE(read(env, &info).ok());
+  CHECK(info.local_rank == -1);
+  CHECK(info.local_rank_var.empty());
+}
+
+TEST_CASE("env: missing variables are named with what to set") {
+  LaunchInfo info;
+  FakeEnv none;
+  cc::Status s = read(none, &info);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("no rank in the environment: set RANK (or CC_RANK; launchers set "
+                                 "OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"));
+
+  FakeEnv no_world{{{"RANK", "0"}}};
+  s = read(no_world, &info);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("no world size") && Contains("WORLD_SIZE") && Contains("SLURM_NTASKS"));
+
+  FakeEnv no_addr{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}};
+  s = read(no_addr, &info);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("set MASTER_ADDR (or CC_MASTER_ADDR)"));
+
+  FakeEnv no_port{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}};
+  s = read(no_port, &info);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("set MASTER_PORT (or CC_MASTER_PORT)"));
+}
+
+TEST_CASE("env: malformed values name the variable") {
+  const std::map<std::string, std::string> good{
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"}};
+  struct Case {
+    std::string var, value, words;
+  };
+  const Case cases[] = {
+      {"RANK", "abc", "RANK='abc' is not an integer"},
+      {"RANK", "1x", "RANK='1x' is not an integer"},
+      {"RANK", " 1", "RANK=' 1' is not an integer"},
+      {"RANK", "", "RANK='' is empty"},
+      {"RANK", "-1", "RANK=-1 is out of range 0.."},
+      {"RANK", "99999999999999999999", "RANK=99999999999999999999 is out of range"},
+      {"RANK", "2", "rank 2 (from RANK) is not below the world size 2 (from WORLD_SIZE)"},
+      {"WORLD_SIZE", "0", "WORLD_SIZE=0 is out of range 1.."},
+      {"WORLD_SIZE", "two", "WORLD_SIZE='two' is not an integer"},
+      {"LOCAL_RANK", "x", "LOCAL_RANK='x' is not an integer"},
+      {"MASTER_PORT", "70000", "MASTER_PORT=70000 is out of range 1..65535"},
+      {"MASTER_PORT", "0", "MASTER_PORT=0 is out of range 1..65535"},
+      {"MASTER_PORT", "29500 ", "MASTER_PORT='29500 ' is not an integer"},
+      {"MASTER_ADDR", "", "MASTER_ADDR='' is empty"},
+  };
+  for (const Case& c : cases) {
+    FakeEnv env{good};
+    env.vars[c.var] = c.value;
+    LaunchInfo info;
+    const cc::Status s = read(env, &info);
+    INFO(c.var << "=" << c.value << " -> " << s.message);
+    CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(s.message, Contains(c.words));
+  }
+  // a malformed CC_* variable is an error even when a good RANK exists
+  FakeEnv env{good};
+  env.vars["CC_RANK"] = "";
+  LaunchInfo info;
+  const cc::Status s = read(env, &info);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("CC_RANK=''"));
+}
+
+TEST_CASE("env: parse_int is strict") {
+  long long v = 0;
+  CHECK(cc::env::parse_int("X", "42", 0, 100, &v).ok());
+  CHECK(v == 42);
+  CHECK(cc::env::parse_int("X", "+7", 0, 100, &v).ok());
+  CHECK(v == 7);
+  CHECK(cc::env::parse_int("X", "-5", -10, 100, &v).ok());
+  CHECK(v == -5);
+  CHECK_FALSE(cc::env::parse_int("X", "0x10", 0, 100, &v).ok());
+  CHECK_FALSE(cc::env::parse_int("X", "1.5", 0, 100, &v).ok());
+  CHECK_FALSE(cc::env::parse_int("X", "+-1", -10, 100, &v).ok());
+  CHECK_FALSE(cc::env::parse_int("X", "+", 0, 100, &v).ok());
+  CHECK_FALSE(cc::env::parse_int("X", nullptr, 0, 100, &v).ok());
+  const cc::Status s = cc::env::parse_int("X", "101", 0, 100, &v);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK(s.message == "X=101 is out of range 0..100");
+  CHECK(v == -5);  // untouched on failure
+}
+
+TEST_CASE("config: NULL gives the defaults") {
+  FakeEnv env;
+  cc::ResolvedConfig r;
+  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.device == -1);
+  CHECK(r.timeout_ms == 300000);
+  CHECK(r.job_id == "default");
+  CHECK(r.token.empty());
+  CHECK(r.rendezvous == CC_RENDEZVOUS_EMBEDDED);
+  CHECK(r.heartbeat_ms == 1000);
+  CHECK(r.heartbeat_misses == 5);
+
+  cc_config_t config = CC_CONFIG_INIT;
+  REQUIRE(cc::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.timeout_ms == 300000);
+  CHECK(r.job_id == "default");
+}
+
+TEST_CASE("config: a struct not from CC_CONFIG_INIT is refused") {
+  FakeEnv env;
+  cc::ResolvedConfig r;
+  cc_config_t config = CC_CONFIG_INIT;
+  config.magic = 12345;
+  cc::Status s = cc::resolve_config(&config, env.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("config was not initialised with CC_CONFIG_INIT"));
+
+  config = CC_CONFIG_INIT;
+  config.size = 3;
+  s = cc::resolve_config(&config, env.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("impossible size 3"));
+}
+
+TEST_CASE("config: the environment fills undefined fields; set fields win") {
+  FakeEnv env{{{"CC_DEVICE", "3"}, {"CC_TIMEOUT_MS", "1500"}, {"CC_JOB_ID", "job-env"},
+               {"CC_RENDEZVOUS_TOKEN", "secret"}, {"CC_RENDEZVOUS", "external"},
+               {"CC_HEARTBEAT_MS", "250"}, {"CC_HEARTBEAT_MISSES", "8"}}};
+  cc::ResolvedConfig r;
+  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.device == 3);
+  CHECK(r.timeout_ms == 1500);
+  CHECK(r.job_id == "job-env");
+  CHECK(r.token == "secret");
+  CHECK(r.rendezvous == CC_RENDEZVOUS_EXTERNAL);
+  CHECK(r.heartbeat_ms == 250);
+  CHECK(r.heartbeat_misses == 8);
+
+  cc_config_t config = CC_CONFIG_INIT;
+  config.device = 1;
+  config.timeout_ms = 700;
+  config.job_id = "job-config";
+  config.token = "from-config";
+  config.rendezvous = CC_RENDEZVOUS_EMBEDDED;
+  config.heartbeat_ms = 100;
+  config.heartbeat_misses = 2;
+  REQUIRE(cc::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.device == 1);
+  CHECK(r.timeout_ms == 700);
+  CHECK(r.job_id == "job-config");
+  CHECK(r.token == "from-config");
+  CHECK(r.rendezvous == CC_RENDEZVOUS_EMBEDDED);
+  CHECK(r.heartbeat_ms == 100);
+  CHECK(r.heartbeat_misses == 2);
+
+  // timeout 0 means the default, from the config or the environment
+  config.timeout_ms = 0;
+  REQUIRE(cc::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.timeout_ms == 300000);
+  env.vars["CC_TIMEOUT_MS"] = "0";
+  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.timeout_ms == 300000);
+}
+
+TEST_CASE("config: an older, smaller struct reads only the fields it has") {
+  FakeEnv env{{{"CC_RENDEZVOUS", "external"}, {"CC_HEARTBEAT_MS", "321"}}};
+  cc_config_t config = CC_CONFIG_INIT;
+  config.timeout_ms = 900;
+  config.rendezvous = 77;   // beyond the old size: must not be read
+  config.heartbeat_ms = -5;  // likewise
+  config.size = offsetof(cc_config_t, rendezvous);
+  cc::ResolvedConfig r;
+  const cc::Status s = cc::resolve_config(&config, env.getenv(), &r);
+  INFO(s.message);
+  REQUIRE(s.ok());
+  CHECK(r.timeout_ms == 900);
+  CHECK(r.rendezvous == CC_RENDEZVOUS_EXTERNAL);
+  CHECK(r.heartbeat_ms == 321);
+}
+
+TEST_CASE("config: malformed values name the variable or field") {
+  struct Case {
+    std::string var, value, words;
+  };
+  const Case cases[] = {
+      {"CC_TIMEOUT_MS", "-1", "CC_TIMEOUT_MS=-1 is out of range 0.."},
+      {"CC_TIMEOUT_MS", "soon", "CC_TIMEOUT_MS='soon' is not an integer"},
+      {"CC_DEVICE", "gpu0", "CC_DEVICE='gpu0' is not an integer"},
+      {"CC_DEVICE", "-2", "CC_DEVICE=-2 is out of range"},
+      {"CC_JOB_ID", "", "CC_JOB_ID='' is empty"},
+      {"CC_RENDEZVOUS", "inside", "CC_RENDEZVOUS='inside' is neither 'embedded'"},
+      {"CC_HEARTBEAT_MS", "0", "CC_HEARTBEAT_MS=0 is out of range 1.."},
+      {"CC_HEARTBEAT_MISSES", "x", "CC_HEARTBEAT_MISSES='x' is not an integer"},
+      {"CC_RENDEZVOUS_TOKEN", "", "CC_RENDEZVOUS_TOKEN='' is empty"},
+  };
+  for (const Case& c : cases) {
+    FakeEnv env{{{c.var, c.value}}};
+    cc::ResolvedConfig r;
+    const cc::Status s = cc::resolve_config(nullptr, env.getenv(), &r);
+    INFO(c.var << "=" << c.value << " -> " << s.message);
+    CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(s.message, Contains(c.words));
+  }
+
+  FakeEnv env;
+  cc::ResolvedConfig r;
+  cc_config_t config = CC_CONFIG_INIT;
+  config.timeout_ms = -10;
+  cc::Status s = cc::resolve_config(&config, env.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("config.timeout_ms=-10"));
+  config = CC_CONFIG_INIT;
+  config.rendezvous = 9;
+  s = cc::resolve_config(&config, env.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("config.rendezvous=9"));
+  config = CC_CONFIG_INIT;
+  config.job_id = "";
+  s = cc::resolve_config(&config, env.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("config.job_id is empty"));
+}
+
+TEST_CASE("config: the token from a file, trailing whitespace stripped") {
+  namespace fs = std::filesystem;
+  TempFile file("s3cret \n\n", fs::perms::owner_read | fs::perms::owner_write);
+  FakeEnv env{{{"CC_RENDEZVOUS_TOKEN_FILE", file.path.string()}}};
+  cc::ResolvedConfig r;
+  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.token == "s3cret");
+
+  // CC_RENDEZVOUS_TOKEN wins over the file
+  env.vars["CC_RENDEZVOUS_TOKEN"] = "direct";
+  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.token == "direct");
+
+  // a file others can read still works (with a logged warning)
+  TempFile open_file("tok\n", fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+  FakeEnv env2{{{"CC_RENDEZVOUS_TOKEN_FILE", open_file.path.string()}}};
+  REQUIRE(cc::resolve_config(nullptr, env2.getenv(), &r).ok());
+  CHECK(r.token == "tok");
+
+  TempFile empty(" \n", fs::perms::owner_read | fs::perms::owner_write);
+  FakeEnv env3{{{"CC_RENDEZVOUS_TOKEN_FILE", empty.path.string()}}};
+  cc::Status s = cc::resolve_config(nullptr, env3.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("is empty"));
+
+  const std::string missing = (fs::temp_directory_path() / "cc-test-no-such-token-file").string();
+  FakeEnv env4{{{"CC_RENDEZVOUS_TOKEN_FILE", missing}}};
+  s = cc::resolve_config(nullptr, env4.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("cannot read the token file '" + missing + "'") &&
+                            Contains("CC_RENDEZVOUS_TOKEN_FILE") && Contains("No such file"));
+}
