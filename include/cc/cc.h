@@ -198,6 +198,53 @@ CC_API cc_result_t cc_barrier(cc_comm_t comm, cc_stream_t stream);
 CC_API cc_result_t cc_group_start(void);
 CC_API cc_result_t cc_group_end(void);
 
+/* ----------------------------------------------------------- fast paths
+ * Memory NCCL reaches without copies, registration, and CUDA graphs.
+ *
+ * CUDA graphs: the collectives, cc_send/cc_recv, cc_barrier and
+ * cc_group_start/end may be captured (stream capture on the stream passed);
+ * a replay runs NCCL's kernels with no work from cc on the host. Rules, as
+ * NCCL's: every rank captures the same operations in the same order and
+ * replays its graph as often as the others; arguments are checked when
+ * captured, not when replayed, so the buffers captured must stay allocated;
+ * the comm must not be destroyed (cc_comm_destroy) while a graph that
+ * captured it can still be launched: destroy the graph executables first;
+ * graphs using one comm must not run concurrently with each other or with
+ * direct calls on that comm (keep them ordered on one stream). A failed
+ * peer or cc_comm_abort during a replay is not reported by the replay:
+ * wait for the stream with a deadline and check the next cc call's result.
+ * Registration and cc_mem_alloc/free must not be captured. */
+
+/* Allocates size bytes on the current CUDA device with ncclMemAlloc: memory
+ * NCCL can map for its zero-copy and symmetric paths. Blocking; thread-safe.
+ * *ptr is NULL on failure. Returns CC_ERR_INVALID_ARGUMENT (ptr NULL, size
+ * 0), CC_ERR_NO_DEVICE, CC_ERR_NCCL or CC_ERR_CUDA (out of device memory). */
+CC_API cc_result_t cc_mem_alloc(void** ptr, size_t size);
+/* Frees memory from cc_mem_alloc (ncclMemFree); deregister it first. NULL is
+ * a no-op. Blocking; thread-safe. */
+CC_API cc_result_t cc_mem_free(void* ptr);
+
+/* Registers buf[0, size) with comm (ncclCommRegister) so collectives on it
+ * can skip NCCL's staging copies; *handle is for cc_comm_deregister. Local
+ * to this rank (not collective); blocking. Buffers from cc_mem_alloc gain
+ * most. Deregister before freeing buf or destroying comm. */
+CC_API cc_result_t cc_comm_register(cc_comm_t comm, void* buf, size_t size, void** handle);
+/* Undoes cc_comm_register. A NULL handle is a no-op. Blocking. */
+CC_API cc_result_t cc_comm_deregister(cc_comm_t comm, void* handle);
+
+/* Registers buf[0, size) as a symmetric window (ncclCommWindowRegister with
+ * NCCL_WIN_COLL_SYMMETRIC): collectives whose buffers all lie in windows, at
+ * the same offset on every rank, take NCCL's symmetric (low-latency)
+ * kernels. Collective: every rank calls it, in the same order, with the same
+ * size. buf should come from cc_mem_alloc. Blocking. Needs NCCL 2.27 or
+ * newer at run time; an older one is CC_ERR_INVALID_USAGE naming the version
+ * loaded. *window is for cc_comm_window_deregister. */
+CC_API cc_result_t cc_comm_window_register(cc_comm_t comm, void* buf, size_t size,
+                                           void** window);
+/* Undoes cc_comm_window_register. Collective, like the registration. A NULL
+ * window is a no-op. Blocking. */
+CC_API cc_result_t cc_comm_window_deregister(cc_comm_t comm, void* window);
+
 /* ---------------------------------------------------------------- store
  * A key-value store on the rendezvous server, for the application's own
  * metadata. Keys live in the job's namespace (job_id, NULL = the config's or
