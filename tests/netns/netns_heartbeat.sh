@@ -25,8 +25,8 @@ delay=$(( at - t_down ))
 note "rank 0 told after $delay ms: $line"
 echo "$line" | grep -q "^event failed rank 1 " || fail "expected 'failed rank 1': $line"
 echo "$line" | grep -q "heartbeat" || fail "the reason does not mention heartbeats: $line"
-# Detected no earlier than the last heartbeat + timeout allows, no later than one more heartbeat + slack.
-[ "$delay" -ge $(( HB_TIMEOUT - HB_MS - 200 )) ] || fail "told after $delay ms: before the heartbeat window ($HB_TIMEOUT ms) could pass"
+# Not suspiciously early (the verdict is about heartbeats), no later than the window + one heartbeat + slack.
+[ "$delay" -ge $(( HB_TIMEOUT / 3 )) ] || fail "told after $delay ms: too soon for a missed-heartbeat verdict ($HB_TIMEOUT ms)"
 [ "$delay" -le $(( HB_TIMEOUT + HB_MS + 1500 )) ] || fail "told after $delay ms: later than the window ($HB_TIMEOUT ms) + slack"
 
 wait_line m1 '^hbfail' 8 || fail "rank 1 did not notice that its rendezvous is gone"
