@@ -26,6 +26,12 @@ echo "$out" | grep -q "interface cceth0, source address $ADDR_A" || fail "text n
 echo "$out" | grep -q "is reachable: a cc rendezvous answers" || fail "text does not report the rendezvous: $out"
 echo "$out" | grep -q "MASTER_ADDR=$HOST_RV" || fail "text does not list MASTER_ADDR: $out"
 
+# A user's NCCL_SOCKET_IFNAME that leaves out the route's interface is flagged.
+out=$(NCCL_SOCKET_IFNAME=ccmgmt in_ns "$NS_A" "$CC_DOCTOR" --master-addr "$HOST_RV" --master-port "$RV_PORT" 2>&1) || fail "cc-doctor exited $?"
+echo "$out" | grep -q "NCCL_SOCKET_IFNAME=ccmgmt excludes cceth0" || fail "NCCL_SOCKET_IFNAME mismatch: $out"
+out=$(NCCL_SOCKET_IFNAME=cceth in_ns "$NS_A" "$CC_DOCTOR" --master-addr "$HOST_RV" --master-port "$RV_PORT" 2>&1) || fail "cc-doctor exited $?"
+echo "$out" | grep -q "excludes" && fail "NCCL_SOCKET_IFNAME=cceth flagged though it includes cceth0: $out"
+
 # Nothing listens on the next port: refused, with the fix.
 out=$(in_ns "$NS_B" "$CC_DOCTOR" --master-addr "$ADDR_RV" --master-port $((RV_PORT + 1)) 2>&1) || fail "cc-doctor exited $?"
 echo "$out" | grep -q "connection refused" || fail "refused: $out"
