@@ -1,0 +1,49 @@
+// What every gpu test shares: the world communicator made once by main, a
+// stream, device buffers, and a bounded wait (a rank that never finishes
+// fails the test instead of hanging it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "cc/cc.h"
+
+namespace cc::test {
+
+cc_comm_t world();
+int world_rank();
+int world_size();
+cudaStream_t stream();
+cc_stream_t cc_stream();
+
+// Waits for the stream up to 120 s; false (and the comm is aborted, so the
+// other tests fail fast rather than hang) when it does not finish.
+bool sync_stream(cudaStream_t s = stream());
+
+// A device allocation of at least one byte, freed on scope exit.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  char* bytes() const { return static_cast<char*>(ptr_); }
+  size_t size() const { return size_; }
+  void fill_junk();  // bytes no correct result has
+  void upload(const std::vector<uint8_t>& host, size_t offset = 0);
+  std::vector<uint8_t> download(size_t bytes, size_t offset = 0) const;
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The words of a failed cc call, for test output.
+std::string describe(cc_result_t r);
+
+}  // namespace cc::test
