@@ -37,6 +37,7 @@ struct Session {
   bool dirty = false;    // in the server's flush list
   bool closing = false;  // the core forgot it: flush, then close
   bool closed = false;
+  bool overflowed = false;  // queued more than kMaxQueued: it does not read
   std::optional<asio::steady_timer> linger;
 };
 using SessionPtr = std::shared_ptr<Session>;
@@ -45,6 +46,8 @@ using SessionPtr = std::shared_ptr<Session>;
 constexpr auto kLinger = std::chrono::seconds(2);
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
 constexpr int kReadsPerWake = 16;
+// A client that stops reading its replies is dropped once this much waits.
+constexpr size_t kMaxQueued = size_t{64} << 20;
 
 class AsioServer final : public Server, private Sink {
  public:
@@ -156,9 +159,13 @@ class AsioServer final : public Server, private Sink {
     auto it = sessions_.find(conn);
     if (it == sessions_.end()) return;
     Session& s = *it->second;
-    if (s.closed) return;
+    if (s.closed || s.overflowed) return;  // an overflowed one is dropped at the next flush
     append_frame(s.pending, request_id, message);
     mark_dirty(it->second);
+    if (!s.overflowed && s.pending.size() + s.writing.size() > kMaxQueued) {
+      s.overflowed = true;
+      overflowed_.push_back(it->second);
+    }
   }
 
   void close(ConnId conn, const std::string&) override {
@@ -184,6 +191,18 @@ class AsioServer final : public Server, private Sink {
 
   // Writes what the core queued; called after every call into the core.
   void flush() {
+    while (!overflowed_.empty()) {
+      // Told to the core here, not inside send(): a Sink must not re-enter it.
+      std::vector<SessionPtr> list;
+      list.swap(overflowed_);
+      for (auto& s : list) {
+        if (s->closing || s->closed) continue;
+        const size_t mib = (s->pending.size() + s->writing.size()) >> 20;
+        s->pending.clear();
+        core_.on_disconnect(s->id, "it does not read its replies (" + std::to_string(mib) + " MiB queued)");
+        finish_close(s);
+      }
+    }
     while (!dirty_.empty()) {
       std::vector<SessionPtr> list;
       list.swap(dirty_);
@@ -359,6 +378,7 @@ class AsioServer final : public Server, private Sink {
   ServerCore core_;
   std::unordered_map<ConnId, SessionPtr> sessions_;
   std::vector<SessionPtr> dirty_;
+  std::vector<SessionPtr> overflowed_;
   std::multimap<std::string, std::shared_ptr<std::promise<bool>>> idle_waiters_;
   std::array<uint8_t, 64 * 1024> rbuf_{};  // one thread reads, so one buffer serves all
   ConnId next_id_ = 1;

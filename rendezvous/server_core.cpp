@@ -672,11 +672,15 @@ struct ServerCore::Impl {
     for (uint64_t id : ids) {
       auto it = parked.find(id);
       if (it != parked.end() && it->second.kind == Parked::Kind::join) {
-        Generation& gen = job.generations[it->second.generation];
-        fail_generation(job, it->second.generation, gen, CC_ERR_ABORTED,
-                        "rank " + std::to_string(it->second.rank) + " on " + c.hello.host + " (pid " +
-                            std::to_string(c.hello.pid) + ") aborted while joining job " + quote(job.id) +
-                            " (generation " + std::to_string(it->second.generation) + "): " + reason);
+        const uint32_t generation = it->second.generation;
+        const int32_t rank = it->second.rank;
+        Generation& gen = job.generations[generation];
+        std::string who = "rank " + std::to_string(rank);
+        if (rank >= 0 && static_cast<size_t>(rank) < gen.slots.size() && gen.slots[static_cast<size_t>(rank)].filled)
+          who = slot_who(gen.slots[static_cast<size_t>(rank)].info);
+        fail_generation(job, generation, gen, CC_ERR_ABORTED,
+                        who + " aborted while joining job " + quote(job.id) + " (generation " +
+                            std::to_string(generation) + "): " + reason);
       }
     }
     send(c.id, rid, Ok{});

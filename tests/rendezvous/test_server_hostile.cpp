@@ -420,3 +420,18 @@ TEST_CASE("IPv6 loopback works where the machine has it") {
   REQUIRE(r);
   CHECK(std::holds_alternative<rv::Ok>(*r));
 }
+
+TEST_CASE("a client that does not read its replies is dropped; others keep working") {
+  auto server = start_server();
+  const int port = server->port();
+  RawClient hog(port);
+  REQUIRE(hog.hello("hog"));
+  auto r = hog.call(rv::Set{"big", std::vector<uint8_t>(1u << 20, 7)});
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Ok>(*r));
+  std::vector<uint8_t> gets;
+  for (uint32_t i = 0; i < 100; ++i) rv::append_frame(gets, 100 + i, rv::Get{"big", 0});
+  REQUIRE(hog.send_bytes(gets));
+  legit_client_works(port);
+  CHECK(hog.closed_within(10s));
+}

@@ -496,3 +496,21 @@ TEST_CASE("core: stop releases every waiter and tells members") {
   CHECK(h.core.job_count() == 0);
   CHECK_FALSE(h.core.on_connect(9, "x:1", h.now));
 }
+
+TEST_CASE("core: abort while joining fails the generation for every joiner") {
+  Harness h;
+  h.client(1);
+  h.client(2);
+  h.feed(1, join_msg(0, 3, "a"));
+  h.feed(2, join_msg(1, 3, "b"));
+  h.feed(2, rv::Abort{"init failed"}, 9);
+  auto v = h.take(2);
+  REQUIRE(v.size() == 2);
+  CHECK(h.error_of(v[0].message).code == CC_ERR_ABORTED);
+  CHECK(v[1].request_id == 9);
+  CHECK(std::holds_alternative<rv::Ok>(v[1].message));
+  const auto e = h.error_of(h.one(1));
+  CHECK(e.code == CC_ERR_ABORTED);
+  CHECK_THAT(e.message, Catch::Contains("rank 1 on b (pid 1001) aborted") && Catch::Contains("init failed"));
+  CHECK_FALSE(h.core.job_busy("job"));
+}
