@@ -117,7 +117,10 @@ void choose_socket_ifname(cc_comm* c, const std::string& addr, rv::MemberInfo* i
   }
   if (choice.from_user) return;
   info->nccl_addr = choice.route.source_address;
-  if (choice.ifname.empty()) return;
+  // Loopback reaches only this host: NCCL's own choice (which skips lo) is
+  // right there, and stays right when other hosts join a node's 127.0.0.1.
+  const std::string& src = choice.route.source_address;
+  if (choice.ifname.empty() || src.rfind("127.", 0) == 0 || src == "::1") return;
   setenv("NCCL_SOCKET_IFNAME", ("=" + choice.ifname).c_str(), 0);
   log().debug("rank {}: NCCL_SOCKET_IFNAME={} (the route to {} leaves from {})", c->rank,
               "=" + choice.ifname, addr, choice.route.source_address);
