@@ -44,7 +44,8 @@ const char* kUsage =
     "Starts N ranks of PROGRAM on this node with the environment cc reads (CC_RANK/RANK,\n"
     "CC_WORLD_SIZE/WORLD_SIZE, CC_LOCAL_RANK/LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
     "MASTER_PORT, CC_JOB_ID, CC_RENDEZVOUS=external). Node 0 hosts the rendezvous server\n"
-    "(on 127.0.0.1 for one node without --master-addr, else on 0.0.0.0).\n"
+    "(on 127.0.0.1 for one node without --master-addr, else on 0.0.0.0, or :: for an IPv6\n"
+    "--master-addr).\n"
     "Every output line is prefixed with \"[rank R] \". When a rank fails, the others are\n"
     "stopped and cc-run exits with the failed rank's status (128+signal for a signal).\n"
     "\n"
@@ -537,7 +538,9 @@ int main(int argc, char** argv) {
     cc::rv::ServerOptions so;
     // One node without --master-addr: the ranks are all here, so the job's
     // keys need not be reachable from the network.
-    so.bind_addr = o.nnodes == 1 && o.master_addr.empty() ? "127.0.0.1" : "0.0.0.0";
+    so.bind_addr = o.nnodes == 1 && o.master_addr.empty() ? "127.0.0.1"
+                   : o.master_addr.find(':') != std::string::npos ? "::"  // an IPv6 address
+                                                                  : "0.0.0.0";
     so.port = o.master_port;
     so.token = cfg.token;
     if (cc::Status s = cc::rv::Server::start(so, &server); !s.ok()) {
