@@ -87,11 +87,12 @@ class AsioServer final : public Server, private Sink {
                                                  ? "; the address is not one of this machine's"
                                                  : ""));
     port_ = acceptor_.local_endpoint().port();
+    const std::string shown = endpoint_text(tcp::endpoint(addr, static_cast<unsigned short>(port_)));
     if (opt_.token.empty())
-      log().warn("rendezvous server on {}:{} has no token: anyone who can reach the port can join any job "
+      log().warn("rendezvous server on {} has no token: anyone who can reach the port can join any job "
                  "(set a token with --token-file or CC_RENDEZVOUS_TOKEN)",
-                 opt_.bind_addr, port_);
-    log().info("listening on {}:{}", addr.is_v6() ? "[" + opt_.bind_addr + "]" : opt_.bind_addr, port_);
+                 shown);
+    log().info("listening on {}{}", shown, addr.to_string() == opt_.bind_addr ? "" : " (" + opt_.bind_addr + ")");
     accept();
     thread_ = std::thread([this] { run(); });
     return Status::success();
