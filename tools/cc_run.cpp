@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -230,6 +231,15 @@ void install_signal_handlers() {
   sigaction(SIGHUP, &sa, nullptr);
   sigaction(SIGCHLD, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+}
+
+// Two pipes per rank, plus the server's connections: raise the soft limit
+// toward the hard one when the default would run out.
+void raise_fd_limit(rlim_t needed) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= needed) return;
+  lim.rlim_cur = std::min(needed + 1024, lim.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &lim);
 }
 
 // ---- ranks ------------------------------------------------------------------
@@ -531,6 +541,7 @@ int main(int argc, char** argv) {
   }
 
   install_signal_handlers();
+  raise_fd_limit(static_cast<rlim_t>(o.nproc) * 2 + 256);
 
   std::unique_ptr<cc::rv::Server> server;
   int port = o.master_port;
@@ -557,7 +568,9 @@ int main(int argc, char** argv) {
     Rank& r = ranks[static_cast<size_t>(local)];
     r.rank = o.node_rank * o.nproc + local;
     if (!spawn(r, *path, o.command, rank_environment(o, local, addr, port, job_id), stdin_to_rank0 && local == 0)) {
-      std::fprintf(stderr, "cc-run: cannot start rank %d: %s; stopping the others\n", r.rank, std::strerror(errno));
+      const int err = errno;
+      std::fprintf(stderr, "cc-run: cannot start rank %d: %s%s; stopping the others\n", r.rank, std::strerror(err),
+                   err == EMFILE ? " (raise the open-file limit: ulimit -n)" : "");
       signal_all(ranks, SIGKILL);
       for (auto& x : ranks) {
         if (x.pid > 0) ::waitpid(x.pid, nullptr, 0);
