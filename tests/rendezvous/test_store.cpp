@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
+#include <optional>
 #include <cstring>
 #include <future>
 #include <string>
@@ -377,4 +379,114 @@ TEST_CASE("client: peer events arrive while another thread sends heartbeats") {
   CHECK(ms_since(t0) < 5000);
   CHECK(a->heartbeat(99).ok());
   CHECK(a->leave().ok());
+}
+
+namespace {
+
+// A one-connection fake server on loopback: answers Hello with a Challenge,
+// then runs `after_hello` on the accepted socket.
+template <typename F>
+std::pair<int, std::thread> fake_server(F after_hello) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  std::thread t([listener, after_hello] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+    if (fd < 0) return;
+    cc::rv::FrameReader reader;
+    uint8_t buf[4096];
+    std::optional<cc::rv::FrameReader::Frame> hello;
+    while (!hello) {
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      reader.feed(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
+      hello = reader.next();
+    }
+    if (hello) {
+      const auto frame = cc::rv::encode_frame(hello->request_id, cc::rv::Challenge{false, {}, "fake"});
+      (void)!::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+      after_hello(fd);
+    }
+    ::close(fd);
+  });
+  return {ntohs(a.sin_port), std::move(t)};
+}
+
+std::unique_ptr<cc::rv::Client> fake_client(int port) {
+  cc::rv::ClientOptions o;
+  o.addr = "127.0.0.1";
+  o.port = port;
+  o.connect_timeout = milliseconds(5000);
+  o.request_timeout = milliseconds(5000);
+  std::unique_ptr<cc::rv::Client> c;
+  const cc::Status s = cc::rv::Client::connect(o, &c);
+  INFO(s.message);
+  REQUIRE(s.ok());
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("client: a server that closes mid-request is named, and the event reader learns it") {
+  auto [port, thread] = fake_server([](int fd) {
+    uint8_t buf[256];
+    (void)!::recv(fd, buf, sizeof(buf), 0);  // the request, then hang up
+  });
+  auto c = fake_client(port);
+  const auto t0 = Clock::now();
+  const cc::Status s = c->add("k", 1, nullptr);
+  thread.join();
+  CHECK(s.code == CC_ERR_RENDEZVOUS);
+  CHECK_THAT(s.message, Catch::Contains("the rendezvous server at 127.0.0.1:" + std::to_string(port) +
+                                        " closed the connection (did it stop or crash?)"));
+  CHECK(ms_since(t0) < 3000);
+  const auto e = c->next_event(milliseconds(1000));
+  REQUIRE(e.has_value());
+  CHECK(e->kind == cc::rv::PeerEventKind::server_stopping);
+  CHECK_FALSE(c->next_event(milliseconds(10)).has_value());
+  CHECK(c->set("k", {}).code == CC_ERR_RENDEZVOUS);
+}
+
+TEST_CASE("client: a server that sends garbage, or never answers") {
+  SECTION("garbage") {
+    auto [port, thread] = fake_server([](int fd) {
+      uint8_t buf[256];
+      (void)!::recv(fd, buf, sizeof(buf), 0);
+      const char junk[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+      (void)!::send(fd, junk, sizeof(junk) - 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(milliseconds(200));
+    });
+    auto c = fake_client(port);
+    const cc::Status s = c->add("k", 1, nullptr);
+    thread.join();
+    CHECK(s.code == CC_ERR_RENDEZVOUS);
+    CHECK_THAT(s.message, Catch::Contains("sent a frame we cannot read") && Catch::Contains("bad magic"));
+  }
+  SECTION("silence: the request deadline") {
+    std::atomic<bool> done{false};
+    auto [port, thread] = fake_server([&done](int) {
+      while (!done) std::this_thread::sleep_for(milliseconds(10));
+    });
+    cc::rv::ClientOptions o;
+    o.addr = "127.0.0.1";
+    o.port = port;
+    o.request_timeout = milliseconds(300);
+    std::unique_ptr<cc::rv::Client> c;
+    REQUIRE(cc::rv::Client::connect(o, &c).ok());
+    const auto t0 = Clock::now();
+    const cc::Status s = c->set("k", {});
+    const long long elapsed = ms_since(t0);
+    done = true;
+    thread.join();
+    CHECK(s.code == CC_ERR_TIMEOUT);
+    CHECK(elapsed >= 250);
+    CHECK(elapsed < 3000);
+    CHECK_THAT(s.message, Catch::Contains("did not answer a set of key 'k'"));
+  }
 }
