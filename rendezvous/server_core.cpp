@@ -70,7 +70,6 @@ struct Parked {
 };
 
 struct Slot {
-  bool filled = false;
   ConnId conn = 0;
   uint64_t parked = 0;  // the pending Join while the generation is joining
   MemberInfo info;
@@ -83,7 +82,8 @@ struct Generation {
   int32_t nccl_major_minor = 0;
   int32_t nccl_version = 0;  // the full code of nccl_rank, for words
   int32_t nccl_rank = -1;
-  std::vector<Slot> slots;
+  // By rank; only joined ranks, so a claimed world size costs no memory.
+  std::unordered_map<int32_t, Slot> slots;
   int32_t joined = 0;
   std::vector<uint8_t> unique_id;
   std::unordered_map<std::string, int32_t> gpu_owner;  // host '\n' uuid -> rank
@@ -216,8 +216,9 @@ struct ServerCore::Impl {
   void end_memberships(Job& job, Conn& c) {
     for (const Membership& m : c.memberships) {
       auto g = job.generations.find(m.generation);
-      if (g != job.generations.end() && m.rank >= 0 && m.rank < g->second.world_size)
-        g->second.slots[static_cast<size_t>(m.rank)].conn = 0;
+      if (g == job.generations.end()) continue;
+      auto s = g->second.slots.find(m.rank);
+      if (s != g->second.slots.end()) s->second.conn = 0;
     }
     c.memberships.clear();
     job.members.erase(c.id);
@@ -286,13 +287,12 @@ struct ServerCore::Impl {
     auto g = job.generations.find(p.generation);
     if (g == job.generations.end()) return;
     Generation& gen = g->second;
-    if (gen.state == Generation::State::joining && p.rank >= 0 && p.rank < gen.world_size) {
-      Slot& s = gen.slots[static_cast<size_t>(p.rank)];
-      if (s.filled && s.conn == p.conn) {
-        if (!s.info.gpu_uuid.empty()) gen.gpu_owner.erase(s.info.host + "\n" + s.info.gpu_uuid);
-        s = Slot{};
-        --gen.joined;
-      }
+    auto s = gen.slots.find(p.rank);
+    if (gen.state == Generation::State::joining && s != gen.slots.end() && s->second.conn == p.conn) {
+      const MemberInfo& info = s->second.info;
+      if (!info.gpu_uuid.empty()) gen.gpu_owner.erase(info.host + "\n" + info.gpu_uuid);
+      gen.slots.erase(s);
+      --gen.joined;
     }
     --job.joiners;
     maybe_idle(job);
@@ -676,8 +676,7 @@ struct ServerCore::Impl {
         const int32_t rank = it->second.rank;
         Generation& gen = job.generations[generation];
         std::string who = "rank " + std::to_string(rank);
-        if (rank >= 0 && static_cast<size_t>(rank) < gen.slots.size() && gen.slots[static_cast<size_t>(rank)].filled)
-          who = slot_who(gen.slots[static_cast<size_t>(rank)].info);
+        if (auto slot = gen.slots.find(rank); slot != gen.slots.end()) who = slot_who(slot->second.info);
         fail_generation(job, generation, gen, CC_ERR_ABORTED,
                         who + " aborted while joining job " + quote(job.id) + " (generation " +
                             std::to_string(generation) + "): " + reason);
@@ -717,7 +716,6 @@ struct ServerCore::Impl {
     if (fresh) {
       gen.world_size = in.world_size;
       gen.first = me;
-      gen.slots.resize(static_cast<size_t>(in.world_size));
       gen.nccl_major_minor = in.nccl_version / 100;
       gen.nccl_version = in.nccl_version;
       gen.nccl_rank = in.rank;
@@ -746,15 +744,16 @@ struct ServerCore::Impl {
                           " ranks (valid: 0-" + std::to_string(gen.world_size - 1) + "); check RANK and WORLD_SIZE");
       return true;
     }
-    Slot& slot = gen.slots[static_cast<size_t>(in.rank)];
-    if (slot.filled) {
+    if (auto taken = gen.slots.find(in.rank); taken != gen.slots.end()) {
+      const Slot& slot = taken->second;
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                       "rank " + std::to_string(in.rank) + " of " + where + " was claimed twice: by " +
                           slot_who(slot.info) + " and by " + me + "; give every process its own RANK");
       return true;
     }
     if (in.nccl_version / 100 != gen.nccl_major_minor) {
-      const MemberInfo& ref = gen.slots[static_cast<size_t>(gen.nccl_rank)].info;
+      auto r = gen.slots.find(gen.nccl_rank);
+      const MemberInfo ref = r != gen.slots.end() ? r->second.info : MemberInfo{};
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                       "ranks of " + where + " load different NCCL versions: rank " +
                           std::to_string(gen.nccl_rank) + " has " + nccl_text(gen.nccl_version) +
@@ -765,14 +764,14 @@ struct ServerCore::Impl {
     if (!in.gpu_uuid.empty()) {
       auto [owner, added] = gen.gpu_owner.try_emplace(in.host + "\n" + in.gpu_uuid, in.rank);
       if (!added) {
-        const MemberInfo& other = gen.slots[static_cast<size_t>(owner->second)].info;
+        const MemberInfo& other = gen.slots.at(owner->second).info;
         fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                         slot_who(other) + " and " + me + " of " + where + " use the same GPU " + in.gpu_uuid +
                             "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)");
         return true;
       }
     }
-    slot.filled = true;
+    Slot& slot = gen.slots[in.rank];
     slot.conn = c.id;
     slot.parked = id;
     slot.info = in;
@@ -788,8 +787,11 @@ struct ServerCore::Impl {
     Joined joined;
     joined.unique_id = gen.unique_id;
     joined.members.reserve(gen.slots.size());
-    for (const Slot& s : gen.slots) joined.members.push_back({s.info.rank, s.info.host, s.info.pid});
-    for (Slot& s : gen.slots) {
+    for (int32_t r = 0; r < gen.world_size; ++r) {
+      const MemberInfo& i = gen.slots.at(r).info;
+      joined.members.push_back({i.rank, i.host, i.pid});
+    }
+    for (auto& [rank, s] : gen.slots) {
       auto pit = parked.find(s.parked);
       const uint32_t rid = pit != parked.end() ? pit->second.request_id : 0;
       finish_parked(s.parked);
@@ -820,7 +822,6 @@ struct ServerCore::Impl {
       --job.joiners;
     }
     gen.slots.clear();
-    gen.slots.shrink_to_fit();
     gen.gpu_owner.clear();
     maybe_idle(job);
   }
@@ -828,8 +829,8 @@ struct ServerCore::Impl {
   void join_timeout(Job& job, const Parked& p) {
     Generation& gen = job.generations[p.generation];
     std::vector<int32_t> missing;
-    for (size_t r = 0; r < gen.slots.size(); ++r)
-      if (!gen.slots[r].filled) missing.push_back(static_cast<int32_t>(r));
+    for (int32_t r = 0; r < gen.world_size; ++r)
+      if (!gen.slots.count(r)) missing.push_back(r);
     const std::string words =
         std::string(missing.size() == 1 ? "rank " : "ranks ") + rank_ranges(missing) + " of " +
         std::to_string(gen.world_size) + " never joined job " + quote(job.id) + " (generation " +
