@@ -18,6 +18,7 @@
 #include "errors.hpp"
 #include "log.hpp"
 #include "netif.hpp"
+#include "rendezvous_join.hpp"
 
 namespace cc {
 namespace {
@@ -38,24 +39,9 @@ void bury(std::unique_ptr<cc_comm> comm) {
   graveyard.push_back(std::move(comm));
 }
 
-// The n-th communicator this process creates through the rendezvous of a job.
-uint32_t next_generation(const std::string& job_id) {
-  static std::mutex mu;
-  static std::map<std::string, uint32_t> generations;
-  std::lock_guard<std::mutex> lock(mu);
-  return ++generations[job_id];
-}
-
 std::string who(int rank, const std::string& host) {
   return "rank " + std::to_string(rank) + " on host " + host;
 }
-
-milliseconds remaining(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  return std::max(left, milliseconds(1));
-}
-
-bool is_ipv6_literal(const std::string& addr) { return addr.find(':') != std::string::npos; }
 
 // Restores the caller's current CUDA device on scope exit.
 class DeviceScope {
@@ -174,62 +160,40 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
                                         std::to_string(c->device) +
                                         ") failed: " + cudaGetErrorString(e));
   }
-  rv::Join join;
-  join.info.rank = rank;
-  join.info.world_size = nranks;
-  join.info.host = c->host;
-  join.info.pid = static_cast<uint32_t>(getpid());
-  if (Status st = describe_device(rank, c->host, c->device, &join.info); !st.ok()) return st;
+  rv::MemberInfo info;
+  info.rank = rank;
+  info.world_size = nranks;
+  info.host = c->host;
+  info.pid = static_cast<uint32_t>(getpid());
+  if (Status st = describe_device(rank, c->host, c->device, &info); !st.ok()) return st;
 
   const std::string addr = addr_c;
-  choose_socket_ifname(c.get(), addr, &join.info);
+  choose_socket_ifname(c.get(), addr, &info);
 
-  // Rendezvous: rank 0 hosts the server unless the job has its own.
-  std::string connect_addr = addr;
-  if (rank == 0 && c->config.rendezvous != CC_RENDEZVOUS_EXTERNAL) {
-    const bool v6 = is_ipv6_literal(addr);
-    if (Status st = EmbeddedServerRef::acquire(v6 ? "::" : "0.0.0.0", port, c->config.token,
-                                               &c->server);
-        !st.ok()) {
-      discard(c.get());
-      return make_status(st.code, who(rank, c->host) + ": " + st.message);
-    }
-    connect_addr = v6 ? "::1" : "127.0.0.1";
-  }
-  rv::ClientOptions options;
-  options.addr = connect_addr;
-  options.port = port;
-  options.job_id = c->job_id;
-  options.token = c->config.token;
-  options.client = "cc " CC_VERSION_STRING " comm";
-  options.connect_timeout = remaining(deadline);
-  options.request_timeout = std::min(c->timeout, milliseconds(10000));
-  if (Status st = rv::Client::connect(options, &c->client); !st.ok()) {
+  // Rendezvous: rank 0 hosts the server unless the job has its own; the
+  // connection stays open as the control channel.
+  RendezvousRequest request;
+  request.addr = addr;
+  request.port = port;
+  request.config = c->config;
+  request.info = info;
+  request.deadline = deadline;
+  RendezvousResult joined;
+  Status st = rendezvous_join(std::move(request),
+                              [&](std::vector<uint8_t>* id_bytes) {
+                                ncclUniqueId id;
+                                if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+                                  return nccl_failure("ncclGetUniqueId", c.get(), r);
+                                id_bytes->assign(id.internal, id.internal + sizeof id.internal);
+                                return Status::success();
+                              },
+                              &joined);
+  c->server = std::move(joined.server);
+  c->client = std::move(joined.client);
+  c->generation = joined.generation;
+  if (!st.ok()) {
     discard(c.get());
-    return make_status(st.code, who(rank, c->host) + ": could not reach the rendezvous at " +
-                                    addr + ":" + std::to_string(port) + " (job '" + c->job_id +
-                                    "'): " + st.message);
-  }
-  if (rank == 0) {
-    ncclUniqueId id;
-    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
-      Status st = nccl_failure("ncclGetUniqueId", c.get(), r);
-      discard(c.get());
-      return st;
-    }
-    join.unique_id.assign(reinterpret_cast<const uint8_t*>(id.internal),
-                          reinterpret_cast<const uint8_t*>(id.internal) + sizeof id.internal);
-  }
-  c->generation = next_generation(c->job_id);
-  join.info.generation = c->generation;
-  join.timeout_ms = static_cast<uint32_t>(remaining(deadline).count());
-  rv::Joined joined;
-  if (Status st = c->client->join(join, &joined); !st.ok()) {
-    discard(c.get());
-    return make_status(st.code, who(rank, c->host) + ": joining communicator " +
-                                    std::to_string(c->generation) + " of job '" + c->job_id +
-                                    "' at " + addr + ":" + std::to_string(port) + " failed: " +
-                                    st.message);
+    return st;
   }
   ncclUniqueId id;
   if (joined.unique_id.size() != sizeof id.internal) {
@@ -254,8 +218,8 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
   log().info("communicator ready: rank {} of {}, device {} ({}), host {}, job '{}' #{}, "
              "NCCL {}, in {} ms",
-             rank, nranks, c->device, join.info.gpu_uuid, c->host, c->job_id, c->generation,
-             join.info.nccl_version, took.count());
+             rank, nranks, c->device, info.gpu_uuid, c->host, c->job_id, c->generation,
+             info.nccl_version, took.count());
   *out = c.release();
   return Status::success();
 }

@@ -1,0 +1,161 @@
+// A communicator's rendezvous without a GPU: threads play the ranks. Rank 0
+// hosts the embedded server (or the job uses an external one), every rank
+// receives rank 0's id, and failures come back in words to every rank.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "rendezvous_join.hpp"
+#include "server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+const std::vector<uint8_t> kId(128, 0xab);
+
+cc::RendezvousRequest request(int rank, int world, int port, std::chrono::milliseconds timeout,
+                              const std::string& job) {
+  cc::RendezvousRequest r;
+  r.addr = "127.0.0.1";
+  r.port = port;
+  r.config.job_id = job;
+  r.config.timeout_ms = static_cast<int>(timeout.count());
+  r.info.rank = rank;
+  r.info.world_size = world;
+  r.info.host = "host" + std::to_string(rank);
+  r.info.pid = 1000u + static_cast<uint32_t>(rank);
+  r.info.nccl_version = 22803;
+  r.info.gpu_uuid = "GPU-" + std::to_string(rank);
+  r.generation = 1;
+  r.deadline = Clock::now() + timeout;
+  return r;
+}
+
+struct Outcome {
+  cc::Status status;
+  cc::RendezvousResult result;
+};
+
+std::future<Outcome> start_rank(cc::RendezvousRequest r) {
+  return std::async(std::launch::async, [r]() mutable {
+    Outcome o;
+    o.status = cc::rendezvous_join(
+        std::move(r),
+        [](std::vector<uint8_t>* id) {
+          *id = kId;
+          return cc::Status::success();
+        },
+        &o.result);
+    return o;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("every rank receives rank 0's id through the embedded server") {
+  const int port = free_port();
+  std::vector<std::future<Outcome>> ranks;
+  // The others first: they retry until rank 0's server is up.
+  for (int r = 2; r >= 0; --r) ranks.push_back(start_rank(request(r, 3, port, 10s, "job-a")));
+  std::vector<Outcome> out;
+  for (auto& f : ranks) out.push_back(f.get());
+  for (auto& o : out) {
+    INFO(o.status.message);
+    CHECK(o.status.ok());
+    CHECK(o.result.unique_id == kId);
+    CHECK(o.result.client != nullptr);  // the control channel stays open
+    CHECK(o.result.generation == 1u);
+  }
+  CHECK(out[2].result.server != nullptr);  // rank 0 (started last) holds the server
+  CHECK(out[0].result.server == nullptr);
+  for (auto& o : out) CHECK(o.result.client->leave().ok());
+  for (auto& o : out) o.result.client.reset();
+  out[2].result.server->release("job-a", 2000ms);
+}
+
+TEST_CASE("a rank that never comes is named to every rank that waits") {
+  const int port = free_port();
+  auto r0 = start_rank(request(0, 3, port, 1500ms, "job-b"));
+  auto r1 = start_rank(request(1, 3, port, 1500ms, "job-b"));
+  const auto t0 = Clock::now();
+  for (auto* f : {&r0, &r1}) {
+    Outcome o = f->get();
+    CHECK(o.status.code == CC_ERR_TIMEOUT);
+    CHECK_THAT(o.status.message, Catch::Contains("joining communicator 1 of job 'job-b' at "
+                                                 "127.0.0.1:" + std::to_string(port) + " failed"));
+    CHECK_THAT(o.status.message, Catch::Contains("rank 2 of 3 never joined"));
+  }
+  CHECK(Clock::now() - t0 < 6s);
+}
+
+TEST_CASE("ranks that disagree on the world size are refused with words") {
+  const int port = free_port();
+  auto r0 = start_rank(request(0, 2, port, 5s, "job-c"));
+  auto r1 = start_rank(request(1, 3, port, 5s, "job-c"));
+  Outcome o0 = r0.get(), o1 = r1.get();
+  CHECK_FALSE(o0.status.ok());
+  CHECK(o1.status.code == CC_ERR_MISMATCH);
+  CHECK_THAT(o1.status.message, Catch::StartsWith("rank 1 on host host1: joining communicator"));
+}
+
+TEST_CASE("with an external server rank 0 starts none") {
+  cc::rv::ServerOptions so;
+  so.bind_addr = "127.0.0.1";
+  so.port = 0;
+  std::unique_ptr<cc::rv::Server> server;
+  REQUIRE(cc::rv::Server::start(so, &server).ok());
+  auto q0 = request(0, 2, server->port(), 5s, "job-d");
+  auto q1 = request(1, 2, server->port(), 5s, "job-d");
+  q0.config.rendezvous = CC_RENDEZVOUS_EXTERNAL;
+  q1.config.rendezvous = CC_RENDEZVOUS_EXTERNAL;
+  auto r0 = start_rank(q0);
+  auto r1 = start_rank(q1);
+  Outcome o0 = r0.get(), o1 = r1.get();
+  CHECK(o0.status.ok());
+  CHECK(o1.status.ok());
+  CHECK(o0.result.server == nullptr);
+  CHECK(o1.result.unique_id == kId);
+  server->stop();
+}
+
+TEST_CASE("no server at the address: an error naming it, at the deadline") {
+  const int port = free_port();
+  const auto t0 = Clock::now();
+  Outcome o = start_rank(request(1, 2, port, 800ms, "job-e")).get();
+  CHECK_FALSE(o.status.ok());
+  CHECK_THAT(o.status.message,
+             Catch::StartsWith("rank 1 on host host1: could not reach the rendezvous at 127.0.0.1:" +
+                               std::to_string(port)));
+  CHECK(Clock::now() - t0 < 5s);
+}
+
+TEST_CASE("generations count per job within a process") {
+  const uint32_t a1 = cc::next_generation("gen-job-x");
+  const uint32_t a2 = cc::next_generation("gen-job-x");
+  const uint32_t b1 = cc::next_generation("gen-job-y");
+  CHECK(a1 == 1u);
+  CHECK(a2 == 2u);
+  CHECK(b1 == 1u);
+}
