@@ -1,7 +1,9 @@
 // ServerCore driven directly, with a fake Sink and a fake clock: no sockets.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
+#include <random>
 
 #include "auth.hpp"
 #include "server_core.hpp"
@@ -513,4 +515,42 @@ TEST_CASE("core: abort while joining fails the generation for every joiner") {
   CHECK(e.code == CC_ERR_ABORTED);
   CHECK_THAT(e.message, Catch::Contains("rank 1 on b (pid 1001) aborted") && Catch::Contains("init failed"));
   CHECK_FALSE(h.core.job_busy("job"));
+}
+
+TEST_CASE("core: random and mutated byte streams never break it") {
+  rv::ServerOptions o;
+  o.handshake_timeout = 50ms;
+  o.frame_timeout = 20ms;
+  Harness h(o);
+  std::mt19937 rng(12345);
+  std::vector<rv::Message> valid = {
+      rv::Set{"k", {1, 2}}, rv::Get{"k", 30}, rv::Add{"n", 2}, rv::Wait{{"k", "m"}, 40},
+      rv::Del{"k"},         join_msg(0, 2, "a", 30), join_msg(1, 2, "b", 30), rv::Leave{},
+      rv::Heartbeat{3},     rv::Abort{"x"},          rv::Ok{},               rv::Auth{{1, 2}},
+  };
+  rv::ConnId next = 1000;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::vector<uint8_t> stream;
+    const rv::ConnId id = next++;
+    h.connect(id);
+    if (rng() % 4 != 0) rv::append_frame(stream, 1, rv::Hello{"fuzz" + std::to_string(rng() % 3), "h", 1, "f"});
+    const int frames = static_cast<int>(rng() % 6);
+    for (int f = 0; f < frames; ++f) rv::append_frame(stream, static_cast<uint32_t>(rng()), valid[rng() % valid.size()]);
+    const int flips = static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips && !stream.empty(); ++f) stream[rng() % stream.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    if (rng() % 3 == 0 && !stream.empty()) stream.resize(rng() % stream.size());
+    size_t pos = 0;
+    while (pos < stream.size()) {
+      const size_t n = std::min(stream.size() - pos, static_cast<size_t>(1 + rng() % 40));
+      h.core.on_bytes(id, std::span(stream.data() + pos, n), h.now);
+      pos += n;
+    }
+    if (rng() % 2 == 0) h.core.on_disconnect(id, "gone");
+    h.advance(std::chrono::milliseconds(rng() % 30));
+  }
+  h.advance(1000ms);  // every deadline passes: only silent-but-valid connections can remain
+  for (rv::ConnId id = 1000; id < next; ++id) h.core.on_disconnect(id, "end");
+  CHECK(h.core.connection_count() == 0);
+  CHECK(h.core.job_count() == 0);
+  CHECK_FALSE(h.core.next_deadline());
 }
