@@ -9,6 +9,7 @@
 # binaries under cc-run -n 2 and mpirun -n 2 (when present), then the
 # examples, each bounded by `timeout`. Logs go to OUT/<step>.log; the last
 # line is "gpu suite: N passed, N failed". Exit status 0 only when all passed.
+# NCCL_LIB_DIR names a folder holding libnccl.so.2 when the loader cannot find one.
 set -u
 
 if [ $# -ne 2 ]; then
@@ -94,7 +95,9 @@ grep -E "libnccl|libcc\.so|libcudart" "$OUT/ldd.log" | sort | uniq -c
 if grep -q "not found" "$OUT/ldd.log"; then
   echo "gpu-suite: some libraries do not resolve (see $OUT/ldd.log):"
   grep "not found" "$OUT/ldd.log" | sort -u
-  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu /usr/local/lib; do
+  known=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+  for dir in ${NCCL_LIB_DIR:-} ${known:+$(dirname "$known")} /usr/local/cuda/lib64 /usr/local/cuda/lib \
+             /usr/lib/x86_64-linux-gnu /usr/local/lib; do
     if ls "$dir"/libnccl.so.2 >/dev/null 2>&1; then
       export LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
       echo "gpu-suite: using libnccl from $dir"
