@@ -88,14 +88,28 @@ Status run_nccl(const char* call, const char* nccl_call, cc_comm* comm, F&& f) {
 using WindowRegisterFn = ncclResult_t (*)(ncclComm_t, void*, size_t, void**, int);
 using WindowDeregisterFn = ncclResult_t (*)(ncclComm_t, void*);
 
+// A symbol of the libnccl this library is linked to. Looked up in that very
+// library (found through one of its functions), so it works even when the
+// host program loaded libcc with RTLD_LOCAL.
+void* nccl_symbol(const char* name) {
+  static void* const library = [] {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr)
+      return static_cast<void*>(nullptr);
+    return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  }();
+  void* sym = library != nullptr ? dlsym(library, name) : nullptr;
+  return sym != nullptr ? sym : dlsym(RTLD_DEFAULT, name);
+}
+
 // The window calls of the NCCL actually loaded (NULL before 2.27), plus its
 // version; an error in words when windows are not there.
 Status window_calls(const char* call, const cc_comm* comm, WindowRegisterFn* reg,
                     WindowDeregisterFn* dereg) {
   int version = 0;
   if (ncclGetVersion(&version) != ncclSuccess) version = 0;
-  *reg = reinterpret_cast<WindowRegisterFn>(dlsym(RTLD_DEFAULT, "ncclCommWindowRegister"));
-  *dereg = reinterpret_cast<WindowDeregisterFn>(dlsym(RTLD_DEFAULT, "ncclCommWindowDeregister"));
+  *reg = reinterpret_cast<WindowRegisterFn>(nccl_symbol("ncclCommWindowRegister"));
+  *dereg = reinterpret_cast<WindowDeregisterFn>(nccl_symbol("ncclCommWindowDeregister"));
   if (version >= kWindowMinVersion && *reg != nullptr && *dereg != nullptr)
     return Status::success();
   return make_status(CC_ERR_INVALID_USAGE,

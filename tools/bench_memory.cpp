@@ -17,10 +17,18 @@ using WinReg = ncclResult_t (*)(ncclComm_t, void*, size_t, void**, int);
 using WinDereg = ncclResult_t (*)(ncclComm_t, void*);
 constexpr int kWinSymmetric = 0x01;  // NCCL_WIN_COLL_SYMMETRIC
 
-WinReg win_reg() { return reinterpret_cast<WinReg>(dlsym(RTLD_DEFAULT, "ncclCommWindowRegister")); }
-WinDereg win_dereg() {
-  return reinterpret_cast<WinDereg>(dlsym(RTLD_DEFAULT, "ncclCommWindowDeregister"));
+void* nccl_symbol(const char* name) {
+  static void* const library = [] {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr)
+      return static_cast<void*>(nullptr);
+    return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  }();
+  void* sym = library != nullptr ? dlsym(library, name) : nullptr;
+  return sym != nullptr ? sym : dlsym(RTLD_DEFAULT, name);
 }
+WinReg win_reg() { return reinterpret_cast<WinReg>(nccl_symbol("ncclCommWindowRegister")); }
+WinDereg win_dereg() { return reinterpret_cast<WinDereg>(nccl_symbol("ncclCommWindowDeregister")); }
 
 bool nccl_has_windows() {
   int v = 0;
