@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 namespace ccbench {
 namespace {
@@ -139,6 +140,27 @@ bool matches(cc_datatype_t t, const uint8_t* got, double expected) {
   return std::fabs(g - w) <= tolerance(t) * std::max(1.0, std::fabs(w));
 }
 
+// Runs body(begin, end) over [0, n) on a few threads for large n (the
+// checks of a 512 MiB result take seconds on one core); returns the sum.
+template <class F>
+size_t parallel_sum(size_t n, F&& body) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = n < (size_t{1} << 20) ? 1 : std::min<size_t>(8, std::max(1u, cores / 2));
+  if (threads == 1) return body(size_t{0}, n);
+  std::vector<size_t> sums(threads, 0);
+  std::vector<std::thread> pool;
+  const size_t chunk = (n + threads - 1) / threads;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      const size_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+      sums[t] = body(begin, end);
+    });
+  for (auto& th : pool) th.join();
+  size_t total = 0;
+  for (size_t v : sums) total += v;
+  return total;
+}
+
 }  // namespace
 
 void encode(cc_datatype_t t, double v, uint8_t* out) {
@@ -233,47 +255,36 @@ void fill_send(const Shape& s, std::vector<uint8_t>* host) {
   const size_t es = dtype_size(s.dtype), n = send_elems(s);
   host->resize(n * es);
   uint8_t* p = host->data();
-  for (size_t i = 0; i < n; ++i) encode(s.dtype, input_value(s, s.rank, i), p + i * es);
+  parallel_sum(n, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) encode(s.dtype, input_value(s, s.rank, i), p + i * es);
+    return size_t{0};
+  });
 }
 
 size_t count_wrong(const Shape& s, const uint8_t* recv) {
   const size_t es = dtype_size(s.dtype);
   const size_t c = s.count;
   const int n = s.nranks, r = s.rank;
-  size_t wrong = 0;
-  auto check = [&](size_t at, double expected) {
-    if (!matches(s.dtype, recv + at * es, expected)) ++wrong;
-  };
-  switch (s.coll) {
-    case Coll::allreduce:
-      for (size_t i = 0; i < c; ++i) check(i, reduce_at(s, i));
-      break;
-    case Coll::reduce:
-      if (r == s.root)
-        for (size_t i = 0; i < c; ++i) check(i, reduce_at(s, i));
-      break;
-    case Coll::reducescatter:
-      for (size_t i = 0; i < c; ++i) check(i, reduce_at(s, static_cast<size_t>(r) * c + i));
-      break;
-    case Coll::broadcast:
-      for (size_t i = 0; i < c; ++i) check(i, input_value(s, s.root, i));
-      break;
-    case Coll::allgather:
-      for (int p = 0; p < n; ++p)
-        for (size_t i = 0; i < c; ++i) check(static_cast<size_t>(p) * c + i, input_value(s, p, i));
-      break;
-    case Coll::alltoall:
-      for (int p = 0; p < n; ++p)
-        for (size_t i = 0; i < c; ++i)
-          check(static_cast<size_t>(p) * c + i, input_value(s, p, static_cast<size_t>(r) * c + i));
-      break;
-    case Coll::sendrecv: {
-      const int from = (r - 1 + n) % n;
-      for (size_t i = 0; i < c; ++i) check(i, input_value(s, from, i));
-      break;
+  const size_t total = recv_elems(s);
+  // The value element `at` of this rank's receive buffer must hold.
+  auto expected = [&](size_t at) -> double {
+    switch (s.coll) {
+      case Coll::allreduce: case Coll::reduce: return reduce_at(s, at);
+      case Coll::reducescatter: return reduce_at(s, static_cast<size_t>(r) * c + at);
+      case Coll::broadcast: return input_value(s, s.root, at);
+      case Coll::allgather: return input_value(s, static_cast<int>(at / c), at % c);
+      case Coll::alltoall:
+        return input_value(s, static_cast<int>(at / c), static_cast<size_t>(r) * c + at % c);
+      case Coll::sendrecv: return input_value(s, (r - 1 + n) % n, at);
     }
-  }
-  return wrong;
+    return 0;
+  };
+  return parallel_sum(total, [&](size_t begin, size_t end) {
+    size_t wrong = 0;
+    for (size_t at = begin; at < end; ++at)
+      if (!matches(s.dtype, recv + at * es, expected(at))) ++wrong;
+    return wrong;
+  });
 }
 
 }  // namespace ccbench
