@@ -110,6 +110,7 @@ void print_run_header(std::FILE* out, const RunInfo& info) {
   if (o.small_iters > 0)
     std::fprintf(out, "# sizes up to 64K: iters %d, warm-up %d\n", o.small_iters,
                  std::max(o.warmup, o.small_iters / 10));
+  std::fprintf(out, "# rendezvous: %s server\n", info.rendezvous.c_str());
   std::fprintf(out, "# cc_comm_init: %.1f ms (first, largest over ranks, includes waiting for "
                "ranks to start)\n", info.cc_init_ms);
   if (info.cc_init_sync_ms >= 0)
@@ -261,7 +262,8 @@ bool write_json(const std::string& path, const RunInfo& info,
                info.cuda_runtime);
   std::fprintf(f, "  \"host\": %s,\n  \"gpu\": %s,\n  \"nranks\": %d,\n",
                json_string(info.host).c_str(), json_string(info.gpu).c_str(), info.nranks);
-  std::fprintf(f, "  \"nccl_nvls_enable\": %s,\n", json_string(info.nvls).c_str());
+  std::fprintf(f, "  \"nccl_nvls_enable\": %s,\n  \"rendezvous\": %s,\n",
+               json_string(info.nvls).c_str(), json_string(info.rendezvous).c_str());
   std::fprintf(f, "  \"dtype\": %s,\n  \"op\": %s,\n  \"root\": %d,\n",
                json_string(dtype_name(o.dtype)).c_str(), json_string(op_name(o.op)).c_str(),
                o.root);

@@ -44,6 +44,7 @@ struct RunInfo {
   int cuda_driver = 0, cuda_runtime = 0;
   std::string registration = "none";  // none, local, window
   std::string nvls;                   // NCCL_NVLS_ENABLE as the run saw it
+  std::string rendezvous = "embedded";  // or "external" (cc-run, cc-rendezvous)
   double cc_init_ms = -1;       // the first cc_comm_init_from_env, largest over ranks
   double cc_init_sync_ms = -1;  // a second one, all ranks starting together
   double raw_init_ms = -1;      // ncclCommInitRank, all ranks starting together

@@ -178,6 +178,8 @@ void init(Bench& b) {
   cudaRuntimeGetVersion(&info.cuda_runtime);
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
   info.nvls = nvls != nullptr ? nvls : "(unset)";
+  const char* rv = std::getenv("CC_RENDEZVOUS");
+  info.rendezvous = rv != nullptr && std::strcmp(rv, "external") == 0 ? "external" : "embedded";
 
   std::vector<double> t{cc_init_ms};
   reduce_all(b, &t, CC_MAX);

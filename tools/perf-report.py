@@ -96,10 +96,14 @@ def rows_by_size(coll):
 
 def kind(run):
     if run.get("graph", 0) > 0:
-        return f"CUDA graphs (-G {run['graph']})"
-    if run.get("mem") == "cc":
-        return f"cc_mem_alloc buffers, registration: {run.get('registration')}"
-    return "cudaMalloc buffers"
+        text = f"CUDA graphs (-G {run['graph']})"
+    elif run.get("mem") == "cc":
+        text = f"cc_mem_alloc buffers, registration: {run.get('registration')}"
+    else:
+        text = "cudaMalloc buffers"
+    if run.get("rendezvous") == "embedded":
+        text += ", ranks started by hand (embedded rendezvous)"
+    return text
 
 
 def collective_table(coll):
@@ -136,13 +140,26 @@ def out_of_place(coll, impl):
 
 
 def find(runs, coll_name, predicate):
+    """The matching run of the collective that reached the largest size."""
+    best = (None, None)
     for run in runs:
         if not predicate(run):
             continue
         for coll in run["collectives"]:
-            if coll["name"] == coll_name:
-                return run, coll
-    return None, None
+            if coll["name"] != coll_name or not coll["rows"]:
+                continue
+            top = max(r["size"] for r in coll["rows"])
+            if best[1] is None or top > max(r["size"] for r in best[1]["rows"]):
+                best = (run, coll)
+    return best
+
+
+def init_source(runs):
+    """The run whose init times the page reports: one with rank 0's embedded
+    rendezvous server (the issue's goal) when there is one."""
+    timed = [r for r in runs if r.get("init_ms", {}).get("raw_nccl_comm_init_rank") is not None]
+    embedded = [r for r in timed if r.get("rendezvous") == "embedded"]
+    return (embedded or timed or runs)[0]
 
 
 def verdict(ok):
@@ -167,10 +184,12 @@ def goals(runs):
             lines.append(f"| allreduce time ≤ raw + {LATENCY_DELTA_MAX} µs, 8 B – 64 KiB "
                          f"| largest cc − raw {worst:+.2f} µs "
                          f"| {verdict(worst <= LATENCY_DELTA_MAX)} |")
-        init = run.get("init_ms", {})
+        init_run = init_source(runs)
+        init = init_run.get("init_ms", {})
         cc_ms, raw_ms = init.get("cc_comm_init"), init.get("raw_nccl_comm_init_rank")
         if cc_ms is not None and raw_ms is not None:
             lines.append(f"| cc_comm_init ≤ raw ncclCommInitRank + {INIT_DELTA_MS} ms "
+                         f"({init_run.get('rendezvous', 'embedded')} rendezvous) "
                          f"| cc {cc_ms:.1f} ms, raw {raw_ms:.1f} ms "
                          f"| {verdict(cc_ms <= raw_ms + INIT_DELTA_MS)} |")
         _, mem = find(runs, "allreduce", lambda r: r.get("graph", 0) == 0 and r.get("mem") == "cc")
@@ -221,9 +240,12 @@ def render(runs, out_dir, docs_dir):
              "## Machine\n", machine(runs, out_dir),
              "## Goals (issue 6)\n", goals(runs) + "\n",
              "## How it was measured\n", METHOD, COMMANDS]
-    init = runs[0].get("init_ms", {})
+    init_run = init_source(runs)
+    init = init_run.get("init_ms", {})
     if init.get("cc_comm_init") is not None:
         parts.append("## Communicator creation\n")
+        parts.append(f"From `{init_run['_name']}.json` ({init_run.get('rendezvous', 'embedded')} "
+                     "rendezvous server).\n")
         parts.append("| step | ms (largest over ranks) |\n|---|---:|")
         parts.append(f"| cc_comm_init, first (includes waiting for ranks to start) "
                      f"| {fmt(init.get('cc_comm_init_first'), 1)} |")
@@ -237,7 +259,10 @@ def render(runs, out_dir, docs_dir):
     for run in runs:
         for coll in run["collectives"]:
             parts.append(f"### {coll['name']} — {kind(run)}\n")
-            parts.append(f"`{run['command']}` (under `cc-run -n {run['nranks']}`), "
+            launcher = (f"under `cc-run -n {run['nranks']}`" if run.get("rendezvous") == "external"
+                        else "each rank started with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
+                             "MASTER_PORT")
+            parts.append(f"`{run['command']}` ({launcher}), "
                          f"dtype {run['dtype']}, iters {run['iters']}"
                          + (f" ({run['small_iters']} up to 64 KiB)" if run.get("small_iters")
                             else "") + f", file `{run['_name']}.json`\n")
