@@ -312,10 +312,17 @@ class AsioServer final : public Server, private Sink {
     acceptor_.async_accept([this](std::error_code ec, tcp::socket sock) {
       if (ec == asio::error::operation_aborted || stopping_) return;
       if (ec) {
-        // EMFILE and friends: the loop must survive; back off a little.
-        log().warn("rendezvous server: accept failed: {}; retrying (raise the fd limit with ulimit -n "
-                   "if this says 'too many open files')",
-                   ec.message());
+        // EMFILE and friends: the loop must survive; back off a little and
+        // say so at most every few seconds.
+        ++accept_failures_;
+        const auto now = Clock::now();
+        if (now - accept_failure_logged_ > std::chrono::seconds(5)) {
+          log().warn("rendezvous server: accept failed {} time(s): {}; retrying (raise the fd limit with "
+                     "ulimit -n if this says 'too many open files')",
+                     accept_failures_, ec.message());
+          accept_failure_logged_ = now;
+          accept_failures_ = 0;
+        }
         accept_backoff_.expires_after(kAcceptBackoff);
         accept_backoff_.async_wait([this](std::error_code wec) {
           if (!wec && !stopping_) accept();
@@ -384,6 +391,8 @@ class AsioServer final : public Server, private Sink {
   std::array<uint8_t, 64 * 1024> rbuf_{};  // one thread reads, so one buffer serves all
   ConnId next_id_ = 1;
   int port_ = 0;
+  uint64_t accept_failures_ = 0;
+  Clock::time_point accept_failure_logged_{};
   bool stopping_ = false;  // io thread only
   std::thread thread_;
   std::mutex mu_;

@@ -48,6 +48,9 @@ class RawClient {
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
+  // Takes over a socket that is already connected.
+  struct Adopt {};
+  RawClient(int connected_fd, Adopt) : fd_(connected_fd) {}
   ~RawClient() { close(); }
   RawClient(const RawClient&) = delete;
   RawClient& operator=(const RawClient&) = delete;

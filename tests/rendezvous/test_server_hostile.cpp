@@ -3,6 +3,8 @@
 // client still succeeds afterwards; join checks, auth, stop and idle waits.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -434,4 +436,38 @@ TEST_CASE("a client that does not read its replies is dropped; others keep worki
   REQUIRE(hog.send_bytes(gets));
   legit_client_works(port);
   CHECK(hog.closed_within(10s));
+}
+
+TEST_CASE("running out of file descriptors does not end the accept loop") {
+  auto server = start_server();
+  const int port = server->port();
+  // Sockets made before the limit drops; connecting needs no new descriptor.
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    fds.push_back(fd);
+  }
+  rlimit old{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
+  const int lowest_free = ::dup(0);  // a new descriptor always takes the lowest free number
+  REQUIRE(lowest_free >= 0);
+  ::close(lowest_free);
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free);  // not one descriptor more: accept gets EMFILE
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  bool connected = true;
+  for (int fd : fds) connected = connected && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  std::this_thread::sleep_for(300ms);  // the server fails to accept and backs off meanwhile
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
+  REQUIRE(connected);
+  for (int fd : fds) {
+    RawClient c(fd, RawClient::Adopt{});
+    CHECK(c.hello("after-emfile"));
+  }
+  legit_client_works(port);
 }
