@@ -154,6 +154,12 @@ TEST_CASE("cc_comm_init with no visible GPU fails at once with CC_ERR_NO_DEVICE"
   CHECK_THAT(words, Catch::Contains("CUDA_VISIBLE_DEVICES"));
   CHECK_THAT(words, Catch::Contains("nvidia-smi"));
   CHECK_THAT(words, Catch::Contains("--gpus"));
+
+  // Rank 0 too: the device check comes before it would start the rendezvous server.
+  const auto t1 = std::chrono::steady_clock::now();
+  CHECK(cc_comm_init(&comm, 0, 2, "127.0.0.1", 29500, nullptr) == CC_ERR_NO_DEVICE);
+  CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::milliseconds(1000));
+  CHECK_THAT(last(), Catch::StartsWith("rank 0 on host "));
 }
 
 TEST_CASE("cc_comm_init_from_env names a missing RANK") {
