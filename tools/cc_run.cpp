@@ -180,8 +180,8 @@ std::optional<std::string> find_program(const std::string& name) {
   size_t start = 0;
   while (start <= dirs.size()) {
     const size_t end = std::min(dirs.find(':', start), dirs.size());
-    std::string dir = dirs.substr(start, end - start);
-    if (dir.empty()) dir = ".";
+    // An empty PATH entry means the current directory.
+    const std::string dir = end > start ? dirs.substr(start, end - start) : std::string(".");
     if (const std::string candidate = dir + "/" + name; executable(candidate)) return candidate;
     start = end + 1;
   }
