@@ -85,7 +85,7 @@ void free_scratch(cc_comm* c) {
 
 // Frees what a half-made communicator holds, on an init failure.
 void discard(cc_comm* c) {
-  if (c->nccl != nullptr) comm_abort_nccl(c);
+  if (c->nccl != nullptr || c->nccl_ctl != nullptr) comm_abort_nccl(c);
   free_scratch(c);
   c->client.reset();
   if (c->server) c->server->release("", milliseconds(0));
@@ -112,16 +112,39 @@ void choose_socket_ifname(cc_comm* c, const std::string& addr, rv::MemberInfo* i
               "=" + choice.ifname, addr, choice.route.source_address);
 }
 
-// Creates the NCCL communicator from the id and waits for it (non-blocking
-// init, so the deadline holds).
+// Makes comm->nccl, the blocking communicator that does the work, by
+// splitting the non-blocking comm->nccl_ctl with every rank in one colour.
+// The split runs on the non-blocking parent, so it too has a deadline.
+Status make_work_comm(cc_comm* c, Clock::time_point deadline) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  ncclComm_t work = nullptr;
+  ncclResult_t r = ncclCommSplit(c->nccl_ctl, 0, c->rank, &work, &config);
+  if (r == ncclInProgress || r == ncclSuccess) r = nccl_wait_ready(c, c->nccl_ctl, deadline);
+  c->nccl = work;
+  if (r == ncclSuccess && work != nullptr) r = nccl_wait_ready(c, work, deadline);
+  if (r == ncclSuccess && work != nullptr) return Status::success();
+  if (r == ncclInProgress) {
+    return make_status(CC_ERR_TIMEOUT,
+                       who(c->rank, c->host) + ": NCCL did not finish making the working " +
+                           "communicator (ncclCommSplit) within " +
+                           std::to_string(c->timeout.count()) +
+                           " ms. Another rank may have failed: look at its output, or raise "
+                           "CC_TIMEOUT_MS");
+  }
+  return nccl_failure("ncclCommSplit", c, r == ncclSuccess ? ncclInternalError : r);
+}
+
+// Creates the NCCL communicators from the id: the non-blocking one first
+// (so the deadline holds), then the blocking one split from it.
 Status init_nccl(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t nccl = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
-  c->nccl = nccl;
+  c->nccl_ctl = nccl;
   if (r == ncclInProgress || r == ncclSuccess) r = nccl_wait_ready(c, nccl, deadline);
-  if (r == ncclSuccess) return Status::success();
+  if (r == ncclSuccess) return make_work_comm(c, deadline);
   if (r == ncclInProgress) {
     return make_status(CC_ERR_TIMEOUT,
                        who(c->rank, c->host) + ": NCCL did not finish creating the " +
@@ -282,11 +305,12 @@ Status split_comm(cc_comm* parent, int color, int key, cc_comm_t* newcomm,
     CallGuard guard(parent);
     if (!comm_usable(parent)) return comm_state_status("cc_comm_split", parent);
     DeviceScope scope(parent->device);
-    r = ncclCommSplit(parent->nccl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child,
+    r = ncclCommSplit(parent->nccl_ctl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child,
                       &nconfig);
-    if (r == ncclInProgress || r == ncclSuccess) r = nccl_wait_ready(parent, parent->nccl, deadline);
+    if (r == ncclInProgress || r == ncclSuccess)
+      r = nccl_wait_ready(parent, parent->nccl_ctl, deadline);
   }
-  c->nccl = child;
+  c->nccl_ctl = child;
   if (r == ncclSuccess && child != nullptr) r = nccl_wait_ready(c.get(), child, deadline);
   if (r != ncclSuccess) {
     Status st = r == ncclInProgress
@@ -306,6 +330,13 @@ Status split_comm(cc_comm* parent, int color, int key, cc_comm_t* newcomm,
     return make_status(CC_ERR_NCCL, who(parent->rank, parent->host) +
                                         ": could not read the rank of the new communicator");
   }
+  {
+    DeviceScope scope(c->device);
+    if (Status st = make_work_comm(c.get(), deadline); !st.ok()) {
+      comm_abort_nccl(c.get());
+      return st;
+    }
+  }
   if (Status st = alloc_scratch(c.get()); !st.ok()) {
     comm_abort_nccl(c.get());
     return st;
@@ -316,25 +347,36 @@ Status split_comm(cc_comm* parent, int color, int key, cc_comm_t* newcomm,
   return Status::success();
 }
 
+// Finalizes and destroys one NCCL communicator within the deadline; false
+// when that did not work (the caller aborts instead).
+bool finalize_nccl(cc_comm* c, ncclComm_t nccl, Clock::time_point deadline) {
+  ncclResult_t r = ncclCommFinalize(nccl);
+  if (r == ncclSuccess || r == ncclInProgress) r = nccl_wait_ready(c, nccl, deadline);
+  if (r != ncclSuccess) {
+    log().warn("rank {}: ncclCommFinalize {} ({}); aborting the NCCL communicator instead",
+               c->rank, r == ncclInProgress ? "did not finish in time" : "failed",
+               ncclGetErrorString(r));
+    return false;
+  }
+  ncclCommDestroy(nccl);
+  return true;
+}
+
 void destroy_comm(std::unique_ptr<cc_comm> c) {
   const bool healthy = comm_usable(c.get()) && !c->abort_requested.load();
-  if (c->nccl != nullptr && healthy) {
+  if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {
     const auto deadline = Clock::now() + c->timeout;
-    ncclResult_t r = ncclCommFinalize(c->nccl);
-    if (r == ncclSuccess || r == ncclInProgress) r = nccl_wait_ready(c.get(), c->nccl, deadline);
-    if (r == ncclSuccess) {
-      ncclCommDestroy(c->nccl);
-      c->nccl = nullptr;
-    } else {
-      log().warn("rank {}: ncclCommFinalize {} ({}); aborting the NCCL communicator instead",
-                 c->rank, r == ncclInProgress ? "did not finish in time" : "failed",
-                 ncclGetErrorString(r));
-      comm_abort_nccl(c.get());
-    }
-  } else if (c->nccl != nullptr) {
-    comm_abort_nccl(c.get());  // no-op when already aborted
+    DeviceScope scope(c->device);
+    bool ok = c->nccl == nullptr || finalize_nccl(c.get(), c->nccl, deadline);
+    if (ok) c->nccl = nullptr;
+    ok = ok && (c->nccl_ctl == nullptr || finalize_nccl(c.get(), c->nccl_ctl, deadline));
+    if (ok) c->nccl_ctl = nullptr;
+    if (!ok) comm_abort_nccl(c.get());
+  } else {
+    comm_abort_nccl(c.get());  // no-op when already aborted or nothing to abort
   }
   c->nccl = nullptr;
+  c->nccl_ctl = nullptr;
   free_scratch(c.get());
   if (c->client) {
     if (healthy) {
@@ -402,13 +444,14 @@ bool comm_fail(cc_comm* comm, CommState state, const std::string& story, int cal
 
 void comm_abort_nccl(cc_comm* comm, int calls_held) {
   if (comm->abort_requested.exchange(true, std::memory_order_seq_cst)) return;
-  if (comm->nccl == nullptr) return;
+  if (comm->nccl == nullptr && comm->nccl_ctl == nullptr) return;
   const auto until = Clock::now() + milliseconds(500);
   while (comm->calls_in_flight.load(std::memory_order_seq_cst) > calls_held &&
          Clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  ncclCommAbort(comm->nccl);
+  if (comm->nccl != nullptr) ncclCommAbort(comm->nccl);
+  if (comm->nccl_ctl != nullptr) ncclCommAbort(comm->nccl_ctl);
   log().debug("rank {}: NCCL communicator aborted", comm->rank);
 }
 

@@ -43,7 +43,12 @@ struct cc_comm {
   cc::ResolvedConfig config;
   std::chrono::milliseconds timeout{300000};
 
+  // Two NCCL communicators over the same ranks. `nccl` does the work and is
+  // blocking: a non-blocking one launches every collective from a helper
+  // thread, about 100 us a call. `nccl_ctl` is its non-blocking twin, made
+  // first so init has a deadline, and kept so cc_comm_split has one too.
   ncclComm_t nccl = nullptr;
+  ncclComm_t nccl_ctl = nullptr;
   // Set before ncclCommAbort; calls in flight (counted by CallGuard) see it
   // and stop touching `nccl`, and abort waits (bounded) for them to leave.
   std::atomic<bool> abort_requested{false};
