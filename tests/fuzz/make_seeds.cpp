@@ -1,0 +1,144 @@
+// Writes the seed corpus from real encoded frames:
+//   make_seeds DIR   -> DIR/frame/*, DIR/server_core/*
+// The seeds are committed under tests/fuzz/corpus; rerun this when the
+// protocol changes.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "protocol.hpp"
+
+namespace rv = cc::rv;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write(const fs::path& file, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+rv::Join join(int rank, int world) {
+  rv::Join j;
+  j.info.rank = rank;
+  j.info.world_size = world;
+  j.info.host = "host-" + std::to_string(rank);
+  j.info.pid = 100u + static_cast<uint32_t>(rank);
+  j.info.nccl_version = 22809;
+  j.info.gpu_uuid = "GPU-" + std::to_string(rank);
+  j.info.nccl_addr = "10.0.0." + std::to_string(rank);
+  if (rank == 0) j.unique_id = std::vector<uint8_t>(128, 7);
+  j.timeout_ms = 100;
+  return j;
+}
+
+// One "bytes to connection c" operation of the server_core target.
+void to_conn(std::vector<uint8_t>& out, int c, const std::vector<uint8_t>& bytes) {
+  for (size_t at = 0; at < bytes.size(); at += 255) {
+    const size_t n = std::min<size_t>(255, bytes.size() - at);
+    out.push_back(static_cast<uint8_t>(1 | (c << 2)));
+    out.push_back(static_cast<uint8_t>(n));
+    out.insert(out.end(), bytes.begin() + static_cast<long>(at), bytes.begin() + static_cast<long>(at + n));
+  }
+}
+void connect(std::vector<uint8_t>& out, int c) { out.push_back(static_cast<uint8_t>(c << 2)); }
+void tick(std::vector<uint8_t>& out, uint8_t two_ms) {
+  out.push_back(3);
+  out.push_back(two_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds DIR\n");
+    return 2;
+  }
+  const fs::path dir = argv[1];
+  fs::create_directories(dir / "frame");
+  fs::create_directories(dir / "server_core");
+
+  const std::vector<std::pair<std::string, rv::Message>> messages = {
+      {"hello", rv::Hello{"job", "host-a", 42, "cc 0.1.0 store"}},
+      {"auth", rv::Auth{std::vector<uint8_t>(32, 1)}},
+      {"set", rv::Set{"key", {1, 2, 3}}},
+      {"get", rv::Get{"key", 50}},
+      {"add", rv::Add{"counter", -5}},
+      {"wait", rv::Wait{{"a", "b", "c"}, 50}},
+      {"del", rv::Del{"key"}},
+      {"join", join(0, 2)},
+      {"leave", rv::Leave{}},
+      {"heartbeat", rv::Heartbeat{7}},
+      {"abort", rv::Abort{"stop"}},
+      {"challenge", rv::Challenge{true, std::vector<uint8_t>(32, 9), "cc-rendezvous 0.1.0"}},
+      {"ok", rv::Ok{}},
+      {"error", rv::Error{3, "words"}},
+      {"value", rv::Value{{4, 5}}},
+      {"integer", rv::Integer{-9}},
+      {"joined", rv::Joined{{1, 2}, {{0, "a", 1}, {1, "b", 2}}, "note"}},
+      {"peer_event", rv::PeerEvent{rv::PeerEventKind::failed, 1, "b", 2, "gone"}},
+      {"heartbeat_ack", rv::HeartbeatAck{}},
+  };
+  // frame: piece-size byte, then frames.
+  std::vector<uint8_t> all{7};
+  for (const auto& [name, m] : messages) {
+    std::vector<uint8_t> seed{static_cast<uint8_t>(name.size())};
+    rv::append_frame(seed, 1, m);
+    write(dir / "frame" / (name + ".bin"), seed);
+    rv::append_frame(all, 2, m);
+  }
+  write(dir / "frame" / "all.bin", all);
+
+  // server_core: flags byte (1 token, 2 idle deadline, 4 heartbeats), then operations.
+  auto frame = [](const rv::Message& m, uint32_t rid = 1) { return rv::encode_frame(rid, m); };
+  {
+    std::vector<uint8_t> s{0};
+    connect(s, 0);
+    to_conn(s, 0, frame(rv::Hello{"job", "a", 1, "c"}));
+    to_conn(s, 0, frame(rv::Set{"k", {1}}, 2));
+    to_conn(s, 0, frame(rv::Get{"k", 0}, 3));
+    to_conn(s, 0, frame(rv::Add{"n", 1}, 4));
+    to_conn(s, 0, frame(rv::Wait{{"k", "m"}, 40}, 5));
+    tick(s, 30);
+    write(dir / "server_core" / "store.bin", s);
+  }
+  {
+    std::vector<uint8_t> s{4};
+    for (int c = 0; c < 2; ++c) {
+      connect(s, c);
+      to_conn(s, c, frame(rv::Hello{"job", "h" + std::to_string(c), 1, "c"}));
+      to_conn(s, c, frame(join(c, 2), 2));
+    }
+    to_conn(s, 1, frame(rv::Heartbeat{3}, 3));
+    tick(s, 100);
+    to_conn(s, 0, frame(rv::Leave{}, 4));
+    s.push_back(static_cast<uint8_t>(2 | (1 << 2)));  // rank 1 vanishes
+    write(dir / "server_core" / "join.bin", s);
+  }
+  {
+    std::vector<uint8_t> s{1};
+    connect(s, 0);
+    to_conn(s, 0, frame(rv::Hello{"job", "a", 1, "c"}));
+    to_conn(s, 0, frame(rv::Auth{std::vector<uint8_t>(32, 0)}, 2));
+    connect(s, 1);
+    to_conn(s, 1, frame(rv::Hello{"job", "b", 2, "c"}));
+    tick(s, 80);
+    write(dir / "server_core" / "auth.bin", s);
+  }
+  {
+    std::vector<uint8_t> s{2};
+    connect(s, 2);
+    std::vector<uint8_t> half = frame(rv::Set{"key", std::vector<uint8_t>(100, 1)});
+    half.resize(half.size() / 2);
+    to_conn(s, 2, frame(rv::Hello{"j2", "c", 3, "c"}));
+    to_conn(s, 2, half);
+    tick(s, 40);
+    connect(s, 3);
+    tick(s, 120);
+    write(dir / "server_core" / "deadlines.bin", s);
+  }
+  std::printf("seeds written under %s\n", dir.c_str());
+  return 0;
+}
