@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <string>
+
+#include "log.hpp"
 
 namespace cc {
 namespace {
@@ -64,6 +67,13 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
                                     std::to_string(out->generation) + " of job '" +
                                     req.config.job_id + "' at " + where + " failed: " + st.message);
   out->unique_id = std::move(joined.unique_id);
+  // What the server wants every rank to know (a rank behind NAT, say).
+  for (size_t start = 0; start < joined.notice.size();) {
+    size_t end = joined.notice.find('\n', start);
+    if (end == std::string::npos) end = joined.notice.size();
+    log().warn("{}: {}", who, joined.notice.substr(start, end - start));
+    start = end + 1;
+  }
   return Status::success();
 }
 

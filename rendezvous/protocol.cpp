@@ -292,6 +292,7 @@ struct Codec<Joined> {
       w.str(s.host);
       w.u32(s.pid);
     }
+    w.str(m.notice);
   }
   static bool get(Reader& r, Joined& m) {
     uint32_t n = 0;
@@ -299,7 +300,7 @@ struct Codec<Joined> {
     m.members.resize(n);
     for (auto& s : m.members)
       if (!(r.i32(s.rank) && r.text(s.host) && r.u32(s.pid))) return false;
-    return true;
+    return r.str(m.notice, r.limits().max_frame);
   }
 };
 template <>

@@ -160,6 +160,9 @@ using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave,
                              Abort, Challenge, Ok, Error, Value, Integer, Joined, PeerEvent,
                              HeartbeatAck>;
 
+  // Warnings every rank should log, one a line: e.g. a rank whose NCCL
+  // address differs from the address its connection came from (NAT).
+  std::string notice;
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"
 

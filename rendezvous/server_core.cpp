@@ -92,6 +92,7 @@ struct Generation {
 
 struct Job {
   std::string id;
+  std::string notice;  // lines every rank is told with Joined
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked ids
   std::unordered_set<ConnId> conns;
@@ -141,6 +142,32 @@ std::optional<int64_t> parse_int64(const std::vector<uint8_t>& v) {
   const char* b = reinterpret_cast<const char*>(v.data());
   const char* e = b + v.size();
   int64_t out = 0;
+// The address part of "1.2.3.4:5" or "[::1]:5".
+std::string peer_address(const std::string& peer) {
+  if (!peer.empty() && peer.front() == '[') {
+    const size_t end = peer.find(']');
+    return end == std::string::npos ? peer : peer.substr(1, end - 1);
+  }
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
+bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 || addr == "::1"; }
+
+// A rank whose connection arrives from another address than the one it says
+// NCCL will use sits behind NAT (a Docker bridge, say): the others will try
+// an address they may not reach. Loopback connections are the server's own
+// host and prove nothing.
+std::string nat_notice(const MemberInfo& in, const std::string& peer) {
+  const std::string from = peer_address(peer);
+  if (in.nccl_addr.empty() || from.empty() || is_loopback(from) || from == in.nccl_addr) return {};
+  return slot_who(in) + " will have NCCL use the address " + in.nccl_addr +
+         ", but its connection to the rendezvous came from " + from +
+         ": a NAT or a Docker bridge sits between them, and the other ranks may not reach " +
+         in.nccl_addr + ". Run the containers with --network host, or set NCCL_SOCKET_IFNAME to an "
+         "interface the other hosts can reach";
+}
+
   auto [p, ec] = std::from_chars(b, e, out);
   if (ec != std::errc() || p != e || v.empty()) return std::nullopt;
   return out;
@@ -836,6 +863,10 @@ struct ServerCore::Impl {
         std::to_string(gen.world_size) + " never joined job " + quote(job.id) + " (generation " +
         std::to_string(p.generation) + ") within " + std::to_string(p.timeout_ms) + " ms (" +
         std::to_string(gen.joined) + " joined); check that " + (missing.size() == 1 ? "it" : "they") +
+    if (std::string note = nat_notice(in, c.peer); !note.empty()) {
+      log().warn("{}: {}", where, note);
+      gen.notice += (gen.notice.empty() ? "" : "\n") + note;
+    }
         " started, use the same MASTER_ADDR, MASTER_PORT and job id, and can reach the server";
     fail_generation(job, p.generation, gen, CC_ERR_TIMEOUT, words);
   }
@@ -846,6 +877,7 @@ ServerCore::ServerCore(const ServerOptions& options, Sink& sink)
 ServerCore::~ServerCore() = default;
 
 bool ServerCore::on_connect(ConnId conn, const std::string& peer, Clock::time_point now) {
+    joined.notice = gen.notice;
   return impl_->on_connect(conn, peer, now);
 }
 void ServerCore::on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now) {

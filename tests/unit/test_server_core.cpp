@@ -554,3 +554,24 @@ TEST_CASE("core: random and mutated byte streams never break it") {
   CHECK(h.core.job_count() == 0);
   CHECK_FALSE(h.core.next_deadline());
 }
+
+TEST_CASE("core: a rank behind NAT is named to every rank with the fix") {
+  Harness h;  // the harness connects ConnId i from 10.0.0.i
+  h.client(1);
+  h.client(2);
+  rv::Join a = join_msg(0, 2, "a");
+  a.info.nccl_addr = "10.0.0.1";  // what its connection shows too
+  rv::Join b = join_msg(1, 2, "b");
+  b.info.nccl_addr = "172.17.0.2";  // a Docker bridge address
+  h.feed(1, a, 5);
+  h.feed(2, b, 6);
+  for (rv::ConnId i = 1; i <= 2; ++i) {
+    const rv::Message m = h.one(i);
+    const auto& j = std::get<rv::Joined>(m);
+    CHECK_THAT(j.notice, Catch::Contains("rank 1 on b") && Catch::Contains("172.17.0.2") &&
+                             Catch::Contains("came from 10.0.0.2") &&
+                             Catch::Contains("--network host") &&
+                             Catch::Contains("NCCL_SOCKET_IFNAME"));
+    CHECK_THAT(j.notice, !Catch::Contains("rank 0"));
+  }
+}
