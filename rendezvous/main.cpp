@@ -37,6 +37,9 @@ const char* kUsage =
     "  --frame-timeout-ms N      drop a client stalling inside a frame (default 10000)\n"
     "  --heartbeat-timeout-ms N  announce a member silent for N ms as failed\n"
     "                            (default 0 = off)\n"
+    "  --idle-timeout-ms N       close a connection that holds nothing (no\n"
+    "                            membership, pending join, get or wait) and sent\n"
+    "                            nothing for N ms (default 0 = never)\n"
     "  --help                    this text\n"
     "  --version                 the cc version\n"
     "\n"
@@ -146,6 +149,9 @@ int main(int argc, char** argv) {
     } else if (arg == "--heartbeat-timeout-ms") {
       if (!take_number(0, 86400000, &n)) return usage_error("--heartbeat-timeout-ms needs a number");
       options.heartbeat_timeout = std::chrono::milliseconds(n);
+    } else if (arg == "--idle-timeout-ms") {
+      if (!take_number(0, 86400000, &n)) return usage_error("--idle-timeout-ms needs a number");
+      options.idle_timeout = std::chrono::milliseconds(n);
     } else {
       return usage_error("unknown argument '" + std::string(argv[i]) + "'");
     }

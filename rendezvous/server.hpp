@@ -21,6 +21,11 @@ struct ServerOptions {
   std::chrono::milliseconds handshake_timeout{10000};  // connect to authenticated Hello
   std::chrono::milliseconds frame_timeout{10000};      // first to last byte of one frame
   std::chrono::milliseconds heartbeat_timeout{0};      // 0 = do not track heartbeats
+  // An authenticated connection that holds nothing on the server (no
+  // communicator membership, no pending join, no parked get or wait) and has
+  // sent no frame for this long is closed. 0 = never (the default: a store
+  // client may stay silent between its calls for as long as it likes).
+  std::chrono::milliseconds idle_timeout{0};
   size_t max_connections = 100000;
   size_t max_jobs = 10000;
   size_t max_keys_per_job = 100000;

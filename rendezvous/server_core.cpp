@@ -12,7 +12,7 @@ namespace cc::rv {
 namespace {
 
 enum class Phase : uint8_t { hello, auth, ready };
-enum class DeadlineKind : uint8_t { handshake, frame, heartbeat, parked };
+enum class DeadlineKind : uint8_t { handshake, frame, heartbeat, parked, idle };
 
 struct DeadlineRef {
   DeadlineKind kind;
@@ -43,6 +43,8 @@ struct Conn {
   bool announced = false;       // its failure or abort was told to the job
   std::vector<uint64_t> parked; // ids of its parked requests (some may be done)
   Timer handshake_timer, frame_timer, heartbeat_timer;
+  Timer idle_timer;              // see ServerOptions::idle_timeout
+  Clock::time_point last_frame{};
 
   Conn(ConnId i, std::string p, const Limits& l) : id(i), peer(std::move(p)), reader(l) {}
   // "rank 3 (host-a pid 42, 10.0.0.3:5555)" or "10.0.0.3:5555" before joining
@@ -220,6 +222,7 @@ struct ServerCore::Impl {
     disarm(c.handshake_timer);
     disarm(c.frame_timer);
     disarm(c.heartbeat_timer);
+    disarm(c.idle_timer);
     for (uint64_t pid : c.parked) cancel_parked(pid);
     Job* job = c.job;
     if (job != nullptr) {
@@ -387,6 +390,7 @@ struct ServerCore::Impl {
       return false;
     }
     auto c = std::make_unique<Conn>(id, peer, opt.limits);
+    c->last_frame = now;
     arm(c->handshake_timer, now + opt.handshake_timeout, DeadlineKind::handshake, id);
     conns.emplace(id, std::move(c));
     log().info("connection from {}", peer);
@@ -399,6 +403,7 @@ struct ServerCore::Impl {
     Conn& c = *it->second;
     c.reader.feed(bytes);
     while (auto f = c.reader.next()) {
+      c.last_frame = now;
       if (!handle(c, f->request_id, f->message, now)) return;  // c was dropped
     }
     if (c.reader.error() != DecodeError::none) {
@@ -442,6 +447,9 @@ struct ServerCore::Impl {
         drop(c, 0, CC_ERR_RENDEZVOUS,
              "no " + std::string(c.phase == Phase::auth ? "authentication" : "hello") + " within " +
                  std::to_string(opt.handshake_timeout.count()) + " ms of connecting (handshake deadline)");
+      } else if (ref.kind == DeadlineKind::idle) {
+        c.idle_timer.reset();
+        expire_idle(c, now);
       } else if (ref.kind == DeadlineKind::frame) {
         c.frame_timer.reset();
         drop(c, 0, CC_ERR_RENDEZVOUS,
@@ -454,6 +462,20 @@ struct ServerCore::Impl {
                  " ms (host down, process stopped or network cut)");
       }
     }
+  }
+
+  // An idle connection holds nothing (no membership, pending join or parked
+  // request) and sent no frame for idle_timeout; one that holds something is
+  // looked at again later.
+  void expire_idle(Conn& c, Clock::time_point now) {
+    const auto silent_until = c.last_frame + opt.idle_timeout;
+    if (!c.memberships.empty() || !c.parked.empty() || now < silent_until) {
+      arm(c.idle_timer, now < silent_until ? silent_until : now + opt.idle_timeout, DeadlineKind::idle, c.id);
+      return;
+    }
+    drop(c, 0, CC_ERR_RENDEZVOUS,
+         "idle for " + std::to_string(opt.idle_timeout.count()) +
+             " ms without a request, membership or pending wait (idle deadline); reconnect when needed");
   }
 
   void stop() {
@@ -589,6 +611,8 @@ struct ServerCore::Impl {
     c.job->conns.insert(c.id);
     c.phase = Phase::ready;
     disarm(c.handshake_timer);
+    if (opt.idle_timeout.count() > 0)
+      arm(c.idle_timer, c.last_frame + opt.idle_timeout, DeadlineKind::idle, c.id);
     return true;
   }
 
