@@ -292,6 +292,46 @@ class TcpClient final : public Client {
     return Status::success();
   }
 
+  Status heartbeat_nowait(uint64_t last_completed) override {
+    uint32_t id = next_id_.fetch_add(1);
+    if (id == 0) id = next_id_.fetch_add(1);
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      if (!broken_.ok()) return broken_;
+    }
+    const std::vector<uint8_t> frame = encode_frame(id, Heartbeat{last_completed});
+    std::lock_guard<std::mutex> lock(write_mu_);
+    Status s = send_all(frame, after(milliseconds(1000)), "a heartbeat");
+    if (!s.ok() && s.code == CC_ERR_TIMEOUT) return mark_broken(s);  // a frame cut in half
+    return s;
+  }
+
+  Status watch(milliseconds window) override {
+    return expect_ok(Watch{static_cast<uint32_t>(window.count())}, after(options_.request_timeout),
+                     "a watch request");
+  }
+
+  Status progress(uint32_t generation, Progress* out, milliseconds timeout) override {
+    Message reply;
+    if (Status s = transact(ProgressQuery{generation}, after(timeout), "a progress query", &reply); !s.ok())
+      return s;
+    auto* p = std::get_if<Progress>(&reply);
+    if (p == nullptr) return unexpected(reply, "progress-query");
+    *out = std::move(*p);
+    return Status::success();
+  }
+
+  void pump() override {
+    if (!read_mu_.try_lock()) return;
+    read_once(Clock::now());
+    read_mu_.unlock();
+    cv_.notify_all();
+  }
+
+  Clock::time_point last_heard() const override {
+    return Clock::time_point(Clock::duration(last_heard_.load(std::memory_order_relaxed)));
+  }
+
   Status abort(const std::string& reason) override {
     return expect_ok(Abort{reason}, after(options_.request_timeout), "an abort");
   }
@@ -470,6 +510,7 @@ class TcpClient final : public Client {
       (void)mark_broken(errno == ECONNRESET ? closed_status() : system_error("recv", errno));
       return;
     }
+    last_heard_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     reader_.feed(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
     while (auto frame = reader_.next()) dispatch(std::move(*frame));
     if (reader_.error() != DecodeError::none) {
@@ -534,6 +575,7 @@ class TcpClient final : public Client {
   ClientOptions options_;
   std::string endpoint_;
   std::atomic<uint32_t> next_id_{1};
+  std::atomic<Clock::rep> last_heard_{Clock::now().time_since_epoch().count()};
 
   std::mutex write_mu_;
   std::mutex read_mu_;

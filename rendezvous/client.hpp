@@ -49,6 +49,17 @@ class Client {
   virtual Status join(const Join& request, Joined* out) = 0;
   virtual Status leave() = 0;
   virtual Status heartbeat(uint64_t last_completed) = 0;
+  // Sends a heartbeat without waiting for its acknowledgement (the watchdog's
+  // way: a cut cable must not stall it). The ack only refreshes last_heard().
+  virtual Status heartbeat_nowait(uint64_t last_completed) = 0;
+  // Asks the server to announce this member as failed after window of silence.
+  virtual Status watch(std::chrono::milliseconds window) = 0;
+  // Every member's last completed operation for one generation of the job.
+  virtual Status progress(uint32_t generation, Progress* out, std::chrono::milliseconds timeout) = 0;
+  // Reads what the server sent so far without blocking (for next_event(0)).
+  virtual void pump() = 0;
+  // When a byte last arrived from the server (the connect time before that).
+  virtual std::chrono::steady_clock::time_point last_heard() const = 0;
   virtual Status abort(const std::string& reason) = 0;
 
   // A peer event pushed by the server, waiting up to `timeout` for one.

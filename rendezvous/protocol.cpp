@@ -328,6 +328,43 @@ struct Codec<HeartbeatAck> {
   static bool get(Reader&, HeartbeatAck&) { return true; }
 };
 
+template <>
+struct Codec<Watch> {
+  static constexpr MsgType type = MsgType::watch;
+  static void put(Writer& w, const Watch& m) { w.u32(m.window_ms); }
+  static bool get(Reader& r, Watch& m) { return r.u32(m.window_ms); }
+};
+template <>
+struct Codec<ProgressQuery> {
+  static constexpr MsgType type = MsgType::progress_query;
+  static void put(Writer& w, const ProgressQuery& m) { w.u32(m.generation); }
+  static bool get(Reader& r, ProgressQuery& m) { return r.u32(m.generation); }
+};
+template <>
+struct Codec<Progress> {
+  static constexpr MsgType type = MsgType::progress;
+  static void put(Writer& w, const Progress& m) {
+    w.u32(static_cast<uint32_t>(m.members.size()));
+    for (const auto& p : m.members) {
+      w.i32(p.rank);
+      w.str(p.host);
+      w.u32(p.pid);
+      w.u64(p.last_completed);
+      w.u32(p.silent_ms);
+    }
+  }
+  static bool get(Reader& r, Progress& m) {
+    uint32_t n = 0;
+    if (!r.count(n, r.limits().max_frame / 24)) return false;
+    m.members.resize(n);
+    for (auto& p : m.members)
+      if (!(r.i32(p.rank) && r.text(p.host) && r.u32(p.pid) && r.u64(p.last_completed) &&
+            r.u32(p.silent_ms)))
+        return false;
+    return true;
+  }
+};
+
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
@@ -374,6 +411,9 @@ const char* type_name(MsgType t) {
     case MsgType::joined: return "joined";
     case MsgType::peer_event: return "peer-event";
     case MsgType::heartbeat_ack: return "heartbeat-ack";
+    case MsgType::watch: return "watch";
+    case MsgType::progress_query: return "progress-query";
+    case MsgType::progress: return "progress";
   }
   return "unknown";
 }
@@ -452,6 +492,9 @@ DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, cons
     case MsgType::joined: return decode_as<Joined>(payload, limits, out);
     case MsgType::peer_event: return decode_as<PeerEvent>(payload, limits, out);
     case MsgType::heartbeat_ack: return decode_as<HeartbeatAck>(payload, limits, out);
+    case MsgType::watch: return decode_as<Watch>(payload, limits, out);
+    case MsgType::progress_query: return decode_as<ProgressQuery>(payload, limits, out);
+    case MsgType::progress: return decode_as<Progress>(payload, limits, out);
   }
   return DecodeError::unknown_type;
 }

@@ -45,6 +45,8 @@ enum class MsgType : uint16_t {
   leave = 21,
   heartbeat = 22,
   abort = 23,
+  watch = 24,           // issue 4: track my heartbeats
+  progress_query = 25,  // issue 4: who is behind
   // server -> client
   challenge = 101,
   ok = 102,
@@ -54,6 +56,7 @@ enum class MsgType : uint16_t {
   joined = 106,
   peer_event = 107,
   heartbeat_ack = 108,
+  progress = 109,
 };
 
 // ---- messages --------------------------------------------------------
@@ -125,6 +128,18 @@ struct Heartbeat {
 struct Abort {
   std::string reason;
 };
+// Asks the server to watch this connection's heartbeats: a member silent for
+// window_ms is announced as failed. Answered with Ok. A client that never
+// sends Watch is never dropped for silence (unless the server was started
+// with a heartbeat timeout of its own).
+struct Watch {
+  uint32_t window_ms = 0;
+};
+// Asks for the last completed operation of every member of one generation of
+// this connection's job. Answered with Progress.
+struct ProgressQuery {
+  uint32_t generation = 0;
+};
 
 struct Ok {};
 struct Error {
@@ -145,6 +160,9 @@ struct MemberSummary {
 struct Joined {
   std::vector<uint8_t> unique_id;
   std::vector<MemberSummary> members;  // indexed by rank
+  // Warnings every rank should log, one a line: e.g. a rank whose NCCL
+  // address differs from the address its connection came from (NAT).
+  std::string notice;
 };
 enum class PeerEventKind : uint8_t { failed = 1, aborted = 2, left = 3, server_stopping = 4 };
 struct PeerEvent {
@@ -155,14 +173,21 @@ struct PeerEvent {
   std::string reason;
 };
 struct HeartbeatAck {};
+struct MemberProgress {
+  int32_t rank = -1;
+  std::string host;
+  uint32_t pid = 0;
+  uint64_t last_completed = 0;
+  uint32_t silent_ms = 0;  // since its last heartbeat (or since joining)
+};
+struct Progress {
+  std::vector<MemberProgress> members;  // sorted by rank; ranks gone are absent
+};
 
 using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat,
                              Abort, Challenge, Ok, Error, Value, Integer, Joined, PeerEvent,
-                             HeartbeatAck>;
+                             HeartbeatAck, Watch, ProgressQuery, Progress>;
 
-  // Warnings every rank should log, one a line: e.g. a rank whose NCCL
-  // address differs from the address its connection came from (NAT).
-  std::string notice;
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"
 

@@ -43,6 +43,8 @@ struct Conn {
   bool announced = false;       // its failure or abort was told to the job
   std::vector<uint64_t> parked; // ids of its parked requests (some may be done)
   Timer handshake_timer, frame_timer, heartbeat_timer;
+  std::chrono::milliseconds watch_window{0};  // from Watch: silence allowed before a drop
+  Clock::time_point last_heartbeat{};         // or the join, for Progress's silent_ms
   Timer idle_timer;              // see ServerOptions::idle_timeout
   Clock::time_point last_frame{};
 
@@ -90,11 +92,11 @@ struct Generation {
   std::vector<uint8_t> unique_id;
   std::unordered_map<std::string, int32_t> gpu_owner;  // host '\n' uuid -> rank
   std::string failure;
+  std::string notice;  // lines every rank is told with Joined
 };
 
 struct Job {
   std::string id;
-  std::string notice;  // lines every rank is told with Joined
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked ids
   std::unordered_set<ConnId> conns;
@@ -140,10 +142,6 @@ std::string key_list(const std::vector<std::string>& keys) {
   return out;
 }
 
-std::optional<int64_t> parse_int64(const std::vector<uint8_t>& v) {
-  const char* b = reinterpret_cast<const char*>(v.data());
-  const char* e = b + v.size();
-  int64_t out = 0;
 // The address part of "1.2.3.4:5" or "[::1]:5".
 std::string peer_address(const std::string& peer) {
   if (!peer.empty() && peer.front() == '[') {
@@ -170,6 +168,10 @@ std::string nat_notice(const MemberInfo& in, const std::string& peer) {
          "interface the other hosts can reach";
 }
 
+std::optional<int64_t> parse_int64(const std::vector<uint8_t>& v) {
+  const char* b = reinterpret_cast<const char*>(v.data());
+  const char* e = b + v.size();
+  int64_t out = 0;
   auto [p, ec] = std::from_chars(b, e, out);
   if (ec != std::errc() || p != e || v.empty()) return std::nullopt;
   return out;
@@ -458,7 +460,7 @@ struct ServerCore::Impl {
       } else {
         c.heartbeat_timer.reset();
         drop(c, 0, CC_SUCCESS,
-             "no heartbeat for " + std::to_string(opt.heartbeat_timeout.count()) +
+             "no heartbeat for " + std::to_string(heartbeat_window(c).count()) +
                  " ms (host down, process stopped or network cut)");
       }
     }
@@ -553,9 +555,20 @@ struct ServerCore::Impl {
         return true;
       case MsgType::heartbeat:
         for (Membership& ms : c.memberships) ms.last_completed = std::get<Heartbeat>(m).last_completed;
-        if (c.heartbeat_timer) arm(c.heartbeat_timer, now + opt.heartbeat_timeout, DeadlineKind::heartbeat, c.id);
+        c.last_heartbeat = now;
+        if (c.heartbeat_timer) arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
         send(c.id, rid, HeartbeatAck{});
         return true;
+      case MsgType::watch:
+        c.watch_window = std::chrono::milliseconds(std::get<Watch>(m).window_ms);
+        c.last_heartbeat = now;
+        if (c.watch_window.count() > 0)
+          arm(c.heartbeat_timer, now + c.watch_window, DeadlineKind::heartbeat, c.id);
+        else
+          disarm(c.heartbeat_timer);
+        send(c.id, rid, Ok{});
+        return true;
+      case MsgType::progress_query: return on_progress(c, rid, std::get<ProgressQuery>(m), now);
       case MsgType::abort: return on_abort(c, rid, std::get<Abort>(m));
       default:
         drop(c, rid, CC_ERR_RENDEZVOUS,
@@ -714,6 +727,29 @@ struct ServerCore::Impl {
     return true;
   }
 
+  // The silence a member may keep: what it asked for in Watch, else the server's option.
+  std::chrono::milliseconds heartbeat_window(const Conn& c) const {
+    return c.watch_window.count() > 0 ? c.watch_window : opt.heartbeat_timeout;
+  }
+
+  bool on_progress(Conn& c, uint32_t rid, const ProgressQuery& q, Clock::time_point now) {
+    Progress out;
+    for (ConnId id : c.job->members) {
+      auto it = conns.find(id);
+      if (it == conns.end()) continue;
+      const Conn& member = *it->second;
+      const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - member.last_heartbeat);
+      for (const Membership& m : member.memberships)
+        if (m.generation == q.generation)
+          out.members.push_back({m.rank, m.host, m.pid, m.last_completed,
+                                 static_cast<uint32_t>(std::clamp<int64_t>(silent.count(), 0, std::numeric_limits<uint32_t>::max()))});
+    }
+    std::sort(out.members.begin(), out.members.end(),
+              [](const MemberProgress& a, const MemberProgress& b) { return a.rank < b.rank; });
+    send(c.id, rid, out);
+    return true;
+  }
+
   bool on_abort(Conn& c, uint32_t rid, const Abort& a) {
     Job& job = *c.job;
     const std::string reason = a.reason.empty() ? "the rank called abort" : a.reason;
@@ -827,6 +863,10 @@ struct ServerCore::Impl {
     slot.parked = id;
     slot.info = in;
     if (in.rank == 0) gen.unique_id = j.unique_id;
+    if (std::string note = nat_notice(in, c.peer); !note.empty()) {
+      log().warn("{}: {}", where, note);
+      gen.notice += (gen.notice.empty() ? "" : "\n") + note;
+    }
     ++gen.joined;
     log().debug("{}: {} joined ({} of {})", where, me, gen.joined, gen.world_size);
     if (gen.joined == gen.world_size) complete(job, in.generation, gen, now);
@@ -837,6 +877,7 @@ struct ServerCore::Impl {
     gen.state = Generation::State::complete;
     Joined joined;
     joined.unique_id = gen.unique_id;
+    joined.notice = gen.notice;
     joined.members.reserve(gen.slots.size());
     for (int32_t r = 0; r < gen.world_size; ++r) {
       const MemberInfo& i = gen.slots.at(r).info;
@@ -851,8 +892,9 @@ struct ServerCore::Impl {
       Conn& c = *conns.at(s.conn);
       c.memberships.push_back({generation, s.info.rank, s.info.host, s.info.pid, 0});
       job.members.insert(c.id);
-      if (opt.heartbeat_timeout.count() > 0)
-        arm(c.heartbeat_timer, now + opt.heartbeat_timeout, DeadlineKind::heartbeat, c.id);
+      c.last_heartbeat = now;
+      if (heartbeat_window(c).count() > 0)
+        arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
       send(c.id, rid, joined);
     }
     gen.gpu_owner.clear();
@@ -887,10 +929,6 @@ struct ServerCore::Impl {
         std::to_string(gen.world_size) + " never joined job " + quote(job.id) + " (generation " +
         std::to_string(p.generation) + ") within " + std::to_string(p.timeout_ms) + " ms (" +
         std::to_string(gen.joined) + " joined); check that " + (missing.size() == 1 ? "it" : "they") +
-    if (std::string note = nat_notice(in, c.peer); !note.empty()) {
-      log().warn("{}: {}", where, note);
-      gen.notice += (gen.notice.empty() ? "" : "\n") + note;
-    }
         " started, use the same MASTER_ADDR, MASTER_PORT and job id, and can reach the server";
     fail_generation(job, p.generation, gen, CC_ERR_TIMEOUT, words);
   }
@@ -901,7 +939,6 @@ ServerCore::ServerCore(const ServerOptions& options, Sink& sink)
 ServerCore::~ServerCore() = default;
 
 bool ServerCore::on_connect(ConnId conn, const std::string& peer, Clock::time_point now) {
-    joined.notice = gen.notice;
   return impl_->on_connect(conn, peer, now);
 }
 void ServerCore::on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now) {

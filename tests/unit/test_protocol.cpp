@@ -37,6 +37,9 @@ std::vector<rv::Message> one_of_each() {
       joined,
       rv::PeerEvent{rv::PeerEventKind::aborted, 5, "node-5", 55, "boom"},
       rv::HeartbeatAck{},
+      rv::Watch{5000},
+      rv::ProgressQuery{3},
+      rv::Progress{{{0, "node-0", 10, 42, 7}, {1, "node-1", 11, 41, 1200}}},
   };
 }
 
@@ -87,6 +90,13 @@ TEST_CASE("every message type round-trips through a frame") {
   CHECK(j.info.gpu_uuid == "GPU-1234");
   CHECK(j.unique_id.size() == 128);
   CHECK(std::string(rv::type_name(rv::MsgType::peer_event)) == "peer-event");
+  auto p = decode_one(rv::encode_frame(2, rv::Progress{{{1, "node-1", 11, 41, 1200}}}));
+  const auto& progress = std::get<rv::Progress>(p.message);
+  REQUIRE(progress.members.size() == 1);
+  CHECK(progress.members[0].host == "node-1");
+  CHECK(progress.members[0].last_completed == 41);
+  CHECK(progress.members[0].silent_ms == 1200);
+  CHECK(std::get<rv::Watch>(decode_one(rv::encode_frame(3, rv::Watch{5000})).message).window_ms == 5000);
 }
 
 TEST_CASE("malformed frames are refused with their reason") {
