@@ -1,0 +1,121 @@
+// One rank of a job as the watchdog sees it, without CUDA: joins through the
+// rendezvous, hands its control channel to the process's watchdog and waits.
+// stdout: "READY <rank>", then "FAILED <words>" when the watchdog learns of a
+// failure (exit 3), or "LEFT" after "leave" arrives on stdin (exit 0).
+//   failure_member ADDR PORT JOB RANK WORLD [--interval MS] [--misses N]
+//                  [--external] [--no-watch] [--completed N]
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "client.hpp"
+#include "control_channel.hpp"
+#include "watchdog.hpp"
+
+namespace {
+
+class ChannelWatch final : public cc::Watched {
+ public:
+  ChannelWatch(cc::ControlChannel& channel, uint64_t completed) : channel_(channel), completed_(completed) {}
+  void watch_tick(std::chrono::steady_clock::time_point now) override {
+    if (auto f = channel_.poll(now, completed_)) {
+      std::printf("FAILED %s\n", f->story.c_str());
+      std::fflush(stdout);
+      std::_Exit(3);
+    }
+  }
+
+ private:
+  cc::ControlChannel& channel_;
+  uint64_t completed_;
+};
+
+char hostname_buf[256];
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 6) {
+    std::fprintf(stderr, "usage: failure_member ADDR PORT JOB RANK WORLD [options]\n");
+    return 2;
+  }
+  cc::ChannelOptions opt;
+  opt.rank = std::atoi(argv[4]);
+  const int world = std::atoi(argv[5]);
+  bool watch = true;
+  uint64_t completed = 0;
+  for (int i = 6; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--interval" && i + 1 < argc) opt.interval = std::chrono::milliseconds(std::atoi(argv[++i]));
+    else if (a == "--misses" && i + 1 < argc) opt.misses = std::atoi(argv[++i]);
+    else if (a == "--external") opt.server_in_rank0 = false;
+    else if (a == "--no-watch") watch = false;
+    else if (a == "--completed" && i + 1 < argc) completed = std::strtoull(argv[++i], nullptr, 10);
+  }
+  gethostname(hostname_buf, sizeof hostname_buf - 1);
+  opt.host = hostname_buf;
+  opt.pid = static_cast<uint32_t>(getpid());
+  opt.generation = 1;
+
+  cc::rv::ClientOptions co;
+  co.addr = argv[1];
+  co.port = std::atoi(argv[2]);
+  co.job_id = argv[3];
+  co.connect_timeout = std::chrono::milliseconds(10000);
+  std::unique_ptr<cc::rv::Client> client;
+  if (cc::Status st = cc::rv::Client::connect(co, &client); !st.ok()) {
+    std::printf("ERROR %s\n", st.message.c_str());
+    return 1;
+  }
+  cc::rv::Join join;
+  join.info.rank = opt.rank;
+  join.info.world_size = world;
+  join.info.generation = opt.generation;
+  join.info.host = opt.host;
+  join.info.pid = opt.pid;
+  join.info.nccl_version = 22809;
+  if (opt.rank == 0) join.unique_id.assign(128, 7);
+  join.timeout_ms = 20000;
+  cc::rv::Joined joined;
+  if (cc::Status st = client->join(join, &joined); !st.ok()) {
+    std::printf("ERROR %s\n", st.message.c_str());
+    return 1;
+  }
+  cc::ControlChannel channel(*client, opt);
+  ChannelWatch watched(channel, completed);
+  if (watch) {
+    if (cc::Status st = channel.start(); !st.ok()) {
+      std::printf("ERROR %s\n", st.message.c_str());
+      return 1;
+    }
+    cc::Watchdog::instance().add(&watched);
+  }
+  std::printf("READY %d\n", opt.rank);
+  std::fflush(stdout);
+
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "leave") {
+      if (watch) cc::Watchdog::instance().remove(&watched);
+      cc::Status st = client->leave();
+      std::printf(st.ok() ? "LEFT\n" : "ERROR %s\n", st.message.c_str());
+      std::fflush(stdout);
+      return st.ok() ? 0 : 1;
+    }
+    if (line.rfind("behind ", 0) == 0) {
+      std::printf("BEHIND %s\n",
+                  channel.behind_words(std::strtoull(line.c_str() + 7, nullptr, 10),
+                                       std::chrono::milliseconds(5000))
+                      .c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;  // stdin closed: the test is over
+}

@@ -1,0 +1,254 @@
+// Peer-failure detection without a GPU: ranks are failure_member processes
+// (control channel + watchdog, no NCCL) joined through an in-process server
+// started as cc-run and the embedded server start it (no server-side
+// heartbeat timeout: each member declares its own window).
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string member_exe() {
+  const char* p = std::getenv("FAILURE_MEMBER");
+  REQUIRE(p != nullptr);
+  return p;
+}
+
+std::string this_host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// A child process with a pipe to its stdin and one from its stdout.
+class Member {
+ public:
+  Member(int port, const std::string& job, int rank, int world, std::vector<std::string> extra = {}) {
+    int in[2], out[2];
+    REQUIRE(pipe(in) == 0);
+    REQUIRE(pipe(out) == 0);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      close(in[1]);
+      close(out[0]);
+      std::vector<std::string> args = {member_exe(), "127.0.0.1", std::to_string(port), job,
+                                       std::to_string(rank), std::to_string(world)};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~Member() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(to_);
+    close(from_);
+  }
+  Member(const Member&) = delete;
+  Member& operator=(const Member&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // The next line, or nullopt at the deadline or end of stream.
+  std::optional<std::string> line(milliseconds timeout) {
+    const auto until = Clock::now() + timeout;
+    for (;;) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string l = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return l;
+      }
+      const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
+      if (left <= 0) return std::nullopt;
+      pollfd p{from_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+      char b[4096];
+      const ssize_t n = read(from_, b, sizeof b);
+      if (n <= 0) return std::nullopt;
+      buf_.append(b, static_cast<size_t>(n));
+    }
+  }
+  void say(const std::string& s) {
+    const std::string l = s + "\n";
+    REQUIRE(write(to_, l.data(), l.size()) == static_cast<ssize_t>(l.size()));
+  }
+  void kill_now(int sig) { REQUIRE(kill(pid_, sig) == 0); }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1;
+  int from_ = -1;
+  std::string buf_;
+};
+
+std::unique_ptr<cc::rv::Server> start_server() {
+  cc::rv::ServerOptions o;
+  o.bind_addr = "127.0.0.1";
+  o.port = 0;
+  std::unique_ptr<cc::rv::Server> s;
+  cc::Status st = cc::rv::Server::start(o, &s);
+  INFO(st.message);
+  REQUIRE(st.ok());
+  return s;
+}
+
+std::vector<std::unique_ptr<Member>> start_job(int port, const std::string& job, int world,
+                                               std::vector<std::string> extra = {}) {
+  std::vector<std::unique_ptr<Member>> ms;
+  for (int r = 0; r < world; ++r) ms.push_back(std::make_unique<Member>(port, job, r, world, extra));
+  for (int r = 0; r < world; ++r) {
+    auto l = ms[r]->line(milliseconds(20000));
+    INFO("rank " << r << " said: " << l.value_or("(nothing)"));
+    REQUIRE(l == "READY " + std::to_string(r));
+  }
+  return ms;
+}
+
+long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+TEST_CASE("a rank killed with SIGKILL is named to every other rank within 200 ms") {
+  auto server = start_server();
+  auto ms = start_job(server->port(), "kill-one", 4);
+  const pid_t victim = ms[2]->pid();
+  const auto t0 = Clock::now();
+  ms[2]->kill_now(SIGKILL);
+  for (int r : {0, 1, 3}) {
+    auto l = ms[r]->line(milliseconds(2000));
+    const long long took = ms_since(t0);
+    INFO("rank " << r << " said after " << took << " ms: " << l.value_or("(nothing)"));
+    REQUIRE(l.has_value());
+    CHECK(l->rfind("FAILED ", 0) == 0);
+    CHECK(l->find("rank 2 (host " + this_host() + " pid " + std::to_string(victim) + ")") != std::string::npos);
+    CHECK(l->find("failed") != std::string::npos);
+    CHECK(l->find("Look at that rank's output") != std::string::npos);
+    CHECK(took <= 200);
+  }
+}
+
+TEST_CASE("a clean leave is not a failure, and a member that never heartbeats is not dropped") {
+  auto server = start_server();
+  // Rank 2 is a plain client: it joins but never asks to be watched.
+  auto ms = start_job(server->port(), "leave-one", 3);
+  Member plain(server->port(), "leave-plain", 0, 1, {"--no-watch"});
+  REQUIRE(plain.line(milliseconds(20000)) == "READY 0");
+  ms[1]->say("leave");
+  REQUIRE(ms[1]->line(milliseconds(5000)) == "LEFT");
+  // Past several heartbeat intervals of nothing: no one hears of a failure.
+  CHECK_FALSE(ms[0]->line(milliseconds(1500)).has_value());
+  CHECK_FALSE(ms[2]->line(milliseconds(10)).has_value());
+  plain.say("behind 1");  // still connected and answered after 1.5 s of silence
+  auto b = plain.line(milliseconds(5000));
+  REQUIRE(b.has_value());
+  CHECK(b->rfind("BEHIND ", 0) == 0);
+}
+
+TEST_CASE("a server that dies releases every rank, named as rank 0 when it lived there") {
+  SECTION("embedded in rank 0") {
+    auto server = start_server();
+    auto ms = start_job(server->port(), "server-dies", 3);
+    const pid_t rank0 = ms[0]->pid();
+    const auto t0 = Clock::now();
+    server->stop();
+    for (int r : {1, 2}) {
+      auto l = ms[r]->line(milliseconds(3000));
+      INFO("rank " << r << " said: " << l.value_or("(nothing)"));
+      REQUIRE(l.has_value());
+      CHECK(l->rfind("FAILED rank 0 (host " + this_host() + " pid " + std::to_string(rank0) + ")", 0) == 0);
+      CHECK(l->find("rendezvous server") != std::string::npos);
+      CHECK(ms_since(t0) <= 1000);
+    }
+  }
+  SECTION("a separate server (cc-run, cc-rendezvous)") {
+    auto server = start_server();
+    auto ms = start_job(server->port(), "daemon-dies", 2, {"--external"});
+    server->stop();
+    for (int r : {0, 1}) {
+      auto l = ms[r]->line(milliseconds(3000));
+      INFO("rank " << r << " said: " << l.value_or("(nothing)"));
+      REQUIRE(l.has_value());
+      CHECK(l->rfind("FAILED the rendezvous server at 127.0.0.1:", 0) == 0);
+      CHECK(l->find("is gone") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a stopped rank (no heartbeats) is named after its heartbeat window") {
+  auto server = start_server();
+  // 100 ms x 3 misses: a 300 ms window.
+  auto ms = start_job(server->port(), "silent-one", 3, {"--interval", "100", "--misses", "3"});
+  const pid_t victim = ms[1]->pid();
+  const auto t0 = Clock::now();
+  ms[1]->kill_now(SIGSTOP);
+  for (int r : {0, 2}) {
+    auto l = ms[r]->line(milliseconds(3000));
+    const long long took = ms_since(t0);
+    INFO("rank " << r << " said after " << took << " ms: " << l.value_or("(nothing)"));
+    REQUIRE(l.has_value());
+    CHECK(l->find("rank 1 (host " + this_host() + " pid " + std::to_string(victim) + ") failed") !=
+          std::string::npos);
+    CHECK(l->find("no heartbeat for 300 ms") != std::string::npos);
+    CHECK(took >= 150);
+    CHECK(took <= 1500);
+  }
+  ms[1]->kill_now(SIGKILL);
+}
+
+TEST_CASE("the rendezvous names the rank that is behind") {
+  auto server = start_server();
+  std::vector<std::unique_ptr<Member>> ms;
+  const std::vector<std::string> done = {"42", "41", "42"};
+  for (int r = 0; r < 3; ++r)
+    ms.push_back(std::make_unique<Member>(server->port(), "behind", r, 3,
+                                          std::vector<std::string>{"--interval", "50", "--completed", done[r]}));
+  for (int r = 0; r < 3; ++r) REQUIRE(ms[r]->line(milliseconds(20000)) == "READY " + std::to_string(r));
+  // Let a heartbeat carry each rank's number.
+  const auto until = Clock::now() + milliseconds(5000);
+  std::string words;
+  while (Clock::now() < until) {
+    ms[0]->say("behind 43");
+    words = ms[0]->line(milliseconds(5000)).value_or("");
+    if (words.find("#41") != std::string::npos) break;
+    usleep(50000);
+  }
+  INFO(words);
+  CHECK(words.rfind("BEHIND behind: rank 1 (host " + this_host() + " pid " + std::to_string(ms[1]->pid()) +
+                        ") last completed op #41",
+                    0) == 0);
+  CHECK(words.find("rank 2") == std::string::npos);
+  ms[2]->say("behind 42");  // nobody is behind op #42 except rank 1 at #41
+  auto w2 = ms[2]->line(milliseconds(5000)).value_or("");
+  CHECK(w2.find("rank 1") != std::string::npos);
+  ms[2]->say("behind 41");
+  auto w3 = ms[2]->line(milliseconds(5000)).value_or("");
+  CHECK(w3.find("none is known to be behind") != std::string::npos);
+}
