@@ -50,8 +50,10 @@ void note_in_group(cc_comm* c) {
 args::Caller caller(const char* call, const cc_comm* c) { return {call, c->rank, &c->host}; }
 
 // Runs one NCCL call on a checked communicator and maps the outcome.
+// count, dtype and stream describe the operation to the watchdog.
 template <class F>
-cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, F&& enqueue) {
+cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, size_t count,
+                cc_datatype_t dtype, cc_stream_t stream, F&& enqueue) {
   ncclResult_t r;
   {
     CallGuard guard(c);
@@ -64,7 +66,9 @@ cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, F&& enqueue
       r = nccl_wait_ready(c, c->nccl, Clock::now() + c->timeout);
     }
   }
-  c->ops_enqueued.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t seq = c->ops_enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (c->watch && (r == ncclSuccess || r == ncclInProgress))
+    c->watch->note(seq, call, count, dtype, to_cuda(stream), group.depth == 0);
   if (r == ncclSuccess) return succeed();
   if (r != ncclInProgress) return fail(nccl_failure(nccl_call, c, r));
   if (!comm_usable(c) || c->abort_requested.load()) return fail(comm_state_status(call, c));
@@ -107,7 +111,7 @@ CC_API cc_result_t cc_allreduce(const void* sendbuf, void* recvbuf, size_t count
   CC_CHECK(check_bytes(who, "count", count, 1, dtype, &bytes));
   CC_CHECK(check_buffer(who, "sendbuf", sendbuf, count));
   CC_CHECK(check_buffer(who, "recvbuf", recvbuf, count));
-  return cc::run(call, "ncclAllReduce", comm, [&] {
+  return cc::run(call, "ncclAllReduce", comm, count, dtype, stream, [&] {
     return ncclAllReduce(sendbuf, recvbuf, count, cc::to_nccl(dtype), cc::to_nccl(op),
                          comm->nccl, cc::to_cuda(stream));
   });
@@ -127,7 +131,7 @@ CC_API cc_result_t cc_broadcast(const void* sendbuf, void* recvbuf, size_t count
   CC_CHECK(check_bytes(who, "count", count, 1, dtype, &bytes));
   if (comm->rank == root) CC_CHECK(check_buffer(who, "sendbuf", sendbuf, count));
   CC_CHECK(check_buffer(who, "recvbuf", recvbuf, count));
-  return cc::run(call, "ncclBroadcast", comm, [&] {
+  return cc::run(call, "ncclBroadcast", comm, count, dtype, stream, [&] {
     return ncclBroadcast(sendbuf, recvbuf, count, cc::to_nccl(dtype), root, comm->nccl,
                          cc::to_cuda(stream));
   });
@@ -148,7 +152,7 @@ CC_API cc_result_t cc_reduce(const void* sendbuf, void* recvbuf, size_t count,
   CC_CHECK(check_bytes(who, "count", count, 1, dtype, &bytes));
   CC_CHECK(check_buffer(who, "sendbuf", sendbuf, count));
   if (comm->rank == root) CC_CHECK(check_buffer(who, "recvbuf", recvbuf, count));
-  return cc::run(call, "ncclReduce", comm, [&] {
+  return cc::run(call, "ncclReduce", comm, count, dtype, stream, [&] {
     return ncclReduce(sendbuf, recvbuf, count, cc::to_nccl(dtype), cc::to_nccl(op), root,
                       comm->nccl, cc::to_cuda(stream));
   });
@@ -167,7 +171,7 @@ CC_API cc_result_t cc_allgather(const void* sendbuf, void* recvbuf, size_t sendc
                        &bytes));
   CC_CHECK(check_buffer(who, "sendbuf", sendbuf, sendcount));
   CC_CHECK(check_buffer(who, "recvbuf", recvbuf, sendcount * static_cast<size_t>(comm->nranks)));
-  return cc::run(call, "ncclAllGather", comm, [&] {
+  return cc::run(call, "ncclAllGather", comm, sendcount, dtype, stream, [&] {
     return ncclAllGather(sendbuf, recvbuf, sendcount, cc::to_nccl(dtype), comm->nccl,
                          cc::to_cuda(stream));
   });
@@ -188,7 +192,7 @@ CC_API cc_result_t cc_reducescatter(const void* sendbuf, void* recvbuf, size_t r
                        &bytes));
   CC_CHECK(check_buffer(who, "sendbuf", sendbuf, recvcount * static_cast<size_t>(comm->nranks)));
   CC_CHECK(check_buffer(who, "recvbuf", recvbuf, recvcount));
-  return cc::run(call, "ncclReduceScatter", comm, [&] {
+  return cc::run(call, "ncclReduceScatter", comm, recvcount, dtype, stream, [&] {
     return ncclReduceScatter(sendbuf, recvbuf, recvcount, cc::to_nccl(dtype), cc::to_nccl(op),
                              comm->nccl, cc::to_cuda(stream));
   });
@@ -213,7 +217,7 @@ CC_API cc_result_t cc_alltoall(const void* sendbuf, void* recvbuf, size_t count,
                                          "cc_alltoall is not in-place, pass two buffers");
   // Grouped send/recv pairs: the same on every NCCL version.
   const size_t chunk = bytes / static_cast<size_t>(comm->nranks);
-  return cc::run(call, "ncclSend/ncclRecv (alltoall)", comm, [&] {
+  return cc::run(call, "ncclSend/ncclRecv (alltoall)", comm, count, dtype, stream, [&] {
     const auto type = cc::to_nccl(dtype);
     const auto s = cc::to_cuda(stream);
     ncclResult_t r = ncclGroupStart();
@@ -240,7 +244,7 @@ CC_API cc_result_t cc_send(const void* buf, size_t count, cc_datatype_t dtype, i
   CC_CHECK(check_rank(who, "peer", peer, comm->nranks));
   CC_CHECK(check_bytes(who, "count", count, 1, dtype, &bytes));
   CC_CHECK(check_buffer(who, "buf", buf, count));
-  return cc::run(call, "ncclSend", comm, [&] {
+  return cc::run(call, "ncclSend", comm, count, dtype, stream, [&] {
     return ncclSend(buf, count, cc::to_nccl(dtype), peer, comm->nccl, cc::to_cuda(stream));
   });
   CC_API_GUARD_END
@@ -257,7 +261,7 @@ CC_API cc_result_t cc_recv(void* buf, size_t count, cc_datatype_t dtype, int pee
   CC_CHECK(check_rank(who, "peer", peer, comm->nranks));
   CC_CHECK(check_bytes(who, "count", count, 1, dtype, &bytes));
   CC_CHECK(check_buffer(who, "buf", buf, count));
-  return cc::run(call, "ncclRecv", comm, [&] {
+  return cc::run(call, "ncclRecv", comm, count, dtype, stream, [&] {
     return ncclRecv(buf, count, cc::to_nccl(dtype), peer, comm->nccl, cc::to_cuda(stream));
   });
   CC_API_GUARD_END
@@ -266,7 +270,7 @@ CC_API cc_result_t cc_recv(void* buf, size_t count, cc_datatype_t dtype, int pee
 CC_API cc_result_t cc_barrier(cc_comm_t comm, cc_stream_t stream) {
   CC_API_GUARD_BEGIN
   CC_CHECK(cc::check_comm_handle("cc_barrier", comm));
-  return cc::run("cc_barrier", "ncclAllReduce (barrier)", comm, [&] {
+  return cc::run("cc_barrier", "ncclAllReduce (barrier)", comm, 1, CC_INT32, stream, [&] {
     return ncclAllReduce(comm->scratch, comm->scratch, 1, ncclInt32, ncclSum, comm->nccl,
                          cc::to_cuda(stream));
   });

@@ -19,6 +19,7 @@
 #include "log.hpp"
 #include "netif.hpp"
 #include "rendezvous_join.hpp"
+#include "watchdog.hpp"
 
 namespace cc {
 namespace {
@@ -83,8 +84,37 @@ void free_scratch(cc_comm* c) {
   c->scratch = nullptr;
 }
 
+// Hands a ready communicator to the process's watchdog (unless CC_WATCHDOG=0).
+// A communicator with a rendezvous connection gets a control channel: the
+// server watches its heartbeats from here on.
+Status start_watch(cc_comm* c, bool embedded) {
+  if (!Watchdog::enabled(env::process_env())) return Status::success();
+  std::unique_ptr<ControlChannel> channel;
+  if (c->client) {
+    ChannelOptions o;
+    o.rank = c->rank;
+    o.host = c->host;
+    o.pid = static_cast<uint32_t>(getpid());
+    o.generation = c->generation;
+    o.interval = milliseconds(c->config.heartbeat_ms);
+    o.misses = c->config.heartbeat_misses;
+    o.server_in_rank0 = embedded;
+    channel = std::make_unique<ControlChannel>(*c->client, o);
+    if (Status st = channel->start(); !st.ok()) return st;
+  }
+  if (Status st = CommWatch::create(c, std::move(channel), &c->watch); !st.ok()) return st;
+  Watchdog::instance().add(c->watch.get());
+  return Status::success();
+}
+
+void stop_watch(cc_comm* c) {
+  if (!c->watch) return;
+  Watchdog::instance().remove(c->watch.get());
+}
+
 // Frees what a half-made communicator holds, on an init failure.
 void discard(cc_comm* c) {
+  stop_watch(c);
   if (c->nccl != nullptr || c->nccl_ctl != nullptr) comm_abort_nccl(c);
   free_scratch(c);
   c->client.reset();
@@ -238,6 +268,10 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
     discard(c.get());
     return st;
   }
+  if (Status st = start_watch(c.get(), c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED); !st.ok()) {
+    discard(c.get());
+    return st;
+  }
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
   log().info("communicator ready: rank {} of {}, device {} ({}), host {}, job '{}' #{}, "
              "NCCL {}, in {} ms",
@@ -341,6 +375,12 @@ Status split_comm(cc_comm* parent, int color, int key, cc_comm_t* newcomm,
     comm_abort_nccl(c.get());
     return st;
   }
+  c->parent = parent;
+  if (Status st = start_watch(c.get(), false); !st.ok()) {
+    comm_abort_nccl(c.get());
+    free_scratch(c.get());
+    return st;
+  }
   log().debug("split: parent rank {} -> color {} rank {} of {}", parent->rank, color, c->rank,
               c->nranks);
   *newcomm = c.release();
@@ -363,6 +403,7 @@ bool finalize_nccl(cc_comm* c, ncclComm_t nccl, Clock::time_point deadline) {
 }
 
 void destroy_comm(std::unique_ptr<cc_comm> c) {
+  stop_watch(c.get());  // no tick runs on it from here on
   const bool healthy = comm_usable(c.get()) && !c->abort_requested.load();
   if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {
     const auto deadline = Clock::now() + c->timeout;
@@ -378,6 +419,7 @@ void destroy_comm(std::unique_ptr<cc_comm> c) {
   c->nccl = nullptr;
   c->nccl_ctl = nullptr;
   free_scratch(c.get());
+  c->watch.reset();  // its CUDA event, once NCCL is done with the streams
   if (c->client) {
     if (healthy) {
       if (Status st = c->client->leave(); !st.ok())

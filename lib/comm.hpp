@@ -15,6 +15,7 @@
 
 #include "cc/cc.h"
 #include "client.hpp"
+#include "comm_watch.hpp"
 #include "config.hpp"
 #include "embedded_server.hpp"
 #include "status.hpp"
@@ -62,6 +63,11 @@ struct cc_comm {
 
   // Operations enqueued so far; the watchdog compares it with completions.
   std::atomic<uint64_t> ops_enqueued{0};
+  // The watchdog's view of this communicator (null with CC_WATCHDOG=0), and
+  // for a split child its parent, whose failure it inherits (handles are
+  // never freed, so the pointer stays readable).
+  std::unique_ptr<cc::CommWatch> watch;
+  cc_comm* parent = nullptr;
 
   std::mutex failure_mu;
   std::string failure;  // the story behind a state other than ok

@@ -1,0 +1,97 @@
+// What the watchdog watches on one communicator: its control channel (peer
+// events, heartbeats carrying the last completed op), NCCL's asynchronous
+// errors on both NCCL communicators, a split child's parent, and the age of
+// the operations in flight.
+//
+// In-flight tracking costs the hot path a few relaxed stores: one CUDA event
+// per communicator is recorded on the caller's stream only when the previous
+// one has completed (the watchdog marks it free), so a loop of small
+// all-reduces records about one event per watchdog tick, not one per call.
+// When the caller stops calling, the watchdog records the event itself on the
+// stream of the last call, so the last operation is always covered.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include <cuda_runtime_api.h>
+
+#include "cc/cc.h"
+#include "control_channel.hpp"
+#include "status.hpp"
+#include "watchdog.hpp"
+
+struct cc_comm;
+
+namespace cc {
+
+class CommWatch final : public Watched {
+ public:
+  // `channel` is null for a communicator made by split (no connection of its own).
+  static Status create(cc_comm* comm, std::unique_ptr<ControlChannel> channel,
+                       std::unique_ptr<CommWatch>* out);
+  ~CommWatch() override;
+  CommWatch(const CommWatch&) = delete;
+  CommWatch& operator=(const CommWatch&) = delete;
+
+  // Hot path, on the calling thread after NCCL took operation `seq`.
+  // `track`: false inside cc_group_start/end (nothing launched yet).
+  void note(uint64_t seq, const char* call, size_t count, cc_datatype_t dtype, cudaStream_t stream,
+            bool track) noexcept {
+    OpRecord& r = ops_[seq % kOps];
+    r.call.store(call, std::memory_order_relaxed);
+    r.count.store(count, std::memory_order_relaxed);
+    r.dtype.store(static_cast<int>(dtype), std::memory_order_relaxed);
+    r.seq.store(seq, std::memory_order_release);
+    last_stream_.store(stream, std::memory_order_relaxed);
+    if (!track || event_state_.load(std::memory_order_relaxed) != kIdle) return;
+    int idle = kIdle;
+    if (!event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) return;
+    if (cudaEventRecord(event_, stream) == cudaSuccess) {
+      event_seq_ = seq;
+      event_state_.store(kPending, std::memory_order_release);
+    } else {
+      (void)cudaGetLastError();
+      event_state_.store(kIdle, std::memory_order_release);
+    }
+  }
+
+  void watch_tick(std::chrono::steady_clock::time_point now) override;
+
+  uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  ControlChannel* channel() { return channel_.get(); }
+
+ private:
+  static constexpr int kIdle = 0, kBusy = 1, kPending = 2;
+  static constexpr uint64_t kOps = 64;
+  struct OpRecord {
+    std::atomic<uint64_t> seq{0};
+    std::atomic<const char*> call{nullptr};
+    std::atomic<size_t> count{0};
+    std::atomic<int> dtype{0};
+  };
+  struct Failure;
+
+  CommWatch(cc_comm* comm, cudaEvent_t event, std::unique_ptr<ControlChannel> channel);
+  bool check_inflight(std::chrono::steady_clock::time_point now, Failure* f);
+  bool check_nccl(Failure* f);
+  std::string op_words(uint64_t seq) const;
+  std::string timeout_story(uint64_t waiting);
+
+  cc_comm* comm_;
+  cudaEvent_t event_;
+  std::unique_ptr<ControlChannel> channel_;
+  OpRecord ops_[kOps];
+  std::atomic<cudaStream_t> last_stream_{nullptr};
+  std::atomic<int> event_state_{kIdle};
+  uint64_t event_seq_ = 0;  // written by whoever moved the state to busy
+  std::atomic<uint64_t> completed_{0};
+  // Watchdog thread only:
+  std::chrono::steady_clock::time_point pending_since_{};
+  uint64_t quiet_enqueued_ = 0;
+  int quiet_ticks_ = 0;
+};
+
+}  // namespace cc
