@@ -166,6 +166,16 @@ if [ -x "$BUILD/examples/allreduce" ]; then
   run example-allreduce-by-hand bash -c by_hand && expect example-allreduce-by-hand "after all-reduce: 3.0" 2
 fi
 
+# Issue 4: a killed rank, a skipped collective, abort from threads, a rank
+# that never arrives; ranks by hand, words checked by the script.
+FAILURES_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_failures.sh
+if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$FAILURES_SH" ]; then
+  for scenario in kill-loop skip abort-threads init-missing; do
+    run "gpu-failures-$scenario" bash "$FAILURES_SH" "$BUILD/tests/gpu/gpu_failures" "$scenario" &&
+      expect "gpu-failures-$scenario" "gpu_failures: all passed" 1
+  done
+fi
+
 echo
 [ ${#failed_steps[@]} -gt 0 ] && printf 'failed: %s\n' "${failed_steps[@]}"
 echo "logs: $OUT"

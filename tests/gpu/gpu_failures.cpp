@@ -1,0 +1,208 @@
+// One rank of the failure scenarios of issue 4, started by gpu_failures.sh
+// with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT (ranks by hand, so the
+// script can kill one). With no GPU it says so and exits 77 (skipped).
+//
+//   gpu_failures kill-loop     loop large all-reduces until a call fails;
+//                              prints "ERROR_AT <realtime ns> <result> <words>"
+//   gpu_failures skip          20 all-reduces; rank 1 skips the 10th; rank 0
+//                              prints "ERROR_AT ..." when its deadline hits
+//   gpu_failures abort-threads 8 threads call cc_comm_abort 100 times each
+//                              while the main thread runs all-reduces
+//   gpu_failures init-missing  init a world of 2 with only this rank started
+// Every mode prints "OK <words>" on success and exits 0, else "FAIL <why>".
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "cc/cc.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+long long realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+int fail(const std::string& why) {
+  std::printf("FAIL %s\n", why.c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+std::string words(cc_result_t r) {
+  return std::string(cc_result_string(r)) + ": " + cc_last_error();
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+// Waits for the stream, polling, up to `limit`; the watchdog's abort is
+// what releases a stream stuck on a dead peer.
+bool wait_stream(cudaStream_t s, milliseconds limit) {
+  const auto until = Clock::now() + limit;
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(s);
+    if (e != cudaErrorNotReady) {
+      cudaGetLastError();
+      return true;
+    }
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+struct Buffers {
+  float* send = nullptr;
+  float* recv = nullptr;
+  explicit Buffers(size_t count) {
+    cudaMalloc(reinterpret_cast<void**>(&send), count * sizeof(float));
+    cudaMalloc(reinterpret_cast<void**>(&recv), count * sizeof(float));
+    cudaMemset(send, 0, count * sizeof(float));
+  }
+  ~Buffers() {
+    cudaFree(send);
+    cudaFree(recv);
+  }
+};
+
+// Loops all-reduces until one fails; prints when and how.
+int kill_loop(cc_comm_t comm, int rank, cudaStream_t s) {
+  const size_t count = 16u << 20;  // 64 MiB of float
+  Buffers b(count);
+  const auto until = Clock::now() + milliseconds(env_int("LOOP_MS", 60000));
+  bool said = false;
+  for (int i = 0; Clock::now() < until; ++i) {
+    cc_result_t r = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm,
+                                 reinterpret_cast<cc_stream_t>(s));
+    if (r == CC_SUCCESS && !wait_stream(s, milliseconds(30000)))
+      return fail("rank " + std::to_string(rank) + ": the stream did not finish within 30 s of a peer's death");
+    if (r == CC_SUCCESS && i >= 3) {
+      // One more call tells whether the watchdog failed the communicator meanwhile.
+      r = cc_allreduce(b.send, b.recv, 1, CC_FLOAT32, CC_SUM, comm, reinterpret_cast<cc_stream_t>(s));
+      if (r == CC_SUCCESS && !wait_stream(s, milliseconds(30000)))
+        return fail("rank " + std::to_string(rank) + ": the stream did not finish");
+    }
+    if (r != CC_SUCCESS) {
+      std::printf("ERROR_AT %lld %s %s\n", realtime_ns(), cc_result_string(r), cc_last_error());
+      std::fflush(stdout);
+      return r == CC_ERR_PEER_FAILED ? 0 : 1;
+    }
+    if (!said && i >= 3) {
+      std::printf("LOOPING %d\n", rank);
+      std::fflush(stdout);
+      said = true;
+    }
+  }
+  return fail("rank " + std::to_string(rank) + ": no call failed within LOOP_MS");
+}
+
+int skip(cc_comm_t comm, int rank, cudaStream_t s) {
+  const size_t count = 4u << 20;
+  Buffers b(count);
+  for (int i = 1; i <= 20; ++i) {
+    if (rank == 1 && i == 10) continue;
+    const cc_result_t r = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm,
+                                       reinterpret_cast<cc_stream_t>(s));
+    if (r == CC_SUCCESS && wait_stream(s, milliseconds(30000))) continue;
+    if (r == CC_SUCCESS) return fail("the stream did not finish within 30 s");
+    std::printf("ERROR_AT %lld %s %s\n", realtime_ns(), cc_result_string(r), cc_last_error());
+    std::fflush(stdout);
+    return r == CC_ERR_TIMEOUT ? 0 : 1;
+  }
+  // The last op never completes on rank 0: its watchdog names it at the
+  // deadline; one more call returns the timeout.
+  if (rank == 0) {
+    const cc_result_t r = cc_allreduce(b.send, b.recv, 1, CC_FLOAT32, CC_SUM, comm,
+                                       reinterpret_cast<cc_stream_t>(s));
+    std::printf("ERROR_AT %lld %s %s\n", realtime_ns(), cc_result_string(r), cc_last_error());
+    std::fflush(stdout);
+    return r == CC_ERR_TIMEOUT ? 0 : 1;
+  }
+  // Rank 1 stays until rank 0 has asked who is behind, then leaves.
+  std::this_thread::sleep_for(milliseconds(env_int("CC_TIMEOUT_MS", 3000) + 4000));
+  std::printf("OK rank 1 skipped op 10 and waited\n");
+  return 0;
+}
+
+int abort_threads(cc_comm_t comm, int rank, cudaStream_t s) {
+  const size_t count = 1u << 20;
+  Buffers b(count);
+  std::atomic<bool> go{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      while (!go) std::this_thread::yield();
+      for (int i = 0; i < 100; ++i)
+        if (cc_comm_abort(comm) != CC_SUCCESS) ++bad;
+    });
+  cc_result_t last = CC_SUCCESS;
+  for (int i = 0; i < 200; ++i) {
+    if (i == 20) go = true;
+    last = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm, reinterpret_cast<cc_stream_t>(s));
+    if (last != CC_SUCCESS) break;
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  wait_stream(s, milliseconds(30000));
+  if (bad != 0) return fail(std::to_string(bad.load()) + " cc_comm_abort calls did not return CC_SUCCESS");
+  const cc_result_t r = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm,
+                                     reinterpret_cast<cc_stream_t>(s));
+  if (r != CC_ERR_ABORTED && r != CC_ERR_PEER_FAILED)
+    return fail("after cc_comm_abort, cc_allreduce returned " + words(r));
+  if (cc_comm_abort(comm) != CC_SUCCESS) return fail("a later cc_comm_abort failed");
+  std::printf("OK rank %d: %s\n", rank, words(r).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
+    std::printf("SKIP no CUDA device here\n");
+    return 77;
+  }
+  if (mode == "probe") return 0;
+  const int rank = env_int("RANK", 0);
+  cc_comm_t comm = nullptr;
+  const auto t0 = Clock::now();
+  const cc_result_t init = cc_comm_init_from_env(&comm, nullptr);
+  if (mode == "init-missing") {
+    const long long took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    if (init != CC_ERR_TIMEOUT) return fail("init returned " + words(init) + ", not CC_ERR_TIMEOUT");
+    std::printf("OK after %lld ms: %s\n", took, cc_last_error());
+    return 0;
+  }
+  if (init != CC_SUCCESS) return fail("init: " + words(init));
+  int device = 0;
+  cc_comm_device(comm, &device);
+  cudaSetDevice(device);
+  cudaStream_t s = nullptr;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  int rc = 2;
+  if (mode == "kill-loop") rc = kill_loop(comm, rank, s);
+  else if (mode == "skip") rc = skip(comm, rank, s);
+  else if (mode == "abort-threads") rc = abort_threads(comm, rank, s);
+  else rc = fail("unknown mode '" + mode + "'");
+  cc_comm_destroy(comm);
+  cudaStreamDestroy(s);
+  return rc;
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Issue 4 on a GPU machine: ranks started by hand (RANK, WORLD_SIZE,
+# MASTER_ADDR, MASTER_PORT; rank 0 hosts the embedded server), one of them
+# killed or desynchronised, and the words of the survivor checked.
+#
+#   gpu_failures.sh BINARY [SCENARIO...]     (default: all of them)
+#   scenarios: kill-loop skip abort-threads init-missing
+#
+# Exit 0 when every scenario passed, 77 with no GPU, 1 otherwise. kill-loop
+# prints "DETECT_MS <ms>": from SIGKILL of rank 1 to rank 0's error
+# (tools/failure-bench.sh runs it repeatedly).
+set -u
+BIN=${1:?usage: gpu_failures.sh BINARY [SCENARIO...]}
+shift
+SCENARIOS=("$@")
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(kill-loop skip abort-threads init-missing)
+
+"$BIN" probe >/dev/null 2>&1
+rc=$?
+if [ $rc -eq 77 ]; then
+  echo "gpu_failures: no CUDA device here; skipped"
+  exit 77
+fi
+[ $rc -ne 0 ] && { echo "gpu_failures: $BIN probe failed ($rc)"; exit 1; }
+
+WORK=$(mktemp -d)
+trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+export CC_LOG_LEVEL=${CC_LOG_LEVEL:-warn}
+bad=0
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+now_ns() { date +%s%N; }
+
+# start RANK WORLD MODE [VAR=VALUE...]: one rank in the background, output in $WORK/rRANK.
+start() {
+  local rank=$1 world=$2 mode=$3
+  shift 3
+  env RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT "$@" \
+    "$BIN" "$mode" >"$WORK/r$rank" 2>&1 &
+  eval "PID$rank=$!"
+}
+# wait_for FILE PATTERN SECONDS
+wait_for() {
+  local i
+  for ((i = 0; i < $3 * 20; i++)); do
+    grep -q -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+# wait_pid PID SECONDS: its exit status, or 124 after SECONDS (then it is killed).
+wait_pid() {
+  local i
+  for ((i = 0; i < $2 * 20; i++)); do
+    if ! kill -0 "$1" 2>/dev/null; then
+      wait "$1"
+      return $?
+    fi
+    sleep 0.05
+  done
+  kill -9 "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+  return 124
+}
+check() {  # check NAME FILE PATTERN
+  if grep -q -- "$3" "$2"; then
+    echo "   ok: $1"
+  else
+    echo "   FAILED: $1: no '$3' in:"
+    sed 's/^/   | /' "$2"
+    bad=1
+  fi
+}
+show() { echo "   rank $1: $(grep -E '^(ERROR_AT|OK|FAIL)' "$WORK/r$1" | head -3)"; }
+
+kill_loop() {
+  PORT=$(free_port)
+  start 0 2 kill-loop
+  start 1 2 kill-loop
+  if ! wait_for "$WORK/r1" "LOOPING 1" 120 || ! wait_for "$WORK/r0" "LOOPING 0" 30; then
+    echo "   FAILED: the ranks did not start looping"; sed 's/^/   | /' "$WORK/r0" "$WORK/r1"; bad=1; return
+  fi
+  sleep 0.5
+  kill -9 "$PID1"
+  local killed=$(now_ns)
+  wait_pid "$PID0" 30
+  local rc=$?
+  wait "$PID1" 2>/dev/null
+  show 0
+  [ $rc -eq 0 ] || { echo "   FAILED: rank 0 exited with $rc"; bad=1; }
+  check "CC_ERR_PEER_FAILED" "$WORK/r0" "ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
+  check "names rank 1 and its pid" "$WORK/r0" "rank 1 (host [^ ]* pid $PID1)"
+  local at
+  at=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r0")
+  if [ -n "$at" ]; then
+    local ms=$(((at - killed) / 1000000))
+    echo "DETECT_MS $ms"
+    [ "$ms" -le 2000 ] || { echo "   FAILED: detection took $ms ms (> 2000)"; bad=1; }
+  fi
+}
+
+skip() {
+  PORT=$(free_port)
+  start 0 2 skip CC_TIMEOUT_MS=3000
+  start 1 2 skip CC_TIMEOUT_MS=3000
+  wait_pid "$PID0" 60
+  local rc0=$?
+  wait_pid "$PID1" 60
+  show 0
+  [ $rc0 -eq 0 ] || { echo "   FAILED: rank 0 exited with $rc0"; bad=1; }
+  check "CC_ERR_TIMEOUT" "$WORK/r0" "ERROR_AT [0-9]* CC_ERR_TIMEOUT"
+  check "the op rank 0 waits in" "$WORK/r0" "waits in op #20 cc_allreduce 4194304 x FLOAT32"
+  check "names the laggard" "$WORK/r0" "rank 1 (host [^ ]* pid $PID1) last completed op #19"
+}
+
+abort_threads() {
+  PORT=$(free_port)
+  start 0 2 abort-threads
+  start 1 2 abort-threads
+  wait_pid "$PID0" 120
+  local rc0=$?
+  wait_pid "$PID1" 120
+  local rc1=$?
+  show 0
+  show 1
+  [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || { echo "   FAILED: exit $rc0 / $rc1"; bad=1; }
+  check "rank 0 aborted cleanly" "$WORK/r0" "^OK rank 0: CC_ERR_"
+  check "rank 1 aborted cleanly" "$WORK/r1" "^OK rank 1: CC_ERR_"
+}
+
+init_missing() {
+  PORT=$(free_port)
+  start 0 2 init-missing CC_TIMEOUT_MS=3000
+  wait_pid "$PID0" 60
+  local rc=$?
+  show 0
+  [ $rc -eq 0 ] || { echo "   FAILED: rank 0 exited with $rc"; bad=1; }
+  check "names the missing rank" "$WORK/r0" "rank 1 of 2 never joined"
+  local ms
+  ms=$(awk '/^OK after/{print $3; exit}' "$WORK/r0")
+  [ -n "$ms" ] && { [ "$ms" -ge 2500 ] && [ "$ms" -le 10000 ] || { echo "   FAILED: $ms ms, want about 3000"; bad=1; }; }
+}
+
+for s in "${SCENARIOS[@]}"; do
+  echo "== $s"
+  case $s in
+    kill-loop) kill_loop ;;
+    skip) skip ;;
+    abort-threads) abort_threads ;;
+    init-missing) init_missing ;;
+    *) echo "unknown scenario $s"; bad=1 ;;
+  esac
+done
+[ $bad -eq 0 ] && echo "gpu_failures: all passed" || echo "gpu_failures: FAILED"
+exit $bad
