@@ -1,6 +1,7 @@
 #include "watchdog.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "log.hpp"
@@ -8,8 +9,28 @@
 namespace cc {
 
 Watchdog& Watchdog::instance() {
-  static Watchdog* dog = new Watchdog();
+  static Watchdog* dog = [] {
+    auto* d = new Watchdog();
+    // A program that exits with communicators alive: stop ticking before
+    // static destructors take away what a tick uses.
+    std::atexit([] { instance().shutdown(); });
+    return d;
+  }();
   return *dog;
+}
+
+void Watchdog::shutdown() {
+  std::unique_lock<std::mutex> lock(mu_);
+  watched_.clear();
+  running_id_ = 0;
+  cv_.notify_all();
+  std::thread t = std::move(thread_);
+  lock.unlock();
+  if (!t.joinable()) return;
+  if (t.get_id() == std::this_thread::get_id())
+    t.detach();  // exit() called from a tick
+  else
+    t.join();
 }
 
 bool Watchdog::enabled(const env::Getenv& getenv) {

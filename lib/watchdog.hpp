@@ -36,6 +36,8 @@ class Watchdog {
   void add(Watched* w);
   // After remove returns, w's watch_tick is not running and never runs again.
   void remove(Watched* w);
+  // Forgets everything watched and stops the thread (at exit).
+  void shutdown();
   bool running() const;
   size_t watched_count() const;
 

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "client.hpp"
 #include "control_channel.hpp"
@@ -117,5 +118,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  return 0;  // stdin closed: the test is over
+  // stdin closed (started in the background): stay until killed, or 60 s.
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  if (watch) cc::Watchdog::instance().remove(&watched);
+  return 0;
 }
