@@ -68,6 +68,13 @@ std::string CommWatch::op_words(uint64_t seq) const {
          dtype_words(r.dtype.load(std::memory_order_relaxed));
 }
 
+std::string CommWatch::progress_words() const {
+  const uint64_t enqueued = comm_->ops_enqueued.load(std::memory_order_acquire);
+  if (enqueued == 0) return "this rank had not called a collective yet";
+  return "this rank's last call was " + op_words(enqueued) + "; op #" + std::to_string(completed()) +
+         " is the last seen complete";
+}
+
 std::string CommWatch::timeout_story(uint64_t waiting) {
   const uint64_t done = completed();
   std::string story = "timed out: " + me(comm_) + " waits in " + op_words(waiting) +
@@ -167,7 +174,7 @@ void CommWatch::watch_tick(Clock::time_point now) {
     f.story = "its parent communicator (cc_comm_split) failed: " + st.message;
   } else if (peer) {
     f.state = CommState::peer_failed;
-    f.story = peer->story + "; this rank had completed op #" + std::to_string(completed());
+    f.story = peer->story + "; " + progress_words();
   } else {
     CallGuard guard(c);
     if (c->abort_requested.load(std::memory_order_seq_cst)) return;
@@ -179,7 +186,7 @@ void CommWatch::watch_tick(Clock::time_point now) {
         peer = channel_->poll(Clock::now(), completed());
         if (!peer) std::this_thread::sleep_for(milliseconds(5));
       }
-      if (peer) f = {CommState::peer_failed, peer->story + " (" + f.story + ")", false};
+      if (peer) f = {CommState::peer_failed, peer->story + "; " + progress_words() + " (" + f.story + ")", false};
     }
   }
   if (f.state == CommState::ok) return;

@@ -79,6 +79,7 @@ class CommWatch final : public Watched {
   bool check_nccl(Failure* f);
   std::string op_words(uint64_t seq) const;
   std::string timeout_story(uint64_t waiting);
+  std::string progress_words() const;
 
   cc_comm* comm_;
   cudaEvent_t event_;
