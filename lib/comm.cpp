@@ -590,7 +590,7 @@ CC_API cc_result_t cc_comm_abort(cc_comm_t comm) {
                             std::to_string(comm->rank) + " (host " + comm->host +
                             "); destroy it with cc_comm_destroy and create a new one";
   if (cc::comm_fail(comm, cc::CommState::aborted, story) && comm->client) {
-    if (cc::Status st = comm->client->abort(story); !st.ok())
+    if (cc::Status st = comm->client->abort_nowait(story); !st.ok())
       cc::log().debug("rank {}: telling the rendezvous about the abort: {}", comm->rank,
                       st.message);
   }

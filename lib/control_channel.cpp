@@ -132,7 +132,7 @@ std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds time
 }
 
 void ControlChannel::announce_abort(const std::string& story) {
-  if (Status st = client_.abort(story); !st.ok())
+  if (Status st = client_.abort_nowait(story); !st.ok())
     log().debug("rank {}: telling the rendezvous about the failure: {}", options_.rank, st.message);
 }
 

@@ -293,15 +293,24 @@ class TcpClient final : public Client {
   }
 
   Status heartbeat_nowait(uint64_t last_completed) override {
+    return send_nowait(Heartbeat{last_completed}, "a heartbeat");
+  }
+
+  Status abort_nowait(const std::string& reason) override {
+    return send_nowait(Abort{reason}, "an abort");
+  }
+
+  // Sends a request whose answer nobody waits for (it is dropped on arrival).
+  Status send_nowait(const Message& request, const std::string& what) {
     uint32_t id = next_id_.fetch_add(1);
     if (id == 0) id = next_id_.fetch_add(1);
     {
       std::lock_guard<std::mutex> lock(state_mu_);
       if (!broken_.ok()) return broken_;
     }
-    const std::vector<uint8_t> frame = encode_frame(id, Heartbeat{last_completed});
+    const std::vector<uint8_t> frame = encode_frame(id, request);
     std::lock_guard<std::mutex> lock(write_mu_);
-    Status s = send_all(frame, after(milliseconds(1000)), "a heartbeat");
+    Status s = send_all(frame, after(milliseconds(1000)), what);
     if (!s.ok() && s.code == CC_ERR_TIMEOUT) return mark_broken(s);  // a frame cut in half
     return s;
   }

@@ -61,6 +61,9 @@ class Client {
   // When a byte last arrived from the server (the connect time before that).
   virtual std::chrono::steady_clock::time_point last_heard() const = 0;
   virtual Status abort(const std::string& reason) = 0;
+  // Sends Abort without waiting for the answer: safe to call where blocking
+  // on a slow or unreachable server is not (cc_comm_abort, the watchdog).
+  virtual Status abort_nowait(const std::string& reason) = 0;
 
   // A peer event pushed by the server, waiting up to `timeout` for one.
   virtual std::optional<PeerEvent> next_event(std::chrono::milliseconds timeout) = 0;

@@ -4,6 +4,7 @@
 // failure (exit 3), or "LEFT" after "leave" arrives on stdin (exit 0).
 //   failure_member ADDR PORT JOB RANK WORLD [--interval MS] [--misses N]
 //                  [--external] [--no-watch] [--completed N]
+// stdin commands: "leave", "abort REASON", "behind SEQ" (prints "BEHIND <words>").
 #include <unistd.h>
 
 #include <atomic>
@@ -109,6 +110,14 @@ int main(int argc, char** argv) {
       std::printf(st.ok() ? "LEFT\n" : "ERROR %s\n", st.message.c_str());
       std::fflush(stdout);
       return st.ok() ? 0 : 1;
+    }
+    if (line.rfind("abort ", 0) == 0) {
+      // Twice, as cc_comm_abort may be called again: the server announces once.
+      channel.announce_abort(line.substr(6));
+      channel.announce_abort(line.substr(6));
+      std::printf("ABORTED\n");
+      std::fflush(stdout);
+      continue;
     }
     if (line.rfind("behind ", 0) == 0) {
       std::printf("BEHIND %s\n",

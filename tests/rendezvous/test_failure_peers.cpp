@@ -155,6 +155,28 @@ TEST_CASE("a rank killed with SIGKILL is named to every other rank within 200 ms
   }
 }
 
+TEST_CASE("an abort is announced once to every other rank, in its own words") {
+  auto server = start_server();
+  auto ms = start_job(server->port(), "abort-one", 3);
+  const auto t0 = Clock::now();
+  ms[1]->say("abort rank 1 gave up: CUDA out of memory");
+  REQUIRE(ms[1]->line(milliseconds(2000)) == "ABORTED");
+  for (int r : {0, 2}) {
+    auto l = ms[r]->line(milliseconds(2000));
+    INFO("rank " << r << " said: " << l.value_or("(nothing)"));
+    REQUIRE(l.has_value());
+    CHECK(l->rfind("FAILED rank 1 (host " + this_host() + " pid " + std::to_string(ms[1]->pid()) +
+                       ") aborted the job: rank 1 gave up: CUDA out of memory",
+                   0) == 0);
+    CHECK(ms_since(t0) <= 500);
+  }
+  // The aborting rank is not told of its own abort (it may hear of the
+  // others, which exit on their FAILED).
+  const auto own = ms[1]->line(milliseconds(300));
+  INFO("rank 1 said: " << own.value_or("(nothing)"));
+  CHECK(own.value_or("").find("FAILED rank 1 ") == std::string::npos);
+}
+
 TEST_CASE("a clean leave is not a failure, and a member that never heartbeats is not dropped") {
   auto server = start_server();
   // Rank 2 is a plain client: it joins but never asks to be watched.
