@@ -1,0 +1,148 @@
+// The server's side of the watchdog (issue 4), ServerCore driven directly
+// with a fake sink and clock: a member's own heartbeat window (Watch), members
+// that never heartbeat, and the Progress answer for "who is behind".
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "server_core.hpp"
+
+using namespace std::chrono_literals;
+namespace rv = cc::rv;
+
+namespace {
+
+class Sink : public rv::Sink {
+ public:
+  void send(rv::ConnId conn, uint32_t rid, const rv::Message& m) override {
+    rv::FrameReader r;
+    r.feed(rv::encode_frame(rid, m));
+    auto f = r.next();
+    REQUIRE(f);
+    out[conn].push_back(f->message);
+  }
+  void close(rv::ConnId conn, const std::string& reason) override { closed[conn] = reason; }
+  std::map<rv::ConnId, std::vector<rv::Message>> out;
+  std::map<rv::ConnId, std::string> closed;
+};
+
+struct Job {
+  explicit Job(int world, rv::ServerOptions o = {}) : options(o), core(options, sink) {
+    for (int r = 0; r < world; ++r) {
+      const auto id = static_cast<rv::ConnId>(r + 1);
+      REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now));
+      feed(id, rv::Hello{"job", "host-" + std::to_string(r), 100u + static_cast<uint32_t>(r), "test"});
+      rv::Join j;
+      j.info.rank = r;
+      j.info.world_size = world;
+      j.info.generation = 1;
+      j.info.host = "host-" + std::to_string(r);
+      j.info.pid = 100u + static_cast<uint32_t>(r);
+      j.info.nccl_version = 22809;
+      if (r == 0) j.unique_id.assign(128, 1);
+      feed(id, j);
+    }
+    for (int r = 0; r < world; ++r) {
+      auto& v = sink.out[static_cast<rv::ConnId>(r + 1)];
+      REQUIRE(std::holds_alternative<rv::Joined>(v.back()));
+      v.clear();
+    }
+  }
+  void feed(rv::ConnId id, const rv::Message& m) { core.on_bytes(id, rv::encode_frame(7, m), now); }
+  void advance(std::chrono::milliseconds d) {
+    now += d;
+    core.expire(now);
+  }
+  std::vector<rv::PeerEvent> events(rv::ConnId id) {
+    std::vector<rv::PeerEvent> ev;
+    for (const auto& m : sink.out[id])
+      if (auto* e = std::get_if<rv::PeerEvent>(&m)) ev.push_back(*e);
+    return ev;
+  }
+
+  rv::ServerOptions options;
+  Sink sink;
+  rv::ServerCore core;
+  rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;
+};
+
+}  // namespace
+
+TEST_CASE("members that never heartbeat are never dropped (no server-side timeout)") {
+  Job job(2);
+  job.advance(3600s);
+  CHECK(job.sink.closed.empty());
+  CHECK(job.events(1).empty());
+}
+
+TEST_CASE("a member that asked to be watched is announced after its own window") {
+  Job job(3);
+  job.feed(2, rv::Watch{1500});
+  REQUIRE(std::holds_alternative<rv::Ok>(job.sink.out[2].back()));
+  job.advance(1000ms);
+  job.feed(2, rv::Heartbeat{5});
+  REQUIRE(std::holds_alternative<rv::HeartbeatAck>(job.sink.out[2].back()));
+  job.advance(1400ms);  // 1400 ms since the last heartbeat: still inside the window
+  CHECK(job.sink.closed.count(2) == 0);
+  job.advance(200ms);
+  REQUIRE(job.sink.closed.count(2) == 1);
+  CHECK(job.sink.closed[2].find("no heartbeat for 1500 ms") != std::string::npos);
+  for (rv::ConnId other : {rv::ConnId{1}, rv::ConnId{3}}) {
+    auto ev = job.events(other);
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].kind == rv::PeerEventKind::failed);
+    CHECK(ev[0].rank == 1);
+    CHECK(ev[0].host == "host-1");
+    CHECK(ev[0].pid == 101);
+  }
+  // The members that did not ask are still there.
+  job.advance(3600s);
+  CHECK(job.sink.closed.size() == 1);
+}
+
+TEST_CASE("a watched member that leaves cleanly is not announced") {
+  Job job(2);
+  job.feed(2, rv::Watch{500});
+  job.feed(2, rv::Leave{});
+  job.advance(10s);
+  CHECK(job.sink.closed.count(2) == 0);
+  CHECK(job.events(1).empty());
+}
+
+TEST_CASE("Watch{0} stops the watch") {
+  Job job(2);
+  job.feed(1, rv::Watch{500});
+  job.feed(1, rv::Watch{0});
+  job.advance(10s);
+  CHECK(job.sink.closed.empty());
+}
+
+TEST_CASE("progress lists every member's last completed op, sorted by rank") {
+  Job job(3);
+  job.feed(3, rv::Heartbeat{42});
+  job.feed(1, rv::Heartbeat{42});
+  job.advance(700ms);
+  job.feed(2, rv::Heartbeat{41});
+  job.sink.out[1].clear();
+  job.feed(1, rv::ProgressQuery{1});
+  REQUIRE(job.sink.out[1].size() == 1);
+  const auto* p = std::get_if<rv::Progress>(&job.sink.out[1][0]);
+  REQUIRE(p != nullptr);
+  REQUIRE(p->members.size() == 3);
+  CHECK(p->members[0].rank == 0);
+  CHECK(p->members[1].rank == 1);
+  CHECK(p->members[1].last_completed == 41);
+  CHECK(p->members[1].host == "host-1");
+  CHECK(p->members[1].pid == 101);
+  CHECK(p->members[1].silent_ms == 0);
+  CHECK(p->members[2].last_completed == 42);
+  CHECK(p->members[2].silent_ms == 700);
+  // Another generation of the job: nobody.
+  job.sink.out[1].clear();
+  job.feed(1, rv::ProgressQuery{9});
+  const auto* none = std::get_if<rv::Progress>(&job.sink.out[1].at(0));
+  REQUIRE(none != nullptr);
+  CHECK(none->members.empty());
+}
