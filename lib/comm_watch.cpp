@@ -129,12 +129,16 @@ bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
   int idle = kIdle;
   if (!event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) return false;
   if (comm_->device >= 0) cudaSetDevice(comm_->device);
-  if (cudaEventRecord(event_, last_stream_.load(std::memory_order_relaxed)) == cudaSuccess) {
+  cudaStream_t stream = last_stream_.load(std::memory_order_relaxed);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const bool capturing = cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+                         capture != cudaStreamCaptureStatusNone;
+  if (!capturing && cudaEventRecord(event_, stream) == cudaSuccess) {
     event_seq_ = enqueued;
     pending_since_ = now;
     event_state_.store(kPending, std::memory_order_release);
   } else {
-    cudaGetLastError();  // the stream is gone: nothing of it can be tracked
+    cudaGetLastError();  // captured into a graph, or the stream is gone: not tracked
     completed_.store(enqueued, std::memory_order_relaxed);
     event_state_.store(kIdle, std::memory_order_release);
   }

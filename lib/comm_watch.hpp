@@ -49,6 +49,13 @@ class CommWatch final : public Watched {
     if (!track || event_state_.load(std::memory_order_relaxed) != kIdle) return;
     int idle = kIdle;
     if (!event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) return;
+    // Work captured into a CUDA graph runs later, at launch: not tracked.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+      (void)cudaGetLastError();
+      event_state_.store(kIdle, std::memory_order_release);
+      return;
+    }
     if (cudaEventRecord(event_, stream) == cudaSuccess) {
       event_seq_ = seq;
       event_state_.store(kPending, std::memory_order_release);
