@@ -1,5 +1,6 @@
 #include "errors.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "log.hpp"
@@ -30,7 +31,12 @@ cc_result_t succeed() {
 extern "C" CC_API const char* cc_last_error(void) { return cc::last_error.c_str(); }
 
 extern "C" CC_API const char* cc_result_string(cc_result_t result) {
-  switch (result) {
+  // A C caller may pass any int; read it as one, since loading an enum
+  // object that holds a value outside the enum's range is undefined in C++.
+  static_assert(sizeof(cc_result_t) == sizeof(int));
+  int code = 0;
+  std::memcpy(&code, &result, sizeof code);
+  switch (code) {
     case CC_SUCCESS: return "CC_SUCCESS: no error";
     case CC_ERR_INVALID_ARGUMENT: return "CC_ERR_INVALID_ARGUMENT: an argument is invalid";
     case CC_ERR_INVALID_USAGE: return "CC_ERR_INVALID_USAGE: the call is not valid in this state";
