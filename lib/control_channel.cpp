@@ -20,8 +20,9 @@ Status ControlChannel::start() {
                                     " to watch heartbeats failed: " + st.message);
   if (Status st = client_.heartbeat_nowait(0); !st.ok()) return st;
   next_heartbeat_ = Clock::now() + options_.interval;
+  // Rank 0's host and pid, for words when its embedded server goes away.
   rv::Progress progress;
-  if (client_.progress(options_.generation, &progress, milliseconds(10000)).ok())
+  if (client_.progress(options_.generation, 0, &progress, milliseconds(10000)).ok())
     for (const auto& m : progress.members) members_[m.rank] = m;
   return Status::success();
 }
@@ -103,7 +104,7 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
 
 std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds timeout) {
   rv::Progress progress;
-  if (Status st = client_.progress(options_.generation, &progress, timeout); !st.ok())
+  if (Status st = client_.progress(options_.generation, -1, &progress, timeout); !st.ok())
     return "the rendezvous could not say which rank is behind (" + st.message + ")";
   // The members furthest back (and behind this rank's op) are named: one that
   // skipped a call, or is stuck before it, stays at the lowest number.
@@ -124,7 +125,7 @@ std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds time
     return "behind: " + out +
            ". A rank that is behind skipped a collective or is stuck before it: compare the "
            "sequence of calls on every rank";
-  if (progress.members.size() < 2)
+  if (progress.members.empty())
     return "the rendezvous knows no other live member of this communicator";
   return "every other rank reported completing op #" + std::to_string(lowest) +
          " or later, so none is known to be behind; a rank may be waiting in a different "

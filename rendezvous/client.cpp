@@ -320,9 +320,10 @@ class TcpClient final : public Client {
                      "a watch request");
   }
 
-  Status progress(uint32_t generation, Progress* out, milliseconds timeout) override {
+  Status progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) override {
     Message reply;
-    if (Status s = transact(ProgressQuery{generation}, after(timeout), "a progress query", &reply); !s.ok())
+    if (Status s = transact(ProgressQuery{generation, rank}, after(timeout), "a progress query", &reply);
+        !s.ok())
       return s;
     auto* p = std::get_if<Progress>(&reply);
     if (p == nullptr) return unexpected(reply, "progress-query");

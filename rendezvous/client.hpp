@@ -55,7 +55,9 @@ class Client {
   // Asks the server to announce this member as failed after window of silence.
   virtual Status watch(std::chrono::milliseconds window) = 0;
   // Every member's last completed operation for one generation of the job.
-  virtual Status progress(uint32_t generation, Progress* out, std::chrono::milliseconds timeout) = 0;
+  // rank -1: the other members furthest behind (see ProgressQuery).
+  virtual Status progress(uint32_t generation, int32_t rank, Progress* out,
+                          std::chrono::milliseconds timeout) = 0;
   // Reads what the server sent so far without blocking (for next_event(0)).
   virtual void pump() = 0;
   // When a byte last arrived from the server (the connect time before that).

@@ -337,8 +337,11 @@ struct Codec<Watch> {
 template <>
 struct Codec<ProgressQuery> {
   static constexpr MsgType type = MsgType::progress_query;
-  static void put(Writer& w, const ProgressQuery& m) { w.u32(m.generation); }
-  static bool get(Reader& r, ProgressQuery& m) { return r.u32(m.generation); }
+  static void put(Writer& w, const ProgressQuery& m) {
+    w.u32(m.generation);
+    w.i32(m.rank);
+  }
+  static bool get(Reader& r, ProgressQuery& m) { return r.u32(m.generation) && r.i32(m.rank); }
 };
 template <>
 struct Codec<Progress> {

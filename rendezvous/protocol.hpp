@@ -135,10 +135,15 @@ struct Abort {
 struct Watch {
   uint32_t window_ms = 0;
 };
-// Asks for the last completed operation of every member of one generation of
-// this connection's job. Answered with Progress.
+// Asks for members' last completed operation in one generation of this
+// connection's job. rank >= 0: that member only. rank -1: the members other
+// than the asker that are furthest behind (the lowest number; at most
+// kMaxProgressMembers), so the answer stays small in a large job. Answered
+// with Progress.
+inline constexpr size_t kMaxProgressMembers = 64;
 struct ProgressQuery {
   uint32_t generation = 0;
+  int32_t rank = -1;
 };
 
 struct Ok {};

@@ -732,17 +732,26 @@ struct ServerCore::Impl {
     return c.watch_window.count() > 0 ? c.watch_window : opt.heartbeat_timeout;
   }
 
+  // One rank, or the others furthest behind: O(members) work, a small answer.
   bool on_progress(Conn& c, uint32_t rid, const ProgressQuery& q, Clock::time_point now) {
     Progress out;
+    uint64_t lowest = std::numeric_limits<uint64_t>::max();
     for (ConnId id : c.job->members) {
       auto it = conns.find(id);
-      if (it == conns.end()) continue;
+      if (it == conns.end() || (q.rank < 0 && id == c.id)) continue;
       const Conn& member = *it->second;
       const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - member.last_heartbeat);
-      for (const Membership& m : member.memberships)
-        if (m.generation == q.generation)
-          out.members.push_back({m.rank, m.host, m.pid, m.last_completed,
-                                 static_cast<uint32_t>(std::clamp<int64_t>(silent.count(), 0, std::numeric_limits<uint32_t>::max()))});
+      for (const Membership& m : member.memberships) {
+        if (m.generation != q.generation || (q.rank >= 0 && m.rank != q.rank)) continue;
+        if (q.rank < 0) {
+          if (m.last_completed > lowest) continue;
+          if (m.last_completed < lowest) out.members.clear();
+          lowest = m.last_completed;
+          if (out.members.size() >= kMaxProgressMembers) continue;
+        }
+        out.members.push_back({m.rank, m.host, m.pid, m.last_completed,
+                               static_cast<uint32_t>(std::clamp<int64_t>(silent.count(), 0, std::numeric_limits<uint32_t>::max()))});
+      }
     }
     std::sort(out.members.begin(), out.members.end(),
               [](const MemberProgress& a, const MemberProgress& b) { return a.rank < b.rank; });

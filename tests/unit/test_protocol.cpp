@@ -38,7 +38,7 @@ std::vector<rv::Message> one_of_each() {
       rv::PeerEvent{rv::PeerEventKind::aborted, 5, "node-5", 55, "boom"},
       rv::HeartbeatAck{},
       rv::Watch{5000},
-      rv::ProgressQuery{3},
+      rv::ProgressQuery{3, -1},
       rv::Progress{{{0, "node-0", 10, 42, 7}, {1, "node-1", 11, 41, 1200}}},
   };
 }

@@ -119,29 +119,39 @@ TEST_CASE("Watch{0} stops the watch") {
   CHECK(job.sink.closed.empty());
 }
 
-TEST_CASE("progress lists every member's last completed op, sorted by rank") {
-  Job job(3);
+TEST_CASE("progress names the other members furthest behind, or one rank") {
+  Job job(4);
   job.feed(3, rv::Heartbeat{42});
-  job.feed(1, rv::Heartbeat{42});
+  job.feed(1, rv::Heartbeat{40});  // the asker: never in its own answer
+  job.feed(4, rv::Heartbeat{41});
   job.advance(700ms);
   job.feed(2, rv::Heartbeat{41});
   job.sink.out[1].clear();
-  job.feed(1, rv::ProgressQuery{1});
+  job.feed(1, rv::ProgressQuery{1, -1});
   REQUIRE(job.sink.out[1].size() == 1);
   const auto* p = std::get_if<rv::Progress>(&job.sink.out[1][0]);
   REQUIRE(p != nullptr);
-  REQUIRE(p->members.size() == 3);
-  CHECK(p->members[0].rank == 0);
-  CHECK(p->members[1].rank == 1);
-  CHECK(p->members[1].last_completed == 41);
-  CHECK(p->members[1].host == "host-1");
-  CHECK(p->members[1].pid == 101);
-  CHECK(p->members[1].silent_ms == 0);
-  CHECK(p->members[2].last_completed == 42);
-  CHECK(p->members[2].silent_ms == 700);
+  REQUIRE(p->members.size() == 2);  // ranks 1 and 3 at #41, sorted by rank
+  CHECK(p->members[0].rank == 1);
+  CHECK(p->members[0].last_completed == 41);
+  CHECK(p->members[0].host == "host-1");
+  CHECK(p->members[0].pid == 101);
+  CHECK(p->members[0].silent_ms == 0);
+  CHECK(p->members[1].rank == 3);
+  CHECK(p->members[1].silent_ms == 700);
+  // One rank by number, the asker included.
+  job.sink.out[1].clear();
+  job.feed(1, rv::ProgressQuery{1, 2});
+  const auto* two = std::get_if<rv::Progress>(&job.sink.out[1].at(0));
+  REQUIRE(two != nullptr);
+  REQUIRE(two->members.size() == 1);
+  CHECK(two->members[0].last_completed == 42);
+  job.sink.out[1].clear();
+  job.feed(1, rv::ProgressQuery{1, 0});
+  CHECK(std::get<rv::Progress>(job.sink.out[1].at(0)).members.at(0).last_completed == 40);
   // Another generation of the job: nobody.
   job.sink.out[1].clear();
-  job.feed(1, rv::ProgressQuery{9});
+  job.feed(1, rv::ProgressQuery{9, -1});
   const auto* none = std::get_if<rv::Progress>(&job.sink.out[1].at(0));
   REQUIRE(none != nullptr);
   CHECK(none->members.empty());
