@@ -7,7 +7,9 @@
 #
 # Prints the GPUs and the libraries the binaries load, runs the gpu test
 # binaries under cc-run -n 2 and mpirun -n 2 (when present), then the
-# examples, each bounded by `timeout`. Logs go to OUT/<step>.log; the last
+# examples, then the failure scenarios of tests/gpu/gpu_failures.sh (a killed
+# rank, a skipped collective, abort from threads, a missing rank), each
+# bounded by `timeout`. Logs go to OUT/<step>.log; the last
 # line is "gpu suite: N passed, N failed". Exit status 0 only when all passed.
 # NCCL_LIB_DIR names a folder holding libnccl.so.2 when the loader cannot find one.
 set -u
