@@ -32,9 +32,11 @@ setup() {  # DIR SANITIZERS [meson options...]
   local dir=$1 san=$2
   shift 2
   [ -f "$dir/build.ninja" ] && return 0
+  local log
+  log=$(mktemp)
   meson setup "$dir" -Db_sanitize="$san" -Db_lundef=false -Dexamples=disabled -Dmpi=disabled \
-    ${CUDA_HOME:+-Dcudatoolkit=$CUDA_HOME} "$@" >"$dir.setup.log" 2>&1 \
-    || { cat "$dir.setup.log"; return 1; }
+    ${CUDA_HOME:+-Dcudatoolkit=$CUDA_HOME} "$@" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; return 1; }
+  rm -f "$log"
 }
 
 # The ninja targets that the named suites' (or tests') programs need.
