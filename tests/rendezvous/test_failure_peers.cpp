@@ -260,7 +260,8 @@ TEST_CASE("the rendezvous names the rank that is behind") {
   while (Clock::now() < until) {
     ms[0]->say("behind 43");
     words = ms[0]->line(milliseconds(5000)).value_or("");
-    if (words.find("#41") != std::string::npos) break;
+    // Under a sanitizer rank 2's first heartbeat may come later than rank 1's.
+    if (words.find("#41") != std::string::npos && words.find("rank 2") == std::string::npos) break;
     usleep(50000);
   }
   INFO(words);
