@@ -138,7 +138,7 @@ void choose_socket_ifname(cc_comm* c, const std::string& addr, rv::MemberInfo* i
   const std::string& src = choice.route.source_address;
   if (choice.ifname.empty() || src.rfind("127.", 0) == 0 || src == "::1") return;
   setenv("NCCL_SOCKET_IFNAME", ("=" + choice.ifname).c_str(), 0);
-  log().debug("rank {}: NCCL_SOCKET_IFNAME={} (the route to {} leaves from {})", c->rank,
+  log().info("rank {}: NCCL_SOCKET_IFNAME={} (the route to {} leaves from {})", c->rank,
               "=" + choice.ifname, addr, choice.route.source_address);
 }
 
