@@ -39,23 +39,27 @@ Status CommWatch::create(cc_comm* comm, std::unique_ptr<ControlChannel> channel,
   int saved = -1;
   if (cudaGetDevice(&saved) != cudaSuccess) saved = -1;
   if (comm->device >= 0 && comm->device != saved) cudaSetDevice(comm->device);
-  cudaEvent_t event = nullptr;
-  const cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  cudaEvent_t event = nullptr, tail = nullptr;
+  cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&tail, cudaEventDisableTiming);
   if (saved >= 0 && saved != comm->device) cudaSetDevice(saved);
   if (e != cudaSuccess) {
+    if (event != nullptr) cudaEventDestroy(event);
     cudaGetLastError();
     return make_status(CC_ERR_CUDA, me(comm) + ": creating the watchdog's CUDA event on device " +
                                         std::to_string(comm->device) + " failed: " + cudaGetErrorString(e));
   }
-  out->reset(new CommWatch(comm, event, std::move(channel)));
+  out->reset(new CommWatch(comm, event, tail, std::move(channel)));
   return Status::success();
 }
 
-CommWatch::CommWatch(cc_comm* comm, cudaEvent_t event, std::unique_ptr<ControlChannel> channel)
-    : comm_(comm), event_(event), channel_(std::move(channel)) {}
+CommWatch::CommWatch(cc_comm* comm, cudaEvent_t event, cudaEvent_t tail_event,
+                     std::unique_ptr<ControlChannel> channel)
+    : comm_(comm), event_(event), channel_(std::move(channel)), tail_event_(tail_event) {}
 
 CommWatch::~CommWatch() {
   if (event_ != nullptr) cudaEventDestroy(event_);
+  if (tail_event_ != nullptr) cudaEventDestroy(tail_event_);
 }
 
 std::string CommWatch::op_words(uint64_t seq) const {
@@ -116,33 +120,40 @@ bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
     return true;
   }
   if (state != kIdle) return false;
-  // Calls the hot path did not track: once the caller has been quiet for two
-  // ticks, record on its last stream so the newest operation is covered.
-  const uint64_t enqueued = comm_->ops_enqueued.load(std::memory_order_acquire);
-  if (enqueued <= completed()) return false;
-  if (enqueued != quiet_enqueued_) {
-    quiet_enqueued_ = enqueued;
-    quiet_ticks_ = 0;
+  // Calls made while `event_` was busy: the tail event follows the newest.
+  const uint64_t tail_seq = tail_seq_.load(std::memory_order_relaxed);
+  if (tail_seq <= completed()) return false;
+  int idle = kIdle;
+  if (!tail_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) return false;
+  // Read under kBusy: no call re-records it meanwhile.
+  const uint64_t seq = tail_seq_.load(std::memory_order_relaxed);
+  const cudaError_t e = cudaEventQuery(tail_event_);
+  tail_state_.store(kIdle, std::memory_order_release);
+  if (e == cudaSuccess) {
+    if (seq > completed()) completed_.store(seq, std::memory_order_relaxed);
+    tail_since_ = {};
     return false;
   }
-  if (++quiet_ticks_ < 2) return false;
-  int idle = kIdle;
-  if (!event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) return false;
-  if (comm_->device >= 0) cudaSetDevice(comm_->device);
-  cudaStream_t stream = last_stream_.load(std::memory_order_relaxed);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  const bool capturing = cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-                         capture != cudaStreamCaptureStatusNone;
-  if (!capturing && cudaEventRecord(event_, stream) == cudaSuccess) {
-    event_seq_ = enqueued;
-    pending_since_ = now;
-    event_state_.store(kPending, std::memory_order_release);
-  } else {
-    cudaGetLastError();  // captured into a graph, or the stream is gone: not tracked
-    completed_.store(enqueued, std::memory_order_relaxed);
-    event_state_.store(kIdle, std::memory_order_release);
+  if (e != cudaErrorNotReady) {
+    cudaGetLastError();
+    f->state = CommState::aborted;
+    f->story = me(comm_) + ": CUDA reported '" + cudaGetErrorString(e) + "' while " +
+               op_words(seq) + " ran. Look for a kernel fault in this process (compute-sanitizer)";
+    f->tell_others = true;
+    return true;
   }
-  return false;
+  // Timed from when this operation became the newest still running; newer
+  // calls restart the clock (the main event covers a caller that keeps going).
+  if (seq != tail_watched_seq_ || tail_since_ == Clock::time_point{}) {
+    tail_watched_seq_ = seq;
+    tail_since_ = now;
+    return false;
+  }
+  if (now - tail_since_ <= comm_->timeout) return false;
+  f->state = CommState::timed_out;
+  f->story = timeout_story(seq);
+  f->tell_others = true;
+  return true;
 }
 
 bool CommWatch::check_nccl(Failure* f) {

@@ -38,20 +38,25 @@ class CommWatch final : public Watched {
 
   // Hot path, on the calling thread after NCCL took operation `seq`.
   // `track`: false inside cc_group_start/end (nothing launched yet).
+  // `capturing`: whether `stream` captures a graph, when the caller knows
+  // (1/0); -1 = ask CUDA here.
   void note(uint64_t seq, const char* call, size_t count, cc_datatype_t dtype, cudaStream_t stream,
-            bool track) noexcept {
+            bool track, int capturing = -1) noexcept {
     OpRecord& r = ops_[seq % kOps];
     r.call.store(call, std::memory_order_relaxed);
     r.count.store(count, std::memory_order_relaxed);
     r.dtype.store(static_cast<int>(dtype), std::memory_order_relaxed);
     r.seq.store(seq, std::memory_order_release);
-    last_stream_.store(stream, std::memory_order_relaxed);
-    if (!track || event_state_.load(std::memory_order_relaxed) != kIdle) return;
+    if (!track) return;
     int idle = kIdle;
-    if (!event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) return;
+    if (event_state_.load(std::memory_order_relaxed) != kIdle ||
+        !event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) {
+      note_tail(seq, stream, capturing);
+      return;
+    }
     // Work captured into a CUDA graph runs later, at launch: not tracked.
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+    if (capturing < 0) capturing = is_capturing(stream) ? 1 : 0;
+    if (capturing != 0) {
       (void)cudaGetLastError();
       event_state_.store(kIdle, std::memory_order_release);
       return;
@@ -67,6 +72,30 @@ class CommWatch final : public Watched {
 
   void watch_tick(std::chrono::steady_clock::time_point now) override;
 
+  // True when `stream` is capturing a CUDA graph (or CUDA cannot say).
+  static bool is_capturing(cudaStream_t stream) noexcept {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
+      return capture != cudaStreamCaptureStatusNone;
+    (void)cudaGetLastError();
+    return true;
+  }
+
+  // While `event_` tracks an older operation, the newest one goes to the
+  // tail event (re-recorded by every such call, on the caller's thread while
+  // its stream surely exists); the watchdog never touches a stream itself,
+  // so a stream destroyed after its work finished is no hazard.
+  void note_tail(uint64_t seq, cudaStream_t stream, int capturing) noexcept {
+    int idle = kIdle;
+    if (!tail_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) return;
+    if (capturing < 0) capturing = is_capturing(stream) ? 1 : 0;
+    if (capturing == 0 && cudaEventRecord(tail_event_, stream) == cudaSuccess)
+      tail_seq_.store(seq, std::memory_order_relaxed);
+    else
+      (void)cudaGetLastError();
+    tail_state_.store(kIdle, std::memory_order_release);
+  }
+
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
   ControlChannel* channel() { return channel_.get(); }
 
@@ -81,7 +110,8 @@ class CommWatch final : public Watched {
   };
   struct Failure;
 
-  CommWatch(cc_comm* comm, cudaEvent_t event, std::unique_ptr<ControlChannel> channel);
+  CommWatch(cc_comm* comm, cudaEvent_t event, cudaEvent_t tail_event,
+            std::unique_ptr<ControlChannel> channel);
   bool check_inflight(std::chrono::steady_clock::time_point now, Failure* f);
   bool check_nccl(Failure* f);
   std::string op_words(uint64_t seq) const;
@@ -92,14 +122,16 @@ class CommWatch final : public Watched {
   cudaEvent_t event_;
   std::unique_ptr<ControlChannel> channel_;
   OpRecord ops_[kOps];
-  std::atomic<cudaStream_t> last_stream_{nullptr};
   std::atomic<int> event_state_{kIdle};
+  cudaEvent_t tail_event_;
+  std::atomic<int> tail_state_{kIdle};  // kBusy while a thread records or queries it
+  std::atomic<uint64_t> tail_seq_{0};   // the operation it was last recorded after
   uint64_t event_seq_ = 0;  // written by whoever moved the state to busy
   std::atomic<uint64_t> completed_{0};
   // Watchdog thread only:
   std::chrono::steady_clock::time_point pending_since_{};
-  uint64_t quiet_enqueued_ = 0;
-  int quiet_ticks_ = 0;
+  uint64_t tail_watched_seq_ = 0;
+  std::chrono::steady_clock::time_point tail_since_{};
 };
 
 }  // namespace cc
