@@ -53,7 +53,7 @@ args::Caller caller(const char* call, const cc_comm* c) { return {call, c->rank,
 // count, dtype and stream describe the operation to the watchdog.
 template <class F>
 cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, size_t count,
-                cc_datatype_t dtype, cc_stream_t stream, F&& enqueue) {
+                cc_datatype_t dtype, cc_stream_t stream, F&& enqueue, int capturing = -1) {
   ncclResult_t r;
   {
     CallGuard guard(c);
@@ -68,7 +68,7 @@ cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, size_t coun
   }
   const uint64_t seq = c->ops_enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
   if (c->watch && (r == ncclSuccess || r == ncclInProgress))
-    c->watch->note(seq, call, count, dtype, to_cuda(stream), group.depth == 0);
+    c->watch->note(seq, call, count, dtype, to_cuda(stream), group.depth == 0, capturing);
   if (r == ncclSuccess) return succeed();
   if (r != ncclInProgress) return fail(nccl_failure(nccl_call, c, r));
   if (!comm_usable(c) || c->abort_requested.load()) return fail(comm_state_status(call, c));
@@ -111,6 +111,21 @@ CC_API cc_result_t cc_allreduce(const void* sendbuf, void* recvbuf, size_t count
   CC_CHECK(check_bytes(who, "count", count, 1, dtype, &bytes));
   CC_CHECK(check_buffer(who, "sendbuf", sendbuf, count));
   CC_CHECK(check_buffer(who, "recvbuf", recvbuf, count));
+  // Small ones through cc's own kernel when the communicator has it (never
+  // inside a group: NCCL runs a group's work at cc_group_end).
+  if (comm->fast != nullptr && cc::group.depth == 0 &&
+      cc::fast::takes(count, cc::to_nccl(dtype), cc::to_nccl(op))) {
+    const bool capturing = cc::CommWatch::is_capturing(cc::to_cuda(stream));
+    return cc::run(
+        call, "cc's small all-reduce kernel (CUDA launch)", comm, count, dtype, stream,
+        [&] {
+          const cudaError_t e =
+              cc::fast::allreduce(comm->fast, sendbuf, recvbuf, count, cc::to_nccl(dtype),
+                                  cc::to_nccl(op), cc::to_cuda(stream), capturing);
+          return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+        },
+        capturing ? 1 : 0);
+  }
   return cc::run(call, "ncclAllReduce", comm, count, dtype, stream, [&] {
     return ncclAllReduce(sendbuf, recvbuf, count, cc::to_nccl(dtype), cc::to_nccl(op),
                          comm->nccl, cc::to_cuda(stream));

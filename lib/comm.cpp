@@ -16,6 +16,7 @@
 #include "device.hpp"
 #include "env.hpp"
 #include "errors.hpp"
+#include "fast_setup.hpp"
 #include "log.hpp"
 #include "netif.hpp"
 #include "rendezvous_join.hpp"
@@ -116,6 +117,7 @@ void stop_watch(cc_comm* c) {
 void discard(cc_comm* c) {
   stop_watch(c);
   if (c->nccl != nullptr || c->nccl_ctl != nullptr) comm_abort_nccl(c);
+  teardown_fast_allreduce(c, false);
   free_scratch(c);
   c->client.reset();
   if (c->server) c->server->release("", milliseconds(0));
@@ -268,6 +270,10 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
     discard(c.get());
     return st;
   }
+  if (Status st = setup_fast_allreduce(c.get(), deadline); !st.ok()) {
+    discard(c.get());
+    return st;
+  }
   if (Status st = start_watch(c.get(), c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED); !st.ok()) {
     discard(c.get());
     return st;
@@ -375,9 +381,21 @@ Status split_comm(cc_comm* parent, int color, int key, cc_comm_t* newcomm,
     comm_abort_nccl(c.get());
     return st;
   }
+  Status fast_st;
+  {
+    DeviceScope scope(c->device);
+    fast_st = setup_fast_allreduce(c.get(), deadline);
+  }
+  if (!fast_st.ok()) {
+    comm_abort_nccl(c.get());
+    teardown_fast_allreduce(c.get(), false);
+    free_scratch(c.get());
+    return fast_st;
+  }
   c->parent = parent;
   if (Status st = start_watch(c.get(), false); !st.ok()) {
     comm_abort_nccl(c.get());
+    teardown_fast_allreduce(c.get(), false);
     free_scratch(c.get());
     return st;
   }
@@ -408,6 +426,7 @@ void destroy_comm(std::unique_ptr<cc_comm> c) {
   if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {
     const auto deadline = Clock::now() + c->timeout;
     DeviceScope scope(c->device);
+    teardown_fast_allreduce(c.get(), true);
     bool ok = c->nccl == nullptr || finalize_nccl(c.get(), c->nccl, deadline);
     if (ok) c->nccl = nullptr;
     ok = ok && (c->nccl_ctl == nullptr || finalize_nccl(c.get(), c->nccl_ctl, deadline));
@@ -418,6 +437,10 @@ void destroy_comm(std::unique_ptr<cc_comm> c) {
   }
   c->nccl = nullptr;
   c->nccl_ctl = nullptr;
+  {
+    DeviceScope scope(c->device);
+    teardown_fast_allreduce(c.get(), false);  // no-op when freed above
+  }
   free_scratch(c.get());
   c->watch.reset();  // its CUDA event, once NCCL is done with the streams
   if (c->client) {
@@ -486,6 +509,7 @@ bool comm_fail(cc_comm* comm, CommState state, const std::string& story, int cal
 
 void comm_abort_nccl(cc_comm* comm, int calls_held) {
   if (comm->abort_requested.exchange(true, std::memory_order_seq_cst)) return;
+  fast::request_abort(comm->fast);  // its kernels poll for this; NCCL's abort won't reach them
   if (comm->nccl == nullptr && comm->nccl_ctl == nullptr) return;
   const auto until = Clock::now() + milliseconds(500);
   while (comm->calls_in_flight.load(std::memory_order_seq_cst) > calls_held &&

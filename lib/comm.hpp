@@ -18,6 +18,7 @@
 #include "comm_watch.hpp"
 #include "config.hpp"
 #include "embedded_server.hpp"
+#include "fast_allreduce.hpp"
 #include "status.hpp"
 
 namespace cc {
@@ -55,6 +56,9 @@ struct cc_comm {
   std::atomic<bool> abort_requested{false};
   std::atomic<int> calls_in_flight{0};
   int* scratch = nullptr;                 // one device int for cc_barrier
+  // cc's own small-message all-reduce, when every rank could make it
+  // (lib/fast_allreduce.hpp); null means ncclAllReduce for every size.
+  cc::fast::Channel* fast = nullptr;
 
   // The control channel (issue 4's watchdog reads peer events from it) and,
   // on rank 0 in embedded mode, its share of the rendezvous server.

@@ -162,6 +162,29 @@ Status resolve_config(const cc_config_t* config, const env::Getenv& getenv, Reso
     return s;
   }
 
+  if (has_field(config, CC_FIELD_END(fast_allreduce)) &&
+      config->fast_allreduce != CC_CONFIG_UNDEF_INT) {
+    if (config->fast_allreduce < CC_FAST_ALLREDUCE_OFF ||
+        config->fast_allreduce > CC_FAST_ALLREDUCE_REQUIRE) {
+      return invalid("config.fast_allreduce=" + std::to_string(config->fast_allreduce) +
+                     " is none of CC_FAST_ALLREDUCE_OFF, _AUTO and _REQUIRE");
+    }
+    r.fast_allreduce = config->fast_allreduce;
+  } else if (const char* mode = getenv("CC_FAST_ALLREDUCE")) {
+    const std::string m = mode;
+    if (m == "0") {
+      r.fast_allreduce = CC_FAST_ALLREDUCE_OFF;
+    } else if (m == "1") {
+      r.fast_allreduce = CC_FAST_ALLREDUCE_AUTO;
+    } else if (m == "require") {
+      r.fast_allreduce = CC_FAST_ALLREDUCE_REQUIRE;
+    } else {
+      return invalid("CC_FAST_ALLREDUCE='" + m +
+                     "' is none of 0 (always ncclAllReduce), 1 (cc's small all-reduce kernel "
+                     "where it can run; the default) and require (fail where it cannot)");
+    }
+  }
+
   *out = std::move(r);
   return Status::success();
 }

@@ -18,6 +18,7 @@ struct ResolvedConfig {
   int rendezvous = CC_RENDEZVOUS_EMBEDDED;
   int heartbeat_ms = 1000;
   int heartbeat_misses = 5;
+  int fast_allreduce = CC_FAST_ALLREDUCE_AUTO;
 };
 
 // NULL config = all defaults (still overridden by the environment). A config

@@ -172,7 +172,7 @@ fi
 # that never arrives; ranks by hand, words checked by the script.
 FAILURES_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_failures.sh
 if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$FAILURES_SH" ]; then
-  for scenario in kill-loop skip abort-threads init-missing; do
+  for scenario in kill-loop kill-small skip skip-small abort-threads init-missing; do
     run "gpu-failures-$scenario" bash "$FAILURES_SH" "$BUILD/tests/gpu/gpu_failures" "$scenario" &&
       expect "gpu-failures-$scenario" "gpu_failures: all passed" 1
   done

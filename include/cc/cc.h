@@ -85,6 +85,13 @@ typedef enum cc_redop {
 #define CC_RENDEZVOUS_EMBEDDED 1 /* rank 0 hosts a server on MASTER_PORT (default) */
 #define CC_RENDEZVOUS_EXTERNAL 2 /* a running cc-rendezvous (or cc-run) serves the job */
 
+/* config.fast_allreduce: all-reduces of up to 64 KiB on ranks of one NVLink
+ * domain through cc's own kernel on NCCL's device API (NCCL 2.28+, the same
+ * NCCL at run time as at build time), else through ncclAllReduce. */
+#define CC_FAST_ALLREDUCE_OFF 0
+#define CC_FAST_ALLREDUCE_AUTO 1
+#define CC_FAST_ALLREDUCE_REQUIRE 2
+
 #define CC_CONFIG_UNDEF_INT INT32_MIN
 #define CC_CONFIG_UNDEF_PTR NULL
 #define CC_CONFIG_MAGIC 0xcc0c0f19u
@@ -103,6 +110,8 @@ typedef struct cc_config {
   int rendezvous;        /* CC_RENDEZVOUS_EMBEDDED or _EXTERNAL; CC_RENDEZVOUS=embedded|external */
   int heartbeat_ms;      /* control-channel heartbeat interval; CC_HEARTBEAT_MS; default 1000 */
   int heartbeat_misses;  /* heartbeats missed before a peer is declared dead; CC_HEARTBEAT_MISSES; default 5 */
+  int fast_allreduce;    /* cc's small all-reduce kernel: CC_FAST_ALLREDUCE_OFF, _AUTO (default) or
+                            _REQUIRE (init fails where it cannot run); CC_FAST_ALLREDUCE=0|1|require */
 } cc_config_t;
 
 #define CC_CONFIG_INIT                                                        \
@@ -114,7 +123,8 @@ typedef struct cc_config {
     CC_CONFIG_UNDEF_PTR,  /* token */                                         \
     CC_CONFIG_UNDEF_INT,  /* rendezvous */                                    \
     CC_CONFIG_UNDEF_INT,  /* heartbeat_ms */                                  \
-    CC_CONFIG_UNDEF_INT   /* heartbeat_misses */                              \
+    CC_CONFIG_UNDEF_INT,  /* heartbeat_misses */                              \
+    CC_CONFIG_UNDEF_INT   /* fast_allreduce */                                \
   }
 
 /* ------------------------------------------------------- communicators */

@@ -83,7 +83,9 @@ struct Buffers {
 
 // Loops all-reduces until one fails; prints when and how.
 int kill_loop(cc_comm_t comm, int rank, cudaStream_t s) {
-  const size_t count = 16u << 20;  // 64 MiB of float
+  // 64 MiB of float by default; LOOP_COUNT=256 keeps every call on cc's
+  // small all-reduce kernel, whose spinning must end when the peer dies.
+  const size_t count = static_cast<size_t>(env_int("LOOP_COUNT", 16 << 20));
   Buffers b(count);
   const auto until = Clock::now() + milliseconds(env_int("LOOP_MS", 60000));
   bool said = false;
@@ -113,7 +115,7 @@ int kill_loop(cc_comm_t comm, int rank, cudaStream_t s) {
 }
 
 int skip(cc_comm_t comm, int rank, cudaStream_t s) {
-  const size_t count = 4u << 20;
+  const size_t count = static_cast<size_t>(env_int("LOOP_COUNT", 4 << 20));
   Buffers b(count);
   for (int i = 1; i <= 20; ++i) {
     if (rank == 1 && i == 10) continue;

@@ -4,7 +4,7 @@
 # killed or desynchronised, and the words of the survivor checked.
 #
 #   gpu_failures.sh BINARY [SCENARIO...]     (default: all of them)
-#   scenarios: kill-loop skip abort-threads init-missing
+#   scenarios: kill-loop kill-small skip skip-small abort-threads init-missing
 #
 # Exit 0 when every scenario passed, 77 with no GPU, 1 otherwise. kill-loop
 # prints "DETECT_MS <ms>": from SIGKILL of rank 1 to rank 0's error
@@ -13,7 +13,7 @@ set -u
 BIN=${1:?usage: gpu_failures.sh BINARY [SCENARIO...]}
 shift
 SCENARIOS=("$@")
-[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(kill-loop skip abort-threads init-missing)
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(kill-loop kill-small skip skip-small abort-threads init-missing)
 
 "$BIN" probe >/dev/null 2>&1
 rc=$?
@@ -76,10 +76,10 @@ check() {  # check NAME FILE PATTERN
 }
 show() { echo "   rank $1: $(grep -E '^(ERROR_AT|OK|FAIL)' "$WORK/r$1" | head -3)"; }
 
-kill_loop() {
+kill_loop() {  # kill_loop [VAR=VALUE...]: both ranks get the variables
   PORT=$(free_port)
-  start 0 2 kill-loop
-  start 1 2 kill-loop
+  start 0 2 kill-loop "$@"
+  start 1 2 kill-loop "$@"
   if ! wait_for "$WORK/r1" "LOOPING 1" 120 || ! wait_for "$WORK/r0" "LOOPING 0" 30; then
     echo "   FAILED: the ranks did not start looping"; sed 's/^/   | /' "$WORK/r0" "$WORK/r1"; bad=1; return
   fi
@@ -103,16 +103,17 @@ kill_loop() {
 }
 
 skip() {
+  local count=${1:-4194304}  # 256: cc's small all-reduce kernel spins on rank 0
   PORT=$(free_port)
-  start 0 2 skip CC_TIMEOUT_MS=3000
-  start 1 2 skip CC_TIMEOUT_MS=3000
+  start 0 2 skip CC_TIMEOUT_MS=3000 LOOP_COUNT=$count
+  start 1 2 skip CC_TIMEOUT_MS=3000 LOOP_COUNT=$count
   wait_pid "$PID0" 60
   local rc0=$?
   wait_pid "$PID1" 60
   show 0
   [ $rc0 -eq 0 ] || { echo "   FAILED: rank 0 exited with $rc0"; bad=1; }
   check "CC_ERR_TIMEOUT" "$WORK/r0" "ERROR_AT [0-9]* CC_ERR_TIMEOUT"
-  check "the op rank 0 waits in" "$WORK/r0" "waits in op #20 cc_allreduce 4194304 x FLOAT32"
+  check "the op rank 0 waits in" "$WORK/r0" "waits in op #20 cc_allreduce $count x FLOAT32"
   check "names the laggard" "$WORK/r0" "rank 1 (host [^ ]* pid $PID1) last completed op #19"
 }
 
@@ -148,7 +149,9 @@ for s in "${SCENARIOS[@]}"; do
   echo "== $s"
   case $s in
     kill-loop) kill_loop ;;
+    kill-small) kill_loop LOOP_COUNT=256 ;;
     skip) skip ;;
+    skip-small) skip 256 ;;
     abort-threads) abort_threads ;;
     init-missing) init_missing ;;
     *) echo "unknown scenario $s"; bad=1 ;;

@@ -260,9 +260,15 @@ TEST_CASE("config: a struct not from CC_CONFIG_INIT is refused") {
 TEST_CASE("config: the environment fills undefined fields; set fields win") {
   FakeEnv env{{{"CC_DEVICE", "3"}, {"CC_TIMEOUT_MS", "1500"}, {"CC_JOB_ID", "job-env"},
                {"CC_RENDEZVOUS_TOKEN", "secret"}, {"CC_RENDEZVOUS", "external"},
-               {"CC_HEARTBEAT_MS", "250"}, {"CC_HEARTBEAT_MISSES", "8"}}};
+               {"CC_HEARTBEAT_MS", "250"}, {"CC_HEARTBEAT_MISSES", "8"},
+               {"CC_FAST_ALLREDUCE", "require"}}};
   cc::ResolvedConfig r;
+  CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_AUTO);  // the default
   REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_REQUIRE);
+  env.vars["CC_FAST_ALLREDUCE"] = "0";
+  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_OFF);
   CHECK(r.device == 3);
   CHECK(r.timeout_ms == 1500);
   CHECK(r.job_id == "job-env");
@@ -279,7 +285,9 @@ TEST_CASE("config: the environment fills undefined fields; set fields win") {
   config.rendezvous = CC_RENDEZVOUS_EMBEDDED;
   config.heartbeat_ms = 100;
   config.heartbeat_misses = 2;
+  config.fast_allreduce = CC_FAST_ALLREDUCE_AUTO;
   REQUIRE(cc::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_AUTO);
   CHECK(r.device == 1);
   CHECK(r.timeout_ms == 700);
   CHECK(r.job_id == "job-config");
@@ -327,6 +335,7 @@ TEST_CASE("config: malformed values name the variable or field") {
       {"CC_HEARTBEAT_MS", "0", "CC_HEARTBEAT_MS=0 is out of range 1.."},
       {"CC_HEARTBEAT_MISSES", "x", "CC_HEARTBEAT_MISSES='x' is not an integer"},
       {"CC_RENDEZVOUS_TOKEN", "", "CC_RENDEZVOUS_TOKEN='' is empty"},
+      {"CC_FAST_ALLREDUCE", "yes", "CC_FAST_ALLREDUCE='yes' is none of 0"},
   };
   for (const Case& c : cases) {
     FakeEnv env{{{c.var, c.value}}};
@@ -349,6 +358,11 @@ TEST_CASE("config: malformed values name the variable or field") {
   s = cc::resolve_config(&config, env.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("config.rendezvous=9"));
+  config = CC_CONFIG_INIT;
+  config.fast_allreduce = 5;
+  s = cc::resolve_config(&config, env.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("config.fast_allreduce=5"));
   config = CC_CONFIG_INIT;
   config.job_id = "";
   s = cc::resolve_config(&config, env.getenv(), &r);
