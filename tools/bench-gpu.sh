@@ -2,7 +2,7 @@
 # Runs cc-bench on a GPU machine (2 GPUs of one host by default) for
 # docs/PERFORMANCE.md: every collective next to raw NCCL, cc_mem_alloc
 # buffers and CUDA graphs. Each run is bounded by `timeout`; the whole
-# script stays under about 5.5 minutes.
+# script stays under about 7 minutes.
 #   usage: tools/bench-gpu.sh BUILD_DIR OUT_DIR [RANKS]
 # Then, on any machine: tools/perf-report.py OUT_DIR
 set -uo pipefail
@@ -18,7 +18,7 @@ done
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0   # NVLink SHARP off: the GPU hosts we measure on need it
 
-end=$((SECONDS + 330))
+end=$((SECONDS + 420))
 failed=0
 
 # step NAME LIMIT_S CC-BENCH-ARGS...: one cc-bench run under cc-run, its
@@ -84,7 +84,8 @@ by_hand() {
 by_hand init-embedded     60 -C allreduce -b 8 -e 1M -f 4 -n 20 -w 5 --raw
 sweep=(-b 8 -e 512M -f 2 -n 50 -w 10 --small-iters 1000 --raw)
 step allreduce            75 -C allreduce "${sweep[@]}"
-step allreduce-mem-cc     75 -C allreduce "${sweep[@]}" --mem cc
+step allreduce-mem-cc     75 -C allreduce "${sweep[@]}" --mem cc --reg local
+step allreduce-mem-window 75 -C allreduce "${sweep[@]}" --mem cc --reg window
 step allreduce-graph      75 -C allreduce "${sweep[@]}" -G 10
 others=(-b 8 -e 256M -f 2 -n 50 -w 10 --small-iters 500 --raw)
 for coll in allgather reducescatter broadcast reduce alltoall sendrecv; do

@@ -11,6 +11,7 @@ import glob
 import json
 import math
 import os
+import re
 import shutil
 import sys
 
@@ -30,7 +31,7 @@ On the GPU machine (2 GPUs of one host), from the repository root:
 
 ```sh
 meson setup build && ninja -C build
-tools/bench-gpu.sh build bench-out        # about 3 to 5 minutes; NCCL_NVLS_ENABLE=0
+tools/bench-gpu.sh build bench-out        # about 2 to 7 minutes; NCCL_NVLS_ENABLE=0
 ```
 
 Then, anywhere with Python 3:
@@ -57,6 +58,26 @@ NCCL communicator made with `ncclCommInitRank` in the same processes, on the
 same buffers and stream; `cc/raw` is raw time / cc time (1.00 = as fast, above
 1 = cc faster). With `-G N` each CUDA graph holds N operations and its replays
 are timed. Every result was checked (`#wrong` = 0) unless the table says so.
+
+All-reduces of up to 64 KiB go through cc's own kernel on NCCL's device API
+when every rank can use it (`lib/fast_allreduce.cu`; README, "Small
+all-reduces"): each rank writes its data with flags straight into every
+peer's inbox in NCCL's symmetric memory and reduces what arrived, in rank
+order. The kernel needs the NCCL loaded at run time to be the one cc was built
+against (the device API's structures are compiled in), so the run below used
+the NCCL 2.28.9 that the GPU machine's PyTorch wheel carries (LD_LIBRARY_PATH
+at its `nvidia/nccl/lib`); with the system's NCCL 2.28.3 cc falls back to
+ncclAllReduce for every size. "raw" uses the same libnccl as cc.
+Back to back, a small all-reduce costs about one kernel launch on the host;
+raw NCCL's eager loop varied between about 7 and 11 µs per call on this
+machine from run to run, which the ratios inherit.
+
+`--mem cc` runs use `cc_mem_alloc` buffers registered with
+`cc_comm_register` (allreduce-mem-cc) or as symmetric windows with
+`cc_comm_window_register` (allreduce-mem-window). With NVLink SHARP off,
+NCCL's symmetric kernels that windows select are slower than its ring for
+large messages here (about 255 against 314 GB/s), so `cc_comm_register` is the
+registration to use for large buffers on such machines.
 """
 
 
@@ -162,6 +183,12 @@ def init_source(runs):
     return (embedded or timed or runs)[0]
 
 
+def portable(command):
+    """The command as the docs show it: report files under bench-out/, not
+    the folder of the machine that ran it."""
+    return re.sub(r"(?<=\s)\S*/([\w.-]+\.(?:json|csv|svg))", r"bench-out/\1", command)
+
+
 def verdict(ok):
     return "met" if ok else "**not met**"
 
@@ -192,7 +219,12 @@ def goals(runs):
                          f"({init_run.get('rendezvous', 'embedded')} rendezvous) "
                          f"| cc {cc_ms:.1f} ms, raw {raw_ms:.1f} ms "
                          f"| {verdict(cc_ms <= raw_ms + INIT_DELTA_MS)} |")
-        _, mem = find(runs, "allreduce", lambda r: r.get("graph", 0) == 0 and r.get("mem") == "cc")
+        # The cc_mem_alloc run bench-gpu.sh names allreduce-mem-cc (registered
+        # with ncclCommRegister); any other cc_mem_alloc run when it is absent.
+        mem_run = lambda r: r.get("graph", 0) == 0 and r.get("mem") == "cc"
+        _, mem = find(runs, "allreduce", lambda r: mem_run(r) and r.get("_name") == "allreduce-mem-cc")
+        if not mem:
+            _, mem = find(runs, "allreduce", mem_run)
         if mem:
             mcc = out_of_place(mem, "cc")
             small = [mcc[s]["time_us"] / raw[s]["time_us"] for s in mcc
@@ -262,7 +294,7 @@ def render(runs, out_dir, docs_dir):
             launcher = (f"under `cc-run -n {run['nranks']}`" if run.get("rendezvous") == "external"
                         else "each rank started with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
                              "MASTER_PORT")
-            parts.append(f"`{run['command']}` ({launcher}), "
+            parts.append(f"`{portable(run['command'])}` ({launcher}), "
                          f"dtype {run['dtype']}, iters {run['iters']}"
                          + (f" ({run['small_iters']} up to 64 KiB)" if run.get("small_iters")
                             else "") + f", file `{run['_name']}.json`\n")
