@@ -94,6 +94,16 @@ std::string CommWatch::timeout_story(uint64_t waiting) {
   return story + ". The NCCL communicator was aborted; destroy this communicator";
 }
 
+// An event query failed: a kernel fault (or worse) while `seq` ran.
+bool CommWatch::cuda_fault(cudaError_t e, uint64_t seq, Failure* f) {
+  cudaGetLastError();
+  f->state = CommState::aborted;
+  f->story = me(comm_) + ": CUDA reported '" + cudaGetErrorString(e) + "' while " +
+             op_words(seq) + " ran. Look for a kernel fault in this process (compute-sanitizer)";
+  f->tell_others = true;
+  return true;
+}
+
 bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
   const int state = event_state_.load(std::memory_order_acquire);
   if (state == kPending) {
@@ -104,14 +114,7 @@ bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
       event_state_.store(kIdle, std::memory_order_release);
       return false;
     }
-    if (e != cudaErrorNotReady) {
-      cudaGetLastError();
-      f->state = CommState::aborted;
-      f->story = me(comm_) + ": CUDA reported '" + cudaGetErrorString(e) + "' while " +
-                 op_words(event_seq_) + " ran. Look for a kernel fault in this process (compute-sanitizer)";
-      f->tell_others = true;
-      return true;
-    }
+    if (e != cudaErrorNotReady) return cuda_fault(e, event_seq_, f);
     if (pending_since_ == Clock::time_point{}) pending_since_ = now;
     if (now - pending_since_ <= comm_->timeout) return false;
     f->state = CommState::timed_out;
@@ -134,14 +137,7 @@ bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
     tail_since_ = {};
     return false;
   }
-  if (e != cudaErrorNotReady) {
-    cudaGetLastError();
-    f->state = CommState::aborted;
-    f->story = me(comm_) + ": CUDA reported '" + cudaGetErrorString(e) + "' while " +
-               op_words(seq) + " ran. Look for a kernel fault in this process (compute-sanitizer)";
-    f->tell_others = true;
-    return true;
-  }
+  if (e != cudaErrorNotReady) return cuda_fault(e, seq, f);
   // Timed from when this operation became the newest still running; newer
   // calls restart the clock (the main event covers a caller that keeps going).
   if (seq != tail_watched_seq_ || tail_since_ == Clock::time_point{}) {

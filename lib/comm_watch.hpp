@@ -113,6 +113,7 @@ class CommWatch final : public Watched {
   CommWatch(cc_comm* comm, cudaEvent_t event, cudaEvent_t tail_event,
             std::unique_ptr<ControlChannel> channel);
   bool check_inflight(std::chrono::steady_clock::time_point now, Failure* f);
+  bool cuda_fault(cudaError_t e, uint64_t seq, Failure* f);
   bool check_nccl(Failure* f);
   std::string op_words(uint64_t seq) const;
   std::string timeout_story(uint64_t waiting);

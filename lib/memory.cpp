@@ -2,8 +2,6 @@
 // buffer registration (ncclCommRegister) and symmetric windows
 // (ncclCommWindowRegister, NCCL 2.27+, looked up at run time so libcc still
 // loads with an older NCCL).
-#include <dlfcn.h>
-
 #include <string>
 
 #include <cuda_runtime_api.h>
@@ -11,6 +9,7 @@
 
 #include "comm.hpp"
 #include "errors.hpp"
+#include "nccl_symbol.hpp"
 
 namespace cc {
 namespace {
@@ -87,20 +86,6 @@ Status run_nccl(const char* call, const char* nccl_call, cc_comm* comm, F&& f) {
 
 using WindowRegisterFn = ncclResult_t (*)(ncclComm_t, void*, size_t, void**, int);
 using WindowDeregisterFn = ncclResult_t (*)(ncclComm_t, void*);
-
-// A symbol of the libnccl this library is linked to. Looked up in that very
-// library (found through one of its functions), so it works even when the
-// host program loaded libcc with RTLD_LOCAL.
-void* nccl_symbol(const char* name) {
-  static void* const library = [] {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr)
-      return static_cast<void*>(nullptr);
-    return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  }();
-  void* sym = library != nullptr ? dlsym(library, name) : nullptr;
-  return sym != nullptr ? sym : dlsym(RTLD_DEFAULT, name);
-}
 
 // The window calls of the NCCL actually loaded (NULL before 2.27), plus its
 // version; an error in words when windows are not there.

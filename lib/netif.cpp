@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 
+#include "unique_fd.hpp"
+
 namespace cc::netif {
 namespace {
 
@@ -64,19 +66,7 @@ struct AddrinfoFree {
   void operator()(addrinfo* p) const { freeaddrinfo(p); }
 };
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = UniqueFd;
 
 // The interface holding `source`; for IPv6 link-local addresses held by
 // several interfaces, the one the scope id names.

@@ -32,6 +32,7 @@
 
 #include "auth.hpp"
 #include "log.hpp"
+#include "unique_fd.hpp"
 
 namespace cc::rv {
 namespace {
@@ -46,31 +47,7 @@ constexpr milliseconds kFirstBackoff{10};
 constexpr milliseconds kMaxBackoff{500};
 const Clock::time_point kNever = Clock::time_point::max();
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.release();
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using Fd = UniqueFd;
 
 int poll_ms(Clock::time_point until) {
   if (until == kNever) return -1;

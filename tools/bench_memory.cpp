@@ -1,12 +1,11 @@
 #include "bench_memory.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 
 #include <cuda_runtime_api.h>
 
 #include "cc/cc.h"
+#include "nccl_symbol.hpp"
 
 namespace ccbench {
 namespace {
@@ -17,16 +16,8 @@ using WinReg = ncclResult_t (*)(ncclComm_t, void*, size_t, void**, int);
 using WinDereg = ncclResult_t (*)(ncclComm_t, void*);
 constexpr int kWinSymmetric = 0x01;  // NCCL_WIN_COLL_SYMMETRIC
 
-void* nccl_symbol(const char* name) {
-  static void* const library = [] {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr)
-      return static_cast<void*>(nullptr);
-    return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  }();
-  void* sym = library != nullptr ? dlsym(library, name) : nullptr;
-  return sym != nullptr ? sym : dlsym(RTLD_DEFAULT, name);
-}
+using cc::nccl_symbol;
+
 WinReg win_reg() { return reinterpret_cast<WinReg>(nccl_symbol("ncclCommWindowRegister")); }
 WinDereg win_dereg() { return reinterpret_cast<WinDereg>(nccl_symbol("ncclCommWindowDeregister")); }
 

@@ -14,25 +14,14 @@
 #include "cc/cc.h"
 #include "doctor_report.hpp"
 #include "protocol.hpp"
+#include "unique_fd.hpp"
 
 namespace cc::doctor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = UniqueFd;
 
 struct AddrinfoFree {
   void operator()(addrinfo* p) const { freeaddrinfo(p); }

@@ -46,4 +46,8 @@ class DeviceBuffer {
 // The words of a failed cc call, for test output.
 std::string describe(cc_result_t r);
 
+// CHECKs that a call returned CC_SUCCESS and that the stream then finished;
+// false when either did not (the words name `what`).
+bool call_and_wait(const std::string& what, cc_result_t r);
+
 }  // namespace cc::test

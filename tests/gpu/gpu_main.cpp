@@ -85,25 +85,36 @@ std::string describe(cc_result_t r) {
   return std::string(cc_result_string(r)) + " — " + cc_last_error();
 }
 
+bool call_and_wait(const std::string& what, cc_result_t r) {
+  INFO(what << ": " << describe(r));
+  CHECK(r == CC_SUCCESS);
+  if (r != CC_SUCCESS) return false;
+  const bool synced = sync_stream();
+  CHECK(synced);
+  return synced;
+}
+
 }  // namespace cc::test
 
 int main(int argc, char** argv) {
   using namespace cc::test;
+  const char* slash = std::strrchr(argv[0], '/');
+  const std::string name = slash != nullptr ? slash + 1 : argv[0];
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink SHARP is off on the machines we test on
   int devices = 0;
   cudaError_t e = cudaGetDeviceCount(&devices);
   if (e != cudaSuccess || devices == 0) {
-    std::printf("gpu_collectives: skipped: no CUDA device is visible (%s)\n",
+    std::printf("%s: skipped: no CUDA device is visible (%s)\n", name.c_str(),
                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 77;
   }
   cc_result_t r = cc_comm_init_from_env(&g_world, nullptr);
   if (r == CC_ERR_NO_DEVICE) {
-    std::printf("gpu_collectives: skipped: %s\n", cc_last_error());
+    std::printf("%s: skipped: %s\n", name.c_str(), cc_last_error());
     return 77;
   }
   if (r != CC_SUCCESS) {
-    std::fprintf(stderr, "gpu_collectives: cc_comm_init_from_env: %s\n", describe(r).c_str());
+    std::fprintf(stderr, "%s: cc_comm_init_from_env: %s\n", name.c_str(), describe(r).c_str());
     return 1;
   }
   cc_comm_rank(g_world, &g_rank);
@@ -117,7 +128,7 @@ int main(int argc, char** argv) {
   std::vector<char*> args(argv, argv + argc);
   std::string report_flag = "-r", reporter = "junit", out_flag = "-o", out_path;
   if (const char* dir = std::getenv("CC_TEST_REPORT_DIR"); dir != nullptr && *dir != '\0') {
-    out_path = std::string(dir) + "/gpu_collectives.rank" + std::to_string(g_rank) + ".xml";
+    out_path = std::string(dir) + "/" + name + ".rank" + std::to_string(g_rank) + ".xml";
     args.insert(args.end(), {report_flag.data(), reporter.data(), out_flag.data(),
                              out_path.data()});
   }

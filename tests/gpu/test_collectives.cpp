@@ -76,15 +76,6 @@ std::string label(const char* coll, cc_datatype_t t, const char* op, bool in_pla
          (in_place ? " in-place" : " out-of-place") + " count " + std::to_string(count);
 }
 
-bool ok_call(const std::string& what, cc_result_t r) {
-  INFO(what << ": " << describe(r));
-  CHECK(r == CC_SUCCESS);
-  if (r != CC_SUCCESS) return false;
-  const bool synced = sync_stream();
-  CHECK(synced);
-  return synced;
-}
-
 std::vector<uint8_t> fill(cc_datatype_t t, size_t n, double (*value)(int, size_t, const void*),
                           int rank, const void* ctx) {
   std::vector<uint8_t> host(n * elem_size(t));
@@ -110,7 +101,7 @@ TEST_CASE("allreduce: every type, op, placement and count") {
           DeviceBuffer send(bytes), recv(bytes);
           send.upload(fill(t, count, reduce_value, rank, &op));
           void* out = in_place ? send.get() : recv.get();
-          if (!ok_call(what, cc_allreduce(send.get(), out, count, t, op, world(), cc_stream())))
+          if (!call_and_wait(what, cc_allreduce(send.get(), out, count, t, op, world(), cc_stream())))
             continue;
           verify(what, t, (in_place ? send : recv).download(bytes), count,
                  [&](size_t i) { return reduce_expected(op, i, n); },
@@ -129,7 +120,7 @@ TEST_CASE("reduce: every type, op, placement and count, to the last rank") {
           DeviceBuffer send(bytes), recv(bytes);
           send.upload(fill(t, count, reduce_value, rank, &op));
           void* out = in_place ? send.get() : recv.get();
-          if (!ok_call(what, cc_reduce(send.get(), out, count, t, op, root, world(), cc_stream())))
+          if (!call_and_wait(what, cc_reduce(send.get(), out, count, t, op, root, world(), cc_stream())))
             continue;
           if (rank != root) continue;
           verify(what, t, (in_place ? send : recv).download(bytes), count,
@@ -150,7 +141,7 @@ TEST_CASE("reducescatter: every type, op, placement and count") {
           send.upload(fill(t, total, reduce_value, rank, &op));
           const size_t my_offset = static_cast<size_t>(rank) * count * es;
           void* out = in_place ? static_cast<void*>(send.bytes() + my_offset) : recv.get();
-          if (!ok_call(what,
+          if (!call_and_wait(what,
                        cc_reducescatter(send.get(), out, count, t, op, world(), cc_stream())))
             continue;
           const auto got = in_place ? send.download(count * es, my_offset) : recv.download(count * es);
@@ -174,7 +165,7 @@ TEST_CASE("broadcast: every type, placement and count, from the last rank") {
         if (rank == root) send.upload(fill(t, count, plain_value, root, nullptr));
         else send.fill_junk();
         void* out = in_place ? send.get() : recv.get();
-        if (!ok_call(what, cc_broadcast(send.get(), out, count, t, root, world(), cc_stream())))
+        if (!call_and_wait(what, cc_broadcast(send.get(), out, count, t, root, world(), cc_stream())))
           continue;
         verify(what, t, (in_place ? send : recv).download(bytes), count,
                [&](size_t i) { return plain_input(root, i); });
@@ -199,7 +190,7 @@ TEST_CASE("allgather: every type, placement and count") {
         } else {
           send.upload(mine);
         }
-        if (!ok_call(what, cc_allgather(in, recv.get(), count, t, world(), cc_stream())))
+        if (!call_and_wait(what, cc_allgather(in, recv.get(), count, t, world(), cc_stream())))
           continue;
         verify(what, t, recv.download(total * es), total, [&](size_t j) {
           return plain_input(static_cast<int>(j / count), j % count);
@@ -221,7 +212,7 @@ TEST_CASE("alltoall: every type and count") {
         encode(t, host.data(), j, value(rank, static_cast<int>(j / count), j % count));
       DeviceBuffer send(total * es), recv(total * es);
       send.upload(host);
-      if (!ok_call(what, cc_alltoall(send.get(), recv.get(), count, t, world(), cc_stream())))
+      if (!call_and_wait(what, cc_alltoall(send.get(), recv.get(), count, t, world(), cc_stream())))
         continue;
       verify(what, t, recv.download(total * es), total, [&](size_t j) {
         return value(static_cast<int>(j / count), rank, j % count);

@@ -82,15 +82,6 @@ size_t differences(const Type& t, const std::vector<uint8_t>& a, const std::vect
   return n;
 }
 
-bool wait_ok(const std::string& what, cc_result_t r) {
-  INFO(what << ": " << describe(r));
-  CHECK(r == CC_SUCCESS);
-  if (r != CC_SUCCESS) return false;
-  const bool synced = sync_stream();
-  CHECK(synced);
-  return synced;
-}
-
 }  // namespace
 
 TEST_CASE("small all-reduce: the same results as ncclAllReduce up to the limit and past it") {
@@ -130,10 +121,10 @@ TEST_CASE("small all-reduce: the same results as ncclAllReduce up to the limit a
           char* rb = (placement == 1 ? send.bytes() : recv.bytes()) + shift * t.size;
           const char* sb2 = send2.bytes() + shift * t.size;
           char* rb2 = (placement == 1 ? send2.bytes() : recv2.bytes()) + shift * t.size;
-          if (!wait_ok(what + " (cc)",
+          if (!call_and_wait(what + " (cc)",
                        cc_allreduce(sb, rb, count, t.type, op, world(), cc_stream())))
             continue;
-          if (!wait_ok(what + " (ncclAllReduce)",
+          if (!call_and_wait(what + " (ncclAllReduce)",
                        cc_allreduce(sb2, rb2, count, t.type, op, plain, cc_stream())))
             continue;
           const auto got = (placement == 1 ? send : recv).download(bytes);
@@ -203,7 +194,7 @@ TEST_CASE("CC_FAST_ALLREDUCE_REQUIRE: a communicator is made exactly where the k
     std::vector<uint8_t> raw(4);
     std::memcpy(raw.data(), &mine, 4);
     v.upload(raw);
-    CHECK(wait_ok("allreduce on the required kernel",
+    CHECK(call_and_wait("allreduce on the required kernel",
                   cc_allreduce(v.get(), v.get(), 1, CC_INT32, CC_SUM, c, cc_stream())));
     int32_t got = 0;
     const auto back = v.download(4);
