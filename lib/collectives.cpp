@@ -7,6 +7,7 @@
 
 #include "args.hpp"
 #include "comm.hpp"
+#include "comm_watch.hpp"
 #include "errors.hpp"
 
 namespace cc {
@@ -52,8 +53,11 @@ args::Caller caller(const char* call, const cc_comm* c) { return {call, c->rank,
 // Runs one NCCL call on a checked communicator and maps the outcome.
 // count, dtype and stream describe the operation to the watchdog.
 template <class F>
+// `capturing` (1/0, -1 unknown) saves the watchdog asking CUDA; `noted`
+// receives the event the watchdog recorded after the operation, if any.
 cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, size_t count,
-                cc_datatype_t dtype, cc_stream_t stream, F&& enqueue, int capturing = -1) {
+                cc_datatype_t dtype, cc_stream_t stream, F&& enqueue, int capturing = -1,
+                cudaEvent_t* noted = nullptr) {
   ncclResult_t r;
   {
     CallGuard guard(c);
@@ -67,8 +71,11 @@ cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, size_t coun
     }
   }
   const uint64_t seq = c->ops_enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
-  if (c->watch && (r == ncclSuccess || r == ncclInProgress))
-    c->watch->note(seq, call, count, dtype, to_cuda(stream), group.depth == 0, capturing);
+  if (c->watch && (r == ncclSuccess || r == ncclInProgress)) {
+    const cudaEvent_t e =
+        c->watch->note(seq, call, count, dtype, to_cuda(stream), group.depth == 0, capturing);
+    if (noted != nullptr) *noted = e;
+  }
   if (r == ncclSuccess) return succeed();
   if (r != ncclInProgress) return fail(nccl_failure(nccl_call, c, r));
   if (!comm_usable(c) || c->abort_requested.load()) return fail(comm_state_status(call, c));
@@ -116,15 +123,20 @@ CC_API cc_result_t cc_allreduce(const void* sendbuf, void* recvbuf, size_t count
   if (comm->fast != nullptr && cc::group.depth == 0 &&
       cc::fast::takes(count, cc::to_nccl(dtype), cc::to_nccl(op))) {
     const bool capturing = cc::CommWatch::is_capturing(cc::to_cuda(stream));
-    return cc::run(
+    bool launched = false;
+    cudaEvent_t noted = nullptr;  // the watchdog's event after it, which orders the next call
+    const cc_result_t r = cc::run(
         call, "cc's small all-reduce kernel (CUDA launch)", comm, count, dtype, stream,
         [&] {
           const cudaError_t e =
               cc::fast::allreduce(comm->fast, sendbuf, recvbuf, count, cc::to_nccl(dtype),
                                   cc::to_nccl(op), cc::to_cuda(stream), capturing);
-          return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+          launched = e == cudaSuccess;
+          return launched ? ncclSuccess : ncclUnhandledCudaError;
         },
-        capturing ? 1 : 0);
+        capturing ? 1 : 0, &noted);
+    if (launched) cc::fast::launched(comm->fast, cc::to_cuda(stream), capturing, noted);
+    return r;
   }
   return cc::run(call, "ncclAllReduce", comm, count, dtype, stream, [&] {
     return ncclAllReduce(sendbuf, recvbuf, count, cc::to_nccl(dtype), cc::to_nccl(op),

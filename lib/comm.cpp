@@ -117,7 +117,7 @@ void stop_watch(cc_comm* c) {
 void discard(cc_comm* c) {
   stop_watch(c);
   if (c->nccl != nullptr || c->nccl_ctl != nullptr) comm_abort_nccl(c);
-  teardown_fast_allreduce(c, false);
+  teardown_fast_allreduce(c);
   free_scratch(c);
   c->client.reset();
   if (c->server) c->server->release("", milliseconds(0));
@@ -388,14 +388,14 @@ Status split_comm(cc_comm* parent, int color, int key, cc_comm_t* newcomm,
   }
   if (!fast_st.ok()) {
     comm_abort_nccl(c.get());
-    teardown_fast_allreduce(c.get(), false);
+    teardown_fast_allreduce(c.get());
     free_scratch(c.get());
     return fast_st;
   }
   c->parent = parent;
   if (Status st = start_watch(c.get(), false); !st.ok()) {
     comm_abort_nccl(c.get());
-    teardown_fast_allreduce(c.get(), false);
+    teardown_fast_allreduce(c.get());
     free_scratch(c.get());
     return st;
   }
@@ -426,8 +426,8 @@ void destroy_comm(std::unique_ptr<cc_comm> c) {
   if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {
     const auto deadline = Clock::now() + c->timeout;
     DeviceScope scope(c->device);
-    teardown_fast_allreduce(c.get(), true);
-    bool ok = c->nccl == nullptr || finalize_nccl(c.get(), c->nccl, deadline);
+    bool ok = drain_fast_allreduce(c.get(), deadline);  // NCCL frees its inbox next
+    ok = ok && (c->nccl == nullptr || finalize_nccl(c.get(), c->nccl, deadline));
     if (ok) c->nccl = nullptr;
     ok = ok && (c->nccl_ctl == nullptr || finalize_nccl(c.get(), c->nccl_ctl, deadline));
     if (ok) c->nccl_ctl = nullptr;
@@ -439,7 +439,7 @@ void destroy_comm(std::unique_ptr<cc_comm> c) {
   c->nccl_ctl = nullptr;
   {
     DeviceScope scope(c->device);
-    teardown_fast_allreduce(c.get(), false);  // no-op when freed above
+    teardown_fast_allreduce(c.get());
   }
   free_scratch(c.get());
   c->watch.reset();  // its CUDA event, once NCCL is done with the streams

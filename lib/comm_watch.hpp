@@ -39,35 +39,34 @@ class CommWatch final : public Watched {
   // Hot path, on the calling thread after NCCL took operation `seq`.
   // `track`: false inside cc_group_start/end (nothing launched yet).
   // `capturing`: whether `stream` captures a graph, when the caller knows
-  // (1/0); -1 = ask CUDA here.
-  void note(uint64_t seq, const char* call, size_t count, cc_datatype_t dtype, cudaStream_t stream,
-            bool track, int capturing = -1) noexcept {
+  // (1/0); -1 = ask CUDA here. Returns the event recorded on `stream` after
+  // the operation, or null when none was (captured, untracked, contended).
+  cudaEvent_t note(uint64_t seq, const char* call, size_t count, cc_datatype_t dtype,
+                   cudaStream_t stream, bool track, int capturing = -1) noexcept {
     OpRecord& r = ops_[seq % kOps];
     r.call.store(call, std::memory_order_relaxed);
     r.count.store(count, std::memory_order_relaxed);
     r.dtype.store(static_cast<int>(dtype), std::memory_order_relaxed);
     r.seq.store(seq, std::memory_order_release);
-    if (!track) return;
+    if (!track) return nullptr;
     int idle = kIdle;
     if (event_state_.load(std::memory_order_relaxed) != kIdle ||
-        !event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) {
-      note_tail(seq, stream, capturing);
-      return;
-    }
+        !event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire))
+      return note_tail(seq, stream, capturing);
     // Work captured into a CUDA graph runs later, at launch: not tracked.
     if (capturing < 0) capturing = is_capturing(stream) ? 1 : 0;
     if (capturing != 0) {
-      (void)cudaGetLastError();
       event_state_.store(kIdle, std::memory_order_release);
-      return;
+      return nullptr;
     }
     if (cudaEventRecord(event_, stream) == cudaSuccess) {
       event_seq_ = seq;
       event_state_.store(kPending, std::memory_order_release);
-    } else {
-      (void)cudaGetLastError();
-      event_state_.store(kIdle, std::memory_order_release);
+      return event_;
     }
+    (void)cudaGetLastError();
+    event_state_.store(kIdle, std::memory_order_release);
+    return nullptr;
   }
 
   void watch_tick(std::chrono::steady_clock::time_point now) override;
@@ -85,15 +84,20 @@ class CommWatch final : public Watched {
   // tail event (re-recorded by every such call, on the caller's thread while
   // its stream surely exists); the watchdog never touches a stream itself,
   // so a stream destroyed after its work finished is no hazard.
-  void note_tail(uint64_t seq, cudaStream_t stream, int capturing) noexcept {
+  cudaEvent_t note_tail(uint64_t seq, cudaStream_t stream, int capturing) noexcept {
     int idle = kIdle;
-    if (!tail_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire)) return;
+    if (!tail_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire))
+      return nullptr;
     if (capturing < 0) capturing = is_capturing(stream) ? 1 : 0;
-    if (capturing == 0 && cudaEventRecord(tail_event_, stream) == cudaSuccess)
+    cudaEvent_t recorded = nullptr;
+    if (capturing == 0 && cudaEventRecord(tail_event_, stream) == cudaSuccess) {
       tail_seq_.store(seq, std::memory_order_relaxed);
-    else
+      recorded = tail_event_;
+    } else {
       (void)cudaGetLastError();
+    }
     tail_state_.store(kIdle, std::memory_order_release);
+    return recorded;
   }
 
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }

@@ -1,9 +1,11 @@
 // The small-message all-reduce kernel and its set-up (see fast_allreduce.hpp).
 #include "fast_allreduce.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -226,10 +228,10 @@ struct Channel {
   int rank = 0;
   int nranks = 0;
   int device = 0;
-  bool dev_made = false;
   // Recorded after the previous call (unless captured): the next call waits
   // for it, so two calls never share the inbox at once.
-  cudaEvent_t order = nullptr;
+  cudaEvent_t order = nullptr;       // ours, when the watchdog recorded none
+  cudaEvent_t after_last = nullptr;  // recorded after the previous call
   bool recorded = false;
   cudaStream_t last_stream = nullptr;
 };
@@ -289,12 +291,11 @@ Channel* create(ncclComm_t nccl, int device, std::string* why) {
     delete ch;
     return nullptr;
   }
-  ch->dev_made = true;
   ch->rank = ch->dev.lsaRank;
   ch->nranks = ch->dev.lsaSize;
   auto give_up = [&](std::string text) {
     *why = std::move(text);
-    destroy(ch, nccl);
+    destroy(ch);
     return nullptr;
   };
   if (ch->dev.lsaSize != ch->dev.nRanks)
@@ -337,13 +338,29 @@ cudaError_t clear_inbox(Channel* ch, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-void destroy(Channel* ch, ncclComm_t nccl) {
+void destroy(Channel* ch) {
   if (ch == nullptr) return;
-  if (ch->dev_made && nccl != nullptr) ncclDevCommDestroy(nccl, &ch->dev);
   if (ch->order != nullptr) cudaEventDestroy(ch->order);
   if (ch->state != nullptr) cudaFree(ch->state);
   if (ch->abort_host != nullptr) cudaFreeHost(ch->abort_host);
   delete ch;
+}
+
+bool drain(Channel* ch, long long deadline_ms) {
+  if (ch == nullptr || !ch->recorded) return true;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
+  cudaError_t e;
+  while ((e = cudaEventQuery(ch->after_last)) == cudaErrorNotReady) {
+    if (std::chrono::steady_clock::now() > until) {
+      request_abort(ch);
+      cudaEventSynchronize(ch->after_last);  // ends within a poll interval now
+      cudaGetLastError();
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (e != cudaSuccess) cudaGetLastError();
+  return e == cudaSuccess;
 }
 
 void request_abort(Channel* ch) {
@@ -373,7 +390,7 @@ cudaError_t allreduce(Channel* ch, const void* send, void* recv, size_t count,
   // work cannot join a graph); as with NCCL, work of one communicator must
   // not run on two streams at once there.
   if (ch->recorded && !capturing && stream != ch->last_stream)
-    if (cudaError_t e = cudaStreamWaitEvent(stream, ch->order, 0); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaStreamWaitEvent(stream, ch->after_last, 0); e != cudaSuccess) return e;
   ch->recorded = false;
   ch->last_stream = stream;  // compared, never used: it may be destroyed later
   DeviceState* s = ch->state;
@@ -393,11 +410,20 @@ cudaError_t allreduce(Channel* ch, const void* send, void* recv, size_t count,
     case ncclFloat64: e = launch_op<double>(op, s, rank, n, flag, send, recv, count, stream); break;
     default: e = cudaErrorNotSupported;
   }
-  if (e == cudaSuccess && !capturing) {
-    e = cudaEventRecord(ch->order, stream);
-    ch->recorded = e == cudaSuccess;
-  }
   return e;
+}
+
+void launched(Channel* ch, cudaStream_t stream, bool capturing, cudaEvent_t recorded) {
+  if (capturing) return;
+  if (recorded == nullptr) {
+    if (cudaEventRecord(ch->order, stream) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    recorded = ch->order;
+  }
+  ch->after_last = recorded;
+  ch->recorded = true;
 }
 
 }  // namespace cc::fast

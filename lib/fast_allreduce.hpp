@@ -38,9 +38,15 @@ Channel* create(ncclComm_t nccl, int device, std::string* why);
 // ranks before the first use.
 cudaError_t clear_inbox(Channel* ch, cudaStream_t stream);
 
-// Frees the channel. `nccl` is null when the communicator was aborted (the
-// device communicator went with it).
-void destroy(Channel* ch, ncclComm_t nccl);
+// Frees the channel's own memory. The device communicator is left to
+// ncclCommFinalize/Destroy, which free every window still registered:
+// ncclDevCommDestroy deregisters a window, which may wait for the other
+// ranks, with no deadline.
+void destroy(Channel* ch);
+
+// Waits until the last call's kernel finished, up to `deadline_ms` from
+// now; past it, makes it give up (request_abort) and returns false.
+bool drain(Channel* ch, long long deadline_ms);
 
 // Makes kernels in flight give up (a peer died or the comm is aborting);
 // safe from any thread, any number of times.
@@ -55,5 +61,10 @@ bool takes(size_t count, ncclDataType_t type, ncclRedOp_t op);
 // whether `stream` is capturing a CUDA graph.
 cudaError_t allreduce(Channel* ch, const void* send, void* recv, size_t count,
                       ncclDataType_t type, ncclRedOp_t op, cudaStream_t stream, bool capturing);
+
+// After a successful allreduce(): `recorded` is an event already recorded on
+// `stream` after it (the watchdog's), or null to have the channel record its
+// own. The next call on another stream waits for it.
+void launched(Channel* ch, cudaStream_t stream, bool capturing, cudaEvent_t recorded);
 
 }  // namespace cc::fast

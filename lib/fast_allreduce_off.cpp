@@ -15,7 +15,9 @@ Channel* create(ncclComm_t, int, std::string* why) {
   return nullptr;
 }
 cudaError_t clear_inbox(Channel*, cudaStream_t) { return cudaErrorNotSupported; }
-void destroy(Channel* ch, ncclComm_t) { delete ch; }
+void destroy(Channel* ch) { delete ch; }
+bool drain(Channel*, long long) { return true; }
+void launched(Channel*, cudaStream_t, bool, cudaEvent_t) {}
 void request_abort(Channel*) {}
 bool takes(size_t, ncclDataType_t, ncclRedOp_t) { return false; }
 cudaError_t allreduce(Channel*, const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,

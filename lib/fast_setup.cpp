@@ -1,5 +1,6 @@
 #include "fast_setup.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -159,11 +160,11 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
   const auto t2 = Clock::now();
   if (Status agreed = agree(c, "made", &made, deadline); !agreed.ok()) st = agreed;
   if (!st.ok()) {
-    fast::destroy(ch, comm_usable(c) && !c->abort_requested.load() ? c->nccl : nullptr);
+    fast::destroy(ch);
     return st;
   }
   if (!made) {
-    fast::destroy(ch, c->nccl);
+    fast::destroy(ch);
     return unavailable(c, mode, why.empty() ? "another rank could not set it up" : why);
   }
   c->fast = ch;
@@ -176,9 +177,19 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
   return Status::success();
 }
 
-void teardown_fast_allreduce(cc_comm* c, bool healthy) {
+bool drain_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
+  if (c->fast == nullptr) return true;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (fast::drain(c->fast, std::max<long long>(0, left.count()))) return true;
+  log().warn("{}: cc's small all-reduce kernel was still waiting for a peer at "
+             "cc_comm_destroy's deadline; stopped it and aborting the communicator",
+             who(c));
+  return false;
+}
+
+void teardown_fast_allreduce(cc_comm* c) {
   if (c->fast == nullptr) return;
-  fast::destroy(c->fast, healthy ? c->nccl : nullptr);
+  fast::destroy(c->fast);
   c->fast = nullptr;
 }
 

@@ -16,7 +16,12 @@ namespace cc {
 // Fails only when the agreement itself does (deadline, NCCL error).
 Status setup_fast_allreduce(cc_comm* c, std::chrono::steady_clock::time_point deadline);
 
-// Frees it; `healthy` false after an abort (NCCL's side went with it).
-void teardown_fast_allreduce(cc_comm* c, bool healthy);
+// Waits for its last kernel until `deadline`; false when it had to be
+// stopped (a rank never made the matching call).
+bool drain_fast_allreduce(cc_comm* c, std::chrono::steady_clock::time_point deadline);
+
+// Frees it (call with no kernel of it running: after the stream work, or
+// after an abort, which ends its kernels).
+void teardown_fast_allreduce(cc_comm* c);
 
 }  // namespace cc
