@@ -68,9 +68,14 @@ against (the device API's structures are compiled in), so the run below used
 the NCCL 2.28.9 that the GPU machine's PyTorch wheel carries (LD_LIBRARY_PATH
 at its `nvidia/nccl/lib`); with the system's NCCL 2.28.3 cc falls back to
 ncclAllReduce for every size. "raw" uses the same libnccl as cc.
-Back to back, a small all-reduce costs about one kernel launch on the host;
-raw NCCL's eager loop varied between about 7 and 11 µs per call on this
-machine from run to run, which the ratios inherit.
+Back to back, a small all-reduce on cc's kernel costs about one kernel
+launch of host time (3.6 to 4.0 µs for one `cudaLaunchKernel` on this
+machine, measured alone), which is its floor; in CUDA graphs, where no launch
+is paid per operation, it takes 2.4 to 3.1 µs against NCCL's 6 to 7 µs. Raw
+NCCL's eager loop varied between about 7 and 13 µs per call from one lease of
+the machine to the next, and the ratios inherit that: in an earlier run of
+the same kernel, where raw NCCL took about 7.1 µs at some sizes, the largest
+`cc_mem_alloc` time ratio was 0.83 rather than the figure below.
 
 `--mem cc` runs use `cc_mem_alloc` buffers registered with
 `cc_comm_register` (allreduce-mem-cc) or as symmetric windows with
