@@ -1,6 +1,7 @@
 // The collectives: arguments checked before NCCL sees them, then one NCCL
 // call on the caller's stream. Hot path: no allocation, no lock, no logging.
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include <nccl.h>
@@ -93,6 +94,21 @@ cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, size_t coun
     if (::cc::Status cc_check_st_ = (expr); !cc_check_st_.ok())        \
       return ::cc::fail(cc_check_st_);                                 \
   } while (0)
+
+// cc_send and cc_recv: the same checks, then one NCCL call.
+template <class F>
+cc_result_t point_to_point(const char* call, const char* nccl_call, const void* buf, size_t count,
+                           cc_datatype_t dtype, int peer, cc_comm* comm, cc_stream_t stream,
+                           F&& enqueue) {
+  CC_CHECK(check_comm_handle(call, comm));
+  const auto who = caller(call, comm);
+  size_t bytes = 0;
+  CC_CHECK(args::check_datatype(who, dtype));
+  CC_CHECK(args::check_rank(who, "peer", peer, comm->nranks));
+  CC_CHECK(args::check_bytes(who, "count", count, 1, dtype, &bytes));
+  CC_CHECK(args::check_buffer(who, "buf", buf, count));
+  return run(call, nccl_call, comm, count, dtype, stream, std::forward<F>(enqueue));
+}
 
 }  // namespace
 }  // namespace cc
@@ -263,34 +279,22 @@ CC_API cc_result_t cc_alltoall(const void* sendbuf, void* recvbuf, size_t count,
 CC_API cc_result_t cc_send(const void* buf, size_t count, cc_datatype_t dtype, int peer,
                            cc_comm_t comm, cc_stream_t stream) {
   CC_API_GUARD_BEGIN
-  const char* call = "cc_send";
-  CC_CHECK(cc::check_comm_handle(call, comm));
-  const auto who = cc::caller(call, comm);
-  size_t bytes = 0;
-  CC_CHECK(check_datatype(who, dtype));
-  CC_CHECK(check_rank(who, "peer", peer, comm->nranks));
-  CC_CHECK(check_bytes(who, "count", count, 1, dtype, &bytes));
-  CC_CHECK(check_buffer(who, "buf", buf, count));
-  return cc::run(call, "ncclSend", comm, count, dtype, stream, [&] {
-    return ncclSend(buf, count, cc::to_nccl(dtype), peer, comm->nccl, cc::to_cuda(stream));
-  });
+  return cc::point_to_point("cc_send", "ncclSend", buf, count, dtype, peer, comm, stream,
+                            [&] {
+                              return ncclSend(buf, count, cc::to_nccl(dtype), peer, comm->nccl,
+                                              cc::to_cuda(stream));
+                            });
   CC_API_GUARD_END
 }
 
 CC_API cc_result_t cc_recv(void* buf, size_t count, cc_datatype_t dtype, int peer,
                            cc_comm_t comm, cc_stream_t stream) {
   CC_API_GUARD_BEGIN
-  const char* call = "cc_recv";
-  CC_CHECK(cc::check_comm_handle(call, comm));
-  const auto who = cc::caller(call, comm);
-  size_t bytes = 0;
-  CC_CHECK(check_datatype(who, dtype));
-  CC_CHECK(check_rank(who, "peer", peer, comm->nranks));
-  CC_CHECK(check_bytes(who, "count", count, 1, dtype, &bytes));
-  CC_CHECK(check_buffer(who, "buf", buf, count));
-  return cc::run(call, "ncclRecv", comm, count, dtype, stream, [&] {
-    return ncclRecv(buf, count, cc::to_nccl(dtype), peer, comm->nccl, cc::to_cuda(stream));
-  });
+  return cc::point_to_point("cc_recv", "ncclRecv", buf, count, dtype, peer, comm, stream,
+                            [&] {
+                              return ncclRecv(buf, count, cc::to_nccl(dtype), peer, comm->nccl,
+                                              cc::to_cuda(stream));
+                            });
   CC_API_GUARD_END
 }
 
