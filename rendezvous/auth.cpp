@@ -1,4 +1,4 @@
-#include "auth.hpp"
+#include "rendezvous/auth.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -6,7 +6,7 @@
 // waiting for a reply while another reads sleeps on cv_ in short slices, so a
 // heartbeat from one thread and next_event() or a long join on another work
 // together.
-#include "client.hpp"
+#include "rendezvous/client.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -30,9 +30,9 @@
 #include <set>
 #include <thread>
 
-#include "auth.hpp"
-#include "log.hpp"
-#include "unique_fd.hpp"
+#include "rendezvous/auth.hpp"
+#include "common/log.hpp"
+#include "common/unique_fd.hpp"
 
 namespace cc::rv {
 namespace {

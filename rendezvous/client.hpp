@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "protocol.hpp"
-#include "status.hpp"
+#include "rendezvous/protocol.hpp"
+#include "common/status.hpp"
 
 namespace cc::rv {
 

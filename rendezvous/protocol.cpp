@@ -1,4 +1,4 @@
-#include "protocol.hpp"
+#include "rendezvous/protocol.hpp"
 
 #include <cstring>
 #include <type_traits>

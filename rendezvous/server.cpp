@@ -1,6 +1,6 @@
 // The Asio side of the rendezvous server: accepting, reading, writing and the
 // one timer. Every decision is ServerCore's; this file only moves bytes.
-#include "server.hpp"
+#include "rendezvous/server.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -17,8 +17,8 @@
 
 #include <asio.hpp>
 
-#include "log.hpp"
-#include "server_core.hpp"
+#include "common/log.hpp"
+#include "rendezvous/server_core.hpp"
 
 namespace cc::rv {
 namespace {

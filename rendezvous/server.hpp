@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "protocol.hpp"
-#include "status.hpp"
+#include "rendezvous/protocol.hpp"
+#include "common/status.hpp"
 
 namespace cc::rv {
 

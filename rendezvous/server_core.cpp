@@ -1,12 +1,12 @@
-#include "server_core.hpp"
+#include "rendezvous/server_core.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <limits>
 
-#include "auth.hpp"
+#include "rendezvous/auth.hpp"
 #include "cc/cc_version.h"
-#include "log.hpp"
+#include "common/log.hpp"
 
 namespace cc::rv {
 namespace {

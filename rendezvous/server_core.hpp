@@ -32,8 +32,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "protocol.hpp"
-#include "server.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/server.hpp"
 
 namespace cc::rv {
 

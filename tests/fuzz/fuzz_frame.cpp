@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "protocol.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace rv = cc::rv;
 

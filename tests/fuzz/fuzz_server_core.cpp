@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-#include "server_core.hpp"
+#include "rendezvous/server_core.hpp"
 
 namespace rv = cc::rv;
 using namespace std::chrono_literals;

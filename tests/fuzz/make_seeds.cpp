@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "protocol.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace rv = cc::rv;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "dtype_codec.hpp"
+#include "tests/gpu/dtype_codec.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -8,7 +8,7 @@
 #
 # Exit 0 when every scenario passed, 77 with no GPU, 1 otherwise. kill-loop
 # prints "DETECT_MS <ms>": from SIGKILL of rank 1 to rank 0's error
-# (tools/failure-bench.sh runs it repeatedly).
+# (scripts/failure-bench.sh runs it repeatedly).
 set -u
 BIN=${1:?usage: gpu_failures.sh BINARY [SCENARIO...]}
 shift

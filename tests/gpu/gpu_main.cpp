@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "gpu_env.hpp"
+#include "tests/gpu/gpu_env.hpp"
 
 namespace cc::test {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "dtype_codec.hpp"
-#include "gpu_env.hpp"
+#include "tests/gpu/dtype_codec.hpp"
+#include "tests/gpu/gpu_env.hpp"
 
 using namespace cc::test;
 

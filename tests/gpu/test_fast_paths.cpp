@@ -12,7 +12,7 @@
 #include <nccl.h>
 
 #include "cc/cc.h"
-#include "gpu_env.hpp"
+#include "tests/gpu/gpu_env.hpp"
 
 namespace {
 

@@ -18,7 +18,7 @@
 
 #include <nccl.h>
 
-#include "gpu_env.hpp"
+#include "tests/gpu/gpu_env.hpp"
 
 using namespace cc::test;
 

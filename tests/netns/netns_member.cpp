@@ -12,7 +12,7 @@
 
 #include <unistd.h>
 
-#include "client.hpp"
+#include "rendezvous/client.hpp"
 
 namespace {
 long long wall_ms() {

@@ -17,9 +17,9 @@
 #include <string>
 #include <thread>
 
-#include "client.hpp"
-#include "control_channel.hpp"
-#include "watchdog.hpp"
+#include "rendezvous/client.hpp"
+#include "lib/watch/control_channel.hpp"
+#include "lib/watch/watchdog.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "raw_client.hpp"
+#include "tests/rendezvous/raw_client.hpp"
 
 using namespace std::chrono_literals;
 using cc::test::RawClient;

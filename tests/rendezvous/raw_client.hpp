@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "protocol.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace cc::test {
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "cc/cc.h"
-#include "env.hpp"
+#include "lib/launch/env.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "server.hpp"
+#include "rendezvous/server.hpp"
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <functional>
 #include <thread>
 
-#include "auth.hpp"
-#include "log_capture.hpp"
-#include "raw_client.hpp"
-#include "server.hpp"
+#include "rendezvous/auth.hpp"
+#include "tests/rendezvous/log_capture.hpp"
+#include "tests/rendezvous/raw_client.hpp"
+#include "rendezvous/server.hpp"
 
 using namespace std::chrono_literals;
 using cc::test::LogCapture;

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <thread>
 
-#include "auth.hpp"
-#include "raw_client.hpp"
-#include "server.hpp"
+#include "rendezvous/auth.hpp"
+#include "tests/rendezvous/raw_client.hpp"
+#include "rendezvous/server.hpp"
 
 using namespace std::chrono_literals;
 using cc::test::RawClient;

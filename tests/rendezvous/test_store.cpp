@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cc/cc.h"
-#include "client.hpp"
-#include "server.hpp"
+#include "rendezvous/client.hpp"
+#include "rendezvous/server.hpp"
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

@@ -9,9 +9,9 @@
 #include <limits>
 #include <string>
 
-#include "args.hpp"
+#include "lib/comm/args.hpp"
 #include "cc/cc.h"
-#include "comm.hpp"
+#include "lib/comm/comm.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // cc-bench's host side, with no GPU: flags, the element codecs, the check of
 // every collective's result (a wrong element must count, a right one must
 // not), the nccl-tests formulas, and the reports (JSON read back by
-// tools/perf-report.py when PERF_REPORT names it).
+// scripts/perf-report.py when PERF_REPORT names it).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "bench_coll.hpp"
-#include "bench_data.hpp"
-#include "bench_options.hpp"
-#include "bench_plot.hpp"
-#include "bench_report.hpp"
+#include "tools/cc-bench/bench_coll.hpp"
+#include "tools/cc-bench/bench_data.hpp"
+#include "tools/cc-bench/bench_options.hpp"
+#include "tools/cc-bench/bench_plot.hpp"
+#include "tools/cc-bench/bench_report.hpp"
 
 using namespace ccbench;
 

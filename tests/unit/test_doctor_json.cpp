@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "doctor_json.hpp"
+#include "tools/cc-doctor/doctor_json.hpp"
 
 using cc::doctor::JsonWriter;
 

@@ -9,7 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include "dtype_codec.hpp"
+#include "tests/gpu/dtype_codec.hpp"
 
 using namespace cc::test;
 

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "client.hpp"
-#include "embedded_server.hpp"
+#include "rendezvous/client.hpp"
+#include "lib/comm/embedded_server.hpp"
 
 namespace {
 

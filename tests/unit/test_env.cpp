@@ -11,8 +11,8 @@
 #include <map>
 #include <string>
 
-#include "config.hpp"
-#include "env.hpp"
+#include "lib/launch/config.hpp"
+#include "lib/launch/env.hpp"
 
 using Catch::Contains;
 using cc::env::LaunchInfo;

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cc/cc.h"
-#include "comm.hpp"
+#include "lib/comm/comm.hpp"
 
 namespace {
 

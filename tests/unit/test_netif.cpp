@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "netif.hpp"
+#include "lib/launch/netif.hpp"
 
 using namespace cc;
 

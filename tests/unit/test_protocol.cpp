@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "cc/cc.h"
-#include "protocol.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace rv = cc::rv;
 

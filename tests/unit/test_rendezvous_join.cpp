@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous_join.hpp"
-#include "server.hpp"
+#include "lib/comm/rendezvous_join.hpp"
+#include "rendezvous/server.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <map>
 #include <random>
 
-#include "auth.hpp"
-#include "server_core.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/server_core.hpp"
 
 using namespace std::chrono_literals;
 namespace rv = cc::rv;

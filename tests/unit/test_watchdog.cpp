@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "watchdog.hpp"
+#include "lib/watch/watchdog.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server_core.hpp"
+#include "rendezvous/server_core.hpp"
 
 using namespace std::chrono_literals;
 namespace rv = cc::rv;

@@ -1,0 +1,200 @@
+// cc_store_*: the application's key-value store on the rendezvous server.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cc/cc.h"
+#include "rendezvous/client.hpp"
+#include "lib/launch/config.hpp"
+#include "lib/launch/env.hpp"
+#include "common/last_error.hpp"
+
+struct cc_store {
+  std::unique_ptr<cc::rv::Client> client;
+  int default_timeout_ms = 0;
+  std::string job_id;
+  cc::rv::Limits limits;
+
+  // "(job 'j', rendezvous at H:P)" for messages.
+  std::string where() const { return "(job '" + job_id + "', rendezvous at " + client->endpoint() + ")"; }
+};
+
+namespace {
+
+using cc::fail;
+
+cc_result_t invalid(const char* func, const std::string& what) {
+  return fail(CC_ERR_INVALID_ARGUMENT, std::string(func) + ": " + what);
+}
+
+cc_result_t check_key(const char* func, const cc_store* store, const char* key, const char* name) {
+  if (key == nullptr) return invalid(func, std::string(name) + " is NULL: pass a NUL-terminated key");
+  const size_t n = std::strlen(key);
+  if (n > store->limits.max_key) {
+    return invalid(func, std::string(name) + " is " + std::to_string(n) + " bytes long, over the limit of " +
+                             std::to_string(store->limits.max_key) + " bytes: use a shorter key");
+  }
+  return CC_SUCCESS;
+}
+
+// timeout_ms < 0: the store's default deadline; 0: do not wait.
+uint32_t effective_timeout(const cc_store* store, int timeout_ms) {
+  return static_cast<uint32_t>(timeout_ms < 0 ? store->default_timeout_ms : timeout_ms);
+}
+
+// An error from the client, with the call, the key and where it went.
+cc_result_t fail_request(const char* func, const cc_store* store, const std::string& what,
+                         const cc::Status& s) {
+  return fail(s.code, std::string(func) + " " + what + " " + store->where() + ": " + s.message);
+}
+
+}  // namespace
+
+extern "C" CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* addr, int port,
+                                               const char* job_id, const cc_config_t* config) {
+  CC_API_GUARD_BEGIN
+  const char* func = "cc_store_connect";
+  if (store == nullptr) return invalid(func, "store is NULL: pass the address of a cc_store_t");
+  *store = nullptr;
+  if (addr == nullptr || *addr == '\0') {
+    return invalid(func, std::string("addr is ") + (addr == nullptr ? "NULL" : "empty") +
+                             ": pass the rendezvous host name or IP address (e.g. MASTER_ADDR)");
+  }
+  if (port < 1 || port > 65535) {
+    return invalid(func, "port " + std::to_string(port) + " is out of range 1..65535");
+  }
+  if (job_id != nullptr && *job_id == '\0') {
+    return invalid(func, "job_id is empty: pass NULL for the default or a non-empty name");
+  }
+  cc::ResolvedConfig cfg;
+  if (cc::Status s = cc::resolve_config(config, cc::env::process_env(), &cfg); !s.ok()) {
+    return fail(s.code, std::string(func) + ": " + s.message);
+  }
+
+  auto handle = std::make_unique<cc_store>();
+  handle->default_timeout_ms = cfg.timeout_ms;
+  handle->job_id = job_id != nullptr ? job_id : cfg.job_id;
+
+  cc::rv::ClientOptions options;
+  options.addr = addr;
+  options.port = port;
+  options.job_id = handle->job_id;
+  options.token = cfg.token;
+  options.client = std::string("cc ") + CC_VERSION_STRING + " store";
+  options.connect_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+  options.request_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+  if (cc::Status s = cc::rv::Client::connect(options, &handle->client); !s.ok()) {
+    return fail(s.code, std::string(func) + " (job '" + handle->job_id + "'): " + s.message);
+  }
+  *store = handle.release();
+  return cc::succeed();
+  CC_API_GUARD_END
+}
+
+extern "C" CC_API cc_result_t cc_store_set(cc_store_t store, const char* key, const void* value,
+                                           size_t len) {
+  CC_API_GUARD_BEGIN
+  const char* func = "cc_store_set";
+  if (store == nullptr) return invalid(func, "store is NULL: connect with cc_store_connect first");
+  if (cc_result_t r = check_key(func, store, key, "key"); r != CC_SUCCESS) return r;
+  if (value == nullptr && len > 0) {
+    return invalid(func, "value is NULL but len is " + std::to_string(len));
+  }
+  if (len > store->limits.max_value) {
+    return invalid(func, "the value of key '" + std::string(key) + "' is " + std::to_string(len) +
+                             " bytes, over the limit of " + std::to_string(store->limits.max_value) +
+                             " bytes: store large data elsewhere and put its location here");
+  }
+  const auto* bytes = static_cast<const uint8_t*>(value);
+  if (cc::Status s = store->client->set(key, std::span<const uint8_t>(bytes, len)); !s.ok()) {
+    return fail_request(func, store, "of key '" + std::string(key) + "'", s);
+  }
+  return cc::succeed();
+  CC_API_GUARD_END
+}
+
+extern "C" CC_API cc_result_t cc_store_get(cc_store_t store, const char* key, void* buf, size_t cap,
+                                           size_t* len, int timeout_ms) {
+  CC_API_GUARD_BEGIN
+  const char* func = "cc_store_get";
+  if (store == nullptr) return invalid(func, "store is NULL: connect with cc_store_connect first");
+  if (cc_result_t r = check_key(func, store, key, "key"); r != CC_SUCCESS) return r;
+  if (buf == nullptr && cap > 0) return invalid(func, "buf is NULL but cap is " + std::to_string(cap));
+  if (len == nullptr) return invalid(func, "len is NULL: pass a size_t* that receives the value's length");
+  *len = 0;
+  const uint32_t timeout = effective_timeout(store, timeout_ms);
+  std::vector<uint8_t> value;
+  if (cc::Status s = store->client->get(key, &value, timeout); !s.ok()) {
+    if (s.code == CC_ERR_TIMEOUT) {
+      return fail(CC_ERR_TIMEOUT,
+                  std::string(func) + ": key '" + key + "' was not set " +
+                      (timeout == 0 ? std::string("(asked not to wait)")
+                                    : "within " + std::to_string(timeout) + " ms") +
+                      " " + store->where() +
+                      ": check that the rank that sets it is running and uses the same job id");
+    }
+    return fail_request(func, store, "of key '" + std::string(key) + "'", s);
+  }
+  *len = value.size();
+  if (value.size() > cap) {
+    return fail(CC_ERR_BUFFER_TOO_SMALL,
+                std::string(func) + ": the value of key '" + key + "' is " + std::to_string(value.size()) +
+                    " bytes but the buffer holds " + std::to_string(cap) +
+                    ": call again with a buffer of at least " + std::to_string(value.size()) + " bytes");
+  }
+  if (!value.empty()) std::memcpy(buf, value.data(), value.size());
+  return cc::succeed();
+  CC_API_GUARD_END
+}
+
+extern "C" CC_API cc_result_t cc_store_add(cc_store_t store, const char* key, int64_t delta,
+                                           int64_t* result) {
+  CC_API_GUARD_BEGIN
+  const char* func = "cc_store_add";
+  if (store == nullptr) return invalid(func, "store is NULL: connect with cc_store_connect first");
+  if (cc_result_t r = check_key(func, store, key, "key"); r != CC_SUCCESS) return r;
+  int64_t value = 0;
+  if (cc::Status s = store->client->add(key, delta, &value); !s.ok()) {
+    return fail_request(func, store, "to key '" + std::string(key) + "'", s);
+  }
+  if (result != nullptr) *result = value;
+  return cc::succeed();
+  CC_API_GUARD_END
+}
+
+extern "C" CC_API cc_result_t cc_store_wait(cc_store_t store, const char* const* keys, int nkeys,
+                                            int timeout_ms) {
+  CC_API_GUARD_BEGIN
+  const char* func = "cc_store_wait";
+  if (store == nullptr) return invalid(func, "store is NULL: connect with cc_store_connect first");
+  if (nkeys < 0) return invalid(func, "nkeys is " + std::to_string(nkeys) + ": it must be 0 or more");
+  if (keys == nullptr && nkeys > 0) return invalid(func, "keys is NULL but nkeys is " + std::to_string(nkeys));
+  if (static_cast<uint32_t>(nkeys) > store->limits.max_wait_keys) {
+    return invalid(func, "nkeys is " + std::to_string(nkeys) + ", over the limit of " +
+                             std::to_string(store->limits.max_wait_keys) + " keys in one wait: split it");
+  }
+  std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(nkeys));
+  for (int i = 0; i < nkeys; ++i) {
+    const std::string name = "keys[" + std::to_string(i) + "]";
+    if (cc_result_t r = check_key(func, store, keys[i], name.c_str()); r != CC_SUCCESS) return r;
+    names.emplace_back(keys[i]);
+  }
+  if (names.empty()) return cc::succeed();
+  const uint32_t timeout = effective_timeout(store, timeout_ms);
+  // The server's words name the keys still missing at the deadline.
+  if (cc::Status s = store->client->wait(names, timeout); !s.ok()) {
+    return fail_request(func, store, "for " + std::to_string(nkeys) + " key(s)", s);
+  }
+  return cc::succeed();
+  CC_API_GUARD_END
+}
+
+extern "C" CC_API cc_result_t cc_store_close(cc_store_t store) {
+  CC_API_GUARD_BEGIN
+  delete store;
+  return cc::succeed();
+  CC_API_GUARD_END
+}

@@ -1,0 +1,35 @@
+// Rank 0's embedded rendezvous server, shared by every communicator of the
+// process that uses the same port (a registry keyed by port, refcounted).
+// No CUDA here.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "common/status.hpp"
+
+namespace cc {
+
+class EmbeddedServerRef {
+ public:
+  // Starts a server on bind_addr:port, or shares the one this process already
+  // runs there. A port another program holds is CC_ERR_SYSTEM with words.
+  static Status acquire(const std::string& bind_addr, int port, const std::string& token,
+                        std::unique_ptr<EmbeddedServerRef>* out);
+  // Drops this share. The last one waits (up to idle_timeout) for the
+  // members of job_id to leave, then stops the server.
+  void release(const std::string& job_id, std::chrono::milliseconds idle_timeout);
+  ~EmbeddedServerRef();  // release("", 0) if not yet released
+
+  int port() const { return port_; }
+  EmbeddedServerRef(const EmbeddedServerRef&) = delete;
+  EmbeddedServerRef& operator=(const EmbeddedServerRef&) = delete;
+
+ private:
+  explicit EmbeddedServerRef(int port) : port_(port) {}
+  int port_;
+  bool released_ = false;
+};
+
+}  // namespace cc

@@ -1,0 +1,45 @@
+// A rank's part of a communicator's rendezvous, without CUDA or NCCL: rank 0
+// starts (or shares) the embedded server unless the job has its own, every
+// rank connects and joins, and the server hands out rank 0's id once all
+// have joined. Unit-tested with threads as ranks.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rendezvous/client.hpp"
+#include "lib/launch/config.hpp"
+#include "lib/comm/embedded_server.hpp"
+#include "rendezvous/protocol.hpp"
+#include "common/status.hpp"
+
+namespace cc {
+
+struct RendezvousRequest {
+  std::string addr;  // MASTER_ADDR as given
+  int port = 0;
+  ResolvedConfig config;  // job_id, token, rendezvous, timeout
+  rv::MemberInfo info;    // rank, world size, host, pid, versions, GPU
+  uint32_t generation = 0;  // 0 = this process's next one for the job (tests set it)
+  std::chrono::steady_clock::time_point deadline;
+};
+
+struct RendezvousResult {
+  std::unique_ptr<EmbeddedServerRef> server;  // rank 0 in embedded mode
+  std::unique_ptr<rv::Client> client;         // stays open: the control channel
+  uint32_t generation = 0;
+  std::vector<uint8_t> unique_id;             // the id every rank received
+};
+
+// make_id runs on rank 0 only, once connected (ncclGetUniqueId there).
+using MakeId = std::function<Status(std::vector<uint8_t>*)>;
+
+// The n-th communicator this process creates through the rendezvous of a job.
+uint32_t next_generation(const std::string& job_id);
+
+Status rendezvous_join(RendezvousRequest request, const MakeId& make_id, RendezvousResult* out);
+
+}  // namespace cc

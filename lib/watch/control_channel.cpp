@@ -1,0 +1,140 @@
+#include "lib/watch/control_channel.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/log.hpp"
+
+namespace cc {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+ControlChannel::ControlChannel(rv::Client& client, ChannelOptions options)
+    : client_(client), options_(std::move(options)) {}
+
+Status ControlChannel::start() {
+  if (Status st = client_.watch(window()); !st.ok())
+    return make_status(st.code, "rank " + std::to_string(options_.rank) + " (host " + options_.host +
+                                    "): asking the rendezvous at " + client_.endpoint() +
+                                    " to watch heartbeats failed: " + st.message);
+  if (Status st = client_.heartbeat_nowait(0); !st.ok()) return st;
+  next_heartbeat_ = Clock::now() + options_.interval;
+  // Rank 0's host and pid, for words when its embedded server goes away.
+  rv::Progress progress;
+  if (client_.progress(options_.generation, 0, &progress, milliseconds(10000)).ok())
+    for (const auto& m : progress.members) members_[m.rank] = m;
+  return Status::success();
+}
+
+std::string ControlChannel::member_words(int rank, const std::string& host, uint32_t pid) const {
+  std::string h = host;
+  uint32_t p = pid;
+  if (auto it = members_.find(rank); it != members_.end()) {
+    if (h.empty()) h = it->second.host;
+    if (p == 0) p = it->second.pid;
+  }
+  return "rank " + std::to_string(rank) + " (host " + (h.empty() ? "?" : h) + " pid " +
+         std::to_string(p) + ")";
+}
+
+ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
+  if (e.kind == rv::PeerEventKind::server_stopping) return server_lost(e.reason);
+  ChannelFailure f;
+  f.kind = e.kind == rv::PeerEventKind::aborted ? ChannelFailure::Kind::peer_aborted
+                                                : ChannelFailure::Kind::peer_failed;
+  f.rank = e.rank;
+  f.host = e.host;
+  f.pid = e.pid;
+  const std::string peer = member_words(e.rank, e.host, e.pid);
+  if (f.kind == ChannelFailure::Kind::peer_aborted)
+    f.story = peer + " aborted the job: " + e.reason + ". Look at that rank's output first";
+  else
+    f.story = peer + " failed: " + e.reason +
+              ". Look at that rank's output and its host's kernel log (OOM killer, a crash, "
+              "a lost node); this communicator cannot continue: destroy it and restart the job";
+  return f;
+}
+
+ChannelFailure ControlChannel::server_lost(const std::string& reason) const {
+  ChannelFailure f;
+  f.kind = ChannelFailure::Kind::server_lost;
+  if (options_.server_in_rank0) {
+    f.rank = 0;
+    if (auto it = members_.find(0); it != members_.end()) {
+      f.host = it->second.host;
+      f.pid = it->second.pid;
+    }
+    f.story = member_words(0, f.host, f.pid) + ", which hosts the job's rendezvous server (" +
+              client_.endpoint() + "), is gone: " + reason +
+              ". Rank 0 most likely died: look at its output; this communicator cannot continue";
+  } else {
+    f.story = "the rendezvous server at " + client_.endpoint() + " is gone: " + reason +
+              ". The job cannot tell whether its ranks are alive: look at cc-run or "
+              "cc-rendezvous, then restart the job";
+  }
+  return f;
+}
+
+std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64_t last_completed) {
+  if (reported_) return std::nullopt;
+  if (now >= next_heartbeat_) {
+    next_heartbeat_ = now + options_.interval;
+    if (Status st = client_.heartbeat_nowait(last_completed); !st.ok())
+      log().debug("rank {}: heartbeat: {}", options_.rank, st.message);
+  }
+  client_.pump();
+  while (auto e = client_.next_event(milliseconds(0))) {
+    if (e->kind == rv::PeerEventKind::left) continue;
+    if (e->kind != rv::PeerEventKind::server_stopping && e->rank == options_.rank) continue;
+    reported_ = true;
+    return from_event(*e);
+  }
+  // A cut cable: the server acknowledges every heartbeat, so silence this
+  // long means it cannot hear us either (it announces us to the others).
+  const auto silent = now - client_.last_heard();
+  if (silent > window() + options_.interval) {
+    reported_ = true;
+    return server_lost("nothing heard from it for " +
+                       std::to_string(std::chrono::duration_cast<milliseconds>(silent).count()) +
+                       " ms (the network to it is cut, or its host is down)");
+  }
+  return std::nullopt;
+}
+
+std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds timeout) {
+  rv::Progress progress;
+  if (Status st = client_.progress(options_.generation, -1, &progress, timeout); !st.ok())
+    return "the rendezvous could not say which rank is behind (" + st.message + ")";
+  // The members furthest back (and behind this rank's op) are named: one that
+  // skipped a call, or is stuck before it, stays at the lowest number.
+  uint64_t lowest = UINT64_MAX;
+  for (const auto& m : progress.members)
+    if (m.rank != options_.rank) lowest = std::min(lowest, m.last_completed);
+  std::string out;
+  for (const auto& m : progress.members) {
+    if (m.rank == options_.rank || m.last_completed != lowest || lowest >= waiting_seq) continue;
+    if (!out.empty()) out += "; ";
+    out += member_words(m.rank, m.host, m.pid) + " last completed op #" +
+           std::to_string(m.last_completed) +
+           (m.silent_ms > window().count()
+                ? " and has not sent a heartbeat for " + std::to_string(m.silent_ms) + " ms"
+                : "");
+  }
+  if (!out.empty())
+    return "behind: " + out +
+           ". A rank that is behind skipped a collective or is stuck before it: compare the "
+           "sequence of calls on every rank";
+  if (progress.members.empty())
+    return "the rendezvous knows no other live member of this communicator";
+  return "every other rank reported completing op #" + std::to_string(lowest) +
+         " or later, so none is known to be behind; a rank may be waiting in a different "
+         "collective: compare the sequence of calls on every rank";
+}
+
+void ControlChannel::announce_abort(const std::string& story) {
+  if (Status st = client_.abort_nowait(story); !st.ok())
+    log().debug("rank {}: telling the rendezvous about the failure: {}", options_.rank, st.message);
+}
+
+}  // namespace cc

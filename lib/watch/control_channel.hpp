@@ -1,0 +1,70 @@
+// A communicator's control channel, as the watchdog sees it: the rendezvous
+// connection that stays open while the communicator lives. It asks the server
+// to watch its heartbeats, sends one every interval, and turns what the server
+// pushes (a member failed, aborted; the server went away) or a silent server
+// into one failure in words. No CUDA: CI drives it with processes as ranks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "rendezvous/client.hpp"
+#include "rendezvous/protocol.hpp"
+#include "common/status.hpp"
+
+namespace cc {
+
+struct ChannelOptions {
+  int rank = -1;
+  std::string host;
+  uint32_t pid = 0;
+  uint32_t generation = 0;
+  std::chrono::milliseconds interval{1000};  // heartbeat_ms
+  int misses = 5;                            // heartbeat_misses
+  bool server_in_rank0 = true;               // embedded mode: the server lives in rank 0
+};
+
+struct ChannelFailure {
+  enum class Kind { peer_failed, peer_aborted, server_lost } kind = Kind::peer_failed;
+  int rank = -1;  // -1: the server (not embedded in a rank)
+  std::string host;
+  uint32_t pid = 0;
+  std::string story;  // the whole sentence: who, what, what to do
+};
+
+class ControlChannel {
+ public:
+  ControlChannel(rv::Client& client, ChannelOptions options);
+
+  // Asks the server to watch this member (window = interval x misses), sends
+  // the first heartbeat and learns every member's host and pid for words.
+  Status start();
+  // One watchdog tick: a heartbeat when due, then what arrived. Returns the
+  // first failure once; nothing after that.
+  std::optional<ChannelFailure> poll(std::chrono::steady_clock::time_point now,
+                                     uint64_t last_completed);
+  // "rank 1 (host h pid p) last completed op #41" for every member behind
+  // `waiting_seq`, asked of the server; words saying why when it cannot.
+  std::string behind_words(uint64_t waiting_seq, std::chrono::milliseconds timeout);
+  // Tells the other members this rank gives up (a timeout, an abort).
+  void announce_abort(const std::string& story);
+
+  std::chrono::milliseconds window() const { return options_.interval * options_.misses; }
+  // "rank 3 (host h pid p)" as the rendezvous knows it.
+  std::string member_words(int rank, const std::string& host, uint32_t pid) const;
+
+ private:
+  ChannelFailure from_event(const rv::PeerEvent& e) const;
+  ChannelFailure server_lost(const std::string& reason) const;
+
+  rv::Client& client_;
+  ChannelOptions options_;
+  std::map<int32_t, rv::MemberProgress> members_;
+  std::chrono::steady_clock::time_point next_heartbeat_{};
+  bool reported_ = false;
+};
+
+}  // namespace cc

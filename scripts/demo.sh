@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the all-reduce example on every
+# GPU of this machine through cc-run. Without GPUs it says so and stops.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh || exit 1
+scripts/build.sh || exit 1
+build=${BUILD:-build}
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+ngpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+fi
+if [ "$ngpus" -eq 0 ]; then
+  echo "demo: no NVIDIA GPU on this machine (nvidia-smi finds none): cc is built in $build/,"
+  echo "      but there is nothing to run the collectives on. Run the tests with scripts/test.sh."
+  exit 0
+fi
+echo "demo: $ngpus GPU(s): cc-run -n $ngpus -- examples/allreduce"
+"$build/tools/cc-run" -n "$ngpus" -- "$build/examples/allreduce"

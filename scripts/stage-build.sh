@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Copies the run-time parts of a build folder (libcc, tools, gpu tests,
+# examples) into DEST with the same layout, so their $ORIGIN run paths still
+# resolve: a small folder to carry to a GPU machine.
+#   scripts/stage-build.sh BUILD DEST
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: $0 BUILD DEST" >&2; exit 2; }
+build=$1
+rm -rf "$2"
+mkdir -p "$2"
+dest=$(cd "$2" && pwd)
+cd "$build"
+find lib tools tests/gpu examples rendezvous -maxdepth 1 \( -name 'libcc.so*' -o -type f -perm -u+x \) \
+  ! -type d ! -name '*.a' 2>/dev/null | while read -r f; do
+  mkdir -p "$dest/$(dirname "$f")"
+  cp -a "$f" "$dest/$f"
+done
+du -sh "$dest"

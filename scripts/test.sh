@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test suite. Suites that
+# need what this machine lacks (GPUs, root for namespaces, mpirun) report
+# themselves skipped. With CC_TEST_HARDENING=1 it then runs
+# scripts/ci-hardening.sh (sanitizers and fuzzing). Ends with one line summing
+# every stage: "N passed, N failed, N skipped"; non-zero status if any failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh || exit 1
+scripts/build.sh || exit 1
+build=${BUILD:-build}
+suites=${CC_TEST_SUITES:-unit rendezvous mpi netns gpu}
+args=()
+for s in $suites; do args+=(--suite "$s"); done
+meson test -C "$build" --print-errorlogs --num-processes 2 "${args[@]}"
+rc=$?
+summary=$(python3 - "$build/meson-logs/testlog.json" <<'PY'
+import json, sys
+passed = failed = skipped = 0
+with open(sys.argv[1]) as f:
+    for line in f:
+        r = json.loads(line).get("result", "")
+        if r in ("OK", "EXPECTEDFAIL"): passed += 1
+        elif r == "SKIP": skipped += 1
+        else: failed += 1
+print(passed, failed, skipped)
+PY
+) || summary="0 1 0"
+read -r passed failed skipped <<<"$summary"
+
+if [ "${CC_TEST_HARDENING:-0}" = 1 ]; then
+  hlog=$(mktemp)
+  scripts/ci-hardening.sh 2>&1 | tee "$hlog"
+  hrc=${PIPESTATUS[0]}
+  last=$(tail -n 1 "$hlog")
+  rm -f "$hlog"
+  if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+    passed=$((passed + BASH_REMATCH[1])); failed=$((failed + BASH_REMATCH[2])); skipped=$((skipped + BASH_REMATCH[3]))
+  else
+    failed=$((failed + 1))
+  fi
+  [ "$hrc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+  [ "$hrc" -ne 0 ] && rc=1
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -ne 0 ] && [ "$rc" -eq 0 ] && rc=1
+exit $rc

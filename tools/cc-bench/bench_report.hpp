@@ -1,0 +1,77 @@
+// cc-bench's results and how rank 0 writes them: the nccl-tests table on
+// stdout, CSV, JSON, and the summary of the issue's goals.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/cc-bench/bench_options.hpp"
+
+namespace ccbench {
+
+// One timing of one (size, mode, implementation).
+struct Result {
+  bool ran = false;
+  double time_us = 0;
+  double algbw = 0;  // GB/s
+  double busbw = 0;  // GB/s
+  double wrong = -1; // elements wrong over all ranks; -1 = not checked
+};
+
+enum Impl { kCc = 0, kRaw = 1 };
+enum Mode { kOutOfPlace = 0, kInPlace = 1 };
+
+struct Row {
+  size_t bytes = 0;
+  size_t count = 0;
+  Result r[2][2];  // [impl][mode]
+};
+
+struct CollResults {
+  Coll coll;
+  double factor = 1;
+  std::vector<Row> rows;
+  std::string plot;  // the SVG written for it, "" for none
+};
+
+// What the whole run was, for headers and files.
+struct RunInfo {
+  Options opt;
+  int nranks = 0;
+  std::string host, gpu, nccl_version, nccl_header_version, cc_version;
+  int cuda_driver = 0, cuda_runtime = 0;
+  std::string registration = "none";  // none, local, window
+  std::string nvls;                   // NCCL_NVLS_ENABLE as the run saw it
+  std::string rendezvous = "embedded";  // or "external" (cc-run, cc-rendezvous)
+  double cc_init_ms = -1;       // the first cc_comm_init_from_env, largest over ranks
+  double cc_init_sync_ms = -1;  // a second one, all ranks starting together
+  double raw_init_ms = -1;      // ncclCommInitRank, all ranks starting together
+  double raw_id_ms = -1;        // ncclGetUniqueId and its broadcast
+};
+
+void print_run_header(std::FILE* out, const RunInfo& info);
+void print_table_header(std::FILE* out, const RunInfo& info, Coll coll);
+void print_row(std::FILE* out, const RunInfo& info, Coll coll, const Row& row);
+void print_summary(std::FILE* out, const RunInfo& info, const CollResults& res);
+
+// The goals of the issue, from one collective's rows (NaN when not measured):
+// smallest cc/raw bus bandwidth ratio for sizes >= 32 MiB, largest cc - raw
+// time for 8 B .. 64 KiB, both out-of-place.
+struct Goals {
+  double min_bw_ratio_large;
+  double max_latency_delta_us_small;
+};
+Goals goals(const CollResults& res);
+
+// Files; false with the reason in `error`.
+bool write_csv(const std::string& path, const RunInfo& info, const std::vector<CollResults>& all,
+               std::string* error);
+bool write_json(const std::string& path, const RunInfo& info,
+                const std::vector<CollResults>& all, std::string* error);
+
+// "8B", "64K", "32M", "1G" for a byte size.
+std::string short_size(double bytes);
+
+}  // namespace ccbench

@@ -1,0 +1,126 @@
+// The network: interfaces, the route to MASTER_ADDR and what answers there.
+#include <cstdlib>
+#include <string>
+
+#include "tools/cc-doctor/doctor_report.hpp"
+
+namespace cc::doctor {
+namespace {
+
+bool looks_like_container_bridge(const std::string& name) {
+  for (const char* prefix : {"docker", "br-", "veth", "cni", "podman", "virbr", "lxcbr"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+bool is_loopback_text(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1" || addr == "[::1]";
+}
+
+bool is_loopback_address(const std::string& numeric) {
+  return numeric.rfind("127.", 0) == 0 || numeric == "::1";
+}
+
+void check_route(Report* r) {
+  const std::string where = r->master_addr;
+  Status s = netif::route_source_for(r->master_addr, &r->route);
+  if (!s.ok()) {
+    r->route_error = s.message;
+    r->add("network", Level::error, s.message);
+    return;
+  }
+  r->route_found = true;
+  if (is_loopback_address(r->route.target) && !is_loopback_text(r->master_addr)) {
+    r->add("network", Level::warn,
+           "MASTER_ADDR " + where + " resolves to the loopback address " + r->route.target +
+               " here, so ranks on other hosts cannot use this name for this host",
+           "give MASTER_ADDR as an address the other hosts reach, or fix the host's entry in /etc/hosts "
+           "(Debian maps the host name to 127.0.1.1)");
+  }
+  if (looks_like_container_bridge(r->route.ifname)) {
+    r->add("network", Level::warn,
+           "the route to " + where + " leaves through " + r->route.ifname +
+               ", a container bridge: other hosts cannot reach this address",
+           "run the container with --network host, or set NCCL_SOCKET_IFNAME to the host's interface");
+  }
+  const char* user = std::getenv("NCCL_SOCKET_IFNAME");
+  if (user != nullptr && *user != '\0' && !netif::nccl_ifname_matches(user, r->route.ifname)) {
+    r->add("network", Level::warn,
+           std::string("NCCL_SOCKET_IFNAME=") + user + " excludes " + r->route.ifname +
+               ", the interface whose route reaches " + where,
+           "unset NCCL_SOCKET_IFNAME (cc then chooses " + r->route.ifname + ") or include " +
+               r->route.ifname + " in it");
+  }
+}
+
+void check_probe(Report* r, const Options& o) {
+  r->probe = probe_rendezvous(r->master_addr, r->master_port, o.job_id, o.timeout_ms);
+  const std::string where = r->master_addr + ":" + std::to_string(r->master_port);
+  const Probe& p = r->probe;
+  switch (p.answer) {
+    case Answer::cc_rendezvous:
+      r->add("rendezvous", Level::info, where + " is reachable: " + p.detail);
+      if (p.auth_required && std::getenv("CC_RENDEZVOUS_TOKEN") == nullptr &&
+          std::getenv("CC_RENDEZVOUS_TOKEN_FILE") == nullptr) {
+        r->add("rendezvous", Level::warn, "the rendezvous at " + where + " requires a token and none is set here",
+               "set CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE to the token cc-rendezvous was given");
+      }
+      break;
+    case Answer::refused:
+      r->add("rendezvous", Level::error, where + ": " + p.detail,
+             "nothing listens there: start rank 0 or cc-rendezvous first, or check the port");
+      break;
+    case Answer::unreachable:
+      r->add("rendezvous", Level::error, where + " is " + p.detail,
+             "unreachable: firewall, wrong address, or Docker bridge without --network host");
+      break;
+    case Answer::other_program:
+    case Answer::silent:
+    case Answer::closed:
+      r->add("rendezvous", Level::error, where + ": " + p.detail,
+             "another program holds the port: choose another MASTER_PORT or stop that program");
+      break;
+    case Answer::cc_refused:
+      r->add("rendezvous", Level::error, where + ": " + p.detail,
+             "check CC_JOB_ID and the token, and the rendezvous's log");
+      break;
+    case Answer::unresolved:
+      r->add("rendezvous", Level::error, where + ": " + p.detail,
+             "check the spelling of MASTER_ADDR, /etc/hosts or DNS, or give a numeric address");
+      break;
+    case Answer::not_tried:
+      break;
+  }
+}
+
+}  // namespace
+
+void collect_network(Report* r, const Options& o) {
+  if (Status s = netif::list_interfaces(&r->interfaces); !s.ok()) r->add("network", Level::error, s.message);
+  bool external_up = false;
+  for (const auto& i : r->interfaces)
+    if (i.up && !i.loopback && !i.addresses.empty()) external_up = true;
+  if (!external_up) {
+    r->add("network", Level::warn, "no interface but loopback is up with an address: only one host can take part",
+           "bring up the network interface; in Docker use --network host for multi-host jobs");
+  }
+
+  r->master_addr = o.master_addr;
+  r->master_addr_var = o.master_addr_var;
+  r->master_port = o.master_port;
+  r->master_port_var = o.master_port_var;
+  if (r->master_addr.empty()) {
+    r->add("rendezvous", Level::info, "MASTER_ADDR is not set: the route and rendezvous checks were skipped",
+           "pass --master-addr HOST --master-port PORT, or set MASTER_ADDR and MASTER_PORT");
+    return;
+  }
+  check_route(r);
+  if (r->master_port == 0) {
+    r->add("rendezvous", Level::info, "MASTER_PORT is not set: the rendezvous check was skipped",
+           "pass --master-port PORT, or set MASTER_PORT");
+    return;
+  }
+  check_probe(r, o);
+}
+
+}  // namespace cc::doctor

@@ -1,0 +1,469 @@
+// cc-rendezvous-bench: N simulated ranks against a rendezvous server, each on
+// its own TCP connection: hello, set its key, add a counter (the last adder
+// sets "done"), wait for "done", get a neighbour's key. Prints the wall time
+// from the first connect to the last completion.
+//
+// The ranks are driven by one epoll loop over non-blocking sockets, so the
+// client side costs little besides the kernel's TCP work. Each rank keeps the
+// protocol of a real rank: one request at a time, the next one sent when the
+// reply to the previous one arrived (no pipelining, no shared connections).
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "common/log.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/server.hpp"
+
+namespace {
+
+namespace rv = cc::rv;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+const char* kUsage =
+    "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W]\n"
+    "\n"
+    "Runs N simulated ranks (default: 1024, 4096 and 16384 in turn), each on its\n"
+    "own connection: hello, set its key, add a counter (the last adder sets\n"
+    "'done'), get 'done' (waits on the server), get its neighbour's key. One\n"
+    "request at a time per rank, as a real rank does.\n"
+    "Without --addr/--port it starts its own server (in this process, or in a\n"
+    "child process when the open-file limit cannot hold both ends).\n"
+    "  --window W  ranks between connect and the server's first answer at once\n"
+    "              (default 1024): beyond the kernel's listen backlog (somaxconn)\n"
+    "              SYNs are dropped and cost a 1 s retransmit\n";
+
+// No progress at all for this long fails the run (a server that stopped
+// answering); a healthy run of 16384 ranks takes about a second.
+constexpr auto kStall = std::chrono::seconds(60);
+
+enum class Step : uint8_t { connecting, hello, set, add, set_done, get_done, get_neighbour, finished };
+
+struct Rank {
+  int fd = -1;
+  int index = 0;
+  Step step = Step::connecting;
+  std::vector<uint8_t> out;  // request bytes the socket did not take yet
+  std::vector<uint8_t> in;   // a reply that arrived in pieces
+};
+
+struct Run {
+  int n = 0;
+  int window = 1024;
+  std::string job;
+  sockaddr_storage server{};
+  socklen_t server_len = 0;
+  bool spread_loopback = false;
+  int epfd = -1;
+  std::vector<Rank> ranks;
+  int next_to_start = 0;
+  int done = 0;
+  int failed = 0;
+  std::string first_error;
+  Clock::time_point last_done;
+  Clock::time_point last_progress;
+  std::vector<uint8_t> frame;  // scratch for encoding one request
+};
+
+void start_more(Run& run);
+
+void fail(Run& run, Rank& r, const std::string& why) {
+  if (r.step == Step::finished) return;
+  const bool was_connecting = r.step == Step::connecting || r.step == Step::hello;
+  r.step = Step::finished;
+  if (run.failed++ == 0) run.first_error = "rank " + std::to_string(r.index) + ": " + why;
+  if (r.fd >= 0) ::close(r.fd);
+  r.fd = -1;
+  if (was_connecting) start_more(run);
+}
+
+// Writes what is queued; false when the rank failed.
+bool flush(Run& run, Rank& r) {
+  while (!r.out.empty()) {
+    const ssize_t k = ::send(r.fd, r.out.data(), r.out.size(), MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;  // EPOLLOUT resumes
+      fail(run, r, std::string("send: ") + std::strerror(errno));
+      return false;
+    }
+    r.out.erase(r.out.begin(), r.out.begin() + k);
+  }
+  return true;
+}
+
+bool request(Run& run, Rank& r, Step next, uint32_t rid, const rv::Message& m) {
+  r.step = next;
+  if (r.out.empty()) {
+    // The usual case: the whole frame goes in one send, from the scratch buffer.
+    run.frame.clear();
+    rv::append_frame(run.frame, rid, m);
+    const ssize_t k = ::send(r.fd, run.frame.data(), run.frame.size(), MSG_NOSIGNAL);
+    if (k == static_cast<ssize_t>(run.frame.size())) return true;
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      fail(run, r, std::string("send: ") + std::strerror(errno));
+      return false;
+    }
+    r.out.assign(run.frame.begin() + (k > 0 ? k : 0), run.frame.end());
+    return true;
+  }
+  rv::append_frame(r.out, rid, m);
+  return flush(run, r);
+}
+
+std::string rank_key(int i) { return "rank/" + std::to_string(i); }
+
+// One reply arrived for the rank's outstanding request: check it, send the next.
+void on_reply(Run& run, Rank& r, const rv::Message& reply) {
+  if (const auto* e = std::get_if<rv::Error>(&reply)) return fail(run, r, "server error: " + e->message);
+  switch (r.step) {
+    case Step::hello: {
+      if (!std::holds_alternative<rv::Challenge>(reply)) return fail(run, r, "hello: unexpected reply");
+      start_more(run);  // accepted and answered: let the next one connect
+      const std::string mine = rank_key(r.index);
+      request(run, r, Step::set, 2, rv::Set{mine, std::vector<uint8_t>(mine.begin(), mine.end())});
+      return;
+    }
+    case Step::set:
+      if (!std::holds_alternative<rv::Ok>(reply)) return fail(run, r, "set: unexpected reply");
+      request(run, r, Step::add, 3, rv::Add{"count", 1});
+      return;
+    case Step::add: {
+      const auto* count = std::get_if<rv::Integer>(&reply);
+      if (count == nullptr) return fail(run, r, "add: unexpected reply");
+      if (count->value == run.n) {
+        request(run, r, Step::set_done, 4, rv::Set{"done", std::vector<uint8_t>(1, 1)});
+      } else {
+        request(run, r, Step::get_done, 5, rv::Get{"done", 600000});
+      }
+      return;
+    }
+    case Step::set_done:
+      if (!std::holds_alternative<rv::Ok>(reply)) return fail(run, r, "set done: unexpected reply");
+      request(run, r, Step::get_done, 5, rv::Get{"done", 600000});
+      return;
+    case Step::get_done:
+      if (!std::holds_alternative<rv::Value>(reply)) return fail(run, r, "get done: unexpected reply");
+      request(run, r, Step::get_neighbour, 6, rv::Get{rank_key((r.index + 1) % run.n), 0});
+      return;
+    case Step::get_neighbour: {
+      const auto* v = std::get_if<rv::Value>(&reply);
+      const std::string want = rank_key((r.index + 1) % run.n);
+      if (v == nullptr || std::string(v->value.begin(), v->value.end()) != want)
+        return fail(run, r, "wrong neighbour value");
+      r.step = Step::finished;
+      ::close(r.fd);  // SO_LINGER 0: a reset, no TIME_WAIT on this side
+      r.fd = -1;
+      r.in = {};
+      r.out = {};
+      run.last_done = Clock::now();
+      ++run.done;
+      return;
+    }
+    default:
+      return fail(run, r, "a reply nobody asked for");
+  }
+}
+
+// Splits what arrived into frames (normally exactly one) and handles them.
+void on_bytes(Run& run, Rank& r, const uint8_t* data, size_t len) {
+  std::span<const uint8_t> avail(data, len);
+  if (!r.in.empty()) {
+    r.in.insert(r.in.end(), data, data + len);
+    avail = std::span<const uint8_t>(r.in);
+  }
+  size_t used = 0;
+  while (r.step != Step::finished && avail.size() - used >= rv::kHeaderSize) {
+    rv::FrameHeader h;
+    if (rv::parse_header(avail.subspan(used, rv::kHeaderSize), rv::Limits{}, &h) != rv::DecodeError::none)
+      return fail(run, r, "bad reply header");
+    if (avail.size() - used < rv::kHeaderSize + h.length) break;
+    rv::Message reply;
+    if (rv::decode_message(h.type, avail.subspan(used + rv::kHeaderSize, h.length), rv::Limits{}, &reply) !=
+        rv::DecodeError::none)
+      return fail(run, r, "bad reply payload");
+    used += rv::kHeaderSize + h.length;
+    run.last_progress = Clock::now();
+    on_reply(run, r, reply);
+  }
+  if (r.step == Step::finished) return;
+  if (r.in.empty()) {
+    r.in.assign(data + used, data + len);
+  } else {
+    r.in.erase(r.in.begin(), r.in.begin() + static_cast<std::ptrdiff_t>(used));
+  }
+}
+
+void start_rank(Run& run, int i) {
+  Rank& r = run.ranks[static_cast<size_t>(i)];
+  r.index = i;
+  r.fd = ::socket(run.server.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (r.fd < 0) return fail(run, r, std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(r.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const linger no_linger{1, 0};  // close resets: no TIME_WAIT on this side
+  ::setsockopt(r.fd, SOL_SOCKET, SO_LINGER, &no_linger, sizeof no_linger);
+  if (run.spread_loopback) {
+    // Real ranks come from many hosts. From one address, the kernel's search
+    // for a free source port grows with every open connection (it dominated
+    // the time at N=16384), so spread the ranks over 127.0.0.0/8.
+    ::setsockopt(r.fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl((127u << 24) | (2u + static_cast<uint32_t>(i % 4096)));
+    if (::bind(r.fd, reinterpret_cast<const sockaddr*>(&src), sizeof src) != 0)
+      return fail(run, r, std::string("bind: ") + std::strerror(errno));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.u32 = static_cast<uint32_t>(i);
+  if (::epoll_ctl(run.epfd, EPOLL_CTL_ADD, r.fd, &ev) != 0)
+    return fail(run, r, std::string("epoll_ctl: ") + std::strerror(errno));
+  if (::connect(r.fd, reinterpret_cast<const sockaddr*>(&run.server), run.server_len) != 0 &&
+      errno != EINPROGRESS)
+    return fail(run, r, std::string("connect: ") + std::strerror(errno));
+  // On loopback the handshake is usually over when connect returns; if not,
+  // the hello waits in r.out for EPOLLOUT.
+  request(run, r, Step::hello, 1,
+          rv::Hello{run.job, "bench", static_cast<uint32_t>(i), "cc-rendezvous-bench"});
+}
+
+void start_more(Run& run) {
+  if (run.next_to_start < run.n) start_rank(run, run.next_to_start++);
+}
+
+void on_event(Run& run, Rank& r, uint32_t events, std::vector<uint8_t>& buf) {
+  if (r.step == Step::finished) return;
+  if (events & EPOLLOUT) {
+    if (!r.out.empty() && !flush(run, r)) return;
+  }
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+    for (;;) {
+      const ssize_t k = ::recv(r.fd, buf.data(), buf.size(), 0);
+      if (k > 0) {
+        on_bytes(run, r, buf.data(), static_cast<size_t>(k));
+        if (r.step == Step::finished) return;
+        if (static_cast<size_t>(k) < buf.size()) break;  // drained (edge-triggered: a new edge comes with new data)
+        continue;
+      }
+      if (k == 0) return fail(run, r, "the server closed the connection");
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return fail(run, r, std::string("recv: ") + std::strerror(errno));
+    }
+    if (events & (EPOLLERR | EPOLLHUP)) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      ::getsockopt(r.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      return fail(run, r, err != 0 ? std::strerror(err) : "connection hung up");
+    }
+  }
+}
+
+bool run_once(int n, const tcp::endpoint& server, int window) {
+  Run run;
+  run.n = n;
+  run.window = window;
+  std::memcpy(&run.server, server.data(), server.size());
+  run.server_len = static_cast<socklen_t>(server.size());
+  run.spread_loopback = server.address().is_v4() && server.address().is_loopback();
+  run.job = "bench-" + std::to_string(n) + "-" + std::to_string(getpid()) + "-" +
+            std::to_string(Clock::now().time_since_epoch().count());
+  run.ranks.resize(static_cast<size_t>(n));
+  run.epfd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (run.epfd < 0) {
+    std::printf("N=%-6d FAILED: epoll_create1: %s\n", n, std::strerror(errno));
+    return false;
+  }
+  std::vector<epoll_event> events(1024);
+  std::vector<uint8_t> buf(64 * 1024);
+  const auto t0 = Clock::now();
+  run.last_progress = t0;
+  for (int k = 0; k < window && run.next_to_start < n; ++k) start_more(run);
+  while (run.done + run.failed < n) {
+    const int got = ::epoll_wait(run.epfd, events.data(), static_cast<int>(events.size()), 1000);
+    if (got < 0 && errno != EINTR) {
+      run.first_error = std::string("epoll_wait: ") + std::strerror(errno);
+      run.failed = n - run.done;
+      break;
+    }
+    for (int k = 0; k < got; ++k)
+      on_event(run, run.ranks[events[static_cast<size_t>(k)].data.u32], events[static_cast<size_t>(k)].events, buf);
+    if (got == 0 && Clock::now() - run.last_progress > kStall) {
+      run.first_error = "no reply for " + std::to_string(kStall.count()) + " s (" + std::to_string(run.done) +
+                        " ranks done)";
+      run.failed = n - run.done;
+      break;
+    }
+  }
+  for (Rank& r : run.ranks)
+    if (r.fd >= 0) ::close(r.fd);
+  ::close(run.epfd);
+  const double ms = std::chrono::duration<double, std::milli>(run.last_done - t0).count();
+  if (run.failed > 0) {
+    std::printf("N=%-6d FAILED: %d of %d ranks failed; first: %s\n", n, run.failed, n, run.first_error.c_str());
+    return false;
+  }
+  std::printf("N=%-6d %9.1f ms  (%.1f us per rank)\n", n, ms, ms * 1000.0 / n);
+  std::fflush(stdout);
+  return true;
+}
+
+rlim_t raise_fd_limit() {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  getrlimit(RLIMIT_NOFILE, &rl);
+  return rl.rlim_cur;
+}
+
+// A server in a child process, for when one process cannot hold both ends.
+pid_t fork_server(int* port) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    rv::ServerOptions o;
+    o.bind_addr = "127.0.0.1";
+    std::unique_ptr<rv::Server> server;
+    if (!rv::Server::start(o, &server).ok()) _exit(1);
+    const int p = server->port();
+    if (write(fds[1], &p, sizeof p) != sizeof p) _exit(1);
+    close(fds[1]);
+    server->wait();  // until SIGTERM ends the process
+    _exit(0);
+  }
+  close(fds[1]);
+  const bool ok = read(fds[0], port, sizeof *port) == sizeof *port;
+  close(fds[0]);
+  if (!ok) {
+    waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  return pid;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> sizes;
+  std::string addr;
+  int port = 0;
+  int window = 1024;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "cc-rendezvous-bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "-n") {
+      sizes.push_back(std::atoi(next()));
+    } else if (a == "--addr") {
+      addr = next();
+    } else if (a == "--port") {
+      port = std::atoi(next());
+    } else if (a == "--window") {
+      window = std::atoi(next());
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "cc-rendezvous-bench: unknown argument '%s' (see --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (sizes.empty()) sizes = {1024, 4096, 16384};
+  for (int n : sizes)
+    if (n < 1) {
+      std::fprintf(stderr, "cc-rendezvous-bench: -n needs a positive number\n");
+      return 2;
+    }
+  if (window < 1) window = 1;
+  int max_n = 0;
+  for (int n : sizes) max_n = std::max(max_n, n);
+
+  const rlim_t limit = raise_fd_limit();
+  std::printf("open-file limit raised to %llu\n", static_cast<unsigned long long>(limit));
+  if (static_cast<rlim_t>(max_n) + 64 > limit) {
+    std::fprintf(stderr, "cc-rendezvous-bench: %d connections do not fit the open-file limit of %llu; raise "
+                         "the hard limit (ulimit -Hn, LimitNOFILE) or use a smaller -n\n",
+                 max_n, static_cast<unsigned long long>(limit));
+    return 1;
+  }
+
+  std::unique_ptr<rv::Server> server;
+  pid_t child = -1;
+  if (!addr.empty() || port != 0) {
+    if (addr.empty() || port == 0) {
+      std::fprintf(stderr, "cc-rendezvous-bench: give both --addr and --port\n");
+      return 2;
+    }
+    std::printf("against the server at %s:%d\n", addr.c_str(), port);
+  } else if (2 * static_cast<rlim_t>(max_n) + 64 <= limit) {
+    rv::ServerOptions o;
+    o.bind_addr = "127.0.0.1";
+    cc::Status st = rv::Server::start(o, &server);
+    if (!st.ok()) {
+      std::fprintf(stderr, "cc-rendezvous-bench: %s\n", st.message.c_str());
+      return 1;
+    }
+    addr = "127.0.0.1";
+    port = server->port();
+    std::printf("embedded server on %s:%d (its own thread in this process)\n", addr.c_str(), port);
+  } else {
+    child = fork_server(&port);
+    if (child < 0) {
+      std::fprintf(stderr, "cc-rendezvous-bench: could not start a server process\n");
+      return 1;
+    }
+    addr = "127.0.0.1";
+    std::printf("server in a child process on %s:%d (both ends of %d connections exceed this "
+                "process's open-file limit)\n",
+                addr.c_str(), port, max_n);
+  }
+  std::fflush(stdout);
+
+  asio::error_code ec;
+  tcp::endpoint ep(asio::ip::make_address(addr, ec), static_cast<unsigned short>(port));
+  if (ec) {
+    asio::io_context io;
+    tcp::resolver resolver(io);
+    auto results = resolver.resolve(addr, std::to_string(port), ec);
+    if (ec || results.empty()) {
+      std::fprintf(stderr, "cc-rendezvous-bench: cannot resolve %s: %s\n", addr.c_str(), ec.message().c_str());
+      return 1;
+    }
+    ep = results.begin()->endpoint();
+  }
+
+  bool ok = true;
+  for (int n : sizes) ok = run_once(n, ep, window) && ok;
+
+  if (server) server->stop();
+  if (child > 0) {
+    kill(child, SIGTERM);
+    waitpid(child, nullptr, 0);
+  }
+  return ok ? 0 : 1;
+}
