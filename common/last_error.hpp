@@ -20,14 +20,14 @@ cc_result_t succeed();
 // Wraps the body of a C entry point: turns any escaping C++ exception into
 // CC_ERR_INTERNAL (or CC_ERR_SYSTEM for bad_alloc) with its words.
 #define CC_API_GUARD_BEGIN try {
-#define CC_API_GUARD_END                                                              \
-  }                                                                                   \
-  catch (const std::bad_alloc&) {                                                     \
-    return ::cc::fail(CC_ERR_SYSTEM, std::string(__func__) + ": out of host memory"); \
-  }                                                                                   \
-  catch (const std::exception& e) {                                                   \
-    return ::cc::fail(CC_ERR_INTERNAL, std::string(__func__) + ": " + e.what());      \
-  }                                                                                   \
-  catch (...) {                                                                       \
+#define CC_API_GUARD_END                                                               \
+  }                                                                                    \
+  catch (const std::bad_alloc&) {                                                      \
+    return ::cc::fail(CC_ERR_SYSTEM, std::string(__func__) + ": out of host memory");  \
+  }                                                                                    \
+  catch (const std::exception& e) {                                                    \
+    return ::cc::fail(CC_ERR_INTERNAL, std::string(__func__) + ": " + e.what());       \
+  }                                                                                    \
+  catch (...) {                                                                        \
     return ::cc::fail(CC_ERR_INTERNAL, std::string(__func__) + ": unknown exception"); \
   }

@@ -39,8 +39,8 @@ void log_set_identity(int rank, const std::string& host) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   if (spdlog::get("cc")) return;  // the host's logger keeps its own pattern
-  instance()->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [cc] [rank " + std::to_string(rank) + " " +
-                          host + "] [%^%l%$] %v");
+  instance()->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [cc] [rank " + std::to_string(rank) + " " + host +
+                          "] [%^%l%$] %v");
 }
 
 }  // namespace cc

@@ -97,8 +97,8 @@ int main() {
   for (int epoch = 0; epoch < kEpochs; ++epoch) {
     cudaMemsetAsync(grad, 0, kParams * sizeof(float), stream);
     cudaMemsetAsync(loss, 0, sizeof(float), stream);
-    forward_backward<<<(kSamplesPerRank + 255) / 256, 256, 0, stream>>>(x, y, params,
-                                                                       kSamplesPerRank, grad, loss);
+    forward_backward<<<(kSamplesPerRank + 255) / 256, 256, 0, stream>>>(
+        x, y, params, kSamplesPerRank, grad, loss);
     // The data-parallel step: average gradients (and the loss, for printing).
     if ((r = cc_allreduce(grad, grad, kParams, CC_FLOAT32, CC_AVG, comm, s)) != CC_SUCCESS)
       return cc_failed("cc_allreduce(gradients)", r);
@@ -134,9 +134,8 @@ int main() {
   if (rank == 0)
     std::printf("loss %.6f -> %.6f; w[1] = %.3f (true %.3f), b = %.3f (true %.3f)\n", first_loss,
                 last_loss, mine[1], true_w[1], mine[kFeatures], true_b);
-  std::printf("rank %d: weights %s across %d ranks%s\n", rank,
-              differ == 0 ? "identical" : "DIFFER", nranks,
-              learned ? "" : "; the loss did not fall enough");
+  std::printf("rank %d: weights %s across %d ranks%s\n", rank, differ == 0 ? "identical" : "DIFFER",
+              nranks, learned ? "" : "; the loss did not fall enough");
 
   cudaFree(wmax);
   cudaFree(wmin);

@@ -30,9 +30,9 @@
 #include <set>
 #include <thread>
 
-#include "rendezvous/auth.hpp"
 #include "common/log.hpp"
 #include "common/unique_fd.hpp"
+#include "rendezvous/auth.hpp"
 
 namespace cc::rv {
 namespace {
@@ -41,8 +41,8 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kReadSlice{50};
-constexpr milliseconds kWaitGrace{5000};      // for the server's own timeout answer
-constexpr milliseconds kAttemptCap{5000};     // one connect attempt to one address
+constexpr milliseconds kWaitGrace{5000};   // for the server's own timeout answer
+constexpr milliseconds kAttemptCap{5000};  // one connect attempt to one address
 constexpr milliseconds kFirstBackoff{10};
 constexpr milliseconds kMaxBackoff{500};
 const Clock::time_point kNever = Clock::time_point::max();
@@ -65,7 +65,8 @@ Clock::time_point after(milliseconds d) {
 }
 
 std::string strip_brackets(const std::string& addr) {
-  if (addr.size() >= 2 && addr.front() == '[' && addr.back() == ']') return addr.substr(1, addr.size() - 2);
+  if (addr.size() >= 2 && addr.front() == '[' && addr.back() == ']')
+    return addr.substr(1, addr.size() - 2);
   return addr;
 }
 
@@ -148,7 +149,8 @@ Status connect_with_retries(const ClientOptions& o, const std::string& endpoint,
         if (err == 0) return Status::success();
         timed_out = err == ETIMEDOUT;
         last_cause = timed_out ? "no answer (connection timed out)" : std::strerror(err);
-        for (auto& c : last_cause) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        for (auto& c : last_cause)
+          c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       }
     }
     const auto now = Clock::now();
@@ -160,16 +162,17 @@ Status connect_with_retries(const ClientOptions& o, const std::string& endpoint,
   }
 
   const std::string tried = " after " + std::to_string(attempts) + " attempt" +
-                            (attempts == 1 ? "" : "s") + " in " + std::to_string(elapsed_ms(start)) +
-                            " ms: ";
+                            (attempts == 1 ? "" : "s") + " in " +
+                            std::to_string(elapsed_ms(start)) + " ms: ";
   if (resolve_failed) {
     return make_status(CC_ERR_RENDEZVOUS, "cannot resolve the rendezvous host '" + host + "' (of " +
                                               endpoint + ")" + tried + last_cause +
                                               ". Check MASTER_ADDR and the name service (DNS, "
                                               "/etc/hosts)");
   }
-  return make_status(timed_out ? CC_ERR_TIMEOUT : CC_ERR_RENDEZVOUS,
-                     "cannot reach the rendezvous at " + endpoint + tried + last_cause + reach_advice());
+  return make_status(
+      timed_out ? CC_ERR_TIMEOUT : CC_ERR_RENDEZVOUS,
+      "cannot reach the rendezvous at " + endpoint + tried + last_cause + reach_advice());
 }
 
 class TcpClient final : public Client {
@@ -245,8 +248,8 @@ class TcpClient final : public Client {
     // timeout_ms 0: the server waits without a deadline, and so do we.
     const auto deadline = request.timeout_ms == 0 ? kNever : waiting_deadline(request.timeout_ms);
     Message reply;
-    if (Status s = transact(request, deadline, "the join of rank " + std::to_string(request.info.rank),
-                            &reply);
+    if (Status s = transact(request, deadline,
+                            "the join of rank " + std::to_string(request.info.rank), &reply);
         !s.ok()) {
       return s;
     }
@@ -260,8 +263,8 @@ class TcpClient final : public Client {
 
   Status heartbeat(uint64_t last_completed) override {
     Message reply;
-    if (Status s = transact(Heartbeat{last_completed}, after(options_.request_timeout), "a heartbeat",
-                            &reply);
+    if (Status s = transact(Heartbeat{last_completed}, after(options_.request_timeout),
+                            "a heartbeat", &reply);
         !s.ok()) {
       return s;
     }
@@ -299,7 +302,8 @@ class TcpClient final : public Client {
 
   Status progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) override {
     Message reply;
-    if (Status s = transact(ProgressQuery{generation, rank}, after(timeout), "a progress query", &reply);
+    if (Status s =
+            transact(ProgressQuery{generation, rank}, after(timeout), "a progress query", &reply);
         !s.ok())
       return s;
     auto* p = std::get_if<Progress>(&reply);
@@ -400,8 +404,9 @@ class TcpClient final : public Client {
   }
 
   Status from_error(const Error& e) const {
-    const auto code = e.code > CC_SUCCESS && e.code < CC_NUM_RESULTS ? static_cast<cc_result_t>(e.code)
-                                                                      : CC_ERR_RENDEZVOUS;
+    const auto code = e.code > CC_SUCCESS && e.code < CC_NUM_RESULTS
+                          ? static_cast<cc_result_t>(e.code)
+                          : CC_ERR_RENDEZVOUS;
     if (code == CC_ERR_AUTH) {
       // Never say which part was wrong.
       return make_status(CC_ERR_AUTH, "the rendezvous at " + endpoint_ +
@@ -412,7 +417,8 @@ class TcpClient final : public Client {
     return make_status(code, e.message);
   }
 
-  Status send_all(std::span<const uint8_t> bytes, Clock::time_point deadline, const std::string& what) {
+  Status send_all(std::span<const uint8_t> bytes, Clock::time_point deadline,
+                  const std::string& what) {
     size_t done = 0;
     while (done < bytes.size()) {
       const ssize_t n = ::send(fd_.get(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
@@ -423,12 +429,13 @@ class TcpClient final : public Client {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         if (Clock::now() >= deadline) {
-          return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint_ +
-                                                 " did not take " + what +
+          return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint_ + " did not take " +
+                                                 what +
                                                  " in time: is the server overloaded or stuck?");
         }
         pollfd p{fd_.get(), POLLOUT, 0};
-        const int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
+        const int rc =
+            ::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
         if (rc < 0 && errno != EINTR) return mark_broken(system_error("poll", errno));
         continue;
       }
@@ -501,10 +508,10 @@ class TcpClient final : public Client {
     reader_.feed(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
     while (auto frame = reader_.next()) dispatch(std::move(*frame));
     if (reader_.error() != DecodeError::none) {
-      (void)mark_broken(make_status(CC_ERR_RENDEZVOUS,
-                              "the rendezvous at " + endpoint_ + " sent a frame we cannot read (" +
-                                  describe(reader_.error()) +
-                                  "): is it a cc rendezvous server of the same version?"));
+      (void)mark_broken(make_status(
+          CC_ERR_RENDEZVOUS, "the rendezvous at " + endpoint_ + " sent a frame we cannot read (" +
+                                 describe(reader_.error()) +
+                                 "): is it a cc rendezvous server of the same version?"));
     }
   }
 
@@ -585,7 +592,8 @@ Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>* ou
                        "no rendezvous address given: set MASTER_ADDR (or pass an address)");
   }
   if (options.port < 1 || options.port > 65535) {
-    return make_status(CC_ERR_INVALID_ARGUMENT, "the rendezvous port " + std::to_string(options.port) +
+    return make_status(CC_ERR_INVALID_ARGUMENT, "the rendezvous port " +
+                                                    std::to_string(options.port) +
                                                     " is out of range 1..65535: check MASTER_PORT");
   }
   const auto deadline = after(options.connect_timeout);

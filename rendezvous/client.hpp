@@ -12,16 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/protocol.hpp"
 #include "common/status.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace cc::rv {
 
 struct ClientOptions {
-  std::string addr;        // IPv4, IPv6 ("::1" or "[::1]") or a host name
+  std::string addr;  // IPv4, IPv6 ("::1" or "[::1]") or a host name
   int port = 0;
   std::string job_id = "default";
-  std::string token;       // empty = none
+  std::string token;          // empty = none
   std::string client = "cc";  // free text sent in Hello
   // Total budget for connecting (retrying with backoff while refused) and the
   // handshake.

@@ -102,7 +102,8 @@ class Reader {
   bool le(T& v) {
     if (in_.size() - pos_ < sizeof(T)) return fail(DecodeError::truncated);
     T r = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) r |= static_cast<T>(static_cast<T>(in_[pos_ + i]) << (8 * i));
+    for (size_t i = 0; i < sizeof(T); ++i)
+      r |= static_cast<T>(static_cast<T>(in_[pos_ + i]) << (8 * i));
     pos_ += sizeof(T);
     v = r;
     return true;
@@ -135,7 +136,8 @@ struct Codec<Hello> {
     w.str(m.client);
   }
   static bool get(Reader& r, Hello& m) {
-    return r.str(m.job_id, r.limits().max_key) && r.text(m.host) && r.u32(m.pid) && r.text(m.client);
+    return r.str(m.job_id, r.limits().max_key) && r.text(m.host) && r.u32(m.pid) &&
+           r.text(m.client);
   }
 };
 template <>
@@ -163,7 +165,9 @@ struct Codec<Set> {
     w.str(m.key);
     w.bytes(m.value);
   }
-  static bool get(Reader& r, Set& m) { return r.key(m.key) && r.bytes(m.value, r.limits().max_value); }
+  static bool get(Reader& r, Set& m) {
+    return r.key(m.key) && r.bytes(m.value, r.limits().max_value);
+  }
 };
 template <>
 struct Codec<Get> {
@@ -267,7 +271,9 @@ struct Codec<Error> {
     w.str(m.message);
   }
   // Error texts may be long (they list missing ranks): allow a whole frame.
-  static bool get(Reader& r, Error& m) { return r.u32(m.code) && r.str(m.message, r.limits().max_frame); }
+  static bool get(Reader& r, Error& m) {
+    return r.u32(m.code) && r.str(m.message, r.limits().max_frame);
+  }
 };
 template <>
 struct Codec<Value> {
@@ -315,7 +321,8 @@ struct Codec<PeerEvent> {
   }
   static bool get(Reader& r, PeerEvent& m) {
     uint8_t k = 0;
-    if (!(r.u8(k) && r.i32(m.rank) && r.text(m.host) && r.u32(m.pid) && r.text(m.reason))) return false;
+    if (!(r.u8(k) && r.i32(m.rank) && r.text(m.host) && r.u32(m.pid) && r.text(m.reason)))
+      return false;
     if (k < 1 || k > 4) return r.fail(DecodeError::bad_field);
     m.kind = static_cast<PeerEventKind>(k);
     return true;
@@ -395,43 +402,74 @@ MsgType type_of(const Message& m) {
 
 const char* type_name(MsgType t) {
   switch (t) {
-    case MsgType::hello: return "hello";
-    case MsgType::auth: return "auth";
-    case MsgType::set: return "set";
-    case MsgType::get: return "get";
-    case MsgType::add: return "add";
-    case MsgType::wait: return "wait";
-    case MsgType::del: return "delete";
-    case MsgType::join: return "join";
-    case MsgType::leave: return "leave";
-    case MsgType::heartbeat: return "heartbeat";
-    case MsgType::abort: return "abort";
-    case MsgType::challenge: return "challenge";
-    case MsgType::ok: return "ok";
-    case MsgType::error: return "error";
-    case MsgType::value: return "value";
-    case MsgType::integer: return "integer";
-    case MsgType::joined: return "joined";
-    case MsgType::peer_event: return "peer-event";
-    case MsgType::heartbeat_ack: return "heartbeat-ack";
-    case MsgType::watch: return "watch";
-    case MsgType::progress_query: return "progress-query";
-    case MsgType::progress: return "progress";
+    case MsgType::hello:
+      return "hello";
+    case MsgType::auth:
+      return "auth";
+    case MsgType::set:
+      return "set";
+    case MsgType::get:
+      return "get";
+    case MsgType::add:
+      return "add";
+    case MsgType::wait:
+      return "wait";
+    case MsgType::del:
+      return "delete";
+    case MsgType::join:
+      return "join";
+    case MsgType::leave:
+      return "leave";
+    case MsgType::heartbeat:
+      return "heartbeat";
+    case MsgType::abort:
+      return "abort";
+    case MsgType::challenge:
+      return "challenge";
+    case MsgType::ok:
+      return "ok";
+    case MsgType::error:
+      return "error";
+    case MsgType::value:
+      return "value";
+    case MsgType::integer:
+      return "integer";
+    case MsgType::joined:
+      return "joined";
+    case MsgType::peer_event:
+      return "peer-event";
+    case MsgType::heartbeat_ack:
+      return "heartbeat-ack";
+    case MsgType::watch:
+      return "watch";
+    case MsgType::progress_query:
+      return "progress-query";
+    case MsgType::progress:
+      return "progress";
   }
   return "unknown";
 }
 
 const char* describe(DecodeError e) {
   switch (e) {
-    case DecodeError::none: return "no error";
-    case DecodeError::bad_magic: return "bad magic (not a cc rendezvous frame: is another program using this port?)";
-    case DecodeError::bad_version: return "unsupported protocol version (client and server are different cc versions)";
-    case DecodeError::frame_too_large: return "frame length over the maximum frame size";
-    case DecodeError::truncated: return "truncated message (a field runs past the end of the frame)";
-    case DecodeError::trailing_bytes: return "trailing bytes after the message";
-    case DecodeError::unknown_type: return "unknown message type";
-    case DecodeError::field_too_large: return "a key, value, string or list over its size limit";
-    case DecodeError::bad_field: return "a field with an invalid value";
+    case DecodeError::none:
+      return "no error";
+    case DecodeError::bad_magic:
+      return "bad magic (not a cc rendezvous frame: is another program using this port?)";
+    case DecodeError::bad_version:
+      return "unsupported protocol version (client and server are different cc versions)";
+    case DecodeError::frame_too_large:
+      return "frame length over the maximum frame size";
+    case DecodeError::truncated:
+      return "truncated message (a field runs past the end of the frame)";
+    case DecodeError::trailing_bytes:
+      return "trailing bytes after the message";
+    case DecodeError::unknown_type:
+      return "unknown message type";
+    case DecodeError::field_too_large:
+      return "a key, value, string or list over its size limit";
+    case DecodeError::bad_field:
+      return "a field with an invalid value";
   }
   return "unknown decode error";
 }
@@ -476,28 +514,50 @@ std::vector<uint8_t> encode_frame(uint32_t request_id, const Message& m) {
 DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, const Limits& limits,
                            Message* out) {
   switch (static_cast<MsgType>(type)) {
-    case MsgType::hello: return decode_as<Hello>(payload, limits, out);
-    case MsgType::auth: return decode_as<Auth>(payload, limits, out);
-    case MsgType::set: return decode_as<Set>(payload, limits, out);
-    case MsgType::get: return decode_as<Get>(payload, limits, out);
-    case MsgType::add: return decode_as<Add>(payload, limits, out);
-    case MsgType::wait: return decode_as<Wait>(payload, limits, out);
-    case MsgType::del: return decode_as<Del>(payload, limits, out);
-    case MsgType::join: return decode_as<Join>(payload, limits, out);
-    case MsgType::leave: return decode_as<Leave>(payload, limits, out);
-    case MsgType::heartbeat: return decode_as<Heartbeat>(payload, limits, out);
-    case MsgType::abort: return decode_as<Abort>(payload, limits, out);
-    case MsgType::challenge: return decode_as<Challenge>(payload, limits, out);
-    case MsgType::ok: return decode_as<Ok>(payload, limits, out);
-    case MsgType::error: return decode_as<Error>(payload, limits, out);
-    case MsgType::value: return decode_as<Value>(payload, limits, out);
-    case MsgType::integer: return decode_as<Integer>(payload, limits, out);
-    case MsgType::joined: return decode_as<Joined>(payload, limits, out);
-    case MsgType::peer_event: return decode_as<PeerEvent>(payload, limits, out);
-    case MsgType::heartbeat_ack: return decode_as<HeartbeatAck>(payload, limits, out);
-    case MsgType::watch: return decode_as<Watch>(payload, limits, out);
-    case MsgType::progress_query: return decode_as<ProgressQuery>(payload, limits, out);
-    case MsgType::progress: return decode_as<Progress>(payload, limits, out);
+    case MsgType::hello:
+      return decode_as<Hello>(payload, limits, out);
+    case MsgType::auth:
+      return decode_as<Auth>(payload, limits, out);
+    case MsgType::set:
+      return decode_as<Set>(payload, limits, out);
+    case MsgType::get:
+      return decode_as<Get>(payload, limits, out);
+    case MsgType::add:
+      return decode_as<Add>(payload, limits, out);
+    case MsgType::wait:
+      return decode_as<Wait>(payload, limits, out);
+    case MsgType::del:
+      return decode_as<Del>(payload, limits, out);
+    case MsgType::join:
+      return decode_as<Join>(payload, limits, out);
+    case MsgType::leave:
+      return decode_as<Leave>(payload, limits, out);
+    case MsgType::heartbeat:
+      return decode_as<Heartbeat>(payload, limits, out);
+    case MsgType::abort:
+      return decode_as<Abort>(payload, limits, out);
+    case MsgType::challenge:
+      return decode_as<Challenge>(payload, limits, out);
+    case MsgType::ok:
+      return decode_as<Ok>(payload, limits, out);
+    case MsgType::error:
+      return decode_as<Error>(payload, limits, out);
+    case MsgType::value:
+      return decode_as<Value>(payload, limits, out);
+    case MsgType::integer:
+      return decode_as<Integer>(payload, limits, out);
+    case MsgType::joined:
+      return decode_as<Joined>(payload, limits, out);
+    case MsgType::peer_event:
+      return decode_as<PeerEvent>(payload, limits, out);
+    case MsgType::heartbeat_ack:
+      return decode_as<HeartbeatAck>(payload, limits, out);
+    case MsgType::watch:
+      return decode_as<Watch>(payload, limits, out);
+    case MsgType::progress_query:
+      return decode_as<ProgressQuery>(payload, limits, out);
+    case MsgType::progress:
+      return decode_as<Progress>(payload, limits, out);
   }
   return DecodeError::unknown_type;
 }

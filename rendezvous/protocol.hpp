@@ -25,11 +25,11 @@ inline constexpr size_t kHeaderSize = 16;
 
 // Sizes every decoder enforces. The server may configure tighter ones.
 struct Limits {
-  uint32_t max_frame = 4u << 20;   // payload bytes of one frame
-  uint32_t max_key = 1024;         // bytes of one key
-  uint32_t max_value = 1u << 20;   // bytes of one value
-  uint32_t max_string = 4096;      // any other string (host, job id, reasons)
-  uint32_t max_wait_keys = 1024;   // keys in one WAIT
+  uint32_t max_frame = 4u << 20;  // payload bytes of one frame
+  uint32_t max_key = 1024;        // bytes of one key
+  uint32_t max_value = 1u << 20;  // bytes of one value
+  uint32_t max_string = 4096;     // any other string (host, job id, reasons)
+  uint32_t max_wait_keys = 1024;  // keys in one WAIT
 };
 
 enum class MsgType : uint16_t {
@@ -104,14 +104,14 @@ struct Del {
 struct MemberInfo {
   int32_t rank = -1;
   int32_t world_size = 0;
-  uint32_t generation = 0;     // n-th communicator this process creates in the job
+  uint32_t generation = 0;  // n-th communicator this process creates in the job
   std::string host;
   uint32_t pid = 0;
-  int32_t nccl_version = 0;    // NCCL_VERSION_CODE of the loaded library
+  int32_t nccl_version = 0;  // NCCL_VERSION_CODE of the loaded library
   int32_t cuda_driver = 0;
   int32_t cuda_runtime = 0;
   std::string gpu_uuid;
-  std::string nccl_addr;       // the address NCCL will use
+  std::string nccl_addr;  // the address NCCL will use
 };
 // Join a communicator. Rank 0 sends the ncclUniqueId in unique_id; the others
 // send it empty. Answered with Joined once all world_size ranks have joined,
@@ -148,7 +148,7 @@ struct ProgressQuery {
 
 struct Ok {};
 struct Error {
-  uint32_t code = 0;      // a cc_result_t
+  uint32_t code = 0;  // a cc_result_t
   std::string message;
 };
 struct Value {
@@ -189,9 +189,9 @@ struct Progress {
   std::vector<MemberProgress> members;  // sorted by rank; ranks gone are absent
 };
 
-using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat,
-                             Abort, Challenge, Ok, Error, Value, Integer, Joined, PeerEvent,
-                             HeartbeatAck, Watch, ProgressQuery, Progress>;
+using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat, Abort,
+                             Challenge, Ok, Error, Value, Integer, Joined, PeerEvent, HeartbeatAck,
+                             Watch, ProgressQuery, Progress>;
 
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"
@@ -200,14 +200,14 @@ const char* type_name(MsgType t);  // "set", "join", ... or "unknown"
 
 enum class DecodeError : uint8_t {
   none = 0,
-  bad_magic,       // not a cc rendezvous frame (wrong program on the port?)
-  bad_version,     // a client of another protocol version
-  frame_too_large, // length over Limits::max_frame
-  truncated,       // the payload ends inside a field
-  trailing_bytes,  // the payload has bytes after the last field
-  unknown_type,    // a type this version does not know
-  field_too_large, // a key, value, string or list over its limit
-  bad_field,       // a field with an impossible value (e.g. negative world size)
+  bad_magic,        // not a cc rendezvous frame (wrong program on the port?)
+  bad_version,      // a client of another protocol version
+  frame_too_large,  // length over Limits::max_frame
+  truncated,        // the payload ends inside a field
+  trailing_bytes,   // the payload has bytes after the last field
+  unknown_type,     // a type this version does not know
+  field_too_large,  // a key, value, string or list over its limit
+  bad_field,        // a field with an impossible value (e.g. negative world size)
 };
 const char* describe(DecodeError e);
 

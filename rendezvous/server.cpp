@@ -34,7 +34,8 @@ using asio::ip::tcp;
 void reserve_descriptors(int fd, size_t max_connections) {
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
-  const size_t want = std::min<size_t>({static_cast<size_t>(rl.rlim_cur), max_connections + 64, 65536});
+  const size_t want =
+      std::min<size_t>({static_cast<size_t>(rl.rlim_cur), max_connections + 64, 65536});
   if (want < 2) return;
   // F_DUPFD takes the lowest free number >= its argument, so no open
   // descriptor is touched.
@@ -44,7 +45,8 @@ void reserve_descriptors(int fd, size_t max_connections) {
 
 std::string endpoint_text(const tcp::endpoint& ep) {
   asio::ip::address a = ep.address();
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
   if (a.is_v6()) return "[" + a.to_string() + "]:" + std::to_string(ep.port());
   return a.to_string() + ":" + std::to_string(ep.port());
 }
@@ -83,18 +85,21 @@ class AsioServer final : public Server, private Sink {
     asio::ip::address addr = asio::ip::make_address(opt_.bind_addr, ec);
     if (ec) {
       tcp::resolver resolver(io_);
-      auto results = resolver.resolve(opt_.bind_addr, std::to_string(opt_.port), tcp::resolver::passive, ec);
+      auto results =
+          resolver.resolve(opt_.bind_addr, std::to_string(opt_.port), tcp::resolver::passive, ec);
       if (ec || results.empty())
-        return make_status(CC_ERR_SYSTEM, "cannot resolve the bind address '" + opt_.bind_addr +
-                                              "': " + (ec ? ec.message() : "no address") +
-                                              "; give an IP address or a host name of this machine");
+        return make_status(CC_ERR_SYSTEM,
+                           "cannot resolve the bind address '" + opt_.bind_addr +
+                               "': " + (ec ? ec.message() : "no address") +
+                               "; give an IP address or a host name of this machine");
       addr = results.begin()->endpoint().address();
     }
     const tcp::endpoint ep(addr, static_cast<unsigned short>(opt_.port));
     const std::string where = (addr.is_v6() ? "[" + opt_.bind_addr + "]" : opt_.bind_addr) + ":" +
                               std::to_string(opt_.port);
     acceptor_.open(ep.protocol(), ec);
-    if (!ec && addr.is_v6() && addr.is_unspecified()) acceptor_.set_option(asio::ip::v6_only(false), ec);
+    if (!ec && addr.is_v6() && addr.is_unspecified())
+      acceptor_.set_option(asio::ip::v6_only(false), ec);
     if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) acceptor_.bind(ep, ec);
     if (!ec) acceptor_.listen(65535, ec);
@@ -105,22 +110,26 @@ class AsioServer final : public Server, private Sink {
       acceptor_.set_option(tcp::no_delay(true), nodelay_ec);
     }
     if (ec == asio::error::address_in_use)
-      return make_status(CC_ERR_SYSTEM, "cannot listen on " + where +
-                                            ": address already in use; another cc-rendezvous or program "
-                                            "holds the port: stop it or choose another port (--port / "
-                                            "MASTER_PORT)");
+      return make_status(CC_ERR_SYSTEM,
+                         "cannot listen on " + where +
+                             ": address already in use; another cc-rendezvous or program "
+                             "holds the port: stop it or choose another port (--port / "
+                             "MASTER_PORT)");
     if (ec)
       return make_status(CC_ERR_SYSTEM, "cannot listen on " + where + ": " + ec.message() +
                                             (ec == std::errc::address_not_available
                                                  ? "; the address is not one of this machine's"
                                                  : ""));
     port_ = acceptor_.local_endpoint().port();
-    const std::string shown = endpoint_text(tcp::endpoint(addr, static_cast<unsigned short>(port_)));
+    const std::string shown =
+        endpoint_text(tcp::endpoint(addr, static_cast<unsigned short>(port_)));
     if (opt_.token.empty())
-      log().warn("rendezvous server on {} has no token: anyone who can reach the port can join any job "
-                 "(set a token with --token-file or CC_RENDEZVOUS_TOKEN)",
-                 shown);
-    log().info("listening on {}{}", shown, addr.to_string() == opt_.bind_addr ? "" : " (" + opt_.bind_addr + ")");
+      log().warn(
+          "rendezvous server on {} has no token: anyone who can reach the port can join any job "
+          "(set a token with --token-file or CC_RENDEZVOUS_TOKEN)",
+          shown);
+    log().info("listening on {}{}", shown,
+               addr.to_string() == opt_.bind_addr ? "" : " (" + opt_.bind_addr + ")");
     reserve_descriptors(acceptor_.native_handle(), opt_.max_connections);
     accept();
     thread_ = std::thread([this] { run(); });
@@ -229,7 +238,8 @@ class AsioServer final : public Server, private Sink {
         if (s->closing || s->closed) continue;
         const size_t mib = (s->pending.size() + s->writing.size()) >> 20;
         s->pending.clear();
-        core_.on_disconnect(s->id, "it does not read its replies (" + std::to_string(mib) + " MiB queued)");
+        core_.on_disconnect(
+            s->id, "it does not read its replies (" + std::to_string(mib) + " MiB queued)");
         finish_close(s);
       }
     }
@@ -307,14 +317,16 @@ class AsioServer final : public Server, private Sink {
       finish_close(s, true);
       return;
     }
-    core_.on_disconnect(s->id, ec == asio::error::eof ? "the client closed the connection" : ec.message());
+    core_.on_disconnect(s->id,
+                        ec == asio::error::eof ? "the client closed the connection" : ec.message());
     finish_close(s, true);
   }
 
   // ---- input -----------------------------------------------------------------
 
   void start_read(const SessionPtr& s) {
-    s->sock.async_wait(tcp::socket::wait_read, [this, s](std::error_code ec) { on_readable(s, ec); });
+    s->sock.async_wait(tcp::socket::wait_read,
+                       [this, s](std::error_code ec) { on_readable(s, ec); });
   }
 
   void on_readable(const SessionPtr& s, std::error_code ec) {
@@ -349,9 +361,10 @@ class AsioServer final : public Server, private Sink {
         ++accept_failures_;
         const auto now = Clock::now();
         if (now - accept_failure_logged_ > std::chrono::seconds(5)) {
-          log().warn("rendezvous server: accept failed {} time(s): {}; retrying (raise the fd limit with "
-                     "ulimit -n if this says 'too many open files')",
-                     accept_failures_, ec.message());
+          log().warn(
+              "rendezvous server: accept failed {} time(s): {}; retrying (raise the fd limit with "
+              "ulimit -n if this says 'too many open files')",
+              accept_failures_, ec.message());
           accept_failure_logged_ = now;
           accept_failures_ = 0;
         }
@@ -445,7 +458,8 @@ Status Server::start(const ServerOptions& options, std::unique_ptr<Server>* out)
     *out = std::move(server);
     return Status::success();
   } catch (const std::exception& e) {
-    return make_status(CC_ERR_SYSTEM, std::string("cannot start the rendezvous server: ") + e.what());
+    return make_status(CC_ERR_SYSTEM,
+                       std::string("cannot start the rendezvous server: ") + e.what());
   }
 }
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/protocol.hpp"
 #include "common/status.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace cc::rv {
 

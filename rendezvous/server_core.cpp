@@ -4,9 +4,9 @@
 #include <charconv>
 #include <limits>
 
-#include "rendezvous/auth.hpp"
 #include "cc/cc_version.h"
 #include "common/log.hpp"
+#include "rendezvous/auth.hpp"
 
 namespace cc::rv {
 namespace {
@@ -40,21 +40,22 @@ struct Conn {
   std::vector<uint8_t> nonce;
   Job* job = nullptr;
   std::vector<Membership> memberships;
-  bool announced = false;       // its failure or abort was told to the job
-  std::vector<uint64_t> parked; // ids of its parked requests (some may be done)
+  bool announced = false;        // its failure or abort was told to the job
+  std::vector<uint64_t> parked;  // ids of its parked requests (some may be done)
   Timer handshake_timer, frame_timer, heartbeat_timer;
   std::chrono::milliseconds watch_window{0};  // from Watch: silence allowed before a drop
   Clock::time_point last_heartbeat{};         // or the join, for Progress's silent_ms
-  Timer idle_timer;              // see ServerOptions::idle_timeout
+  Timer idle_timer;                           // see ServerOptions::idle_timeout
   Clock::time_point last_frame{};
 
   Conn(ConnId i, std::string p, const Limits& l) : id(i), peer(std::move(p)), reader(l) {}
   // "rank 3 (host-a pid 42, 10.0.0.3:5555)" or "10.0.0.3:5555" before joining
   std::string who() const {
     if (!memberships.empty())
-      return "rank " + std::to_string(memberships.back().rank) + " (" + memberships.back().host + " pid " +
-             std::to_string(memberships.back().pid) + ", " + peer + ")";
-    if (phase == Phase::ready) return hello.host + " pid " + std::to_string(hello.pid) + " (" + peer + ")";
+      return "rank " + std::to_string(memberships.back().rank) + " (" + memberships.back().host +
+             " pid " + std::to_string(memberships.back().pid) + ", " + peer + ")";
+    if (phase == Phase::ready)
+      return hello.host + " pid " + std::to_string(hello.pid) + " (" + peer + ")";
     return peer;
   }
 };
@@ -164,7 +165,8 @@ std::string nat_notice(const MemberInfo& in, const std::string& peer) {
   return slot_who(in) + " will have NCCL use the address " + in.nccl_addr +
          ", but its connection to the rendezvous came from " + from +
          ": a NAT or a Docker bridge sits between them, and the other ranks may not reach " +
-         in.nccl_addr + ". Run the containers with --network host, or set NCCL_SOCKET_IFNAME to an "
+         in.nccl_addr +
+         ". Run the containers with --network host, or set NCCL_SOCKET_IFNAME to an "
          "interface the other hosts can reach";
 }
 
@@ -265,8 +267,8 @@ struct ServerCore::Impl {
     c.announced = true;
     const char* what = kind == PeerEventKind::aborted ? "aborted" : "failed";
     if (job.announced >= ServerCore::kMaxAnnouncedFailures) {
-      log().warn("job {}: {} {}: {} (not announced: the job already had {} failures)", quote(job.id),
-                 c.who(), what, reason, job.announced);
+      log().warn("job {}: {} {}: {} (not announced: the job already had {} failures)",
+                 quote(job.id), c.who(), what, reason, job.announced);
       return;
     }
     ++job.announced;
@@ -320,7 +322,8 @@ struct ServerCore::Impl {
     if (g == job.generations.end()) return;
     Generation& gen = g->second;
     auto s = gen.slots.find(p.rank);
-    if (gen.state == Generation::State::joining && s != gen.slots.end() && s->second.conn == p.conn) {
+    if (gen.state == Generation::State::joining && s != gen.slots.end() &&
+        s->second.conn == p.conn) {
       const MemberInfo& info = s->second.info;
       if (!info.gpu_uuid.empty()) gen.gpu_owner.erase(info.host + "\n" + info.gpu_uuid);
       gen.slots.erase(s);
@@ -349,8 +352,8 @@ struct ServerCore::Impl {
         if (!job.keys.count(k) && std::find(missing.begin(), missing.end(), k) == missing.end())
           missing.push_back(k);
       send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
-                 "wait on job " + quote(job.id) + " timed out after " + std::to_string(p.timeout_ms) +
-                     " ms; still missing: " + key_list(missing) +
+                 "wait on job " + quote(job.id) + " timed out after " +
+                     std::to_string(p.timeout_ms) + " ms; still missing: " + key_list(missing) +
                      "; check that the ranks that set them are running and use the same job id");
       finish_parked(id);
     } else {
@@ -383,9 +386,10 @@ struct ServerCore::Impl {
   bool on_connect(ConnId id, const std::string& peer, Clock::time_point now) {
     if (stopped || conns.size() >= opt.max_connections) {
       const std::string why =
-          stopped ? "the rendezvous server is stopping"
-                  : "the rendezvous server is at its limit of " + std::to_string(opt.max_connections) +
-                        " connections; try again later or raise the server's connection limit";
+          stopped
+              ? "the rendezvous server is stopping"
+              : "the rendezvous server is at its limit of " + std::to_string(opt.max_connections) +
+                    " connections; try again later or raise the server's connection limit";
       send_error(id, 0, CC_ERR_RENDEZVOUS, why);
       log().warn("refusing {}: {}", peer, why);
       sink.close(id, why);
@@ -425,7 +429,8 @@ struct ServerCore::Impl {
     Conn& c = *it->second;
     std::string why = reason;
     if (c.reader.mid_frame())
-      why += " in the middle of a frame (" + std::to_string(c.reader.buffered()) + " bytes of a truncated frame)";
+      why += " in the middle of a frame (" + std::to_string(c.reader.buffered()) +
+             " bytes of a truncated frame)";
     if (!c.memberships.empty() || c.reader.mid_frame())
       log().warn("{} disconnected: {}", c.who(), why);
     else
@@ -448,15 +453,17 @@ struct ServerCore::Impl {
         c.handshake_timer.reset();
         drop(c, 0, CC_ERR_RENDEZVOUS,
              "no " + std::string(c.phase == Phase::auth ? "authentication" : "hello") + " within " +
-                 std::to_string(opt.handshake_timeout.count()) + " ms of connecting (handshake deadline)");
+                 std::to_string(opt.handshake_timeout.count()) +
+                 " ms of connecting (handshake deadline)");
       } else if (ref.kind == DeadlineKind::idle) {
         c.idle_timer.reset();
         expire_idle(c, now);
       } else if (ref.kind == DeadlineKind::frame) {
         c.frame_timer.reset();
         drop(c, 0, CC_ERR_RENDEZVOUS,
-             "a frame stalled: " + std::to_string(c.reader.buffered()) + " bytes of an incomplete frame for " +
-                 std::to_string(opt.frame_timeout.count()) + " ms (frame deadline)");
+             "a frame stalled: " + std::to_string(c.reader.buffered()) +
+                 " bytes of an incomplete frame for " + std::to_string(opt.frame_timeout.count()) +
+                 " ms (frame deadline)");
       } else {
         c.heartbeat_timer.reset();
         drop(c, 0, CC_SUCCESS,
@@ -472,12 +479,14 @@ struct ServerCore::Impl {
   void expire_idle(Conn& c, Clock::time_point now) {
     const auto silent_until = c.last_frame + opt.idle_timeout;
     if (!c.memberships.empty() || !c.parked.empty() || now < silent_until) {
-      arm(c.idle_timer, now < silent_until ? silent_until : now + opt.idle_timeout, DeadlineKind::idle, c.id);
+      arm(c.idle_timer, now < silent_until ? silent_until : now + opt.idle_timeout,
+          DeadlineKind::idle, c.id);
       return;
     }
     drop(c, 0, CC_ERR_RENDEZVOUS,
          "idle for " + std::to_string(opt.idle_timeout.count()) +
-             " ms without a request, membership or pending wait (idle deadline); reconnect when needed");
+             " ms without a request, membership or pending wait (idle deadline); reconnect when "
+             "needed");
   }
 
   void stop() {
@@ -536,15 +545,20 @@ struct ServerCore::Impl {
     }
     Job& job = *c.job;
     switch (type) {
-      case MsgType::set: return on_set(c, rid, std::get<Set>(m));
-      case MsgType::get: return on_get(c, rid, std::get<Get>(m), now);
-      case MsgType::add: return on_add(c, rid, std::get<Add>(m));
-      case MsgType::wait: return on_wait(c, rid, std::get<Wait>(m), now);
+      case MsgType::set:
+        return on_set(c, rid, std::get<Set>(m));
+      case MsgType::get:
+        return on_get(c, rid, std::get<Get>(m), now);
+      case MsgType::add:
+        return on_add(c, rid, std::get<Add>(m));
+      case MsgType::wait:
+        return on_wait(c, rid, std::get<Wait>(m), now);
       case MsgType::del:
         job.keys.erase(std::get<Del>(m).key);
         send(c.id, rid, Ok{});
         return true;
-      case MsgType::join: return on_join(c, rid, std::get<Join>(m), now);
+      case MsgType::join:
+        return on_join(c, rid, std::get<Join>(m), now);
       case MsgType::leave:
         if (!c.memberships.empty()) {
           log().debug("job {}: {} left", quote(job.id), c.who());
@@ -554,9 +568,11 @@ struct ServerCore::Impl {
         send(c.id, rid, Ok{});
         return true;
       case MsgType::heartbeat:
-        for (Membership& ms : c.memberships) ms.last_completed = std::get<Heartbeat>(m).last_completed;
+        for (Membership& ms : c.memberships)
+          ms.last_completed = std::get<Heartbeat>(m).last_completed;
         c.last_heartbeat = now;
-        if (c.heartbeat_timer) arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
+        if (c.heartbeat_timer)
+          arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
         send(c.id, rid, HeartbeatAck{});
         return true;
       case MsgType::watch:
@@ -568,11 +584,14 @@ struct ServerCore::Impl {
           disarm(c.heartbeat_timer);
         send(c.id, rid, Ok{});
         return true;
-      case MsgType::progress_query: return on_progress(c, rid, std::get<ProgressQuery>(m), now);
-      case MsgType::abort: return on_abort(c, rid, std::get<Abort>(m));
+      case MsgType::progress_query:
+        return on_progress(c, rid, std::get<ProgressQuery>(m), now);
+      case MsgType::abort:
+        return on_abort(c, rid, std::get<Abort>(m));
       default:
         drop(c, rid, CC_ERR_RENDEZVOUS,
-             std::string("unexpected message ") + type_name(type) + " from a client (after the handshake)");
+             std::string("unexpected message ") + type_name(type) +
+                 " from a client (after the handshake)");
         return false;
     }
   }
@@ -595,9 +614,10 @@ struct ServerCore::Impl {
 
   bool on_auth(Conn& c, uint32_t rid, const Auth& a) {
     if (!auth_check(opt.token, c.nonce, c.hello.job_id, a.mac)) {
-      drop(c, rid, CC_ERR_AUTH,
-           "the rendezvous token was refused by the server; give every rank and the server the same "
-           "token (CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE, cc-rendezvous --token-file)");
+      drop(
+          c, rid, CC_ERR_AUTH,
+          "the rendezvous token was refused by the server; give every rank and the server the same "
+          "token (CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE, cc-rendezvous --token-file)");
       return false;
     }
     c.nonce.clear();
@@ -617,7 +637,8 @@ struct ServerCore::Impl {
       }
       auto job = std::make_unique<Job>();
       job->id = c.hello.job_id;
-      log().info("job {} created (first connection {} from {})", quote(job->id), c.hello.host, c.peer);
+      log().info("job {} created (first connection {} from {})", quote(job->id), c.hello.host,
+                 c.peer);
       it = jobs.emplace(job->id, std::move(job)).first;
     }
     c.job = it->second.get();
@@ -633,8 +654,9 @@ struct ServerCore::Impl {
     Job& job = *c.job;
     if (job.keys.size() < opt.max_keys_per_job || job.keys.count(key)) return true;
     send_error(c.id, rid, CC_ERR_RENDEZVOUS,
-               "job " + quote(job.id) + " holds the server's limit of " + std::to_string(opt.max_keys_per_job) +
-                   " keys; key " + quote(key) + " was not stored (delete keys or raise the limit)");
+               "job " + quote(job.id) + " holds the server's limit of " +
+                   std::to_string(opt.max_keys_per_job) + " keys; key " + quote(key) +
+                   " was not stored (delete keys or raise the limit)");
     return false;
   }
 
@@ -654,8 +676,9 @@ struct ServerCore::Impl {
       return true;
     }
     if (g.timeout_ms == 0) {
-      send_error(c.id, rid, CC_ERR_TIMEOUT,
-                 "key " + quote(g.key) + " is not set in job " + quote(job.id) + " (get without waiting)");
+      send_error(
+          c.id, rid, CC_ERR_TIMEOUT,
+          "key " + quote(g.key) + " is not set in job " + quote(job.id) + " (get without waiting)");
       return true;
     }
     Parked p;
@@ -678,7 +701,8 @@ struct ServerCore::Impl {
       if (!v) {
         send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
                    "add on key " + quote(a.key) + " of job " + quote(job.id) +
-                       ": its value is not a decimal integer (it was set by set, not add); use another key");
+                       ": its value is not a decimal integer (it was set by set, not add); use "
+                       "another key");
         return true;
       }
       current = *v;
@@ -688,8 +712,9 @@ struct ServerCore::Impl {
     int64_t result = 0;
     if (__builtin_add_overflow(current, a.delta, &result)) {
       send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
-                 "add on key " + quote(a.key) + " of job " + quote(job.id) + ": " + std::to_string(current) +
-                     " + " + std::to_string(a.delta) + " overflows a 64-bit integer");
+                 "add on key " + quote(a.key) + " of job " + quote(job.id) + ": " +
+                     std::to_string(current) + " + " + std::to_string(a.delta) +
+                     " overflows a 64-bit integer");
       return true;
     }
     const std::string text = std::to_string(result);
@@ -740,7 +765,8 @@ struct ServerCore::Impl {
       auto it = conns.find(id);
       if (it == conns.end() || (q.rank < 0 && id == c.id)) continue;
       const Conn& member = *it->second;
-      const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - member.last_heartbeat);
+      const auto silent =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - member.last_heartbeat);
       for (const Membership& m : member.memberships) {
         if (m.generation != q.generation || (q.rank >= 0 && m.rank != q.rank)) continue;
         if (q.rank < 0) {
@@ -750,7 +776,8 @@ struct ServerCore::Impl {
           if (out.members.size() >= kMaxProgressMembers) continue;
         }
         out.members.push_back({m.rank, m.host, m.pid, m.last_completed,
-                               static_cast<uint32_t>(std::clamp<int64_t>(silent.count(), 0, std::numeric_limits<uint32_t>::max()))});
+                               static_cast<uint32_t>(std::clamp<int64_t>(
+                                   silent.count(), 0, std::numeric_limits<uint32_t>::max()))});
       }
     }
     std::sort(out.members.begin(), out.members.end(),
@@ -772,7 +799,8 @@ struct ServerCore::Impl {
         const int32_t rank = it->second.rank;
         Generation& gen = job.generations[generation];
         std::string who = "rank " + std::to_string(rank);
-        if (auto slot = gen.slots.find(rank); slot != gen.slots.end()) who = slot_who(slot->second.info);
+        if (auto slot = gen.slots.find(rank); slot != gen.slots.end())
+          who = slot_who(slot->second.info);
         fail_generation(job, generation, gen, CC_ERR_ABORTED,
                         who + " aborted while joining job " + quote(job.id) + " (generation " +
                             std::to_string(generation) + "): " + reason);
@@ -787,13 +815,14 @@ struct ServerCore::Impl {
   bool on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now) {
     Job& job = *c.job;
     const MemberInfo& in = j.info;
-    const std::string where = "job " + quote(job.id) + " (generation " + std::to_string(in.generation) + ")";
+    const std::string where =
+        "job " + quote(job.id) + " (generation " + std::to_string(in.generation) + ")";
     const std::string me = slot_who(in);
     if (static_cast<size_t>(in.world_size) > opt.max_connections) {
       send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
                  me + " of " + where + " asks for a world of " + std::to_string(in.world_size) +
-                     " ranks, more than the server's limit of " + std::to_string(opt.max_connections) +
-                     " connections; check WORLD_SIZE");
+                     " ranks, more than the server's limit of " +
+                     std::to_string(opt.max_connections) + " connections; check WORLD_SIZE");
       return true;
     }
     auto [git, fresh] = job.generations.try_emplace(in.generation);
@@ -830,21 +859,23 @@ struct ServerCore::Impl {
     if (in.world_size != gen.world_size) {
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                       "ranks disagree on the world size of " + where + ": " + gen.first + " said " +
-                          std::to_string(gen.world_size) + ", " + me + " said " + std::to_string(in.world_size) +
-                          "; give every rank the same WORLD_SIZE");
+                          std::to_string(gen.world_size) + ", " + me + " said " +
+                          std::to_string(in.world_size) + "; give every rank the same WORLD_SIZE");
       return true;
     }
     if (in.rank < 0 || in.rank >= gen.world_size) {
       fail_generation(job, in.generation, gen, CC_ERR_INVALID_ARGUMENT,
-                      me + " is out of range for " + where + " of " + std::to_string(gen.world_size) +
-                          " ranks (valid: 0-" + std::to_string(gen.world_size - 1) + "); check RANK and WORLD_SIZE");
+                      me + " is out of range for " + where + " of " +
+                          std::to_string(gen.world_size) + " ranks (valid: 0-" +
+                          std::to_string(gen.world_size - 1) + "); check RANK and WORLD_SIZE");
       return true;
     }
     if (auto taken = gen.slots.find(in.rank); taken != gen.slots.end()) {
       const Slot& slot = taken->second;
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
-                      "rank " + std::to_string(in.rank) + " of " + where + " was claimed twice: by " +
-                          slot_who(slot.info) + " and by " + me + "; give every process its own RANK");
+                      "rank " + std::to_string(in.rank) + " of " + where +
+                          " was claimed twice: by " + slot_who(slot.info) + " and by " + me +
+                          "; give every process its own RANK");
       return true;
     }
     if (in.nccl_version / 100 != gen.nccl_major_minor) {
@@ -854,7 +885,8 @@ struct ServerCore::Impl {
                       "ranks of " + where + " load different NCCL versions: rank " +
                           std::to_string(gen.nccl_rank) + " has " + nccl_text(gen.nccl_version) +
                           (ref.host.empty() ? "" : " on " + ref.host) + ", " + me + " has " +
-                          nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere");
+                          nccl_text(in.nccl_version) +
+                          "; install the same NCCL major.minor everywhere");
       return true;
     }
     if (!in.gpu_uuid.empty()) {
@@ -862,7 +894,8 @@ struct ServerCore::Impl {
       if (!added) {
         const MemberInfo& other = gen.slots.at(owner->second).info;
         fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
-                        slot_who(other) + " and " + me + " of " + where + " use the same GPU " + in.gpu_uuid +
+                        slot_who(other) + " and " + me + " of " + where + " use the same GPU " +
+                            in.gpu_uuid +
                             "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)");
         return true;
       }
@@ -907,7 +940,8 @@ struct ServerCore::Impl {
       send(c.id, rid, joined);
     }
     gen.gpu_owner.clear();
-    log().info("job {} (generation {}): all {} ranks joined", quote(job.id), generation, gen.world_size);
+    log().info("job {} (generation {}): all {} ranks joined", quote(job.id), generation,
+               gen.world_size);
   }
 
   void fail_generation(Job& job, uint32_t generation, Generation& gen, cc_result_t code,
@@ -917,7 +951,8 @@ struct ServerCore::Impl {
     log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, words);
     std::vector<uint64_t> ids;
     for (const auto& [id, p] : parked)
-      if (p.kind == Parked::Kind::join && p.job == &job && p.generation == generation) ids.push_back(id);
+      if (p.kind == Parked::Kind::join && p.job == &job && p.generation == generation)
+        ids.push_back(id);
     for (uint64_t id : ids) {
       send_error(parked.at(id).conn, parked.at(id).request_id, code, words);
       finish_parked(id);
@@ -937,7 +972,8 @@ struct ServerCore::Impl {
         std::string(missing.size() == 1 ? "rank " : "ranks ") + rank_ranges(missing) + " of " +
         std::to_string(gen.world_size) + " never joined job " + quote(job.id) + " (generation " +
         std::to_string(p.generation) + ") within " + std::to_string(p.timeout_ms) + " ms (" +
-        std::to_string(gen.joined) + " joined); check that " + (missing.size() == 1 ? "it" : "they") +
+        std::to_string(gen.joined) + " joined); check that " +
+        (missing.size() == 1 ? "it" : "they") +
         " started, use the same MASTER_ADDR, MASTER_PORT and job id, and can reach the server";
     fail_generation(job, p.generation, gen, CC_ERR_TIMEOUT, words);
   }
@@ -953,7 +989,9 @@ bool ServerCore::on_connect(ConnId conn, const std::string& peer, Clock::time_po
 void ServerCore::on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now) {
   impl_->on_bytes(conn, bytes, now);
 }
-void ServerCore::on_disconnect(ConnId conn, const std::string& reason) { impl_->on_disconnect(conn, reason); }
+void ServerCore::on_disconnect(ConnId conn, const std::string& reason) {
+  impl_->on_disconnect(conn, reason);
+}
 void ServerCore::expire(Clock::time_point now) { impl_->expire(now); }
 std::optional<Clock::time_point> ServerCore::next_deadline() const {
   if (impl_->deadlines.empty()) return std::nullopt;
@@ -962,12 +1000,15 @@ std::optional<Clock::time_point> ServerCore::next_deadline() const {
 void ServerCore::stop() { impl_->stop(); }
 size_t ServerCore::connection_count() const { return impl_->conns.size(); }
 size_t ServerCore::job_count() const { return impl_->jobs.size(); }
-bool ServerCore::job_exists(const std::string& job_id) const { return impl_->jobs.count(job_id) != 0; }
+bool ServerCore::job_exists(const std::string& job_id) const {
+  return impl_->jobs.count(job_id) != 0;
+}
 bool ServerCore::job_busy(const std::string& job_id) const {
   auto it = impl_->jobs.find(job_id);
   return it != impl_->jobs.end() && (!it->second->members.empty() || it->second->joiners > 0);
 }
-std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_id, uint32_t generation) const {
+std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_id,
+                                                        uint32_t generation) const {
   std::map<int32_t, uint64_t> out;
   auto it = impl_->jobs.find(job_id);
   if (it == impl_->jobs.end()) return out;

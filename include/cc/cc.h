@@ -15,11 +15,11 @@
 #include "cc_version.h"
 
 #if defined(_WIN32)
-#  define CC_API
+#define CC_API
 #elif defined(__GNUC__) || defined(__clang__)
-#  define CC_API __attribute__((visibility("default")))
+#define CC_API __attribute__((visibility("default")))
 #else
-#  define CC_API
+#define CC_API
 #endif
 
 #ifdef __cplusplus
@@ -28,8 +28,8 @@ extern "C" {
 
 /* ---------------------------------------------------------------- types */
 
-typedef struct cc_comm*   cc_comm_t;     /* a communicator (wraps an NCCL one) */
-typedef struct cc_store*  cc_store_t;    /* a connection to a rendezvous key-value store */
+typedef struct cc_comm* cc_comm_t;       /* a communicator (wraps an NCCL one) */
+typedef struct cc_store* cc_store_t;     /* a connection to a rendezvous key-value store */
 typedef struct cc_server* cc_server_t;   /* an embedded rendezvous server */
 typedef struct CUstream_st* cc_stream_t; /* a cudaStream_t; NULL = the default stream */
 
@@ -100,31 +100,31 @@ typedef enum cc_redop {
  * their value from the CC_* environment variable named beside them, else the
  * default. Fields are only ever appended, so old binaries keep working. */
 typedef struct cc_config {
-  size_t size;           /* sizeof(cc_config_t) of the caller's header */
-  unsigned int magic;    /* CC_CONFIG_MAGIC */
-  unsigned int version;  /* CC_VERSION_CODE of the caller's header */
-  int device;            /* CUDA device; CC_DEVICE; default LOCAL_RANK % device count */
-  int timeout_ms;        /* init, store and collective deadline; CC_TIMEOUT_MS; 0 = default (300000) */
-  const char* job_id;    /* namespace on the rendezvous server; CC_JOB_ID; default "default" */
-  const char* token;     /* shared secret; CC_RENDEZVOUS_TOKEN(_FILE); default none */
-  int rendezvous;        /* CC_RENDEZVOUS_EMBEDDED or _EXTERNAL; CC_RENDEZVOUS=embedded|external */
-  int heartbeat_ms;      /* control-channel heartbeat interval; CC_HEARTBEAT_MS; default 1000 */
-  int heartbeat_misses;  /* heartbeats missed before a peer is declared dead; CC_HEARTBEAT_MISSES; default 5 */
-  int fast_allreduce;    /* cc's small all-reduce kernel: CC_FAST_ALLREDUCE_OFF, _AUTO (default) or
-                            _REQUIRE (init fails where it cannot run); CC_FAST_ALLREDUCE=0|1|require */
+  size_t size;          /* sizeof(cc_config_t) of the caller's header */
+  unsigned int magic;   /* CC_CONFIG_MAGIC */
+  unsigned int version; /* CC_VERSION_CODE of the caller's header */
+  int device;           /* CUDA device; CC_DEVICE; default LOCAL_RANK % device count */
+  int timeout_ms;     /* init, store and collective deadline; CC_TIMEOUT_MS; 0 = default (300000) */
+  const char* job_id; /* namespace on the rendezvous server; CC_JOB_ID; default "default" */
+  const char* token;  /* shared secret; CC_RENDEZVOUS_TOKEN(_FILE); default none */
+  int rendezvous;     /* CC_RENDEZVOUS_EMBEDDED or _EXTERNAL; CC_RENDEZVOUS=embedded|external */
+  int heartbeat_ms;   /* control-channel heartbeat interval; CC_HEARTBEAT_MS; default 1000 */
+  int heartbeat_misses; /* heartbeats missed before a peer is declared dead; CC_HEARTBEAT_MISSES;
+                           default 5 */
+  int fast_allreduce;   /* cc's small all-reduce kernel: CC_FAST_ALLREDUCE_OFF, _AUTO (default) or
+                           _REQUIRE (init fails where it cannot run); CC_FAST_ALLREDUCE=0|1|require */
 } cc_config_t;
 
-#define CC_CONFIG_INIT                                                        \
-  {                                                                           \
-    sizeof(cc_config_t), CC_CONFIG_MAGIC, CC_VERSION_CODE,                    \
-    CC_CONFIG_UNDEF_INT,  /* device */                                        \
-    CC_CONFIG_UNDEF_INT,  /* timeout_ms */                                    \
-    CC_CONFIG_UNDEF_PTR,  /* job_id */                                        \
-    CC_CONFIG_UNDEF_PTR,  /* token */                                         \
-    CC_CONFIG_UNDEF_INT,  /* rendezvous */                                    \
-    CC_CONFIG_UNDEF_INT,  /* heartbeat_ms */                                  \
-    CC_CONFIG_UNDEF_INT,  /* heartbeat_misses */                              \
-    CC_CONFIG_UNDEF_INT   /* fast_allreduce */                                \
+#define CC_CONFIG_INIT                                                                             \
+  {                                                                                                \
+    sizeof(cc_config_t), CC_CONFIG_MAGIC, CC_VERSION_CODE, CC_CONFIG_UNDEF_INT, /* device */       \
+        CC_CONFIG_UNDEF_INT,                                                    /* timeout_ms */   \
+        CC_CONFIG_UNDEF_PTR,                                                    /* job_id */       \
+        CC_CONFIG_UNDEF_PTR,                                                    /* token */        \
+        CC_CONFIG_UNDEF_INT,                                                    /* rendezvous */   \
+        CC_CONFIG_UNDEF_INT,                                                    /* heartbeat_ms */ \
+        CC_CONFIG_UNDEF_INT, /* heartbeat_misses */                                                \
+        CC_CONFIG_UNDEF_INT  /* fast_allreduce */                                                  \
   }
 
 /* ------------------------------------------------------- communicators */
@@ -137,9 +137,8 @@ typedef struct cc_config {
  * Returns CC_ERR_INVALID_ARGUMENT, CC_ERR_NO_DEVICE, CC_ERR_RENDEZVOUS,
  * CC_ERR_AUTH, CC_ERR_MISMATCH, CC_ERR_TIMEOUT (naming the missing ranks),
  * CC_ERR_CUDA, CC_ERR_NCCL. */
-CC_API cc_result_t cc_comm_init(cc_comm_t* comm, int rank, int nranks,
-                                const char* master_addr, int master_port,
-                                const cc_config_t* config);
+CC_API cc_result_t cc_comm_init(cc_comm_t* comm, int rank, int nranks, const char* master_addr,
+                                int master_port, const cc_config_t* config);
 
 /* As cc_comm_init, with rank, world size, local rank and rendezvous address
  * read from the environment (CC_*, torchrun, Open MPI, PMI, Slurm). A missing
@@ -178,12 +177,10 @@ CC_API cc_result_t cc_allreduce(const void* sendbuf, void* recvbuf, size_t count
                                 cc_datatype_t dtype, cc_redop_t op, cc_comm_t comm,
                                 cc_stream_t stream);
 CC_API cc_result_t cc_broadcast(const void* sendbuf, void* recvbuf, size_t count,
-                                cc_datatype_t dtype, int root, cc_comm_t comm,
-                                cc_stream_t stream);
+                                cc_datatype_t dtype, int root, cc_comm_t comm, cc_stream_t stream);
 /* recvbuf matters on root only. */
-CC_API cc_result_t cc_reduce(const void* sendbuf, void* recvbuf, size_t count,
-                             cc_datatype_t dtype, cc_redop_t op, int root, cc_comm_t comm,
-                             cc_stream_t stream);
+CC_API cc_result_t cc_reduce(const void* sendbuf, void* recvbuf, size_t count, cc_datatype_t dtype,
+                             cc_redop_t op, int root, cc_comm_t comm, cc_stream_t stream);
 /* recvbuf holds nranks * sendcount elements; in-place when
  * sendbuf == recvbuf + rank * sendcount. */
 CC_API cc_result_t cc_allgather(const void* sendbuf, void* recvbuf, size_t sendcount,
@@ -199,8 +196,8 @@ CC_API cc_result_t cc_alltoall(const void* sendbuf, void* recvbuf, size_t count,
                                cc_datatype_t dtype, cc_comm_t comm, cc_stream_t stream);
 CC_API cc_result_t cc_send(const void* buf, size_t count, cc_datatype_t dtype, int peer,
                            cc_comm_t comm, cc_stream_t stream);
-CC_API cc_result_t cc_recv(void* buf, size_t count, cc_datatype_t dtype, int peer,
-                           cc_comm_t comm, cc_stream_t stream);
+CC_API cc_result_t cc_recv(void* buf, size_t count, cc_datatype_t dtype, int peer, cc_comm_t comm,
+                           cc_stream_t stream);
 /* A stream-ordered barrier: a 1-element all-reduce on a scratch buffer. */
 CC_API cc_result_t cc_barrier(cc_comm_t comm, cc_stream_t stream);
 /* Group calls: operations between start and end are fused (ncclGroupStart/End).
@@ -249,8 +246,7 @@ CC_API cc_result_t cc_comm_deregister(cc_comm_t comm, void* handle);
  * size. buf should come from cc_mem_alloc. Blocking. Needs NCCL 2.27 or
  * newer at run time; an older one is CC_ERR_INVALID_USAGE naming the version
  * loaded. *window is for cc_comm_window_deregister. */
-CC_API cc_result_t cc_comm_window_register(cc_comm_t comm, void* buf, size_t size,
-                                           void** window);
+CC_API cc_result_t cc_comm_window_register(cc_comm_t comm, void* buf, size_t size, void** window);
 /* Undoes cc_comm_window_register. Collective, like the registration. A NULL
  * window is a no-op. Blocking. */
 CC_API cc_result_t cc_comm_window_deregister(cc_comm_t comm, void* window);
@@ -264,8 +260,7 @@ CC_API cc_result_t cc_comm_window_deregister(cc_comm_t comm, void* window);
  * CC_ERR_RENDEZVOUS naming the address, CC_ERR_AUTH, or CC_ERR_TIMEOUT. */
 CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* addr, int port,
                                     const char* job_id, const cc_config_t* config);
-CC_API cc_result_t cc_store_set(cc_store_t store, const char* key, const void* value,
-                                size_t len);
+CC_API cc_result_t cc_store_set(cc_store_t store, const char* key, const void* value, size_t len);
 /* Waits until the key exists (timeout_ms < 0: the store's default deadline,
  * 0: do not wait), then copies it into buf. *len is always set to the value's
  * length; a value longer than cap is CC_ERR_BUFFER_TOO_SMALL and copies
@@ -274,8 +269,7 @@ CC_API cc_result_t cc_store_get(cc_store_t store, const char* key, void* buf, si
                                 size_t* len, int timeout_ms);
 /* Atomically adds delta to the integer under key (absent = 0); *result gets
  * the new value (result may be NULL). */
-CC_API cc_result_t cc_store_add(cc_store_t store, const char* key, int64_t delta,
-                                int64_t* result);
+CC_API cc_result_t cc_store_add(cc_store_t store, const char* key, int64_t delta, int64_t* result);
 /* Waits until every key exists; CC_ERR_TIMEOUT naming the missing ones. */
 CC_API cc_result_t cc_store_wait(cc_store_t store, const char* const* keys, int nkeys,
                                  int timeout_ms);
@@ -285,8 +279,7 @@ CC_API cc_result_t cc_store_close(cc_store_t store); /* NULL is a no-op */
  * An embedded rendezvous server, the same one cc-rendezvous runs, on its own
  * thread. */
 CC_API cc_result_t cc_server_start(cc_server_t* server, const char* bind_addr,
-                                   int port /* 0 = any free port */,
-                                   const cc_config_t* config);
+                                   int port /* 0 = any free port */, const cc_config_t* config);
 CC_API cc_result_t cc_server_port(cc_server_t server, int* port);
 /* Stops the server; every client still waiting gets an error. NULL is a no-op. */
 CC_API cc_result_t cc_server_stop(cc_server_t server);

@@ -3,9 +3,9 @@
 #include <string>
 
 #include "cc/cc.h"
+#include "common/last_error.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
-#include "common/last_error.hpp"
 #include "rendezvous/server.hpp"
 
 struct cc_server {
@@ -49,7 +49,8 @@ extern "C" CC_API cc_result_t cc_server_start(cc_server_t* server, const char* b
 extern "C" CC_API cc_result_t cc_server_port(cc_server_t server, int* port) {
   CC_API_GUARD_BEGIN
   if (server == nullptr) {
-    return cc::fail(CC_ERR_INVALID_ARGUMENT, "cc_server_port: server is NULL: start it with cc_server_start");
+    return cc::fail(CC_ERR_INVALID_ARGUMENT,
+                    "cc_server_port: server is NULL: start it with cc_server_start");
   }
   if (port == nullptr) return cc::fail(CC_ERR_INVALID_ARGUMENT, "cc_server_port: port is NULL");
   *port = server->server->port();

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "cc/cc.h"
-#include "rendezvous/client.hpp"
+#include "common/last_error.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
-#include "common/last_error.hpp"
+#include "rendezvous/client.hpp"
 
 struct cc_store {
   std::unique_ptr<cc::rv::Client> client;
@@ -18,7 +18,9 @@ struct cc_store {
   cc::rv::Limits limits;
 
   // "(job 'j', rendezvous at H:P)" for messages.
-  std::string where() const { return "(job '" + job_id + "', rendezvous at " + client->endpoint() + ")"; }
+  std::string where() const {
+    return "(job '" + job_id + "', rendezvous at " + client->endpoint() + ")";
+  }
 };
 
 namespace {
@@ -30,10 +32,12 @@ cc_result_t invalid(const char* func, const std::string& what) {
 }
 
 cc_result_t check_key(const char* func, const cc_store* store, const char* key, const char* name) {
-  if (key == nullptr) return invalid(func, std::string(name) + " is NULL: pass a NUL-terminated key");
+  if (key == nullptr)
+    return invalid(func, std::string(name) + " is NULL: pass a NUL-terminated key");
   const size_t n = std::strlen(key);
   if (n > store->limits.max_key) {
-    return invalid(func, std::string(name) + " is " + std::to_string(n) + " bytes long, over the limit of " +
+    return invalid(func, std::string(name) + " is " + std::to_string(n) +
+                             " bytes long, over the limit of " +
                              std::to_string(store->limits.max_key) + " bytes: use a shorter key");
   }
   return CC_SUCCESS;
@@ -104,7 +108,8 @@ extern "C" CC_API cc_result_t cc_store_set(cc_store_t store, const char* key, co
   }
   if (len > store->limits.max_value) {
     return invalid(func, "the value of key '" + std::string(key) + "' is " + std::to_string(len) +
-                             " bytes, over the limit of " + std::to_string(store->limits.max_value) +
+                             " bytes, over the limit of " +
+                             std::to_string(store->limits.max_value) +
                              " bytes: store large data elsewhere and put its location here");
   }
   const auto* bytes = static_cast<const uint8_t*>(value);
@@ -121,8 +126,10 @@ extern "C" CC_API cc_result_t cc_store_get(cc_store_t store, const char* key, vo
   const char* func = "cc_store_get";
   if (store == nullptr) return invalid(func, "store is NULL: connect with cc_store_connect first");
   if (cc_result_t r = check_key(func, store, key, "key"); r != CC_SUCCESS) return r;
-  if (buf == nullptr && cap > 0) return invalid(func, "buf is NULL but cap is " + std::to_string(cap));
-  if (len == nullptr) return invalid(func, "len is NULL: pass a size_t* that receives the value's length");
+  if (buf == nullptr && cap > 0)
+    return invalid(func, "buf is NULL but cap is " + std::to_string(cap));
+  if (len == nullptr)
+    return invalid(func, "len is NULL: pass a size_t* that receives the value's length");
   *len = 0;
   const uint32_t timeout = effective_timeout(store, timeout_ms);
   std::vector<uint8_t> value;
@@ -139,10 +146,11 @@ extern "C" CC_API cc_result_t cc_store_get(cc_store_t store, const char* key, vo
   }
   *len = value.size();
   if (value.size() > cap) {
-    return fail(CC_ERR_BUFFER_TOO_SMALL,
-                std::string(func) + ": the value of key '" + key + "' is " + std::to_string(value.size()) +
-                    " bytes but the buffer holds " + std::to_string(cap) +
-                    ": call again with a buffer of at least " + std::to_string(value.size()) + " bytes");
+    return fail(CC_ERR_BUFFER_TOO_SMALL, std::string(func) + ": the value of key '" + key +
+                                             "' is " + std::to_string(value.size()) +
+                                             " bytes but the buffer holds " + std::to_string(cap) +
+                                             ": call again with a buffer of at least " +
+                                             std::to_string(value.size()) + " bytes");
   }
   if (!value.empty()) std::memcpy(buf, value.data(), value.size());
   return cc::succeed();
@@ -169,11 +177,14 @@ extern "C" CC_API cc_result_t cc_store_wait(cc_store_t store, const char* const*
   CC_API_GUARD_BEGIN
   const char* func = "cc_store_wait";
   if (store == nullptr) return invalid(func, "store is NULL: connect with cc_store_connect first");
-  if (nkeys < 0) return invalid(func, "nkeys is " + std::to_string(nkeys) + ": it must be 0 or more");
-  if (keys == nullptr && nkeys > 0) return invalid(func, "keys is NULL but nkeys is " + std::to_string(nkeys));
+  if (nkeys < 0)
+    return invalid(func, "nkeys is " + std::to_string(nkeys) + ": it must be 0 or more");
+  if (keys == nullptr && nkeys > 0)
+    return invalid(func, "keys is NULL but nkeys is " + std::to_string(nkeys));
   if (static_cast<uint32_t>(nkeys) > store->limits.max_wait_keys) {
     return invalid(func, "nkeys is " + std::to_string(nkeys) + ", over the limit of " +
-                             std::to_string(store->limits.max_wait_keys) + " keys in one wait: split it");
+                             std::to_string(store->limits.max_wait_keys) +
+                             " keys in one wait: split it");
   }
   std::vector<std::string> names;
   names.reserve(static_cast<size_t>(nkeys));

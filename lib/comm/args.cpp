@@ -21,47 +21,71 @@ size_t datatype_size(cc_datatype_t dtype) {
     case CC_INT8:
     case CC_UINT8:
     case CC_FLOAT8_E4M3:
-    case CC_FLOAT8_E5M2: return 1;
+    case CC_FLOAT8_E5M2:
+      return 1;
     case CC_FLOAT16:
-    case CC_BFLOAT16: return 2;
+    case CC_BFLOAT16:
+      return 2;
     case CC_INT32:
     case CC_UINT32:
-    case CC_FLOAT32: return 4;
+    case CC_FLOAT32:
+      return 4;
     case CC_INT64:
     case CC_UINT64:
-    case CC_FLOAT64: return 8;
-    case CC_NUM_DATATYPES: break;
+    case CC_FLOAT64:
+      return 8;
+    case CC_NUM_DATATYPES:
+      break;
   }
   return 0;
 }
 
 const char* datatype_name(cc_datatype_t dtype) {
   switch (dtype) {
-    case CC_INT8: return "CC_INT8";
-    case CC_UINT8: return "CC_UINT8";
-    case CC_INT32: return "CC_INT32";
-    case CC_UINT32: return "CC_UINT32";
-    case CC_INT64: return "CC_INT64";
-    case CC_UINT64: return "CC_UINT64";
-    case CC_FLOAT16: return "CC_FLOAT16";
-    case CC_FLOAT32: return "CC_FLOAT32";
-    case CC_FLOAT64: return "CC_FLOAT64";
-    case CC_BFLOAT16: return "CC_BFLOAT16";
-    case CC_FLOAT8_E4M3: return "CC_FLOAT8_E4M3";
-    case CC_FLOAT8_E5M2: return "CC_FLOAT8_E5M2";
-    case CC_NUM_DATATYPES: break;
+    case CC_INT8:
+      return "CC_INT8";
+    case CC_UINT8:
+      return "CC_UINT8";
+    case CC_INT32:
+      return "CC_INT32";
+    case CC_UINT32:
+      return "CC_UINT32";
+    case CC_INT64:
+      return "CC_INT64";
+    case CC_UINT64:
+      return "CC_UINT64";
+    case CC_FLOAT16:
+      return "CC_FLOAT16";
+    case CC_FLOAT32:
+      return "CC_FLOAT32";
+    case CC_FLOAT64:
+      return "CC_FLOAT64";
+    case CC_BFLOAT16:
+      return "CC_BFLOAT16";
+    case CC_FLOAT8_E4M3:
+      return "CC_FLOAT8_E4M3";
+    case CC_FLOAT8_E5M2:
+      return "CC_FLOAT8_E5M2";
+    case CC_NUM_DATATYPES:
+      break;
   }
   return "unknown";
 }
 
 const char* redop_name(cc_redop_t op) {
   switch (op) {
-    case CC_SUM: return "CC_SUM";
-    case CC_PROD: return "CC_PROD";
-    case CC_MAX: return "CC_MAX";
-    case CC_MIN: return "CC_MIN";
-    case CC_AVG: return "CC_AVG";
-    case CC_NUM_REDOPS: break;
+    case CC_SUM:
+      return "CC_SUM";
+    case CC_PROD:
+      return "CC_PROD";
+    case CC_MAX:
+      return "CC_MAX";
+    case CC_MIN:
+      return "CC_MIN";
+    case CC_AVG:
+      return "CC_AVG";
+    case CC_NUM_REDOPS:
+      break;
   }
   return "unknown";
 }
@@ -91,10 +115,9 @@ Status check_buffer(const Caller& c, const char* name, const void* buf, size_t c
 
 Status check_rank(const Caller& c, const char* name, int value, int nranks) {
   if (value >= 0 && value < nranks) return Status::success();
-  return make_status(CC_ERR_INVALID_ARGUMENT,
-                     who(c) + ": " + name + " " + std::to_string(value) +
-                         " is outside the communicator's ranks [0, " + std::to_string(nranks) +
-                         ")");
+  return make_status(CC_ERR_INVALID_ARGUMENT, who(c) + ": " + name + " " + std::to_string(value) +
+                                                  " is outside the communicator's ranks [0, " +
+                                                  std::to_string(nranks) + ")");
 }
 
 Status check_bytes(const Caller& c, const char* count_name, size_t count, size_t multiplier,

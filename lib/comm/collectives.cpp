@@ -6,10 +6,10 @@
 
 #include <nccl.h>
 
+#include "common/last_error.hpp"
 #include "lib/comm/args.hpp"
 #include "lib/comm/comm.hpp"
 #include "lib/watch/comm_watch.hpp"
-#include "common/last_error.hpp"
 
 namespace cc {
 namespace {
@@ -17,17 +17,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // cc's enums carry NCCL's values, so they pass through unchanged.
-static_assert(CC_INT8 == static_cast<int>(ncclInt8) && CC_UINT8 == static_cast<int>(ncclUint8) &&
-              CC_INT32 == static_cast<int>(ncclInt32) &&
-              CC_UINT32 == static_cast<int>(ncclUint32) &&
-              CC_INT64 == static_cast<int>(ncclInt64) &&
-              CC_UINT64 == static_cast<int>(ncclUint64) &&
-              CC_FLOAT16 == static_cast<int>(ncclFloat16) &&
-              CC_FLOAT32 == static_cast<int>(ncclFloat32) &&
-              CC_FLOAT64 == static_cast<int>(ncclFloat64) &&
-              CC_BFLOAT16 == static_cast<int>(ncclBfloat16) &&
-              CC_FLOAT8_E4M3 == static_cast<int>(ncclFloat8e4m3) &&
-              CC_FLOAT8_E5M2 == static_cast<int>(ncclFloat8e5m2));
+static_assert(
+    CC_INT8 == static_cast<int>(ncclInt8) && CC_UINT8 == static_cast<int>(ncclUint8) &&
+    CC_INT32 == static_cast<int>(ncclInt32) && CC_UINT32 == static_cast<int>(ncclUint32) &&
+    CC_INT64 == static_cast<int>(ncclInt64) && CC_UINT64 == static_cast<int>(ncclUint64) &&
+    CC_FLOAT16 == static_cast<int>(ncclFloat16) && CC_FLOAT32 == static_cast<int>(ncclFloat32) &&
+    CC_FLOAT64 == static_cast<int>(ncclFloat64) && CC_BFLOAT16 == static_cast<int>(ncclBfloat16) &&
+    CC_FLOAT8_E4M3 == static_cast<int>(ncclFloat8e4m3) &&
+    CC_FLOAT8_E5M2 == static_cast<int>(ncclFloat8e5m2));
 static_assert(CC_SUM == static_cast<int>(ncclSum) && CC_PROD == static_cast<int>(ncclProd) &&
               CC_MAX == static_cast<int>(ncclMax) && CC_MIN == static_cast<int>(ncclMin) &&
               CC_AVG == static_cast<int>(ncclAvg));
@@ -89,10 +86,9 @@ cc_result_t run(const char* call, const char* nccl_call, cc_comm* c, size_t coun
   return fail(CC_ERR_TIMEOUT, call + std::string(": ") + story);
 }
 
-#define CC_CHECK(expr)                                                 \
-  do {                                                                 \
-    if (::cc::Status cc_check_st_ = (expr); !cc_check_st_.ok())        \
-      return ::cc::fail(cc_check_st_);                                 \
+#define CC_CHECK(expr)                                                                           \
+  do {                                                                                           \
+    if (::cc::Status cc_check_st_ = (expr); !cc_check_st_.ok()) return ::cc::fail(cc_check_st_); \
   } while (0)
 
 // cc_send and cc_recv: the same checks, then one NCCL call.
@@ -155,15 +151,14 @@ CC_API cc_result_t cc_allreduce(const void* sendbuf, void* recvbuf, size_t count
     return r;
   }
   return cc::run(call, "ncclAllReduce", comm, count, dtype, stream, [&] {
-    return ncclAllReduce(sendbuf, recvbuf, count, cc::to_nccl(dtype), cc::to_nccl(op),
-                         comm->nccl, cc::to_cuda(stream));
+    return ncclAllReduce(sendbuf, recvbuf, count, cc::to_nccl(dtype), cc::to_nccl(op), comm->nccl,
+                         cc::to_cuda(stream));
   });
   CC_API_GUARD_END
 }
 
 CC_API cc_result_t cc_broadcast(const void* sendbuf, void* recvbuf, size_t count,
-                                cc_datatype_t dtype, int root, cc_comm_t comm,
-                                cc_stream_t stream) {
+                                cc_datatype_t dtype, int root, cc_comm_t comm, cc_stream_t stream) {
   CC_API_GUARD_BEGIN
   const char* call = "cc_broadcast";
   CC_CHECK(cc::check_comm_handle(call, comm));
@@ -181,9 +176,8 @@ CC_API cc_result_t cc_broadcast(const void* sendbuf, void* recvbuf, size_t count
   CC_API_GUARD_END
 }
 
-CC_API cc_result_t cc_reduce(const void* sendbuf, void* recvbuf, size_t count,
-                             cc_datatype_t dtype, cc_redop_t op, int root, cc_comm_t comm,
-                             cc_stream_t stream) {
+CC_API cc_result_t cc_reduce(const void* sendbuf, void* recvbuf, size_t count, cc_datatype_t dtype,
+                             cc_redop_t op, int root, cc_comm_t comm, cc_stream_t stream) {
   CC_API_GUARD_BEGIN
   const char* call = "cc_reduce";
   CC_CHECK(cc::check_comm_handle(call, comm));
@@ -210,8 +204,8 @@ CC_API cc_result_t cc_allgather(const void* sendbuf, void* recvbuf, size_t sendc
   const auto who = cc::caller(call, comm);
   size_t bytes = 0;
   CC_CHECK(check_datatype(who, dtype));
-  CC_CHECK(check_bytes(who, "sendcount", sendcount, static_cast<size_t>(comm->nranks), dtype,
-                       &bytes));
+  CC_CHECK(
+      check_bytes(who, "sendcount", sendcount, static_cast<size_t>(comm->nranks), dtype, &bytes));
   CC_CHECK(check_buffer(who, "sendbuf", sendbuf, sendcount));
   CC_CHECK(check_buffer(who, "recvbuf", recvbuf, sendcount * static_cast<size_t>(comm->nranks)));
   return cc::run(call, "ncclAllGather", comm, sendcount, dtype, stream, [&] {
@@ -231,8 +225,8 @@ CC_API cc_result_t cc_reducescatter(const void* sendbuf, void* recvbuf, size_t r
   size_t bytes = 0;
   CC_CHECK(check_datatype(who, dtype));
   CC_CHECK(check_redop(who, op));
-  CC_CHECK(check_bytes(who, "recvcount", recvcount, static_cast<size_t>(comm->nranks), dtype,
-                       &bytes));
+  CC_CHECK(
+      check_bytes(who, "recvcount", recvcount, static_cast<size_t>(comm->nranks), dtype, &bytes));
   CC_CHECK(check_buffer(who, "sendbuf", sendbuf, recvcount * static_cast<size_t>(comm->nranks)));
   CC_CHECK(check_buffer(who, "recvbuf", recvbuf, recvcount));
   return cc::run(call, "ncclReduceScatter", comm, recvcount, dtype, stream, [&] {
@@ -255,9 +249,9 @@ CC_API cc_result_t cc_alltoall(const void* sendbuf, void* recvbuf, size_t count,
   CC_CHECK(check_buffer(who, "sendbuf", sendbuf, total));
   CC_CHECK(check_buffer(who, "recvbuf", recvbuf, total));
   if (count > 0 && sendbuf == recvbuf)
-    return cc::fail(CC_ERR_INVALID_ARGUMENT,
-                    cc::args::who(who) + ": sendbuf and recvbuf are the same buffer; "
-                                         "cc_alltoall is not in-place, pass two buffers");
+    return cc::fail(CC_ERR_INVALID_ARGUMENT, cc::args::who(who) +
+                                                 ": sendbuf and recvbuf are the same buffer; "
+                                                 "cc_alltoall is not in-place, pass two buffers");
   // Grouped send/recv pairs: the same on every NCCL version.
   const size_t chunk = bytes / static_cast<size_t>(comm->nranks);
   return cc::run(call, "ncclSend/ncclRecv (alltoall)", comm, count, dtype, stream, [&] {
@@ -279,22 +273,18 @@ CC_API cc_result_t cc_alltoall(const void* sendbuf, void* recvbuf, size_t count,
 CC_API cc_result_t cc_send(const void* buf, size_t count, cc_datatype_t dtype, int peer,
                            cc_comm_t comm, cc_stream_t stream) {
   CC_API_GUARD_BEGIN
-  return cc::point_to_point("cc_send", "ncclSend", buf, count, dtype, peer, comm, stream,
-                            [&] {
-                              return ncclSend(buf, count, cc::to_nccl(dtype), peer, comm->nccl,
-                                              cc::to_cuda(stream));
-                            });
+  return cc::point_to_point("cc_send", "ncclSend", buf, count, dtype, peer, comm, stream, [&] {
+    return ncclSend(buf, count, cc::to_nccl(dtype), peer, comm->nccl, cc::to_cuda(stream));
+  });
   CC_API_GUARD_END
 }
 
-CC_API cc_result_t cc_recv(void* buf, size_t count, cc_datatype_t dtype, int peer,
-                           cc_comm_t comm, cc_stream_t stream) {
+CC_API cc_result_t cc_recv(void* buf, size_t count, cc_datatype_t dtype, int peer, cc_comm_t comm,
+                           cc_stream_t stream) {
   CC_API_GUARD_BEGIN
-  return cc::point_to_point("cc_recv", "ncclRecv", buf, count, dtype, peer, comm, stream,
-                            [&] {
-                              return ncclRecv(buf, count, cc::to_nccl(dtype), peer, comm->nccl,
-                                              cc::to_cuda(stream));
-                            });
+  return cc::point_to_point("cc_recv", "ncclRecv", buf, count, dtype, peer, comm, stream, [&] {
+    return ncclRecv(buf, count, cc::to_nccl(dtype), peer, comm->nccl, cc::to_cuda(stream));
+  });
   CC_API_GUARD_END
 }
 
@@ -311,8 +301,8 @@ CC_API cc_result_t cc_barrier(cc_comm_t comm, cc_stream_t stream) {
 CC_API cc_result_t cc_group_start(void) {
   CC_API_GUARD_BEGIN
   if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess)
-    return cc::fail(CC_ERR_NCCL, std::string("cc_group_start: ncclGroupStart failed: ") +
-                                     ncclGetErrorString(r));
+    return cc::fail(CC_ERR_NCCL,
+                    std::string("cc_group_start: ncclGroupStart failed: ") + ncclGetErrorString(r));
   if (cc::group.depth++ == 0 && cc::group.comms.capacity() == 0) cc::group.comms.reserve(8);
   return cc::succeed();
   CC_API_GUARD_END
@@ -327,8 +317,8 @@ CC_API cc_result_t cc_group_end(void) {
   if (--group.depth > 0) {
     ncclResult_t r = ncclGroupEnd();
     if (r == ncclSuccess || r == ncclInProgress) return cc::succeed();
-    return cc::fail(CC_ERR_NCCL, std::string("cc_group_end: ncclGroupEnd failed: ") +
-                                     ncclGetErrorString(r));
+    return cc::fail(CC_ERR_NCCL,
+                    std::string("cc_group_end: ncclGroupEnd failed: ") + ncclGetErrorString(r));
   }
   // The outermost end launches everything: count it as a call on each comm.
   for (cc_comm* c : group.comms) c->calls_in_flight.fetch_add(1, std::memory_order_seq_cst);
@@ -350,8 +340,8 @@ CC_API cc_result_t cc_group_end(void) {
   group.comms.clear();
   if (r == ncclSuccess) return cc::succeed();
   if (failed == nullptr)
-    return cc::fail(CC_ERR_NCCL, std::string("cc_group_end: ncclGroupEnd failed: ") +
-                                     ncclGetErrorString(r));
+    return cc::fail(CC_ERR_NCCL,
+                    std::string("cc_group_end: ncclGroupEnd failed: ") + ncclGetErrorString(r));
   if (!cc::comm_usable(failed) || failed->abort_requested.load())
     return cc::fail(cc::comm_state_status("cc_group_end", failed));
   if (r == ncclInProgress) {

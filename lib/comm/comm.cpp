@@ -12,14 +12,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include "common/last_error.hpp"
+#include "common/log.hpp"
 #include "lib/comm/args.hpp"
+#include "lib/comm/rendezvous_join.hpp"
+#include "lib/fast/fast_setup.hpp"
 #include "lib/launch/device.hpp"
 #include "lib/launch/env.hpp"
-#include "common/last_error.hpp"
-#include "lib/fast/fast_setup.hpp"
-#include "common/log.hpp"
 #include "lib/launch/netif.hpp"
-#include "lib/comm/rendezvous_join.hpp"
 #include "lib/watch/watchdog.hpp"
 
 namespace cc {
@@ -141,7 +141,7 @@ void choose_socket_ifname(cc_comm* c, const std::string& addr, rv::MemberInfo* i
   if (choice.ifname.empty() || src.rfind("127.", 0) == 0 || src == "::1") return;
   setenv("NCCL_SOCKET_IFNAME", ("=" + choice.ifname).c_str(), 0);
   log().info("rank {}: NCCL_SOCKET_IFNAME={} (the route to {} leaves from {})", c->rank,
-              "=" + choice.ifname, addr, choice.route.source_address);
+             "=" + choice.ifname, addr, choice.route.source_address);
 }
 
 // Makes comm->nccl, the blocking communicator that does the work, by
@@ -206,8 +206,7 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
   const auto deadline = start + c->timeout;
 
   // The device first: a machine without one fails at once, before any wait.
-  if (Status st = choose_device(rank, c->host, c->config.device, local_rank, &c->device);
-      !st.ok())
+  if (Status st = choose_device(rank, c->host, c->config.device, local_rank, &c->device); !st.ok())
     return st;
   if (cudaError_t e = cudaSetDevice(c->device); e != cudaSuccess) {
     cudaGetLastError();
@@ -234,15 +233,16 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
   request.info = info;
   request.deadline = deadline;
   RendezvousResult joined;
-  Status st = rendezvous_join(std::move(request),
-                              [&](std::vector<uint8_t>* id_bytes) {
-                                ncclUniqueId id;
-                                if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-                                  return nccl_failure("ncclGetUniqueId", c.get(), r);
-                                id_bytes->assign(id.internal, id.internal + sizeof id.internal);
-                                return Status::success();
-                              },
-                              &joined);
+  Status st = rendezvous_join(
+      std::move(request),
+      [&](std::vector<uint8_t>* id_bytes) {
+        ncclUniqueId id;
+        if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+          return nccl_failure("ncclGetUniqueId", c.get(), r);
+        id_bytes->assign(id.internal, id.internal + sizeof id.internal);
+        return Status::success();
+      },
+      &joined);
   c->server = std::move(joined.server);
   c->client = std::move(joined.client);
   c->generation = joined.generation;
@@ -253,12 +253,12 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
   ncclUniqueId id;
   if (joined.unique_id.size() != sizeof id.internal) {
     discard(c.get());
-    return make_status(CC_ERR_RENDEZVOUS,
-                       who(rank, c->host) + ": the rendezvous at " + addr + ":" +
-                           std::to_string(port) + " handed out an NCCL id of " +
-                           std::to_string(joined.unique_id.size()) + " bytes instead of " +
-                           std::to_string(sizeof id.internal) +
-                           "; is it a cc-rendezvous of the same version?");
+    return make_status(CC_ERR_RENDEZVOUS, who(rank, c->host) + ": the rendezvous at " + addr + ":" +
+                                              std::to_string(port) + " handed out an NCCL id of " +
+                                              std::to_string(joined.unique_id.size()) +
+                                              " bytes instead of " +
+                                              std::to_string(sizeof id.internal) +
+                                              "; is it a cc-rendezvous of the same version?");
   }
   std::memcpy(id.internal, joined.unique_id.data(), sizeof id.internal);
 
@@ -279,10 +279,11 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
     return st;
   }
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
-  log().info("communicator ready: rank {} of {}, device {} ({}), host {}, job '{}' #{}, "
-             "NCCL {}, in {} ms",
-             rank, nranks, c->device, info.gpu_uuid, c->host, c->job_id, c->generation,
-             info.nccl_version, took.count());
+  log().info(
+      "communicator ready: rank {} of {}, device {} ({}), host {}, job '{}' #{}, "
+      "NCCL {}, in {} ms",
+      rank, nranks, c->device, info.gpu_uuid, c->host, c->job_id, c->generation, info.nccl_version,
+      took.count());
   *out = c.release();
   return Status::success();
 }
@@ -290,15 +291,16 @@ Status init_comm(cc_comm_t* out, int rank, int nranks, const char* addr_c, int p
 Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, int port) {
   const std::string who = "cc_comm_init (rank " + std::to_string(rank) + ")";
   if (comm == nullptr)
-    return make_status(CC_ERR_INVALID_ARGUMENT, who + ": comm is NULL; pass the address of a "
-                                                      "cc_comm_t to receive the communicator");
+    return make_status(CC_ERR_INVALID_ARGUMENT, who +
+                                                    ": comm is NULL; pass the address of a "
+                                                    "cc_comm_t to receive the communicator");
   if (nranks < 1)
-    return make_status(CC_ERR_INVALID_ARGUMENT, who + ": nranks " + std::to_string(nranks) +
-                                                    " must be at least 1");
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       who + ": nranks " + std::to_string(nranks) + " must be at least 1");
   if (rank < 0 || rank >= nranks)
     return make_status(CC_ERR_INVALID_ARGUMENT,
-                       who + ": rank " + std::to_string(rank) + " is outside [0, nranks=" +
-                           std::to_string(nranks) + ")");
+                       who + ": rank " + std::to_string(rank) +
+                           " is outside [0, nranks=" + std::to_string(nranks) + ")");
   if (addr == nullptr || *addr == '\0')
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who + ": master_addr is " + (addr == nullptr ? "NULL" : "empty") +
@@ -329,8 +331,8 @@ Status split_comm(cc_comm* parent, int color, int key, cc_comm_t* newcomm,
                   const cc_config_t* config) {
   auto c = std::make_unique<cc_comm>();
   if (Status st = resolve_config(config, env::process_env(), &c->config); !st.ok())
-    return make_status(st.code, "cc_comm_split (rank " + std::to_string(parent->rank) +
-                                    ", host " + parent->host + "): " + st.message);
+    return make_status(st.code, "cc_comm_split (rank " + std::to_string(parent->rank) + ", host " +
+                                    parent->host + "): " + st.message);
   c->timeout = milliseconds(c->config.timeout_ms);
   c->host = parent->host;
   c->job_id = parent->job_id;
@@ -411,9 +413,8 @@ bool finalize_nccl(cc_comm* c, ncclComm_t nccl, Clock::time_point deadline) {
   ncclResult_t r = ncclCommFinalize(nccl);
   if (r == ncclSuccess || r == ncclInProgress) r = nccl_wait_ready(c, nccl, deadline);
   if (r != ncclSuccess) {
-    log().warn("rank {}: ncclCommFinalize {} ({}); aborting the NCCL communicator instead",
-               c->rank, r == ncclInProgress ? "did not finish in time" : "failed",
-               ncclGetErrorString(r));
+    log().warn("rank {}: ncclCommFinalize {} ({}); aborting the NCCL communicator instead", c->rank,
+               r == ncclInProgress ? "did not finish in time" : "failed", ncclGetErrorString(r));
     return false;
   }
   ncclCommDestroy(nccl);
@@ -465,8 +466,9 @@ void destroy_comm(std::unique_ptr<cc_comm> c) {
 Status check_comm_handle(const char* call, const cc_comm* comm) {
   if (comm == nullptr)
     return make_status(CC_ERR_INVALID_ARGUMENT,
-                       std::string(call) + ": comm is NULL; create one with cc_comm_init or "
-                                           "cc_comm_init_from_env first");
+                       std::string(call) +
+                           ": comm is NULL; create one with cc_comm_init or "
+                           "cc_comm_init_from_env first");
   const uint32_t magic = comm->magic.load(std::memory_order_acquire);
   if (magic == kCommLive) return Status::success();
   if (magic == kCommDead)
@@ -542,8 +544,7 @@ Status nccl_failure(const char* nccl_call, const cc_comm* comm, ncclResult_t res
                      " (host " + comm->host + "): " + ncclGetErrorString(result);
   if (last != nullptr && *last != '\0') text += std::string(": ") + last;
   text += ". Run with NCCL_DEBUG=WARN (or INFO) for NCCL's own account";
-  return make_status(result == ncclUnhandledCudaError ? CC_ERR_CUDA : CC_ERR_NCCL,
-                     std::move(text));
+  return make_status(result == ncclUnhandledCudaError ? CC_ERR_CUDA : CC_ERR_NCCL, std::move(text));
 }
 
 }  // namespace cc
@@ -560,8 +561,7 @@ CC_API cc_result_t cc_comm_init(cc_comm_t* comm, int rank, int nranks, const cha
     return cc::fail(st);
   int local_rank = -1;
   if (cc::Status st = cc::local_rank_from_env(&local_rank); !st.ok()) return cc::fail(st);
-  return cc::fail(
-      cc::init_comm(comm, rank, nranks, master_addr, master_port, config, local_rank));
+  return cc::fail(cc::init_comm(comm, rank, nranks, master_addr, master_port, config, local_rank));
   CC_API_GUARD_END
 }
 
@@ -590,8 +590,8 @@ CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* 
   if (cc::Status st = cc::check_comm_handle("cc_comm_split", comm); !st.ok()) return cc::fail(st);
   if (newcomm == nullptr)
     return cc::fail(CC_ERR_INVALID_ARGUMENT,
-                    "cc_comm_split (rank " + std::to_string(comm->rank) + ", host " +
-                        comm->host + "): newcomm is NULL; pass the address of a cc_comm_t");
+                    "cc_comm_split (rank " + std::to_string(comm->rank) + ", host " + comm->host +
+                        "): newcomm is NULL; pass the address of a cc_comm_t");
   if (!cc::comm_usable(comm)) return cc::fail(cc::comm_state_status("cc_comm_split", comm));
   return cc::fail(cc::split_comm(comm, color, key, newcomm, config));
   CC_API_GUARD_END
@@ -600,8 +600,7 @@ CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* 
 CC_API cc_result_t cc_comm_destroy(cc_comm_t comm) {
   CC_API_GUARD_BEGIN
   if (comm == nullptr) return cc::succeed();
-  if (cc::Status st = cc::check_comm_handle("cc_comm_destroy", comm); !st.ok())
-    return cc::fail(st);
+  if (cc::Status st = cc::check_comm_handle("cc_comm_destroy", comm); !st.ok()) return cc::fail(st);
   cc::destroy_comm(std::unique_ptr<cc_comm>(comm));
   return cc::succeed();
   CC_API_GUARD_END
@@ -634,8 +633,7 @@ CC_API cc_result_t cc_comm_rank(cc_comm_t comm, int* rank) {
 CC_API cc_result_t cc_comm_size(cc_comm_t comm, int* nranks) {
   CC_API_GUARD_BEGIN
   if (cc::Status st = cc::check_comm_handle("cc_comm_size", comm); !st.ok()) return cc::fail(st);
-  if (nranks == nullptr)
-    return cc::fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_size: nranks is NULL");
+  if (nranks == nullptr) return cc::fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_size: nranks is NULL");
   *nranks = comm->nranks;
   return cc::succeed();
   CC_API_GUARD_END
@@ -643,8 +641,7 @@ CC_API cc_result_t cc_comm_size(cc_comm_t comm, int* nranks) {
 
 CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device) {
   CC_API_GUARD_BEGIN
-  if (cc::Status st = cc::check_comm_handle("cc_comm_device", comm); !st.ok())
-    return cc::fail(st);
+  if (cc::Status st = cc::check_comm_handle("cc_comm_device", comm); !st.ok()) return cc::fail(st);
   if (cuda_device == nullptr)
     return cc::fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_device: cuda_device is NULL");
   *cuda_device = comm->device;

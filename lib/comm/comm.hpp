@@ -14,12 +14,12 @@
 #include <nccl.h>
 
 #include "cc/cc.h"
-#include "rendezvous/client.hpp"
-#include "lib/watch/comm_watch.hpp"
-#include "lib/launch/config.hpp"
+#include "common/status.hpp"
 #include "lib/comm/embedded_server.hpp"
 #include "lib/fast/fast_allreduce.hpp"
-#include "common/status.hpp"
+#include "lib/launch/config.hpp"
+#include "lib/watch/comm_watch.hpp"
+#include "rendezvous/client.hpp"
 
 namespace cc {
 
@@ -28,7 +28,6 @@ inline constexpr uint32_t kCommDead = 0xdeadcc0cu;
 
 // Why a communicator stopped working; set once, by abort or the watchdog.
 enum class CommState : int { ok = 0, aborted = 1, peer_failed = 2, timed_out = 3 };
-
 
 }  // namespace cc
 
@@ -55,7 +54,7 @@ struct cc_comm {
   // and stop touching `nccl`, and abort waits (bounded) for them to leave.
   std::atomic<bool> abort_requested{false};
   std::atomic<int> calls_in_flight{0};
-  int* scratch = nullptr;                 // one device int for cc_barrier
+  int* scratch = nullptr;  // one device int for cc_barrier
   // cc's own small-message all-reduce, when every rank could make it
   // (lib/fast_allreduce.hpp); null means ncclAllReduce for every size.
   cc::fast::Channel* fast = nullptr;

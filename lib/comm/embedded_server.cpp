@@ -66,9 +66,10 @@ void EmbeddedServerRef::release(const std::string& job_id, std::chrono::millisec
     registry().erase(it);
   }
   if (!job_id.empty() && idle_timeout.count() > 0 && !last->wait_job_idle(job_id, idle_timeout)) {
-    log().warn("stopping the embedded rendezvous server on port {} while ranks of job '{}' are "
-               "still connected (they did not leave within {} ms)",
-               port_, job_id, idle_timeout.count());
+    log().warn(
+        "stopping the embedded rendezvous server on port {} while ranks of job '{}' are "
+        "still connected (they did not leave within {} ms)",
+        port_, job_id, idle_timeout.count());
   }
   last->stop();
 }

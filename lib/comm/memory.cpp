@@ -7,8 +7,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "lib/comm/comm.hpp"
 #include "common/last_error.hpp"
+#include "lib/comm/comm.hpp"
 #include "lib/comm/nccl_symbol.hpp"
 
 namespace cc {
@@ -42,14 +42,15 @@ Status no_device_status(const char* call) {
 
 // Common checks of the registration calls: a live handle, a buffer, a size
 // and somewhere to put the result.
-Status check_register(const char* call, cc_comm* comm, const void* buf, size_t size,
-                      void** out, const char* out_name) {
+Status check_register(const char* call, cc_comm* comm, const void* buf, size_t size, void** out,
+                      const char* out_name) {
   if (out != nullptr) *out = nullptr;
   if (Status st = check_comm_handle(call, comm); !st.ok()) return st;
   if (buf == nullptr)
     return make_status(CC_ERR_INVALID_ARGUMENT,
-                       who(call, comm) + ": buf is NULL; pass device memory, ideally from "
-                                         "cc_mem_alloc");
+                       who(call, comm) +
+                           ": buf is NULL; pass device memory, ideally from "
+                           "cc_mem_alloc");
   if (size == 0)
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who(call, comm) + ": size is 0; pass the buffer's size in bytes");
@@ -68,8 +69,7 @@ Status run_nccl(const char* call, const char* nccl_call, cc_comm* comm, F&& f) {
   ncclResult_t r;
   {
     CallGuard guard(comm);
-    if (comm->abort_requested.load(std::memory_order_seq_cst))
-      return comm_state_status(call, comm);
+    if (comm->abort_requested.load(std::memory_order_seq_cst)) return comm_state_status(call, comm);
     r = f();
     if (r == ncclInProgress || r == ncclSuccess)
       r = nccl_wait_ready(comm, comm->nccl, Clock::now() + comm->timeout);
@@ -98,8 +98,9 @@ Status window_calls(const char* call, const cc_comm* comm, WindowRegisterFn* reg
   if (version >= kWindowMinVersion && *reg != nullptr && *dereg != nullptr)
     return Status::success();
   return make_status(CC_ERR_INVALID_USAGE,
-                     who(call, comm) + ": symmetric windows need NCCL 2.27 or newer, and the "
-                                       "NCCL loaded is " +
+                     who(call, comm) +
+                         ": symmetric windows need NCCL 2.27 or newer, and the "
+                         "NCCL loaded is " +
                          version_text(version) +
                          "; use cc_comm_register instead, or run with a newer libnccl");
 }
@@ -158,9 +159,8 @@ CC_API cc_result_t cc_comm_register(cc_comm_t comm, void* buf, size_t size, void
   const char* call = "cc_comm_register";
   if (cc::Status st = cc::check_register(call, comm, buf, size, handle, "handle"); !st.ok())
     return cc::fail(st);
-  return cc::fail(cc::run_nccl(call, "ncclCommRegister", comm, [&] {
-    return ncclCommRegister(comm->nccl, buf, size, handle);
-  }));
+  return cc::fail(cc::run_nccl(call, "ncclCommRegister", comm,
+                               [&] { return ncclCommRegister(comm->nccl, buf, size, handle); }));
   CC_API_GUARD_END
 }
 
@@ -170,14 +170,12 @@ CC_API cc_result_t cc_comm_deregister(cc_comm_t comm, void* handle) {
   if (cc::Status st = cc::check_comm_handle(call, comm); !st.ok()) return cc::fail(st);
   if (handle == nullptr) return cc::succeed();
   if (!cc::comm_usable(comm)) return cc::fail(cc::comm_state_status(call, comm));
-  return cc::fail(cc::run_nccl(call, "ncclCommDeregister", comm, [&] {
-    return ncclCommDeregister(comm->nccl, handle);
-  }));
+  return cc::fail(cc::run_nccl(call, "ncclCommDeregister", comm,
+                               [&] { return ncclCommDeregister(comm->nccl, handle); }));
   CC_API_GUARD_END
 }
 
-CC_API cc_result_t cc_comm_window_register(cc_comm_t comm, void* buf, size_t size,
-                                           void** window) {
+CC_API cc_result_t cc_comm_window_register(cc_comm_t comm, void* buf, size_t size, void** window) {
   CC_API_GUARD_BEGIN
   const char* call = "cc_comm_window_register";
   if (cc::Status st = cc::check_register(call, comm, buf, size, window, "window"); !st.ok())

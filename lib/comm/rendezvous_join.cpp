@@ -63,9 +63,9 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
   join.timeout_ms = static_cast<uint32_t>(remaining(req.deadline).count());
   rv::Joined joined;
   if (Status st = out->client->join(join, &joined); !st.ok())
-    return make_status(st.code, who + ": joining communicator " +
-                                    std::to_string(out->generation) + " of job '" +
-                                    req.config.job_id + "' at " + where + " failed: " + st.message);
+    return make_status(st.code, who + ": joining communicator " + std::to_string(out->generation) +
+                                    " of job '" + req.config.job_id + "' at " + where +
+                                    " failed: " + st.message);
   out->unique_id = std::move(joined.unique_id);
   // What the server wants every rank to know (a rank behind NAT, say).
   for (size_t start = 0; start < joined.notice.size();) {

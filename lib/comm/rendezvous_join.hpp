@@ -10,19 +10,19 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/client.hpp"
-#include "lib/launch/config.hpp"
-#include "lib/comm/embedded_server.hpp"
-#include "rendezvous/protocol.hpp"
 #include "common/status.hpp"
+#include "lib/comm/embedded_server.hpp"
+#include "lib/launch/config.hpp"
+#include "rendezvous/client.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace cc {
 
 struct RendezvousRequest {
   std::string addr;  // MASTER_ADDR as given
   int port = 0;
-  ResolvedConfig config;  // job_id, token, rendezvous, timeout
-  rv::MemberInfo info;    // rank, world size, host, pid, versions, GPU
+  ResolvedConfig config;    // job_id, token, rendezvous, timeout
+  rv::MemberInfo info;      // rank, world size, host, pid, versions, GPU
   uint32_t generation = 0;  // 0 = this process's next one for the job (tests set it)
   std::chrono::steady_clock::time_point deadline;
 };
@@ -31,7 +31,7 @@ struct RendezvousResult {
   std::unique_ptr<EmbeddedServerRef> server;  // rank 0 in embedded mode
   std::unique_ptr<rv::Client> client;         // stays open: the control channel
   uint32_t generation = 0;
-  std::vector<uint8_t> unique_id;             // the id every rank received
+  std::vector<uint8_t> unique_id;  // the id every rank received
 };
 
 // make_id runs on rank 0 only, once connected (ncclGetUniqueId there).

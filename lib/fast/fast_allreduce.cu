@@ -58,36 +58,91 @@ __global__ void zero_lines(uint4* lines, size_t n) {
 
 // ---- element arithmetic ---------------------------------------------------
 
-template <class T> struct Acc { using type = T; };
-template <> struct Acc<__half> { using type = float; };
-template <> struct Acc<__nv_bfloat16> { using type = float; };
+template <class T>
+struct Acc {
+  using type = T;
+};
+template <>
+struct Acc<__half> {
+  using type = float;
+};
+template <>
+struct Acc<__nv_bfloat16> {
+  using type = float;
+};
 
-template <class T> __device__ typename Acc<T>::type widen(T v) { return v; }
-template <> __device__ float widen<__half>(__half v) { return __half2float(v); }
-template <> __device__ float widen<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ typename Acc<T>::type widen(T v) {
+  return v;
+}
+template <>
+__device__ float widen<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ float widen<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 
-template <class T> __device__ T narrow(typename Acc<T>::type v) { return v; }
-template <> __device__ __half narrow<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <class T>
+__device__ T narrow(typename Acc<T>::type v) {
+  return v;
+}
+template <>
+__device__ __half narrow<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
-struct OpSum { template <class A> __device__ A operator()(A a, A b) const { return a + b; } };
-struct OpProd { template <class A> __device__ A operator()(A a, A b) const { return a * b; } };
-struct OpMax { template <class A> __device__ A operator()(A a, A b) const { return a < b ? b : a; } };
-struct OpMin { template <class A> __device__ A operator()(A a, A b) const { return b < a ? b : a; } };
-struct OpAvg { template <class A> __device__ A operator()(A a, A b) const { return a + b; } };
+struct OpSum {
+  template <class A>
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
+struct OpProd {
+  template <class A>
+  __device__ A operator()(A a, A b) const {
+    return a * b;
+  }
+};
+struct OpMax {
+  template <class A>
+  __device__ A operator()(A a, A b) const {
+    return a < b ? b : a;
+  }
+};
+struct OpMin {
+  template <class A>
+  __device__ A operator()(A a, A b) const {
+    return b < a ? b : a;
+  }
+};
+struct OpAvg {
+  template <class A>
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
 
 // Eight bytes of T.
-template <class T> struct Unit {
+template <class T>
+struct Unit {
   static constexpr int kPer = 8 / sizeof(T);
   T v[kPer];
 };
 
-template <class T> __device__ uint2 to_bits(const Unit<T>& u) {
+template <class T>
+__device__ uint2 to_bits(const Unit<T>& u) {
   uint2 b;
   memcpy(&b, &u, 8);
   return b;
 }
-template <class T> __device__ Unit<T> from_bits(uint2 b) {
+template <class T>
+__device__ Unit<T> from_bits(uint2 b) {
   Unit<T> u;
   memcpy(&u, &b, 8);
   return u;
@@ -126,8 +181,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int p = 0; p < nranks; ++p) {
       if (p == rank) continue;
       uint4* line = state->inbox[p] + line_index(blockIdx.x, phase, rank, nranks, threadIdx.x);
-      asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line),
-                   "r"(bits.x), "r"(flag), "r"(bits.y), "r"(flag)
+      asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(bits.x),
+                   "r"(flag), "r"(bits.y), "r"(flag)
                    : "memory");
     }
 
@@ -197,16 +252,21 @@ cudaError_t launch_op(ncclRedOp_t op, DeviceState* state, int rank, int nranks,
                       const unsigned* abort_flag, const void* send, void* recv, size_t count,
                       cudaStream_t stream) {
   switch (op) {
-    case ncclSum: return launch_typed<T, OpSum>(state, rank, nranks, abort_flag, send, recv, count, stream);
-    case ncclProd: return launch_typed<T, OpProd>(state, rank, nranks, abort_flag, send, recv, count, stream);
-    case ncclMax: return launch_typed<T, OpMax>(state, rank, nranks, abort_flag, send, recv, count, stream);
-    case ncclMin: return launch_typed<T, OpMin>(state, rank, nranks, abort_flag, send, recv, count, stream);
+    case ncclSum:
+      return launch_typed<T, OpSum>(state, rank, nranks, abort_flag, send, recv, count, stream);
+    case ncclProd:
+      return launch_typed<T, OpProd>(state, rank, nranks, abort_flag, send, recv, count, stream);
+    case ncclMax:
+      return launch_typed<T, OpMax>(state, rank, nranks, abort_flag, send, recv, count, stream);
+    case ncclMin:
+      return launch_typed<T, OpMin>(state, rank, nranks, abort_flag, send, recv, count, stream);
     case ncclAvg:
       if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, __half> ||
                     std::is_same_v<T, __nv_bfloat16>)
         return launch_typed<T, OpAvg>(state, rank, nranks, abort_flag, send, recv, count, stream);
       return cudaErrorNotSupported;
-    default: return cudaErrorNotSupported;
+    default:
+      return cudaErrorNotSupported;
   }
 }
 
@@ -223,8 +283,8 @@ struct Channel {
   ncclDevComm dev{};
   ncclDevResourceHandle_t inbox = 0;
   DeviceState* state = nullptr;
-  unsigned* abort_host = nullptr;   // pinned, mapped
-  unsigned* abort_device = nullptr; // the same word as the GPU sees it
+  unsigned* abort_host = nullptr;    // pinned, mapped
+  unsigned* abort_device = nullptr;  // the same word as the GPU sees it
   int rank = 0;
   int nranks = 0;
   int device = 0;
@@ -245,8 +305,8 @@ bool locally_possible(int nranks, int device, std::string* why) {
     return false;
   }
   if (nranks < 2 || nranks > kMaxRanks) {
-    *why = std::to_string(nranks) + " ranks (the kernel takes 2 to " +
-           std::to_string(kMaxRanks) + ")";
+    *why =
+        std::to_string(nranks) + " ranks (the kernel takes 2 to " + std::to_string(kMaxRanks) + ")";
     return false;
   }
   int major = 0;
@@ -331,8 +391,8 @@ Channel* create(ncclComm_t nccl, int device, std::string* why) {
 cudaError_t clear_inbox(Channel* ch, cudaStream_t stream) {
   // This rank's own inbox, as reached through the state the kernel uses.
   uint4* mine = nullptr;
-  cudaError_t e = cudaMemcpy(&mine, &ch->state->inbox[ch->rank], sizeof mine,
-                             cudaMemcpyDeviceToHost);
+  cudaError_t e =
+      cudaMemcpy(&mine, &ch->state->inbox[ch->rank], sizeof mine, cudaMemcpyDeviceToHost);
   if (e != cudaSuccess) return e;
   zero_lines<<<64, 256, 0, stream>>>(mine, inbox_bytes(ch->nranks) / sizeof(uint4));
   return cudaGetLastError();
@@ -371,19 +431,34 @@ void request_abort(Channel* ch) {
 bool takes(size_t count, ncclDataType_t type, ncclRedOp_t op) {
   size_t size = 0;
   switch (type) {
-    case ncclInt8: case ncclUint8: size = 1; break;
-    case ncclFloat16: case ncclBfloat16: size = 2; break;
-    case ncclInt32: case ncclUint32: case ncclFloat32: size = 4; break;
-    case ncclInt64: case ncclUint64: case ncclFloat64: size = 8; break;
-    default: return false;  // the float8 types and anything newer: NCCL
+    case ncclInt8:
+    case ncclUint8:
+      size = 1;
+      break;
+    case ncclFloat16:
+    case ncclBfloat16:
+      size = 2;
+      break;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      size = 4;
+      break;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      size = 8;
+      break;
+    default:
+      return false;  // the float8 types and anything newer: NCCL
   }
   if (count == 0 || count > kMaxBytes / size) return false;
   if (op == ncclAvg) return is_float_type(type);
   return op == ncclSum || op == ncclProd || op == ncclMax || op == ncclMin;
 }
 
-cudaError_t allreduce(Channel* ch, const void* send, void* recv, size_t count,
-                      ncclDataType_t type, ncclRedOp_t op, cudaStream_t stream, bool capturing) {
+cudaError_t allreduce(Channel* ch, const void* send, void* recv, size_t count, ncclDataType_t type,
+                      ncclRedOp_t op, cudaStream_t stream, bool capturing) {
   // Ordered after the previous call when that was on another stream (even
   // one destroyed since): each call records an event, which a call on
   // another stream waits for. Not across a graph capture (an event of eager
@@ -398,17 +473,38 @@ cudaError_t allreduce(Channel* ch, const void* send, void* recv, size_t count,
   const unsigned* flag = ch->abort_device;
   cudaError_t e = cudaSuccess;
   switch (type) {
-    case ncclInt8: e = launch_op<int8_t>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclUint8: e = launch_op<uint8_t>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclInt32: e = launch_op<int32_t>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclUint32: e = launch_op<uint32_t>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclInt64: e = launch_op<int64_t>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclUint64: e = launch_op<uint64_t>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclFloat16: e = launch_op<__half>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclBfloat16: e = launch_op<__nv_bfloat16>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclFloat32: e = launch_op<float>(op, s, rank, n, flag, send, recv, count, stream); break;
-    case ncclFloat64: e = launch_op<double>(op, s, rank, n, flag, send, recv, count, stream); break;
-    default: e = cudaErrorNotSupported;
+    case ncclInt8:
+      e = launch_op<int8_t>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclUint8:
+      e = launch_op<uint8_t>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclInt32:
+      e = launch_op<int32_t>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclUint32:
+      e = launch_op<uint32_t>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclInt64:
+      e = launch_op<int64_t>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclUint64:
+      e = launch_op<uint64_t>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclFloat16:
+      e = launch_op<__half>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclBfloat16:
+      e = launch_op<__nv_bfloat16>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclFloat32:
+      e = launch_op<float>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    case ncclFloat64:
+      e = launch_op<double>(op, s, rank, n, flag, send, recv, count, stream);
+      break;
+    default:
+      e = cudaErrorNotSupported;
   }
   return e;
 }

@@ -59,8 +59,8 @@ bool takes(size_t count, ncclDataType_t type, ncclRedOp_t op);
 // Enqueues the all-reduce on `stream` (after the previous one, whatever
 // stream that was on). Call only when takes() said yes; `capturing` is
 // whether `stream` is capturing a CUDA graph.
-cudaError_t allreduce(Channel* ch, const void* send, void* recv, size_t count,
-                      ncclDataType_t type, ncclRedOp_t op, cudaStream_t stream, bool capturing);
+cudaError_t allreduce(Channel* ch, const void* send, void* recv, size_t count, ncclDataType_t type,
+                      ncclRedOp_t op, cudaStream_t stream, bool capturing);
 
 // After a successful allreduce(): `recorded` is an event already recorded on
 // `stream` after it (the watchdog's), or null to have the channel record its

@@ -27,8 +27,9 @@ uint32_t ms_left(Clock::time_point deadline) {
 
 Status late(const cc_comm* c) {
   return make_status(CC_ERR_TIMEOUT,
-                     who(c) + ": the ranks did not agree on the small all-reduce path before "
-                              "cc_comm_init's deadline (" +
+                     who(c) +
+                         ": the ranks did not agree on the small all-reduce path before "
+                         "cc_comm_init's deadline (" +
                          std::to_string(c->timeout.count()) +
                          " ms); a rank stopped during init. Raise CC_TIMEOUT_MS, or set "
                          "CC_FAST_ALLREDUCE=0 to skip the step");
@@ -47,8 +48,7 @@ bool wait_stream(cudaStream_t stream, Clock::time_point deadline, cudaError_t* e
 // a "no" (if so), then itself; the last one in marks the round done. Used at
 // init, where the connection is idle and an NCCL collective would set up
 // NCCL's connections inside cc_comm_init.
-Status agree_by_store(cc_comm* c, const std::string& round, bool* yes,
-                      Clock::time_point deadline) {
+Status agree_by_store(cc_comm* c, const std::string& round, bool* yes, Clock::time_point deadline) {
   const std::string prefix = "cc/fast-allreduce/" + std::to_string(c->generation) + "/" + round;
   int64_t value = 0;
   if (!*yes)
@@ -89,8 +89,8 @@ Status agree_by_nccl(cc_comm* c, bool* yes, Clock::time_point deadline) {
   if (r != ncclSuccess) return nccl_failure("ncclAllReduce (init)", c, r);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return make_status(CC_ERR_CUDA, who(c) + ": setting up the small all-reduce path: " +
-                                        cudaGetErrorString(e));
+    return make_status(CC_ERR_CUDA,
+                       who(c) + ": setting up the small all-reduce path: " + cudaGetErrorString(e));
   }
   *yes = value != 0;
   return Status::success();
@@ -114,8 +114,8 @@ Status clear_inbox(cc_comm* c, fast::Channel* ch, Clock::time_point deadline) {
   if (!in_time) return late(c);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return make_status(CC_ERR_CUDA, who(c) + ": clearing the small all-reduce inbox: " +
-                                        cudaGetErrorString(e));
+    return make_status(CC_ERR_CUDA,
+                       who(c) + ": clearing the small all-reduce inbox: " + cudaGetErrorString(e));
   }
   return Status::success();
 }
@@ -126,9 +126,11 @@ Status unavailable(const cc_comm* c, int mode, const std::string& why) {
     return Status::success();
   }
   return make_status(CC_ERR_INVALID_USAGE,
-                     who(c) + ": cc's small all-reduce kernel is required "
-                              "(CC_FAST_ALLREDUCE=require or config.fast_allreduce), but it "
-                              "cannot be used: " + why +
+                     who(c) +
+                         ": cc's small all-reduce kernel is required "
+                         "(CC_FAST_ALLREDUCE=require or config.fast_allreduce), but it "
+                         "cannot be used: " +
+                         why +
                          ". Unset CC_FAST_ALLREDUCE (or config.fast_allreduce) to fall back to "
                          "ncclAllReduce");
 }
@@ -169,11 +171,12 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
   }
   c->fast = ch;
   using std::chrono::duration;
-  log().debug("{}: all-reduces up to {} bytes use cc's kernel (NCCL device API); set-up took "
-              "{:.1f} ms to agree, {:.1f} ms to make, {:.1f} ms to agree again",
-              who(c), fast::kMaxBytes, duration<double, std::milli>(t1 - t0).count(),
-              duration<double, std::milli>(t2 - t1).count(),
-              duration<double, std::milli>(Clock::now() - t2).count());
+  log().debug(
+      "{}: all-reduces up to {} bytes use cc's kernel (NCCL device API); set-up took "
+      "{:.1f} ms to agree, {:.1f} ms to make, {:.1f} ms to agree again",
+      who(c), fast::kMaxBytes, duration<double, std::milli>(t1 - t0).count(),
+      duration<double, std::milli>(t2 - t1).count(),
+      duration<double, std::milli>(Clock::now() - t2).count());
   return Status::success();
 }
 
@@ -181,9 +184,10 @@ bool drain_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
   if (c->fast == nullptr) return true;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   if (fast::drain(c->fast, std::max<long long>(0, left.count()))) return true;
-  log().warn("{}: cc's small all-reduce kernel was still waiting for a peer at "
-             "cc_comm_destroy's deadline; stopped it and aborting the communicator",
-             who(c));
+  log().warn(
+      "{}: cc's small all-reduce kernel was still waiting for a peer at "
+      "cc_comm_destroy's deadline; stopped it and aborting the communicator",
+      who(c));
   return false;
 }
 

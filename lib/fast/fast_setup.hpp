@@ -4,8 +4,8 @@
 
 #include <chrono>
 
-#include "lib/comm/comm.hpp"
 #include "common/status.hpp"
+#include "lib/comm/comm.hpp"
 
 namespace cc {
 

@@ -16,19 +16,23 @@ namespace {
 
 constexpr int kDefaultTimeoutMs = 300000;
 
-Status invalid(std::string message) { return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message)); }
+Status invalid(std::string message) {
+  return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
+}
 
 // True when the caller's struct (of config->size bytes) has the field that
 // ends at `end` bytes: an older header simply lacks the later fields.
-bool has_field(const cc_config_t* config, size_t end) { return config != nullptr && config->size >= end; }
+bool has_field(const cc_config_t* config, size_t end) {
+  return config != nullptr && config->size >= end;
+}
 
 #define CC_FIELD_END(field) (offsetof(cc_config_t, field) + sizeof(cc_config_t::field))
 
 // An int field: the config's value when defined, else the variable, else the
 // default. `min` applies to both sources.
 Status resolve_int(const cc_config_t* config, size_t end, int cc_config_t::*field,
-                   const char* field_name, const env::Getenv& getenv, const char* var, long long min,
-                   int* out) {
+                   const char* field_name, const env::Getenv& getenv, const char* var,
+                   long long min, int* out) {
   if (has_field(config, end) && config->*field != CC_CONFIG_UNDEF_INT) {
     const int v = config->*field;
     if (v < min) {
@@ -48,7 +52,8 @@ Status resolve_int(const cc_config_t* config, size_t end, int cc_config_t::*fiel
 }
 
 std::string strip_trailing_space(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) {
+  while (!s.empty() &&
+         (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) {
     s.pop_back();
   }
   return s;
@@ -132,7 +137,8 @@ Status resolve_config(const cc_config_t* config, const env::Getenv& getenv, Reso
   }
 
   if (has_field(config, CC_FIELD_END(rendezvous)) && config->rendezvous != CC_CONFIG_UNDEF_INT) {
-    if (config->rendezvous != CC_RENDEZVOUS_EMBEDDED && config->rendezvous != CC_RENDEZVOUS_EXTERNAL) {
+    if (config->rendezvous != CC_RENDEZVOUS_EMBEDDED &&
+        config->rendezvous != CC_RENDEZVOUS_EXTERNAL) {
       return invalid("config.rendezvous=" + std::to_string(config->rendezvous) +
                      " is neither CC_RENDEZVOUS_EMBEDDED nor CC_RENDEZVOUS_EXTERNAL");
     }
@@ -155,9 +161,9 @@ Status resolve_config(const cc_config_t* config, const env::Getenv& getenv, Reso
       !s.ok()) {
     return s;
   }
-  if (Status s = resolve_int(config, CC_FIELD_END(heartbeat_misses), &cc_config_t::heartbeat_misses,
-                             "heartbeat_misses", getenv, "CC_HEARTBEAT_MISSES", 1,
-                             &r.heartbeat_misses);
+  if (Status s =
+          resolve_int(config, CC_FIELD_END(heartbeat_misses), &cc_config_t::heartbeat_misses,
+                      "heartbeat_misses", getenv, "CC_HEARTBEAT_MISSES", 1, &r.heartbeat_misses);
       !s.ok()) {
     return s;
   }

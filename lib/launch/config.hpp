@@ -5,16 +5,16 @@
 #include <string>
 
 #include "cc/cc.h"
-#include "lib/launch/env.hpp"
 #include "common/status.hpp"
+#include "lib/launch/env.hpp"
 
 namespace cc {
 
 struct ResolvedConfig {
-  int device = -1;          // -1 = choose from LOCAL_RANK
+  int device = -1;  // -1 = choose from LOCAL_RANK
   int timeout_ms = 300000;
   std::string job_id = "default";
-  std::string token;        // empty = none
+  std::string token;  // empty = none
   int rendezvous = CC_RENDEZVOUS_EMBEDDED;
   int heartbeat_ms = 1000;
   int heartbeat_misses = 5;

@@ -40,11 +40,11 @@ Status choose_device(int rank, const std::string& host, int configured, int loca
   }
   if (configured >= 0) {
     if (configured >= count) {
-      return make_status(CC_ERR_INVALID_ARGUMENT,
-                         who + ": device " + std::to_string(configured) +
-                             " (config.device or CC_DEVICE) does not exist: " +
-                             std::to_string(count) + " CUDA device(s) are visible, numbered 0.." +
-                             std::to_string(count - 1));
+      return make_status(
+          CC_ERR_INVALID_ARGUMENT,
+          who + ": device " + std::to_string(configured) +
+              " (config.device or CC_DEVICE) does not exist: " + std::to_string(count) +
+              " CUDA device(s) are visible, numbered 0.." + std::to_string(count - 1));
     }
     *device = configured;
   } else {

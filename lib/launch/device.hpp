@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "rendezvous/protocol.hpp"
 #include "common/status.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace cc {
 

@@ -23,7 +23,9 @@ Found first_set(const Getenv& getenv, std::initializer_list<const char*> names) 
   return {};
 }
 
-Status invalid(std::string message) { return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message)); }
+Status invalid(std::string message) {
+  return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
+}
 
 }  // namespace
 
@@ -31,8 +33,7 @@ Getenv process_env() {
   return [](const char* name) -> const char* { return std::getenv(name); };
 }
 
-Status parse_int(const char* name, const char* text, long long min, long long max,
-                 long long* out) {
+Status parse_int(const char* name, const char* text, long long min, long long max, long long* out) {
   const std::string shown = text == nullptr ? std::string() : std::string(text);
   const std::string range = std::to_string(min) + ".." + std::to_string(max);
   if (text == nullptr || *text == '\0') {
@@ -47,8 +48,8 @@ Status parse_int(const char* name, const char* text, long long min, long long ma
     return invalid(std::string(name) + "=" + shown + " is out of range " + range);
   }
   if (ec != std::errc() || ptr != end || begin == end || (begin != text && *begin == '-')) {
-    return invalid(std::string(name) + "='" + shown + "' is not an integer: set it to a whole number in " +
-                   range);
+    return invalid(std::string(name) + "='" + shown +
+                   "' is not an integer: set it to a whole number in " + range);
   }
   if (value < min || value > max) {
     return invalid(std::string(name) + "=" + shown + " is out of range " + range);
@@ -61,8 +62,8 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   LaunchInfo info;
   long long v = 0;
 
-  const Found rank = first_set(getenv, {"CC_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                        "SLURM_PROCID"});
+  const Found rank =
+      first_set(getenv, {"CC_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   if (rank.name == nullptr) {
     return invalid(
         "no rank in the environment: set RANK (or CC_RANK; launchers set OMPI_COMM_WORLD_RANK, "
@@ -72,8 +73,8 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   info.rank = static_cast<int>(v);
   info.rank_var = rank.name;
 
-  const Found world = first_set(getenv, {"CC_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
-                                         "PMI_SIZE", "SLURM_NTASKS"});
+  const Found world = first_set(
+      getenv, {"CC_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
   if (world.name == nullptr) {
     return invalid(
         "no world size in the environment: set WORLD_SIZE (or CC_WORLD_SIZE; launchers set "
@@ -85,13 +86,14 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
 
   if (info.rank >= info.world_size) {
     return invalid("rank " + std::to_string(info.rank) + " (from " + info.rank_var +
-                   ") is not below the world size " + std::to_string(info.world_size) +
-                   " (from " + info.world_size_var + "): ranks are numbered 0.." +
+                   ") is not below the world size " + std::to_string(info.world_size) + " (from " +
+                   info.world_size_var + "): ranks are numbered 0.." +
                    std::to_string(info.world_size - 1));
   }
 
-  const Found local = first_set(getenv, {"CC_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                         "MPI_LOCALRANKID", "SLURM_LOCALID"});
+  const Found local =
+      first_set(getenv, {"CC_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                         "MPI_LOCALRANKID", "SLURM_LOCALID"});
   if (local.name != nullptr) {
     if (Status s = parse_int(local.name, local.value, 0, INT_MAX, &v); !s.ok()) return s;
     info.local_rank = static_cast<int>(v);

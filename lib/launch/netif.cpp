@@ -25,9 +25,10 @@ std::string local_host() {
 
 std::string numeric(const sockaddr* sa) {
   char buf[INET6_ADDRSTRLEN] = {};
-  const void* src = sa->sa_family == AF_INET
-                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
-                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  const void* src =
+      sa->sa_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
   if (inet_ntop(sa->sa_family, src, buf, sizeof buf) == nullptr) return {};
   return buf;
 }
@@ -37,10 +38,12 @@ int prefix_of(const sockaddr* mask) {
   const unsigned char* p = nullptr;
   size_t n = 0;
   if (mask->sa_family == AF_INET) {
-    p = reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in*>(mask)->sin_addr);
+    p = reinterpret_cast<const unsigned char*>(
+        &reinterpret_cast<const sockaddr_in*>(mask)->sin_addr);
     n = 4;
   } else if (mask->sa_family == AF_INET6) {
-    p = reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in6*>(mask)->sin6_addr);
+    p = reinterpret_cast<const unsigned char*>(
+        &reinterpret_cast<const sockaddr_in6*>(mask)->sin6_addr);
     n = 16;
   } else {
     return -1;
@@ -75,7 +78,8 @@ std::string interface_holding(const sockaddr* source) {
   if (getifaddrs(&raw) != 0) return {};
   std::unique_ptr<ifaddrs, IfaddrsFree> list(raw);
   unsigned scope = 0;
-  if (source->sa_family == AF_INET6) scope = reinterpret_cast<const sockaddr_in6*>(source)->sin6_scope_id;
+  if (source->sa_family == AF_INET6)
+    scope = reinterpret_cast<const sockaddr_in6*>(source)->sin6_scope_id;
   std::string found;
   for (ifaddrs* i = raw; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || !same_address(i->ifa_addr, source)) continue;
@@ -110,7 +114,8 @@ bool nccl_ifname_matches(const std::string& spec_in, const std::string& ifname) 
     size_t comma = spec.find(',', start);
     if (comma == std::string::npos) comma = spec.size();
     std::string item = spec.substr(start, comma - start);
-    if (!item.empty() && (exact ? ifname == item : ifname.compare(0, item.size(), item) == 0)) listed = true;
+    if (!item.empty() && (exact ? ifname == item : ifname.compare(0, item.size(), item) == 0))
+      listed = true;
     start = comma + 1;
   }
   return exclude ? !listed : listed;
@@ -120,8 +125,9 @@ Status list_interfaces(std::vector<Interface>* out) {
   out->clear();
   ifaddrs* raw = nullptr;
   if (getifaddrs(&raw) != 0) {
-    return make_status(CC_ERR_SYSTEM, "host " + local_host() + ": cannot list network interfaces (getifaddrs: " +
-                                          std::strerror(errno) + "); check that /proc and /sys are mounted");
+    return make_status(CC_ERR_SYSTEM,
+                       "host " + local_host() + ": cannot list network interfaces (getifaddrs: " +
+                           std::strerror(errno) + "); check that /proc and /sys are mounted");
   }
   std::unique_ptr<ifaddrs, IfaddrsFree> list(raw);
   for (ifaddrs* i = raw; i != nullptr; i = i->ifa_next) {
@@ -148,8 +154,9 @@ Status route_source_for(const std::string& host_in, Route* out) {
   const std::string host = strip_brackets(host_in);
   const std::string me = local_host();
   if (host.empty()) {
-    return make_status(CC_ERR_INVALID_ARGUMENT,
-                       "host " + me + ": no rendezvous address given: set MASTER_ADDR (or CC_MASTER_ADDR)");
+    return make_status(
+        CC_ERR_INVALID_ARGUMENT,
+        "host " + me + ": no rendezvous address given: set MASTER_ADDR (or CC_MASTER_ADDR)");
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -197,7 +204,8 @@ Status route_source_for(const std::string& host_in, Route* out) {
   }
   return make_status(CC_ERR_SYSTEM, "host " + me + ": no route to " + host + " (" + last_error +
                                         "): check MASTER_ADDR, that an interface is up, and the "
-                                        "routing table (ip route get " + host + ")");
+                                        "routing table (ip route get " +
+                                        host + ")");
 }
 
 Status choose_nccl_socket_ifname(const std::string& master_addr, const env::Getenv& getenv,

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/launch/env.hpp"
 #include "common/status.hpp"
+#include "lib/launch/env.hpp"
 
 namespace cc::netif {
 
@@ -42,9 +42,9 @@ struct Route {
 Status route_source_for(const std::string& host, Route* out);
 
 struct IfnameChoice {
-  std::string ifname;       // the value NCCL_SOCKET_IFNAME should have
-  bool from_user = false;   // true: NCCL_SOCKET_IFNAME was already set and is kept
-  Route route;              // the route found, when !from_user
+  std::string ifname;      // the value NCCL_SOCKET_IFNAME should have
+  bool from_user = false;  // true: NCCL_SOCKET_IFNAME was already set and is kept
+  Route route;             // the route found, when !from_user
 };
 
 // When NCCL_SOCKET_IFNAME is set (non-empty), keeps the user's value;

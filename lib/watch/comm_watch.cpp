@@ -6,9 +6,9 @@
 #include <optional>
 #include <thread>
 
+#include "common/log.hpp"
 #include "lib/comm/args.hpp"
 #include "lib/comm/comm.hpp"
-#include "common/log.hpp"
 
 namespace cc {
 
@@ -24,7 +24,8 @@ struct CommWatch::Failure {
 namespace {
 
 std::string me(const cc_comm* c) {
-  return "rank " + std::to_string(c->rank) + " (host " + c->host + " pid " + std::to_string(getpid()) + ")";
+  return "rank " + std::to_string(c->rank) + " (host " + c->host + " pid " +
+         std::to_string(getpid()) + ")";
 }
 
 const char* dtype_words(int dtype) {
@@ -47,7 +48,8 @@ Status CommWatch::create(cc_comm* comm, std::unique_ptr<ControlChannel> channel,
     if (event != nullptr) cudaEventDestroy(event);
     cudaGetLastError();
     return make_status(CC_ERR_CUDA, me(comm) + ": creating the watchdog's CUDA event on device " +
-                                        std::to_string(comm->device) + " failed: " + cudaGetErrorString(e));
+                                        std::to_string(comm->device) +
+                                        " failed: " + cudaGetErrorString(e));
   }
   out->reset(new CommWatch(comm, event, tail, std::move(channel)));
   return Status::success();
@@ -75,8 +77,8 @@ std::string CommWatch::op_words(uint64_t seq) const {
 std::string CommWatch::progress_words() const {
   const uint64_t enqueued = comm_->ops_enqueued.load(std::memory_order_acquire);
   if (enqueued == 0) return "this rank had not called a collective yet";
-  return "this rank's last call was " + op_words(enqueued) + "; op #" + std::to_string(completed()) +
-         " is the last seen complete";
+  return "this rank's last call was " + op_words(enqueued) + "; op #" +
+         std::to_string(completed()) + " is the last seen complete";
 }
 
 std::string CommWatch::timeout_story(uint64_t waiting) {
@@ -89,8 +91,9 @@ std::string CommWatch::timeout_story(uint64_t waiting) {
   if (channel_)
     story += channel_->behind_words(waiting, milliseconds(2000));
   else
-    story += "This communicator was made by cc_comm_split and has no rendezvous connection of "
-             "its own, so which rank is behind is unknown: compare the calls on every rank";
+    story +=
+        "This communicator was made by cc_comm_split and has no rendezvous connection of "
+        "its own, so which rank is behind is unknown: compare the calls on every rank";
   return story + ". The NCCL communicator was aborted; destroy this communicator";
 }
 
@@ -98,8 +101,8 @@ std::string CommWatch::timeout_story(uint64_t waiting) {
 bool CommWatch::cuda_fault(cudaError_t e, uint64_t seq, Failure* f) {
   cudaGetLastError();
   f->state = CommState::aborted;
-  f->story = me(comm_) + ": CUDA reported '" + cudaGetErrorString(e) + "' while " +
-             op_words(seq) + " ran. Look for a kernel fault in this process (compute-sanitizer)";
+  f->story = me(comm_) + ": CUDA reported '" + cudaGetErrorString(e) + "' while " + op_words(seq) +
+             " ran. Look for a kernel fault in this process (compute-sanitizer)";
   f->tell_others = true;
   return true;
 }
@@ -159,9 +162,10 @@ bool CommWatch::check_nccl(Failure* f) {
     if (ncclCommGetAsyncError(n, &state) != ncclSuccess) continue;
     if (state == ncclSuccess || state == ncclInProgress) continue;
     f->state = state == ncclRemoteError || state == ncclSystemError ? CommState::peer_failed
-                                                                     : CommState::aborted;
+                                                                    : CommState::aborted;
     const char* last = ncclGetLastError(n);
-    f->story = "NCCL reported an asynchronous error on " + me(comm_) + ": " + ncclGetErrorString(state) +
+    f->story = "NCCL reported an asynchronous error on " + me(comm_) + ": " +
+               ncclGetErrorString(state) +
                (last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : std::string()) +
                "; the last operation seen complete is #" + std::to_string(completed()) +
                ". A remote error usually means another rank died or its network went away: look at "
@@ -197,7 +201,9 @@ void CommWatch::watch_tick(Clock::time_point now) {
         peer = channel_->poll(Clock::now(), completed());
         if (!peer) std::this_thread::sleep_for(milliseconds(5));
       }
-      if (peer) f = {CommState::peer_failed, peer->story + "; " + progress_words() + " (" + f.story + ")", false};
+      if (peer)
+        f = {CommState::peer_failed, peer->story + "; " + progress_words() + " (" + f.story + ")",
+             false};
     }
   }
   if (f.state == CommState::ok) return;

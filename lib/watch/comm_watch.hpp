@@ -19,8 +19,8 @@
 #include <cuda_runtime_api.h>
 
 #include "cc/cc.h"
-#include "lib/watch/control_channel.hpp"
 #include "common/status.hpp"
+#include "lib/watch/control_channel.hpp"
 #include "lib/watch/watchdog.hpp"
 
 struct cc_comm;
@@ -131,7 +131,7 @@ class CommWatch final : public Watched {
   cudaEvent_t tail_event_;
   std::atomic<int> tail_state_{kIdle};  // kBusy while a thread records or queries it
   std::atomic<uint64_t> tail_seq_{0};   // the operation it was last recorded after
-  uint64_t event_seq_ = 0;  // written by whoever moved the state to busy
+  uint64_t event_seq_ = 0;              // written by whoever moved the state to busy
   std::atomic<uint64_t> completed_{0};
   // Watchdog thread only:
   std::chrono::steady_clock::time_point pending_since_{};

@@ -15,8 +15,9 @@ ControlChannel::ControlChannel(rv::Client& client, ChannelOptions options)
 
 Status ControlChannel::start() {
   if (Status st = client_.watch(window()); !st.ok())
-    return make_status(st.code, "rank " + std::to_string(options_.rank) + " (host " + options_.host +
-                                    "): asking the rendezvous at " + client_.endpoint() +
+    return make_status(st.code, "rank " + std::to_string(options_.rank) + " (host " +
+                                    options_.host + "): asking the rendezvous at " +
+                                    client_.endpoint() +
                                     " to watch heartbeats failed: " + st.message);
   if (Status st = client_.heartbeat_nowait(0); !st.ok()) return st;
   next_heartbeat_ = Clock::now() + options_.interval;

@@ -11,9 +11,9 @@
 #include <optional>
 #include <string>
 
+#include "common/status.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/protocol.hpp"
-#include "common/status.hpp"
 
 namespace cc {
 

@@ -33,10 +33,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The one-shot decoder on the payload alone, with the header's type.
   if (size >= 1 + rv::kHeaderSize) {
     rv::FrameHeader h;
-    if (rv::parse_header(std::span(data + 1, rv::kHeaderSize), limits, &h) == rv::DecodeError::none) {
+    if (rv::parse_header(std::span(data + 1, rv::kHeaderSize), limits, &h) ==
+        rv::DecodeError::none) {
       rv::Message m;
-      (void)rv::decode_message(h.type, std::span(data + 1 + rv::kHeaderSize, size - 1 - rv::kHeaderSize),
-                               limits, &m);
+      (void)rv::decode_message(
+          h.type, std::span(data + 1 + rv::kHeaderSize, size - 1 - rv::kHeaderSize), limits, &m);
     }
   }
   return 0;

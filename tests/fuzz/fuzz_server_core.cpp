@@ -87,6 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (open[w]) core.on_disconnect(ids[w], "end");
   now += 10s;
   core.expire(now);
-  if (core.connection_count() != 0 || core.job_count() != 0 || core.next_deadline()) __builtin_trap();
+  if (core.connection_count() != 0 || core.job_count() != 0 || core.next_deadline())
+    __builtin_trap();
   return 0;
 }

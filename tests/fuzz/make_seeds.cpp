@@ -17,7 +17,8 @@ namespace {
 
 void write(const fs::path& file, const std::vector<uint8_t>& bytes) {
   std::ofstream out(file, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 rv::Join join(int rank, int world) {
@@ -40,7 +41,8 @@ void to_conn(std::vector<uint8_t>& out, int c, const std::vector<uint8_t>& bytes
     const size_t n = std::min<size_t>(255, bytes.size() - at);
     out.push_back(static_cast<uint8_t>(1 | (c << 2)));
     out.push_back(static_cast<uint8_t>(n));
-    out.insert(out.end(), bytes.begin() + static_cast<long>(at), bytes.begin() + static_cast<long>(at + n));
+    out.insert(out.end(), bytes.begin() + static_cast<long>(at),
+               bytes.begin() + static_cast<long>(at + n));
   }
 }
 void connect(std::vector<uint8_t>& out, int c) { out.push_back(static_cast<uint8_t>(c << 2)); }

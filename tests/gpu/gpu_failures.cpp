@@ -93,10 +93,12 @@ int kill_loop(cc_comm_t comm, int rank, cudaStream_t s) {
     cc_result_t r = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm,
                                  reinterpret_cast<cc_stream_t>(s));
     if (r == CC_SUCCESS && !wait_stream(s, milliseconds(30000)))
-      return fail("rank " + std::to_string(rank) + ": the stream did not finish within 30 s of a peer's death");
+      return fail("rank " + std::to_string(rank) +
+                  ": the stream did not finish within 30 s of a peer's death");
     if (r == CC_SUCCESS && i >= 3) {
       // One more call tells whether the watchdog failed the communicator meanwhile.
-      r = cc_allreduce(b.send, b.recv, 1, CC_FLOAT32, CC_SUM, comm, reinterpret_cast<cc_stream_t>(s));
+      r = cc_allreduce(b.send, b.recv, 1, CC_FLOAT32, CC_SUM, comm,
+                       reinterpret_cast<cc_stream_t>(s));
       if (r == CC_SUCCESS && !wait_stream(s, milliseconds(30000)))
         return fail("rank " + std::to_string(rank) + ": the stream did not finish");
     }
@@ -130,8 +132,8 @@ int skip(cc_comm_t comm, int rank, cudaStream_t s) {
   // The last op never completes on rank 0: its watchdog names it at the
   // deadline; one more call returns the timeout.
   if (rank == 0) {
-    const cc_result_t r = cc_allreduce(b.send, b.recv, 1, CC_FLOAT32, CC_SUM, comm,
-                                       reinterpret_cast<cc_stream_t>(s));
+    const cc_result_t r =
+        cc_allreduce(b.send, b.recv, 1, CC_FLOAT32, CC_SUM, comm, reinterpret_cast<cc_stream_t>(s));
     std::printf("ERROR_AT %lld %s %s\n", realtime_ns(), cc_result_string(r), cc_last_error());
     std::fflush(stdout);
     return r == CC_ERR_TIMEOUT ? 0 : 1;
@@ -157,13 +159,15 @@ int abort_threads(cc_comm_t comm, int rank, cudaStream_t s) {
   cc_result_t last = CC_SUCCESS;
   for (int i = 0; i < 200; ++i) {
     if (i == 20) go = true;
-    last = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm, reinterpret_cast<cc_stream_t>(s));
+    last = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm,
+                        reinterpret_cast<cc_stream_t>(s));
     if (last != CC_SUCCESS) break;
   }
   go = true;
   for (auto& t : threads) t.join();
   wait_stream(s, milliseconds(30000));
-  if (bad != 0) return fail(std::to_string(bad.load()) + " cc_comm_abort calls did not return CC_SUCCESS");
+  if (bad != 0)
+    return fail(std::to_string(bad.load()) + " cc_comm_abort calls did not return CC_SUCCESS");
   const cc_result_t r = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm,
                                      reinterpret_cast<cc_stream_t>(s));
   if (r != CC_ERR_ABORTED && r != CC_ERR_PEER_FAILED)
@@ -189,7 +193,8 @@ int main(int argc, char** argv) {
   const cc_result_t init = cc_comm_init_from_env(&comm, nullptr);
   if (mode == "init-missing") {
     const long long took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
-    if (init != CC_ERR_TIMEOUT) return fail("init returned " + words(init) + ", not CC_ERR_TIMEOUT");
+    if (init != CC_ERR_TIMEOUT)
+      return fail("init returned " + words(init) + ", not CC_ERR_TIMEOUT");
     std::printf("OK after %lld ms: %s\n", took, cc_last_error());
     return 0;
   }
@@ -200,10 +205,14 @@ int main(int argc, char** argv) {
   cudaStream_t s = nullptr;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   int rc = 2;
-  if (mode == "kill-loop") rc = kill_loop(comm, rank, s);
-  else if (mode == "skip") rc = skip(comm, rank, s);
-  else if (mode == "abort-threads") rc = abort_threads(comm, rank, s);
-  else rc = fail("unknown mode '" + mode + "'");
+  if (mode == "kill-loop")
+    rc = kill_loop(comm, rank, s);
+  else if (mode == "skip")
+    rc = skip(comm, rank, s);
+  else if (mode == "abort-threads")
+    rc = abort_threads(comm, rank, s);
+  else
+    rc = fail("unknown mode '" + mode + "'");
   cc_comm_destroy(comm);
   cudaStreamDestroy(s);
   return rc;

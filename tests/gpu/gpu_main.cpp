@@ -40,8 +40,7 @@ bool sync_stream(cudaStream_t s) {
       return false;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr, "rank %d: a collective did not finish within 120 s; aborting\n",
-                   g_rank);
+      std::fprintf(stderr, "rank %d: a collective did not finish within 120 s; aborting\n", g_rank);
       cc_comm_abort(g_world);
       return false;
     }
@@ -129,8 +128,8 @@ int main(int argc, char** argv) {
   std::string report_flag = "-r", reporter = "junit", out_flag = "-o", out_path;
   if (const char* dir = std::getenv("CC_TEST_REPORT_DIR"); dir != nullptr && *dir != '\0') {
     out_path = std::string(dir) + "/" + name + ".rank" + std::to_string(g_rank) + ".xml";
-    args.insert(args.end(), {report_flag.data(), reporter.data(), out_flag.data(),
-                             out_path.data()});
+    args.insert(args.end(),
+                {report_flag.data(), reporter.data(), out_flag.data(), out_path.data()});
   }
   Catch::Session session;
   int failed = session.applyCommandLine(static_cast<int>(args.size()), args.data());

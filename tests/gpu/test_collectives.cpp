@@ -37,11 +37,21 @@ double reduce_expected(cc_redop_t op, size_t i, int nranks) {
   for (int r = 1; r < nranks; ++r) {
     const double v = reduce_input(op, r, i);
     switch (op) {
-      case CC_SUM: case CC_AVG: acc += v; break;
-      case CC_PROD: acc *= v; break;
-      case CC_MAX: acc = std::max(acc, v); break;
-      case CC_MIN: acc = std::min(acc, v); break;
-      default: break;
+      case CC_SUM:
+      case CC_AVG:
+        acc += v;
+        break;
+      case CC_PROD:
+        acc *= v;
+        break;
+      case CC_MAX:
+        acc = std::max(acc, v);
+        break;
+      case CC_MIN:
+        acc = std::min(acc, v);
+        break;
+      default:
+        break;
     }
   }
   return op == CC_AVG ? acc / nranks : acc;
@@ -50,8 +60,8 @@ double reduce_expected(cc_redop_t op, size_t i, int nranks) {
 // Compares a downloaded buffer with want(i); one CHECK per buffer, naming
 // the first wrong element.
 template <class Want>
-void verify(const std::string& what, cc_datatype_t t, const std::vector<uint8_t>& got,
-            size_t count, Want want, bool integer_avg = false) {
+void verify(const std::string& what, cc_datatype_t t, const std::vector<uint8_t>& got, size_t count,
+            Want want, bool integer_avg = false) {
   size_t wrong = 0, first = 0;
   double first_want = 0, first_got = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -70,8 +80,7 @@ void verify(const std::string& what, cc_datatype_t t, const std::vector<uint8_t>
   CHECK(wrong == 0);
 }
 
-std::string label(const char* coll, cc_datatype_t t, const char* op, bool in_place,
-                  size_t count) {
+std::string label(const char* coll, cc_datatype_t t, const char* op, bool in_place, size_t count) {
   return std::string(coll) + " " + type_name(t) + (op ? std::string(" ") + op : "") +
          (in_place ? " in-place" : " out-of-place") + " count " + std::to_string(count);
 }
@@ -101,11 +110,12 @@ TEST_CASE("allreduce: every type, op, placement and count") {
           DeviceBuffer send(bytes), recv(bytes);
           send.upload(fill(t, count, reduce_value, rank, &op));
           void* out = in_place ? send.get() : recv.get();
-          if (!call_and_wait(what, cc_allreduce(send.get(), out, count, t, op, world(), cc_stream())))
+          if (!call_and_wait(what,
+                             cc_allreduce(send.get(), out, count, t, op, world(), cc_stream())))
             continue;
-          verify(what, t, (in_place ? send : recv).download(bytes), count,
-                 [&](size_t i) { return reduce_expected(op, i, n); },
-                 op == CC_AVG && is_integer(t));
+          verify(
+              what, t, (in_place ? send : recv).download(bytes), count,
+              [&](size_t i) { return reduce_expected(op, i, n); }, op == CC_AVG && is_integer(t));
         }
 }
 
@@ -120,12 +130,13 @@ TEST_CASE("reduce: every type, op, placement and count, to the last rank") {
           DeviceBuffer send(bytes), recv(bytes);
           send.upload(fill(t, count, reduce_value, rank, &op));
           void* out = in_place ? send.get() : recv.get();
-          if (!call_and_wait(what, cc_reduce(send.get(), out, count, t, op, root, world(), cc_stream())))
+          if (!call_and_wait(what,
+                             cc_reduce(send.get(), out, count, t, op, root, world(), cc_stream())))
             continue;
           if (rank != root) continue;
-          verify(what, t, (in_place ? send : recv).download(bytes), count,
-                 [&](size_t i) { return reduce_expected(op, i, n); },
-                 op == CC_AVG && is_integer(t));
+          verify(
+              what, t, (in_place ? send : recv).download(bytes), count,
+              [&](size_t i) { return reduce_expected(op, i, n); }, op == CC_AVG && is_integer(t));
         }
 }
 
@@ -142,14 +153,16 @@ TEST_CASE("reducescatter: every type, op, placement and count") {
           const size_t my_offset = static_cast<size_t>(rank) * count * es;
           void* out = in_place ? static_cast<void*>(send.bytes() + my_offset) : recv.get();
           if (!call_and_wait(what,
-                       cc_reducescatter(send.get(), out, count, t, op, world(), cc_stream())))
+                             cc_reducescatter(send.get(), out, count, t, op, world(), cc_stream())))
             continue;
-          const auto got = in_place ? send.download(count * es, my_offset) : recv.download(count * es);
-          verify(what, t, got, count,
-                 [&](size_t i) {
-                   return reduce_expected(op, static_cast<size_t>(rank) * count + i, n);
-                 },
-                 op == CC_AVG && is_integer(t));
+          const auto got =
+              in_place ? send.download(count * es, my_offset) : recv.download(count * es);
+          verify(
+              what, t, got, count,
+              [&](size_t i) {
+                return reduce_expected(op, static_cast<size_t>(rank) * count + i, n);
+              },
+              op == CC_AVG && is_integer(t));
         }
 }
 
@@ -162,10 +175,13 @@ TEST_CASE("broadcast: every type, placement and count, from the last rank") {
         const size_t bytes = count * elem_size(t);
         DeviceBuffer send(bytes), recv(bytes);
         recv.fill_junk();
-        if (rank == root) send.upload(fill(t, count, plain_value, root, nullptr));
-        else send.fill_junk();
+        if (rank == root)
+          send.upload(fill(t, count, plain_value, root, nullptr));
+        else
+          send.fill_junk();
         void* out = in_place ? send.get() : recv.get();
-        if (!call_and_wait(what, cc_broadcast(send.get(), out, count, t, root, world(), cc_stream())))
+        if (!call_and_wait(what,
+                           cc_broadcast(send.get(), out, count, t, root, world(), cc_stream())))
           continue;
         verify(what, t, (in_place ? send : recv).download(bytes), count,
                [&](size_t i) { return plain_input(root, i); });
@@ -192,16 +208,16 @@ TEST_CASE("allgather: every type, placement and count") {
         }
         if (!call_and_wait(what, cc_allgather(in, recv.get(), count, t, world(), cc_stream())))
           continue;
-        verify(what, t, recv.download(total * es), total, [&](size_t j) {
-          return plain_input(static_cast<int>(j / count), j % count);
-        });
+        verify(what, t, recv.download(total * es), total,
+               [&](size_t j) { return plain_input(static_cast<int>(j / count), j % count); });
       }
 }
 
 TEST_CASE("alltoall: every type and count") {
   const int rank = world_rank(), n = world_size();
   const auto value = [](int from, int to, size_t i) {
-    return 1 + static_cast<double>((static_cast<size_t>(from) * 3 + static_cast<size_t>(to) * 5 + i) % 8);
+    return 1 + static_cast<double>(
+                   (static_cast<size_t>(from) * 3 + static_cast<size_t>(to) * 5 + i) % 8);
   };
   for (cc_datatype_t t : all_types())
     for (size_t count : kCounts) {
@@ -214,8 +230,7 @@ TEST_CASE("alltoall: every type and count") {
       send.upload(host);
       if (!call_and_wait(what, cc_alltoall(send.get(), recv.get(), count, t, world(), cc_stream())))
         continue;
-      verify(what, t, recv.download(total * es), total, [&](size_t j) {
-        return value(static_cast<int>(j / count), rank, j % count);
-      });
+      verify(what, t, recv.download(total * es), total,
+             [&](size_t j) { return value(static_cast<int>(j / count), rank, j % count); });
     }
 }

@@ -28,8 +28,8 @@ void upload(void* dst, const std::vector<float>& host) {
 
 std::vector<float> download(const void* src, size_t n) {
   std::vector<float> host(n);
-  REQUIRE(cudaMemcpyAsync(host.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost,
-                          stream()) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(host.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost, stream()) ==
+          cudaSuccess);
   REQUIRE(sync_stream());
   return host;
 }
@@ -163,7 +163,8 @@ TEST_CASE("collectives captured in a CUDA graph replay correctly ten times") {
   cudaGraphExec_t exec = nullptr;
   REQUIRE(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
   const cc_result_t r1 = cc_allreduce(send, recv, count, CC_FLOAT32, CC_SUM, world(), ccs());
-  const cc_result_t r2 = cc_broadcast(recv, bcast, count, CC_FLOAT32, world_size() - 1, world(), ccs());
+  const cc_result_t r2 =
+      cc_broadcast(recv, bcast, count, CC_FLOAT32, world_size() - 1, world(), ccs());
   const cudaError_t end = cudaStreamEndCapture(stream(), &graph);
   INFO(words(r1 != CC_SUCCESS ? r1 : r2));
   REQUIRE(r1 == CC_SUCCESS);

@@ -30,11 +30,11 @@ std::vector<int32_t> pattern(int rank, size_t n) {
   return v;
 }
 
-#define CC_OK(call)                                   \
-  do {                                                \
-    cc_result_t cc_ok_r_ = (call);                    \
-    INFO(#call << ": " << describe(cc_ok_r_));        \
-    CHECK(cc_ok_r_ == CC_SUCCESS);                    \
+#define CC_OK(call)                            \
+  do {                                         \
+    cc_result_t cc_ok_r_ = (call);             \
+    INFO(#call << ": " << describe(cc_ok_r_)); \
+    CHECK(cc_ok_r_ == CC_SUCCESS);             \
   } while (0)
 
 }  // namespace
@@ -211,8 +211,7 @@ TEST_CASE("an aborted communicator refuses work; a destroyed one is detected") {
   CHECK(sync_stream());
   CC_OK(cc_comm_abort(child));
   CC_OK(cc_comm_abort(child));  // again: harmless
-  CHECK(cc_allreduce(v.get(), v.get(), 1, CC_INT32, CC_SUM, child, cc_stream()) ==
-        CC_ERR_ABORTED);
+  CHECK(cc_allreduce(v.get(), v.get(), 1, CC_INT32, CC_SUM, child, cc_stream()) == CC_ERR_ABORTED);
   CHECK_THAT(std::string(cc_last_error()), Catch::Contains("aborted by cc_comm_abort"));
   CC_OK(cc_comm_destroy(child));
   CHECK(cc_barrier(child, cc_stream()) == CC_ERR_INVALID_ARGUMENT);

@@ -92,12 +92,14 @@ TEST_CASE("small all-reduce: the same results as ncclAllReduce up to the limit a
   REQUIRE(plain != nullptr);
   const int rank = world_rank();
   const bool exact = world_size() == 2;
-  const Type types[] = {{CC_FLOAT32, 4, "float32"}, {CC_FLOAT64, 8, "float64"},
-                        {CC_INT32, 4, "int32"},     {CC_INT8, 1, "int8"},
+  const Type types[] = {{CC_FLOAT32, 4, "float32"},
+                        {CC_FLOAT64, 8, "float64"},
+                        {CC_INT32, 4, "int32"},
+                        {CC_INT8, 1, "int8"},
                         {CC_UINT64, 8, "uint64"}};
   // Around the unit (8 bytes), the block (4 KiB) and the limit (64 KiB).
-  const size_t byte_sizes[] = {1,    2,    3,    7,    8,    9,     24,    4088,  4096,
-                               4104, 8200, 32768, 65528, 65536, 65544, 131072};
+  const size_t byte_sizes[] = {1,    2,    3,    7,     8,     9,     24,    4088,
+                               4096, 4104, 8200, 32768, 65528, 65536, 65544, 131072};
   const cc_redop_t ops[] = {CC_SUM, CC_MAX, CC_MIN};
   for (const Type& t : types)
     for (size_t want_bytes : byte_sizes)
@@ -112,8 +114,8 @@ TEST_CASE("small all-reduce: the same results as ncclAllReduce up to the limit a
                                     : placement == 1 ? " in-place"
                                                      : " unaligned");
           if (t.size == 8 && placement == 2) continue;  // an 8-byte type is never misaligned
-          const auto input = random_values(t, count + shift,
-                                           static_cast<unsigned>(count * 31 + rank * 7 + op));
+          const auto input =
+              random_values(t, count + shift, static_cast<unsigned>(count * 31 + rank * 7 + op));
           DeviceBuffer send(bytes), recv(bytes), send2(bytes), recv2(bytes);
           send.upload(input);
           send2.upload(input);
@@ -122,10 +124,10 @@ TEST_CASE("small all-reduce: the same results as ncclAllReduce up to the limit a
           const char* sb2 = send2.bytes() + shift * t.size;
           char* rb2 = (placement == 1 ? send2.bytes() : recv2.bytes()) + shift * t.size;
           if (!call_and_wait(what + " (cc)",
-                       cc_allreduce(sb, rb, count, t.type, op, world(), cc_stream())))
+                             cc_allreduce(sb, rb, count, t.type, op, world(), cc_stream())))
             continue;
           if (!call_and_wait(what + " (ncclAllReduce)",
-                       cc_allreduce(sb2, rb2, count, t.type, op, plain, cc_stream())))
+                             cc_allreduce(sb2, rb2, count, t.type, op, plain, cc_stream())))
             continue;
           const auto got = (placement == 1 ? send : recv).download(bytes);
           const auto ref = (placement == 1 ? send2 : recv2).download(bytes);
@@ -195,7 +197,7 @@ TEST_CASE("CC_FAST_ALLREDUCE_REQUIRE: a communicator is made exactly where the k
     std::memcpy(raw.data(), &mine, 4);
     v.upload(raw);
     CHECK(call_and_wait("allreduce on the required kernel",
-                  cc_allreduce(v.get(), v.get(), 1, CC_INT32, CC_SUM, c, cc_stream())));
+                        cc_allreduce(v.get(), v.get(), 1, CC_INT32, CC_SUM, c, cc_stream())));
     int32_t got = 0;
     const auto back = v.download(4);
     std::memcpy(&got, back.data(), 4);

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   cc_config_t config = CC_CONFIG_INIT;
   config.timeout_ms = std::atoi(argv[3]);
   cc_store_t store = nullptr;
-  if (cc_result_t r = cc_store_connect(&store, argv[1], std::atoi(argv[2]), "netns", &config); r != CC_SUCCESS)
+  if (cc_result_t r = cc_store_connect(&store, argv[1], std::atoi(argv[2]), "netns", &config);
+      r != CC_SUCCESS)
     return failed(r);
   const std::string cmd = argv[4];
   cc_result_t r = CC_SUCCESS;

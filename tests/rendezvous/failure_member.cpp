@@ -17,15 +17,16 @@
 #include <string>
 #include <thread>
 
-#include "rendezvous/client.hpp"
 #include "lib/watch/control_channel.hpp"
 #include "lib/watch/watchdog.hpp"
+#include "rendezvous/client.hpp"
 
 namespace {
 
 class ChannelWatch final : public cc::Watched {
  public:
-  ChannelWatch(cc::ControlChannel& channel, uint64_t completed) : channel_(channel), completed_(completed) {}
+  ChannelWatch(cc::ControlChannel& channel, uint64_t completed)
+      : channel_(channel), completed_(completed) {}
   void watch_tick(std::chrono::steady_clock::time_point now) override {
     if (auto f = channel_.poll(now, completed_)) {
       std::printf("FAILED %s\n", f->story.c_str());
@@ -55,11 +56,16 @@ int main(int argc, char** argv) {
   uint64_t completed = 0;
   for (int i = 6; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--interval" && i + 1 < argc) opt.interval = std::chrono::milliseconds(std::atoi(argv[++i]));
-    else if (a == "--misses" && i + 1 < argc) opt.misses = std::atoi(argv[++i]);
-    else if (a == "--external") opt.server_in_rank0 = false;
-    else if (a == "--no-watch") watch = false;
-    else if (a == "--completed" && i + 1 < argc) completed = std::strtoull(argv[++i], nullptr, 10);
+    if (a == "--interval" && i + 1 < argc)
+      opt.interval = std::chrono::milliseconds(std::atoi(argv[++i]));
+    else if (a == "--misses" && i + 1 < argc)
+      opt.misses = std::atoi(argv[++i]);
+    else if (a == "--external")
+      opt.server_in_rank0 = false;
+    else if (a == "--no-watch")
+      watch = false;
+    else if (a == "--completed" && i + 1 < argc)
+      completed = std::strtoull(argv[++i], nullptr, 10);
   }
   gethostname(hostname_buf, sizeof hostname_buf - 1);
   opt.host = hostname_buf;
@@ -120,10 +126,10 @@ int main(int argc, char** argv) {
       continue;
     }
     if (line.rfind("behind ", 0) == 0) {
-      std::printf("BEHIND %s\n",
-                  channel.behind_words(std::strtoull(line.c_str() + 7, nullptr, 10),
-                                       std::chrono::milliseconds(5000))
-                      .c_str());
+      std::printf("BEHIND %s\n", channel
+                                     .behind_words(std::strtoull(line.c_str() + 7, nullptr, 10),
+                                                   std::chrono::milliseconds(5000))
+                                     .c_str());
       std::fflush(stdout);
     }
   }

@@ -55,7 +55,8 @@ struct Daemon {
     if (pid > 0) {
       ::kill(pid, SIGTERM);
       int st = 0;
-      for (int i = 0; i < 100 && ::waitpid(pid, &st, WNOHANG) == 0; ++i) std::this_thread::sleep_for(50ms);
+      for (int i = 0; i < 100 && ::waitpid(pid, &st, WNOHANG) == 0; ++i)
+        std::this_thread::sleep_for(50ms);
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &st, WNOHANG);
     }
@@ -64,8 +65,12 @@ struct Daemon {
 
 bool start_daemon(const char* bin, Daemon* d) {
   // Every malformed connection is a warning: only errors reach our stderr.
-  std::vector<std::string> args = {bin, "--bind", "127.0.0.1", "--port", "0", "--log-level", "error",
-                                   "--handshake-timeout-ms", "120000", "--max-connections", "10000"};
+  std::vector<std::string> args = {bin,         "--bind",
+                                   "127.0.0.1", "--port",
+                                   "0",         "--log-level",
+                                   "error",     "--handshake-timeout-ms",
+                                   "120000",    "--max-connections",
+                                   "10000"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -86,7 +91,8 @@ bool start_daemon(const char* bin, Daemon* d) {
         char buf[64] = {0};
         const std::string p = "/proc/" + std::to_string(d->pid) + "/fd/" + std::to_string(f);
         const ssize_t n = ::readlink(p.c_str(), buf, sizeof buf - 1);
-        if (n > 0 && want == buf) d->port = std::stoi(local.substr(local.find(':') + 1), nullptr, 16);
+        if (n > 0 && want == buf)
+          d->port = std::stoi(local.substr(local.find(':') + 1), nullptr, 16);
       }
     }
   }
@@ -137,7 +143,8 @@ int main(int argc, char** argv) {
   idle.reserve(kIdle);
   for (int i = 0; i < kIdle; ++i) {
     idle.push_back(std::make_unique<RawClient>(d.port));
-    if (i % 2 == 1 && !idle.back()->hello("idle-" + std::to_string(i % 50), "idle-host", static_cast<uint32_t>(i))) {
+    if (i % 2 == 1 && !idle.back()->hello("idle-" + std::to_string(i % 50), "idle-host",
+                                          static_cast<uint32_t>(i))) {
       check(false, "idle connection " + std::to_string(i) + " got no Challenge");
       break;
     }
@@ -188,7 +195,9 @@ int main(int argc, char** argv) {
   for (int r = 0; r < kRanks; ++r) {
     ranks.emplace_back([&, r] {
       RawClient c(d.port);
-      if (!c.hello("load-job", "load-host-" + std::to_string(r % 8), static_cast<uint32_t>(1000 + r))) return;
+      if (!c.hello("load-job", "load-host-" + std::to_string(r % 8),
+                   static_cast<uint32_t>(1000 + r)))
+        return;
       auto m = c.call(join_msg(r), 30s);
       if (!m || !std::holds_alternative<rv::Joined>(*m)) return;
       const auto& j = std::get<rv::Joined>(*m);
@@ -206,13 +215,15 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : ranks) t.join();
-  const auto job_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_job).count();
+  const auto job_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_job).count();
   job_done = true;
   garbage.join();
   const long rss_peak = rss_kib(d.pid);
 
   check(joined.load() == kRanks, std::to_string(joined.load()) + " of 64 ranks joined");
-  check(exchanged.load() == kRanks, std::to_string(exchanged.load()) + " of 64 ranks exchanged keys and left");
+  check(exchanged.load() == kRanks,
+        std::to_string(exchanged.load()) + " of 64 ranks exchanged keys and left");
   check(job_ms < 30000, "the job took " + std::to_string(job_ms) + " ms (limit 30000)");
   check(malformed_dropped.load() == malformed_sent.load(),
         std::to_string(malformed_dropped.load()) + " of " + std::to_string(malformed_sent.load()) +
@@ -220,19 +231,24 @@ int main(int argc, char** argv) {
   // The idle connections are all still there (nothing hostile touched them).
   int alive = 0;
   for (auto& c : idle) alive += c->closed_within(0ms) ? 0 : 1;
-  check(alive == kIdle, std::to_string(alive) + " of " + std::to_string(kIdle) + " idle connections still open");
+  check(alive == kIdle,
+        std::to_string(alive) + " of " + std::to_string(kIdle) + " idle connections still open");
   const long per_conn = (rss_idle - rss0) * 1024 / kIdle;
   check(rss0 > 0 && rss_idle > 0, "could not read the daemon's resident memory");
-  check(per_conn < kMaxBytesPerIdle, "an idle connection costs " + std::to_string(per_conn) + " bytes (limit " +
-                                         std::to_string(kMaxBytesPerIdle) + ")");
-  check(rss_peak - rss0 < 64 * 1024, "the daemon grew by " + std::to_string(rss_peak - rss0) + " KiB (limit 64 MiB)");
+  check(per_conn < kMaxBytesPerIdle, "an idle connection costs " + std::to_string(per_conn) +
+                                         " bytes (limit " + std::to_string(kMaxBytesPerIdle) + ")");
+  check(rss_peak - rss0 < 64 * 1024,
+        "the daemon grew by " + std::to_string(rss_peak - rss0) + " KiB (limit 64 MiB)");
 
-  std::printf("daemon RSS: %ld KiB at start, %ld KiB with %d idle connections (%ld bytes each), %ld KiB after the "
-              "job and %d malformed connections\n",
-              rss0, rss_idle, kIdle, per_conn, rss_peak, malformed_sent.load());
-  std::printf("64-rank job: %lld ms under load; total %lld ms\n", static_cast<long long>(job_ms),
-              static_cast<long long>(
-                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_start).count()));
+  std::printf(
+      "daemon RSS: %ld KiB at start, %ld KiB with %d idle connections (%ld bytes each), %ld KiB "
+      "after the "
+      "job and %d malformed connections\n",
+      rss0, rss_idle, kIdle, per_conn, rss_peak, malformed_sent.load());
+  std::printf(
+      "64-rank job: %lld ms under load; total %lld ms\n", static_cast<long long>(job_ms),
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_start).count()));
   if (failures == 0) std::printf("ok\n");
   return failures == 0 ? 0 : 1;
 }

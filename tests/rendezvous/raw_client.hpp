@@ -70,10 +70,13 @@ class RawClient {
     }
     return true;
   }
-  bool send(uint32_t request_id, const rv::Message& m) { return send_bytes(rv::encode_frame(request_id, m)); }
+  bool send(uint32_t request_id, const rv::Message& m) {
+    return send_bytes(rv::encode_frame(request_id, m));
+  }
 
   // The next frame within `timeout`; nullopt on timeout, close or garbage.
-  std::optional<rv::FrameReader::Frame> recv(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  std::optional<rv::FrameReader::Frame> recv(
+      std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       if (auto f = reader_.next()) return f;
@@ -83,7 +86,8 @@ class RawClient {
   }
 
   // Sends a request and returns the reply's message (nullopt when none came).
-  std::optional<rv::Message> call(const rv::Message& m, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  std::optional<rv::Message> call(const rv::Message& m,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     const uint32_t rid = next_rid_++;
     if (!send(rid, m)) return std::nullopt;
     auto f = recv(timeout);
@@ -94,7 +98,8 @@ class RawClient {
   // Hello (and no token): true when the Challenge came back.
   bool hello(const std::string& job = "job", const std::string& host = "host-a", uint32_t pid = 1) {
     auto r = call(rv::Hello{job, host, pid, "raw test client"});
-    return r && std::holds_alternative<rv::Challenge>(*r) && !std::get<rv::Challenge>(*r).auth_required;
+    return r && std::holds_alternative<rv::Challenge>(*r) &&
+           !std::get<rv::Challenge>(*r).auth_required;
   }
 
   // True when the server closed the connection within `timeout`; frames that
@@ -114,7 +119,8 @@ class RawClient {
  private:
   // Reads what is there before the deadline; false on timeout or close.
   bool fill(std::chrono::steady_clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
     int rc = ::poll(&p, 1, static_cast<int>(left.count()));

@@ -29,18 +29,20 @@ namespace {
 
 int g_rank = -1;
 
-#define CHECK(cond)                                                                      \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
+#define CHECK(cond)                                                                          \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
       std::fprintf(stderr, "rank %d: check failed at %s:%d: %s\n  last error: %s\n", g_rank, \
-                   __FILE__, __LINE__, #cond, cc_last_error());                          \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+                   __FILE__, __LINE__, #cond, cc_last_error());                              \
+      std::exit(1);                                                                          \
+    }                                                                                        \
   } while (0)
 
 #define CHECK_OK(call) CHECK((call) == CC_SUCCESS)
 
-bool contains(const char* text, const std::string& part) { return std::strstr(text, part.c_str()) != nullptr; }
+bool contains(const char* text, const std::string& part) {
+  return std::strstr(text, part.c_str()) != nullptr;
+}
 
 std::string key(const std::string& prefix, int r) { return prefix + "/" + std::to_string(r); }
 
@@ -55,7 +57,8 @@ void barrier(cc_store_t store, const std::string& prefix, int world) {
 }
 
 long long ms_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
+      .count();
 }
 
 int free_port() {
@@ -135,7 +138,8 @@ void basic(cc_store_t store, int world, const cc::env::LaunchInfo& info) {
   CHECK(job != nullptr);
   const std::string other_job = std::string(job) + "-other";
   cc_store_t other = nullptr;
-  CHECK_OK(cc_store_connect(&other, info.master_addr.c_str(), info.master_port, other_job.c_str(), nullptr));
+  CHECK_OK(cc_store_connect(&other, info.master_addr.c_str(), info.master_port, other_job.c_str(),
+                            nullptr));
   CHECK(cc_store_get(other, "rank/0", buf, sizeof(buf), &len, 0) == CC_ERR_TIMEOUT);
   CHECK(cc_store_get(other, "blob", buf, sizeof(buf), &len, 0) == CC_ERR_TIMEOUT);
   barrier(store, "other-checked", world);  // before anyone writes to the other job
@@ -178,7 +182,8 @@ int main(int argc, char** argv) {
   g_rank = info.rank;
   if (const char* want = std::getenv("CC_TEST_EXPECT_RANK_VAR")) {
     CHECK(info.rank_var == want);
-    CHECK(info.world_size_var == std::string(want).replace(std::string(want).rfind("RANK"), 4, "SIZE"));
+    CHECK(info.world_size_var ==
+          std::string(want).replace(std::string(want).rfind("RANK"), 4, "SIZE"));
   }
 
   cc_server_t server = nullptr;

@@ -94,10 +94,11 @@ Result run_cc_run(const std::vector<std::string>& args, int limit_ms = 30000, in
 using Catch::Contains;
 
 TEST_CASE("cc-run: ranks get the launch environment") {
-  const Result r = run_cc_run({"-n", "3", "--job-id", "envjob", "--", "sh", "-c",
-                               "echo \"env $CC_RANK $RANK $CC_WORLD_SIZE $WORLD_SIZE $CC_LOCAL_RANK "
-                               "$LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $CC_JOB_ID $CC_RENDEZVOUS\"; "
-                               "test \"$MASTER_PORT\" -gt 0 && echo port-ok"});
+  const Result r =
+      run_cc_run({"-n", "3", "--job-id", "envjob", "--", "sh", "-c",
+                  "echo \"env $CC_RANK $RANK $CC_WORLD_SIZE $WORLD_SIZE $CC_LOCAL_RANK "
+                  "$LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $CC_JOB_ID $CC_RENDEZVOUS\"; "
+                  "test \"$MASTER_PORT\" -gt 0 && echo port-ok"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   for (int i = 0; i < 3; ++i) {
@@ -116,9 +117,10 @@ TEST_CASE("cc-run: a fresh job id per single-node run, and nodes other than 0 st
   CHECK_THAT(a.out, Contains("job=cc-run-"));
   CHECK(a.out != b.out);
 
-  const Result n1 = run_cc_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr",
-                                "127.0.0.1", "--master-port", "1", "--job-id", "multi", "--", "sh", "-c",
-                                "echo \"r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK p=$MASTER_PORT\""});
+  const Result n1 =
+      run_cc_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
+                  "--master-port", "1", "--job-id", "multi", "--", "sh", "-c",
+                  "echo \"r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK p=$MASTER_PORT\""});
   INFO(n1.out << n1.err);
   CHECK(n1.code == 0);
   CHECK_THAT(n1.out, Contains("[rank 2] r=2 w=4 l=0 p=1\n"));
@@ -175,7 +177,8 @@ TEST_CASE("cc-run: ranks that ignore SIGTERM are killed after the grace period")
 }
 
 TEST_CASE("cc-run: SIGTERM is passed to the ranks") {
-  const Result r = run_cc_run({"-n", "2", "--", "sh", "-c", "echo started; sleep 60"}, 30000, SIGTERM, 500);
+  const Result r =
+      run_cc_run({"-n", "2", "--", "sh", "-c", "echo started; sleep 60"}, 30000, SIGTERM, 500);
   INFO(r.out << r.err);
   CHECK(r.code == 128 + SIGTERM);
   CHECK(r.ms < 10000);

@@ -38,7 +38,8 @@ std::string this_host() {
 // A child process with a pipe to its stdin and one from its stdout.
 class Member {
  public:
-  Member(int port, const std::string& job, int rank, int world, std::vector<std::string> extra = {}) {
+  Member(int port, const std::string& job, int rank, int world,
+         std::vector<std::string> extra = {}) {
     int in[2], out[2];
     REQUIRE(pipe(in) == 0);
     REQUIRE(pipe(out) == 0);
@@ -49,8 +50,8 @@ class Member {
       dup2(out[1], 1);
       close(in[1]);
       close(out[0]);
-      std::vector<std::string> args = {member_exe(), "127.0.0.1", std::to_string(port), job,
-                                       std::to_string(rank), std::to_string(world)};
+      std::vector<std::string> args = {member_exe(), "127.0.0.1",          std::to_string(port),
+                                       job,          std::to_string(rank), std::to_string(world)};
       args.insert(args.end(), extra.begin(), extra.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -121,7 +122,8 @@ std::unique_ptr<cc::rv::Server> start_server() {
 std::vector<std::unique_ptr<Member>> start_job(int port, const std::string& job, int world,
                                                std::vector<std::string> extra = {}) {
   std::vector<std::unique_ptr<Member>> ms;
-  for (int r = 0; r < world; ++r) ms.push_back(std::make_unique<Member>(port, job, r, world, extra));
+  for (int r = 0; r < world; ++r)
+    ms.push_back(std::make_unique<Member>(port, job, r, world, extra));
   for (int r = 0; r < world; ++r) {
     auto l = ms[r]->line(milliseconds(20000));
     INFO("rank " << r << " said: " << l.value_or("(nothing)"));
@@ -148,7 +150,8 @@ TEST_CASE("a rank killed with SIGKILL is named to every other rank within 200 ms
     INFO("rank " << r << " said after " << took << " ms: " << l.value_or("(nothing)"));
     REQUIRE(l.has_value());
     CHECK(l->rfind("FAILED ", 0) == 0);
-    CHECK(l->find("rank 2 (host " + this_host() + " pid " + std::to_string(victim) + ")") != std::string::npos);
+    CHECK(l->find("rank 2 (host " + this_host() + " pid " + std::to_string(victim) + ")") !=
+          std::string::npos);
     CHECK(l->find("failed") != std::string::npos);
     CHECK(l->find("Look at that rank's output") != std::string::npos);
     CHECK(took <= 200);
@@ -206,7 +209,8 @@ TEST_CASE("a server that dies releases every rank, named as rank 0 when it lived
       auto l = ms[r]->line(milliseconds(3000));
       INFO("rank " << r << " said: " << l.value_or("(nothing)"));
       REQUIRE(l.has_value());
-      CHECK(l->rfind("FAILED rank 0 (host " + this_host() + " pid " + std::to_string(rank0) + ")", 0) == 0);
+      CHECK(l->rfind("FAILED rank 0 (host " + this_host() + " pid " + std::to_string(rank0) + ")",
+                     0) == 0);
       CHECK(l->find("rendezvous server") != std::string::npos);
       CHECK(ms_since(t0) <= 1000);
     }
@@ -251,9 +255,11 @@ TEST_CASE("the rendezvous names the rank that is behind") {
   std::vector<std::unique_ptr<Member>> ms;
   const std::vector<std::string> done = {"42", "41", "42"};
   for (int r = 0; r < 3; ++r)
-    ms.push_back(std::make_unique<Member>(server->port(), "behind", r, 3,
-                                          std::vector<std::string>{"--interval", "50", "--completed", done[r]}));
-  for (int r = 0; r < 3; ++r) REQUIRE(ms[r]->line(milliseconds(20000)) == "READY " + std::to_string(r));
+    ms.push_back(std::make_unique<Member>(
+        server->port(), "behind", r, 3,
+        std::vector<std::string>{"--interval", "50", "--completed", done[r]}));
+  for (int r = 0; r < 3; ++r)
+    REQUIRE(ms[r]->line(milliseconds(20000)) == "READY " + std::to_string(r));
   // Let a heartbeat carry each rank's number.
   const auto until = Clock::now() + milliseconds(5000);
   std::string words;
@@ -265,8 +271,8 @@ TEST_CASE("the rendezvous names the rank that is behind") {
     usleep(50000);
   }
   INFO(words);
-  CHECK(words.rfind("BEHIND behind: rank 1 (host " + this_host() + " pid " + std::to_string(ms[1]->pid()) +
-                        ") last completed op #41",
+  CHECK(words.rfind("BEHIND behind: rank 1 (host " + this_host() + " pid " +
+                        std::to_string(ms[1]->pid()) + ") last completed op #41",
                     0) == 0);
   CHECK(words.find("rank 2") == std::string::npos);
   // Nobody is behind op #42 except rank 1 at #41, once rank 0's heartbeat has

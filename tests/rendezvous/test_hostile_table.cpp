@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "rendezvous/auth.hpp"
+#include "rendezvous/server.hpp"
 #include "tests/rendezvous/log_capture.hpp"
 #include "tests/rendezvous/raw_client.hpp"
-#include "rendezvous/server.hpp"
 
 using namespace std::chrono_literals;
 using cc::test::LogCapture;
@@ -73,7 +73,7 @@ bool legit_client_works(int port, const std::string& token) {
 }
 
 struct Outcome {
-  std::string peer;                // how the server names the attacker
+  std::string peer;               // how the server names the attacker
   std::vector<rv::Message> seen;  // frames it received before the close
   bool closed = false;            // the server closed the connection
   std::chrono::milliseconds took{0};
@@ -86,7 +86,8 @@ const rv::Error* first_error(const Outcome& o) {
 }
 
 // Sends bytes (after the handshake when asked), then waits for the close.
-Outcome send_and_watch(int port, const std::vector<uint8_t>& bytes, bool after_handshake, const std::string& token) {
+Outcome send_and_watch(int port, const std::vector<uint8_t>& bytes, bool after_handshake,
+                       const std::string& token) {
   RawClient c(port);
   Outcome o;
   o.peer = local_name(c);
@@ -94,13 +95,14 @@ Outcome send_and_watch(int port, const std::vector<uint8_t>& bytes, bool after_h
   const auto t0 = std::chrono::steady_clock::now();
   c.send_bytes(bytes);
   o.closed = c.closed_within(3s, &o.seen);
-  o.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  o.took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   return o;
 }
 
 struct Case {
   std::string name;
-  bool token = false;                      // the server requires kToken
+  bool token = false;  // the server requires kToken
   std::function<void(rv::ServerOptions&)> tune;
   std::function<Outcome(int port)> attack;
   cc_result_t code = CC_SUCCESS;           // CC_SUCCESS: the sender sees no Error
@@ -120,55 +122,109 @@ std::vector<Case> cases() {
     return [b, after](int port) { return send_and_watch(port, b, after, ""); };
   };
   std::vector<Case> t;
-  t.push_back({"bad magic", false, nullptr,
-               bytes({'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n'}, false),
-               CC_ERR_RENDEZVOUS, "bad magic", {"[warning] dropping PEER: bad magic"}});
-  t.push_back({"wrong version", false, nullptr, bytes(header(rv::kMagic, 99, 1, 0), false), CC_ERR_RENDEZVOUS,
-               "unsupported protocol version", {"[warning] dropping PEER: unsupported protocol version"}});
-  t.push_back({"length over the maximum", false, nullptr,
-               bytes(header(rv::kMagic, rv::kProtocolVersion, 10, (4u << 20) + 1), false), CC_ERR_RENDEZVOUS,
-               "frame length over the maximum", {"[warning] dropping PEER: frame length over the maximum"}});
-  t.push_back({"truncated frame", false, nullptr, bytes(truncated, true), CC_ERR_RENDEZVOUS, "truncated message",
+  t.push_back(
+      {"bad magic",
+       false,
+       nullptr,
+       bytes({'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n'},
+             false),
+       CC_ERR_RENDEZVOUS,
+       "bad magic",
+       {"[warning] dropping PEER: bad magic"}});
+  t.push_back({"wrong version",
+               false,
+               nullptr,
+               bytes(header(rv::kMagic, 99, 1, 0), false),
+               CC_ERR_RENDEZVOUS,
+               "unsupported protocol version",
+               {"[warning] dropping PEER: unsupported protocol version"}});
+  t.push_back({"length over the maximum",
+               false,
+               nullptr,
+               bytes(header(rv::kMagic, rv::kProtocolVersion, 10, (4u << 20) + 1), false),
+               CC_ERR_RENDEZVOUS,
+               "frame length over the maximum",
+               {"[warning] dropping PEER: frame length over the maximum"}});
+  t.push_back({"truncated frame",
+               false,
+               nullptr,
+               bytes(truncated, true),
+               CC_ERR_RENDEZVOUS,
+               "truncated message",
                {"[warning] dropping ", "(PEER): truncated message"}});
-  t.push_back({"unknown type", false, nullptr, bytes(header(rv::kMagic, rv::kProtocolVersion, 999, 0), false),
-               CC_ERR_RENDEZVOUS, "unknown message type", {"[warning] dropping PEER: unknown message type"}});
-  t.push_back({"oversized key", false, nullptr, bytes(rv::encode_frame(2, rv::Set{std::string(2000, 'k'), {1}}), true),
-               CC_ERR_RENDEZVOUS, "over its size limit", {"[warning] dropping ", "(PEER): a key, value"}});
-  t.push_back({"a flood of connects", false, [](rv::ServerOptions& o) { o.max_connections = 16; },
-               [](int port) {
-                 std::vector<std::unique_ptr<RawClient>> flood;
-                 for (int i = 0; i < 16; ++i) flood.push_back(std::make_unique<RawClient>(port));
-                 RawClient extra(port);
-                 Outcome o;
-                 o.peer = local_name(extra);
-                 o.closed = extra.closed_within(3s, &o.seen);
-                 return o;
-               },
-               CC_ERR_RENDEZVOUS, "at its limit of 16 connections",
-               {"[warning] refusing PEER: the rendezvous server is at its limit of 16 connections"}});
-  t.push_back({"slow drip of bytes", false, nullptr,
-               [](int port) {
-                 RawClient c(port);
-                 Outcome o;
-                 o.peer = local_name(c);
-                 REQUIRE(handshake(c, ""));
-                 const auto frame = rv::encode_frame(2, rv::Set{"drip", std::vector<uint8_t>(40, 1)});
-                 const auto t0 = std::chrono::steady_clock::now();
-                 for (size_t i = 0; i < frame.size(); ++i) {  // one byte every 50 ms: 3 s for the frame
-                   if (!c.send_bytes(std::span(frame.data() + i, 1))) break;
-                   if (c.closed_within(50ms, &o.seen)) break;
-                 }
-                 o.closed = c.closed_within(3s, &o.seen);
-                 o.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-                 return o;
-               },
-               CC_ERR_RENDEZVOUS, "a frame stalled", {"[warning] dropping ", "(PEER): a frame stalled"}, 1500ms});
-  t.push_back({"silent after connecting", false, nullptr, bytes({}, false), CC_ERR_RENDEZVOUS,
-               "no hello within 400 ms", {"[warning] dropping PEER: no hello within 400 ms"}, 1500ms});
-  t.push_back({"idle after the handshake", false, [](rv::ServerOptions& o) { o.idle_timeout = 300ms; },
-               bytes({}, true), CC_ERR_RENDEZVOUS, "idle for 300 ms",
-               {"[warning] dropping ", "(PEER): idle for 300 ms"}, 1500ms});
-  t.push_back({"wrong token", true, nullptr,
+  t.push_back({"unknown type",
+               false,
+               nullptr,
+               bytes(header(rv::kMagic, rv::kProtocolVersion, 999, 0), false),
+               CC_ERR_RENDEZVOUS,
+               "unknown message type",
+               {"[warning] dropping PEER: unknown message type"}});
+  t.push_back({"oversized key",
+               false,
+               nullptr,
+               bytes(rv::encode_frame(2, rv::Set{std::string(2000, 'k'), {1}}), true),
+               CC_ERR_RENDEZVOUS,
+               "over its size limit",
+               {"[warning] dropping ", "(PEER): a key, value"}});
+  t.push_back(
+      {"a flood of connects",
+       false,
+       [](rv::ServerOptions& o) { o.max_connections = 16; },
+       [](int port) {
+         std::vector<std::unique_ptr<RawClient>> flood;
+         for (int i = 0; i < 16; ++i) flood.push_back(std::make_unique<RawClient>(port));
+         RawClient extra(port);
+         Outcome o;
+         o.peer = local_name(extra);
+         o.closed = extra.closed_within(3s, &o.seen);
+         return o;
+       },
+       CC_ERR_RENDEZVOUS,
+       "at its limit of 16 connections",
+       {"[warning] refusing PEER: the rendezvous server is at its limit of 16 connections"}});
+  t.push_back(
+      {"slow drip of bytes",
+       false,
+       nullptr,
+       [](int port) {
+         RawClient c(port);
+         Outcome o;
+         o.peer = local_name(c);
+         REQUIRE(handshake(c, ""));
+         const auto frame = rv::encode_frame(2, rv::Set{"drip", std::vector<uint8_t>(40, 1)});
+         const auto t0 = std::chrono::steady_clock::now();
+         for (size_t i = 0; i < frame.size(); ++i) {  // one byte every 50 ms: 3 s for the frame
+           if (!c.send_bytes(std::span(frame.data() + i, 1))) break;
+           if (c.closed_within(50ms, &o.seen)) break;
+         }
+         o.closed = c.closed_within(3s, &o.seen);
+         o.took = std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now() - t0);
+         return o;
+       },
+       CC_ERR_RENDEZVOUS,
+       "a frame stalled",
+       {"[warning] dropping ", "(PEER): a frame stalled"},
+       1500ms});
+  t.push_back({"silent after connecting",
+               false,
+               nullptr,
+               bytes({}, false),
+               CC_ERR_RENDEZVOUS,
+               "no hello within 400 ms",
+               {"[warning] dropping PEER: no hello within 400 ms"},
+               1500ms});
+  t.push_back({"idle after the handshake",
+               false,
+               [](rv::ServerOptions& o) { o.idle_timeout = 300ms; },
+               bytes({}, true),
+               CC_ERR_RENDEZVOUS,
+               "idle for 300 ms",
+               {"[warning] dropping ", "(PEER): idle for 300 ms"},
+               1500ms});
+  t.push_back({"wrong token",
+               true,
+               nullptr,
                [](int port) {
                  RawClient c(port);
                  Outcome o;
@@ -180,8 +236,12 @@ std::vector<Case> cases() {
                  o.closed = c.closed_within(3s, &o.seen);
                  return o;
                },
-               CC_ERR_AUTH, "token was refused", {"[warning] dropping PEER: the rendezvous token was refused"}});
-  t.push_back({"missing token", true, nullptr,
+               CC_ERR_AUTH,
+               "token was refused",
+               {"[warning] dropping PEER: the rendezvous token was refused"}});
+  t.push_back({"missing token",
+               true,
+               nullptr,
                [](int port) {
                  RawClient c(port);
                  Outcome o;
@@ -191,8 +251,12 @@ std::vector<Case> cases() {
                  o.closed = c.closed_within(3s, &o.seen);
                  return o;
                },
-               CC_ERR_AUTH, "requires a token", {"[warning] dropping PEER: the rendezvous server requires a token"}});
-  t.push_back({"replayed auth answer", true, nullptr,
+               CC_ERR_AUTH,
+               "requires a token",
+               {"[warning] dropping PEER: the rendezvous server requires a token"}});
+  t.push_back({"replayed auth answer",
+               true,
+               nullptr,
                [](int port) {
                  // A legitimate client's answer, recorded, then sent on a new connection.
                  RawClient first(port);
@@ -213,8 +277,12 @@ std::vector<Case> cases() {
                  o.closed = replay.closed_within(3s, &o.seen);
                  return o;
                },
-               CC_ERR_AUTH, "token was refused", {"[warning] dropping PEER: the rendezvous token was refused"}});
-  t.push_back({"client vanishing mid-frame", false, nullptr,
+               CC_ERR_AUTH,
+               "token was refused",
+               {"[warning] dropping PEER: the rendezvous token was refused"}});
+  t.push_back({"client vanishing mid-frame",
+               false,
+               nullptr,
                [half](int port) {
                  Outcome o;
                  {
@@ -226,9 +294,11 @@ std::vector<Case> cases() {
                  o.closed = true;
                  return o;
                },
-               CC_SUCCESS, "",
-               {"[warning] ", "(PEER) disconnected", "in the middle of a frame (" + std::to_string(half.size()) +
-                                                         " bytes of a truncated frame)"}});
+               CC_SUCCESS,
+               "",
+               {"[warning] ", "(PEER) disconnected",
+                "in the middle of a frame (" + std::to_string(half.size()) +
+                    " bytes of a truncated frame)"}});
   return t;
 }
 
@@ -240,7 +310,8 @@ std::vector<std::string> with_peer(std::vector<std::string> parts, const std::st
 
 }  // namespace
 
-TEST_CASE("hostile table: what the sender sees, what the server logs, and a legitimate client after") {
+TEST_CASE(
+    "hostile table: what the sender sees, what the server logs, and a legitimate client after") {
   LogCapture& log = LogCapture::install();
   for (const Case& c : cases()) {
     SECTION(c.name) {
@@ -296,8 +367,9 @@ TEST_CASE("hostile table: the refused token's words say nothing of what was wron
     const auto& e = std::get<rv::Error>(*r);
     CHECK(e.code == CC_ERR_AUTH);
     CHECK_THAT(e.message, Catch::Contains("the rendezvous token was refused"));
-    CHECK_THAT(e.message, !Catch::Contains("nonce") && !Catch::Contains("job") && !Catch::Contains(kToken) &&
-                              !Catch::Contains("length") && !Catch::Contains("byte"));
+    CHECK_THAT(e.message, !Catch::Contains("nonce") && !Catch::Contains("job") &&
+                              !Catch::Contains(kToken) && !Catch::Contains("length") &&
+                              !Catch::Contains("byte"));
   }
 }
 

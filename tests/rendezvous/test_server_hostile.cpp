@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "rendezvous/auth.hpp"
-#include "tests/rendezvous/raw_client.hpp"
 #include "rendezvous/server.hpp"
+#include "tests/rendezvous/raw_client.hpp"
 
 using namespace std::chrono_literals;
 using cc::test::RawClient;
@@ -95,16 +95,22 @@ TEST_CASE("hostile input drops only the sender, with its reason") {
   trailing.push_back(0);
   trailing[12] = static_cast<uint8_t>(trailing[12] + 1);
   std::vector<Case> cases = {
-      {"bad magic", {'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n'}, false,
+      {"bad magic",
+       {'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n'},
+       false,
        "bad magic"},
       {"wrong version", header(rv::kMagic, 99, 1, 0), false, "unsupported protocol version"},
-      {"length over the maximum", header(rv::kMagic, rv::kProtocolVersion, 10, (4u << 20) + 1), false,
-       "frame length over the maximum"},
-      {"unknown type", header(rv::kMagic, rv::kProtocolVersion, 999, 0), false, "unknown message type"},
+      {"length over the maximum", header(rv::kMagic, rv::kProtocolVersion, 10, (4u << 20) + 1),
+       false, "frame length over the maximum"},
+      {"unknown type", header(rv::kMagic, rv::kProtocolVersion, 999, 0), false,
+       "unknown message type"},
       {"trailing bytes", trailing, false, "trailing bytes"},
-      {"set before hello", rv::encode_frame(1, rv::Set{"k", {1}}), false, "first message must be hello"},
-      {"oversized key", rv::encode_frame(2, rv::Set{std::string(2000, 'k'), {1}}), true, "over its size limit"},
-      {"a server message from a client", rv::encode_frame(2, rv::Ok{}), true, "unexpected message ok"},
+      {"set before hello", rv::encode_frame(1, rv::Set{"k", {1}}), false,
+       "first message must be hello"},
+      {"oversized key", rv::encode_frame(2, rv::Set{std::string(2000, 'k'), {1}}), true,
+       "over its size limit"},
+      {"a server message from a client", rv::encode_frame(2, rv::Ok{}), true,
+       "unexpected message ok"},
   };
   for (const auto& c : cases) {
     SECTION(c.name) {
@@ -119,7 +125,8 @@ TEST_CASE("hostile input drops only the sender, with its reason") {
   }
 }
 
-TEST_CASE("a truncated frame then close, and a client vanishing mid-frame, leave the server working") {
+TEST_CASE(
+    "a truncated frame then close, and a client vanishing mid-frame, leave the server working") {
   auto server = start_server();
   const int port = server->port();
   RawClient other(port);
@@ -241,7 +248,8 @@ TEST_CASE("join checks through the real server") {
       auto* e = std::get_if<rv::Error>(&f->message);
       REQUIRE(e);
       CHECK(e->code == CC_ERR_MISMATCH);
-      CHECK_THAT(e->message, Catch::Contains("world size") && Catch::Contains("said 2") && Catch::Contains("said 3"));
+      CHECK_THAT(e->message, Catch::Contains("world size") && Catch::Contains("said 2") &&
+                                 Catch::Contains("said 3"));
     }
   }
   SECTION("ranks that never come are named at the deadline") {
@@ -257,7 +265,8 @@ TEST_CASE("join checks through the real server") {
       auto* e = std::get_if<rv::Error>(&f->message);
       REQUIRE(e);
       CHECK(e->code == CC_ERR_TIMEOUT);
-      CHECK_THAT(e->message, Catch::Contains("ranks 2, 3 of 4 never joined job 'missing' (generation 0)"));
+      CHECK_THAT(e->message,
+                 Catch::Contains("ranks 2, 3 of 4 never joined job 'missing' (generation 0)"));
     }
     const auto took = std::chrono::steady_clock::now() - t0;
     CHECK(took >= 250ms);
@@ -367,8 +376,9 @@ TEST_CASE("a taken port is an error naming the port and what to do") {
   std::unique_ptr<rv::Server> second;
   cc::Status st = rv::Server::start(o, &second);
   CHECK(st.code == CC_ERR_SYSTEM);
-  CHECK_THAT(st.message, Catch::Contains("cannot listen on 127.0.0.1:" + std::to_string(first->port())) &&
-                             Catch::Contains("address already in use") && Catch::Contains("--port"));
+  CHECK_THAT(st.message,
+             Catch::Contains("cannot listen on 127.0.0.1:" + std::to_string(first->port())) &&
+                 Catch::Contains("address already in use") && Catch::Contains("--port"));
 }
 
 TEST_CASE("64 concurrent adders give an exact sum; jobs do not see each other's keys") {
@@ -461,7 +471,8 @@ TEST_CASE("running out of file descriptors does not end the accept loop") {
   sa.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
   bool connected = true;
-  for (int fd : fds) connected = connected && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  for (int fd : fds)
+    connected = connected && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
   std::this_thread::sleep_for(300ms);  // the server fails to accept and backs off meanwhile
   REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
   REQUIRE(connected);

@@ -5,12 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
-#include <optional>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,7 +44,8 @@ struct TestServer {
   ~TestServer() { (void)cc_server_stop(server); }
 };
 
-cc_store_t connect(int port, const char* job = "test", const char* token = nullptr, int timeout_ms = 5000) {
+cc_store_t connect(int port, const char* job = "test", const char* token = nullptr,
+                   int timeout_ms = 5000) {
   cc_config_t config = CC_CONFIG_INIT;
   config.timeout_ms = timeout_ms;
   config.token = token;
@@ -179,7 +180,8 @@ TEST_CASE("store: arguments are checked before anything is sent") {
   size_t len = 0;
   cc_store_t out = nullptr;
 
-  CHECK(cc_store_connect(nullptr, "127.0.0.1", srv.port, nullptr, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(cc_store_connect(nullptr, "127.0.0.1", srv.port, nullptr, nullptr) ==
+        CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("store is NULL"));
   CHECK(cc_store_connect(&out, nullptr, srv.port, nullptr, nullptr) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("addr is NULL"));
@@ -239,9 +241,10 @@ TEST_CASE("store: connecting to a closed port fails within its timeout, naming t
   CHECK(s == nullptr);
   CHECK(elapsed >= 600);
   CHECK(elapsed < 3000);
-  CHECK_THAT(last_error(), Catch::Contains("cannot reach the rendezvous at 127.0.0.1:" + std::to_string(port)) &&
-                               Catch::Contains("connection refused") && Catch::Contains("attempts") &&
-                               Catch::Contains("MASTER_ADDR/MASTER_PORT"));
+  CHECK_THAT(last_error(),
+             Catch::Contains("cannot reach the rendezvous at 127.0.0.1:" + std::to_string(port)) &&
+                 Catch::Contains("connection refused") && Catch::Contains("attempts") &&
+                 Catch::Contains("MASTER_ADDR/MASTER_PORT"));
 }
 
 TEST_CASE("store: connect retries until a late server comes up") {
@@ -294,7 +297,8 @@ TEST_CASE("store: tokens") {
 
   config.token = "";
   CHECK(cc_store_connect(&s, "127.0.0.1", srv.port, "tok", &config) == CC_ERR_AUTH);
-  CHECK_THAT(last_error(), Catch::Contains("requires a token") && Catch::Contains("CC_RENDEZVOUS_TOKEN"));
+  CHECK_THAT(last_error(),
+             Catch::Contains("requires a token") && Catch::Contains("CC_RENDEZVOUS_TOKEN"));
 
   config.token = "wrong";
   CHECK(cc_store_connect(&s, "127.0.0.1", srv.port, "tok", &config) == CC_ERR_AUTH);
@@ -409,7 +413,8 @@ std::pair<int, std::thread> fake_server(F after_hello) {
       hello = reader.next();
     }
     if (hello) {
-      const auto frame = cc::rv::encode_frame(hello->request_id, cc::rv::Challenge{false, {}, "fake"});
+      const auto frame =
+          cc::rv::encode_frame(hello->request_id, cc::rv::Challenge{false, {}, "fake"});
       (void)!::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
       after_hello(fd);
     }
@@ -443,8 +448,9 @@ TEST_CASE("client: a server that closes mid-request is named, and the event read
   const cc::Status s = c->add("k", 1, nullptr);
   thread.join();
   CHECK(s.code == CC_ERR_RENDEZVOUS);
-  CHECK_THAT(s.message, Catch::Contains("the rendezvous server at 127.0.0.1:" + std::to_string(port) +
-                                        " closed the connection (did it stop or crash?)"));
+  CHECK_THAT(s.message,
+             Catch::Contains("the rendezvous server at 127.0.0.1:" + std::to_string(port) +
+                             " closed the connection (did it stop or crash?)"));
   CHECK(ms_since(t0) < 3000);
   const auto e = c->next_event(milliseconds(1000));
   REQUIRE(e.has_value());
@@ -466,7 +472,8 @@ TEST_CASE("client: a server that sends garbage, or never answers") {
     const cc::Status s = c->add("k", 1, nullptr);
     thread.join();
     CHECK(s.code == CC_ERR_RENDEZVOUS);
-    CHECK_THAT(s.message, Catch::Contains("sent a frame we cannot read") && Catch::Contains("bad magic"));
+    CHECK_THAT(s.message,
+               Catch::Contains("sent a frame we cannot read") && Catch::Contains("bad magic"));
   }
   SECTION("silence: the request deadline") {
     std::atomic<bool> done{false};

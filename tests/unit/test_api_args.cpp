@@ -9,8 +9,8 @@
 #include <limits>
 #include <string>
 
-#include "lib/comm/args.hpp"
 #include "cc/cc.h"
+#include "lib/comm/args.hpp"
 #include "lib/comm/comm.hpp"
 
 namespace {
@@ -35,11 +35,21 @@ void* const kBufB = reinterpret_cast<void*>(0x2000);
 }  // namespace
 
 TEST_CASE("cc_result_string names every code") {
-  const char* names[] = {"CC_SUCCESS",           "CC_ERR_INVALID_ARGUMENT", "CC_ERR_INVALID_USAGE",
-                         "CC_ERR_NO_DEVICE",     "CC_ERR_CUDA",             "CC_ERR_NCCL",
-                         "CC_ERR_SYSTEM",        "CC_ERR_RENDEZVOUS",       "CC_ERR_AUTH",
-                         "CC_ERR_MISMATCH",      "CC_ERR_TIMEOUT",          "CC_ERR_PEER_FAILED",
-                         "CC_ERR_ABORTED",       "CC_ERR_INTERNAL",         "CC_ERR_BUFFER_TOO_SMALL"};
+  const char* names[] = {"CC_SUCCESS",
+                         "CC_ERR_INVALID_ARGUMENT",
+                         "CC_ERR_INVALID_USAGE",
+                         "CC_ERR_NO_DEVICE",
+                         "CC_ERR_CUDA",
+                         "CC_ERR_NCCL",
+                         "CC_ERR_SYSTEM",
+                         "CC_ERR_RENDEZVOUS",
+                         "CC_ERR_AUTH",
+                         "CC_ERR_MISMATCH",
+                         "CC_ERR_TIMEOUT",
+                         "CC_ERR_PEER_FAILED",
+                         "CC_ERR_ABORTED",
+                         "CC_ERR_INTERNAL",
+                         "CC_ERR_BUFFER_TOO_SMALL"};
   static_assert(sizeof names / sizeof names[0] == CC_NUM_RESULTS);
   for (int i = 0; i < CC_NUM_RESULTS; ++i) {
     const std::string s = cc_result_string(static_cast<cc_result_t>(i));
@@ -72,8 +82,9 @@ TEST_CASE("collectives on a NULL comm name the call and the comm") {
     CHECK(c.r == CC_ERR_INVALID_ARGUMENT);
   }
   // The last error is the last call's.
-  CHECK(last() == "cc_barrier: comm is NULL; create one with cc_comm_init or "
-                  "cc_comm_init_from_env first");
+  CHECK(last() ==
+        "cc_barrier: comm is NULL; create one with cc_comm_init or "
+        "cc_comm_init_from_env first");
   CHECK(cc_allreduce(&x, &x, 1, CC_FLOAT32, CC_SUM, nullptr, nullptr) == CC_ERR_INVALID_ARGUMENT);
   CHECK(last().rfind("cc_allreduce: comm is NULL", 0) == 0);
 
@@ -208,8 +219,10 @@ TEST_CASE("collective arguments are checked before NCCL, naming each") {
     expect(cc_reducescatter(nullptr, kBufB, 3, CC_INT8, CC_SUM, comm, nullptr),
            "sendbuf is NULL but count is 6");
     expect(cc_alltoall(kBufA, nullptr, 4, CC_UINT64, comm, nullptr), "recvbuf is NULL");
-    expect(cc_send(nullptr, 1, CC_FLOAT64, 1, comm, nullptr), "cc_send (rank 0, host testhost): buf is NULL");
-    expect(cc_recv(nullptr, 1, CC_FLOAT64, 1, comm, nullptr), "cc_recv (rank 0, host testhost): buf is NULL");
+    expect(cc_send(nullptr, 1, CC_FLOAT64, 1, comm, nullptr),
+           "cc_send (rank 0, host testhost): buf is NULL");
+    expect(cc_recv(nullptr, 1, CC_FLOAT64, 1, comm, nullptr),
+           "cc_recv (rank 0, host testhost): buf is NULL");
   }
   SECTION("roots and peers outside the communicator") {
     expect(cc_broadcast(kBufA, kBufB, 1, CC_FLOAT32, 2, comm, nullptr),

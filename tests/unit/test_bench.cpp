@@ -78,15 +78,26 @@ std::vector<uint8_t> simulate(const Shape& s) {
   };
   const size_t r = static_cast<size_t>(s.rank);
   switch (s.coll) {
-    case Coll::allreduce: for (size_t i = 0; i < c; ++i) put(i, reduce(i)); break;
-    case Coll::reduce: if (s.rank == s.root) for (size_t i = 0; i < c; ++i) put(i, reduce(i)); break;
-    case Coll::reducescatter: for (size_t i = 0; i < c; ++i) put(i, reduce(r * c + i)); break;
-    case Coll::broadcast: for (size_t i = 0; i < c; ++i) copy(i, static_cast<size_t>(s.root), i); break;
+    case Coll::allreduce:
+      for (size_t i = 0; i < c; ++i) put(i, reduce(i));
+      break;
+    case Coll::reduce:
+      if (s.rank == s.root)
+        for (size_t i = 0; i < c; ++i) put(i, reduce(i));
+      break;
+    case Coll::reducescatter:
+      for (size_t i = 0; i < c; ++i) put(i, reduce(r * c + i));
+      break;
+    case Coll::broadcast:
+      for (size_t i = 0; i < c; ++i) copy(i, static_cast<size_t>(s.root), i);
+      break;
     case Coll::allgather:
-      for (size_t p = 0; p < n; ++p) for (size_t i = 0; i < c; ++i) copy(p * c + i, p, i);
+      for (size_t p = 0; p < n; ++p)
+        for (size_t i = 0; i < c; ++i) copy(p * c + i, p, i);
       break;
     case Coll::alltoall:
-      for (size_t p = 0; p < n; ++p) for (size_t i = 0; i < c; ++i) copy(p * c + i, p, r * c + i);
+      for (size_t p = 0; p < n; ++p)
+        for (size_t i = 0; i < c; ++i) copy(p * c + i, p, r * c + i);
       break;
     case Coll::sendrecv:
       for (size_t i = 0; i < c; ++i) copy(i, (r + n - 1) % n, i);
@@ -107,9 +118,14 @@ std::string slurp(const std::string& path) {
 TEST_CASE("cc-bench flags parse like nccl-tests") {
   Options o;
   std::string error;
-  REQUIRE(parse({"-b", "8", "-e", "128M", "-f", "2", "-d", "bfloat16", "-o", "max", "-r", "1",
-                 "-n", "50", "-w", "10", "-c", "0", "-i", "1", "--raw", "-G", "4", "--mem", "cc",
-                 "--csv", "x.csv", "--json=x.json", "--plot", "x.svg", "-C", "allgather,sendrecv"},
+  REQUIRE(parse({"-b",     "8",     "-e",    "128M",
+                 "-f",     "2",     "-d",    "bfloat16",
+                 "-o",     "max",   "-r",    "1",
+                 "-n",     "50",    "-w",    "10",
+                 "-c",     "0",     "-i",    "1",
+                 "--raw",  "-G",    "4",     "--mem",
+                 "cc",     "--csv", "x.csv", "--json=x.json",
+                 "--plot", "x.svg", "-C",    "allgather,sendrecv"},
                 &o, &error));
   CHECK(error.empty());
   CHECK(o.min_bytes == 8);
@@ -174,7 +190,7 @@ TEST_CASE("element codecs match the formats' bit patterns") {
   CHECK(bits16(CC_FLOAT16, 1.0) == 0x3c00);
   CHECK(bits16(CC_FLOAT16, -2.0) == 0xc000);
   CHECK(bits16(CC_FLOAT16, 65504.0) == 0x7bff);
-  CHECK(bits16(CC_FLOAT16, 1e6) == 0x7c00);  // overflow: inf
+  CHECK(bits16(CC_FLOAT16, 1e6) == 0x7c00);                   // overflow: inf
   CHECK(bits16(CC_FLOAT16, std::ldexp(1.0, -24)) == 0x0001);  // smallest subnormal
   CHECK(bits16(CC_BFLOAT16, 1.0) == 0x3f80);
   CHECK(bits16(CC_BFLOAT16, 256.0) == 0x4380);
@@ -182,9 +198,8 @@ TEST_CASE("element codecs match the formats' bit patterns") {
   CHECK(bits16(CC_FLOAT8_E4M3, 448.0) == 0x7e);
   CHECK(bits16(CC_FLOAT8_E5M2, 1.0) == 0x3c);
   CHECK(bits16(CC_FLOAT8_E5M2, 57344.0) == 0x7b);
-  for (cc_datatype_t t : {CC_INT8, CC_UINT8, CC_INT32, CC_UINT32, CC_INT64, CC_UINT64,
-                          CC_FLOAT16, CC_FLOAT32, CC_FLOAT64, CC_BFLOAT16, CC_FLOAT8_E4M3,
-                          CC_FLOAT8_E5M2})
+  for (cc_datatype_t t : {CC_INT8, CC_UINT8, CC_INT32, CC_UINT32, CC_INT64, CC_UINT64, CC_FLOAT16,
+                          CC_FLOAT32, CC_FLOAT64, CC_BFLOAT16, CC_FLOAT8_E4M3, CC_FLOAT8_E5M2})
     for (double v : {0.0, 1.0, 3.0, 7.0, 12.0}) {
       INFO(dtype_name(t) << " " << v);
       CHECK(decode(t, bytes_of(t, v).data()) == v);
@@ -194,10 +209,10 @@ TEST_CASE("element codecs match the formats' bit patterns") {
 }
 
 TEST_CASE("the check accepts every right result and counts wrong elements") {
-  const Coll colls[] = {Coll::allreduce, Coll::reduce, Coll::reducescatter, Coll::broadcast,
+  const Coll colls[] = {Coll::allreduce, Coll::reduce,   Coll::reducescatter, Coll::broadcast,
                         Coll::allgather, Coll::alltoall, Coll::sendrecv};
-  const cc_datatype_t types[] = {CC_INT8,    CC_UINT8,  CC_INT32,    CC_UINT64,
-                                 CC_FLOAT16, CC_FLOAT32, CC_FLOAT64, CC_BFLOAT16,
+  const cc_datatype_t types[] = {CC_INT8,        CC_UINT8,      CC_INT32,   CC_UINT64,
+                                 CC_FLOAT16,     CC_FLOAT32,    CC_FLOAT64, CC_BFLOAT16,
                                  CC_FLOAT8_E4M3, CC_FLOAT8_E5M2};
   const cc_redop_t ops[] = {CC_SUM, CC_PROD, CC_MAX, CC_MIN, CC_AVG};
   for (int nranks : {2, 3}) {
@@ -209,8 +224,8 @@ TEST_CASE("the check accepts every right result and counts wrong elements") {
           if (!reduction && op != CC_SUM) continue;
           for (int rank = 0; rank < nranks; ++rank) {
             const Shape s{coll, t, op, nranks - 1, rank, nranks, 37};
-            INFO(coll_name(coll) << " " << dtype_name(t) << " " << op_name(op) << " rank "
-                                 << rank << " of " << nranks);
+            INFO(coll_name(coll) << " " << dtype_name(t) << " " << op_name(op) << " rank " << rank
+                                 << " of " << nranks);
             std::vector<uint8_t> recv = simulate(s);
             CHECK(count_wrong(s, recv.data()) == 0);
             if (recv.empty()) continue;

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/client.hpp"
 #include "lib/comm/embedded_server.hpp"
+#include "rendezvous/client.hpp"
 
 namespace {
 
@@ -98,8 +98,10 @@ TEST_CASE("a port another program holds is an error that says what to do") {
   CHECK(st.code == CC_ERR_SYSTEM);
   CHECK(ref == nullptr);
   CHECK_THAT(st.message, Catch::StartsWith("could not start the embedded rendezvous server on "
-                                           "0.0.0.0:" + std::to_string(other.port)));
-  CHECK_THAT(st.message, Catch::Contains("MASTER_PORT") && Catch::Contains("CC_RENDEZVOUS=external"));
+                                           "0.0.0.0:" +
+                                           std::to_string(other.port)));
+  CHECK_THAT(st.message,
+             Catch::Contains("MASTER_PORT") && Catch::Contains("CC_RENDEZVOUS=external"));
   // A failed start leaves nothing behind: once the port is free it works.
   other.close();
   CHECK(cc::EmbeddedServerRef::acquire("0.0.0.0", other.port, "", &ref).ok());

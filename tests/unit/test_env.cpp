@@ -29,7 +29,9 @@ struct FakeEnv {
   }
 };
 
-cc::Status read(const FakeEnv& env, LaunchInfo* info) { return cc::env::read_launch_info(env.getenv(), info); }
+cc::Status read(const FakeEnv& env, LaunchInfo* info) {
+  return cc::env::read_launch_info(env.getenv(), info);
+}
 
 // A file in the system's temporary directory, removed at the end of the scope.
 struct TempFile {
@@ -50,7 +52,10 @@ struct TempFile {
 }  // namespace
 
 TEST_CASE("env: torchrun-style variables") {
-  FakeEnv env{{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.10.10.2"},
+  FakeEnv env{{{"RANK", "1"},
+               {"WORLD_SIZE", "2"},
+               {"LOCAL_RANK", "0"},
+               {"MASTER_ADDR", "10.10.10.2"},
                {"MASTER_PORT", "12345"}}};
   LaunchInfo info;
   REQUIRE(read(env, &info).ok());
@@ -68,8 +73,11 @@ TEST_CASE("env: torchrun-style variables") {
 
 TEST_CASE("env: Open MPI, PMI and Slurm variables") {
   LaunchInfo info;
-  FakeEnv ompi{{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}}};
+  FakeEnv ompi{{{"OMPI_COMM_WORLD_RANK", "3"},
+                {"OMPI_COMM_WORLD_SIZE", "4"},
+                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                {"MASTER_ADDR", "node0"},
+                {"MASTER_PORT", "29500"}}};
   REQUIRE(read(ompi, &info).ok());
   CHECK(info.rank == 3);
   CHECK(info.world_size == 4);
@@ -78,7 +86,10 @@ TEST_CASE("env: Open MPI, PMI and Slurm variables") {
   CHECK(info.world_size_var == "OMPI_COMM_WORLD_SIZE");
   CHECK(info.local_rank_var == "OMPI_COMM_WORLD_LOCAL_RANK");
 
-  FakeEnv pmi{{{"PMI_RANK", "5"}, {"PMI_SIZE", "8"}, {"MPI_LOCALRANKID", "2"}, {"MASTER_ADDR", "h"},
+  FakeEnv pmi{{{"PMI_RANK", "5"},
+               {"PMI_SIZE", "8"},
+               {"MPI_LOCALRANKID", "2"},
+               {"MASTER_ADDR", "h"},
                {"MASTER_PORT", "1"}}};
   REQUIRE(read(pmi, &info).ok());
   CHECK(info.rank == 5);
@@ -87,8 +98,11 @@ TEST_CASE("env: Open MPI, PMI and Slurm variables") {
   CHECK(info.rank_var == "PMI_RANK");
   CHECK(info.local_rank_var == "MPI_LOCALRANKID");
 
-  FakeEnv slurm{{{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "3"},
-                 {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}}};
+  FakeEnv slurm{{{"SLURM_PROCID", "7"},
+                 {"SLURM_NTASKS", "16"},
+                 {"SLURM_LOCALID", "3"},
+                 {"MASTER_ADDR", "h"},
+                 {"MASTER_PORT", "65535"}}};
   REQUIRE(read(slurm, &info).ok());
   CHECK(info.rank == 7);
   CHECK(info.world_size == 16);
@@ -100,11 +114,20 @@ TEST_CASE("env: Open MPI, PMI and Slurm variables") {
 }
 
 TEST_CASE("env: CC_* variables win over every other, first found wins") {
-  FakeEnv env{{{"CC_RANK", "0"}, {"RANK", "1"}, {"OMPI_COMM_WORLD_RANK", "2"}, {"PMI_RANK", "3"},
-               {"SLURM_PROCID", "4"}, {"CC_WORLD_SIZE", "6"}, {"WORLD_SIZE", "9"},
-               {"SLURM_NTASKS", "10"}, {"CC_LOCAL_RANK", "5"}, {"LOCAL_RANK", "1"},
-               {"CC_MASTER_ADDR", "cc-host"}, {"MASTER_ADDR", "other-host"},
-               {"CC_MASTER_PORT", "2000"}, {"MASTER_PORT", "3000"}}};
+  FakeEnv env{{{"CC_RANK", "0"},
+               {"RANK", "1"},
+               {"OMPI_COMM_WORLD_RANK", "2"},
+               {"PMI_RANK", "3"},
+               {"SLURM_PROCID", "4"},
+               {"CC_WORLD_SIZE", "6"},
+               {"WORLD_SIZE", "9"},
+               {"SLURM_NTASKS", "10"},
+               {"CC_LOCAL_RANK", "5"},
+               {"LOCAL_RANK", "1"},
+               {"CC_MASTER_ADDR", "cc-host"},
+               {"MASTER_ADDR", "other-host"},
+               {"CC_MASTER_PORT", "2000"},
+               {"MASTER_PORT", "3000"}}};
   LaunchInfo info;
   REQUIRE(read(env, &info).ok());
   CHECK(info.rank == 0);
@@ -151,7 +174,8 @@ TEST_CASE("env: missing variables are named with what to set") {
   FakeEnv no_world{{{"RANK", "0"}}};
   s = read(no_world, &info);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("no world size") && Contains("WORLD_SIZE") && Contains("SLURM_NTASKS"));
+  CHECK_THAT(s.message,
+             Contains("no world size") && Contains("WORLD_SIZE") && Contains("SLURM_NTASKS"));
 
   FakeEnv no_addr{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}};
   s = read(no_addr, &info);
@@ -165,8 +189,11 @@ TEST_CASE("env: missing variables are named with what to set") {
 }
 
 TEST_CASE("env: malformed values name the variable") {
-  const std::map<std::string, std::string> good{
-      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"}};
+  const std::map<std::string, std::string> good{{"RANK", "0"},
+                                                {"WORLD_SIZE", "2"},
+                                                {"LOCAL_RANK", "0"},
+                                                {"MASTER_ADDR", "h"},
+                                                {"MASTER_PORT", "29500"}};
   struct Case {
     std::string var, value, words;
   };
@@ -258,9 +285,13 @@ TEST_CASE("config: a struct not from CC_CONFIG_INIT is refused") {
 }
 
 TEST_CASE("config: the environment fills undefined fields; set fields win") {
-  FakeEnv env{{{"CC_DEVICE", "3"}, {"CC_TIMEOUT_MS", "1500"}, {"CC_JOB_ID", "job-env"},
-               {"CC_RENDEZVOUS_TOKEN", "secret"}, {"CC_RENDEZVOUS", "external"},
-               {"CC_HEARTBEAT_MS", "250"}, {"CC_HEARTBEAT_MISSES", "8"},
+  FakeEnv env{{{"CC_DEVICE", "3"},
+               {"CC_TIMEOUT_MS", "1500"},
+               {"CC_JOB_ID", "job-env"},
+               {"CC_RENDEZVOUS_TOKEN", "secret"},
+               {"CC_RENDEZVOUS", "external"},
+               {"CC_HEARTBEAT_MS", "250"},
+               {"CC_HEARTBEAT_MISSES", "8"},
                {"CC_FAST_ALLREDUCE", "require"}}};
   cc::ResolvedConfig r;
   CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_AUTO);  // the default
@@ -309,7 +340,7 @@ TEST_CASE("config: an older, smaller struct reads only the fields it has") {
   FakeEnv env{{{"CC_RENDEZVOUS", "external"}, {"CC_HEARTBEAT_MS", "321"}}};
   cc_config_t config = CC_CONFIG_INIT;
   config.timeout_ms = 900;
-  config.rendezvous = 77;   // beyond the old size: must not be read
+  config.rendezvous = 77;    // beyond the old size: must not be read
   config.heartbeat_ms = -5;  // likewise
   config.size = offsetof(cc_config_t, rendezvous);
   cc::ResolvedConfig r;
@@ -384,7 +415,8 @@ TEST_CASE("config: the token from a file, trailing whitespace stripped") {
   CHECK(r.token == "direct");
 
   // a file others can read still works (with a logged warning)
-  TempFile open_file("tok\n", fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+  TempFile open_file("tok\n",
+                     fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
   FakeEnv env2{{{"CC_RENDEZVOUS_TOKEN_FILE", open_file.path.string()}}};
   REQUIRE(cc::resolve_config(nullptr, env2.getenv(), &r).ok());
   CHECK(r.token == "tok");

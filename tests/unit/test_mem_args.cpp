@@ -34,8 +34,9 @@ void* const kJunk = reinterpret_cast<void*>(0x1);  // a pointer the checks must 
 
 TEST_CASE("cc_mem_alloc checks its arguments") {
   CHECK(cc_mem_alloc(nullptr, 16) == CC_ERR_INVALID_ARGUMENT);
-  CHECK(last() == "cc_mem_alloc: ptr is NULL; pass the address of a void* to receive the "
-                  "allocation");
+  CHECK(last() ==
+        "cc_mem_alloc: ptr is NULL; pass the address of a void* to receive the "
+        "allocation");
   void* p = kJunk;
   CHECK(cc_mem_alloc(&p, 0) == CC_ERR_INVALID_ARGUMENT);
   CHECK(p == nullptr);

@@ -91,19 +91,24 @@ TEST_CASE("an unresolvable name gives the words", "[netif]") {
 
 TEST_CASE("choose_nccl_socket_ifname keeps the user's NCCL_SOCKET_IFNAME", "[netif]") {
   netif::IfnameChoice c;
-  REQUIRE(netif::choose_nccl_socket_ifname("127.0.0.1", fake_env({{"NCCL_SOCKET_IFNAME", "^docker,lo"}}), &c).ok());
+  REQUIRE(netif::choose_nccl_socket_ifname("127.0.0.1",
+                                           fake_env({{"NCCL_SOCKET_IFNAME", "^docker,lo"}}), &c)
+              .ok());
   CHECK(c.from_user);
   CHECK(c.ifname == "^docker,lo");
 
   // Kept even when the master cannot be resolved: the user knows best.
   netif::IfnameChoice kept;
-  REQUIRE(netif::choose_nccl_socket_ifname("no-such-host.invalid", fake_env({{"NCCL_SOCKET_IFNAME", "eth7"}}), &kept).ok());
+  REQUIRE(netif::choose_nccl_socket_ifname("no-such-host.invalid",
+                                           fake_env({{"NCCL_SOCKET_IFNAME", "eth7"}}), &kept)
+              .ok());
   CHECK(kept.ifname == "eth7");
 }
 
 TEST_CASE("choose_nccl_socket_ifname picks the route's interface when unset", "[netif]") {
   netif::IfnameChoice c;
-  REQUIRE(netif::choose_nccl_socket_ifname("127.0.0.1", fake_env({{"NCCL_SOCKET_IFNAME", ""}}), &c).ok());
+  REQUIRE(netif::choose_nccl_socket_ifname("127.0.0.1", fake_env({{"NCCL_SOCKET_IFNAME", ""}}), &c)
+              .ok());
   CHECK_FALSE(c.from_user);
   CHECK(c.ifname == loopback_name());
   CHECK(c.route.source_address == "127.0.0.1");

@@ -96,7 +96,8 @@ TEST_CASE("every message type round-trips through a frame") {
   CHECK(progress.members[0].host == "node-1");
   CHECK(progress.members[0].last_completed == 41);
   CHECK(progress.members[0].silent_ms == 1200);
-  CHECK(std::get<rv::Watch>(decode_one(rv::encode_frame(3, rv::Watch{5000})).message).window_ms == 5000);
+  CHECK(std::get<rv::Watch>(decode_one(rv::encode_frame(3, rv::Watch{5000})).message).window_ms ==
+        5000);
 }
 
 TEST_CASE("malformed frames are refused with their reason") {
@@ -125,8 +126,8 @@ TEST_CASE("malformed frames are refused with their reason") {
     auto p = payload_of(rv::Set{"key", {1, 2, 3}});
     for (size_t cut = 0; cut < p.size(); ++cut) {
       rv::Message m;
-      CHECK(rv::decode_message(static_cast<uint16_t>(rv::MsgType::set), std::span(p.data(), cut), {}, &m) ==
-            rv::DecodeError::truncated);
+      CHECK(rv::decode_message(static_cast<uint16_t>(rv::MsgType::set), std::span(p.data(), cut),
+                               {}, &m) == rv::DecodeError::truncated);
     }
   }
   SECTION("trailing bytes") {
@@ -177,13 +178,15 @@ TEST_CASE("malformed frames are refused with their reason") {
     CHECK_FALSE(r.next());
     CHECK(r.error() == rv::DecodeError::bad_magic);
   }
-  CHECK(std::string(rv::describe(rv::DecodeError::bad_magic)).find("bad magic") != std::string::npos);
+  CHECK(std::string(rv::describe(rv::DecodeError::bad_magic)).find("bad magic") !=
+        std::string::npos);
 }
 
 TEST_CASE("FrameReader splits a stream however it arrives") {
   std::vector<uint8_t> stream;
   auto all = one_of_each();
-  for (size_t i = 0; i < all.size(); ++i) rv::append_frame(stream, static_cast<uint32_t>(i), all[i]);
+  for (size_t i = 0; i < all.size(); ++i)
+    rv::append_frame(stream, static_cast<uint32_t>(i), all[i]);
 
   SECTION("one byte at a time") {
     rv::FrameReader r;

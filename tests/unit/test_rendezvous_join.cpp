@@ -104,7 +104,8 @@ TEST_CASE("a rank that never comes is named to every rank that waits") {
     Outcome o = f->get();
     CHECK(o.status.code == CC_ERR_TIMEOUT);
     CHECK_THAT(o.status.message, Catch::Contains("joining communicator 1 of job 'job-b' at "
-                                                 "127.0.0.1:" + std::to_string(port) + " failed"));
+                                                 "127.0.0.1:" +
+                                                 std::to_string(port) + " failed"));
     CHECK_THAT(o.status.message, Catch::Contains("rank 2 of 3 never joined"));
   }
   CHECK(Clock::now() - t0 < 6s);
@@ -145,9 +146,10 @@ TEST_CASE("no server at the address: an error naming it, at the deadline") {
   const auto t0 = Clock::now();
   Outcome o = start_rank(request(1, 2, port, 800ms, "job-e")).get();
   CHECK_FALSE(o.status.ok());
-  CHECK_THAT(o.status.message,
-             Catch::StartsWith("rank 1 on host host1: could not reach the rendezvous at 127.0.0.1:" +
-                               std::to_string(port)));
+  CHECK_THAT(
+      o.status.message,
+      Catch::StartsWith("rank 1 on host host1: could not reach the rendezvous at 127.0.0.1:" +
+                        std::to_string(port)));
   CHECK(Clock::now() - t0 < 5s);
 }
 

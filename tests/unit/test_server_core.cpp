@@ -39,7 +39,9 @@ class FakeSink : public rv::Sink {
 struct Harness {
   explicit Harness(rv::ServerOptions o = {}) : options(std::move(o)), core(options, sink) {}
 
-  void connect(rv::ConnId id) { REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now)); }
+  void connect(rv::ConnId id) {
+    REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now));
+  }
   void feed(rv::ConnId id, const rv::Message& m, uint32_t rid = 1) {
     core.on_bytes(id, rv::encode_frame(rid, m), now);
   }
@@ -136,7 +138,7 @@ TEST_CASE("core: authentication with a token") {
   CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
 
   auto n2 = start(2);
-  CHECK(n2 != n1);  // fresh nonce: a recorded answer is useless
+  CHECK(n2 != n1);                                      // fresh nonce: a recorded answer is useless
   h.feed(2, rv::Auth{rv::auth_mac("tok", n1, "job")});  // replayed
   const auto& e = h.error_of(h.one(2));
   CHECK(e.code == CC_ERR_AUTH);
@@ -172,7 +174,9 @@ TEST_CASE("core: set, get, add, wait, delete") {
   CHECK(text(h.one(1)) == "-2");
   h.feed(1, rv::Add{"k", 1});
   CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("not a decimal integer"));
-  h.feed(1, rv::Set{"big", {'9', '2', '2', '3', '3', '7', '2', '0', '3', '6', '8', '5', '4', '7', '7', '5', '8', '0', '7'}});
+  h.feed(1, rv::Set{"big",
+                    {'9', '2', '2', '3', '3', '7', '2', '0', '3', '6', '8', '5', '4', '7', '7', '5',
+                     '8', '0', '7'}});
   h.one(1);
   h.feed(1, rv::Add{"big", 1});
   CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("overflows"));
@@ -218,7 +222,8 @@ TEST_CASE("core: parked get and wait are answered by set, or at their deadline")
 
   h.feed(1, rv::Get{"late", 100});
   h.advance(100ms);
-  CHECK_THAT(h.error_of(h.one(1)).message, Catch::Contains("'late'") && Catch::Contains("within 100 ms"));
+  CHECK_THAT(h.error_of(h.one(1)).message,
+             Catch::Contains("'late'") && Catch::Contains("within 100 ms"));
 
   h.feed(1, rv::Wait{{"a", "b"}, 1000});
   h.feed(2, rv::Add{"a", 1});
@@ -342,7 +347,8 @@ TEST_CASE("core: join checks") {
     CHECK(h.take(1).empty());
     h.feed(3, j2);
     for (rv::ConnId i : {1, 2, 3})
-      CHECK_THAT(h.error_of(h.one(i)).message, Catch::Contains("2.28.9") && Catch::Contains("2.27.3"));
+      CHECK_THAT(h.error_of(h.one(i)).message,
+                 Catch::Contains("2.28.9") && Catch::Contains("2.27.3"));
   }
   SECTION("same GPU twice on one host") {
     auto j0 = join_msg(0, 3, "a");
@@ -366,7 +372,8 @@ TEST_CASE("core: join checks") {
     for (rv::ConnId i : {1, 2, 3}) {
       const auto& e = h.error_of(h.one(i));
       CHECK(e.code == CC_ERR_TIMEOUT);
-      CHECK_THAT(e.message, Catch::Contains("ranks 1, 4, 5 of 6 never joined job 'job' (generation 0)"));
+      CHECK_THAT(e.message,
+                 Catch::Contains("ranks 1, 4, 5 of 6 never joined job 'job' (generation 0)"));
     }
   }
   SECTION("a joiner that vanishes gives its rank back") {
@@ -384,7 +391,8 @@ TEST_CASE("core: membership events") {
   o.heartbeat_timeout = 300ms;
   Harness h(o);
   for (rv::ConnId i = 1; i <= 4; ++i) h.client(i);
-  for (int r = 0; r < 4; ++r) h.feed(static_cast<rv::ConnId>(r + 1), join_msg(r, 4, "h" + std::to_string(r)));
+  for (int r = 0; r < 4; ++r)
+    h.feed(static_cast<rv::ConnId>(r + 1), join_msg(r, 4, "h" + std::to_string(r)));
   for (rv::ConnId i = 1; i <= 4; ++i) REQUIRE(std::holds_alternative<rv::Joined>(h.one(i)));
 
   // Heartbeats keep a member alive and record its progress.
@@ -513,7 +521,8 @@ TEST_CASE("core: abort while joining fails the generation for every joiner") {
   CHECK(std::holds_alternative<rv::Ok>(v[1].message));
   const auto e = h.error_of(h.one(1));
   CHECK(e.code == CC_ERR_ABORTED);
-  CHECK_THAT(e.message, Catch::Contains("rank 1 on b (pid 1001) aborted") && Catch::Contains("init failed"));
+  CHECK_THAT(e.message,
+             Catch::Contains("rank 1 on b (pid 1001) aborted") && Catch::Contains("init failed"));
   CHECK_FALSE(h.core.job_busy("job"));
 }
 
@@ -524,20 +533,24 @@ TEST_CASE("core: random and mutated byte streams never break it") {
   Harness h(o);
   std::mt19937 rng(12345);
   std::vector<rv::Message> valid = {
-      rv::Set{"k", {1, 2}}, rv::Get{"k", 30}, rv::Add{"n", 2}, rv::Wait{{"k", "m"}, 40},
-      rv::Del{"k"},         join_msg(0, 2, "a", 30), join_msg(1, 2, "b", 30), rv::Leave{},
-      rv::Heartbeat{3},     rv::Abort{"x"},          rv::Ok{},               rv::Auth{{1, 2}},
+      rv::Set{"k", {1, 2}},     rv::Get{"k", 30}, rv::Add{"n", 2},
+      rv::Wait{{"k", "m"}, 40}, rv::Del{"k"},     join_msg(0, 2, "a", 30),
+      join_msg(1, 2, "b", 30),  rv::Leave{},      rv::Heartbeat{3},
+      rv::Abort{"x"},           rv::Ok{},         rv::Auth{{1, 2}},
   };
   rv::ConnId next = 1000;
   for (int iter = 0; iter < 3000; ++iter) {
     std::vector<uint8_t> stream;
     const rv::ConnId id = next++;
     h.connect(id);
-    if (rng() % 4 != 0) rv::append_frame(stream, 1, rv::Hello{"fuzz" + std::to_string(rng() % 3), "h", 1, "f"});
+    if (rng() % 4 != 0)
+      rv::append_frame(stream, 1, rv::Hello{"fuzz" + std::to_string(rng() % 3), "h", 1, "f"});
     const int frames = static_cast<int>(rng() % 6);
-    for (int f = 0; f < frames; ++f) rv::append_frame(stream, static_cast<uint32_t>(rng()), valid[rng() % valid.size()]);
+    for (int f = 0; f < frames; ++f)
+      rv::append_frame(stream, static_cast<uint32_t>(rng()), valid[rng() % valid.size()]);
     const int flips = static_cast<int>(rng() % 4);
-    for (int f = 0; f < flips && !stream.empty(); ++f) stream[rng() % stream.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    for (int f = 0; f < flips && !stream.empty(); ++f)
+      stream[rng() % stream.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
     if (rng() % 3 == 0 && !stream.empty()) stream.resize(rng() % stream.size());
     size_t pos = 0;
     while (pos < stream.size()) {

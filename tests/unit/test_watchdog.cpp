@@ -1,7 +1,7 @@
 // The process's watchdog thread: one for every watched object, started with
 // the first and stopped with the last; remove() waits for a tick in progress.
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <functional>

@@ -33,7 +33,8 @@ struct Job {
     for (int r = 0; r < world; ++r) {
       const auto id = static_cast<rv::ConnId>(r + 1);
       REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now));
-      feed(id, rv::Hello{"job", "host-" + std::to_string(r), 100u + static_cast<uint32_t>(r), "test"});
+      feed(id,
+           rv::Hello{"job", "host-" + std::to_string(r), 100u + static_cast<uint32_t>(r), "test"});
       rv::Join j;
       j.info.rank = r;
       j.info.world_size = world;

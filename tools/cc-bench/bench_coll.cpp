@@ -22,26 +22,37 @@ bool has_in_place(Coll c) { return c != Coll::alltoall && c != Coll::sendrecv; }
 size_t call_count(Coll c, size_t bytes, size_t elem_size, int nranks) {
   const size_t elems = bytes / elem_size;
   switch (c) {
-    case Coll::allgather: case Coll::reducescatter: case Coll::alltoall:
+    case Coll::allgather:
+    case Coll::reducescatter:
+    case Coll::alltoall:
       return elems / static_cast<size_t>(nranks);
-    default: return elems;
+    default:
+      return elems;
   }
 }
 
 size_t row_bytes(Coll c, size_t count, size_t elem_size, int nranks) {
   switch (c) {
-    case Coll::allgather: case Coll::reducescatter: case Coll::alltoall:
+    case Coll::allgather:
+    case Coll::reducescatter:
+    case Coll::alltoall:
       return count * static_cast<size_t>(nranks) * elem_size;
-    default: return count * elem_size;
+    default:
+      return count * elem_size;
   }
 }
 
 double busbw_factor(Coll c, int nranks) {
   const double n = nranks;
   switch (c) {
-    case Coll::allreduce: return 2.0 * (n - 1) / n;
-    case Coll::allgather: case Coll::reducescatter: case Coll::alltoall: return (n - 1) / n;
-    default: return 1.0;
+    case Coll::allreduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::allgather:
+    case Coll::reducescatter:
+    case Coll::alltoall:
+      return (n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -70,14 +81,18 @@ cc_result_t enqueue_cc(const Call& c, cc_comm_t comm, cudaStream_t stream) {
   const Shape& s = c.shape;
   const auto st = to_cc(stream);
   switch (s.coll) {
-    case Coll::allreduce: return cc_allreduce(c.send, c.recv, s.count, s.dtype, s.op, comm, st);
-    case Coll::allgather: return cc_allgather(c.send, c.recv, s.count, s.dtype, comm, st);
+    case Coll::allreduce:
+      return cc_allreduce(c.send, c.recv, s.count, s.dtype, s.op, comm, st);
+    case Coll::allgather:
+      return cc_allgather(c.send, c.recv, s.count, s.dtype, comm, st);
     case Coll::reducescatter:
       return cc_reducescatter(c.send, c.recv, s.count, s.dtype, s.op, comm, st);
-    case Coll::broadcast: return cc_broadcast(c.send, c.recv, s.count, s.dtype, s.root, comm, st);
+    case Coll::broadcast:
+      return cc_broadcast(c.send, c.recv, s.count, s.dtype, s.root, comm, st);
     case Coll::reduce:
       return cc_reduce(c.send, c.recv, s.count, s.dtype, s.op, s.root, comm, st);
-    case Coll::alltoall: return cc_alltoall(c.send, c.recv, s.count, s.dtype, comm, st);
+    case Coll::alltoall:
+      return cc_alltoall(c.send, c.recv, s.count, s.dtype, comm, st);
     case Coll::sendrecv: {
       const int to = (s.rank + 1) % s.nranks, from = (s.rank - 1 + s.nranks) % s.nranks;
       cc_result_t r = cc_group_start();
@@ -98,7 +113,8 @@ ncclResult_t enqueue_raw(const Call& c, ncclComm_t comm, cudaStream_t stream) {
   switch (s.coll) {
     case Coll::allreduce:
       return ncclAllReduce(c.send, c.recv, s.count, type, to_nccl(s.op), comm, stream);
-    case Coll::allgather: return ncclAllGather(c.send, c.recv, s.count, type, comm, stream);
+    case Coll::allgather:
+      return ncclAllGather(c.send, c.recv, s.count, type, comm, stream);
     case Coll::reducescatter:
       return ncclReduceScatter(c.send, c.recv, s.count, type, to_nccl(s.op), comm, stream);
     case Coll::broadcast:

@@ -45,8 +45,8 @@ uint32_t encode_mini(const MiniFloat& f, double v) {
   }
   const int max_biased = f.ieee ? static_cast<int>(exp_all) - 1 : static_cast<int>(exp_all);
   if (biased > max_biased || (!f.ieee && biased == max_biased && man == man_all)) {
-    if (f.ieee) return sign | (exp_all << f.mbits);     // inf
-    return sign | (exp_all << f.mbits) | man_all;        // e4m3fn has no inf: NaN
+    if (f.ieee) return sign | (exp_all << f.mbits);  // inf
+    return sign | (exp_all << f.mbits) | man_all;    // e4m3fn has no inf: NaN
   }
   return sign | (static_cast<uint32_t>(biased) << f.mbits) | man;
 }
@@ -59,13 +59,15 @@ double decode_mini(const MiniFloat& f, uint32_t bits) {
   const uint32_t man = bits & man_all;
   double v;
   if (f.ieee && biased == exp_all) {
-    v = man == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    v = man == 0 ? std::numeric_limits<double>::infinity()
+                 : std::numeric_limits<double>::quiet_NaN();
   } else if (!f.ieee && biased == exp_all && man == man_all) {
     v = std::numeric_limits<double>::quiet_NaN();
   } else if (biased == 0) {
     v = std::ldexp(static_cast<double>(man), 1 - f.bias - f.mbits);
   } else {
-    v = std::ldexp(1.0 + static_cast<double>(man) / (man_all + 1), static_cast<int>(biased) - f.bias);
+    v = std::ldexp(1.0 + static_cast<double>(man) / (man_all + 1),
+                   static_cast<int>(biased) - f.bias);
   }
   return neg ? -v : v;
 }
@@ -82,25 +84,39 @@ bool is_reduction(Coll c) {
 // How many distinct values a type holds exactly, for data movement.
 uint64_t exact_range(cc_datatype_t t) {
   switch (t) {
-    case CC_INT8: return 127;
-    case CC_UINT8: return 255;
-    case CC_FLOAT8_E5M2: return 8;
-    case CC_FLOAT8_E4M3: return 16;
-    case CC_BFLOAT16: return 256;
-    case CC_FLOAT16: return 2048;
-    default: return uint64_t{1} << 20;
+    case CC_INT8:
+      return 127;
+    case CC_UINT8:
+      return 255;
+    case CC_FLOAT8_E5M2:
+      return 8;
+    case CC_FLOAT8_E4M3:
+      return 16;
+    case CC_BFLOAT16:
+      return 256;
+    case CC_FLOAT16:
+      return 2048;
+    default:
+      return uint64_t{1} << 20;
   }
 }
 
 double tolerance(cc_datatype_t t) {
   switch (t) {
-    case CC_FLOAT64: return 1e-12;
-    case CC_FLOAT32: return 1e-5;
-    case CC_FLOAT16: return 2e-3;
-    case CC_BFLOAT16: return 1.6e-2;
-    case CC_FLOAT8_E4M3: return 0.13;
-    case CC_FLOAT8_E5M2: return 0.26;
-    default: return 0;
+    case CC_FLOAT64:
+      return 1e-12;
+    case CC_FLOAT32:
+      return 1e-5;
+    case CC_FLOAT16:
+      return 2e-3;
+    case CC_BFLOAT16:
+      return 1.6e-2;
+    case CC_FLOAT8_E4M3:
+      return 0.13;
+    case CC_FLOAT8_E5M2:
+      return 0.26;
+    default:
+      return 0;
   }
 }
 
@@ -109,11 +125,21 @@ double reduce_at(const Shape& s, size_t i) {
   for (int p = 1; p < s.nranks; ++p) {
     const double v = input_value(s, p, i);
     switch (s.op) {
-      case CC_SUM: case CC_AVG: acc += v; break;
-      case CC_PROD: acc *= v; break;
-      case CC_MAX: acc = std::max(acc, v); break;
-      case CC_MIN: acc = std::min(acc, v); break;
-      case CC_NUM_REDOPS: break;
+      case CC_SUM:
+      case CC_AVG:
+        acc += v;
+        break;
+      case CC_PROD:
+        acc *= v;
+        break;
+      case CC_MAX:
+        acc = std::max(acc, v);
+        break;
+      case CC_MIN:
+        acc = std::min(acc, v);
+        break;
+      case CC_NUM_REDOPS:
+        break;
     }
   }
   if (s.op == CC_AVG) {
@@ -175,20 +201,40 @@ void encode(cc_datatype_t t, double v, uint8_t* out) {
     if (f.ebits + f.mbits >= 8) out[1] = static_cast<uint8_t>(bits >> 8);
   };
   switch (t) {
-    case CC_INT8: case CC_UINT8: put_int(1); break;
-    case CC_INT32: case CC_UINT32: put_int(4); break;
-    case CC_INT64: case CC_UINT64: put_int(8); break;
-    case CC_FLOAT16: put_mini(kHalf); break;
-    case CC_BFLOAT16: put_mini(kBf16); break;
-    case CC_FLOAT8_E4M3: out[0] = static_cast<uint8_t>(encode_mini(kE4m3, v)); break;
-    case CC_FLOAT8_E5M2: out[0] = static_cast<uint8_t>(encode_mini(kE5m2, v)); break;
+    case CC_INT8:
+    case CC_UINT8:
+      put_int(1);
+      break;
+    case CC_INT32:
+    case CC_UINT32:
+      put_int(4);
+      break;
+    case CC_INT64:
+    case CC_UINT64:
+      put_int(8);
+      break;
+    case CC_FLOAT16:
+      put_mini(kHalf);
+      break;
+    case CC_BFLOAT16:
+      put_mini(kBf16);
+      break;
+    case CC_FLOAT8_E4M3:
+      out[0] = static_cast<uint8_t>(encode_mini(kE4m3, v));
+      break;
+    case CC_FLOAT8_E5M2:
+      out[0] = static_cast<uint8_t>(encode_mini(kE5m2, v));
+      break;
     case CC_FLOAT32: {
       const float f = static_cast<float>(v);
       std::memcpy(out, &f, 4);
       break;
     }
-    case CC_FLOAT64: std::memcpy(out, &v, 8); break;
-    case CC_NUM_DATATYPES: break;
+    case CC_FLOAT64:
+      std::memcpy(out, &v, 8);
+      break;
+    case CC_NUM_DATATYPES:
+      break;
   }
 }
 
@@ -199,16 +245,26 @@ double decode(cc_datatype_t t, const uint8_t* in) {
     return x;
   };
   switch (t) {
-    case CC_INT8: return static_cast<int8_t>(get(1));
-    case CC_UINT8: return static_cast<double>(get(1));
-    case CC_INT32: return static_cast<int32_t>(get(4));
-    case CC_UINT32: return static_cast<double>(get(4));
-    case CC_INT64: return static_cast<double>(static_cast<int64_t>(get(8)));
-    case CC_UINT64: return static_cast<double>(get(8));
-    case CC_FLOAT16: return decode_mini(kHalf, static_cast<uint32_t>(get(2)));
-    case CC_BFLOAT16: return decode_mini(kBf16, static_cast<uint32_t>(get(2)));
-    case CC_FLOAT8_E4M3: return decode_mini(kE4m3, in[0]);
-    case CC_FLOAT8_E5M2: return decode_mini(kE5m2, in[0]);
+    case CC_INT8:
+      return static_cast<int8_t>(get(1));
+    case CC_UINT8:
+      return static_cast<double>(get(1));
+    case CC_INT32:
+      return static_cast<int32_t>(get(4));
+    case CC_UINT32:
+      return static_cast<double>(get(4));
+    case CC_INT64:
+      return static_cast<double>(static_cast<int64_t>(get(8)));
+    case CC_UINT64:
+      return static_cast<double>(get(8));
+    case CC_FLOAT16:
+      return decode_mini(kHalf, static_cast<uint32_t>(get(2)));
+    case CC_BFLOAT16:
+      return decode_mini(kBf16, static_cast<uint32_t>(get(2)));
+    case CC_FLOAT8_E4M3:
+      return decode_mini(kE4m3, in[0]);
+    case CC_FLOAT8_E5M2:
+      return decode_mini(kE5m2, in[0]);
     case CC_FLOAT32: {
       float f;
       std::memcpy(&f, in, 4);
@@ -219,7 +275,8 @@ double decode(cc_datatype_t t, const uint8_t* in) {
       std::memcpy(&d, in, 8);
       return d;
     }
-    case CC_NUM_DATATYPES: break;
+    case CC_NUM_DATATYPES:
+      break;
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -227,17 +284,24 @@ double decode(cc_datatype_t t, const uint8_t* in) {
 size_t send_elems(const Shape& s) {
   const size_t n = static_cast<size_t>(s.nranks);
   switch (s.coll) {
-    case Coll::reducescatter: case Coll::alltoall: return s.count * n;
-    default: return s.count;
+    case Coll::reducescatter:
+    case Coll::alltoall:
+      return s.count * n;
+    default:
+      return s.count;
   }
 }
 
 size_t recv_elems(const Shape& s) {
   const size_t n = static_cast<size_t>(s.nranks);
   switch (s.coll) {
-    case Coll::allgather: case Coll::alltoall: return s.count * n;
-    case Coll::reduce: return s.rank == s.root ? s.count : 0;
-    default: return s.count;
+    case Coll::allgather:
+    case Coll::alltoall:
+      return s.count * n;
+    case Coll::reduce:
+      return s.rank == s.root ? s.count : 0;
+    default:
+      return s.count;
   }
 }
 
@@ -269,13 +333,19 @@ size_t count_wrong(const Shape& s, const uint8_t* recv) {
   // The value element `at` of this rank's receive buffer must hold.
   auto expected = [&](size_t at) -> double {
     switch (s.coll) {
-      case Coll::allreduce: case Coll::reduce: return reduce_at(s, at);
-      case Coll::reducescatter: return reduce_at(s, static_cast<size_t>(r) * c + at);
-      case Coll::broadcast: return input_value(s, s.root, at);
-      case Coll::allgather: return input_value(s, static_cast<int>(at / c), at % c);
+      case Coll::allreduce:
+      case Coll::reduce:
+        return reduce_at(s, at);
+      case Coll::reducescatter:
+        return reduce_at(s, static_cast<size_t>(r) * c + at);
+      case Coll::broadcast:
+        return input_value(s, s.root, at);
+      case Coll::allgather:
+        return input_value(s, static_cast<int>(at / c), at % c);
       case Coll::alltoall:
         return input_value(s, static_cast<int>(at / c), static_cast<size_t>(r) * c + at % c);
-      case Coll::sendrecv: return input_value(s, (r - 1 + n) % n, at);
+      case Coll::sendrecv:
+        return input_value(s, (r - 1 + n) % n, at);
     }
     return 0;
   };

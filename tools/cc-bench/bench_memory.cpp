@@ -48,8 +48,8 @@ Status allocate_buffers(const Options& opt, cc_comm_t comm, ncclComm_t raw, Buff
       if (cc_result_t r = cc_mem_alloc(p, b->bytes); r != CC_SUCCESS)
         return failed("cc_mem_alloc of " + std::to_string(b->bytes) + " bytes", r);
     } else if (cudaError_t e = cudaMalloc(p, b->bytes); e != cudaSuccess) {
-      return {false, "cudaMalloc of " + std::to_string(b->bytes) + " bytes failed: " +
-                         cudaGetErrorString(e)};
+      return {false, "cudaMalloc of " + std::to_string(b->bytes) +
+                         " bytes failed: " + cudaGetErrorString(e)};
     }
   }
   if (opt.mem != Mem::cc || opt.reg == Reg::none) return {};
@@ -67,8 +67,7 @@ Status allocate_buffers(const Options& opt, cc_comm_t comm, ncclComm_t raw, Buff
             r != ncclSuccess)
           return nccl_failed("ncclCommWindowRegister (raw)", r);
     } else {
-      if (cc_result_t r = cc_comm_register(comm, buf, b->bytes, &b->cc_handle[i]);
-          r != CC_SUCCESS)
+      if (cc_result_t r = cc_comm_register(comm, buf, b->bytes, &b->cc_handle[i]); r != CC_SUCCESS)
         return failed("cc_comm_register", r);
       if (raw != nullptr)
         if (ncclResult_t r = ncclCommRegister(raw, buf, b->bytes, &b->raw_handle[i]);
@@ -94,8 +93,10 @@ void free_buffers(cc_comm_t comm, ncclComm_t raw, Buffers* b) {
   }
   for (void* p : {b->send, b->recv}) {
     if (p == nullptr) continue;
-    if (b->mem == Mem::cc) cc_mem_free(p);
-    else cudaFree(p);
+    if (b->mem == Mem::cc)
+      cc_mem_free(p);
+    else
+      cudaFree(p);
   }
   b->send = b->recv = nullptr;
 }

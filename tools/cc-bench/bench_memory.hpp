@@ -18,8 +18,8 @@ struct Buffers {
   void* recv = nullptr;
   size_t bytes = 0;
   Mem mem = Mem::device;
-  Reg reg = Reg::none;        // what was done: none, local or window
-  void* cc_handle[2] = {};    // registration handles or windows, per buffer
+  Reg reg = Reg::none;      // what was done: none, local or window
+  void* cc_handle[2] = {};  // registration handles or windows, per buffer
   void* raw_handle[2] = {};
 };
 

@@ -15,14 +15,30 @@ struct Named {
 
 // nccl-tests' type names first (they are what we print), then aliases.
 constexpr Named kTypes[] = {
-    {"int8", CC_INT8},       {"uint8", CC_UINT8},           {"int32", CC_INT32},
-    {"uint32", CC_UINT32},   {"int64", CC_INT64},           {"uint64", CC_UINT64},
-    {"half", CC_FLOAT16},    {"float", CC_FLOAT32},         {"double", CC_FLOAT64},
-    {"bfloat16", CC_BFLOAT16}, {"f8e4m3", CC_FLOAT8_E4M3},  {"f8e5m2", CC_FLOAT8_E5M2},
-    {"char", CC_INT8},       {"int", CC_INT32},             {"float16", CC_FLOAT16},
-    {"fp16", CC_FLOAT16},    {"float32", CC_FLOAT32},       {"fp32", CC_FLOAT32},
-    {"float64", CC_FLOAT64}, {"bf16", CC_BFLOAT16},         {"float8_e4m3", CC_FLOAT8_E4M3},
-    {"float8_e5m2", CC_FLOAT8_E5M2}, {"fp8_e4m3", CC_FLOAT8_E4M3}, {"fp8_e5m2", CC_FLOAT8_E5M2},
+    {"int8", CC_INT8},
+    {"uint8", CC_UINT8},
+    {"int32", CC_INT32},
+    {"uint32", CC_UINT32},
+    {"int64", CC_INT64},
+    {"uint64", CC_UINT64},
+    {"half", CC_FLOAT16},
+    {"float", CC_FLOAT32},
+    {"double", CC_FLOAT64},
+    {"bfloat16", CC_BFLOAT16},
+    {"f8e4m3", CC_FLOAT8_E4M3},
+    {"f8e5m2", CC_FLOAT8_E5M2},
+    {"char", CC_INT8},
+    {"int", CC_INT32},
+    {"float16", CC_FLOAT16},
+    {"fp16", CC_FLOAT16},
+    {"float32", CC_FLOAT32},
+    {"fp32", CC_FLOAT32},
+    {"float64", CC_FLOAT64},
+    {"bf16", CC_BFLOAT16},
+    {"float8_e4m3", CC_FLOAT8_E4M3},
+    {"float8_e5m2", CC_FLOAT8_E5M2},
+    {"fp8_e4m3", CC_FLOAT8_E4M3},
+    {"fp8_e5m2", CC_FLOAT8_E5M2},
 };
 constexpr Named kOps[] = {
     {"sum", CC_SUM}, {"prod", CC_PROD}, {"max", CC_MAX}, {"min", CC_MIN}, {"avg", CC_AVG}};
@@ -110,11 +126,16 @@ bool parse_size(const std::string& text, size_t* bytes) {
   if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
   if (suffix.size() == 2 && suffix[1] == 'i') suffix.pop_back();  // KiB, MiB
   unsigned shift = 0;
-  if (suffix.empty()) shift = 0;
-  else if (suffix == "K" || suffix == "k") shift = 10;
-  else if (suffix == "M" || suffix == "m") shift = 20;
-  else if (suffix == "G" || suffix == "g") shift = 30;
-  else return false;
+  if (suffix.empty())
+    shift = 0;
+  else if (suffix == "K" || suffix == "k")
+    shift = 10;
+  else if (suffix == "M" || suffix == "m")
+    shift = 20;
+  else if (suffix == "G" || suffix == "g")
+    shift = 30;
+  else
+    return false;
   if (v > (~0ull >> shift)) return false;
   *bytes = static_cast<size_t>(v << shift);
   return true;
@@ -139,11 +160,24 @@ const char* mem_name(Mem m) { return m == Mem::cc ? "cc" : "default"; }
 
 size_t dtype_size(cc_datatype_t t) {
   switch (t) {
-    case CC_INT8: case CC_UINT8: case CC_FLOAT8_E4M3: case CC_FLOAT8_E5M2: return 1;
-    case CC_FLOAT16: case CC_BFLOAT16: return 2;
-    case CC_INT32: case CC_UINT32: case CC_FLOAT32: return 4;
-    case CC_INT64: case CC_UINT64: case CC_FLOAT64: return 8;
-    case CC_NUM_DATATYPES: break;
+    case CC_INT8:
+    case CC_UINT8:
+    case CC_FLOAT8_E4M3:
+    case CC_FLOAT8_E5M2:
+      return 1;
+    case CC_FLOAT16:
+    case CC_BFLOAT16:
+      return 2;
+    case CC_INT32:
+    case CC_UINT32:
+    case CC_FLOAT32:
+      return 4;
+    case CC_INT64:
+    case CC_UINT64:
+    case CC_FLOAT64:
+      return 8;
+    case CC_NUM_DATATYPES:
+      break;
   }
   return 0;
 }
@@ -208,7 +242,8 @@ bool parse_options(int argc, char** argv, Options* o, std::string* error) {
       if (*end != '\0' || !(o->factor > 1.0) || o->factor > 1024)
         return bad("the step factor must be a number above 1");
     } else if (flag == "-d" || flag == "--datatype") {
-      if (!lookup(kTypes, value, &v)) return bad("unknown datatype; use one of " + names(kTypes, 12));
+      if (!lookup(kTypes, value, &v))
+        return bad("unknown datatype; use one of " + names(kTypes, 12));
       o->dtype = static_cast<cc_datatype_t>(v);
     } else if (flag == "-o" || flag == "--op") {
       if (!lookup(kOps, value, &v)) return bad("unknown op; use one of " + names(kOps, 5));
@@ -229,23 +264,35 @@ bool parse_options(int argc, char** argv, Options* o, std::string* error) {
       if (!parse_int(value, 0, 1, &n)) return bad("use 0 or 1");
       o->check = n == 1;
     } else if (flag == "-i" || flag == "--inplace") {
-      if (value == "0" || value == "out") o->modes = Modes::out_of_place;
-      else if (value == "1" || value == "in") o->modes = Modes::in_place;
-      else if (value == "2" || value == "both") o->modes = Modes::both;
-      else return bad("use 0 (out-of-place), 1 (in-place) or 2 (both)");
+      if (value == "0" || value == "out")
+        o->modes = Modes::out_of_place;
+      else if (value == "1" || value == "in")
+        o->modes = Modes::in_place;
+      else if (value == "2" || value == "both")
+        o->modes = Modes::both;
+      else
+        return bad("use 0 (out-of-place), 1 (in-place) or 2 (both)");
     } else if (flag == "-G" || flag == "--cudagraph") {
       if (!parse_int(value, 0, 100000, &n)) return bad("graph iterations must be 0 or more");
       o->graph = static_cast<int>(n);
     } else if (flag == "--mem") {
-      if (value == "default" || value == "cuda") o->mem = Mem::device;
-      else if (value == "cc") o->mem = Mem::cc;
-      else return bad("use default (cudaMalloc) or cc (cc_mem_alloc)");
+      if (value == "default" || value == "cuda")
+        o->mem = Mem::device;
+      else if (value == "cc")
+        o->mem = Mem::cc;
+      else
+        return bad("use default (cudaMalloc) or cc (cc_mem_alloc)");
     } else if (flag == "--reg") {
-      if (value == "auto") o->reg = Reg::automatic;
-      else if (value == "none") o->reg = Reg::none;
-      else if (value == "local") o->reg = Reg::local;
-      else if (value == "window") o->reg = Reg::window;
-      else return bad("use auto, none, local or window");
+      if (value == "auto")
+        o->reg = Reg::automatic;
+      else if (value == "none")
+        o->reg = Reg::none;
+      else if (value == "local")
+        o->reg = Reg::local;
+      else if (value == "window")
+        o->reg = Reg::window;
+      else
+        return bad("use auto, none, local or window");
     } else if (flag == "--csv") {
       o->csv = value;
     } else if (flag == "--json") {

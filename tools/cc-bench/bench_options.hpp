@@ -12,7 +12,7 @@ namespace ccbench {
 
 enum class Coll { allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv };
 enum class Modes { out_of_place, in_place, both };
-enum class Mem { device, cc };           // cudaMalloc, or cc_mem_alloc
+enum class Mem { device, cc };  // cudaMalloc, or cc_mem_alloc
 enum class Reg { automatic, none, local, window };
 
 struct Options {

@@ -46,8 +46,10 @@ void axes(std::FILE* f, const Panel& p, const char* title, const char* ylabel) {
   const double right = kWidth - kRight, bottom = p.top + kPanelH;
   std::fprintf(f, "<text x='%.0f' y='%.0f' font-size='15' font-weight='bold'>%s</text>\n", kLeft,
                p.top - 12, title);
-  std::fprintf(f, "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='none' "
-               "stroke='#444'/>\n", kLeft, p.top, right - kLeft, kPanelH);
+  std::fprintf(f,
+               "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='none' "
+               "stroke='#444'/>\n",
+               kLeft, p.top, right - kLeft, kPanelH);
   // x ticks: powers of two, at most about 12 labels
   const int first = static_cast<int>(std::ceil(p.x0)), last = static_cast<int>(std::floor(p.x1));
   const int step = std::max(1, (last - first + 11) / 12);
@@ -58,8 +60,10 @@ void axes(std::FILE* f, const Panel& p, const char* title, const char* ylabel) {
     std::fprintf(f, "<text x='%.1f' y='%.0f' font-size='11' text-anchor='middle'>%s</text>\n", x,
                  bottom + 16, short_size(std::ldexp(1.0, e)).c_str());
   }
-  std::fprintf(f, "<text x='%.0f' y='%.0f' font-size='12' text-anchor='middle'>size (bytes, "
-               "log2 scale)</text>\n", (kLeft + right) / 2, bottom + 34);
+  std::fprintf(f,
+               "<text x='%.0f' y='%.0f' font-size='12' text-anchor='middle'>size (bytes, "
+               "log2 scale)</text>\n",
+               (kLeft + right) / 2, bottom + 34);
   // y ticks
   if (p.logy) {
     for (int d = static_cast<int>(p.y0); d <= static_cast<int>(p.y1); ++d) {
@@ -78,8 +82,10 @@ void axes(std::FILE* f, const Panel& p, const char* title, const char* ylabel) {
                    kLeft - 6, y + 4, v);
     }
   }
-  std::fprintf(f, "<text transform='translate(%.0f,%.0f) rotate(-90)' font-size='12' "
-               "text-anchor='middle'>%s</text>\n", kLeft - 52, p.top + kPanelH / 2, ylabel);
+  std::fprintf(f,
+               "<text transform='translate(%.0f,%.0f) rotate(-90)' font-size='12' "
+               "text-anchor='middle'>%s</text>\n",
+               kLeft - 52, p.top + kPanelH / 2, ylabel);
 }
 
 void draw(std::FILE* f, const Panel& p, const Series& s,
@@ -90,8 +96,7 @@ void draw(std::FILE* f, const Panel& p, const Series& s,
   for (const auto& [x, y] : pts) std::fprintf(f, "%.1f,%.1f ", p.px(x), p.py(y));
   std::fprintf(f, "'/>\n");
   for (const auto& [x, y] : pts)
-    std::fprintf(f, "<circle cx='%.1f' cy='%.1f' r='2.5' fill='%s'/>\n", p.px(x), p.py(y),
-                 s.color);
+    std::fprintf(f, "<circle cx='%.1f' cy='%.1f' r='2.5' fill='%s'/>\n", p.px(x), p.py(y), s.color);
 }
 
 }  // namespace
@@ -99,7 +104,8 @@ void draw(std::FILE* f, const Panel& p, const Series& s,
 std::string plot_path(const std::string& path, Coll coll, bool several) {
   if (!several) return path;
   std::string base = path;
-  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".svg") == 0) base.resize(base.size() - 4);
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".svg") == 0)
+    base.resize(base.size() - 4);
   return base + "-" + coll_name(coll) + ".svg";
 }
 
@@ -137,17 +143,25 @@ bool write_plot(const std::string& path, const RunInfo& info, const CollResults&
     return false;
   }
   const double height = kTop + 2 * kPanelH + kGap + 60;
-  std::fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n<svg xmlns='http://www.w3.org/2000/svg' "
+  std::fprintf(f,
+               "<?xml version='1.0' encoding='UTF-8'?>\n<svg xmlns='http://www.w3.org/2000/svg' "
                "width='%.0f' height='%.0f' viewBox='0 0 %.0f %.0f' "
                "font-family='sans-serif'>\n<rect width='100%%' height='100%%' fill='white'/>\n",
                kWidth, height, kWidth, height);
-  std::fprintf(f, "<text x='%.0f' y='24' font-size='16'>cc-bench %s: %d ranks, %s, %s, NCCL %s"
-               "%s</text>\n", kLeft, coll_name(res.coll), info.nranks, dtype_name(info.opt.dtype),
-               info.gpu.c_str(), info.nccl_version.c_str(),
-               info.opt.graph > 0 ? ", CUDA graphs" : (info.opt.mem == Mem::cc ? ", cc_mem_alloc" : ""));
+  std::fprintf(
+      f,
+      "<text x='%.0f' y='24' font-size='16'>cc-bench %s: %d ranks, %s, %s, NCCL %s"
+      "%s</text>\n",
+      kLeft, coll_name(res.coll), info.nranks, dtype_name(info.opt.dtype), info.gpu.c_str(),
+      info.nccl_version.c_str(),
+      info.opt.graph > 0 ? ", CUDA graphs" : (info.opt.mem == Mem::cc ? ", cc_mem_alloc" : ""));
   Panel bw{kTop + 20, xmin, xmax, 0, nice_ceiling(bwmax * 1.05), false};
-  Panel lat{kTop + 20 + kPanelH + kGap, xmin, xmax, std::floor(std::log10(latmin)),
-            std::max(std::ceil(std::log10(latmax)), std::floor(std::log10(latmin)) + 1), true};
+  Panel lat{kTop + 20 + kPanelH + kGap,
+            xmin,
+            xmax,
+            std::floor(std::log10(latmin)),
+            std::max(std::ceil(std::log10(latmax)), std::floor(std::log10(latmin)) + 1),
+            true};
   axes(f, bw, "bus bandwidth", "busbw (GB/s)");
   axes(f, lat, "latency", "time per operation (us, log scale)");
   int legend = 0;
@@ -156,7 +170,8 @@ bool write_plot(const std::string& path, const RunInfo& info, const CollResults&
     draw(f, bw, s, s.bw);
     draw(f, lat, s, s.lat);
     const double y = kTop + 30 + 22 * legend++, x = kWidth - kRight + 14;
-    std::fprintf(f, "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='%s' stroke-width='2'%s/>\n",
+    std::fprintf(f,
+                 "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='%s' stroke-width='2'%s/>\n",
                  x, y, x + 26, y, s.color, s.dashed ? " stroke-dasharray='6,4'" : "");
     std::fprintf(f, "<text x='%.0f' y='%.0f' font-size='12'>%s</text>\n", x + 32, y + 4, s.label);
   }

@@ -88,22 +88,25 @@ std::string short_size(double bytes) {
     ++u;
   }
   char buf[32];
-  if (bytes == std::floor(bytes)) std::snprintf(buf, sizeof buf, "%.0f%s", bytes, units[u]);
-  else std::snprintf(buf, sizeof buf, "%.1f%s", bytes, units[u]);
+  if (bytes == std::floor(bytes))
+    std::snprintf(buf, sizeof buf, "%.0f%s", bytes, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f%s", bytes, units[u]);
   return buf;
 }
 
 void print_run_header(std::FILE* out, const RunInfo& info) {
   const Options& o = info.opt;
   std::fprintf(out, "# %s\n", o.command.c_str());
-  std::fprintf(out, "# cc %s, NCCL %s (headers %s), CUDA driver %d, runtime %d, "
+  std::fprintf(out,
+               "# cc %s, NCCL %s (headers %s), CUDA driver %d, runtime %d, "
                "NCCL_NVLS_ENABLE=%s\n",
-               info.cc_version.c_str(), info.nccl_version.c_str(),
-               info.nccl_header_version.c_str(), info.cuda_driver, info.cuda_runtime,
-               info.nvls.c_str());
+               info.cc_version.c_str(), info.nccl_version.c_str(), info.nccl_header_version.c_str(),
+               info.cuda_driver, info.cuda_runtime, info.nvls.c_str());
   std::fprintf(out, "# %d ranks; rank 0 on host %s, %s\n", info.nranks, info.host.c_str(),
                info.gpu.c_str());
-  std::fprintf(out, "# dtype %s, op %s, root %d, iters %d, warm-up %d, check %d, graph %d, "
+  std::fprintf(out,
+               "# dtype %s, op %s, root %d, iters %d, warm-up %d, check %d, graph %d, "
                "mem %s (registration %s)\n",
                dtype_name(o.dtype), op_name(o.op), o.root, o.iters, o.warmup, o.check ? 1 : 0,
                o.graph, mem_name(o.mem), info.registration.c_str());
@@ -111,13 +114,18 @@ void print_run_header(std::FILE* out, const RunInfo& info) {
     std::fprintf(out, "# sizes up to 64K: iters %d, warm-up %d\n", o.small_iters,
                  std::max(o.warmup, o.small_iters / 10));
   std::fprintf(out, "# rendezvous: %s server\n", info.rendezvous.c_str());
-  std::fprintf(out, "# cc_comm_init: %.1f ms (first, largest over ranks, includes waiting for "
-               "ranks to start)\n", info.cc_init_ms);
+  std::fprintf(out,
+               "# cc_comm_init: %.1f ms (first, largest over ranks, includes waiting for "
+               "ranks to start)\n",
+               info.cc_init_ms);
   if (info.cc_init_sync_ms >= 0)
-    std::fprintf(out, "# cc_comm_init: %.1f ms (all ranks starting together, largest over "
-                 "ranks)\n", info.cc_init_sync_ms);
+    std::fprintf(out,
+                 "# cc_comm_init: %.1f ms (all ranks starting together, largest over "
+                 "ranks)\n",
+                 info.cc_init_sync_ms);
   if (info.raw_init_ms >= 0)
-    std::fprintf(out, "# raw ncclCommInitRank: %.1f ms (all ranks starting together, largest "
+    std::fprintf(out,
+                 "# raw ncclCommInitRank: %.1f ms (all ranks starting together, largest "
                  "over ranks; ncclGetUniqueId and its broadcast took %.1f ms more)\n",
                  info.raw_init_ms, info.raw_id_ms);
   std::fprintf(out, "# time: mean per iteration from CUDA events around %s, largest over ranks\n",
@@ -206,10 +214,11 @@ void print_summary(std::FILE* out, const RunInfo& info, const CollResults& res) 
           wrong += row.r[i][m].wrong;
         }
     }
-  std::fprintf(out, "# %s: out of bounds values : %s\n", coll_name(res.coll),
-               !checked ? "not checked (-c 0)"
-                        : (wrong == 0 ? "0 OK" : (std::to_string(static_cast<long long>(wrong)) +
-                                                  " WRONG").c_str()));
+  std::fprintf(
+      out, "# %s: out of bounds values : %s\n", coll_name(res.coll),
+      !checked ? "not checked (-c 0)"
+               : (wrong == 0 ? "0 OK"
+                             : (std::to_string(static_cast<long long>(wrong)) + " WRONG").c_str()));
   std::fprintf(out, "# %s: avg bus bandwidth    : %.3f GB/s (cc)\n", coll_name(res.coll),
                n > 0 ? sum / n : 0.0);
   if (!info.opt.raw) return;
@@ -227,7 +236,8 @@ bool write_csv(const std::string& path, const RunInfo& info, const std::vector<C
   File file;
   if (!open_file(path, &file, error)) return false;
   std::FILE* f = file.f;
-  std::fprintf(f, "collective,nranks,size_bytes,count,type,redop,root,mode,impl,mem,graph,"
+  std::fprintf(f,
+               "collective,nranks,size_bytes,count,type,redop,root,mode,impl,mem,graph,"
                "time_us,algbw_gbs,busbw_gbs,wrong\n");
   for (const auto& res : all)
     for (const Row& row : res.rows)
@@ -246,8 +256,8 @@ bool write_csv(const std::string& path, const RunInfo& info, const std::vector<C
   return close_file(path, &file, error);
 }
 
-bool write_json(const std::string& path, const RunInfo& info,
-                const std::vector<CollResults>& all, std::string* error) {
+bool write_json(const std::string& path, const RunInfo& info, const std::vector<CollResults>& all,
+                std::string* error) {
   File file;
   if (!open_file(path, &file, error)) return false;
   std::FILE* f = file.f;
@@ -255,7 +265,8 @@ bool write_json(const std::string& path, const RunInfo& info,
   auto ms = [](double v) { return v < 0 ? std::string("null") : json_number(v); };
   std::fprintf(f, "{\n  \"tool\": \"cc-bench\",\n  \"format\": 1,\n");
   std::fprintf(f, "  \"command\": %s,\n", json_string(o.command).c_str());
-  std::fprintf(f, "  \"cc_version\": %s,\n  \"nccl_version\": %s,\n  \"nccl_header_version\": %s,\n",
+  std::fprintf(f,
+               "  \"cc_version\": %s,\n  \"nccl_version\": %s,\n  \"nccl_header_version\": %s,\n",
                json_string(info.cc_version).c_str(), json_string(info.nccl_version).c_str(),
                json_string(info.nccl_header_version).c_str());
   std::fprintf(f, "  \"cuda_driver\": %d,\n  \"cuda_runtime\": %d,\n", info.cuda_driver,
@@ -267,14 +278,16 @@ bool write_json(const std::string& path, const RunInfo& info,
   std::fprintf(f, "  \"dtype\": %s,\n  \"op\": %s,\n  \"root\": %d,\n",
                json_string(dtype_name(o.dtype)).c_str(), json_string(op_name(o.op)).c_str(),
                o.root);
-  std::fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"small_iters\": %d,\n"
+  std::fprintf(f,
+               "  \"iters\": %d,\n  \"warmup\": %d,\n  \"small_iters\": %d,\n"
                "  \"check\": %s,\n  \"graph\": %d,\n",
                o.iters, o.warmup, o.small_iters, o.check ? "true" : "false", o.graph);
   std::fprintf(f, "  \"mem\": %s,\n  \"registration\": %s,\n  \"raw\": %s,\n",
                json_string(mem_name(o.mem)).c_str(), json_string(info.registration).c_str(),
                o.raw ? "true" : "false");
   std::fprintf(f, "  \"timing\": \"mean per iteration (CUDA events), largest over ranks\",\n");
-  std::fprintf(f, "  \"init_ms\": {\"cc_comm_init_first\": %s, \"cc_comm_init\": %s, "
+  std::fprintf(f,
+               "  \"init_ms\": {\"cc_comm_init_first\": %s, \"cc_comm_init\": %s, "
                "\"raw_nccl_comm_init_rank\": %s, \"raw_unique_id_and_broadcast\": %s},\n",
                ms(info.cc_init_ms).c_str(), ms(info.cc_init_sync_ms).c_str(),
                ms(info.raw_init_ms).c_str(), ms(info.raw_id_ms).c_str());
@@ -285,7 +298,8 @@ bool write_json(const std::string& path, const RunInfo& info,
     std::fprintf(f, "%s\n    {\"name\": \"%s\", \"busbw_factor\": %s, \"plot\": %s,\n",
                  k ? "," : "", coll_name(res.coll), json_number(res.factor).c_str(),
                  res.plot.empty() ? "null" : json_string(res.plot).c_str());
-    std::fprintf(f, "     \"goals\": {\"min_bw_ratio_ge_32M\": %s, "
+    std::fprintf(f,
+                 "     \"goals\": {\"min_bw_ratio_ge_32M\": %s, "
                  "\"max_latency_delta_us_8B_64K\": %s},\n",
                  json_number(g.min_bw_ratio_large).c_str(),
                  json_number(g.max_latency_delta_us_small).c_str());
@@ -296,7 +310,8 @@ bool write_json(const std::string& path, const RunInfo& info,
         for (int i = 0; i < 2; ++i) {
           const Result& r = row.r[i][m];
           if (!r.ran) continue;
-          std::fprintf(f, "%s\n       {\"size\": %zu, \"count\": %zu, \"mode\": \"%s\", "
+          std::fprintf(f,
+                       "%s\n       {\"size\": %zu, \"count\": %zu, \"mode\": \"%s\", "
                        "\"impl\": \"%s\", \"time_us\": %s, \"algbw_gbs\": %s, "
                        "\"busbw_gbs\": %s, \"wrong\": %s}",
                        first ? "" : ",", row.bytes, row.count, kModeName[m], kImplName[i],

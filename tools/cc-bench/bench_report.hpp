@@ -15,9 +15,9 @@ namespace ccbench {
 struct Result {
   bool ran = false;
   double time_us = 0;
-  double algbw = 0;  // GB/s
-  double busbw = 0;  // GB/s
-  double wrong = -1; // elements wrong over all ranks; -1 = not checked
+  double algbw = 0;   // GB/s
+  double busbw = 0;   // GB/s
+  double wrong = -1;  // elements wrong over all ranks; -1 = not checked
 };
 
 enum Impl { kCc = 0, kRaw = 1 };
@@ -42,13 +42,13 @@ struct RunInfo {
   int nranks = 0;
   std::string host, gpu, nccl_version, nccl_header_version, cc_version;
   int cuda_driver = 0, cuda_runtime = 0;
-  std::string registration = "none";  // none, local, window
-  std::string nvls;                   // NCCL_NVLS_ENABLE as the run saw it
+  std::string registration = "none";    // none, local, window
+  std::string nvls;                     // NCCL_NVLS_ENABLE as the run saw it
   std::string rendezvous = "embedded";  // or "external" (cc-run, cc-rendezvous)
-  double cc_init_ms = -1;       // the first cc_comm_init_from_env, largest over ranks
-  double cc_init_sync_ms = -1;  // a second one, all ranks starting together
-  double raw_init_ms = -1;      // ncclCommInitRank, all ranks starting together
-  double raw_id_ms = -1;        // ncclGetUniqueId and its broadcast
+  double cc_init_ms = -1;               // the first cc_comm_init_from_env, largest over ranks
+  double cc_init_sync_ms = -1;          // a second one, all ranks starting together
+  double raw_init_ms = -1;              // ncclCommInitRank, all ranks starting together
+  double raw_id_ms = -1;                // ncclGetUniqueId and its broadcast
 };
 
 void print_run_header(std::FILE* out, const RunInfo& info);
@@ -68,8 +68,8 @@ Goals goals(const CollResults& res);
 // Files; false with the reason in `error`.
 bool write_csv(const std::string& path, const RunInfo& info, const std::vector<CollResults>& all,
                std::string* error);
-bool write_json(const std::string& path, const RunInfo& info,
-                const std::vector<CollResults>& all, std::string* error);
+bool write_json(const std::string& path, const RunInfo& info, const std::vector<CollResults>& all,
+                std::string* error);
 
 // "8B", "64K", "32M", "1G" for a byte size.
 std::string short_size(double bytes);

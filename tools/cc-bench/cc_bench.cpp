@@ -23,13 +23,13 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "cc/cc.h"
 #include "tools/cc-bench/bench_coll.hpp"
 #include "tools/cc-bench/bench_data.hpp"
 #include "tools/cc-bench/bench_memory.hpp"
 #include "tools/cc-bench/bench_options.hpp"
 #include "tools/cc-bench/bench_plot.hpp"
 #include "tools/cc-bench/bench_report.hpp"
-#include "cc/cc.h"
 
 namespace ccbench {
 namespace {
@@ -90,11 +90,12 @@ void sync(Bench& b, const char* what) {
   for (;;) {
     const cudaError_t e = cudaStreamQuery(b.stream);
     if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) fatal(std::string(what) + ": the stream failed: " +
-                                      cudaGetErrorString(e));
+    if (e != cudaErrorNotReady)
+      fatal(std::string(what) + ": the stream failed: " + cudaGetErrorString(e));
     if (Clock::now() > deadline)
-      fatal(std::string(what) + " did not finish within 120 s; another rank may have failed "
-                                "or be running different options");
+      fatal(std::string(what) +
+            " did not finish within 120 s; another rank may have failed "
+            "or be running different options");
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -105,13 +106,15 @@ double ms_since(Clock::time_point t0) {
 
 // Reduces a few doubles over all ranks through cc (max or sum).
 void reduce_all(Bench& b, std::vector<double>* v, cc_redop_t op) {
-  check_cuda(cudaMemcpyAsync(b.stats, v->data(), v->size() * sizeof(double),
-                             cudaMemcpyHostToDevice, b.stream), "cudaMemcpyAsync (stats)");
+  check_cuda(cudaMemcpyAsync(b.stats, v->data(), v->size() * sizeof(double), cudaMemcpyHostToDevice,
+                             b.stream),
+             "cudaMemcpyAsync (stats)");
   check_cc(cc_allreduce(b.stats, b.stats, v->size(), CC_FLOAT64, op, b.comm,
                         reinterpret_cast<cc_stream_t>(b.stream)),
            "cc_allreduce of the timings");
-  check_cuda(cudaMemcpyAsync(v->data(), b.stats, v->size() * sizeof(double),
-                             cudaMemcpyDeviceToHost, b.stream), "cudaMemcpyAsync (stats)");
+  check_cuda(cudaMemcpyAsync(v->data(), b.stats, v->size() * sizeof(double), cudaMemcpyDeviceToHost,
+                             b.stream),
+             "cudaMemcpyAsync (stats)");
   sync(b, "reducing the timings");
 }
 
@@ -126,11 +129,9 @@ int expected_device(int count) {
   if (const char* d = std::getenv("CC_DEVICE"); d != nullptr && *d != '\0') return std::atoi(d);
   for (const char* name : {"CC_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                            "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0')
-      return std::atoi(v) % count;
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v) % count;
   for (const char* name : {"CC_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0')
-      return std::atoi(v) % count;
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v) % count;
   return 0;
 }
 
@@ -171,8 +172,8 @@ void init(Bench& b) {
   if (cudaGetDeviceProperties(&prop, b.device) == cudaSuccess) info.gpu = prop.name;
   int v = 0;
   if (ncclGetVersion(&v) == ncclSuccess) info.nccl_version = nccl_version_text(v);
-  info.nccl_header_version = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
-                             "." + std::to_string(NCCL_PATCH);
+  info.nccl_header_version = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
+                             std::to_string(NCCL_PATCH);
   info.cc_version = CC_VERSION_STRING;
   cudaDriverGetVersion(&info.cuda_driver);
   cudaRuntimeGetVersion(&info.cuda_runtime);
@@ -223,9 +224,9 @@ void init(Bench& b) {
 void enqueue(Bench& b, const Call& call, Impl impl) {
   if (impl == kCc) {
     const cc_result_t r = enqueue_cc(call, b.comm, b.stream);
-    if (r != CC_SUCCESS) fatal(std::string("cc ") + coll_name(call.shape.coll) + " of " +
-                               std::to_string(call.shape.count) + " elements failed: " +
-                               cc_words(r));
+    if (r != CC_SUCCESS)
+      fatal(std::string("cc ") + coll_name(call.shape.coll) + " of " +
+            std::to_string(call.shape.count) + " elements failed: " + cc_words(r));
   } else {
     check_nccl(enqueue_raw(call, b.raw, b.stream),
                std::string("raw NCCL ") + coll_name(call.shape.coll));
@@ -280,12 +281,14 @@ double check_once(Bench& b, const Call& call, Impl impl, const std::vector<uint8
   if (recv_bytes > 0)
     check_cuda(cudaMemsetAsync(call.recv, 0xff, recv_bytes, b.stream), "cudaMemsetAsync");
   check_cuda(cudaMemcpyAsync(const_cast<void*>(call.send), pattern.data(), send_bytes,
-                             cudaMemcpyHostToDevice, b.stream), "cudaMemcpyAsync (data)");
+                             cudaMemcpyHostToDevice, b.stream),
+             "cudaMemcpyAsync (data)");
   enqueue(b, call, impl);
   scratch->resize(recv_bytes);
   if (recv_bytes > 0)
-    check_cuda(cudaMemcpyAsync(scratch->data(), call.recv, recv_bytes, cudaMemcpyDeviceToHost,
-                               b.stream), "cudaMemcpyAsync (result)");
+    check_cuda(
+        cudaMemcpyAsync(scratch->data(), call.recv, recv_bytes, cudaMemcpyDeviceToHost, b.stream),
+        "cudaMemcpyAsync (result)");
   sync(b, "the checked run");
   return recv_bytes > 0 ? static_cast<double>(count_wrong(s, scratch->data())) : 0.0;
 }
@@ -301,8 +304,8 @@ CollResults run_coll(Bench& b, Coll coll) {
   CollResults res{coll, busbw_factor(coll, b.nranks), {}, {}};
   const size_t es = dtype_size(o.dtype);
   if ((coll == Coll::broadcast || coll == Coll::reduce) && o.root >= b.nranks)
-    fatal("-r " + std::to_string(o.root) + " is not a rank of this " +
-          std::to_string(b.nranks) + "-rank job");
+    fatal("-r " + std::to_string(o.root) + " is not a rank of this " + std::to_string(b.nranks) +
+          "-rank job");
   const bool modes[2] = {o.modes != Modes::in_place,
                          o.modes != Modes::out_of_place && has_in_place(coll)};
   const bool impls[2] = {true, o.raw};
@@ -311,8 +314,8 @@ CollResults run_coll(Bench& b, Coll coll) {
   // This rank's send data for the largest size; smaller sizes use a prefix.
   std::vector<uint8_t> pattern, scratch;
   if (o.check) {
-    Shape big{coll, o.dtype, o.op, o.root, b.rank, b.nranks,
-              call_count(coll, o.max_bytes, es, b.nranks)};
+    Shape big{
+        coll, o.dtype, o.op, o.root, b.rank, b.nranks, call_count(coll, o.max_bytes, es, b.nranks)};
     fill_send(big, &pattern);
   }
   for (size_t size = o.min_bytes; size <= o.max_bytes; size = next_size(size, o.factor)) {
@@ -328,8 +331,7 @@ CollResults run_coll(Bench& b, Coll coll) {
       const Call call = make_call(shape, m == kInPlace, b.bufs.send, b.bufs.recv);
       for (int i = 0; i < 2; ++i) {
         if (!impls[i]) continue;
-        times[static_cast<size_t>(m * 2 + i)] =
-            time_loop(b, call, static_cast<Impl>(i), row.bytes);
+        times[static_cast<size_t>(m * 2 + i)] = time_loop(b, call, static_cast<Impl>(i), row.bytes);
         if (o.check)
           wrong[static_cast<size_t>(m * 2 + i)] =
               check_once(b, call, static_cast<Impl>(i), pattern, &scratch);
@@ -411,8 +413,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cc-bench: --json: %s\n", error.c_str());
       rc = 1;
     }
-    if (wrong > 0)
-      std::printf("# FAILED: %.0f wrong elements over all ranks\n", wrong);
+    if (wrong > 0) std::printf("# FAILED: %.0f wrong elements over all ranks\n", wrong);
   }
 
   free_buffers(b.comm, b.raw, &b.bufs);
@@ -423,8 +424,7 @@ int main(int argc, char** argv) {
   cudaEventDestroy(b.stop);
   cudaStreamDestroy(b.stream);
   if (cc_result_t r = cc_comm_destroy(b.comm); r != CC_SUCCESS) {
-    std::fprintf(stderr, "cc-bench (rank %d): cc_comm_destroy: %s\n", b.rank,
-                 cc_words(r).c_str());
+    std::fprintf(stderr, "cc-bench (rank %d): cc_comm_destroy: %s\n", b.rank, cc_words(r).c_str());
     rc = 1;
   }
   return rc;

@@ -6,13 +6,14 @@
 #include <cstring>
 #include <string>
 
-#include "tools/cc-doctor/doctor_report.hpp"
 #include "lib/launch/env.hpp"
+#include "tools/cc-doctor/doctor_report.hpp"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] [--job-id ID] [--timeout-ms MS]\n"
+    "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] [--job-id ID] "
+    "[--timeout-ms MS]\n"
     "  Reports versions, GPUs and their links, network interfaces, the route to\n"
     "  MASTER_ADDR, what answers at MASTER_ADDR:MASTER_PORT, /dev/shm, the open-file\n"
     "  limit and the NCCL_*/CC_* variables, each problem with a fix.\n"
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
       o.master_port = static_cast<int>(port);
       o.master_port_var = var;
     } else {
-      report.add("rendezvous", Level::error, s.message, "set " + var + " to the rendezvous's TCP port");
+      report.add("rendezvous", Level::error, s.message,
+                 "set " + var + " to the rendezvous's TCP port");
     }
   }
 
@@ -78,7 +80,8 @@ int main(int argc, char** argv) {
       std::string text;
       if (!take(&text)) return bad_argument(std::string(name) + " needs a value");
       long long v = 0;
-      if (cc::Status s = cc::env::parse_int(name, text.c_str(), min, max, &v); !s.ok()) return bad_argument(s.message);
+      if (cc::Status s = cc::env::parse_int(name, text.c_str(), min, max, &v); !s.ok())
+        return bad_argument(s.message);
       *out = static_cast<int>(v);
       return 0;
     };
@@ -88,7 +91,8 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (arg == "--master-addr") {
-      if (!take(&o.master_addr) || o.master_addr.empty()) return bad_argument("--master-addr needs a host");
+      if (!take(&o.master_addr) || o.master_addr.empty())
+        return bad_argument("--master-addr needs a host");
       o.master_addr_var = "--master-addr";
     } else if (arg == "--master-port") {
       if (int rc = take_int("--master-port", 1, 65535, &o.master_port)) return rc;

@@ -14,16 +14,17 @@ namespace cc::doctor {
 namespace {
 
 std::string version_text(int code, int major_div, int minor_div, int minor_mod) {
-  return std::to_string(code / major_div) + "." + std::to_string((code / minor_div) % minor_mod) + "." +
-         std::to_string(code % minor_div);
+  return std::to_string(code / major_div) + "." + std::to_string((code / minor_div) % minor_mod) +
+         "." + std::to_string(code % minor_div);
 }
 
 std::string uuid_text(const cudaUUID_t& u) {
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
   char s[64];
   std::snprintf(s, sizeof s,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
   return s;
 }
 
@@ -105,7 +106,8 @@ void collect_gpu(Report* r) {
   r->cc_version = version_text(r->cc_version_code, 10000, 100, 100);
   if (r->cc_version_code != CC_VERSION_CODE) {
     r->add("cc", Level::warn,
-           "libcc reports version " + r->cc_version + " but cc-doctor was built with " CC_VERSION_STRING,
+           "libcc reports version " + r->cc_version +
+               " but cc-doctor was built with " CC_VERSION_STRING,
            "install cc-doctor and libcc from one build, or fix LD_LIBRARY_PATH");
   }
 
@@ -114,7 +116,8 @@ void collect_gpu(Report* r) {
     r->nccl_version_code = nccl;
     r->nccl_version = version_text(nccl, 10000, 100, 100);
   } else {
-    r->add("nccl", Level::error, "ncclGetVersion failed", "reinstall NCCL (libnccl2) or fix LD_LIBRARY_PATH");
+    r->add("nccl", Level::error, "ncclGetVersion failed",
+           "reinstall NCCL (libnccl2) or fix LD_LIBRARY_PATH");
   }
 
   cudaRuntimeGetVersion(&r->cuda_runtime);
@@ -158,8 +161,8 @@ void collect_gpu(Report* r) {
   for (auto& g : r->gpus) {
     for (const auto& other : r->gpus) {
       int can = 0;
-      if (other.index != g.index && cudaDeviceCanAccessPeer(&can, g.index, other.index) == cudaSuccess &&
-          can != 0)
+      if (other.index != g.index &&
+          cudaDeviceCanAccessPeer(&can, g.index, other.index) == cudaSuccess && can != 0)
         g.p2p_peers.push_back(other.index);
     }
   }
@@ -167,8 +170,9 @@ void collect_gpu(Report* r) {
     for (const auto& g : r->gpus)
       if (g.p2p_peers.empty())
         r->add("gpus", Level::warn,
-               "GPU " + std::to_string(g.index) + " has no peer-to-peer access to the other GPUs; "
-               "NCCL will copy through host memory",
+               "GPU " + std::to_string(g.index) +
+                   " has no peer-to-peer access to the other GPUs; "
+                   "NCCL will copy through host memory",
                "check the PCIe topology (nvidia-smi topo -m) and that IOMMU/ACS is off for P2P");
   }
   Nvml nvml;

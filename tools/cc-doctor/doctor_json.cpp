@@ -28,7 +28,8 @@ size_t utf8_length(std::string_view s, size_t i) {
     if ((c & 0xC0) != 0x80) return 0;
     cp = (cp << 6) | (c & 0x3Fu);
   }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+      (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
     return 0;
   return n;
 }

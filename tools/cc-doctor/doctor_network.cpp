@@ -34,14 +34,16 @@ void check_route(Report* r) {
     r->add("network", Level::warn,
            "MASTER_ADDR " + where + " resolves to the loopback address " + r->route.target +
                " here, so ranks on other hosts cannot use this name for this host",
-           "give MASTER_ADDR as an address the other hosts reach, or fix the host's entry in /etc/hosts "
+           "give MASTER_ADDR as an address the other hosts reach, or fix the host's entry in "
+           "/etc/hosts "
            "(Debian maps the host name to 127.0.1.1)");
   }
   if (looks_like_container_bridge(r->route.ifname)) {
-    r->add("network", Level::warn,
-           "the route to " + where + " leaves through " + r->route.ifname +
-               ", a container bridge: other hosts cannot reach this address",
-           "run the container with --network host, or set NCCL_SOCKET_IFNAME to the host's interface");
+    r->add(
+        "network", Level::warn,
+        "the route to " + where + " leaves through " + r->route.ifname +
+            ", a container bridge: other hosts cannot reach this address",
+        "run the container with --network host, or set NCCL_SOCKET_IFNAME to the host's interface");
   }
   const char* user = std::getenv("NCCL_SOCKET_IFNAME");
   if (user != nullptr && *user != '\0' && !netif::nccl_ifname_matches(user, r->route.ifname)) {
@@ -62,8 +64,10 @@ void check_probe(Report* r, const Options& o) {
       r->add("rendezvous", Level::info, where + " is reachable: " + p.detail);
       if (p.auth_required && std::getenv("CC_RENDEZVOUS_TOKEN") == nullptr &&
           std::getenv("CC_RENDEZVOUS_TOKEN_FILE") == nullptr) {
-        r->add("rendezvous", Level::warn, "the rendezvous at " + where + " requires a token and none is set here",
-               "set CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE to the token cc-rendezvous was given");
+        r->add("rendezvous", Level::warn,
+               "the rendezvous at " + where + " requires a token and none is set here",
+               "set CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE to the token cc-rendezvous was "
+               "given");
       }
       break;
     case Answer::refused:
@@ -96,12 +100,14 @@ void check_probe(Report* r, const Options& o) {
 }  // namespace
 
 void collect_network(Report* r, const Options& o) {
-  if (Status s = netif::list_interfaces(&r->interfaces); !s.ok()) r->add("network", Level::error, s.message);
+  if (Status s = netif::list_interfaces(&r->interfaces); !s.ok())
+    r->add("network", Level::error, s.message);
   bool external_up = false;
   for (const auto& i : r->interfaces)
     if (i.up && !i.loopback && !i.addresses.empty()) external_up = true;
   if (!external_up) {
-    r->add("network", Level::warn, "no interface but loopback is up with an address: only one host can take part",
+    r->add("network", Level::warn,
+           "no interface but loopback is up with an address: only one host can take part",
            "bring up the network interface; in Docker use --network host for multi-host jobs");
   }
 
@@ -110,7 +116,8 @@ void collect_network(Report* r, const Options& o) {
   r->master_port = o.master_port;
   r->master_port_var = o.master_port_var;
   if (r->master_addr.empty()) {
-    r->add("rendezvous", Level::info, "MASTER_ADDR is not set: the route and rendezvous checks were skipped",
+    r->add("rendezvous", Level::info,
+           "MASTER_ADDR is not set: the route and rendezvous checks were skipped",
            "pass --master-addr HOST --master-port PORT, or set MASTER_ADDR and MASTER_PORT");
     return;
   }

@@ -12,9 +12,9 @@
 #include <memory>
 
 #include "cc/cc.h"
-#include "tools/cc-doctor/doctor_report.hpp"
-#include "rendezvous/protocol.hpp"
 #include "common/unique_fd.hpp"
+#include "rendezvous/protocol.hpp"
+#include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::doctor {
 namespace {
@@ -28,7 +28,8 @@ struct AddrinfoFree {
 };
 
 int ms_left(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(left);
 }
 
@@ -78,9 +79,11 @@ void read_answer(int fd, Clock::time_point deadline, Probe* out) {
     int n = poll(&p, 1, ms_left(deadline));
     if (n <= 0) {
       out->answer = total == 0 ? Answer::silent : Answer::other_program;
-      out->detail = total == 0 ? "something accepted the connection but did not answer a cc Hello: "
-                                 "another program holds the port, or a cc rendezvous too busy to answer"
-                               : "something answered with an incomplete frame: another program holds the port";
+      out->detail =
+          total == 0
+              ? "something accepted the connection but did not answer a cc Hello: "
+                "another program holds the port, or a cc rendezvous too busy to answer"
+              : "something answered with an incomplete frame: another program holds the port";
       return;
     }
     ssize_t got = recv(fd, buf, sizeof buf, 0);
@@ -98,8 +101,9 @@ void read_answer(int fd, Clock::time_point deadline, Probe* out) {
     auto frame = reader.next();
     if (reader.error() == rv::DecodeError::bad_version) {
       out->answer = Answer::cc_refused;
-      out->detail = "a cc rendezvous of another protocol version answers there: use cc-doctor, "
-                    "cc-rendezvous and libcc of one release";
+      out->detail =
+          "a cc rendezvous of another protocol version answers there: use cc-doctor, "
+          "cc-rendezvous and libcc of one release";
       return;
     }
     if (reader.error() != rv::DecodeError::none) {
@@ -135,7 +139,8 @@ std::string local_host() {
 
 }  // namespace
 
-Probe probe_rendezvous(const std::string& addr_in, int port, const std::string& job_id, int timeout_ms) {
+Probe probe_rendezvous(const std::string& addr_in, int port, const std::string& job_id,
+                       int timeout_ms) {
   Probe out;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
@@ -177,8 +182,9 @@ Probe probe_rendezvous(const std::string& addr_in, int port, const std::string& 
     hello.client = std::string("cc-doctor ") + CC_VERSION_STRING;
     if (!send_all(fd.get(), rv::encode_frame(1, hello), deadline)) {
       out.answer = Answer::closed;
-      out.detail = "something accepted the connection but would not take a cc Hello: another program "
-                   "holds the port";
+      out.detail =
+          "something accepted the connection but would not take a cc Hello: another program "
+          "holds the port";
       return finish();
     }
     read_answer(fd.get(), deadline, &out);
@@ -190,10 +196,12 @@ Probe probe_rendezvous(const std::string& addr_in, int port, const std::string& 
     out.detail = "connection refused";
   } else if (last_err == ETIMEDOUT) {
     out.answer = Answer::unreachable;
-    out.detail = "unreachable: no answer from " + where + " within " + std::to_string(timeout_ms) + " ms";
+    out.detail =
+        "unreachable: no answer from " + where + " within " + std::to_string(timeout_ms) + " ms";
   } else {
     out.answer = Answer::unreachable;
-    out.detail = "unreachable: connecting to " + where + " failed (" + std::strerror(last_err) + ")";
+    out.detail =
+        "unreachable: connecting to " + where + " failed (" + std::strerror(last_err) + ")";
   }
   return finish();
 }

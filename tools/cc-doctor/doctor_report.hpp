@@ -29,8 +29,8 @@ struct Gpu {
   int pci_domain = 0, pci_bus = 0, pci_device = 0;
   uint64_t memory_bytes = 0;
   int cc_major = 0, cc_minor = 0;
-  std::vector<int> p2p_peers;  // devices this one can access directly
-  int nvlinks_active = -1;     // -1: unknown (no NVML)
+  std::vector<int> p2p_peers;                   // devices this one can access directly
+  int nvlinks_active = -1;                      // -1: unknown (no NVML)
   std::vector<std::pair<int, int>> nvlinks_to;  // (peer index or -1 for a switch, link count)
 };
 
@@ -53,7 +53,7 @@ struct Probe {
   std::string address;  // the numeric address tried last
   std::string server;   // the Challenge's server string
   bool auth_required = false;
-  std::string detail;   // words for the answer
+  std::string detail;  // words for the answer
   int elapsed_ms = 0;
 };
 
@@ -98,11 +98,11 @@ struct Options {
   std::string job_id = "default";
 };
 
-void collect_gpu(Report* r);              // doctor_gpu.cpp: cc, NCCL, CUDA, GPUs, NVLink
+void collect_gpu(Report* r);                        // doctor_gpu.cpp: cc, NCCL, CUDA, GPUs, NVLink
 void collect_network(Report* r, const Options& o);  // doctor_network.cpp
-void collect_system(Report* r);           // doctor_system.cpp: /dev/shm, open files, env
+void collect_system(Report* r);                     // doctor_system.cpp: /dev/shm, open files, env
 Probe probe_rendezvous(const std::string& addr, int port, const std::string& job_id,
-                       int timeout_ms);   // doctor_probe.cpp
+                       int timeout_ms);  // doctor_probe.cpp
 
 std::string render_text(const Report& r);  // doctor_render.cpp
 std::string render_json(const Report& r);

@@ -18,8 +18,8 @@ constexpr int64_t kShmWant = int64_t{1} << 30;
 constexpr uint64_t kNofileWant = 65536;
 
 bool shown_variable(const std::string& name) {
-  static const char* const launch[] = {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                                       "CUDA_VISIBLE_DEVICES"};
+  static const char* const launch[] = {"MASTER_ADDR", "MASTER_PORT", "RANK",
+                                       "WORLD_SIZE",  "LOCAL_RANK",  "CUDA_VISIBLE_DEVICES"};
   if (name.rfind("NCCL_", 0) == 0 || name.rfind("CC_", 0) == 0) return true;
   return std::find(std::begin(launch), std::end(launch), name) != std::end(launch);
 }
@@ -50,10 +50,11 @@ void collect_system(Report* r) {
     r->nofile_soft = lim.rlim_cur == RLIM_INFINITY ? UINT64_MAX : lim.rlim_cur;
     r->nofile_hard = lim.rlim_max == RLIM_INFINITY ? UINT64_MAX : lim.rlim_max;
     if (r->nofile_soft < kNofileWant) {
-      std::string fix = r->nofile_hard >= kNofileWant
-                            ? "ulimit -n 65536 before starting the job"
-                            : "raise the hard limit (limits.conf, systemd LimitNOFILE=, Docker --ulimit "
-                              "nofile=65536:65536), then ulimit -n 65536";
+      std::string fix =
+          r->nofile_hard >= kNofileWant
+              ? "ulimit -n 65536 before starting the job"
+              : "raise the hard limit (limits.conf, systemd LimitNOFILE=, Docker --ulimit "
+                "nofile=65536:65536), then ulimit -n 65536";
       r->add("limits", Level::warn,
              "the open-file limit is " + std::to_string(r->nofile_soft) +
                  "; large jobs and a busy cc-rendezvous need one descriptor per connection",

@@ -54,7 +54,16 @@ const char* kUsage =
 // answering); a healthy run of 16384 ranks takes about a second.
 constexpr auto kStall = std::chrono::seconds(60);
 
-enum class Step : uint8_t { connecting, hello, set, add, set_done, get_done, get_neighbour, finished };
+enum class Step : uint8_t {
+  connecting,
+  hello,
+  set,
+  add,
+  set_done,
+  get_done,
+  get_neighbour,
+  finished
+};
 
 struct Rank {
   int fd = -1;
@@ -99,7 +108,8 @@ bool flush(Run& run, Rank& r) {
   while (!r.out.empty()) {
     const ssize_t k = ::send(r.fd, r.out.data(), r.out.size(), MSG_NOSIGNAL);
     if (k < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;  // EPOLLOUT resumes
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return true;  // EPOLLOUT resumes
       fail(run, r, std::string("send: ") + std::strerror(errno));
       return false;
     }
@@ -131,10 +141,12 @@ std::string rank_key(int i) { return "rank/" + std::to_string(i); }
 
 // One reply arrived for the rank's outstanding request: check it, send the next.
 void on_reply(Run& run, Rank& r, const rv::Message& reply) {
-  if (const auto* e = std::get_if<rv::Error>(&reply)) return fail(run, r, "server error: " + e->message);
+  if (const auto* e = std::get_if<rv::Error>(&reply))
+    return fail(run, r, "server error: " + e->message);
   switch (r.step) {
     case Step::hello: {
-      if (!std::holds_alternative<rv::Challenge>(reply)) return fail(run, r, "hello: unexpected reply");
+      if (!std::holds_alternative<rv::Challenge>(reply))
+        return fail(run, r, "hello: unexpected reply");
       start_more(run);  // accepted and answered: let the next one connect
       const std::string mine = rank_key(r.index);
       request(run, r, Step::set, 2, rv::Set{mine, std::vector<uint8_t>(mine.begin(), mine.end())});
@@ -159,7 +171,8 @@ void on_reply(Run& run, Rank& r, const rv::Message& reply) {
       request(run, r, Step::get_done, 5, rv::Get{"done", 600000});
       return;
     case Step::get_done:
-      if (!std::holds_alternative<rv::Value>(reply)) return fail(run, r, "get done: unexpected reply");
+      if (!std::holds_alternative<rv::Value>(reply))
+        return fail(run, r, "get done: unexpected reply");
       request(run, r, Step::get_neighbour, 6, rv::Get{rank_key((r.index + 1) % run.n), 0});
       return;
     case Step::get_neighbour: {
@@ -191,12 +204,13 @@ void on_bytes(Run& run, Rank& r, const uint8_t* data, size_t len) {
   size_t used = 0;
   while (r.step != Step::finished && avail.size() - used >= rv::kHeaderSize) {
     rv::FrameHeader h;
-    if (rv::parse_header(avail.subspan(used, rv::kHeaderSize), rv::Limits{}, &h) != rv::DecodeError::none)
+    if (rv::parse_header(avail.subspan(used, rv::kHeaderSize), rv::Limits{}, &h) !=
+        rv::DecodeError::none)
       return fail(run, r, "bad reply header");
     if (avail.size() - used < rv::kHeaderSize + h.length) break;
     rv::Message reply;
-    if (rv::decode_message(h.type, avail.subspan(used + rv::kHeaderSize, h.length), rv::Limits{}, &reply) !=
-        rv::DecodeError::none)
+    if (rv::decode_message(h.type, avail.subspan(used + rv::kHeaderSize, h.length), rv::Limits{},
+                           &reply) != rv::DecodeError::none)
       return fail(run, r, "bad reply payload");
     used += rv::kHeaderSize + h.length;
     run.last_progress = Clock::now();
@@ -259,7 +273,8 @@ void on_event(Run& run, Rank& r, uint32_t events, std::vector<uint8_t>& buf) {
       if (k > 0) {
         on_bytes(run, r, buf.data(), static_cast<size_t>(k));
         if (r.step == Step::finished) return;
-        if (static_cast<size_t>(k) < buf.size()) break;  // drained (edge-triggered: a new edge comes with new data)
+        if (static_cast<size_t>(k) < buf.size())
+          break;  // drained (edge-triggered: a new edge comes with new data)
         continue;
       }
       if (k == 0) return fail(run, r, "the server closed the connection");
@@ -304,10 +319,11 @@ bool run_once(int n, const tcp::endpoint& server, int window) {
       break;
     }
     for (int k = 0; k < got; ++k)
-      on_event(run, run.ranks[events[static_cast<size_t>(k)].data.u32], events[static_cast<size_t>(k)].events, buf);
+      on_event(run, run.ranks[events[static_cast<size_t>(k)].data.u32],
+               events[static_cast<size_t>(k)].events, buf);
     if (got == 0 && Clock::now() - run.last_progress > kStall) {
-      run.first_error = "no reply for " + std::to_string(kStall.count()) + " s (" + std::to_string(run.done) +
-                        " ranks done)";
+      run.first_error = "no reply for " + std::to_string(kStall.count()) + " s (" +
+                        std::to_string(run.done) + " ranks done)";
       run.failed = n - run.done;
       break;
     }
@@ -317,7 +333,8 @@ bool run_once(int n, const tcp::endpoint& server, int window) {
   ::close(run.epfd);
   const double ms = std::chrono::duration<double, std::milli>(run.last_done - t0).count();
   if (run.failed > 0) {
-    std::printf("N=%-6d FAILED: %d of %d ranks failed; first: %s\n", n, run.failed, n, run.first_error.c_str());
+    std::printf("N=%-6d FAILED: %d of %d ranks failed; first: %s\n", n, run.failed, n,
+                run.first_error.c_str());
     return false;
   }
   std::printf("N=%-6d %9.1f ms  (%.1f us per rank)\n", n, ms, ms * 1000.0 / n);
@@ -406,9 +423,11 @@ int main(int argc, char** argv) {
   const rlim_t limit = raise_fd_limit();
   std::printf("open-file limit raised to %llu\n", static_cast<unsigned long long>(limit));
   if (static_cast<rlim_t>(max_n) + 64 > limit) {
-    std::fprintf(stderr, "cc-rendezvous-bench: %d connections do not fit the open-file limit of %llu; raise "
-                         "the hard limit (ulimit -Hn, LimitNOFILE) or use a smaller -n\n",
-                 max_n, static_cast<unsigned long long>(limit));
+    std::fprintf(
+        stderr,
+        "cc-rendezvous-bench: %d connections do not fit the open-file limit of %llu; raise "
+        "the hard limit (ulimit -Hn, LimitNOFILE) or use a smaller -n\n",
+        max_n, static_cast<unsigned long long>(limit));
     return 1;
   }
 
@@ -438,9 +457,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     addr = "127.0.0.1";
-    std::printf("server in a child process on %s:%d (both ends of %d connections exceed this "
-                "process's open-file limit)\n",
-                addr.c_str(), port, max_n);
+    std::printf(
+        "server in a child process on %s:%d (both ends of %d connections exceed this "
+        "process's open-file limit)\n",
+        addr.c_str(), port, max_n);
   }
   std::fflush(stdout);
 
@@ -451,7 +471,8 @@ int main(int argc, char** argv) {
     tcp::resolver resolver(io);
     auto results = resolver.resolve(addr, std::to_string(port), ec);
     if (ec || results.empty()) {
-      std::fprintf(stderr, "cc-rendezvous-bench: cannot resolve %s: %s\n", addr.c_str(), ec.message().c_str());
+      std::fprintf(stderr, "cc-rendezvous-bench: cannot resolve %s: %s\n", addr.c_str(),
+                   ec.message().c_str());
       return 1;
     }
     ep = results.begin()->endpoint();

@@ -79,8 +79,8 @@ bool read_token(const std::string& path, std::string* token, std::string* error)
   }
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
-    cc::log().warn("the token file {} can be read by group or others (mode {:o}); chmod 600 it", path,
-                   st.st_mode & 0777);
+    cc::log().warn("the token file {} can be read by group or others (mode {:o}); chmod 600 it",
+                   path, st.st_mode & 0777);
   *token = std::move(t);
   return true;
 }
@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
       std::printf("cc-rendezvous %s\n", CC_VERSION_STRING);
       return 0;
     } else if (arg == "--bind") {
-      if (!take(&options.bind_addr) || options.bind_addr.empty()) return usage_error("--bind needs an address");
+      if (!take(&options.bind_addr) || options.bind_addr.empty())
+        return usage_error("--bind needs an address");
     } else if (arg == "--port") {
       if (!take_number(0, 65535, &n)) return usage_error("--port needs a number from 0 to 65535");
       options.port = static_cast<int>(n);
@@ -132,22 +133,27 @@ int main(int argc, char** argv) {
     } else if (arg == "--log-level") {
       if (!take(&level)) return usage_error("--log-level needs a level");
     } else if (arg == "--max-connections") {
-      if (!take_number(1, 10000000, &n)) return usage_error("--max-connections needs a positive number");
+      if (!take_number(1, 10000000, &n))
+        return usage_error("--max-connections needs a positive number");
       options.max_connections = static_cast<size_t>(n);
     } else if (arg == "--max-jobs") {
       if (!take_number(1, 10000000, &n)) return usage_error("--max-jobs needs a positive number");
       options.max_jobs = static_cast<size_t>(n);
     } else if (arg == "--max-keys-per-job") {
-      if (!take_number(1, 100000000, &n)) return usage_error("--max-keys-per-job needs a positive number");
+      if (!take_number(1, 100000000, &n))
+        return usage_error("--max-keys-per-job needs a positive number");
       options.max_keys_per_job = static_cast<size_t>(n);
     } else if (arg == "--handshake-timeout-ms") {
-      if (!take_number(1, 86400000, &n)) return usage_error("--handshake-timeout-ms needs a positive number");
+      if (!take_number(1, 86400000, &n))
+        return usage_error("--handshake-timeout-ms needs a positive number");
       options.handshake_timeout = std::chrono::milliseconds(n);
     } else if (arg == "--frame-timeout-ms") {
-      if (!take_number(1, 86400000, &n)) return usage_error("--frame-timeout-ms needs a positive number");
+      if (!take_number(1, 86400000, &n))
+        return usage_error("--frame-timeout-ms needs a positive number");
       options.frame_timeout = std::chrono::milliseconds(n);
     } else if (arg == "--heartbeat-timeout-ms") {
-      if (!take_number(0, 86400000, &n)) return usage_error("--heartbeat-timeout-ms needs a number");
+      if (!take_number(0, 86400000, &n))
+        return usage_error("--heartbeat-timeout-ms needs a number");
       options.heartbeat_timeout = std::chrono::milliseconds(n);
     } else if (arg == "--idle-timeout-ms") {
       if (!take_number(0, 86400000, &n)) return usage_error("--idle-timeout-ms needs a number");
@@ -185,7 +191,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());
     return 1;
   }
-  cc::log().info("cc-rendezvous {} ready on port {} (pid {})", CC_VERSION_STRING, server->port(), getpid());
+  cc::log().info("cc-rendezvous {} ready on port {} (pid {})", CC_VERSION_STRING, server->port(),
+                 getpid());
 
   int sig = 0;
   while (sigwait(&signals, &sig) != 0) {

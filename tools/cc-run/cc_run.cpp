@@ -153,12 +153,17 @@ Options parse_args(int argc, char** argv) {
     usage_error("--node-rank " + std::to_string(o.node_rank) + " is not below --nnodes " +
                 std::to_string(o.nnodes));
   }
-  if (o.nnodes > 1 && !have_node_rank) usage_error("--nnodes " + std::to_string(o.nnodes) + " needs --node-rank");
-  if (static_cast<long long>(o.nnodes) * o.nproc > INT_MAX) usage_error("the world size is too large");
+  if (o.nnodes > 1 && !have_node_rank)
+    usage_error("--nnodes " + std::to_string(o.nnodes) + " needs --node-rank");
+  if (static_cast<long long>(o.nnodes) * o.nproc > INT_MAX)
+    usage_error("the world size is too large");
   if (o.node_rank != 0) {
-    if (o.master_addr.empty()) usage_error("node " + std::to_string(o.node_rank) + " needs --master-addr (node 0's address)");
+    if (o.master_addr.empty())
+      usage_error("node " + std::to_string(o.node_rank) +
+                  " needs --master-addr (node 0's address)");
     if (!have_port || o.master_port == 0) {
-      usage_error("node " + std::to_string(o.node_rank) + " needs --master-port (the port node 0's cc-run serves)");
+      usage_error("node " + std::to_string(o.node_rank) +
+                  " needs --master-port (the port node 0's cc-run serves)");
     }
   }
   return o;
@@ -245,8 +250,8 @@ void raise_fd_limit(rlim_t needed) {
 // ---- ranks ------------------------------------------------------------------
 
 struct Stream {
-  int fd = -1;       // read end; -1 once closed
-  int out_fd = 1;    // where its lines go
+  int fd = -1;     // read end; -1 once closed
+  int out_fd = 1;  // where its lines go
   std::string partial;
 };
 
@@ -258,8 +263,8 @@ struct Rank {
   Stream out, err;
 };
 
-std::vector<std::string> rank_environment(const Options& o, int local, const std::string& addr, int port,
-                                          const std::string& job_id) {
+std::vector<std::string> rank_environment(const Options& o, int local, const std::string& addr,
+                                          int port, const std::string& job_id) {
   const int world = o.nnodes * o.nproc;
   const int rank = o.node_rank * o.nproc + local;
   std::map<std::string, std::string> set = {
@@ -283,7 +288,8 @@ std::vector<std::string> rank_environment(const Options& o, int local, const std
     const std::string entry = *e;
     const std::string name = entry.substr(0, entry.find('='));
     if (set.count(name) != 0) continue;
-    if (std::find(std::begin(shadowing), std::end(shadowing), name) != std::end(shadowing)) continue;
+    if (std::find(std::begin(shadowing), std::end(shadowing), name) != std::end(shadowing))
+      continue;
     env.push_back(entry);
   }
   for (const auto& [k, v] : set) env.push_back(k + "=" + v);
@@ -380,7 +386,8 @@ int exit_code_of(int status) {
 std::string describe_status(int status) {
   std::string s = "status " + std::to_string(exit_code_of(status));
   if (WIFSIGNALED(status)) {
-    s += " (killed by signal " + std::to_string(WTERMSIG(status)) + ": " + ::strsignal(WTERMSIG(status)) + ")";
+    s += " (killed by signal " + std::to_string(WTERMSIG(status)) + ": " +
+         ::strsignal(WTERMSIG(status)) + ")";
   }
   return s;
 }
@@ -409,7 +416,8 @@ class Launcher {
         signal_all(ranks_, SIGKILL);
         kill_at.reset();
       }
-      const bool any_running = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
+      const bool any_running =
+          std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
       if (!any_running && !drain_until) drain_until = now + kDrainAfterExit;
       if (drain_until && now >= *drain_until) break;  // a rank's children still hold its output
 
@@ -492,7 +500,8 @@ class Launcher {
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (!failed || failed_ >= 0 || stop_signal_ != 0) continue;
       failed_ = static_cast<int>(&r - ranks_.data());
-      const bool others = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& x) { return x.running; });
+      const bool others =
+          std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& x) { return x.running; });
       // Flush what the rank said before its death is announced.
       for (Stream* s : {&r.out, &r.err}) {
         while (s->fd >= 0) {
@@ -501,8 +510,9 @@ class Launcher {
           read_stream(r, *s);
         }
       }
-      std::fprintf(stderr, "cc-run: rank %d (pid %d) exited with %s%s\n", r.rank, static_cast<int>(r.pid),
-                   describe_status(status).c_str(), others ? "; stopping the other ranks" : "");
+      std::fprintf(stderr, "cc-run: rank %d (pid %d) exited with %s%s\n", r.rank,
+                   static_cast<int>(r.pid), describe_status(status).c_str(),
+                   others ? "; stopping the other ranks" : "");
       std::fflush(stderr);
       if (others) *term_at = Clock::now() + grace;
     }
@@ -537,7 +547,9 @@ int main(int argc, char** argv) {
   std::string job_id = o.job_id;
   if (job_id.empty()) {
     const char* from_env = std::getenv("CC_JOB_ID");
-    job_id = from_env != nullptr && *from_env != '\0' ? from_env : o.nnodes == 1 ? fresh_job_id() : "default";
+    job_id = from_env != nullptr && *from_env != '\0' ? from_env
+             : o.nnodes == 1                          ? fresh_job_id()
+                                                      : "default";
   }
 
   install_signal_handlers();
@@ -549,7 +561,7 @@ int main(int argc, char** argv) {
     cc::rv::ServerOptions so;
     // One node without --master-addr: the ranks are all here, so the job's
     // keys need not be reachable from the network.
-    so.bind_addr = o.nnodes == 1 && o.master_addr.empty() ? "127.0.0.1"
+    so.bind_addr = o.nnodes == 1 && o.master_addr.empty()         ? "127.0.0.1"
                    : o.master_addr.find(':') != std::string::npos ? "::"  // an IPv6 address
                                                                   : "0.0.0.0";
     so.port = o.master_port;
@@ -567,9 +579,11 @@ int main(int argc, char** argv) {
   for (int local = 0; local < o.nproc; ++local) {
     Rank& r = ranks[static_cast<size_t>(local)];
     r.rank = o.node_rank * o.nproc + local;
-    if (!spawn(r, *path, o.command, rank_environment(o, local, addr, port, job_id), stdin_to_rank0 && local == 0)) {
+    if (!spawn(r, *path, o.command, rank_environment(o, local, addr, port, job_id),
+               stdin_to_rank0 && local == 0)) {
       const int err = errno;
-      std::fprintf(stderr, "cc-run: cannot start rank %d: %s%s; stopping the others\n", r.rank, std::strerror(err),
+      std::fprintf(stderr, "cc-run: cannot start rank %d: %s%s; stopping the others\n", r.rank,
+                   std::strerror(err),
                    err == EMFILE ? " (raise the open-file limit: ulimit -n)" : "");
       signal_all(ranks, SIGKILL);
       for (auto& x : ranks) {
