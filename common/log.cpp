@@ -5,11 +5,13 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/settings.hpp"
+
 namespace cc {
 namespace {
 
 spdlog::level::level_enum level_from_env() {
-  const char* v = std::getenv("CC_LOG_LEVEL");
+  const char* v = settings::find(settings::Id::log_level, settings::process_env()).value;
   if (v == nullptr || *v == '\0') return spdlog::level::warn;
   auto level = spdlog::level::from_str(v);  // unknown names give "off"
   if (level == spdlog::level::off && std::string(v) != "off") return spdlog::level::warn;

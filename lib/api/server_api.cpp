@@ -29,8 +29,9 @@ extern "C" CC_API cc_result_t cc_server_start(cc_server_t* server, const char* b
                     "cc_server_start: bind_addr is empty: pass NULL for 0.0.0.0 (every IPv4 "
                     "interface), \"::\" for IPv6, or one address");
   }
-  cc::ResolvedConfig cfg;
-  if (cc::Status s = cc::resolve_config(config, cc::env::process_env(), &cfg); !s.ok()) {
+  cc::launch::ResolvedConfig cfg;
+  if (cc::Status s = cc::launch::resolve_config(config, cc::settings::process_env(), &cfg);
+      !s.ok()) {
     return cc::fail(s.code, "cc_server_start: " + s.message);
   }
   cc::rv::ServerOptions options;

@@ -72,8 +72,9 @@ extern "C" CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* ad
   if (job_id != nullptr && *job_id == '\0') {
     return invalid(func, "job_id is empty: pass NULL for the default or a non-empty name");
   }
-  cc::ResolvedConfig cfg;
-  if (cc::Status s = cc::resolve_config(config, cc::env::process_env(), &cfg); !s.ok()) {
+  cc::launch::ResolvedConfig cfg;
+  if (cc::Status s = cc::launch::resolve_config(config, cc::settings::process_env(), &cfg);
+      !s.ok()) {
     return fail(s.code, std::string(func) + ": " + s.message);
   }
 

@@ -5,25 +5,24 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "cc/cc.h"
+#include "common/datatypes.hpp"
 #include "common/status.hpp"
 
-namespace cc::args {
+namespace cc::comm::args {
 
-// Who is calling, for the words of an error: "cc_allreduce (rank 1, host h)".
+// Who is calling, for the words of an error:
+// "cc_allreduce on rank 1 (host h, pid 42)".
 struct Caller {
   const char* call = "";
   int rank = -1;  // -1 when unknown (no communicator yet)
   const std::string* host = nullptr;
+  uint32_t pid = 0;
 };
 std::string who(const Caller& c);
-
-// Bytes of one element; 0 for a value outside cc_datatype_t.
-size_t datatype_size(cc_datatype_t dtype);
-const char* datatype_name(cc_datatype_t dtype);  // "CC_FLOAT32", or "unknown"
-const char* redop_name(cc_redop_t op);           // "CC_SUM", or "unknown"
 
 Status check_datatype(const Caller& c, cc_datatype_t dtype);
 Status check_redop(const Caller& c, cc_redop_t op);
@@ -36,4 +35,4 @@ Status check_rank(const Caller& c, const char* name, int value, int nranks);
 Status check_bytes(const Caller& c, const char* count_name, size_t count, size_t multiplier,
                    cc_datatype_t dtype, size_t* bytes);
 
-}  // namespace cc::args
+}  // namespace cc::comm::args

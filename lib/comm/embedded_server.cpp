@@ -7,7 +7,7 @@
 #include "common/log.hpp"
 #include "rendezvous/server.hpp"
 
-namespace cc {
+namespace cc::comm {
 namespace {
 
 struct Entry {
@@ -76,4 +76,4 @@ void EmbeddedServerRef::release(const std::string& job_id, std::chrono::millisec
 
 EmbeddedServerRef::~EmbeddedServerRef() { release("", std::chrono::milliseconds(0)); }
 
-}  // namespace cc
+}  // namespace cc::comm

@@ -9,7 +9,7 @@
 
 #include "common/status.hpp"
 
-namespace cc {
+namespace cc::comm {
 
 class EmbeddedServerRef {
  public:
@@ -32,4 +32,4 @@ class EmbeddedServerRef {
   bool released_ = false;
 };
 
-}  // namespace cc
+}  // namespace cc::comm

@@ -7,11 +7,13 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "common/last_error.hpp"
+#include "lib/comm/memory.hpp"
+
 #include "lib/comm/comm.hpp"
+#include "lib/comm/handle.hpp"
 #include "lib/comm/nccl_symbol.hpp"
 
-namespace cc {
+namespace cc::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -26,7 +28,7 @@ std::string version_text(int code) {
 }
 
 std::string who(const char* call, const cc_comm* c) {
-  return std::string(call) + " (rank " + std::to_string(c->rank) + ", host " + c->host + ")";
+  return std::string(call) + " on " + c->who();
 }
 
 Status no_device_status(const char* call) {
@@ -45,7 +47,7 @@ Status no_device_status(const char* call) {
 Status check_register(const char* call, cc_comm* comm, const void* buf, size_t size, void** out,
                       const char* out_name) {
   if (out != nullptr) *out = nullptr;
-  if (Status st = check_comm_handle(call, comm); !st.ok()) return st;
+  if (Status st = check_handle(call, comm); !st.ok()) return st;
   if (buf == nullptr)
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who(call, comm) +
@@ -58,7 +60,7 @@ Status check_register(const char* call, cc_comm* comm, const void* buf, size_t s
     return make_status(CC_ERR_INVALID_ARGUMENT, who(call, comm) + ": " + out_name +
                                                     " is NULL; pass the address of a void* "
                                                     "to receive it");
-  if (!comm_usable(comm)) return comm_state_status(call, comm);
+  if (!core::usable(*comm)) return core::state_status(call, *comm);
   return Status::success();
 }
 
@@ -68,15 +70,16 @@ template <class F>
 Status run_nccl(const char* call, const char* nccl_call, cc_comm* comm, F&& f) {
   ncclResult_t r;
   {
-    CallGuard guard(comm);
-    if (comm->abort_requested.load(std::memory_order_seq_cst)) return comm_state_status(call, comm);
+    core::CallGuard guard(*comm);
+    if (comm->abort_requested.load(std::memory_order_seq_cst))
+      return core::state_status(call, *comm);
     r = f();
     if (r == ncclInProgress || r == ncclSuccess)
-      r = nccl_wait_ready(comm, comm->nccl, Clock::now() + comm->timeout);
+      r = core::wait_ready(*comm, comm->nccl, Clock::now() + comm->timeout);
   }
   if (r == ncclSuccess) return Status::success();
-  if (r != ncclInProgress) return nccl_failure(nccl_call, comm, r);
-  if (!comm_usable(comm) || comm->abort_requested.load()) return comm_state_status(call, comm);
+  if (r != ncclInProgress) return core::nccl_failure(nccl_call, *comm, r);
+  if (!core::usable(*comm) || comm->abort_requested.load()) return core::state_status(call, *comm);
   return make_status(CC_ERR_TIMEOUT,
                      who(call, comm) + ": " + nccl_call + " did not finish within " +
                          std::to_string(comm->timeout.count()) +
@@ -112,21 +115,17 @@ constexpr int kWinSymmetric = 0x01;
 #endif
 
 }  // namespace
-}  // namespace cc
 
-extern "C" {
-
-CC_API cc_result_t cc_mem_alloc(void** ptr, size_t size) {
-  CC_API_GUARD_BEGIN
+Status mem_alloc(void** ptr, size_t size) {
   if (ptr == nullptr)
-    return cc::fail(CC_ERR_INVALID_ARGUMENT,
-                    "cc_mem_alloc: ptr is NULL; pass the address of a void* to receive the "
-                    "allocation");
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "cc_mem_alloc: ptr is NULL; pass the address of a void* to receive the "
+                       "allocation");
   *ptr = nullptr;
   if (size == 0)
-    return cc::fail(CC_ERR_INVALID_ARGUMENT,
-                    "cc_mem_alloc: size is 0; pass the number of bytes to allocate");
-  if (cc::Status st = cc::no_device_status("cc_mem_alloc"); !st.ok()) return cc::fail(st);
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "cc_mem_alloc: size is 0; pass the number of bytes to allocate");
+  if (Status st = no_device_status("cc_mem_alloc"); !st.ok()) return st;
   int device = -1;
   cudaGetDevice(&device);
   if (ncclResult_t r = ncclMemAlloc(ptr, size); r != ncclSuccess) {
@@ -137,70 +136,56 @@ CC_API cc_result_t cc_mem_alloc(void** ptr, size_t size) {
                        " failed: " + ncclGetErrorString(r);
     if (last != nullptr && *last != '\0') text += std::string(": ") + last;
     text += ". Check free device memory (nvidia-smi), or allocate less";
-    return cc::fail(r == ncclUnhandledCudaError ? CC_ERR_CUDA : CC_ERR_NCCL, std::move(text));
+    return make_status(r == ncclUnhandledCudaError ? CC_ERR_CUDA : CC_ERR_NCCL, std::move(text));
   }
-  return cc::succeed();
-  CC_API_GUARD_END
+  return Status::success();
 }
 
-CC_API cc_result_t cc_mem_free(void* ptr) {
-  CC_API_GUARD_BEGIN
-  if (ptr == nullptr) return cc::succeed();
+Status mem_free(void* ptr) {
+  if (ptr == nullptr) return Status::success();
   if (ncclResult_t r = ncclMemFree(ptr); r != ncclSuccess)
-    return cc::fail(CC_ERR_NCCL,
-                    std::string("cc_mem_free: ncclMemFree failed: ") + ncclGetErrorString(r) +
-                        ". Was the pointer allocated by cc_mem_alloc, and freed only once?");
-  return cc::succeed();
-  CC_API_GUARD_END
+    return make_status(CC_ERR_NCCL,
+                       std::string("cc_mem_free: ncclMemFree failed: ") + ncclGetErrorString(r) +
+                           ". Was the pointer allocated by cc_mem_alloc, and freed only once?");
+  return Status::success();
 }
 
-CC_API cc_result_t cc_comm_register(cc_comm_t comm, void* buf, size_t size, void** handle) {
-  CC_API_GUARD_BEGIN
+Status register_buffer(cc_comm* comm, void* buf, size_t size, void** handle) {
   const char* call = "cc_comm_register";
-  if (cc::Status st = cc::check_register(call, comm, buf, size, handle, "handle"); !st.ok())
-    return cc::fail(st);
-  return cc::fail(cc::run_nccl(call, "ncclCommRegister", comm,
-                               [&] { return ncclCommRegister(comm->nccl, buf, size, handle); }));
-  CC_API_GUARD_END
+  if (Status st = check_register(call, comm, buf, size, handle, "handle"); !st.ok()) return st;
+  return run_nccl(call, "ncclCommRegister", comm,
+                  [&] { return ncclCommRegister(comm->nccl, buf, size, handle); });
 }
 
-CC_API cc_result_t cc_comm_deregister(cc_comm_t comm, void* handle) {
-  CC_API_GUARD_BEGIN
+Status deregister_buffer(cc_comm* comm, void* handle) {
   const char* call = "cc_comm_deregister";
-  if (cc::Status st = cc::check_comm_handle(call, comm); !st.ok()) return cc::fail(st);
-  if (handle == nullptr) return cc::succeed();
-  if (!cc::comm_usable(comm)) return cc::fail(cc::comm_state_status(call, comm));
-  return cc::fail(cc::run_nccl(call, "ncclCommDeregister", comm,
-                               [&] { return ncclCommDeregister(comm->nccl, handle); }));
-  CC_API_GUARD_END
+  if (Status st = check_handle(call, comm); !st.ok()) return st;
+  if (handle == nullptr) return Status::success();
+  if (!core::usable(*comm)) return core::state_status(call, *comm);
+  return run_nccl(call, "ncclCommDeregister", comm,
+                  [&] { return ncclCommDeregister(comm->nccl, handle); });
 }
 
-CC_API cc_result_t cc_comm_window_register(cc_comm_t comm, void* buf, size_t size, void** window) {
-  CC_API_GUARD_BEGIN
+Status register_window(cc_comm* comm, void* buf, size_t size, void** window) {
   const char* call = "cc_comm_window_register";
-  if (cc::Status st = cc::check_register(call, comm, buf, size, window, "window"); !st.ok())
-    return cc::fail(st);
-  cc::WindowRegisterFn reg = nullptr;
-  cc::WindowDeregisterFn dereg = nullptr;
-  if (cc::Status st = cc::window_calls(call, comm, &reg, &dereg); !st.ok()) return cc::fail(st);
-  return cc::fail(cc::run_nccl(call, "ncclCommWindowRegister", comm, [&] {
-    return reg(comm->nccl, buf, size, window, cc::kWinSymmetric);
-  }));
-  CC_API_GUARD_END
+  if (Status st = check_register(call, comm, buf, size, window, "window"); !st.ok()) return st;
+  WindowRegisterFn reg = nullptr;
+  WindowDeregisterFn dereg = nullptr;
+  if (Status st = window_calls(call, comm, &reg, &dereg); !st.ok()) return st;
+  return run_nccl(call, "ncclCommWindowRegister", comm,
+                  [&] { return reg(comm->nccl, buf, size, window, kWinSymmetric); });
 }
 
-CC_API cc_result_t cc_comm_window_deregister(cc_comm_t comm, void* window) {
-  CC_API_GUARD_BEGIN
+Status deregister_window(cc_comm* comm, void* window) {
   const char* call = "cc_comm_window_deregister";
-  if (cc::Status st = cc::check_comm_handle(call, comm); !st.ok()) return cc::fail(st);
-  if (window == nullptr) return cc::succeed();
-  if (!cc::comm_usable(comm)) return cc::fail(cc::comm_state_status(call, comm));
-  cc::WindowRegisterFn reg = nullptr;
-  cc::WindowDeregisterFn dereg = nullptr;
-  if (cc::Status st = cc::window_calls(call, comm, &reg, &dereg); !st.ok()) return cc::fail(st);
-  return cc::fail(cc::run_nccl(call, "ncclCommWindowDeregister", comm,
-                               [&] { return dereg(comm->nccl, window); }));
-  CC_API_GUARD_END
+  if (Status st = check_handle(call, comm); !st.ok()) return st;
+  if (window == nullptr) return Status::success();
+  if (!core::usable(*comm)) return core::state_status(call, *comm);
+  WindowRegisterFn reg = nullptr;
+  WindowDeregisterFn dereg = nullptr;
+  if (Status st = window_calls(call, comm, &reg, &dereg); !st.ok()) return st;
+  return run_nccl(call, "ncclCommWindowDeregister", comm,
+                  [&] { return dereg(comm->nccl, window); });
 }
 
-}  // extern "C"
+}  // namespace cc::comm

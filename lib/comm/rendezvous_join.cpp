@@ -7,7 +7,7 @@
 
 #include "common/log.hpp"
 
-namespace cc {
+namespace cc::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -77,4 +77,4 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
   return Status::success();
 }
 
-}  // namespace cc
+}  // namespace cc::comm

@@ -16,14 +16,14 @@
 #include "rendezvous/client.hpp"
 #include "rendezvous/protocol.hpp"
 
-namespace cc {
+namespace cc::comm {
 
 struct RendezvousRequest {
   std::string addr;  // MASTER_ADDR as given
   int port = 0;
-  ResolvedConfig config;    // job_id, token, rendezvous, timeout
-  rv::MemberInfo info;      // rank, world size, host, pid, versions, GPU
-  uint32_t generation = 0;  // 0 = this process's next one for the job (tests set it)
+  launch::ResolvedConfig config;  // job_id, token, rendezvous, timeout
+  rv::MemberInfo info;            // rank, world size, host, pid, versions, GPU
+  uint32_t generation = 0;        // 0 = this process's next one for the job (tests set it)
   std::chrono::steady_clock::time_point deadline;
 };
 
@@ -42,4 +42,4 @@ uint32_t next_generation(const std::string& job_id);
 
 Status rendezvous_join(RendezvousRequest request, const MakeId& make_id, RendezvousResult* out);
 
-}  // namespace cc
+}  // namespace cc::comm

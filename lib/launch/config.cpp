@@ -11,10 +11,10 @@
 
 #include "common/log.hpp"
 
-namespace cc {
+namespace cc::launch {
 namespace {
 
-constexpr int kDefaultTimeoutMs = 300000;
+using settings::Id;
 
 Status invalid(std::string message) {
   return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
@@ -28,11 +28,11 @@ bool has_field(const cc_config_t* config, size_t end) {
 
 #define CC_FIELD_END(field) (offsetof(cc_config_t, field) + sizeof(cc_config_t::field))
 
-// An int field: the config's value when defined, else the variable, else the
-// default. `min` applies to both sources.
+// An int field: the config's value when defined, else the setting's
+// variable, else *out as it came. The setting's minimum applies to both.
 Status resolve_int(const cc_config_t* config, size_t end, int cc_config_t::*field,
-                   const char* field_name, const env::Getenv& getenv, const char* var,
-                   long long min, int* out) {
+                   const char* field_name, const settings::Getenv& getenv, Id id, int* out) {
+  const long long min = settings::get(id).min;
   if (has_field(config, end) && config->*field != CC_CONFIG_UNDEF_INT) {
     const int v = config->*field;
     if (v < min) {
@@ -43,11 +43,9 @@ Status resolve_int(const cc_config_t* config, size_t end, int cc_config_t::*fiel
     *out = v;
     return Status::success();
   }
-  if (const char* text = getenv(var)) {
-    long long v = 0;
-    if (Status s = env::parse_int(var, text, min, INT_MAX, &v); !s.ok()) return s;
-    *out = static_cast<int>(v);
-  }
+  long long v = *out;
+  if (Status s = settings::read_int(id, getenv, &v); !s.ok()) return s;
+  *out = static_cast<int>(v);
   return Status::success();
 }
 
@@ -87,7 +85,8 @@ Status read_token_file(const char* path, std::string* token) {
 
 }  // namespace
 
-Status resolve_config(const cc_config_t* config, const env::Getenv& getenv, ResolvedConfig* out) {
+Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
+                      ResolvedConfig* out) {
   if (config != nullptr) {
     if (config->magic != CC_CONFIG_MAGIC) {
       return invalid(
@@ -101,39 +100,46 @@ Status resolve_config(const cc_config_t* config, const env::Getenv& getenv, Reso
   }
 
   ResolvedConfig r;
+  r.device = -1;
+  r.job_id = settings::get(Id::job_id).default_text;
+  r.heartbeat_ms = static_cast<int>(settings::default_int(Id::heartbeat_ms));
+  r.heartbeat_misses = static_cast<int>(settings::default_int(Id::heartbeat_misses));
   if (Status s = resolve_int(config, CC_FIELD_END(device), &cc_config_t::device, "device", getenv,
-                             "CC_DEVICE", 0, &r.device);
+                             Id::device, &r.device);
       !s.ok()) {
     return s;
   }
 
   int timeout = 0;
   if (Status s = resolve_int(config, CC_FIELD_END(timeout_ms), &cc_config_t::timeout_ms,
-                             "timeout_ms", getenv, "CC_TIMEOUT_MS", 0, &timeout);
+                             "timeout_ms", getenv, Id::timeout_ms, &timeout);
       !s.ok()) {
     return s;
   }
-  r.timeout_ms = timeout == 0 ? kDefaultTimeoutMs : timeout;
+  r.timeout_ms = timeout == 0 ? static_cast<int>(settings::default_int(Id::timeout_ms)) : timeout;
 
   if (has_field(config, CC_FIELD_END(job_id)) && config->job_id != nullptr) {
     if (*config->job_id == '\0') {
       return invalid("config.job_id is empty: use NULL for the default or a non-empty name");
     }
     r.job_id = config->job_id;
-  } else if (const char* job = getenv("CC_JOB_ID")) {
-    if (*job == '\0') return invalid("CC_JOB_ID='' is empty: unset it or give the job a name");
-    r.job_id = job;
+  } else if (const settings::Found job = settings::find(Id::job_id, getenv); job.var) {
+    if (*job.value == '\0') {
+      return invalid(std::string(job.var) + "='' is empty: unset it or give the job a name");
+    }
+    r.job_id = job.value;
   }
 
   if (has_field(config, CC_FIELD_END(token)) && config->token != nullptr) {
     r.token = config->token;  // "" = explicitly no token
-  } else if (const char* token = getenv("CC_RENDEZVOUS_TOKEN")) {
-    if (*token == '\0') {
-      return invalid("CC_RENDEZVOUS_TOKEN='' is empty: unset it or set it to the shared token");
+  } else if (const settings::Found token = settings::find(Id::token, getenv); token.var) {
+    if (*token.value == '\0') {
+      return invalid(std::string(token.var) +
+                     "='' is empty: unset it or set it to the shared token");
     }
-    r.token = token;
-  } else if (const char* path = getenv("CC_RENDEZVOUS_TOKEN_FILE")) {
-    if (Status s = read_token_file(path, &r.token); !s.ok()) return s;
+    r.token = token.value;
+  } else if (const settings::Found path = settings::find(Id::token_file, getenv); path.var) {
+    if (Status s = read_token_file(path.value, &r.token); !s.ok()) return s;
   }
 
   if (has_field(config, CC_FIELD_END(rendezvous)) && config->rendezvous != CC_CONFIG_UNDEF_INT) {
@@ -143,27 +149,19 @@ Status resolve_config(const cc_config_t* config, const env::Getenv& getenv, Reso
                      " is neither CC_RENDEZVOUS_EMBEDDED nor CC_RENDEZVOUS_EXTERNAL");
     }
     r.rendezvous = config->rendezvous;
-  } else if (const char* mode = getenv("CC_RENDEZVOUS")) {
-    const std::string m = mode;
-    if (m == "embedded") {
-      r.rendezvous = CC_RENDEZVOUS_EMBEDDED;
-    } else if (m == "external") {
-      r.rendezvous = CC_RENDEZVOUS_EXTERNAL;
-    } else {
-      return invalid("CC_RENDEZVOUS='" + m +
-                     "' is neither 'embedded' (rank 0 hosts the server) nor 'external' (a "
-                     "running cc-rendezvous or cc-run serves the job)");
-    }
+  } else {
+    int mode = 0;  // the order of the setting's choices: embedded, external
+    if (Status s = settings::read_choice(Id::rendezvous, getenv, &mode); !s.ok()) return s;
+    r.rendezvous = mode == 0 ? CC_RENDEZVOUS_EMBEDDED : CC_RENDEZVOUS_EXTERNAL;
   }
 
   if (Status s = resolve_int(config, CC_FIELD_END(heartbeat_ms), &cc_config_t::heartbeat_ms,
-                             "heartbeat_ms", getenv, "CC_HEARTBEAT_MS", 1, &r.heartbeat_ms);
+                             "heartbeat_ms", getenv, Id::heartbeat_ms, &r.heartbeat_ms);
       !s.ok()) {
     return s;
   }
-  if (Status s =
-          resolve_int(config, CC_FIELD_END(heartbeat_misses), &cc_config_t::heartbeat_misses,
-                      "heartbeat_misses", getenv, "CC_HEARTBEAT_MISSES", 1, &r.heartbeat_misses);
+  if (Status s = resolve_int(config, CC_FIELD_END(heartbeat_misses), &cc_config_t::heartbeat_misses,
+                             "heartbeat_misses", getenv, Id::heartbeat_misses, &r.heartbeat_misses);
       !s.ok()) {
     return s;
   }
@@ -176,23 +174,15 @@ Status resolve_config(const cc_config_t* config, const env::Getenv& getenv, Reso
                      " is none of CC_FAST_ALLREDUCE_OFF, _AUTO and _REQUIRE");
     }
     r.fast_allreduce = config->fast_allreduce;
-  } else if (const char* mode = getenv("CC_FAST_ALLREDUCE")) {
-    const std::string m = mode;
-    if (m == "0") {
-      r.fast_allreduce = CC_FAST_ALLREDUCE_OFF;
-    } else if (m == "1") {
-      r.fast_allreduce = CC_FAST_ALLREDUCE_AUTO;
-    } else if (m == "require") {
-      r.fast_allreduce = CC_FAST_ALLREDUCE_REQUIRE;
-    } else {
-      return invalid("CC_FAST_ALLREDUCE='" + m +
-                     "' is none of 0 (always ncclAllReduce), 1 (cc's small all-reduce kernel "
-                     "where it can run; the default) and require (fail where it cannot)");
-    }
+  } else {
+    // The setting's choices "0", "1", "require" are CC_FAST_ALLREDUCE_OFF, _AUTO, _REQUIRE.
+    int mode = CC_FAST_ALLREDUCE_AUTO;
+    if (Status s = settings::read_choice(Id::fast_allreduce, getenv, &mode); !s.ok()) return s;
+    r.fast_allreduce = mode;
   }
 
   *out = std::move(r);
   return Status::success();
 }
 
-}  // namespace cc
+}  // namespace cc::launch

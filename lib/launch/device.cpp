@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-namespace cc {
+namespace cc::launch {
 
 std::string host_name() {
   char buf[HOST_NAME_MAX + 1] = {};
@@ -76,4 +76,4 @@ Status describe_device(int rank, const std::string& host, int device, rv::Member
   return Status::success();
 }
 
-}  // namespace cc
+}  // namespace cc::launch

@@ -7,7 +7,7 @@
 #include "common/status.hpp"
 #include "rendezvous/protocol.hpp"
 
-namespace cc {
+namespace cc::launch {
 
 // This machine's host name ("unknown-host" if it cannot be read).
 std::string host_name();
@@ -25,4 +25,4 @@ Status describe_device(int rank, const std::string& host, int device, rv::Member
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints it.
 std::string format_gpu_uuid(const unsigned char bytes[16]);
 
-}  // namespace cc
+}  // namespace cc::launch

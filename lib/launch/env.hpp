@@ -1,18 +1,17 @@
-// Reading the job's shape from the environment: cc's own CC_* variables and
-// those of torchrun, Open MPI, PMI/MPICH and Slurm (the table in the README).
-// No CUDA here, so it is unit-tested on any machine.
+// The job's shape from the environment: rank, world size, local rank and the
+// rendezvous address, from cc's own CC_* variables and those of torchrun,
+// Open MPI, PMI/MPICH and Slurm (common/settings.cpp lists them). No CUDA
+// here, so it is unit-tested on any machine.
 #pragma once
 
-#include <functional>
 #include <string>
 
+#include "common/settings.hpp"
 #include "common/status.hpp"
 
-namespace cc::env {
+namespace cc::launch {
 
-// Looks a variable up; returns nullptr when unset. Tests pass a fake.
-using Getenv = std::function<const char*(const char*)>;
-Getenv process_env();
+using settings::Getenv;
 
 struct LaunchInfo {
   int rank = -1;
@@ -29,7 +28,7 @@ struct LaunchInfo {
 // CC_ERR_INVALID_ARGUMENT whose words name the variable and what to set.
 Status read_launch_info(const Getenv& getenv, LaunchInfo* out);
 
-// Parses a whole decimal integer in [min, max]; errors name `name`.
-Status parse_int(const char* name, const char* text, long long min, long long max, long long* out);
+// The local rank alone (cc_comm_init, cc-bench): -1 when no launcher set one.
+Status read_local_rank(const Getenv& getenv, int* local_rank, std::string* var = nullptr);
 
-}  // namespace cc::env
+}  // namespace cc::launch

@@ -14,7 +14,7 @@
 
 #include "common/unique_fd.hpp"
 
-namespace cc::netif {
+namespace cc::launch {
 namespace {
 
 std::string local_host() {
@@ -208,7 +208,7 @@ Status route_source_for(const std::string& host_in, Route* out) {
                                         host + ")");
 }
 
-Status choose_nccl_socket_ifname(const std::string& master_addr, const env::Getenv& getenv,
+Status choose_nccl_socket_ifname(const std::string& master_addr, const settings::Getenv& getenv,
                                  IfnameChoice* out) {
   *out = IfnameChoice{};
   if (const char* user = getenv("NCCL_SOCKET_IFNAME"); user != nullptr && *user != '\0') {
@@ -225,4 +225,4 @@ Status choose_nccl_socket_ifname(const std::string& master_addr, const env::Gete
   return Status::success();
 }
 
-}  // namespace cc::netif
+}  // namespace cc::launch

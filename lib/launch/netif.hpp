@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "common/settings.hpp"
 #include "common/status.hpp"
-#include "lib/launch/env.hpp"
 
-namespace cc::netif {
+namespace cc::launch {
 
 struct Address {
   int family = 0;       // AF_INET or AF_INET6
@@ -49,7 +49,7 @@ struct IfnameChoice {
 
 // When NCCL_SOCKET_IFNAME is set (non-empty), keeps the user's value;
 // otherwise the interface whose route reaches master_addr.
-Status choose_nccl_socket_ifname(const std::string& master_addr, const env::Getenv& getenv,
+Status choose_nccl_socket_ifname(const std::string& master_addr, const settings::Getenv& getenv,
                                  IfnameChoice* out);
 
 // Whether NCCL would use `ifname` under NCCL_SOCKET_IFNAME=spec: a comma
@@ -59,4 +59,4 @@ bool nccl_ifname_matches(const std::string& spec, const std::string& ifname);
 // "[::1]" -> "::1"; anything else unchanged.
 std::string strip_brackets(const std::string& host);
 
-}  // namespace cc::netif
+}  // namespace cc::launch

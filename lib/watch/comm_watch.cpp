@@ -1,41 +1,33 @@
 #include "lib/watch/comm_watch.hpp"
 
-#include <unistd.h>
-
 #include <cstring>
 #include <optional>
 #include <thread>
 
+#include "common/datatypes.hpp"
 #include "common/log.hpp"
-#include "lib/comm/args.hpp"
-#include "lib/comm/comm.hpp"
 
-namespace cc {
+namespace cc::watch {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 struct CommWatch::Failure {
-  CommState state = CommState::ok;
+  core::State state = core::State::ok;
   std::string story;
   bool tell_others = false;  // this rank's own finding: announce it through the server
 };
 
 namespace {
 
-std::string me(const cc_comm* c) {
-  return "rank " + std::to_string(c->rank) + " (host " + c->host + " pid " +
-         std::to_string(getpid()) + ")";
-}
-
 const char* dtype_words(int dtype) {
-  const char* n = args::datatype_name(static_cast<cc_datatype_t>(dtype));
+  const char* n = datatype_name(static_cast<cc_datatype_t>(dtype));
   return std::strncmp(n, "CC_", 3) == 0 ? n + 3 : n;  // "FLOAT32"
 }
 
 }  // namespace
 
-Status CommWatch::create(cc_comm* comm, std::unique_ptr<ControlChannel> channel,
+Status CommWatch::create(core::Core* comm, std::unique_ptr<ControlChannel> channel,
                          std::unique_ptr<CommWatch>* out) {
   int saved = -1;
   if (cudaGetDevice(&saved) != cudaSuccess) saved = -1;
@@ -47,15 +39,15 @@ Status CommWatch::create(cc_comm* comm, std::unique_ptr<ControlChannel> channel,
   if (e != cudaSuccess) {
     if (event != nullptr) cudaEventDestroy(event);
     cudaGetLastError();
-    return make_status(CC_ERR_CUDA, me(comm) + ": creating the watchdog's CUDA event on device " +
-                                        std::to_string(comm->device) +
-                                        " failed: " + cudaGetErrorString(e));
+    return make_status(CC_ERR_CUDA,
+                       comm->who() + ": creating the watchdog's CUDA event on device " +
+                           std::to_string(comm->device) + " failed: " + cudaGetErrorString(e));
   }
   out->reset(new CommWatch(comm, event, tail, std::move(channel)));
   return Status::success();
 }
 
-CommWatch::CommWatch(cc_comm* comm, cudaEvent_t event, cudaEvent_t tail_event,
+CommWatch::CommWatch(core::Core* comm, cudaEvent_t event, cudaEvent_t tail_event,
                      std::unique_ptr<ControlChannel> channel)
     : comm_(comm), event_(event), channel_(std::move(channel)), tail_event_(tail_event) {}
 
@@ -83,7 +75,7 @@ std::string CommWatch::progress_words() const {
 
 std::string CommWatch::timeout_story(uint64_t waiting) {
   const uint64_t done = completed();
-  std::string story = "timed out: " + me(comm_) + " waits in " + op_words(waiting) +
+  std::string story = "timed out: " + comm_->who() + " waits in " + op_words(waiting) +
                       ", not complete after " + std::to_string(comm_->timeout.count()) +
                       " ms (CC_TIMEOUT_MS / timeout_ms)";
   if (done + 1 < waiting) story += "; op #" + std::to_string(done) + " is the last seen complete";
@@ -100,9 +92,9 @@ std::string CommWatch::timeout_story(uint64_t waiting) {
 // An event query failed: a kernel fault (or worse) while `seq` ran.
 bool CommWatch::cuda_fault(cudaError_t e, uint64_t seq, Failure* f) {
   cudaGetLastError();
-  f->state = CommState::aborted;
-  f->story = me(comm_) + ": CUDA reported '" + cudaGetErrorString(e) + "' while " + op_words(seq) +
-             " ran. Look for a kernel fault in this process (compute-sanitizer)";
+  f->state = core::State::aborted;
+  f->story = comm_->who() + ": CUDA reported '" + cudaGetErrorString(e) + "' while " +
+             op_words(seq) + " ran. Look for a kernel fault in this process (compute-sanitizer)";
   f->tell_others = true;
   return true;
 }
@@ -120,7 +112,7 @@ bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
     if (e != cudaErrorNotReady) return cuda_fault(e, event_seq_, f);
     if (pending_since_ == Clock::time_point{}) pending_since_ = now;
     if (now - pending_since_ <= comm_->timeout) return false;
-    f->state = CommState::timed_out;
+    f->state = core::State::timed_out;
     f->story = timeout_story(event_seq_);
     f->tell_others = true;
     return true;
@@ -149,7 +141,7 @@ bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
     return false;
   }
   if (now - tail_since_ <= comm_->timeout) return false;
-  f->state = CommState::timed_out;
+  f->state = core::State::timed_out;
   f->story = timeout_story(seq);
   f->tell_others = true;
   return true;
@@ -161,10 +153,10 @@ bool CommWatch::check_nccl(Failure* f) {
     ncclResult_t state = ncclSuccess;
     if (ncclCommGetAsyncError(n, &state) != ncclSuccess) continue;
     if (state == ncclSuccess || state == ncclInProgress) continue;
-    f->state = state == ncclRemoteError || state == ncclSystemError ? CommState::peer_failed
-                                                                    : CommState::aborted;
+    f->state = state == ncclRemoteError || state == ncclSystemError ? core::State::peer_failed
+                                                                    : core::State::aborted;
     const char* last = ncclGetLastError(n);
-    f->story = "NCCL reported an asynchronous error on " + me(comm_) + ": " +
+    f->story = "NCCL reported an asynchronous error on " + comm_->who() + ": " +
                ncclGetErrorString(state) +
                (last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : std::string()) +
                "; the last operation seen complete is #" + std::to_string(completed()) +
@@ -177,24 +169,24 @@ bool CommWatch::check_nccl(Failure* f) {
 }
 
 void CommWatch::watch_tick(Clock::time_point now) {
-  cc_comm* c = comm_;
-  const bool usable = comm_usable(c) && !c->abort_requested.load(std::memory_order_acquire);
+  core::Core* c = comm_;
+  const bool usable = core::usable(*c) && !c->abort_requested.load(std::memory_order_acquire);
   std::optional<ChannelFailure> peer;
   if (channel_) peer = channel_->poll(now, completed());  // heartbeats go on after a failure
   if (!usable) return;
   Failure f;
-  if (c->parent != nullptr && !comm_usable(c->parent)) {
-    const Status st = comm_state_status("the parent communicator", c->parent);
-    f.state = static_cast<CommState>(c->parent->state.load());
+  if (c->parent != nullptr && !core::usable(*c->parent)) {
+    const Status st = core::state_status("the parent communicator", *c->parent);
+    f.state = static_cast<core::State>(c->parent->state.load());
     f.story = "its parent communicator (cc_comm_split) failed: " + st.message;
   } else if (peer) {
-    f.state = CommState::peer_failed;
+    f.state = core::State::peer_failed;
     f.story = peer->story + "; " + progress_words();
   } else {
-    CallGuard guard(c);
+    core::CallGuard guard(*c);
     if (c->abort_requested.load(std::memory_order_seq_cst)) return;
     if (!check_nccl(&f)) check_inflight(now, &f);
-    if (f.state != CommState::ok && f.state != CommState::timed_out && channel_) {
+    if (f.state != core::State::ok && f.state != core::State::timed_out && channel_) {
       // NCCL often notices a dead peer first; the rendezvous says which one.
       const auto until = Clock::now() + milliseconds(300);
       while (!peer && Clock::now() < until) {
@@ -202,15 +194,15 @@ void CommWatch::watch_tick(Clock::time_point now) {
         if (!peer) std::this_thread::sleep_for(milliseconds(5));
       }
       if (peer)
-        f = {CommState::peer_failed, peer->story + "; " + progress_words() + " (" + f.story + ")",
+        f = {core::State::peer_failed, peer->story + "; " + progress_words() + " (" + f.story + ")",
              false};
     }
   }
-  if (f.state == CommState::ok) return;
-  if (comm_fail(c, f.state, f.story)) {
-    log().error("rank {}: {}", c->rank, f.story);
+  if (f.state == core::State::ok) return;
+  if (core::fail(*c, f.state, f.story)) {
+    log().error("{}: {}", c->who(), f.story);
     if (f.tell_others && channel_) channel_->announce_abort(f.story);
   }
 }
 
-}  // namespace cc
+}  // namespace cc::watch

@@ -20,17 +20,16 @@
 
 #include "cc/cc.h"
 #include "common/status.hpp"
+#include "lib/core/core.hpp"
 #include "lib/watch/control_channel.hpp"
 #include "lib/watch/watchdog.hpp"
 
-struct cc_comm;
-
-namespace cc {
+namespace cc::watch {
 
 class CommWatch final : public Watched {
  public:
   // `channel` is null for a communicator made by split (no connection of its own).
-  static Status create(cc_comm* comm, std::unique_ptr<ControlChannel> channel,
+  static Status create(core::Core* comm, std::unique_ptr<ControlChannel> channel,
                        std::unique_ptr<CommWatch>* out);
   ~CommWatch() override;
   CommWatch(const CommWatch&) = delete;
@@ -114,7 +113,7 @@ class CommWatch final : public Watched {
   };
   struct Failure;
 
-  CommWatch(cc_comm* comm, cudaEvent_t event, cudaEvent_t tail_event,
+  CommWatch(core::Core* comm, cudaEvent_t event, cudaEvent_t tail_event,
             std::unique_ptr<ControlChannel> channel);
   bool check_inflight(std::chrono::steady_clock::time_point now, Failure* f);
   bool cuda_fault(cudaError_t e, uint64_t seq, Failure* f);
@@ -123,7 +122,7 @@ class CommWatch final : public Watched {
   std::string timeout_story(uint64_t waiting);
   std::string progress_words() const;
 
-  cc_comm* comm_;
+  core::Core* comm_;
   cudaEvent_t event_;
   std::unique_ptr<ControlChannel> channel_;
   OpRecord ops_[kOps];
@@ -139,4 +138,4 @@ class CommWatch final : public Watched {
   std::chrono::steady_clock::time_point tail_since_{};
 };
 
-}  // namespace cc
+}  // namespace cc::watch

@@ -5,7 +5,7 @@
 
 #include "common/log.hpp"
 
-namespace cc {
+namespace cc::watch {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -138,4 +138,4 @@ void ControlChannel::announce_abort(const std::string& story) {
     log().debug("rank {}: telling the rendezvous about the failure: {}", options_.rank, st.message);
 }
 
-}  // namespace cc
+}  // namespace cc::watch

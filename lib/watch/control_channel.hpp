@@ -15,7 +15,7 @@
 #include "rendezvous/client.hpp"
 #include "rendezvous/protocol.hpp"
 
-namespace cc {
+namespace cc::watch {
 
 struct ChannelOptions {
   int rank = -1;
@@ -67,4 +67,4 @@ class ControlChannel {
   bool reported_ = false;
 };
 
-}  // namespace cc
+}  // namespace cc::watch

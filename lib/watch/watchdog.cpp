@@ -6,7 +6,7 @@
 
 #include "common/log.hpp"
 
-namespace cc {
+namespace cc::watch {
 
 Watchdog& Watchdog::instance() {
   static Watchdog* dog = [] {
@@ -33,8 +33,8 @@ void Watchdog::shutdown() {
     t.join();
 }
 
-bool Watchdog::enabled(const env::Getenv& getenv) {
-  const char* v = getenv("CC_WATCHDOG");
+bool Watchdog::enabled(const settings::Getenv& getenv) {
+  const char* v = settings::find(settings::Id::watchdog, getenv).value;
   if (v == nullptr) return true;
   return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
 }
@@ -93,4 +93,4 @@ void Watchdog::loop(uint64_t id) {
   log().debug("watchdog stopped");
 }
 
-}  // namespace cc
+}  // namespace cc::watch

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/launch/env.hpp"
+#include "common/settings.hpp"
 
-namespace cc {
+namespace cc::watch {
 
 class Watched {
  public:
@@ -31,7 +31,7 @@ class Watchdog {
   static Watchdog& instance();
   // CC_WATCHDOG=0 turns the watchdog (and heartbeats) off; anything else, or
   // unset, leaves it on.
-  static bool enabled(const env::Getenv& getenv);
+  static bool enabled(const settings::Getenv& getenv = settings::process_env());
 
   void add(Watched* w);
   // After remove returns, w's watch_tick is not running and never runs again.
@@ -52,4 +52,4 @@ class Watchdog {
   uint64_t next_id_ = 1;
 };
 
-}  // namespace cc
+}  // namespace cc::watch

@@ -23,9 +23,9 @@
 
 namespace {
 
-class ChannelWatch final : public cc::Watched {
+class ChannelWatch final : public cc::watch::Watched {
  public:
-  ChannelWatch(cc::ControlChannel& channel, uint64_t completed)
+  ChannelWatch(cc::watch::ControlChannel& channel, uint64_t completed)
       : channel_(channel), completed_(completed) {}
   void watch_tick(std::chrono::steady_clock::time_point now) override {
     if (auto f = channel_.poll(now, completed_)) {
@@ -36,7 +36,7 @@ class ChannelWatch final : public cc::Watched {
   }
 
  private:
-  cc::ControlChannel& channel_;
+  cc::watch::ControlChannel& channel_;
   uint64_t completed_;
 };
 
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: failure_member ADDR PORT JOB RANK WORLD [options]\n");
     return 2;
   }
-  cc::ChannelOptions opt;
+  cc::watch::ChannelOptions opt;
   opt.rank = std::atoi(argv[4]);
   const int world = std::atoi(argv[5]);
   bool watch = true;
@@ -96,14 +96,14 @@ int main(int argc, char** argv) {
     std::printf("ERROR %s\n", st.message.c_str());
     return 1;
   }
-  cc::ControlChannel channel(*client, opt);
+  cc::watch::ControlChannel channel(*client, opt);
   ChannelWatch watched(channel, completed);
   if (watch) {
     if (cc::Status st = channel.start(); !st.ok()) {
       std::printf("ERROR %s\n", st.message.c_str());
       return 1;
     }
-    cc::Watchdog::instance().add(&watched);
+    cc::watch::Watchdog::instance().add(&watched);
   }
   std::printf("READY %d\n", opt.rank);
   std::fflush(stdout);
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line == "leave") {
-      if (watch) cc::Watchdog::instance().remove(&watched);
+      if (watch) cc::watch::Watchdog::instance().remove(&watched);
       cc::Status st = client->leave();
       std::printf(st.ok() ? "LEFT\n" : "ERROR %s\n", st.message.c_str());
       std::fflush(stdout);
@@ -135,6 +135,6 @@ int main(int argc, char** argv) {
   }
   // stdin closed (started in the background): stay until killed, or 60 s.
   std::this_thread::sleep_for(std::chrono::seconds(60));
-  if (watch) cc::Watchdog::instance().remove(&watched);
+  if (watch) cc::watch::Watchdog::instance().remove(&watched);
   return 0;
 }

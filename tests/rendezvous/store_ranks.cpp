@@ -76,7 +76,7 @@ int free_port() {
   return port;
 }
 
-void basic(cc_store_t store, int world, const cc::env::LaunchInfo& info) {
+void basic(cc_store_t store, int world, const cc::launch::LaunchInfo& info) {
   // set/get/wait across processes
   const std::string mine = "value of rank " + std::to_string(g_rank);
   CHECK_OK(cc_store_set(store, key("rank", g_rank).c_str(), mine.data(), mine.size()));
@@ -174,8 +174,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  cc::env::LaunchInfo info;
-  if (cc::Status s = cc::env::read_launch_info(cc::env::process_env(), &info); !s.ok()) {
+  cc::launch::LaunchInfo info;
+  if (cc::Status s = cc::launch::read_launch_info(cc::settings::process_env(), &info); !s.ok()) {
     std::fprintf(stderr, "store_ranks: %s\n", s.message.c_str());
     return 1;
   }

@@ -204,15 +204,15 @@ TEST_CASE("collective arguments are checked before NCCL, naming each") {
     INFO(words);
     CHECK(r == CC_ERR_INVALID_ARGUMENT);
     CHECK_THAT(last(), Catch::Contains(words));
-    CHECK_THAT(last(), Catch::Contains("(rank 0, host testhost)"));
+    CHECK_THAT(last(), Catch::Contains("rank 0 (host testhost"));
   };
   SECTION("NULL buffers with a count") {
     expect(cc_allreduce(nullptr, kBufB, 5, CC_FLOAT32, CC_SUM, comm, nullptr),
-           "cc_allreduce (rank 0, host testhost): sendbuf is NULL but count is 5");
+           "cc_allreduce on rank 0 (host testhost): sendbuf is NULL but count is 5");
     expect(cc_allreduce(kBufA, nullptr, 5, CC_FLOAT32, CC_SUM, comm, nullptr),
            "recvbuf is NULL but count is 5");
     expect(cc_broadcast(nullptr, kBufB, 3, CC_INT32, 0, comm, nullptr),
-           "cc_broadcast (rank 0, host testhost): sendbuf is NULL");
+           "cc_broadcast on rank 0 (host testhost): sendbuf is NULL");
     expect(cc_reduce(kBufA, nullptr, 3, CC_INT32, CC_MAX, 0, comm, nullptr), "recvbuf is NULL");
     expect(cc_allgather(kBufA, nullptr, 3, CC_INT8, comm, nullptr),
            "recvbuf is NULL but count is 6");
@@ -220,9 +220,9 @@ TEST_CASE("collective arguments are checked before NCCL, naming each") {
            "sendbuf is NULL but count is 6");
     expect(cc_alltoall(kBufA, nullptr, 4, CC_UINT64, comm, nullptr), "recvbuf is NULL");
     expect(cc_send(nullptr, 1, CC_FLOAT64, 1, comm, nullptr),
-           "cc_send (rank 0, host testhost): buf is NULL");
+           "cc_send on rank 0 (host testhost): buf is NULL");
     expect(cc_recv(nullptr, 1, CC_FLOAT64, 1, comm, nullptr),
-           "cc_recv (rank 0, host testhost): buf is NULL");
+           "cc_recv on rank 0 (host testhost): buf is NULL");
   }
   SECTION("roots and peers outside the communicator") {
     expect(cc_broadcast(kBufA, kBufB, 1, CC_FLOAT32, 2, comm, nullptr),
@@ -322,8 +322,8 @@ TEST_CASE("an aborted communicator says so at every call, abort is repeatable") 
 
 TEST_CASE("a watchdog failure is reported with its own code") {
   cc_comm_t comm = fake_comm(0, 2);
-  CHECK(cc::comm_fail(comm, cc::CommState::peer_failed, "rank 1 (host b, pid 9) vanished"));
-  CHECK_FALSE(cc::comm_fail(comm, cc::CommState::timed_out, "second"));  // the first wins
+  CHECK(cc::core::fail(*comm, cc::core::State::peer_failed, "rank 1 (host b, pid 9) vanished"));
+  CHECK_FALSE(cc::core::fail(*comm, cc::core::State::timed_out, "second"));  // the first wins
   CHECK(cc_barrier(comm, nullptr) == CC_ERR_PEER_FAILED);
   CHECK_THAT(last(), Catch::EndsWith("rank 1 (host b, pid 9) vanished"));
   CHECK(cc_comm_abort(comm) == CC_SUCCESS);
@@ -352,8 +352,8 @@ TEST_CASE("cc_group_end without cc_group_start is a usage error") {
 }
 
 TEST_CASE("datatype sizes and names") {
-  using cc::args::datatype_name;
-  using cc::args::datatype_size;
+  using cc::datatype_name;
+  using cc::datatype_size;
   const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
   for (int t = 0; t < CC_NUM_DATATYPES; ++t) {
     const auto dt = static_cast<cc_datatype_t>(t);
@@ -363,5 +363,5 @@ TEST_CASE("datatype sizes and names") {
   }
   CHECK(datatype_size(CC_NUM_DATATYPES) == 0);
   CHECK(std::string(datatype_name(CC_NUM_DATATYPES)) == "unknown");
-  CHECK(std::string(cc::args::redop_name(CC_AVG)) == "CC_AVG");
+  CHECK(std::string(cc::redop_name(CC_AVG)) == "CC_AVG");
 }

@@ -15,13 +15,13 @@
 #include "lib/launch/env.hpp"
 
 using Catch::Contains;
-using cc::env::LaunchInfo;
+using cc::launch::LaunchInfo;
 
 namespace {
 
 struct FakeEnv {
   std::map<std::string, std::string> vars;
-  cc::env::Getenv getenv() const {
+  cc::settings::Getenv getenv() const {
     return [this](const char* name) -> const char* {
       auto it = vars.find(name);
       return it == vars.end() ? nullptr : it->second.c_str();
@@ -30,7 +30,7 @@ struct FakeEnv {
 };
 
 cc::Status read(const FakeEnv& env, LaunchInfo* info) {
-  return cc::env::read_launch_info(env.getenv(), info);
+  return cc::launch::read_launch_info(env.getenv(), info);
 }
 
 // A file in the system's temporary directory, removed at the end of the scope.
@@ -233,18 +233,18 @@ TEST_CASE("env: malformed values name the variable") {
 
 TEST_CASE("env: parse_int is strict") {
   long long v = 0;
-  CHECK(cc::env::parse_int("X", "42", 0, 100, &v).ok());
+  CHECK(cc::settings::parse_int("X", "42", 0, 100, &v).ok());
   CHECK(v == 42);
-  CHECK(cc::env::parse_int("X", "+7", 0, 100, &v).ok());
+  CHECK(cc::settings::parse_int("X", "+7", 0, 100, &v).ok());
   CHECK(v == 7);
-  CHECK(cc::env::parse_int("X", "-5", -10, 100, &v).ok());
+  CHECK(cc::settings::parse_int("X", "-5", -10, 100, &v).ok());
   CHECK(v == -5);
-  CHECK_FALSE(cc::env::parse_int("X", "0x10", 0, 100, &v).ok());
-  CHECK_FALSE(cc::env::parse_int("X", "1.5", 0, 100, &v).ok());
-  CHECK_FALSE(cc::env::parse_int("X", "+-1", -10, 100, &v).ok());
-  CHECK_FALSE(cc::env::parse_int("X", "+", 0, 100, &v).ok());
-  CHECK_FALSE(cc::env::parse_int("X", nullptr, 0, 100, &v).ok());
-  const cc::Status s = cc::env::parse_int("X", "101", 0, 100, &v);
+  CHECK_FALSE(cc::settings::parse_int("X", "0x10", 0, 100, &v).ok());
+  CHECK_FALSE(cc::settings::parse_int("X", "1.5", 0, 100, &v).ok());
+  CHECK_FALSE(cc::settings::parse_int("X", "+-1", -10, 100, &v).ok());
+  CHECK_FALSE(cc::settings::parse_int("X", "+", 0, 100, &v).ok());
+  CHECK_FALSE(cc::settings::parse_int("X", nullptr, 0, 100, &v).ok());
+  const cc::Status s = cc::settings::parse_int("X", "101", 0, 100, &v);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK(s.message == "X=101 is out of range 0..100");
   CHECK(v == -5);  // untouched on failure
@@ -252,8 +252,8 @@ TEST_CASE("env: parse_int is strict") {
 
 TEST_CASE("config: NULL gives the defaults") {
   FakeEnv env;
-  cc::ResolvedConfig r;
-  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  cc::launch::ResolvedConfig r;
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
   CHECK(r.device == -1);
   CHECK(r.timeout_ms == 300000);
   CHECK(r.job_id == "default");
@@ -263,23 +263,23 @@ TEST_CASE("config: NULL gives the defaults") {
   CHECK(r.heartbeat_misses == 5);
 
   cc_config_t config = CC_CONFIG_INIT;
-  REQUIRE(cc::resolve_config(&config, env.getenv(), &r).ok());
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
   CHECK(r.timeout_ms == 300000);
   CHECK(r.job_id == "default");
 }
 
 TEST_CASE("config: a struct not from CC_CONFIG_INIT is refused") {
   FakeEnv env;
-  cc::ResolvedConfig r;
+  cc::launch::ResolvedConfig r;
   cc_config_t config = CC_CONFIG_INIT;
   config.magic = 12345;
-  cc::Status s = cc::resolve_config(&config, env.getenv(), &r);
+  cc::Status s = cc::launch::resolve_config(&config, env.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("config was not initialised with CC_CONFIG_INIT"));
 
   config = CC_CONFIG_INIT;
   config.size = 3;
-  s = cc::resolve_config(&config, env.getenv(), &r);
+  s = cc::launch::resolve_config(&config, env.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("impossible size 3"));
 }
@@ -293,12 +293,12 @@ TEST_CASE("config: the environment fills undefined fields; set fields win") {
                {"CC_HEARTBEAT_MS", "250"},
                {"CC_HEARTBEAT_MISSES", "8"},
                {"CC_FAST_ALLREDUCE", "require"}}};
-  cc::ResolvedConfig r;
+  cc::launch::ResolvedConfig r;
   CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_AUTO);  // the default
-  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
   CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_REQUIRE);
   env.vars["CC_FAST_ALLREDUCE"] = "0";
-  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
   CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_OFF);
   CHECK(r.device == 3);
   CHECK(r.timeout_ms == 1500);
@@ -317,7 +317,7 @@ TEST_CASE("config: the environment fills undefined fields; set fields win") {
   config.heartbeat_ms = 100;
   config.heartbeat_misses = 2;
   config.fast_allreduce = CC_FAST_ALLREDUCE_AUTO;
-  REQUIRE(cc::resolve_config(&config, env.getenv(), &r).ok());
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
   CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_AUTO);
   CHECK(r.device == 1);
   CHECK(r.timeout_ms == 700);
@@ -329,10 +329,10 @@ TEST_CASE("config: the environment fills undefined fields; set fields win") {
 
   // timeout 0 means the default, from the config or the environment
   config.timeout_ms = 0;
-  REQUIRE(cc::resolve_config(&config, env.getenv(), &r).ok());
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
   CHECK(r.timeout_ms == 300000);
   env.vars["CC_TIMEOUT_MS"] = "0";
-  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
   CHECK(r.timeout_ms == 300000);
 }
 
@@ -343,8 +343,8 @@ TEST_CASE("config: an older, smaller struct reads only the fields it has") {
   config.rendezvous = 77;    // beyond the old size: must not be read
   config.heartbeat_ms = -5;  // likewise
   config.size = offsetof(cc_config_t, rendezvous);
-  cc::ResolvedConfig r;
-  const cc::Status s = cc::resolve_config(&config, env.getenv(), &r);
+  cc::launch::ResolvedConfig r;
+  const cc::Status s = cc::launch::resolve_config(&config, env.getenv(), &r);
   INFO(s.message);
   REQUIRE(s.ok());
   CHECK(r.timeout_ms == 900);
@@ -362,7 +362,7 @@ TEST_CASE("config: malformed values name the variable or field") {
       {"CC_DEVICE", "gpu0", "CC_DEVICE='gpu0' is not an integer"},
       {"CC_DEVICE", "-2", "CC_DEVICE=-2 is out of range"},
       {"CC_JOB_ID", "", "CC_JOB_ID='' is empty"},
-      {"CC_RENDEZVOUS", "inside", "CC_RENDEZVOUS='inside' is neither 'embedded'"},
+      {"CC_RENDEZVOUS", "inside", "CC_RENDEZVOUS='inside' is none of embedded, external"},
       {"CC_HEARTBEAT_MS", "0", "CC_HEARTBEAT_MS=0 is out of range 1.."},
       {"CC_HEARTBEAT_MISSES", "x", "CC_HEARTBEAT_MISSES='x' is not an integer"},
       {"CC_RENDEZVOUS_TOKEN", "", "CC_RENDEZVOUS_TOKEN='' is empty"},
@@ -370,33 +370,33 @@ TEST_CASE("config: malformed values name the variable or field") {
   };
   for (const Case& c : cases) {
     FakeEnv env{{{c.var, c.value}}};
-    cc::ResolvedConfig r;
-    const cc::Status s = cc::resolve_config(nullptr, env.getenv(), &r);
+    cc::launch::ResolvedConfig r;
+    const cc::Status s = cc::launch::resolve_config(nullptr, env.getenv(), &r);
     INFO(c.var << "=" << c.value << " -> " << s.message);
     CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
     CHECK_THAT(s.message, Contains(c.words));
   }
 
   FakeEnv env;
-  cc::ResolvedConfig r;
+  cc::launch::ResolvedConfig r;
   cc_config_t config = CC_CONFIG_INIT;
   config.timeout_ms = -10;
-  cc::Status s = cc::resolve_config(&config, env.getenv(), &r);
+  cc::Status s = cc::launch::resolve_config(&config, env.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("config.timeout_ms=-10"));
   config = CC_CONFIG_INIT;
   config.rendezvous = 9;
-  s = cc::resolve_config(&config, env.getenv(), &r);
+  s = cc::launch::resolve_config(&config, env.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("config.rendezvous=9"));
   config = CC_CONFIG_INIT;
   config.fast_allreduce = 5;
-  s = cc::resolve_config(&config, env.getenv(), &r);
+  s = cc::launch::resolve_config(&config, env.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("config.fast_allreduce=5"));
   config = CC_CONFIG_INIT;
   config.job_id = "";
-  s = cc::resolve_config(&config, env.getenv(), &r);
+  s = cc::launch::resolve_config(&config, env.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("config.job_id is empty"));
 }
@@ -405,31 +405,31 @@ TEST_CASE("config: the token from a file, trailing whitespace stripped") {
   namespace fs = std::filesystem;
   TempFile file("s3cret \n\n", fs::perms::owner_read | fs::perms::owner_write);
   FakeEnv env{{{"CC_RENDEZVOUS_TOKEN_FILE", file.path.string()}}};
-  cc::ResolvedConfig r;
-  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  cc::launch::ResolvedConfig r;
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
   CHECK(r.token == "s3cret");
 
   // CC_RENDEZVOUS_TOKEN wins over the file
   env.vars["CC_RENDEZVOUS_TOKEN"] = "direct";
-  REQUIRE(cc::resolve_config(nullptr, env.getenv(), &r).ok());
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
   CHECK(r.token == "direct");
 
   // a file others can read still works (with a logged warning)
   TempFile open_file("tok\n",
                      fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
   FakeEnv env2{{{"CC_RENDEZVOUS_TOKEN_FILE", open_file.path.string()}}};
-  REQUIRE(cc::resolve_config(nullptr, env2.getenv(), &r).ok());
+  REQUIRE(cc::launch::resolve_config(nullptr, env2.getenv(), &r).ok());
   CHECK(r.token == "tok");
 
   TempFile empty(" \n", fs::perms::owner_read | fs::perms::owner_write);
   FakeEnv env3{{{"CC_RENDEZVOUS_TOKEN_FILE", empty.path.string()}}};
-  cc::Status s = cc::resolve_config(nullptr, env3.getenv(), &r);
+  cc::Status s = cc::launch::resolve_config(nullptr, env3.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("is empty"));
 
   const std::string missing = (fs::temp_directory_path() / "cc-test-no-such-token-file").string();
   FakeEnv env4{{{"CC_RENDEZVOUS_TOKEN_FILE", missing}}};
-  s = cc::resolve_config(nullptr, env4.getenv(), &r);
+  s = cc::launch::resolve_config(nullptr, env4.getenv(), &r);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Contains("cannot read the token file '" + missing + "'") &&
                             Contains("CC_RENDEZVOUS_TOKEN_FILE") && Contains("No such file"));

@@ -84,7 +84,7 @@ TEST_CASE("registration checks buffer, size and output, naming rank and host") {
                {"cc_comm_window_register", cc_comm_window_register, "window"}};
   for (const auto& c : cases) {
     INFO(c.call);
-    const std::string who = std::string(c.call) + " (rank 1, host testhost): ";
+    const std::string who = std::string(c.call) + " on rank 1 (host testhost): ";
     void* h = kJunk;
     CHECK(c.fn(comm, nullptr, 64, &h) == CC_ERR_INVALID_ARGUMENT);
     CHECK(h == nullptr);
@@ -112,7 +112,7 @@ TEST_CASE("deregistering NULL is a no-op") {
 
 TEST_CASE("registration on an aborted comm returns the abort's story") {
   cc_comm_t comm = fake_comm();
-  comm->state = static_cast<int>(cc::CommState::peer_failed);
+  comm->state = static_cast<int>(cc::core::State::peer_failed);
   comm->failure = "rank 0 (host other) vanished";
   void* h = kJunk;
   CHECK(cc_comm_register(comm, kBuf, 64, &h) == CC_ERR_PEER_FAILED);
@@ -127,7 +127,7 @@ TEST_CASE("registration on an aborted comm returns the abort's story") {
 
 TEST_CASE("registration on a destroyed comm is refused") {
   cc_comm_t comm = fake_comm();
-  comm->magic = cc::kCommDead;
+  comm->magic = cc::comm::kCommDead;
   void* h = kJunk;
   CHECK(cc_comm_register(comm, kBuf, 64, &h) == CC_ERR_INVALID_ARGUMENT);
   CHECK(h == nullptr);

@@ -12,7 +12,7 @@
 using namespace cc;
 
 namespace {
-env::Getenv fake_env(std::map<std::string, std::string> vars) {
+settings::Getenv fake_env(std::map<std::string, std::string> vars) {
   auto held = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
   return [held](const char* name) -> const char* {
     auto it = held->find(name);
@@ -21,8 +21,8 @@ env::Getenv fake_env(std::map<std::string, std::string> vars) {
 }
 
 std::string loopback_name() {
-  std::vector<netif::Interface> all;
-  REQUIRE(netif::list_interfaces(&all).ok());
+  std::vector<launch::Interface> all;
+  REQUIRE(launch::list_interfaces(&all).ok());
   for (const auto& i : all)
     if (i.loopback) return i.name;
   return {};
@@ -30,8 +30,8 @@ std::string loopback_name() {
 }  // namespace
 
 TEST_CASE("interface listing includes loopback with 127.0.0.1", "[netif]") {
-  std::vector<netif::Interface> all;
-  Status s = netif::list_interfaces(&all);
+  std::vector<launch::Interface> all;
+  Status s = launch::list_interfaces(&all);
   REQUIRE(s.ok());
   bool found = false;
   for (const auto& i : all) {
@@ -50,8 +50,8 @@ TEST_CASE("interface listing includes loopback with 127.0.0.1", "[netif]") {
 }
 
 TEST_CASE("the route to 127.0.0.1 leaves through the loopback interface", "[netif]") {
-  netif::Route r;
-  Status s = netif::route_source_for("127.0.0.1", &r);
+  launch::Route r;
+  Status s = launch::route_source_for("127.0.0.1", &r);
   REQUIRE(s.ok());
   CHECK(r.ifname == loopback_name());
   CHECK(r.source_address == "127.0.0.1");
@@ -60,74 +60,74 @@ TEST_CASE("the route to 127.0.0.1 leaves through the loopback interface", "[neti
 }
 
 TEST_CASE("host names and bracketed IPv6 resolve to the loopback route", "[netif]") {
-  netif::Route r;
-  REQUIRE(netif::route_source_for("localhost", &r).ok());
+  launch::Route r;
+  REQUIRE(launch::route_source_for("localhost", &r).ok());
   CHECK(r.ifname == loopback_name());
 
-  netif::Route r6;
-  Status s6 = netif::route_source_for("[::1]", &r6);
+  launch::Route r6;
+  Status s6 = launch::route_source_for("[::1]", &r6);
   if (s6.ok()) {  // an IPv6-less container has no ::1
     CHECK(r6.ifname == loopback_name());
     CHECK(r6.source_address == "::1");
   } else {
     CHECK_THAT(s6.message, Catch::Contains("no route to ::1"));
   }
-  CHECK(netif::strip_brackets("[fe80::1]") == "fe80::1");
-  CHECK(netif::strip_brackets("10.1.2.3") == "10.1.2.3");
+  CHECK(launch::strip_brackets("[fe80::1]") == "fe80::1");
+  CHECK(launch::strip_brackets("10.1.2.3") == "10.1.2.3");
 }
 
 TEST_CASE("an unresolvable name gives the words", "[netif]") {
-  netif::Route r;
-  Status s = netif::route_source_for("no-such-host.invalid", &r);
+  launch::Route r;
+  Status s = launch::route_source_for("no-such-host.invalid", &r);
   REQUIRE_FALSE(s.ok());
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Catch::Contains("cannot resolve \"no-such-host.invalid\""));
   CHECK_THAT(s.message, Catch::Contains("MASTER_ADDR"));
 
-  Status empty = netif::route_source_for("", &r);
+  Status empty = launch::route_source_for("", &r);
   CHECK(empty.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(empty.message, Catch::Contains("set MASTER_ADDR"));
 }
 
 TEST_CASE("choose_nccl_socket_ifname keeps the user's NCCL_SOCKET_IFNAME", "[netif]") {
-  netif::IfnameChoice c;
-  REQUIRE(netif::choose_nccl_socket_ifname("127.0.0.1",
-                                           fake_env({{"NCCL_SOCKET_IFNAME", "^docker,lo"}}), &c)
+  launch::IfnameChoice c;
+  REQUIRE(launch::choose_nccl_socket_ifname("127.0.0.1",
+                                            fake_env({{"NCCL_SOCKET_IFNAME", "^docker,lo"}}), &c)
               .ok());
   CHECK(c.from_user);
   CHECK(c.ifname == "^docker,lo");
 
   // Kept even when the master cannot be resolved: the user knows best.
-  netif::IfnameChoice kept;
-  REQUIRE(netif::choose_nccl_socket_ifname("no-such-host.invalid",
-                                           fake_env({{"NCCL_SOCKET_IFNAME", "eth7"}}), &kept)
+  launch::IfnameChoice kept;
+  REQUIRE(launch::choose_nccl_socket_ifname("no-such-host.invalid",
+                                            fake_env({{"NCCL_SOCKET_IFNAME", "eth7"}}), &kept)
               .ok());
   CHECK(kept.ifname == "eth7");
 }
 
 TEST_CASE("choose_nccl_socket_ifname picks the route's interface when unset", "[netif]") {
-  netif::IfnameChoice c;
-  REQUIRE(netif::choose_nccl_socket_ifname("127.0.0.1", fake_env({{"NCCL_SOCKET_IFNAME", ""}}), &c)
+  launch::IfnameChoice c;
+  REQUIRE(launch::choose_nccl_socket_ifname("127.0.0.1", fake_env({{"NCCL_SOCKET_IFNAME", ""}}), &c)
               .ok());
   CHECK_FALSE(c.from_user);
   CHECK(c.ifname == loopback_name());
   CHECK(c.route.source_address == "127.0.0.1");
 
-  netif::IfnameChoice bad;
-  Status s = netif::choose_nccl_socket_ifname("no-such-host.invalid", fake_env({}), &bad);
+  launch::IfnameChoice bad;
+  Status s = launch::choose_nccl_socket_ifname("no-such-host.invalid", fake_env({}), &bad);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(s.message, Catch::Contains("cannot resolve"));
   CHECK_THAT(s.message, Catch::Contains("NCCL_SOCKET_IFNAME"));
 }
 
 TEST_CASE("nccl_ifname_matches follows NCCL_SOCKET_IFNAME's rules", "[netif]") {
-  CHECK(netif::nccl_ifname_matches("eth", "eth0"));
-  CHECK(netif::nccl_ifname_matches("ib,eth", "eth1"));
-  CHECK_FALSE(netif::nccl_ifname_matches("ib", "eth0"));
-  CHECK(netif::nccl_ifname_matches("=eth0", "eth0"));
-  CHECK_FALSE(netif::nccl_ifname_matches("=eth0", "eth01"));
-  CHECK_FALSE(netif::nccl_ifname_matches("^docker,lo", "docker0"));
-  CHECK_FALSE(netif::nccl_ifname_matches("^docker,lo", "lo"));
-  CHECK(netif::nccl_ifname_matches("^docker,lo", "eth0"));
-  CHECK(netif::nccl_ifname_matches("^=eth0", "eth01"));
+  CHECK(launch::nccl_ifname_matches("eth", "eth0"));
+  CHECK(launch::nccl_ifname_matches("ib,eth", "eth1"));
+  CHECK_FALSE(launch::nccl_ifname_matches("ib", "eth0"));
+  CHECK(launch::nccl_ifname_matches("=eth0", "eth0"));
+  CHECK_FALSE(launch::nccl_ifname_matches("=eth0", "eth01"));
+  CHECK_FALSE(launch::nccl_ifname_matches("^docker,lo", "docker0"));
+  CHECK_FALSE(launch::nccl_ifname_matches("^docker,lo", "lo"));
+  CHECK(launch::nccl_ifname_matches("^docker,lo", "eth0"));
+  CHECK(launch::nccl_ifname_matches("^=eth0", "eth01"));
 }

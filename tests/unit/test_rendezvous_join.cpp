@@ -35,9 +35,9 @@ int free_port() {
 
 const std::vector<uint8_t> kId(128, 0xab);
 
-cc::RendezvousRequest request(int rank, int world, int port, std::chrono::milliseconds timeout,
-                              const std::string& job) {
-  cc::RendezvousRequest r;
+cc::comm::RendezvousRequest request(int rank, int world, int port,
+                                    std::chrono::milliseconds timeout, const std::string& job) {
+  cc::comm::RendezvousRequest r;
   r.addr = "127.0.0.1";
   r.port = port;
   r.config.job_id = job;
@@ -55,13 +55,13 @@ cc::RendezvousRequest request(int rank, int world, int port, std::chrono::millis
 
 struct Outcome {
   cc::Status status;
-  cc::RendezvousResult result;
+  cc::comm::RendezvousResult result;
 };
 
-std::future<Outcome> start_rank(cc::RendezvousRequest r) {
+std::future<Outcome> start_rank(cc::comm::RendezvousRequest r) {
   return std::async(std::launch::async, [r]() mutable {
     Outcome o;
-    o.status = cc::rendezvous_join(
+    o.status = cc::comm::rendezvous_join(
         std::move(r),
         [](std::vector<uint8_t>* id) {
           *id = kId;
@@ -154,9 +154,9 @@ TEST_CASE("no server at the address: an error naming it, at the deadline") {
 }
 
 TEST_CASE("generations count per job within a process") {
-  const uint32_t a1 = cc::next_generation("gen-job-x");
-  const uint32_t a2 = cc::next_generation("gen-job-x");
-  const uint32_t b1 = cc::next_generation("gen-job-y");
+  const uint32_t a1 = cc::comm::next_generation("gen-job-x");
+  const uint32_t a2 = cc::comm::next_generation("gen-job-x");
+  const uint32_t b1 = cc::comm::next_generation("gen-job-y");
   CHECK(a1 == 1u);
   CHECK(a2 == 2u);
   CHECK(b1 == 1u);

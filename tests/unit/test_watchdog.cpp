@@ -15,7 +15,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-struct Counter final : cc::Watched {
+struct Counter final : cc::watch::Watched {
   std::atomic<int> ticks{0};
   std::atomic<bool> inside{false};
   std::chrono::milliseconds tick_cost{0};
@@ -39,7 +39,7 @@ bool wait_for(const std::function<bool()>& ok, std::chrono::milliseconds limit) 
 }  // namespace
 
 TEST_CASE("the watchdog runs while something is watched, and only then") {
-  auto& dog = cc::Watchdog::instance();
+  auto& dog = cc::watch::Watchdog::instance();
   REQUIRE_FALSE(dog.running());
   Counter a, b;
   dog.add(&a);
@@ -66,7 +66,7 @@ TEST_CASE("the watchdog runs while something is watched, and only then") {
 }
 
 TEST_CASE("remove waits for a tick in progress") {
-  auto& dog = cc::Watchdog::instance();
+  auto& dog = cc::watch::Watchdog::instance();
   Counter slow;
   slow.tick_cost = 100ms;
   dog.add(&slow);
@@ -77,7 +77,7 @@ TEST_CASE("remove waits for a tick in progress") {
 }
 
 TEST_CASE("add and remove from many threads at once") {
-  auto& dog = cc::Watchdog::instance();
+  auto& dog = cc::watch::Watchdog::instance();
   std::vector<Counter> counters(16);
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t)
@@ -101,8 +101,8 @@ TEST_CASE("CC_WATCHDOG=0 turns the watchdog off") {
       return std::strcmp(name, "CC_WATCHDOG") == 0 ? value : nullptr;
     };
   };
-  CHECK(cc::Watchdog::enabled(env(nullptr)));
-  CHECK(cc::Watchdog::enabled(env("1")));
-  CHECK_FALSE(cc::Watchdog::enabled(env("0")));
-  CHECK_FALSE(cc::Watchdog::enabled(env("off")));
+  CHECK(cc::watch::Watchdog::enabled(env(nullptr)));
+  CHECK(cc::watch::Watchdog::enabled(env("1")));
+  CHECK_FALSE(cc::watch::Watchdog::enabled(env("0")));
+  CHECK_FALSE(cc::watch::Watchdog::enabled(env("off")));
 }

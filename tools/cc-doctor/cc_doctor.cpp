@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   }
   if (const char* p = first_env({"CC_MASTER_PORT", "MASTER_PORT"}, &var)) {
     long long port = 0;
-    if (cc::Status s = cc::env::parse_int(var.c_str(), p, 1, 65535, &port); s.ok()) {
+    if (cc::Status s = cc::settings::parse_int(var.c_str(), p, 1, 65535, &port); s.ok()) {
       o.master_port = static_cast<int>(port);
       o.master_port_var = var;
     } else {
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       std::string text;
       if (!take(&text)) return bad_argument(std::string(name) + " needs a value");
       long long v = 0;
-      if (cc::Status s = cc::env::parse_int(name, text.c_str(), min, max, &v); !s.ok())
+      if (cc::Status s = cc::settings::parse_int(name, text.c_str(), min, max, &v); !s.ok())
         return bad_argument(s.message);
       *out = static_cast<int>(v);
       return 0;

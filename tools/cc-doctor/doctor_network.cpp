@@ -23,7 +23,7 @@ bool is_loopback_address(const std::string& numeric) {
 
 void check_route(Report* r) {
   const std::string where = r->master_addr;
-  Status s = netif::route_source_for(r->master_addr, &r->route);
+  Status s = launch::route_source_for(r->master_addr, &r->route);
   if (!s.ok()) {
     r->route_error = s.message;
     r->add("network", Level::error, s.message);
@@ -46,7 +46,7 @@ void check_route(Report* r) {
         "run the container with --network host, or set NCCL_SOCKET_IFNAME to the host's interface");
   }
   const char* user = std::getenv("NCCL_SOCKET_IFNAME");
-  if (user != nullptr && *user != '\0' && !netif::nccl_ifname_matches(user, r->route.ifname)) {
+  if (user != nullptr && *user != '\0' && !launch::nccl_ifname_matches(user, r->route.ifname)) {
     r->add("network", Level::warn,
            std::string("NCCL_SOCKET_IFNAME=") + user + " excludes " + r->route.ifname +
                ", the interface whose route reaches " + where,
@@ -100,7 +100,7 @@ void check_probe(Report* r, const Options& o) {
 }  // namespace
 
 void collect_network(Report* r, const Options& o) {
-  if (Status s = netif::list_interfaces(&r->interfaces); !s.ok())
+  if (Status s = launch::list_interfaces(&r->interfaces); !s.ok())
     r->add("network", Level::error, s.message);
   bool external_up = false;
   for (const auto& i : r->interfaces)

@@ -144,7 +144,7 @@ Probe probe_rendezvous(const std::string& addr_in, int port, const std::string& 
   Probe out;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
-  const std::string addr = netif::strip_brackets(addr_in);
+  const std::string addr = launch::strip_brackets(addr_in);
   const std::string where = addr_in + ":" + std::to_string(port);
   auto finish = [&]() {
     out.elapsed_ms = static_cast<int>(

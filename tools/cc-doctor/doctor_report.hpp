@@ -69,12 +69,12 @@ struct Report {
   std::vector<Gpu> gpus;
   bool nvml = false;
 
-  std::vector<netif::Interface> interfaces;
+  std::vector<launch::Interface> interfaces;
   std::string master_addr, master_addr_var;
   int master_port = 0;
   std::string master_port_var;
   bool route_found = false;
-  netif::Route route;
+  launch::Route route;
   std::string route_error;
   Probe probe;
 

@@ -86,7 +86,7 @@ struct Options {
 
 int parse_number(const std::string& flag, const char* text, long long min, long long max) {
   long long v = 0;
-  cc::Status s = cc::env::parse_int(flag.c_str(), text, min, max, &v);
+  cc::Status s = cc::settings::parse_int(flag.c_str(), text, min, max, &v);
   if (!s.ok()) usage_error(s.message);
   return static_cast<int>(v);
 }
@@ -539,8 +539,8 @@ int main(int argc, char** argv) {
     return 127;
   }
 
-  cc::ResolvedConfig cfg;
-  if (cc::Status s = cc::resolve_config(nullptr, cc::env::process_env(), &cfg); !s.ok()) {
+  cc::launch::ResolvedConfig cfg;
+  if (cc::Status s = cc::launch::resolve_config(nullptr, cc::settings::process_env(), &cfg); !s.ok()) {
     std::fprintf(stderr, "cc-run: %s\n", s.message.c_str());
     return kUsageError;
   }

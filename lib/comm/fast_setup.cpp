@@ -1,4 +1,4 @@
-#include "lib/fast/fast_setup.hpp"
+#include "lib/comm/fast_setup.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,17 +8,12 @@
 
 #include <cuda_runtime_api.h>
 
-#include "common/last_error.hpp"
 #include "common/log.hpp"
 
-namespace cc {
+namespace cc::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string who(const cc_comm* c) {
-  return "rank " + std::to_string(c->rank) + " (host " + c->host + ")";
-}
 
 uint32_t ms_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -27,7 +22,7 @@ uint32_t ms_left(Clock::time_point deadline) {
 
 Status late(const cc_comm* c) {
   return make_status(CC_ERR_TIMEOUT,
-                     who(c) +
+                     c->who() +
                          ": the ranks did not agree on the small all-reduce path before "
                          "cc_comm_init's deadline (" +
                          std::to_string(c->timeout.count()) +
@@ -81,16 +76,16 @@ Status agree_by_nccl(cc_comm* c, bool* yes, Clock::time_point deadline) {
   bool in_time = true;
   if (e == cudaSuccess && r == ncclSuccess) in_time = wait_stream(stream, deadline, &e);
   if (!in_time) {
-    comm_abort_nccl(c);  // lets the stream finish before it is destroyed
+    core::abort_nccl(*c);  // lets the stream finish before it is destroyed
     cudaStreamSynchronize(stream);
   }
   if (stream != nullptr) cudaStreamDestroy(stream);
   if (!in_time) return late(c);
-  if (r != ncclSuccess) return nccl_failure("ncclAllReduce (init)", c, r);
+  if (r != ncclSuccess) return core::nccl_failure("ncclAllReduce (init)", *c, r);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return make_status(CC_ERR_CUDA,
-                       who(c) + ": setting up the small all-reduce path: " + cudaGetErrorString(e));
+    return make_status(
+        CC_ERR_CUDA, c->who() + ": setting up the small all-reduce path: " + cudaGetErrorString(e));
   }
   *yes = value != 0;
   return Status::success();
@@ -114,19 +109,19 @@ Status clear_inbox(cc_comm* c, fast::Channel* ch, Clock::time_point deadline) {
   if (!in_time) return late(c);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return make_status(CC_ERR_CUDA,
-                       who(c) + ": clearing the small all-reduce inbox: " + cudaGetErrorString(e));
+    return make_status(
+        CC_ERR_CUDA, c->who() + ": clearing the small all-reduce inbox: " + cudaGetErrorString(e));
   }
   return Status::success();
 }
 
 Status unavailable(const cc_comm* c, int mode, const std::string& why) {
   if (mode != CC_FAST_ALLREDUCE_REQUIRE) {
-    log().info("{}: small all-reduces go to ncclAllReduce: {}", who(c), why);
+    log().info("{}: small all-reduces go to ncclAllReduce: {}", c->who(), why);
     return Status::success();
   }
   return make_status(CC_ERR_INVALID_USAGE,
-                     who(c) +
+                     c->who() +
                          ": cc's small all-reduce kernel is required "
                          "(CC_FAST_ALLREDUCE=require or config.fast_allreduce), but it "
                          "cannot be used: " +
@@ -174,7 +169,7 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
   log().debug(
       "{}: all-reduces up to {} bytes use cc's kernel (NCCL device API); set-up took "
       "{:.1f} ms to agree, {:.1f} ms to make, {:.1f} ms to agree again",
-      who(c), fast::kMaxBytes, duration<double, std::milli>(t1 - t0).count(),
+      c->who(), fast::kMaxBytes, duration<double, std::milli>(t1 - t0).count(),
       duration<double, std::milli>(t2 - t1).count(),
       duration<double, std::milli>(Clock::now() - t2).count());
   return Status::success();
@@ -187,7 +182,7 @@ bool drain_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
   log().warn(
       "{}: cc's small all-reduce kernel was still waiting for a peer at "
       "cc_comm_destroy's deadline; stopped it and aborting the communicator",
-      who(c));
+      c->who());
   return false;
 }
 
@@ -197,4 +192,4 @@ void teardown_fast_allreduce(cc_comm* c) {
   c->fast = nullptr;
 }
 
-}  // namespace cc
+}  // namespace cc::comm

@@ -7,7 +7,7 @@
 #include "common/status.hpp"
 #include "lib/comm/comm.hpp"
 
-namespace cc {
+namespace cc::comm {
 
 // Collective, after the NCCL communicators and comm->scratch exist: every
 // rank says whether it can use the path, they agree (ncclAllReduce, MIN),
@@ -24,4 +24,4 @@ bool drain_fast_allreduce(cc_comm* c, std::chrono::steady_clock::time_point dead
 // after an abort, which ends its kernels).
 void teardown_fast_allreduce(cc_comm* c);
 
-}  // namespace cc
+}  // namespace cc::comm

@@ -1,0 +1,15 @@
+// Facts about cc's datatypes and reduction operations, for checks and words.
+#pragma once
+
+#include <cstddef>
+
+#include "cc/cc.h"
+
+namespace cc {
+
+// Bytes of one element; 0 for a value outside cc_datatype_t.
+size_t datatype_size(cc_datatype_t dtype);
+const char* datatype_name(cc_datatype_t dtype);  // "CC_FLOAT32", or "unknown"
+const char* redop_name(cc_redop_t op);           // "CC_SUM", or "unknown"
+
+}  // namespace cc

@@ -1,0 +1,232 @@
+#include "common/settings.hpp"
+
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+
+namespace cc::settings {
+namespace {
+
+constexpr long long kIntMax = INT_MAX;
+
+// In the order of Id; a unit test checks the order and the README.
+constexpr Setting kTable[] = {
+    {Id::rank,
+     {"CC_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"},
+     Kind::integer,
+     "",
+     0,
+     kIntMax,
+     {},
+     "this process's rank in the job"},
+    {Id::world_size,
+     {"CC_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"},
+     Kind::integer,
+     "",
+     1,
+     kIntMax,
+     {},
+     "the number of ranks in the job"},
+    {Id::local_rank,
+     {"CC_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+      "SLURM_LOCALID"},
+     Kind::integer,
+     "",
+     0,
+     kIntMax,
+     {},
+     "this process's rank on its host; picks the GPU"},
+    {Id::master_addr,
+     {"CC_MASTER_ADDR", "MASTER_ADDR"},
+     Kind::text,
+     "",
+     0,
+     0,
+     {},
+     "the rendezvous host: rank 0's, cc-run's or cc-rendezvous's"},
+    {Id::master_port,
+     {"CC_MASTER_PORT", "MASTER_PORT"},
+     Kind::integer,
+     "",
+     1,
+     65535,
+     {},
+     "the rendezvous port"},
+    {Id::job_id,
+     {"CC_JOB_ID"},
+     Kind::text,
+     "default",
+     0,
+     0,
+     {},
+     "the job's name on the rendezvous"},
+    {Id::token,
+     {"CC_RENDEZVOUS_TOKEN"},
+     Kind::text,
+     "",
+     0,
+     0,
+     {},
+     "the rendezvous token (never sent: challenge and response)"},
+    {Id::token_file,
+     {"CC_RENDEZVOUS_TOKEN_FILE"},
+     Kind::path,
+     "",
+     0,
+     0,
+     {},
+     "a file holding the rendezvous token (mode 600)"},
+    {Id::rendezvous,
+     {"CC_RENDEZVOUS"},
+     Kind::choice,
+     "embedded",
+     0,
+     0,
+     {"embedded", "external"},
+     "embedded: rank 0 hosts the server; external: cc-run or cc-rendezvous does"},
+    {Id::timeout_ms,
+     {"CC_TIMEOUT_MS"},
+     Kind::integer,
+     "300000",
+     0,
+     kIntMax,
+     {},
+     "init, store and collective deadline in ms (0: the default)"},
+    {Id::log_level,
+     {"CC_LOG_LEVEL"},
+     Kind::choice,
+     "warn",
+     0,
+     0,
+     {"trace", "debug", "info", "warn", "error", "off"},
+     "how much the library logs to stderr"},
+    {Id::device,
+     {"CC_DEVICE"},
+     Kind::integer,
+     "",
+     0,
+     kIntMax,
+     {},
+     "the CUDA device; default LOCAL_RANK % device count"},
+    {Id::heartbeat_ms,
+     {"CC_HEARTBEAT_MS"},
+     Kind::integer,
+     "1000",
+     1,
+     kIntMax,
+     {},
+     "how often each rank tells the rendezvous it lives"},
+    {Id::heartbeat_misses,
+     {"CC_HEARTBEAT_MISSES"},
+     Kind::integer,
+     "5",
+     1,
+     kIntMax,
+     {},
+     "heartbeats missed before a rank counts as lost"},
+    {Id::fast_allreduce,
+     {"CC_FAST_ALLREDUCE"},
+     Kind::choice,
+     "1",
+     0,
+     0,
+     {"0", "1", "require"},
+     "cc's own all-reduce kernels: 0 off, 1 where they can run, require or fail"},
+    {Id::watchdog,
+     {"CC_WATCHDOG"},
+     Kind::choice,
+     "1",
+     0,
+     0,
+     {"0", "1", "off", "on", "false", "true"},
+     "the watchdog thread that turns failures into errors (0 turns it off)"},
+};
+
+static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");
+
+constexpr bool in_order() {
+  for (size_t i = 0; i < std::size(kTable); ++i)
+    if (static_cast<size_t>(kTable[i].id) != i) return false;
+  return true;
+}
+static_assert(in_order(), "the rows follow the order of Id");
+
+Status invalid(std::string message) {
+  return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
+}
+
+}  // namespace
+
+Getenv process_env() {
+  return [](const char* name) -> const char* { return std::getenv(name); };
+}
+
+const Setting& get(Id id) { return kTable[static_cast<size_t>(id)]; }
+
+std::span<const Setting> all() { return kTable; }
+
+Found find(Id id, const Getenv& getenv) {
+  for (const char* var : get(id).vars) {
+    if (var == nullptr) break;
+    if (const char* value = getenv(var)) return {var, value};
+  }
+  return {};
+}
+
+long long default_int(Id id) {
+  const char* text = get(id).default_text;
+  return *text == '\0' ? 0 : std::atoll(text);
+}
+
+Status read_int(Id id, const Getenv& getenv, long long* out, Found* found) {
+  const Found f = find(id, getenv);
+  if (found != nullptr) *found = f;
+  if (f.var == nullptr) return Status::success();
+  const Setting& s = get(id);
+  return parse_int(f.var, f.value, s.min, s.max, out);
+}
+
+Status read_choice(Id id, const Getenv& getenv, int* index, Found* found) {
+  const Found f = find(id, getenv);
+  if (found != nullptr) *found = f;
+  if (f.var == nullptr) return Status::success();
+  const Setting& s = get(id);
+  std::string listed;
+  for (int i = 0; i < static_cast<int>(s.choices.size()) && s.choices[i] != nullptr; ++i) {
+    if (std::strcmp(f.value, s.choices[i]) == 0) {
+      *index = i;
+      return Status::success();
+    }
+    listed += (i == 0 ? "" : ", ") + std::string(s.choices[i]);
+  }
+  return invalid(std::string(f.var) + "='" + f.value + "' is none of " + listed + ": " + s.meaning);
+}
+
+Status parse_int(const char* name, const char* text, long long min, long long max, long long* out) {
+  const std::string shown = text == nullptr ? std::string() : std::string(text);
+  const std::string range = std::to_string(min) + ".." + std::to_string(max);
+  if (text == nullptr || *text == '\0') {
+    return invalid(std::string(name) + "='' is empty: set it to a whole number in " + range);
+  }
+  const char* begin = text;
+  const char* end = text + std::strlen(text);
+  if (*begin == '+') ++begin;  // from_chars takes '-' but not '+'
+  long long value = 0;
+  auto [ptr, ec] = std::from_chars(begin, end, value, 10);
+  if (ec == std::errc::result_out_of_range) {
+    return invalid(std::string(name) + "=" + shown + " is out of range " + range);
+  }
+  if (ec != std::errc() || ptr != end || begin == end || (begin != text && *begin == '-')) {
+    return invalid(std::string(name) + "='" + shown +
+                   "' is not an integer: set it to a whole number in " + range);
+  }
+  if (value < min || value > max) {
+    return invalid(std::string(name) + "=" + shown + " is out of range " + range);
+  }
+  *out = value;
+  return Status::success();
+}
+
+}  // namespace cc::settings

@@ -1,0 +1,110 @@
+// cc_comm_*: a communicator's life, as the C API offers it. Each entry point
+// checks its arguments and hands over to lib/comm.
+#include <memory>
+
+#include "cc/cc.h"
+#include "common/last_error.hpp"
+#include "common/settings.hpp"
+#include "lib/comm/comm.hpp"
+#include "lib/launch/env.hpp"
+
+using cc::fail;
+using cc::Status;
+using cc::succeed;
+
+namespace {
+
+// cc_comm_rank, _size, _device: one field of a live handle.
+template <class T>
+cc_result_t read_field(const char* call, cc_comm_t c, const char* out_name, int* out, T value) {
+  if (Status st = cc::comm::check_handle(call, c); !st.ok()) return fail(st);
+  if (out == nullptr)
+    return fail(CC_ERR_INVALID_ARGUMENT, std::string(call) + ": " + out_name + " is NULL");
+  *out = value(c);
+  return succeed();
+}
+
+}  // namespace
+
+extern "C" {
+
+CC_API cc_result_t cc_comm_init(cc_comm_t* comm, int rank, int nranks, const char* master_addr,
+                                int master_port, const cc_config_t* config) {
+  CC_API_GUARD_BEGIN
+  if (comm != nullptr) *comm = nullptr;
+  if (Status st = cc::comm::check_init_args(comm, rank, nranks, master_addr, master_port); !st.ok())
+    return fail(st);
+  int local_rank = -1;
+  if (Status st = cc::comm::local_rank_from_env(&local_rank); !st.ok()) return fail(st);
+  return fail(cc::comm::init(comm, rank, nranks, master_addr, master_port, config, local_rank));
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_init_from_env(cc_comm_t* comm, const cc_config_t* config) {
+  CC_API_GUARD_BEGIN
+  if (comm == nullptr)
+    return fail(CC_ERR_INVALID_ARGUMENT,
+                "cc_comm_init_from_env: comm is NULL; pass the address of a cc_comm_t");
+  *comm = nullptr;
+  cc::launch::LaunchInfo info;
+  if (Status st = cc::launch::read_launch_info(cc::settings::process_env(), &info); !st.ok())
+    return fail(st.code, "cc_comm_init_from_env: " + st.message);
+  if (Status st = cc::comm::check_init_args(comm, info.rank, info.world_size,
+                                            info.master_addr.c_str(), info.master_port);
+      !st.ok())
+    return fail(st);
+  return fail(cc::comm::init(comm, info.rank, info.world_size, info.master_addr.c_str(),
+                             info.master_port, config, info.local_rank));
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* newcomm,
+                                 const cc_config_t* config) {
+  CC_API_GUARD_BEGIN
+  if (newcomm != nullptr) *newcomm = nullptr;
+  if (Status st = cc::comm::check_handle("cc_comm_split", comm); !st.ok()) return fail(st);
+  if (newcomm == nullptr)
+    return fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_split on " + comm->who() +
+                                             ": newcomm is NULL; pass the address of a cc_comm_t");
+  if (!cc::core::usable(*comm)) return fail(cc::core::state_status("cc_comm_split", *comm));
+  return fail(cc::comm::split(comm, color, key, newcomm, config));
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_destroy(cc_comm_t comm) {
+  CC_API_GUARD_BEGIN
+  if (comm == nullptr) return succeed();
+  if (Status st = cc::comm::check_handle("cc_comm_destroy", comm); !st.ok()) return fail(st);
+  cc::comm::destroy(std::unique_ptr<cc_comm>(comm));
+  return succeed();
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_abort(cc_comm_t comm) {
+  CC_API_GUARD_BEGIN
+  if (Status st = cc::comm::check_handle("cc_comm_abort", comm); !st.ok()) return fail(st);
+  cc::comm::abort(comm);
+  return succeed();
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_rank(cc_comm_t comm, int* rank) {
+  CC_API_GUARD_BEGIN
+  return read_field("cc_comm_rank", comm, "rank", rank, [](cc_comm_t c) { return c->rank; });
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_size(cc_comm_t comm, int* nranks) {
+  CC_API_GUARD_BEGIN
+  return read_field("cc_comm_size", comm, "nranks", nranks, [](cc_comm_t c) { return c->nranks; });
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device) {
+  CC_API_GUARD_BEGIN
+  return read_field("cc_comm_device", comm, "cuda_device", cuda_device,
+                    [](cc_comm_t c) { return c->device; });
+  CC_API_GUARD_END
+}
+
+}  // extern "C"

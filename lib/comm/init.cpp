@@ -1,0 +1,200 @@
+// A communicator's birth: the device, the network interface NCCL will use,
+// the rendezvous (join, id), the NCCL communicators, the fast paths and the
+// watchdog, all within one deadline.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "common/log.hpp"
+#include "common/settings.hpp"
+#include "common/who.hpp"
+#include "lib/comm/comm.hpp"
+#include "lib/comm/fast_setup.hpp"
+#include "lib/comm/parts.hpp"
+#include "lib/comm/rendezvous_join.hpp"
+#include "lib/launch/device.hpp"
+#include "lib/launch/env.hpp"
+#include "lib/launch/netif.hpp"
+
+namespace cc::comm {
+namespace {
+
+using std::chrono::milliseconds;
+
+// NCCL's sockets go over the interface that reaches MASTER_ADDR (not a Docker
+// bridge the other hosts cannot reach), unless NCCL_SOCKET_IFNAME is set.
+// Must run before ncclGetUniqueId, which picks the bootstrap address.
+void choose_socket_ifname(cc_comm* c, const std::string& addr, rv::MemberInfo* info) {
+  launch::IfnameChoice choice;
+  if (Status st = launch::choose_nccl_socket_ifname(addr, settings::process_env(), &choice);
+      !st.ok()) {
+    log().warn("{}: {}; leaving NCCL to choose its network interface", c->who(), st.message);
+    return;
+  }
+  if (choice.from_user) return;
+  info->nccl_addr = choice.route.source_address;
+  // Loopback reaches only this host: NCCL's own choice (which skips lo) is
+  // right there, and stays right when other hosts join a node's 127.0.0.1.
+  const std::string& src = choice.route.source_address;
+  if (choice.ifname.empty() || src.rfind("127.", 0) == 0 || src == "::1") return;
+  setenv("NCCL_SOCKET_IFNAME", ("=" + choice.ifname).c_str(), 0);
+  log().info("{}: NCCL_SOCKET_IFNAME={} (the route to {} leaves from {})", c->who(),
+             "=" + choice.ifname, addr, choice.route.source_address);
+}
+
+// Creates the NCCL communicators from the id: the non-blocking one first
+// (so the deadline holds), then the blocking one split from it.
+Status init_nccl(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t nccl = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
+  c->nccl_ctl = nccl;
+  if (r == ncclInProgress || r == ncclSuccess) r = core::wait_ready(*c, nccl, deadline);
+  if (r == ncclSuccess) return make_work_comm(c, deadline);
+  if (r == ncclInProgress) {
+    return make_status(CC_ERR_TIMEOUT,
+                       c->who() + ": NCCL did not finish creating the " +
+                           "communicator (ncclCommInitRankConfig, device " +
+                           std::to_string(c->device) + ") within " +
+                           std::to_string(c->timeout.count()) +
+                           " ms. Another rank may have failed, or NCCL's own connections "
+                           "between hosts are blocked: check NCCL_SOCKET_IFNAME and firewalls, "
+                           "run with NCCL_DEBUG=INFO, or raise CC_TIMEOUT_MS");
+  }
+  return core::nccl_failure("ncclCommInitRankConfig", *c, r);
+}
+
+}  // namespace
+
+Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
+            const cc_config_t* config, int local_rank) {
+  const auto start = Clock::now();
+  auto c = std::make_unique<cc_comm>();
+  c->rank = rank;
+  c->nranks = nranks;
+  c->host = launch::host_name();
+  c->pid = static_cast<uint32_t>(getpid());
+  log_set_identity(rank, c->host);
+  if (Status st = launch::resolve_config(config, settings::process_env(), &c->config); !st.ok()) {
+    return make_status(st.code, c->who() + ": " + st.message);
+  }
+  c->timeout = milliseconds(c->config.timeout_ms);
+  c->job_id = c->config.job_id;
+  const auto deadline = start + c->timeout;
+
+  // The device first: a machine without one fails at once, before any wait.
+  if (Status st = launch::choose_device(rank, c->host, c->config.device, local_rank, &c->device);
+      !st.ok())
+    return st;
+  if (cudaError_t e = cudaSetDevice(c->device); e != cudaSuccess) {
+    cudaGetLastError();
+    return make_status(CC_ERR_CUDA, c->who() + ": cudaSetDevice(" + std::to_string(c->device) +
+                                        ") failed: " + cudaGetErrorString(e));
+  }
+  rv::MemberInfo info;
+  info.rank = rank;
+  info.world_size = nranks;
+  info.host = c->host;
+  info.pid = c->pid;
+  if (Status st = launch::describe_device(rank, c->host, c->device, &info); !st.ok()) return st;
+
+  const std::string addr = addr_c;
+  choose_socket_ifname(c.get(), addr, &info);
+
+  // Rendezvous: rank 0 hosts the server unless the job has its own; the
+  // connection stays open as the control channel.
+  RendezvousRequest request;
+  request.addr = addr;
+  request.port = port;
+  request.config = c->config;
+  request.info = info;
+  request.deadline = deadline;
+  RendezvousResult joined;
+  Status st = rendezvous_join(
+      std::move(request),
+      [&](std::vector<uint8_t>* id_bytes) {
+        ncclUniqueId id;
+        if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+          return core::nccl_failure("ncclGetUniqueId", *c, r);
+        id_bytes->assign(id.internal, id.internal + sizeof id.internal);
+        return Status::success();
+      },
+      &joined);
+  c->server = std::move(joined.server);
+  c->client = std::move(joined.client);
+  c->generation = joined.generation;
+  if (!st.ok()) {
+    discard(c.get());
+    return st;
+  }
+  ncclUniqueId id;
+  if (joined.unique_id.size() != sizeof id.internal) {
+    discard(c.get());
+    return make_status(CC_ERR_RENDEZVOUS,
+                       c->who() + ": the rendezvous at " + addr + ":" + std::to_string(port) +
+                           " handed out an NCCL id of " + std::to_string(joined.unique_id.size()) +
+                           " bytes instead of " + std::to_string(sizeof id.internal) +
+                           "; is it a cc-rendezvous of the same version?");
+  }
+  std::memcpy(id.internal, joined.unique_id.data(), sizeof id.internal);
+
+  if (Status st = init_nccl(c.get(), id, deadline); !st.ok()) {
+    discard(c.get());
+    return st;
+  }
+  if (Status st = alloc_scratch(c.get()); !st.ok()) {
+    discard(c.get());
+    return st;
+  }
+  if (Status st = setup_fast_allreduce(c.get(), deadline); !st.ok()) {
+    discard(c.get());
+    return st;
+  }
+  if (Status st = start_watch(c.get(), c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED); !st.ok()) {
+    discard(c.get());
+    return st;
+  }
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+  log().info(
+      "communicator ready: rank {} of {}, device {} ({}), host {}, job '{}' #{}, "
+      "NCCL {}, in {} ms",
+      rank, nranks, c->device, info.gpu_uuid, c->host, c->job_id, c->generation, info.nccl_version,
+      took.count());
+  *out = c.release();
+  return Status::success();
+}
+
+Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, int port) {
+  const std::string who = "cc_comm_init (" + cc::who(rank, {}) + ")";
+  if (comm == nullptr)
+    return make_status(CC_ERR_INVALID_ARGUMENT, who +
+                                                    ": comm is NULL; pass the address of a "
+                                                    "cc_comm_t to receive the communicator");
+  if (nranks < 1)
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       who + ": nranks " + std::to_string(nranks) + " must be at least 1");
+  if (rank < 0 || rank >= nranks)
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       who + ": rank " + std::to_string(rank) +
+                           " is outside [0, nranks=" + std::to_string(nranks) + ")");
+  if (addr == nullptr || *addr == '\0')
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       who + ": master_addr is " + (addr == nullptr ? "NULL" : "empty") +
+                           "; pass rank 0's host name or IP address (MASTER_ADDR)");
+  if (port < 1 || port > 65535)
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       who + ": master_port " + std::to_string(port) +
+                           " is outside 1..65535; pass the rendezvous port (MASTER_PORT)");
+  return Status::success();
+}
+
+Status local_rank_from_env(int* local_rank) {
+  return launch::read_local_rank(settings::process_env(), local_rank);
+}
+
+}  // namespace cc::comm

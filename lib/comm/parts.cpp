@@ -1,0 +1,90 @@
+#include "lib/comm/parts.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include "lib/comm/fast_setup.hpp"
+#include "lib/watch/watchdog.hpp"
+
+namespace cc::comm {
+
+using std::chrono::milliseconds;
+
+Status make_work_comm(cc_comm* c, Clock::time_point deadline) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  ncclComm_t work = nullptr;
+  ncclResult_t r = ncclCommSplit(c->nccl_ctl, 0, c->rank, &work, &config);
+  if (r == ncclInProgress || r == ncclSuccess) r = core::wait_ready(*c, c->nccl_ctl, deadline);
+  c->nccl = work;
+  if (r == ncclSuccess && work != nullptr) r = core::wait_ready(*c, work, deadline);
+  if (r == ncclSuccess && work != nullptr) return Status::success();
+  if (r == ncclInProgress) {
+    return make_status(CC_ERR_TIMEOUT, c->who() +
+                                           ": NCCL did not finish making the working "
+                                           "communicator (ncclCommSplit) within " +
+                                           std::to_string(c->timeout.count()) +
+                                           " ms. Another rank may have failed: look at its "
+                                           "output, or raise CC_TIMEOUT_MS");
+  }
+  return core::nccl_failure("ncclCommSplit", *c, r == ncclSuccess ? ncclInternalError : r);
+}
+
+Status alloc_scratch(cc_comm* c) {
+  core::DeviceScope scope(c->device);
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, sizeof(int));
+  if (e == cudaSuccess) e = cudaMemset(p, 0, sizeof(int));
+  if (e != cudaSuccess) {
+    if (p != nullptr) cudaFree(p);
+    cudaGetLastError();
+    return make_status(CC_ERR_CUDA, c->who() + ": cudaMalloc of the barrier's scratch int on " +
+                                        "device " + std::to_string(c->device) +
+                                        " failed: " + cudaGetErrorString(e));
+  }
+  c->scratch = static_cast<int*>(p);
+  return Status::success();
+}
+
+void free_scratch(cc_comm* c) {
+  if (c->scratch == nullptr) return;
+  core::DeviceScope scope(c->device);
+  cudaFree(c->scratch);
+  c->scratch = nullptr;
+}
+
+Status start_watch(cc_comm* c, bool embedded) {
+  if (!watch::Watchdog::enabled()) return Status::success();
+  std::unique_ptr<watch::ControlChannel> channel;
+  if (c->client) {
+    watch::ChannelOptions o;
+    o.rank = c->rank;
+    o.host = c->host;
+    o.pid = c->pid;
+    o.generation = c->generation;
+    o.interval = milliseconds(c->config.heartbeat_ms);
+    o.misses = c->config.heartbeat_misses;
+    o.server_in_rank0 = embedded;
+    channel = std::make_unique<watch::ControlChannel>(*c->client, o);
+    if (Status st = channel->start(); !st.ok()) return st;
+  }
+  if (Status st = watch::CommWatch::create(c, std::move(channel), &c->watch); !st.ok()) return st;
+  watch::Watchdog::instance().add(c->watch.get());
+  return Status::success();
+}
+
+void stop_watch(cc_comm* c) {
+  if (!c->watch) return;
+  watch::Watchdog::instance().remove(c->watch.get());
+}
+
+void discard(cc_comm* c) {
+  stop_watch(c);
+  if (c->nccl != nullptr || c->nccl_ctl != nullptr) core::abort_nccl(*c);
+  teardown_fast_allreduce(c);
+  free_scratch(c);
+  c->client.reset();
+  if (c->server) c->server->release("", milliseconds(0));
+  c->server.reset();
+}
+
+}  // namespace cc::comm

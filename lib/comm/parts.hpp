@@ -1,0 +1,32 @@
+// The parts a communicator is made of, shared by init, split and destroy:
+// the working NCCL communicator, the barrier's scratch int, the watchdog's
+// view, and taking a half-made communicator apart again.
+#pragma once
+
+#include <chrono>
+
+#include "common/status.hpp"
+#include "lib/comm/comm.hpp"
+
+namespace cc::comm {
+
+using Clock = std::chrono::steady_clock;
+
+// Makes c->nccl, the blocking communicator that does the work, by splitting
+// the non-blocking c->nccl_ctl with every rank in one colour. The split runs
+// on the non-blocking parent, so it too has a deadline.
+Status make_work_comm(cc_comm* c, Clock::time_point deadline);
+
+Status alloc_scratch(cc_comm* c);
+void free_scratch(cc_comm* c);
+
+// Hands a ready communicator to the process's watchdog (unless
+// CC_WATCHDOG=0). A communicator with a rendezvous connection gets a control
+// channel: the server watches its heartbeats from here on.
+Status start_watch(cc_comm* c, bool embedded);
+void stop_watch(cc_comm* c);
+
+// Frees what a half-made communicator holds, on an init failure.
+void discard(cc_comm* c);
+
+}  // namespace cc::comm

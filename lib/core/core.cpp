@@ -1,0 +1,87 @@
+#include "lib/core/core.hpp"
+
+#include <thread>
+
+#include <cuda_runtime_api.h>
+
+#include "common/log.hpp"
+#include "common/who.hpp"
+
+namespace cc::core {
+
+std::string Core::who() const { return cc::who(rank, host, pid); }
+
+Status state_status(const char* call, const Core& c) {
+  const auto state = static_cast<State>(c.state.load(std::memory_order_acquire));
+  std::string story;
+  {
+    std::lock_guard<std::mutex> lock(c.failure_mu);
+    story = c.failure;
+  }
+  cc_result_t code = CC_ERR_ABORTED;
+  if (state == State::peer_failed) code = CC_ERR_PEER_FAILED;
+  if (state == State::timed_out) code = CC_ERR_TIMEOUT;
+  if (state == State::ok) story = "the communicator is being aborted";  // a request in flight
+  return make_status(code, std::string(call) + " on " + c.who() + ": " + story);
+}
+
+bool fail(Core& c, State state, const std::string& story, int calls_held) {
+  int expected = static_cast<int>(State::ok);
+  {
+    std::lock_guard<std::mutex> lock(c.failure_mu);
+    if (!c.state.compare_exchange_strong(expected, static_cast<int>(state),
+                                         std::memory_order_seq_cst))
+      return false;
+    c.failure = story;
+  }
+  abort_nccl(c, calls_held);
+  return true;
+}
+
+void abort_nccl(Core& c, int calls_held) {
+  if (c.abort_requested.exchange(true, std::memory_order_seq_cst)) return;
+  fast::request_abort(c.fast);  // its kernels poll for this; NCCL's abort won't reach them
+  if (c.nccl == nullptr && c.nccl_ctl == nullptr) return;
+  const auto until = Clock::now() + std::chrono::milliseconds(500);
+  while (c.calls_in_flight.load(std::memory_order_seq_cst) > calls_held && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  if (c.nccl != nullptr) ncclCommAbort(c.nccl);
+  if (c.nccl_ctl != nullptr) ncclCommAbort(c.nccl_ctl);
+  log().debug("{}: NCCL communicator aborted", c.who());
+}
+
+ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadline) {
+  ncclResult_t state = ncclInProgress;
+  for (unsigned spin = 0;; ++spin) {
+    if (ncclResult_t r = ncclCommGetAsyncError(nccl, &state); r != ncclSuccess) return r;
+    if (state != ncclInProgress) return state;
+    if (c.abort_requested.load(std::memory_order_relaxed)) return ncclInProgress;
+    if (spin < 64) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (Clock::now() >= deadline) return ncclInProgress;
+    std::this_thread::sleep_for(std::chrono::microseconds(spin < 1000 ? 20 : 500));
+  }
+}
+
+Status nccl_failure(const char* nccl_call, const Core& c, ncclResult_t result) {
+  const char* last = ncclGetLastError(c.abort_requested.load() ? nullptr : c.nccl);
+  std::string text =
+      std::string(nccl_call) + " failed on " + c.who() + ": " + ncclGetErrorString(result);
+  if (last != nullptr && *last != '\0') text += std::string(": ") + last;
+  text += ". Run with NCCL_DEBUG=WARN (or INFO) for NCCL's own account";
+  return make_status(result == ncclUnhandledCudaError ? CC_ERR_CUDA : CC_ERR_NCCL, std::move(text));
+}
+
+DeviceScope::DeviceScope(int device) {
+  if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+  if (device >= 0 && device != saved_) cudaSetDevice(device);
+}
+
+DeviceScope::~DeviceScope() {
+  if (saved_ >= 0) cudaSetDevice(saved_);
+}
+
+}  // namespace cc::core

@@ -1,0 +1,121 @@
+// One communicator's NCCL handles and health: who it is, its two NCCL
+// communicators, whether it still works and why not. Every other room of
+// libcc reads this state; only abort and the watchdog change it, through
+// fail(). cc_comm (lib/comm/comm.hpp) is a Core with the rest of a
+// communicator's life around it, so the watchdog and the fast paths hold a
+// Core and never call back into the communicator's own code.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include <nccl.h>
+
+#include "common/status.hpp"
+#include "lib/fast/fast_allreduce.hpp"
+
+namespace cc::core {
+
+using Clock = std::chrono::steady_clock;
+
+// Why a communicator stopped working; set once, by abort or the watchdog.
+enum class State : int { ok = 0, aborted = 1, peer_failed = 2, timed_out = 3 };
+
+struct Core {
+  int rank = -1;
+  int nranks = 0;
+  int device = -1;
+  std::string host;
+  uint32_t pid = 0;
+  uint32_t generation = 0;  // 0 for a communicator made by split
+  std::chrono::milliseconds timeout{0};
+
+  // Two NCCL communicators over the same ranks. `nccl` does the work and is
+  // blocking: a non-blocking one launches every collective from a helper
+  // thread, about 100 us a call. `nccl_ctl` is its non-blocking twin, made
+  // first so init has a deadline, and kept so cc_comm_split has one too.
+  ncclComm_t nccl = nullptr;
+  ncclComm_t nccl_ctl = nullptr;
+  // cc's own all-reduce kernels, when every rank could set them up; null
+  // means ncclAllReduce for every size.
+  fast::Channel* fast = nullptr;
+
+  std::atomic<int> state{static_cast<int>(State::ok)};
+  // Set before ncclCommAbort; calls in flight (counted by CallGuard) see it
+  // and stop touching `nccl`, and abort waits (bounded) for them to leave.
+  std::atomic<bool> abort_requested{false};
+  std::atomic<int> calls_in_flight{0};
+  // Operations enqueued so far; the watchdog compares it with completions.
+  std::atomic<uint64_t> ops_enqueued{0};
+  // For a split child, its parent, whose failure it inherits (handles are
+  // never freed, so the pointer stays readable).
+  const Core* parent = nullptr;
+
+  mutable std::mutex failure_mu;
+  std::string failure;  // the story behind a state other than ok
+
+  // "rank 1 (host gpu-a, pid 4242)": who this communicator's messages are about.
+  std::string who() const;
+
+  Core() = default;
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+};
+
+// Cheap when ok (one atomic load).
+inline bool usable(const Core& c) {
+  return c.state.load(std::memory_order_acquire) == static_cast<int>(State::ok);
+}
+
+// A communicator that stopped working: CC_ERR_ABORTED / _PEER_FAILED /
+// _TIMEOUT, "<call> on <who>: <story>".
+Status state_status(const char* call, const Core& c);
+
+// Marks the communicator failed (the first caller wins), records the story
+// and aborts its NCCL communicators. Returns true when this call set the state.
+bool fail(Core& c, State state, const std::string& story, int calls_held = 0);
+
+// Aborts the NCCL communicators once, whatever thread calls. Waits up to
+// half a second for calls in flight (beyond the caller's own `calls_held`)
+// to notice and leave NCCL alone.
+void abort_nccl(Core& c, int calls_held = 0);
+
+// Counts a call that touches c.nccl; while one is counted, abort waits.
+class CallGuard {
+ public:
+  explicit CallGuard(Core& c) : c_(c) {
+    c_.calls_in_flight.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~CallGuard() { c_.calls_in_flight.fetch_sub(1, std::memory_order_seq_cst); }
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+
+ private:
+  Core& c_;
+};
+
+// Waits while NCCL reports ncclInProgress for `nccl`, until `deadline` or an
+// abort request. Returns the final state: ncclInProgress when the deadline
+// passed or the communicator is being aborted.
+ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadline);
+
+// "<nccl_call> failed on <who>: <error string>: <NCCL's last error>. Run with
+// NCCL_DEBUG=WARN ..."
+Status nccl_failure(const char* nccl_call, const Core& c, ncclResult_t result);
+
+// Makes `device` current for a scope and restores the caller's device after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+}  // namespace cc::core
