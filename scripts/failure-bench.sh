@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4's figures, on a GPU machine with 2 GPUs (about 3 minutes):
+# The failure figures, on a GPU machine with 2 GPUs (about 3 minutes):
 #  1. Time from the death of a rank to the survivor's error: TRIALS runs of
 #     tests/gpu/gpu_failures.sh kill-loop (2 ranks by hand looping 64 MiB
 #     all-reduces, rank 1 SIGKILLed); prints every trial, the median and the

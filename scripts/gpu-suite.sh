@@ -168,7 +168,7 @@ if [ -x "$BUILD/examples/allreduce" ]; then
   run example-allreduce-by-hand bash -c by_hand && expect example-allreduce-by-hand "after all-reduce: 3.0" 2
 fi
 
-# Issue 4: a killed rank, a skipped collective, abort from threads, a rank
+# The failure scenarios: a killed rank, a skipped collective, abort from threads, a rank
 # that never arrives; ranks by hand, words checked by the script.
 FAILURES_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_failures.sh
 if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$FAILURES_SH" ]; then

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "common/who.hpp"
 
 namespace cc::comm {
 namespace {
@@ -31,7 +32,7 @@ uint32_t next_generation(const std::string& job_id) {
 
 Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousResult* out) {
   const int rank = req.info.rank;
-  const std::string who = "rank " + std::to_string(rank) + " on host " + req.info.host;
+  const std::string who = cc::who(rank, req.info.host, req.info.pid);
   const std::string where = req.addr + ":" + std::to_string(req.port);
   std::string connect_addr = req.addr;
   if (rank == 0 && req.config.rendezvous != CC_RENDEZVOUS_EXTERNAL) {

@@ -8,6 +8,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "common/who.hpp"
+
 namespace cc::launch {
 
 std::string host_name() {
@@ -27,7 +29,7 @@ std::string format_gpu_uuid(const unsigned char b[16]) {
 
 Status choose_device(int rank, const std::string& host, int configured, int local_rank,
                      int* device) {
-  const std::string who = "rank " + std::to_string(rank) + " on host " + host;
+  const std::string who = cc::who(rank, host, static_cast<uint32_t>(getpid()));
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count <= 0) {
@@ -54,7 +56,7 @@ Status choose_device(int rank, const std::string& host, int configured, int loca
 }
 
 Status describe_device(int rank, const std::string& host, int device, rv::MemberInfo* info) {
-  const std::string who = "rank " + std::to_string(rank) + " on host " + host;
+  const std::string who = cc::who(rank, host, info->pid);
   int version = 0;
   if (ncclResult_t r = ncclGetVersion(&version); r != ncclSuccess) {
     return make_status(CC_ERR_NCCL, who + ": ncclGetVersion failed: " + ncclGetErrorString(r) +

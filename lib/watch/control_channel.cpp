@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/log.hpp"
+#include "common/who.hpp"
 
 namespace cc::watch {
 
@@ -15,9 +16,8 @@ ControlChannel::ControlChannel(rv::Client& client, ChannelOptions options)
 
 Status ControlChannel::start() {
   if (Status st = client_.watch(window()); !st.ok())
-    return make_status(st.code, "rank " + std::to_string(options_.rank) + " (host " +
-                                    options_.host + "): asking the rendezvous at " +
-                                    client_.endpoint() +
+    return make_status(st.code, who(options_.rank, options_.host, options_.pid) +
+                                    ": asking the rendezvous at " + client_.endpoint() +
                                     " to watch heartbeats failed: " + st.message);
   if (Status st = client_.heartbeat_nowait(0); !st.ok()) return st;
   next_heartbeat_ = Clock::now() + options_.interval;
@@ -35,8 +35,7 @@ std::string ControlChannel::member_words(int rank, const std::string& host, uint
     if (h.empty()) h = it->second.host;
     if (p == 0) p = it->second.pid;
   }
-  return "rank " + std::to_string(rank) + " (host " + (h.empty() ? "?" : h) + " pid " +
-         std::to_string(p) + ")";
+  return who(rank, h, p);
 }
 
 ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
@@ -82,7 +81,7 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
   if (now >= next_heartbeat_) {
     next_heartbeat_ = now + options_.interval;
     if (Status st = client_.heartbeat_nowait(last_completed); !st.ok())
-      log().debug("rank {}: heartbeat: {}", options_.rank, st.message);
+      log().debug("{}: heartbeat: {}", who(options_.rank, options_.host, options_.pid), st.message);
   }
   client_.pump();
   while (auto e = client_.next_event(milliseconds(0))) {
@@ -135,7 +134,8 @@ std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds time
 
 void ControlChannel::announce_abort(const std::string& story) {
   if (Status st = client_.abort_nowait(story); !st.ok())
-    log().debug("rank {}: telling the rendezvous about the failure: {}", options_.rank, st.message);
+    log().debug("{}: telling the rendezvous about the failure: {}",
+                who(options_.rank, options_.host, options_.pid), st.message);
 }
 
 }  // namespace cc::watch

@@ -46,14 +46,14 @@ class ControlChannel {
   // first failure once; nothing after that.
   std::optional<ChannelFailure> poll(std::chrono::steady_clock::time_point now,
                                      uint64_t last_completed);
-  // "rank 1 (host h pid p) last completed op #41" for every member behind
+  // "rank 1 (host h, pid p) last completed op #41" for every member behind
   // `waiting_seq`, asked of the server; words saying why when it cannot.
   std::string behind_words(uint64_t waiting_seq, std::chrono::milliseconds timeout);
   // Tells the other members this rank gives up (a timeout, an abort).
   void announce_abort(const std::string& story);
 
   std::chrono::milliseconds window() const { return options_.interval * options_.misses; }
-  // "rank 3 (host h pid p)" as the rendezvous knows it.
+  // "rank 3 (host h, pid p)" as the rendezvous knows it.
   std::string member_words(int rank, const std::string& host, uint32_t pid) const;
 
  private:

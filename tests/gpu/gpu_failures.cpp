@@ -1,4 +1,4 @@
-// One rank of the failure scenarios of issue 4, started by gpu_failures.sh
+// One rank of the failure scenarios, started by gpu_failures.sh
 // with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT (ranks by hand, so the
 // script can kill one). With no GPU it says so and exits 77 (skipped).
 //

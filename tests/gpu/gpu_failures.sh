@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4 on a GPU machine: ranks started by hand (RANK, WORLD_SIZE,
+# The failure scenarios on a GPU machine: ranks started by hand (RANK, WORLD_SIZE,
 # MASTER_ADDR, MASTER_PORT; rank 0 hosts the embedded server), one of them
 # killed or desynchronised, and the words of the survivor checked.
 #

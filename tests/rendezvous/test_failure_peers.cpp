@@ -150,7 +150,7 @@ TEST_CASE("a rank killed with SIGKILL is named to every other rank within 200 ms
     INFO("rank " << r << " said after " << took << " ms: " << l.value_or("(nothing)"));
     REQUIRE(l.has_value());
     CHECK(l->rfind("FAILED ", 0) == 0);
-    CHECK(l->find("rank 2 (host " + this_host() + " pid " + std::to_string(victim) + ")") !=
+    CHECK(l->find("rank 2 (host " + this_host() + ", pid " + std::to_string(victim) + ")") !=
           std::string::npos);
     CHECK(l->find("failed") != std::string::npos);
     CHECK(l->find("Look at that rank's output") != std::string::npos);
@@ -167,7 +167,7 @@ TEST_CASE("an abort is announced once to every other rank, in its own words") {
     auto l = ms[r]->line(milliseconds(2000));
     INFO("rank " << r << " said: " << l.value_or("(nothing)"));
     REQUIRE(l.has_value());
-    CHECK(l->rfind("FAILED rank 1 (host " + this_host() + " pid " + std::to_string(ms[1]->pid()) +
+    CHECK(l->rfind("FAILED rank 1 (host " + this_host() + ", pid " + std::to_string(ms[1]->pid()) +
                        ") aborted the job: rank 1 gave up: CUDA out of memory",
                    0) == 0);
     CHECK(ms_since(t0) <= 500);
@@ -209,7 +209,7 @@ TEST_CASE("a server that dies releases every rank, named as rank 0 when it lived
       auto l = ms[r]->line(milliseconds(3000));
       INFO("rank " << r << " said: " << l.value_or("(nothing)"));
       REQUIRE(l.has_value());
-      CHECK(l->rfind("FAILED rank 0 (host " + this_host() + " pid " + std::to_string(rank0) + ")",
+      CHECK(l->rfind("FAILED rank 0 (host " + this_host() + ", pid " + std::to_string(rank0) + ")",
                      0) == 0);
       CHECK(l->find("rendezvous server") != std::string::npos);
       CHECK(ms_since(t0) <= 1000);
@@ -241,7 +241,7 @@ TEST_CASE("a stopped rank (no heartbeats) is named after its heartbeat window") 
     const long long took = ms_since(t0);
     INFO("rank " << r << " said after " << took << " ms: " << l.value_or("(nothing)"));
     REQUIRE(l.has_value());
-    CHECK(l->find("rank 1 (host " + this_host() + " pid " + std::to_string(victim) + ") failed") !=
+    CHECK(l->find("rank 1 (host " + this_host() + ", pid " + std::to_string(victim) + ") failed") !=
           std::string::npos);
     CHECK(l->find("no heartbeat for 300 ms") != std::string::npos);
     CHECK(took >= 150);
@@ -271,7 +271,7 @@ TEST_CASE("the rendezvous names the rank that is behind") {
     usleep(50000);
   }
   INFO(words);
-  CHECK(words.rfind("BEHIND behind: rank 1 (host " + this_host() + " pid " +
+  CHECK(words.rfind("BEHIND behind: rank 1 (host " + this_host() + ", pid " +
                         std::to_string(ms[1]->pid()) + ") last completed op #41",
                     0) == 0);
   CHECK(words.find("rank 2") == std::string::npos);

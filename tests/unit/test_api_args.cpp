@@ -160,7 +160,7 @@ TEST_CASE("cc_comm_init with no visible GPU fails at once with CC_ERR_NO_DEVICE"
   CHECK(comm == nullptr);
   CHECK(took < std::chrono::milliseconds(1000));
   const std::string words = last();
-  CHECK_THAT(words, Catch::StartsWith("rank 1 on host "));
+  CHECK_THAT(words, Catch::StartsWith("rank 1 (host "));
   CHECK_THAT(words, Catch::Contains("no CUDA device is visible (cudaGetDeviceCount: "));
   CHECK_THAT(words, Catch::Contains("CUDA_VISIBLE_DEVICES"));
   CHECK_THAT(words, Catch::Contains("nvidia-smi"));
@@ -170,7 +170,7 @@ TEST_CASE("cc_comm_init with no visible GPU fails at once with CC_ERR_NO_DEVICE"
   const auto t1 = std::chrono::steady_clock::now();
   CHECK(cc_comm_init(&comm, 0, 2, "127.0.0.1", 29500, nullptr) == CC_ERR_NO_DEVICE);
   CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::milliseconds(1000));
-  CHECK_THAT(last(), Catch::StartsWith("rank 0 on host "));
+  CHECK_THAT(last(), Catch::StartsWith("rank 0 (host "));
 }
 
 TEST_CASE("cc_comm_init_from_env names a missing RANK") {
@@ -191,7 +191,7 @@ TEST_CASE("cc_comm_init_from_env names a missing RANK") {
   // With the whole environment but no GPU: the device check answers.
   setenv("RANK", "0", 1);
   CHECK(cc_comm_init_from_env(&comm, nullptr) == CC_ERR_NO_DEVICE);
-  CHECK_THAT(last(), Catch::StartsWith("rank 0 on host "));
+  CHECK_THAT(last(), Catch::StartsWith("rank 0 (host "));
   setenv("RANK", "zero", 1);
   CHECK(cc_comm_init_from_env(&comm, nullptr) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::Contains("RANK"));

@@ -118,7 +118,8 @@ TEST_CASE("ranks that disagree on the world size are refused with words") {
   Outcome o0 = r0.get(), o1 = r1.get();
   CHECK_FALSE(o0.status.ok());
   CHECK(o1.status.code == CC_ERR_MISMATCH);
-  CHECK_THAT(o1.status.message, Catch::StartsWith("rank 1 on host host1: joining communicator"));
+  CHECK_THAT(o1.status.message,
+             Catch::StartsWith("rank 1 (host host1, pid 1001): joining communicator"));
 }
 
 TEST_CASE("with an external server rank 0 starts none") {
@@ -146,10 +147,10 @@ TEST_CASE("no server at the address: an error naming it, at the deadline") {
   const auto t0 = Clock::now();
   Outcome o = start_rank(request(1, 2, port, 800ms, "job-e")).get();
   CHECK_FALSE(o.status.ok());
-  CHECK_THAT(
-      o.status.message,
-      Catch::StartsWith("rank 1 on host host1: could not reach the rendezvous at 127.0.0.1:" +
-                        std::to_string(port)));
+  CHECK_THAT(o.status.message,
+             Catch::StartsWith(
+                 "rank 1 (host host1, pid 1001): could not reach the rendezvous at 127.0.0.1:" +
+                 std::to_string(port)));
   CHECK(Clock::now() - t0 < 5s);
 }
 

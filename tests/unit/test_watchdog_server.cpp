@@ -1,4 +1,4 @@
-// The server's side of the watchdog (issue 4), ServerCore driven directly
+// The server's side of the watchdog, ServerCore driven directly
 // with a fake sink and clock: a member's own heartbeat window (Watch), members
 // that never heartbeat, and the Progress answer for "who is behind".
 #include <catch2/catch.hpp>
