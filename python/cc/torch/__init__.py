@@ -26,8 +26,12 @@ with cc's words.
 
 import os
 
-import torch
-import torch.distributed as dist
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as e:
+    raise ImportError("cc.torch needs PyTorch with torch.distributed (%s); install torch, or "
+                      "use cc.Comm without it" % e) from e
 
 from .. import _library, _torch_build, _torch_rendezvous
 from .._store import Server

@@ -26,22 +26,23 @@ std::string where(int rank, const char* op) {
 }
 
 cc_datatype_t dtype_of(at::ScalarType t, int rank, const char* op) {
+  using T = at::ScalarType;
   switch (t) {
-    case at::kChar: return CC_INT8;
-    case at::kByte:
-    case at::kBool: return CC_UINT8;
-    case at::kInt: return CC_INT32;
-    case at::kLong: return CC_INT64;
-    case at::kHalf: return CC_FLOAT16;
-    case at::kFloat:
-    case at::kComplexFloat: return CC_FLOAT32;
-    case at::kDouble:
-    case at::kComplexDouble: return CC_FLOAT64;
-    case at::kBFloat16: return CC_BFLOAT16;
-    case at::kFloat8_e4m3fn: return CC_FLOAT8_E4M3;
-    case at::kFloat8_e5m2: return CC_FLOAT8_E5M2;
-    case at::kUInt32: return CC_UINT32;
-    case at::kUInt64: return CC_UINT64;
+    case T::Char: return CC_INT8;
+    case T::Byte:
+    case T::Bool: return CC_UINT8;
+    case T::Int: return CC_INT32;
+    case T::Long: return CC_INT64;
+    case T::Half: return CC_FLOAT16;
+    case T::Float:
+    case T::ComplexFloat: return CC_FLOAT32;
+    case T::Double:
+    case T::ComplexDouble: return CC_FLOAT64;
+    case T::BFloat16: return CC_BFLOAT16;
+    case T::Float8_e4m3fn: return CC_FLOAT8_E4M3;
+    case T::Float8_e5m2: return CC_FLOAT8_E5M2;
+    case T::UInt32: return CC_UINT32;
+    case T::UInt64: return CC_UINT64;
     default: break;
   }
   fail(where(rank, op) + "dtype " + std::string(c10::toString(t)) +
@@ -64,7 +65,7 @@ Buffer buffer_of(const at::Tensor& t, int rank, const char* op, bool elementwise
          ", strides " + c10::str(t.strides()) + "): pass tensor.contiguous()");
   Buffer b;
   b.dtype = dtype_of(t.scalar_type(), rank, op);
-  b.is_bool = t.scalar_type() == at::kBool;
+  b.is_bool = t.scalar_type() == at::ScalarType::Bool;
   b.is_complex = t.is_complex();
   b.data = t.data_ptr();
   b.count = static_cast<size_t>(t.numel()) * (b.is_complex ? 2 : 1);
