@@ -25,7 +25,7 @@ if [ -z "${PYTHON:-}" ]; then
 fi
 export NCCL_NVLS_ENABLE=0
 export CC_LIBRARY=$BUILD/lib/libcc.so.0
-export CC_TORCH_BUILD_DIR=$OUT/torch-ext
+export CC_TORCH_BUILD_DIR=${CC_TORCH_BUILD_DIR:-$SRC/build-python/torch-ext}
 export PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 

@@ -4,9 +4,11 @@
 #
 #   tests/python/gpu/run.sh BUILD OUT
 #
-# Steps (each bounded by `timeout`, logged to OUT/<step>.log):
-#   - build cc.torch's extension (torch.utils.cpp_extension, into OUT/torch-ext)
-#     and `pip install --no-build-isolation` the package with it (into OUT/pip);
+# Steps (each bounded by `timeout`, logged to OUT/logs/<step>.log; all logs
+# also packed into OUT/python-gpu-logs.tar.gz):
+#   - build cc.torch's extension (torch.utils.cpp_extension, cached in
+#     build-python/torch-ext of the source tree) and `pip install
+#     --no-build-isolation` the package with it (into build-python/pip);
 #   - cc.Comm on torch tensors, DLPack and __cuda_array_interface__ arrays,
 #     every collective, argument errors, split, CUDA graph capture and replay
 #     (comm_ops.py under cc-run);
@@ -30,9 +32,11 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 BUILD=$(cd "$1" && pwd) || { echo "python gpu: no build folder '$1'" >&2; exit 2; }
-mkdir -p "$2" && OUT=$(cd "$2" && pwd) || { echo "python gpu: cannot make '$2'" >&2; exit 2; }
+mkdir -p "$2/logs" && OUT=$(cd "$2/logs" && pwd) || { echo "python gpu: cannot make '$2'" >&2; exit 2; }
+TOP=$(cd "$2" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
+WORK=$SRC/build-python  # kept between runs: the extension's build cache
 STEP_TIMEOUT=${PYTHON_GPU_STEP_TIMEOUT:-600}
 
 if [ -z "${PYTHON:-}" ]; then
@@ -41,7 +45,7 @@ fi
 export NCCL_NVLS_ENABLE=0
 export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-120000}
 export CC_LIBRARY=$BUILD/lib/libcc.so.0
-export CC_TORCH_BUILD_DIR=$OUT/torch-ext
+export CC_TORCH_BUILD_DIR=${CC_TORCH_BUILD_DIR:-$WORK/torch-ext}
 export PYTHONPATH=$SRC/python:$HERE${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 CC_RUN=$BUILD/tools/cc-run
@@ -110,11 +114,12 @@ run extension-jit "$PYTHON" -c '
 import time, cc, cc.torch
 print("cc", cc.version(), "from", cc.library_path())
 print("extension", cc.torch._C.__file__)'
+rm -rf "$WORK/pip"
 run pip-install env CC_BUILD_TORCH=1 "$PYTHON" -m pip install --no-build-isolation --no-deps \
-  --target "$OUT/pip" "$SRC/python"
-run pip-installed-import env PYTHONPATH="$OUT/pip" "$PYTHON" -c '
+  --target "$WORK/pip" "$SRC/python"
+run pip-installed-import env PYTHONPATH="$WORK/pip" "$PYTHON" -c '
 import cc.torch
-assert cc.torch._C.__file__.startswith("'"$OUT/pip"'"), cc.torch._C.__file__
+assert cc.torch._C.__file__.startswith("'"$WORK/pip"'"), cc.torch._C.__file__
 print("pip-built extension", cc.torch._C.__file__)'
 rm -rf "$SRC/python/build" "$SRC/python/"*.egg-info
 
@@ -186,8 +191,7 @@ for victim in 1 0; do
   run "peer-failure-victim-$victim" "$PYTHON" "$HERE/peer_failure.py" --victim "$victim"
 done
 
-tar -czf "$OUT/python-gpu-logs.tar.gz" -C "$OUT" --exclude=torch-ext --exclude=pip \
-  --exclude=python-gpu-logs.tar.gz . 2>/dev/null
+tar -czf "$TOP/python-gpu-logs.tar.gz" -C "$OUT" . 2>/dev/null
 if [ ${#failed_steps[@]} -gt 0 ]; then
   echo "failed: ${failed_steps[*]}"
 fi

@@ -533,7 +533,9 @@ c10::intrusive_ptr<c10d::Work> CCBackend::endCoalescing() {
   if (!work) {  // an empty block
     const c10::Device device(c10::DeviceType::CUDA,
                              state_->created() ? state_->device() : c10::cuda::current_device());
-    return c10::make_intrusive<CCWork>(rank_, c10d::OpType::COALESCED, device, state_, false);
+    auto empty = c10::make_intrusive<CCWork>(rank_, c10d::OpType::COALESCED, device, state_, false);
+    empty->nothing_queued();
+    return empty;
   }
   work->enqueued(state_->stream());
   return work;

@@ -29,6 +29,8 @@ class CCWork : public c10d::Work {
   // event there and completes the future (its event is recorded on cc's
   // stream too, so callbacks and waiters order after the operation).
   void enqueued(const c10::cuda::CUDAStream& stream);
+  // For a Work with nothing queued (an empty coalescing block): done now.
+  void nothing_queued();
 
   bool isCompleted() override;
   bool isSuccess() const override;
