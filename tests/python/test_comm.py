@@ -148,6 +148,41 @@ class Groups(unittest.TestCase):
             api.check(api.cc_group_end())
 
 
+class RecoveryCalls(unittest.TestCase):
+    """Bound lazily: present in libcc or named when missing. Without a GPU
+    there is no communicator, so a NULL one checks the binding's argument
+    types reach libcc's own checks."""
+
+    def call(self, name, *args):
+        api = cc._library.api()
+        if not api.has(name):
+            with self.assertRaises(cc.MissingFunctionError) as caught:
+                getattr(api, name)
+            self.assertIn(name + " is not in the libcc loaded from", str(caught.exception))
+            self.skipTest("the libcc under test has no %s yet (its absence is named, as "
+                          "checked)" % name)
+        with self.assertRaises(cc.InvalidArgumentError) as caught:
+            api.check(getattr(api, name)(None, *args))
+        self.assertIn(name, str(caught.exception))
+
+    def test_shrink(self):
+        import ctypes
+        self.call("cc_comm_shrink", 1000, ctypes.byref(ctypes.c_void_p()))
+
+    def test_regrow(self):
+        import ctypes
+        self.call("cc_comm_regrow", 2, 1000, ctypes.byref(ctypes.c_void_p()))
+
+    def test_generation(self):
+        import ctypes
+        self.call("cc_comm_generation", ctypes.byref(ctypes.c_int()))
+
+    def test_failed_ranks(self):
+        import ctypes
+        ranks = (ctypes.c_int * 4)()
+        self.call("cc_comm_failed_ranks", ranks, 4, ctypes.byref(ctypes.c_int()))
+
+
 class Reductions(unittest.TestCase):
     def test_op_names(self):
         from cc._comm import _op_code
