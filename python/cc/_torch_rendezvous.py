@@ -14,7 +14,6 @@ overrides both). The server binds to loopback when the address is loopback.
 
 import ipaddress
 import json
-import os
 import socket
 
 from ._errors import invalid_argument

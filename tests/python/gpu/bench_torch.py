@@ -56,7 +56,7 @@ for shift in range(3, 30):  # 8 B .. 512 MiB
     nbytes = 1 << shift
     x = torch.ones(nbytes // 4, device=device)
     iters = 1000 if nbytes <= (64 << 10) else max(20, min(500, (1 << 31) // nbytes))
-    seconds = timed(lambda: dist.all_reduce(x), iters, max(10, iters // 10))
+    seconds = timed(lambda x=x: dist.all_reduce(x), iters, max(10, iters // 10))
     emit({"kind": "allreduce", "backend": backend, "bytes": nbytes, "us": seconds * 1e6,
           "busbw_gbs": 2 * (size - 1) / size * nbytes / seconds / 1e9, "iters": iters})
     del x
