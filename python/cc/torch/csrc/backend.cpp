@@ -28,22 +28,35 @@ std::string where(int rank, const char* op) {
 cc_datatype_t dtype_of(at::ScalarType t, int rank, const char* op) {
   using T = at::ScalarType;
   switch (t) {
-    case T::Char: return CC_INT8;
+    case T::Char:
+      return CC_INT8;
     case T::Byte:
-    case T::Bool: return CC_UINT8;
-    case T::Int: return CC_INT32;
-    case T::Long: return CC_INT64;
-    case T::Half: return CC_FLOAT16;
+    case T::Bool:
+      return CC_UINT8;
+    case T::Int:
+      return CC_INT32;
+    case T::Long:
+      return CC_INT64;
+    case T::Half:
+      return CC_FLOAT16;
     case T::Float:
-    case T::ComplexFloat: return CC_FLOAT32;
+    case T::ComplexFloat:
+      return CC_FLOAT32;
     case T::Double:
-    case T::ComplexDouble: return CC_FLOAT64;
-    case T::BFloat16: return CC_BFLOAT16;
-    case T::Float8_e4m3fn: return CC_FLOAT8_E4M3;
-    case T::Float8_e5m2: return CC_FLOAT8_E5M2;
-    case T::UInt32: return CC_UINT32;
-    case T::UInt64: return CC_UINT64;
-    default: break;
+    case T::ComplexDouble:
+      return CC_FLOAT64;
+    case T::BFloat16:
+      return CC_BFLOAT16;
+    case T::Float8_e4m3fn:
+      return CC_FLOAT8_E4M3;
+    case T::Float8_e5m2:
+      return CC_FLOAT8_E5M2;
+    case T::UInt32:
+      return CC_UINT32;
+    case T::UInt64:
+      return CC_UINT64;
+    default:
+      break;
   }
   fail(where(rank, op) + "dtype " + std::string(c10::toString(t)) +
        " is not one cc carries (int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, "
@@ -75,7 +88,8 @@ Buffer buffer_of(const at::Tensor& t, int rank, const char* op, bool elementwise
 
 cc_redop_t op_of(const c10d::ReduceOp& reduce_op, const Buffer& b, int rank, const char* op) {
   switch (reduce_op.op_) {
-    case c10d::ReduceOp::SUM: return b.is_bool ? CC_MAX : CC_SUM;
+    case c10d::ReduceOp::SUM:
+      return b.is_bool ? CC_MAX : CC_SUM;
     case c10d::ReduceOp::AVG:
       if (b.is_bool) break;
       return CC_AVG;
@@ -88,9 +102,11 @@ cc_redop_t op_of(const c10d::ReduceOp& reduce_op, const Buffer& b, int rank, con
     case c10d::ReduceOp::MAX:
       if (b.is_complex) break;
       return CC_MAX;
-    default: break;
+    default:
+      break;
   }
-  fail(where(rank, op) + "this reduction is not one cc has for this dtype (cc has SUM, AVG, "
+  fail(where(rank, op) +
+       "this reduction is not one cc has for this dtype (cc has SUM, AVG, "
        "PRODUCT, MIN, MAX; complex tensors SUM and AVG; bool SUM and PRODUCT)");
 }
 
@@ -101,8 +117,8 @@ void same_dtype(const at::Tensor& a, const at::Tensor& b, int rank, const char* 
 }
 
 // The one CUDA device all tensors live on.
-c10::Device device_of(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b,
-                      int rank, const char* op) {
+c10::Device device_of(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, int rank,
+                      const char* op) {
   const at::Tensor* first = !a.empty() ? &a.front() : (!b.empty() ? &b.front() : nullptr);
   if (first == nullptr) fail(where(rank, op) + "no tensor was given");
   if (!first->is_cuda()) buffer_of(*first, rank, op, true);  // fails with the words
@@ -164,8 +180,8 @@ c10::intrusive_ptr<c10d::Work> CCBackend::run(c10d::OpType type, c10::Device dev
   enqueue(comm, stream.stream());
   if (coalescing_) {
     if (!coalesced_)
-      coalesced_ = c10::make_intrusive<CCWork>(rank_, c10d::OpType::COALESCED, device, state_,
-                                               false);
+      coalesced_ =
+          c10::make_intrusive<CCWork>(rank_, c10d::OpType::COALESCED, device, state_, false);
     coalesced_->add_outputs(outputs);
     return coalesced_;
   }
@@ -200,8 +216,8 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allreduce_coalesced(
     buffers.push_back(buffer_of(t, rank_, op, true));
     redops.push_back(op_of(opts.reduceOp, buffers.back(), rank_, op));
   }
-  return run(c10d::OpType::ALLREDUCE_COALESCED, device_of(tensors, {}, rank_, op), tensors,
-             tensors, [&](cc_comm_t comm, cudaStream_t s) {
+  return run(c10d::OpType::ALLREDUCE_COALESCED, device_of(tensors, {}, rank_, op), tensors, tensors,
+             [&](cc_comm_t comm, cudaStream_t s) {
                check(api().group_start(), "cc backend: cc_group_start");
                cc_result_t r = CC_SUCCESS;
                for (size_t i = 0; i < buffers.size() && r == CC_SUCCESS; ++i)
@@ -243,9 +259,9 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce(std::vector<at::Tensor>& tensor
              });
 }
 
-c10::intrusive_ptr<c10d::Work> CCBackend::allgather(
-    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& /*opts*/) {
+c10::intrusive_ptr<c10d::Work> CCBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                    std::vector<at::Tensor>& inputs,
+                                                    const c10d::AllgatherOptions& /*opts*/) {
   const char* op = "allgather";
   TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1, where(rank_, op),
               "takes one input and one output list per process");
@@ -261,8 +277,8 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allgather(
                 inputs[0].numel(), " elements like the input, one has ", t.numel());
   }
   // One broadcast from each rank into its slot, fused into one launch.
-  return run(c10d::OpType::ALLGATHER, device_of(inputs, outputs[0], rank_, op), inputs,
-             outputs[0], [&](cc_comm_t comm, cudaStream_t s) {
+  return run(c10d::OpType::ALLGATHER, device_of(inputs, outputs[0], rank_, op), inputs, outputs[0],
+             [&](cc_comm_t comm, cudaStream_t s) {
                check(api().group_start(), "cc backend: cc_group_start");
                cc_result_t r = CC_SUCCESS;
                for (int root = 0; root < size_ && r == CC_SUCCESS; ++root)
@@ -303,8 +319,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allgather_into_tensor_coalesced(
     pairs.emplace_back(buffer_of(inputs[i], rank_, op, false),
                        buffer_of(outputs[i], rank_, op, false));
     TORCH_CHECK(pairs.back().second.count == pairs.back().first.count * static_cast<size_t>(size_),
-                where(rank_, op), "output ", i, " needs world size times input ", i,
-                "'s elements");
+                where(rank_, op), "output ", i, " needs world size times input ", i, "'s elements");
   }
   return run(c10d::OpType::COALESCED, device_of(inputs, outputs, rank_, op), inputs, outputs,
              [&](cc_comm_t comm, cudaStream_t s) {
@@ -327,8 +342,8 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter(
   TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1, where(rank_, op),
               "takes one output and one input list per process");
   TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, where(rank_, op),
-              "the input list holds ", inputs[0].size(), " tensors; it needs one per rank (",
-              size_, ")");
+              "the input list holds ", inputs[0].size(), " tensors; it needs one per rank (", size_,
+              ")");
   const Buffer out = buffer_of(outputs[0], rank_, op, false);
   const cc_redop_t redop = op_of(opts.reduceOp, out, rank_, op);
   std::vector<Buffer> ins;
@@ -339,8 +354,8 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter(
                 outputs[0].numel(), " elements like the output, one has ", t.numel());
   }
   // One reduce to each rank from its slot, fused into one launch.
-  return run(c10d::OpType::REDUCE_SCATTER, device_of(inputs[0], outputs, rank_, op),
-             inputs[0], outputs, [&](cc_comm_t comm, cudaStream_t s) {
+  return run(c10d::OpType::REDUCE_SCATTER, device_of(inputs[0], outputs, rank_, op), inputs[0],
+             outputs, [&](cc_comm_t comm, cudaStream_t s) {
                check(api().group_start(), "cc backend: cc_group_start");
                cc_result_t r = CC_SUCCESS;
                for (int root = 0; root < size_ && r == CC_SUCCESS; ++root)
@@ -363,8 +378,8 @@ c10::intrusive_ptr<c10d::Work> CCBackend::_reduce_scatter_base(
   TORCH_CHECK(in.count == out.count * static_cast<size_t>(size_), where(rank_, op),
               "the input has ", input.numel(), " elements; it needs world size (", size_,
               ") times the output's ", output.numel());
-  return run(c10d::OpType::_REDUCE_SCATTER_BASE, device_of({input}, {output}, rank_, op),
-             {input}, {output}, [&](cc_comm_t comm, cudaStream_t s) {
+  return run(c10d::OpType::_REDUCE_SCATTER_BASE, device_of({input}, {output}, rank_, op), {input},
+             {output}, [&](cc_comm_t comm, cudaStream_t s) {
                check(api().reducescatter(in.data, out.data, out.count, out.dtype, redop, comm, s),
                      "cc backend: cc_reducescatter");
              });
@@ -384,8 +399,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter_tensor_coalesced(
                        buffer_of(outputs[i], rank_, op, false));
     redops.push_back(op_of(opts.reduceOp, pairs.back().second, rank_, op));
     TORCH_CHECK(pairs.back().first.count == pairs.back().second.count * static_cast<size_t>(size_),
-                where(rank_, op), "input ", i, " needs world size times output ", i,
-                "'s elements");
+                where(rank_, op), "input ", i, " needs world size times output ", i, "'s elements");
   }
   return run(c10d::OpType::COALESCED, device_of(inputs, outputs, rank_, op), inputs, outputs,
              [&](cc_comm_t comm, cudaStream_t s) {
@@ -478,11 +492,12 @@ c10::intrusive_ptr<c10d::Work> CCBackend::barrier(const c10d::BarrierOptions& op
     index = c10::cuda::current_device();
   const c10::Device device(c10::DeviceType::CUDA, index);
   // Like ProcessGroupNCCL's barrier, wait() blocks the host until all arrived.
-  return run(c10d::OpType::BARRIER, device, {}, {},
-             [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().barrier(comm, s), "cc backend: cc_barrier");
-             },
-             /*host_wait=*/true);
+  return run(
+      c10d::OpType::BARRIER, device, {}, {},
+      [&](cc_comm_t comm, cudaStream_t s) {
+        check(api().barrier(comm, s), "cc backend: cc_barrier");
+      },
+      /*host_wait=*/true);
 }
 
 // ------------------------------------------------------------- point to point
@@ -492,11 +507,10 @@ c10::intrusive_ptr<c10d::Work> CCBackend::send(std::vector<at::Tensor>& tensors,
   const char* op = "send";
   TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor, got ", tensors.size());
   const Buffer b = buffer_of(tensors[0], rank_, op, true);
-  return run(c10d::OpType::SEND, tensors[0].device(), tensors, {},
-             [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().send(b.data, b.count, b.dtype, dst_rank, comm, s),
-                     "cc backend: cc_send");
-             });
+  return run(
+      c10d::OpType::SEND, tensors[0].device(), tensors, {}, [&](cc_comm_t comm, cudaStream_t s) {
+        check(api().send(b.data, b.count, b.dtype, dst_rank, comm, s), "cc backend: cc_send");
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> CCBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -504,11 +518,10 @@ c10::intrusive_ptr<c10d::Work> CCBackend::recv(std::vector<at::Tensor>& tensors,
   const char* op = "recv";
   TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor, got ", tensors.size());
   const Buffer b = buffer_of(tensors[0], rank_, op, true);
-  return run(c10d::OpType::RECV, tensors[0].device(), {}, tensors,
-             [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().recv(b.data, b.count, b.dtype, src_rank, comm, s),
-                     "cc backend: cc_recv");
-             });
+  return run(
+      c10d::OpType::RECV, tensors[0].device(), {}, tensors, [&](cc_comm_t comm, cudaStream_t s) {
+        check(api().recv(b.data, b.count, b.dtype, src_rank, comm, s), "cc backend: cc_recv");
+      });
 }
 
 // ------------------------------------------------------------- coalescing

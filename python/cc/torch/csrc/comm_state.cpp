@@ -22,9 +22,11 @@ cc_comm_t CommState::comm(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (comm_ != nullptr) {
     if (device != device_)
-      fail("cc backend (rank " + std::to_string(rank_) + "): this process group runs on cuda:" +
-           std::to_string(device_) + " (the device of its first operation), but a tensor is on "
-           "cuda:" + std::to_string(device) +
+      fail("cc backend (rank " + std::to_string(rank_) +
+           "): this process group runs on cuda:" + std::to_string(device_) +
+           " (the device of its first operation), but a tensor is on "
+           "cuda:" +
+           std::to_string(device) +
            ". Keep one device per process (torch.cuda.set_device) or move the tensor");
     return comm_;
   }
@@ -39,8 +41,8 @@ cc_comm_t CommState::comm(c10::DeviceIndex device) {
   config.job_id = rendezvous_.job_id.c_str();
   if (rendezvous_.timeout_ms > 0) config.timeout_ms = rendezvous_.timeout_ms;
   cc_comm_t made = nullptr;
-  const cc_result_t r = api().comm_init(&made, rank_, size_, rendezvous_.addr.c_str(),
-                                        rendezvous_.port, &config);
+  const cc_result_t r =
+      api().comm_init(&made, rank_, size_, rendezvous_.addr.c_str(), rendezvous_.port, &config);
   if (r != CC_SUCCESS) fail("cc backend: cc_comm_init", r);
   comm_ = made;
   device_ = device;
@@ -75,8 +77,9 @@ std::string CommState::failure_words() {
   std::string text = "cc backend (rank " + std::to_string(rank_) + "): rank(s)";
   for (int i = 0; i < count && i < static_cast<int>(ranks.size()); ++i)
     text += " " + std::to_string(ranks[static_cast<size_t>(i)]);
-  return text + " of this process group failed; its results cannot be trusted. Destroy the "
-                "process group and start again (or recover with cc's shrink/regrow)";
+  return text +
+         " of this process group failed; its results cannot be trusted. Destroy the "
+         "process group and start again (or recover with cc's shrink/regrow)";
 }
 
 std::chrono::milliseconds CommState::timeout() const {

@@ -15,10 +15,10 @@
 namespace cc_torch {
 
 struct Rendezvous {
-  std::string addr;      // where the group's cc rendezvous server listens
+  std::string addr;  // where the group's cc rendezvous server listens
   int port = 0;
-  std::string job_id;    // the job's namespace on that server
-  int timeout_ms = -1;   // cc's init/collective deadline; -1: CC_TIMEOUT_MS or cc's default
+  std::string job_id;            // the job's namespace on that server
+  int timeout_ms = -1;           // cc's init/collective deadline; -1: CC_TIMEOUT_MS or cc's default
   cc_server_t server = nullptr;  // owned: the server this process hosts (group rank 0)
 };
 

@@ -80,8 +80,8 @@ void CCWork::wait_on_host(std::chrono::milliseconds timeout) {
   while (!isCompleted()) {
     if (Clock::now() >= deadline) {
       state_->abort();
-      error_ = make_error("cc backend (rank " + std::to_string(rank_) + "): " +
-                          c10d::opTypeToString(opType_) + " did not finish within " +
+      error_ = make_error("cc backend (rank " + std::to_string(rank_) +
+                          "): " + c10d::opTypeToString(opType_) + " did not finish within " +
                           std::to_string(timeout.count()) +
                           " ms; the communicator was aborted. Check that every rank makes the "
                           "same calls, or give a longer timeout");
