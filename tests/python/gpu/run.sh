@@ -5,7 +5,8 @@
 #   tests/python/gpu/run.sh BUILD OUT
 #
 # Steps (each bounded by `timeout`, logged to OUT/logs/<step>.log; all logs
-# also packed into OUT/python-gpu-logs.tar.gz):
+# also packed into OUT/python-gpu-logs.tar.gz; with PYTHON_GPU_PACK_ONLY=1
+# the logs stay in build-python/logs and OUT holds the packed file alone):
 #   - build cc.torch's extension (torch.utils.cpp_extension, cached in
 #     build-python/torch-ext of the source tree) and `pip install
 #     --no-build-isolation` the package with it (into build-python/pip);
@@ -32,11 +33,13 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 BUILD=$(cd "$1" && pwd) || { echo "python gpu: no build folder '$1'" >&2; exit 2; }
-mkdir -p "$2/logs" && OUT=$(cd "$2/logs" && pwd) || { echo "python gpu: cannot make '$2'" >&2; exit 2; }
-TOP=$(cd "$2" && pwd)
+mkdir -p "$2" && TOP=$(cd "$2" && pwd) || { echo "python gpu: cannot make '$2'" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
 WORK=$SRC/build-python  # kept between runs: the extension's build cache
+OUT=$TOP/logs           # where each step logs
+[ "${PYTHON_GPU_PACK_ONLY:-0}" = 1 ] && OUT=$WORK/logs
+rm -rf "$OUT" && mkdir -p "$OUT"
 STEP_TIMEOUT=${PYTHON_GPU_STEP_TIMEOUT:-600}
 
 if [ -z "${PYTHON:-}" ]; then
@@ -95,7 +98,7 @@ check() {
   fi
 }
 
-echo "== machine" | tee "$OUT/machine.log"
+echo "== machine" >"$OUT/machine.log"
 {
   nvidia-smi -L
   "$PYTHON" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count(), "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
