@@ -20,9 +20,7 @@ BUILD=$(cd "$1" && pwd)
 mkdir -p "$2" && OUT=$(cd "$2" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 GPU=$SRC/tests/python/gpu
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x /opt/torch/bin/python3 ]; then PYTHON=/opt/torch/bin/python3; else PYTHON=python3; fi
-fi
+PYTHON=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0
 export CC_LIBRARY=$BUILD/lib/libcc.so.0
 export CC_TORCH_BUILD_DIR=${CC_TORCH_BUILD_DIR:-$SRC/build-python/torch-ext}

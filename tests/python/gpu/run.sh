@@ -24,8 +24,8 @@
 #   - a rank killed mid-run: the survivor's next operation raises cc's words.
 # The last line is "python gpu: N passed, N failed"; exit status 0 only when
 # all passed. Nothing is skipped: a missing GPU, torch or tool is a failure.
-# PYTHON names the interpreter with torch (default /opt/torch/bin/python3,
-# else python3); NCCL_NVLS_ENABLE=0 is exported for every step.
+# PYTHON names the interpreter with torch (default python3, e.g. a venv's);
+# NCCL_NVLS_ENABLE=0 is exported for every step.
 set -u
 
 if [ $# -ne 2 ]; then
@@ -42,9 +42,7 @@ OUT=$TOP/logs           # where each step logs
 rm -rf "$OUT" && mkdir -p "$OUT"
 STEP_TIMEOUT=${PYTHON_GPU_STEP_TIMEOUT:-600}
 
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x /opt/torch/bin/python3 ]; then PYTHON=/opt/torch/bin/python3; else PYTHON=python3; fi
-fi
+PYTHON=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0
 export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-120000}
 export CC_LIBRARY=$BUILD/lib/libcc.so.0
@@ -107,7 +105,7 @@ echo "== machine" >"$OUT/machine.log"
 cat "$OUT/machine.log"
 gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 if [ "$gpus" -lt 2 ]; then
-  echo "python gpu: needs 2 GPUs and torch; found $gpus GPU(s) through $PYTHON" | tee -a "$OUT/machine.log"
+  echo "python gpu: needs 2 GPUs and torch; found $gpus GPU(s) through $PYTHON (set PYTHON to an interpreter with torch)" | tee -a "$OUT/machine.log"
   echo "python gpu: 0 passed, 1 failed"
   exit 1
 fi
