@@ -1,0 +1,563 @@
+#include "backend.hpp"
+
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+
+namespace cc_torch {
+namespace {
+
+// One tensor as cc sees it: complex tensors travel as their real pairs, bool
+// as bytes (reduced with max/min for or/and, as ProcessGroupNCCL does).
+struct Buffer {
+  void* data = nullptr;
+  size_t count = 0;
+  cc_datatype_t dtype = CC_FLOAT32;
+  size_t element_size = 0;
+  bool is_bool = false;
+  bool is_complex = false;
+};
+
+std::string where(int rank, const char* op) {
+  return std::string("cc backend (rank ") + std::to_string(rank) + ") " + op + ": ";
+}
+
+cc_datatype_t dtype_of(at::ScalarType t, int rank, const char* op) {
+  using T = at::ScalarType;
+  switch (t) {
+    case T::Char:
+      return CC_INT8;
+    case T::Byte:
+    case T::Bool:
+      return CC_UINT8;
+    case T::Int:
+      return CC_INT32;
+    case T::Long:
+      return CC_INT64;
+    case T::Half:
+      return CC_FLOAT16;
+    case T::Float:
+    case T::ComplexFloat:
+      return CC_FLOAT32;
+    case T::Double:
+    case T::ComplexDouble:
+      return CC_FLOAT64;
+    case T::BFloat16:
+      return CC_BFLOAT16;
+    case T::Float8_e4m3fn:
+      return CC_FLOAT8_E4M3;
+    case T::Float8_e5m2:
+      return CC_FLOAT8_E5M2;
+    case T::UInt32:
+      return CC_UINT32;
+    case T::UInt64:
+      return CC_UINT64;
+    default:
+      break;
+  }
+  fail(where(rank, op) + "dtype " + std::string(c10::toString(t)) +
+       " is not one cc carries (int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, "
+       "float32, float64, float8_e4m3fn, float8_e5m2, bool, complex64, complex128)");
+}
+
+// `elementwise` operations (all-reduce, broadcast, send, ...) accept any dense
+// layout, the same on every rank; the others need row-major contiguity.
+Buffer buffer_of(const at::Tensor& t, int rank, const char* op, bool elementwise) {
+  if (!t.defined()) fail(where(rank, op) + "a tensor is undefined");
+  if (!t.is_cuda())
+    fail(where(rank, op) + "the tensor is on " + t.device().str() +
+         "; the cc backend serves CUDA tensors. Move it with .cuda(), or give CPU tensors their "
+         "own backend: init_process_group(\"cpu:gloo,cuda:cc\")");
+  if (t.is_sparse()) fail(where(rank, op) + "sparse tensors are not supported");
+  const bool dense = elementwise ? t.is_non_overlapping_and_dense() : t.is_contiguous();
+  if (!dense)
+    fail(where(rank, op) + "the tensor is not contiguous (sizes " + c10::str(t.sizes()) +
+         ", strides " + c10::str(t.strides()) + "): pass tensor.contiguous()");
+  Buffer b;
+  b.dtype = dtype_of(t.scalar_type(), rank, op);
+  b.is_bool = t.scalar_type() == at::ScalarType::Bool;
+  b.is_complex = t.is_complex();
+  b.data = t.data_ptr();
+  b.count = static_cast<size_t>(t.numel()) * (b.is_complex ? 2 : 1);
+  b.element_size = static_cast<size_t>(t.element_size()) / (b.is_complex ? 2 : 1);
+  return b;
+}
+
+cc_redop_t op_of(const c10d::ReduceOp& reduce_op, const Buffer& b, int rank, const char* op) {
+  switch (reduce_op.op_) {
+    case c10d::ReduceOp::SUM:
+      return b.is_bool ? CC_MAX : CC_SUM;
+    case c10d::ReduceOp::AVG:
+      if (b.is_bool) break;
+      return CC_AVG;
+    case c10d::ReduceOp::PRODUCT:
+      if (b.is_complex) break;
+      return b.is_bool ? CC_MIN : CC_PROD;
+    case c10d::ReduceOp::MIN:
+      if (b.is_complex) break;
+      return CC_MIN;
+    case c10d::ReduceOp::MAX:
+      if (b.is_complex) break;
+      return CC_MAX;
+    default:
+      break;
+  }
+  fail(where(rank, op) +
+       "this reduction is not one cc has for this dtype (cc has SUM, AVG, "
+       "PRODUCT, MIN, MAX; complex tensors SUM and AVG; bool SUM and PRODUCT)");
+}
+
+void same_dtype(const at::Tensor& a, const at::Tensor& b, int rank, const char* op) {
+  if (a.scalar_type() != b.scalar_type())
+    fail(where(rank, op) + "input is " + std::string(c10::toString(a.scalar_type())) +
+         " but output is " + std::string(c10::toString(b.scalar_type())) + ": they must match");
+}
+
+// The one CUDA device all tensors live on.
+c10::Device device_of(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, int rank,
+                      const char* op) {
+  const at::Tensor* first = !a.empty() ? &a.front() : (!b.empty() ? &b.front() : nullptr);
+  if (first == nullptr) fail(where(rank, op) + "no tensor was given");
+  if (!first->is_cuda()) buffer_of(*first, rank, op, true);  // fails with the words
+  const c10::Device device = first->device();
+  for (const auto* list : {&a, &b})
+    for (const auto& t : *list)
+      if (t.device() != device)
+        fail(where(rank, op) + "tensors on " + device.str() + " and " + t.device().str() +
+             ": one operation's tensors must share one CUDA device");
+  return device;
+}
+
+void check(cc_result_t r, const char* call) {
+  if (r != CC_SUCCESS) fail(call, r);
+}
+
+char* at_element(const Buffer& b, size_t index) {
+  return static_cast<char*>(b.data) + index * b.element_size;
+}
+
+}  // namespace
+
+#ifdef __clang__
+#pragma clang diagnostic ignored "-Winconsistent-missing-override"
+#endif
+
+CCBackend::CCBackend(int rank, int size, Rendezvous rendezvous)
+    : c10d::Backend(rank, size),
+      state_(std::make_shared<CommState>(rank, size, std::move(rendezvous))) {
+  init();
+}
+
+CCBackend::~CCBackend() = default;  // state_ destroys the communicator and the server
+
+intptr_t CCBackend::comm_handle() const { return reinterpret_cast<intptr_t>(state_->handle()); }
+
+template <class Enqueue>
+c10::intrusive_ptr<c10d::Work> CCBackend::run(c10d::OpType type, c10::Device device,
+                                              const std::vector<at::Tensor>& inputs,
+                                              const std::vector<at::Tensor>& outputs,
+                                              Enqueue&& enqueue, bool host_wait) {
+  // One operation at a time: the ordering event and the coalescing state are shared.
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  cc_comm_t comm = state_->comm(device.index());
+  c10::cuda::CUDAGuard guard(device);
+  const c10::cuda::CUDAStream& stream = state_->stream();
+  // cc's stream waits for what the caller queued so far (ProcessGroupNCCL's syncStream).
+  order_event_.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  order_event_.block(stream);
+  // The memory is in use on cc's stream until the operation is done there.
+  for (const auto* list : {&inputs, &outputs})
+    for (const auto& t : *list)
+      if (t.numel() > 0)
+        c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
+  if (coalescing_ && !group_open_) {
+    check(api().group_start(), "cc backend: cc_group_start");
+    group_open_ = true;
+  }
+  enqueue(comm, stream.stream());
+  if (coalescing_) {
+    if (!coalesced_)
+      coalesced_ =
+          c10::make_intrusive<CCWork>(rank_, c10d::OpType::COALESCED, device, state_, false);
+    coalesced_->add_outputs(outputs);
+    return coalesced_;
+  }
+  auto work = c10::make_intrusive<CCWork>(rank_, type, device, state_, host_wait);
+  work->add_outputs(outputs);
+  work->enqueued(stream);
+  return work;
+}
+
+// ------------------------------------------------------------- collectives
+
+c10::intrusive_ptr<c10d::Work> CCBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                    const c10d::AllreduceOptions& opts) {
+  const char* op = "allreduce";
+  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
+              tensors.size());
+  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const cc_redop_t redop = op_of(opts.reduceOp, b, rank_, op);
+  return run(c10d::OpType::ALLREDUCE, tensors[0].device(), tensors, tensors,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().allreduce(b.data, b.data, b.count, b.dtype, redop, comm, s),
+                     "cc backend: cc_allreduce");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const char* op = "allreduce_coalesced";
+  std::vector<Buffer> buffers;
+  std::vector<cc_redop_t> redops;
+  for (const auto& t : tensors) {
+    buffers.push_back(buffer_of(t, rank_, op, true));
+    redops.push_back(op_of(opts.reduceOp, buffers.back(), rank_, op));
+  }
+  return run(c10d::OpType::ALLREDUCE_COALESCED, device_of(tensors, {}, rank_, op), tensors, tensors,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().group_start(), "cc backend: cc_group_start");
+               cc_result_t r = CC_SUCCESS;
+               for (size_t i = 0; i < buffers.size() && r == CC_SUCCESS; ++i)
+                 r = api().allreduce(buffers[i].data, buffers[i].data, buffers[i].count,
+                                     buffers[i].dtype, redops[i], comm, s);
+               const std::string failed = r != CC_SUCCESS ? words("cc_allreduce", r) : "";
+               const cc_result_t end = api().group_end();
+               if (!failed.empty()) fail("cc backend: " + failed);
+               check(end, "cc backend: cc_group_end");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                    const c10d::BroadcastOptions& opts) {
+  const char* op = "broadcast";
+  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
+              tensors.size());
+  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const int root = static_cast<int>(opts.rootRank + opts.rootTensor);
+  return run(c10d::OpType::BROADCAST, tensors[0].device(), tensors, tensors,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().broadcast(b.data, b.data, b.count, b.dtype, root, comm, s),
+                     "cc backend: cc_broadcast");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                 const c10d::ReduceOptions& opts) {
+  const char* op = "reduce";
+  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
+              tensors.size());
+  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const cc_redop_t redop = op_of(opts.reduceOp, b, rank_, op);
+  const int root = static_cast<int>(opts.rootRank + opts.rootTensor);
+  return run(c10d::OpType::REDUCE, tensors[0].device(), tensors, tensors,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().reduce(b.data, b.data, b.count, b.dtype, redop, root, comm, s),
+                     "cc backend: cc_reduce");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                    std::vector<at::Tensor>& inputs,
+                                                    const c10d::AllgatherOptions& /*opts*/) {
+  const char* op = "allgather";
+  TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1, where(rank_, op),
+              "takes one input and one output list per process");
+  TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, where(rank_, op),
+              "the output list holds ", outputs[0].size(), " tensors; it needs one per rank (",
+              size_, ")");
+  const Buffer in = buffer_of(inputs[0], rank_, op, false);
+  std::vector<Buffer> outs;
+  for (const auto& t : outputs[0]) {
+    same_dtype(inputs[0], t, rank_, op);
+    outs.push_back(buffer_of(t, rank_, op, false));
+    TORCH_CHECK(outs.back().count == in.count, where(rank_, op), "output tensors must have ",
+                inputs[0].numel(), " elements like the input, one has ", t.numel());
+  }
+  // One broadcast from each rank into its slot, fused into one launch.
+  return run(c10d::OpType::ALLGATHER, device_of(inputs, outputs[0], rank_, op), inputs, outputs[0],
+             [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().group_start(), "cc backend: cc_group_start");
+               cc_result_t r = CC_SUCCESS;
+               for (int root = 0; root < size_ && r == CC_SUCCESS; ++root)
+                 r = api().broadcast(in.data, outs[static_cast<size_t>(root)].data, in.count,
+                                     in.dtype, root, comm, s);
+               const std::string failed = r != CC_SUCCESS ? words("cc_broadcast", r) : "";
+               const cc_result_t end = api().group_end();
+               if (!failed.empty()) fail("cc backend: " + failed);
+               check(end, "cc backend: cc_group_end");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                          const c10d::AllgatherOptions& /*opts*/) {
+  const char* op = "all_gather_into_tensor";
+  same_dtype(input, output, rank_, op);
+  const Buffer in = buffer_of(input, rank_, op, false);
+  const Buffer out = buffer_of(output, rank_, op, false);
+  TORCH_CHECK(out.count == in.count * static_cast<size_t>(size_), where(rank_, op),
+              "the output has ", output.numel(), " elements; it needs world size (", size_,
+              ") times the input's ", input.numel());
+  return run(c10d::OpType::_ALLGATHER_BASE, device_of({input}, {output}, rank_, op), {input},
+             {output}, [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().allgather(in.data, out.data, in.count, in.dtype, comm, s),
+                     "cc backend: cc_allgather");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  const char* op = "allgather_into_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size(), where(rank_, op), "needs as many outputs (",
+              outputs.size(), ") as inputs (", inputs.size(), ")");
+  std::vector<std::pair<Buffer, Buffer>> pairs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    same_dtype(inputs[i], outputs[i], rank_, op);
+    pairs.emplace_back(buffer_of(inputs[i], rank_, op, false),
+                       buffer_of(outputs[i], rank_, op, false));
+    TORCH_CHECK(pairs.back().second.count == pairs.back().first.count * static_cast<size_t>(size_),
+                where(rank_, op), "output ", i, " needs world size times input ", i, "'s elements");
+  }
+  return run(c10d::OpType::COALESCED, device_of(inputs, outputs, rank_, op), inputs, outputs,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().group_start(), "cc backend: cc_group_start");
+               cc_result_t r = CC_SUCCESS;
+               for (size_t i = 0; i < pairs.size() && r == CC_SUCCESS; ++i)
+                 r = api().allgather(pairs[i].first.data, pairs[i].second.data,
+                                     pairs[i].first.count, pairs[i].first.dtype, comm, s);
+               const std::string failed = r != CC_SUCCESS ? words("cc_allgather", r) : "";
+               const cc_result_t end = api().group_end();
+               if (!failed.empty()) fail("cc backend: " + failed);
+               check(end, "cc backend: cc_group_end");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter";
+  TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1, where(rank_, op),
+              "takes one output and one input list per process");
+  TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, where(rank_, op),
+              "the input list holds ", inputs[0].size(), " tensors; it needs one per rank (", size_,
+              ")");
+  const Buffer out = buffer_of(outputs[0], rank_, op, false);
+  const cc_redop_t redop = op_of(opts.reduceOp, out, rank_, op);
+  std::vector<Buffer> ins;
+  for (const auto& t : inputs[0]) {
+    same_dtype(t, outputs[0], rank_, op);
+    ins.push_back(buffer_of(t, rank_, op, false));
+    TORCH_CHECK(ins.back().count == out.count, where(rank_, op), "input tensors must have ",
+                outputs[0].numel(), " elements like the output, one has ", t.numel());
+  }
+  // One reduce to each rank from its slot, fused into one launch.
+  return run(c10d::OpType::REDUCE_SCATTER, device_of(inputs[0], outputs, rank_, op), inputs[0],
+             outputs, [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().group_start(), "cc backend: cc_group_start");
+               cc_result_t r = CC_SUCCESS;
+               for (int root = 0; root < size_ && r == CC_SUCCESS; ++root)
+                 r = api().reduce(ins[static_cast<size_t>(root)].data, out.data, out.count,
+                                  out.dtype, redop, root, comm, s);
+               const std::string failed = r != CC_SUCCESS ? words("cc_reduce", r) : "";
+               const cc_result_t end = api().group_end();
+               if (!failed.empty()) fail("cc backend: " + failed);
+               check(end, "cc backend: cc_group_end");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor";
+  same_dtype(input, output, rank_, op);
+  const Buffer in = buffer_of(input, rank_, op, false);
+  const Buffer out = buffer_of(output, rank_, op, false);
+  const cc_redop_t redop = op_of(opts.reduceOp, out, rank_, op);
+  TORCH_CHECK(in.count == out.count * static_cast<size_t>(size_), where(rank_, op),
+              "the input has ", input.numel(), " elements; it needs world size (", size_,
+              ") times the output's ", output.numel());
+  return run(c10d::OpType::_REDUCE_SCATTER_BASE, device_of({input}, {output}, rank_, op), {input},
+             {output}, [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().reducescatter(in.data, out.data, out.count, out.dtype, redop, comm, s),
+                     "cc backend: cc_reducescatter");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size(), where(rank_, op), "needs as many outputs (",
+              outputs.size(), ") as inputs (", inputs.size(), ")");
+  std::vector<std::pair<Buffer, Buffer>> pairs;
+  std::vector<cc_redop_t> redops;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    same_dtype(inputs[i], outputs[i], rank_, op);
+    pairs.emplace_back(buffer_of(inputs[i], rank_, op, false),
+                       buffer_of(outputs[i], rank_, op, false));
+    redops.push_back(op_of(opts.reduceOp, pairs.back().second, rank_, op));
+    TORCH_CHECK(pairs.back().first.count == pairs.back().second.count * static_cast<size_t>(size_),
+                where(rank_, op), "input ", i, " needs world size times output ", i, "'s elements");
+  }
+  return run(c10d::OpType::COALESCED, device_of(inputs, outputs, rank_, op), inputs, outputs,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().group_start(), "cc backend: cc_group_start");
+               cc_result_t r = CC_SUCCESS;
+               for (size_t i = 0; i < pairs.size() && r == CC_SUCCESS; ++i)
+                 r = api().reducescatter(pairs[i].first.data, pairs[i].second.data,
+                                         pairs[i].second.count, pairs[i].second.dtype, redops[i],
+                                         comm, s);
+               const std::string failed = r != CC_SUCCESS ? words("cc_reducescatter", r) : "";
+               const cc_result_t end = api().group_end();
+               if (!failed.empty()) fail("cc backend: " + failed);
+               check(end, "cc backend: cc_group_end");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                        std::vector<int64_t>& output_split_sizes,
+                                                        std::vector<int64_t>& input_split_sizes,
+                                                        const c10d::AllToAllOptions& /*opts*/) {
+  const char* op = "all_to_all_single";
+  same_dtype(input, output, rank_, op);
+  const Buffer in = buffer_of(input, rank_, op, false);
+  const Buffer out = buffer_of(output, rank_, op, false);
+  const c10::Device device = device_of({input}, {output}, rank_, op);
+  const auto n = static_cast<size_t>(size_);
+  if (output_split_sizes.empty() && input_split_sizes.empty()) {
+    TORCH_CHECK(in.count == out.count && in.count % n == 0, where(rank_, op),
+                "input and output need the same number of elements, divisible by the world size ",
+                size_, " (input ", input.numel(), ", output ", output.numel(), ")");
+    return run(c10d::OpType::ALLTOALL_BASE, device, {input}, {output},
+               [&](cc_comm_t comm, cudaStream_t s) {
+                 check(api().alltoall(in.data, out.data, in.count / n, in.dtype, comm, s),
+                       "cc backend: cc_alltoall");
+               });
+  }
+  // Uneven splits (in rows of dim 0): one send and one receive per peer, fused.
+  auto counts = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const Buffer& b,
+                    const char* which) {
+    TORCH_CHECK(splits.empty() || splits.size() == n, where(rank_, op), which,
+                " split sizes need one entry per rank (", size_, "), got ", splits.size());
+    std::vector<size_t> c(n);
+    const size_t rows = t.dim() > 0 ? static_cast<size_t>(t.size(0)) : 1;
+    const size_t row = rows > 0 ? b.count / rows : 0;
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t split = splits.empty() ? rows / n : static_cast<size_t>(splits[i]);
+      c[i] = split * row;
+      total += split;
+    }
+    TORCH_CHECK(total == rows, where(rank_, op), which, " split sizes add up to ", total,
+                " rows but the tensor has ", rows);
+    return c;
+  };
+  const std::vector<size_t> send = counts(input_split_sizes, input, in, "input");
+  const std::vector<size_t> recv = counts(output_split_sizes, output, out, "output");
+  return run(c10d::OpType::ALLTOALL_BASE, device, {input}, {output},
+             [&](cc_comm_t comm, cudaStream_t s) {
+               check(api().group_start(), "cc backend: cc_group_start");
+               cc_result_t r = CC_SUCCESS;
+               size_t send_at = 0, recv_at = 0;
+               for (size_t peer = 0; peer < n && r == CC_SUCCESS; ++peer) {
+                 if (send[peer] > 0)
+                   r = api().send(at_element(in, send_at), send[peer], in.dtype,
+                                  static_cast<int>(peer), comm, s);
+                 if (r == CC_SUCCESS && recv[peer] > 0)
+                   r = api().recv(at_element(out, recv_at), recv[peer], out.dtype,
+                                  static_cast<int>(peer), comm, s);
+                 send_at += send[peer];
+                 recv_at += recv[peer];
+               }
+               const std::string failed = r != CC_SUCCESS ? words("cc_send/cc_recv", r) : "";
+               const cc_result_t end = api().group_end();
+               if (!failed.empty()) fail("cc backend: " + failed);
+               check(end, "cc backend: cc_group_end");
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::barrier(const c10d::BarrierOptions& opts) {
+  // The device: the group's, once it has one; else the one asked for; else
+  // the one torch binds the group to; else the caller's current device.
+  c10::DeviceIndex index;
+  if (state_->created())
+    index = state_->device();
+  else if (!opts.device_ids.empty())
+    index = static_cast<c10::DeviceIndex>(opts.device_ids.front());
+  else if (getBoundDeviceId().has_value())
+    index = getBoundDeviceId()->index();
+  else
+    index = c10::cuda::current_device();
+  const c10::Device device(c10::DeviceType::CUDA, index);
+  // Like ProcessGroupNCCL's barrier, wait() blocks the host until all arrived.
+  return run(
+      c10d::OpType::BARRIER, device, {}, {},
+      [&](cc_comm_t comm, cudaStream_t s) {
+        check(api().barrier(comm, s), "cc backend: cc_barrier");
+      },
+      /*host_wait=*/true);
+}
+
+// ------------------------------------------------------------- point to point
+
+c10::intrusive_ptr<c10d::Work> CCBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                               int /*tag*/) {
+  const char* op = "send";
+  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor, got ", tensors.size());
+  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  return run(
+      c10d::OpType::SEND, tensors[0].device(), tensors, {}, [&](cc_comm_t comm, cudaStream_t s) {
+        check(api().send(b.data, b.count, b.dtype, dst_rank, comm, s), "cc backend: cc_send");
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                               int /*tag*/) {
+  const char* op = "recv";
+  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor, got ", tensors.size());
+  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  return run(
+      c10d::OpType::RECV, tensors[0].device(), {}, tensors, [&](cc_comm_t comm, cudaStream_t s) {
+        check(api().recv(b.data, b.count, b.dtype, src_rank, comm, s), "cc backend: cc_recv");
+      });
+}
+
+// ------------------------------------------------------------- coalescing
+
+void CCBackend::startCoalescing() {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  TORCH_CHECK(!coalescing_, where(rank_, "startCoalescing"), "a coalescing block is open already");
+  coalescing_ = true;
+  group_open_ = false;  // opened by the first operation, after the communicator exists
+  coalesced_.reset();
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::endCoalescing() {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  TORCH_CHECK(coalescing_, where(rank_, "endCoalescing"), "no coalescing block is open");
+  coalescing_ = false;
+  auto work = std::move(coalesced_);
+  if (group_open_) {
+    group_open_ = false;
+    check(api().group_end(), "cc backend: cc_group_end");
+  }
+  if (!work) {  // an empty block
+    const c10::Device device(c10::DeviceType::CUDA,
+                             state_->created() ? state_->device() : c10::cuda::current_device());
+    auto empty = c10::make_intrusive<CCWork>(rank_, c10d::OpType::COALESCED, device, state_, false);
+    empty->nothing_queued();
+    return empty;
+  }
+  work->enqueued(state_->stream());
+  return work;
+}
+
+// ------------------------------------------------------------- life
+
+void CCBackend::shutdown() { state_->shutdown(); }
+
+void CCBackend::abort() { state_->abort(); }
+
+}  // namespace cc_torch

@@ -1,0 +1,56 @@
+// libcc's functions as the torch backend calls them.
+//
+// They are taken from the very library `import cc` loaded (Python passes its
+// path; dlopen of an already-loaded path returns the same handle), so the
+// extension never links a second libcc and needs nothing of libcc at build
+// time but cc.h. A function an older libcc lacks is left null when optional.
+#pragma once
+
+#include <string>
+
+#include "cc/cc.h"
+
+namespace cc_torch {
+
+// cc_comm_failed_ranks (the recovery API); declared here so the extension
+// builds against a cc.h that does not have it yet.
+using FailedRanksFn = cc_result_t (*)(cc_comm_t, int*, int, int*);
+
+struct Api {
+  decltype(&cc_comm_init) comm_init = nullptr;
+  decltype(&cc_comm_destroy) comm_destroy = nullptr;
+  decltype(&cc_comm_abort) comm_abort = nullptr;
+  decltype(&cc_allreduce) allreduce = nullptr;
+  decltype(&cc_broadcast) broadcast = nullptr;
+  decltype(&cc_reduce) reduce = nullptr;
+  decltype(&cc_allgather) allgather = nullptr;
+  decltype(&cc_reducescatter) reducescatter = nullptr;
+  decltype(&cc_alltoall) alltoall = nullptr;
+  decltype(&cc_send) send = nullptr;
+  decltype(&cc_recv) recv = nullptr;
+  decltype(&cc_barrier) barrier = nullptr;
+  decltype(&cc_group_start) group_start = nullptr;
+  decltype(&cc_group_end) group_end = nullptr;
+  decltype(&cc_server_stop) server_stop = nullptr;
+  decltype(&cc_result_string) result_string = nullptr;
+  decltype(&cc_last_error) last_error = nullptr;
+  FailedRanksFn comm_failed_ranks = nullptr;  // optional
+};
+
+// Opens libcc at `path` and resolves every function; throws
+// std::runtime_error naming a missing one. Idempotent.
+void load(const std::string& path);
+
+// The loaded functions; throws when load() was never called.
+const Api& api();
+
+// "<call>: <cc_last_error() or cc_result_string(r)>" for a failed call; read
+// on the calling thread right after the failure.
+std::string words(const char* call, cc_result_t r);
+
+// Throws the words of a failed call as c10::DistBackendError (Python:
+// torch.distributed.DistBackendError).
+[[noreturn]] void fail(const char* call, cc_result_t r);
+[[noreturn]] void fail(const std::string& message);
+
+}  // namespace cc_torch

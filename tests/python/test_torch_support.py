@@ -1,0 +1,160 @@
+"""The parts of cc.torch that need no torch: how a process group's ranks
+agree on cc's rendezvous through torch's store, and finding cc.h to build
+the extension."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import threading
+import unittest
+
+import cc
+from cc import _torch_build, _torch_rendezvous as rv
+
+import helpers
+
+
+class DictStore:
+    """torch.distributed's Store as the creator uses it: set, and a get that
+    waits until the key exists."""
+
+    def __init__(self):
+        self._values = {}
+        self._cond = threading.Condition()
+
+    def set(self, key, value):
+        with self._cond:
+            self._values[key] = value if isinstance(value, bytes) else value.encode()
+            self._cond.notify_all()
+
+    def get(self, key):
+        with self._cond:
+            if not self._cond.wait_for(lambda: key in self._values, timeout=10):
+                raise TimeoutError(key)
+            return self._values[key]
+
+
+def start_server(bind_addr, port):
+    server = cc.Server(bind_addr, port)
+    return server, server.port
+
+
+class Agreement(unittest.TestCase):
+    def test_every_rank_learns_rank_zeros_server_and_can_reach_it(self):
+        store = DictStore()
+        env = {"MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
+        results = {}
+
+        def rank(r):
+            results[r] = rv.agree(store, r, [], env, start_server)
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in (2, 1, 0)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        addr, port, server = results[0]
+        try:
+            self.assertIsInstance(server, cc.Server)
+            self.assertEqual(addr, "127.0.0.1")
+            self.assertNotEqual(port, 29500)  # torch's store holds MASTER_PORT
+            for r in (1, 2):
+                self.assertEqual(results[r], (addr, port, None))
+            with cc.Store(addr, port, timeout_ms=2000) as client:  # really listening there
+                client.set("k", "v")
+                self.assertEqual(client.get("k"), b"v")
+        finally:
+            server.stop()
+
+    def test_cc_master_port_pins_the_default_groups_port(self):
+        free = cc.Server("127.0.0.1")
+        port = free.port
+        free.stop()
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "CC_MASTER_PORT": str(port)}
+        _, got, server = rv.agree(DictStore(), 0, [], env, start_server)
+        server.stop()
+        self.assertEqual(got, port)
+        # A subgroup never takes it: the default group's server may hold it.
+        _, got, server = rv.agree(DictStore(), 0, [1, 3], env, start_server)
+        server.stop()
+        self.assertNotEqual(got, port)
+
+
+class Addresses(unittest.TestCase):
+    def test_advertised_address(self):
+        adv = rv.advertised_address
+        self.assertEqual(adv({"MASTER_ADDR": "localhost"}, True), "127.0.0.1")
+        self.assertEqual(adv({"MASTER_ADDR": "127.0.0.7"}, False), "127.0.0.1")
+        self.assertEqual(adv({"MASTER_ADDR": "::1"}, True), "::1")
+        self.assertEqual(adv({"MASTER_ADDR": "10.10.10.2"}, True), "10.10.10.2")
+        self.assertEqual(adv({"MASTER_ADDR": "10.10.10.2", "CC_TORCH_ADDR": "host-b"}, True),
+                         "host-b")
+        self.assertEqual(rv._route_source("127.0.0.1"), "127.0.0.1")
+
+    def test_bind_address(self):
+        self.assertEqual(rv.bind_address("127.0.0.1"), "127.0.0.1")
+        self.assertEqual(rv.bind_address("localhost"), "127.0.0.1")
+        self.assertEqual(rv.bind_address("::1"), "::1")
+        self.assertIsNone(rv.bind_address("10.10.10.2"))
+        self.assertEqual(rv.bind_address("fd00::5"), "::")
+        self.assertIsNone(rv.bind_address("node-7.cluster"))
+
+    def test_server_port(self):
+        self.assertEqual(rv.server_port({}, True), 0)
+        self.assertEqual(rv.server_port({"CC_MASTER_PORT": "29500", "MASTER_PORT": "29500"}, True),
+                         0)
+        self.assertEqual(rv.server_port({"CC_MASTER_PORT": "29501", "MASTER_PORT": "29500"}, True),
+                         29501)
+        self.assertEqual(rv.server_port({"CC_MASTER_PORT": "29501"}, False), 0)
+        with self.assertRaises(cc.InvalidArgumentError) as caught:
+            rv.server_port({"CC_MASTER_PORT": "http"}, True)
+        self.assertIn("CC_MASTER_PORT='http' is not a port", str(caught.exception))
+
+
+class ExtensionHeaders(unittest.TestCase):
+    def test_headers_beside_the_build_compile_cc_h(self):
+        dirs = _torch_build.include_dirs(helpers.libcc_path())
+        self.assertTrue(any((pathlib.Path(d) / "cc" / "cc.h").is_file() for d in dirs), dirs)
+        compiler = shutil.which("c++") or shutil.which("g++")
+        if compiler is None:
+            self.skipTest("no C++ compiler to check the folders with")
+        with tempfile.TemporaryDirectory() as tmp:
+            source = pathlib.Path(tmp) / "probe.cpp"
+            source.write_text('#include "cc/cc.h"\n'
+                              "int main() { cc_config_t c = CC_CONFIG_INIT; "
+                              "return c.version == CC_VERSION_CODE ? 0 : 1; }\n")
+            args = [compiler, "-fsyntax-only", str(source)] + ["-I" + d for d in dirs]
+            proc = subprocess.run(args, capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+
+    def test_cc_include_dir_comes_first(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            (pathlib.Path(tmp) / "cc").mkdir()
+            (pathlib.Path(tmp) / "cc" / "cc.h").write_text("")
+            (pathlib.Path(tmp) / "cc" / "cc_version.h").write_text("")
+            os.environ["CC_INCLUDE_DIR"] = tmp
+            try:
+                self.assertEqual(_torch_build.include_dirs(helpers.libcc_path()), [tmp])
+            finally:
+                del os.environ["CC_INCLUDE_DIR"]
+
+    def test_missing_version_header_is_explained(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            lib = pathlib.Path(tmp) / "lib" / "libcc.so.0"
+            lib.parent.mkdir()
+            lib.write_bytes(b"")
+            with self.assertRaises(cc.Error) as caught:
+                _torch_build.include_dirs(str(lib))
+        words = str(caught.exception)
+        self.assertIn("cc_version.h (made by cc's build) was not found", words)
+        self.assertIn("CC_INCLUDE_DIR", words)
+
+    def test_sources_are_shipped(self):
+        for path in _torch_build.sources():
+            self.assertTrue(os.path.isfile(path), path)
+
+
+if __name__ == "__main__":
+    unittest.main()
