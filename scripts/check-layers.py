@@ -50,7 +50,8 @@ def main():
     sources = [p for ext in ("*.cpp", "*.hpp", "*.cu", "*.c", "*.h") for p in root.rglob(ext)]
     for file in sorted(sources):
         rel = file.relative_to(root).as_posix()
-        if rel.startswith(("build", "subprojects/", ".")):
+        # python/ is its own package, built by pip against torch with its own include root.
+        if rel.startswith(("build", "subprojects/", ".", "python/")):
             continue
         top = rel.split("/")[0]
         if rel.startswith("include/"):  # public headers include their siblings, as installed
