@@ -60,7 +60,7 @@ same buffers and stream; `cc/raw` is raw time / cc time (1.00 = as fast, above
 are timed. Every result was checked (`#wrong` = 0) unless the table says so.
 
 All-reduces of up to 64 KiB go through cc's own kernel on NCCL's device API
-when every rank can use it (`lib/fast_allreduce.cu`; README, "Small
+when every rank can use it (`lib/fast/fast_allreduce.cu`; README, "Small
 all-reduces"): each rank writes its data with flags straight into every
 peer's inbox in NCCL's symmetric memory and reduces what arrived, in rank
 order. The kernel needs the NCCL loaded at run time to be the one cc was built
