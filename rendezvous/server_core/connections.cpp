@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/who.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
@@ -166,8 +167,8 @@ bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
     }
     auto job = std::make_unique<Job>();
     job->id = c.hello.job_id;
-    log().info("job {} created (first connection {} from {})", quote(job->id), c.hello.host,
-               c.peer);
+    log().info("job {} created (first connection: {} at {})", quote(job->id),
+               cc::who(-1, c.hello.host, c.hello.pid), c.peer);
     it = jobs.emplace(job->id, std::move(job)).first;
   }
   c.job = it->second.get();

@@ -12,23 +12,24 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv {
 
+using server_core::member_who;
 using server_core::nat_notice;
 using server_core::nccl_text;
 using server_core::quote;
 using server_core::rank_ranges;
-using server_core::slot_who;
 
 bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now) {
   Job& job = *c.job;
   const MemberInfo& in = j.info;
   const std::string where =
       "job " + quote(job.id) + " (generation " + std::to_string(in.generation) + ")";
-  const std::string me = slot_who(in);
+  const std::string me = member_who(in);
   if (static_cast<size_t>(in.world_size) > opt.max_connections) {
     send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
                me + " of " + where + " asks for a world of " + std::to_string(in.world_size) +
@@ -85,19 +86,19 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     const Slot& slot = taken->second;
     fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                     "rank " + std::to_string(in.rank) + " of " + where + " was claimed twice: by " +
-                        slot_who(slot.info) + " and by " + me +
+                        member_who(slot.info) + " and by " + me +
                         "; give every process its own RANK");
     return true;
   }
   if (in.nccl_version / 100 != gen.nccl_major_minor) {
     auto r = gen.slots.find(gen.nccl_rank);
     const MemberInfo ref = r != gen.slots.end() ? r->second.info : MemberInfo{};
-    fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
-                    "ranks of " + where + " load different NCCL versions: rank " +
-                        std::to_string(gen.nccl_rank) + " has " + nccl_text(gen.nccl_version) +
-                        (ref.host.empty() ? "" : " on " + ref.host) + ", " + me + " has " +
-                        nccl_text(in.nccl_version) +
-                        "; install the same NCCL major.minor everywhere");
+    fail_generation(
+        job, in.generation, gen, CC_ERR_MISMATCH,
+        "ranks of " + where +
+            " load different NCCL versions: " + cc::who(gen.nccl_rank, ref.host, ref.pid) +
+            " has " + nccl_text(gen.nccl_version) + ", " + me + " has " +
+            nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere");
     return true;
   }
   if (!in.gpu_uuid.empty()) {
@@ -105,7 +106,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     if (!added) {
       const MemberInfo& other = gen.slots.at(owner->second).info;
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
-                      slot_who(other) + " and " + me + " of " + where + " use the same GPU " +
+                      member_who(other) + " and " + me + " of " + where + " use the same GPU " +
                           in.gpu_uuid +
                           "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)");
       return true;

@@ -10,13 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv {
 
+using server_core::member_who;
 using server_core::quote;
-using server_core::slot_who;
 
 // The silence a member may keep: what it asked for in Watch, else the server's option.
 std::chrono::milliseconds ServerCore::Impl::heartbeat_window(const Conn& c) const {
@@ -86,9 +87,9 @@ bool ServerCore::Impl::on_abort(Conn& c, uint32_t rid, const Abort& a) {
       const uint32_t generation = it->second.generation;
       const int32_t rank = it->second.rank;
       Generation& gen = job.generations[generation];
-      std::string who = "rank " + std::to_string(rank);
+      std::string who = cc::who(rank, {});
       if (auto slot = gen.slots.find(rank); slot != gen.slots.end())
-        who = slot_who(slot->second.info);
+        who = member_who(slot->second.info);
       fail_generation(job, generation, gen, CC_ERR_ABORTED,
                       who + " aborted while joining job " + quote(job.id) + " (generation " +
                           std::to_string(generation) + "): " + reason);

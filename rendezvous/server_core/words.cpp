@@ -2,6 +2,7 @@
 // which names the other end of a connection in log lines and errors.
 #include "rendezvous/server_core/words.hpp"
 
+#include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 
 namespace cc::rv::server_core {
@@ -21,22 +22,20 @@ bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 ||
 
 }  // namespace
 
-// "rank 3 (host-a pid 42, 10.0.0.3:5555)" or "10.0.0.3:5555" before joining
+// "rank 3 (host a, pid 42) at 10.0.0.3:5555" once it joined, "host a (pid 42)
+// at 10.0.0.3:5555" after its hello, "10.0.0.3:5555" before.
 std::string Conn::who() const {
-  if (!memberships.empty())
-    return "rank " + std::to_string(memberships.back().rank) + " (" + memberships.back().host +
-           " pid " + std::to_string(memberships.back().pid) + ", " + peer + ")";
-  if (phase == Phase::ready)
-    return hello.host + " pid " + std::to_string(hello.pid) + " (" + peer + ")";
+  if (!memberships.empty()) {
+    const Membership& m = memberships.back();
+    return cc::who(m.rank, m.host, m.pid) + " at " + peer;
+  }
+  if (phase == Phase::ready) return cc::who(-1, hello.host, hello.pid) + " at " + peer;
   return peer;
 }
 
 std::string quote(const std::string& s) { return "'" + s + "'"; }
 
-std::string slot_who(const MemberInfo& i) {
-  return "rank " + std::to_string(i.rank) + " on " + (i.host.empty() ? "?" : i.host) + " (pid " +
-         std::to_string(i.pid) + ")";
-}
+std::string member_who(const MemberInfo& i) { return cc::who(i.rank, i.host, i.pid); }
 
 std::string nccl_text(int32_t code) {
   if (code <= 0) return "unknown";
@@ -73,7 +72,7 @@ std::string key_list(const std::vector<std::string>& keys) {
 std::string nat_notice(const MemberInfo& in, const std::string& peer) {
   const std::string from = peer_address(peer);
   if (in.nccl_addr.empty() || from.empty() || is_loopback(from) || from == in.nccl_addr) return {};
-  return slot_who(in) + " will have NCCL use the address " + in.nccl_addr +
+  return member_who(in) + " will have NCCL use the address " + in.nccl_addr +
          ", but its connection to the rendezvous came from " + from +
          ": a NAT or a Docker bridge sits between them, and the other ranks may not reach " +
          in.nccl_addr +

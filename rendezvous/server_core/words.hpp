@@ -1,8 +1,9 @@
 // The pieces of text the rendezvous server's messages are built from: a
-// quoted name, who a joined rank is, an NCCL version code as "2.18.1", a
-// sorted list of ranks as "2, 3, 5-9", a shortened list of keys, and the
-// notice for a rank whose connection arrives from another address than the
-// one it says NCCL will use.
+// quoted name, who a rank is (spelled by common/who.hpp, as the library
+// spells it), an NCCL version code as "2.18.1", a sorted list of ranks as
+// "2, 3, 5-9", a shortened list of keys, and the notice for a rank whose
+// connection arrives from another address than the one it says NCCL will
+// use.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,8 @@ namespace cc::rv::server_core {
 // 'name'
 std::string quote(const std::string& s);
 
-// Who a rank that sent a Join is.
-std::string slot_who(const MemberInfo& i);
+// Who a rank that sent a Join is: "rank 3 (host gpu-a, pid 4242)".
+std::string member_who(const MemberInfo& i);
 
 // "2.18.1" for 21801, "unknown" for 0.
 std::string nccl_text(int32_t code);
