@@ -45,8 +45,8 @@ enum class MsgType : uint16_t {
   leave = 21,
   heartbeat = 22,
   abort = 23,
-  watch = 24,           // issue 4: track my heartbeats
-  progress_query = 25,  // issue 4: who is behind
+  watch = 24,           // announce me as failed after a silence
+  progress_query = 25,  // who is behind
   // server -> client
   challenge = 101,
   ok = 102,

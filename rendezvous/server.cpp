@@ -28,8 +28,8 @@ using asio::ip::tcp;
 // Grows this process's descriptor table now to what the server may use (at
 // most 64 Ki entries, 512 KiB): the kernel grows it by doubling as
 // connections arrive, and in a process with more than one thread each
-// doubling waits for an RCU grace period (milliseconds each), which made the
-// first thousand connections to a fresh server cost twice the later ones.
+// doubling waits for an RCU grace period (milliseconds each), which would make
+// the first thousand connections to a fresh server cost twice the later ones.
 // Here, before the io thread starts, it is one step. The table never shrinks.
 void reserve_descriptors(int fd, size_t max_connections) {
   rlimit rl{};

@@ -3,7 +3,8 @@
 // joins, membership events and every deadline. The I/O layer (server.cpp)
 // feeds it connects, bytes, disconnects and the clock; the core answers
 // through a Sink. One thread drives it, so it takes no locks. Tests and the
-// fuzz target drive it directly.
+// fuzz target drive it directly. Its state and its sections live in
+// rendezvous/server_core/ (state.hpp says which file does what).
 //
 // Protocol rules the core enforces (the client follows them):
 // - The first frame is Hello, answered with Challenge (request_id of Hello).

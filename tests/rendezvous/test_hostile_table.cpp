@@ -151,7 +151,7 @@ std::vector<Case> cases() {
                bytes(truncated, true),
                CC_ERR_RENDEZVOUS,
                "truncated message",
-               {"[warning] dropping ", "(PEER): truncated message"}});
+               {"[warning] dropping ", " at PEER: truncated message"}});
   t.push_back({"unknown type",
                false,
                nullptr,
@@ -165,7 +165,7 @@ std::vector<Case> cases() {
                bytes(rv::encode_frame(2, rv::Set{std::string(2000, 'k'), {1}}), true),
                CC_ERR_RENDEZVOUS,
                "over its size limit",
-               {"[warning] dropping ", "(PEER): a key, value"}});
+               {"[warning] dropping ", " at PEER: a key, value"}});
   t.push_back(
       {"a flood of connects",
        false,
@@ -204,7 +204,7 @@ std::vector<Case> cases() {
        },
        CC_ERR_RENDEZVOUS,
        "a frame stalled",
-       {"[warning] dropping ", "(PEER): a frame stalled"},
+       {"[warning] dropping ", " at PEER: a frame stalled"},
        1500ms});
   t.push_back({"silent after connecting",
                false,
@@ -220,7 +220,7 @@ std::vector<Case> cases() {
                bytes({}, true),
                CC_ERR_RENDEZVOUS,
                "idle for 300 ms",
-               {"[warning] dropping ", "(PEER): idle for 300 ms"},
+               {"[warning] dropping ", " at PEER: idle for 300 ms"},
                1500ms});
   t.push_back({"wrong token",
                true,
@@ -296,7 +296,7 @@ std::vector<Case> cases() {
                },
                CC_SUCCESS,
                "",
-               {"[warning] ", "(PEER) disconnected",
+               {"[warning] ", " at PEER disconnected",
                 "in the middle of a frame (" + std::to_string(half.size()) +
                     " bytes of a truncated frame)"}});
   return t;

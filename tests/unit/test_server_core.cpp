@@ -313,8 +313,8 @@ TEST_CASE("core: join checks") {
     for (rv::ConnId i : {1, 2}) {
       const auto& e = h.error_of(h.one(i));
       CHECK(e.code == CC_ERR_MISMATCH);
-      CHECK_THAT(e.message, Catch::Contains("rank 0 on a (pid 1000) said 2") &&
-                                Catch::Contains("rank 1 on b (pid 1001) said 3"));
+      CHECK_THAT(e.message, Catch::Contains("rank 0 (host a, pid 1000) said 2") &&
+                                Catch::Contains("rank 1 (host b, pid 1001) said 3"));
     }
     h.feed(3, join_msg(1, 2, "c"));  // the failed generation hands out nothing
     CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("already failed"));
@@ -334,7 +334,8 @@ TEST_CASE("core: join checks") {
     h.feed(2, join_msg(1, 3, "b"));
     for (rv::ConnId i : {1, 2})
       CHECK_THAT(h.error_of(h.one(i)).message,
-                 Catch::Contains("claimed twice") && Catch::Contains("pid 1001"));
+                 Catch::Contains("claimed twice: by rank 1 (host a, pid 1001) and by rank 1 "
+                                 "(host b, pid 1001)"));
   }
   SECTION("NCCL major.minor differs; patch may differ") {
     auto j0 = join_msg(0, 3, "a");
@@ -348,7 +349,8 @@ TEST_CASE("core: join checks") {
     h.feed(3, j2);
     for (rv::ConnId i : {1, 2, 3})
       CHECK_THAT(h.error_of(h.one(i)).message,
-                 Catch::Contains("2.28.9") && Catch::Contains("2.27.3"));
+                 Catch::Contains("rank 0 (host a, pid 1000) has 2.28.9") &&
+                     Catch::Contains("rank 2 (host c, pid 1002) has 2.27.3"));
   }
   SECTION("same GPU twice on one host") {
     auto j0 = join_msg(0, 3, "a");
@@ -521,8 +523,8 @@ TEST_CASE("core: abort while joining fails the generation for every joiner") {
   CHECK(std::holds_alternative<rv::Ok>(v[1].message));
   const auto e = h.error_of(h.one(1));
   CHECK(e.code == CC_ERR_ABORTED);
-  CHECK_THAT(e.message,
-             Catch::Contains("rank 1 on b (pid 1001) aborted") && Catch::Contains("init failed"));
+  CHECK_THAT(e.message, Catch::Contains("rank 1 (host b, pid 1001) aborted") &&
+                            Catch::Contains("init failed"));
   CHECK_FALSE(h.core.job_busy("job"));
 }
 
@@ -581,7 +583,8 @@ TEST_CASE("core: a rank behind NAT is named to every rank with the fix") {
   for (rv::ConnId i = 1; i <= 2; ++i) {
     const rv::Message m = h.one(i);
     const auto& j = std::get<rv::Joined>(m);
-    CHECK_THAT(j.notice, Catch::Contains("rank 1 on b") && Catch::Contains("172.17.0.2") &&
+    CHECK_THAT(j.notice, Catch::Contains("rank 1 (host b, pid 1001) will have NCCL use the "
+                                         "address 172.17.0.2") &&
                              Catch::Contains("came from 10.0.0.2") &&
                              Catch::Contains("--network host") &&
                              Catch::Contains("NCCL_SOCKET_IFNAME"));

@@ -1,0 +1,246 @@
+// A connection's life in the rendezvous server's core: accepted (or refused
+// over max_connections), fed bytes that are cut into frames, taken through
+// the handshake (Hello, answered with Challenge; with a token, Auth answered
+// with Ok or a drop) into its job, then each frame handed to its request
+// (kv.cpp, joins.cpp, watch.cpp); and its end: a disconnect, a drop or the
+// server stopping, after which forget removes every trace of it.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/log.hpp"
+#include "common/who.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/server_core/state.hpp"
+#include "rendezvous/server_core/words.hpp"
+
+namespace cc::rv {
+
+using server_core::quote;
+
+bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::time_point now) {
+  if (stopped || conns.size() >= opt.max_connections) {
+    const std::string why =
+        stopped
+            ? "the rendezvous server is stopping"
+            : "the rendezvous server is at its limit of " + std::to_string(opt.max_connections) +
+                  " connections; try again later or raise the server's connection limit";
+    send_error(id, 0, CC_ERR_RENDEZVOUS, why);
+    log().warn("refusing {}: {}", peer, why);
+    sink.close(id, why);
+    return false;
+  }
+  auto c = std::make_unique<Conn>(id, peer, opt.limits);
+  c->last_frame = now;
+  arm(c->handshake_timer, now + opt.handshake_timeout, DeadlineKind::handshake, id);
+  conns.emplace(id, std::move(c));
+  log().info("connection from {}", peer);
+  return true;
+}
+
+void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now) {
+  auto it = conns.find(id);
+  if (it == conns.end()) return;
+  Conn& c = *it->second;
+  c.reader.feed(bytes);
+  while (auto f = c.reader.next()) {
+    c.last_frame = now;
+    if (!handle(c, f->request_id, f->message, now)) return;  // c was dropped
+  }
+  if (c.reader.error() != DecodeError::none) {
+    drop(c, 0, CC_ERR_RENDEZVOUS, describe(c.reader.error()));
+    return;
+  }
+  if (c.reader.mid_frame()) {
+    if (!c.frame_timer) arm(c.frame_timer, now + opt.frame_timeout, DeadlineKind::frame, id);
+  } else {
+    disarm(c.frame_timer);
+  }
+}
+
+void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason) {
+  auto it = conns.find(id);
+  if (it == conns.end()) return;
+  Conn& c = *it->second;
+  std::string why = reason;
+  if (c.reader.mid_frame())
+    why += " in the middle of a frame (" + std::to_string(c.reader.buffered()) +
+           " bytes of a truncated frame)";
+  if (!c.memberships.empty() || c.reader.mid_frame())
+    log().warn("{} disconnected: {}", c.who(), why);
+  else
+    log().info("{} disconnected: {}", c.who(), why);
+  forget(c, why, true);
+}
+
+// Handles one frame; false when the connection was dropped.
+bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::time_point now) {
+  const MsgType type = type_of(m);
+  if (c.phase == Phase::hello) {
+    if (type != MsgType::hello) {
+      drop(c, rid, CC_ERR_RENDEZVOUS,
+           std::string("the first message must be hello, not ") + type_name(type) +
+               " (a client of another protocol, or a bug)");
+      return false;
+    }
+    return on_hello(c, rid, std::get<Hello>(m));
+  }
+  if (c.phase == Phase::auth) {
+    if (type != MsgType::auth) {
+      drop(c, rid, CC_ERR_AUTH,
+           "the rendezvous server requires a token: set CC_RENDEZVOUS_TOKEN (or "
+           "CC_RENDEZVOUS_TOKEN_FILE) to the job's token");
+      return false;
+    }
+    return on_auth(c, rid, std::get<Auth>(m));
+  }
+  switch (type) {
+    case MsgType::set:
+      return on_set(c, rid, std::get<Set>(m));
+    case MsgType::get:
+      return on_get(c, rid, std::get<Get>(m), now);
+    case MsgType::add:
+      return on_add(c, rid, std::get<Add>(m));
+    case MsgType::wait:
+      return on_wait(c, rid, std::get<Wait>(m), now);
+    case MsgType::del:
+      return on_del(c, rid, std::get<Del>(m));
+    case MsgType::join:
+      return on_join(c, rid, std::get<Join>(m), now);
+    case MsgType::leave:
+      return on_leave(c, rid);
+    case MsgType::heartbeat:
+      return on_heartbeat(c, rid, std::get<Heartbeat>(m), now);
+    case MsgType::watch:
+      return on_watch(c, rid, std::get<Watch>(m), now);
+    case MsgType::progress_query:
+      return on_progress(c, rid, std::get<ProgressQuery>(m), now);
+    case MsgType::abort:
+      return on_abort(c, rid, std::get<Abort>(m));
+    default:
+      drop(c, rid, CC_ERR_RENDEZVOUS,
+           std::string("unexpected message ") + type_name(type) +
+               " from a client (after the handshake)");
+      return false;
+  }
+}
+
+bool ServerCore::Impl::on_hello(Conn& c, uint32_t rid, const Hello& h) {
+  c.hello = h;
+  Challenge ch;
+  ch.server = server_name;
+  if (!opt.token.empty()) {
+    ch.auth_required = true;
+    c.nonce = make_nonce();
+    ch.nonce = c.nonce;
+    c.phase = Phase::auth;
+    send(c.id, rid, ch);
+    return true;
+  }
+  send(c.id, rid, ch);
+  return enter_job(c, rid);
+}
+
+bool ServerCore::Impl::on_auth(Conn& c, uint32_t rid, const Auth& a) {
+  if (!auth_check(opt.token, c.nonce, c.hello.job_id, a.mac)) {
+    drop(c, rid, CC_ERR_AUTH,
+         "the rendezvous token was refused by the server; give every rank and the server the same "
+         "token (CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE, cc-rendezvous --token-file)");
+    return false;
+  }
+  c.nonce.clear();
+  if (!enter_job(c, rid)) return false;
+  send(c.id, rid, Ok{});
+  return true;
+}
+
+// The handshake is done: the connection joins its job (made on first use,
+// up to max_jobs) and may now read and write the job's keys.
+bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
+  auto it = jobs.find(c.hello.job_id);
+  if (it == jobs.end()) {
+    if (jobs.size() >= opt.max_jobs) {
+      drop(c, rid, CC_ERR_RENDEZVOUS,
+           "the rendezvous server is at its limit of " + std::to_string(opt.max_jobs) +
+               " jobs; wait for other jobs to end or raise the server's job limit");
+      return false;
+    }
+    auto job = std::make_unique<Job>();
+    job->id = c.hello.job_id;
+    log().info("job {} created (first connection: {} at {})", quote(job->id),
+               cc::who(-1, c.hello.host, c.hello.pid), c.peer);
+    it = jobs.emplace(job->id, std::move(job)).first;
+  }
+  c.job = it->second.get();
+  c.job->conns.insert(c.id);
+  c.phase = Phase::ready;
+  disarm(c.handshake_timer);
+  if (opt.idle_timeout.count() > 0)
+    arm(c.idle_timer, c.last_frame + opt.idle_timeout, DeadlineKind::idle, c.id);
+  return true;
+}
+
+// Removes every trace of the connection; `failed` when it ended without a
+// clean Leave (then its memberships are announced as failures). A job whose
+// last connection this was is forgotten too.
+void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
+  const ConnId id = c.id;
+  disarm(c.handshake_timer);
+  disarm(c.frame_timer);
+  disarm(c.heartbeat_timer);
+  disarm(c.idle_timer);
+  for (uint64_t pid : c.parked) cancel_parked(pid);
+  Job* job = c.job;
+  if (job != nullptr) {
+    if (!c.memberships.empty()) {
+      if (failed && !c.announced) announce(*job, c, PeerEventKind::failed, reason);
+      end_memberships(*job, c);
+    }
+    job->conns.erase(id);
+  }
+  sink.close(id, reason);
+  conns.erase(id);  // c is gone from here on
+  if (job != nullptr) {
+    maybe_idle(*job);
+    if (job->conns.empty()) {
+      log().info("job {} forgotten (its last connection is gone)", quote(job->id));
+      jobs.erase(job->id);
+    }
+  }
+}
+
+// Answers every parked request with an error, tells every member that the
+// server is stopping, then forgets every connection without announcing
+// anyone as failed.
+void ServerCore::Impl::stop() {
+  if (stopped) return;
+  stopped = true;
+  const std::string why =
+      "the rendezvous server is stopping; the job cannot continue through it (restart the server "
+      "or the job)";
+  std::vector<uint64_t> ids;
+  ids.reserve(parked.size());
+  for (const auto& [id, p] : parked) ids.push_back(id);
+  for (uint64_t id : ids) {
+    auto it = parked.find(id);
+    if (it == parked.end()) continue;
+    send_error(it->second.conn, it->second.request_id, CC_ERR_RENDEZVOUS, why);
+    finish_parked(id);
+  }
+  for (auto& [id, c] : conns)
+    if (!c->memberships.empty())
+      send(id, 0, PeerEvent{PeerEventKind::server_stopping, -1, "", 0, why});
+  std::vector<ConnId> all;
+  all.reserve(conns.size());
+  for (const auto& [id, c] : conns) all.push_back(id);
+  for (ConnId id : all) {
+    auto it = conns.find(id);
+    if (it == conns.end()) continue;
+    it->second->announced = true;  // the server is going, not the rank
+    forget(*it->second, "the rendezvous server is stopping", false);
+  }
+  parked.clear();
+  deadlines.clear();
+}
+
+}  // namespace cc::rv

@@ -1,0 +1,119 @@
+// Requests the rendezvous server answers later: a Get of a key not yet set,
+// a Wait for keys not yet set, and a Join until its generation is complete.
+// park gives each an id and, when it asked for one, a deadline; wake answers
+// the Gets and Waits a newly set key completes; expire_parked answers one
+// whose deadline passed with Error(CC_ERR_TIMEOUT) naming what never came
+// (for a join: the ranks that never joined, joins.cpp). A connection that
+// goes cancels its parked requests, and a pending join gives up its slot.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "rendezvous/server_core/state.hpp"
+#include "rendezvous/server_core/words.hpp"
+
+namespace cc::rv {
+
+using server_core::key_list;
+using server_core::quote;
+
+uint64_t ServerCore::Impl::park(Conn& c, Parked p, Clock::time_point now) {
+  const uint64_t id = next_parked++;
+  p.conn = c.id;
+  auto& slot = parked.emplace(id, std::move(p)).first->second;
+  if (slot.timeout_ms > 0)
+    arm(slot.timer, now + std::chrono::milliseconds(slot.timeout_ms), DeadlineKind::parked, id);
+  c.parked.push_back(id);
+  return id;
+}
+
+// Finishes a parked request without answering it.
+void ServerCore::Impl::finish_parked(uint64_t id) {
+  auto it = parked.find(id);
+  if (it == parked.end()) return;
+  disarm(it->second.timer);
+  auto cit = conns.find(it->second.conn);
+  if (cit != conns.end()) {
+    auto& v = cit->second->parked;
+    v.erase(std::remove(v.begin(), v.end(), id), v.end());
+  }
+  parked.erase(it);
+}
+
+// The connection is going: a pending join gives up its slot.
+void ServerCore::Impl::cancel_parked(uint64_t id) {
+  auto it = parked.find(id);
+  if (it == parked.end()) return;
+  Parked& p = it->second;
+  if (p.kind == Parked::Kind::join) release_join_slot(p);
+  disarm(p.timer);
+  parked.erase(it);
+}
+
+void ServerCore::Impl::release_join_slot(const Parked& p) {
+  Job& job = *p.job;
+  auto g = job.generations.find(p.generation);
+  if (g == job.generations.end()) return;
+  Generation& gen = g->second;
+  auto s = gen.slots.find(p.rank);
+  if (gen.state == Generation::State::joining && s != gen.slots.end() && s->second.conn == p.conn) {
+    const MemberInfo& info = s->second.info;
+    if (!info.gpu_uuid.empty()) gen.gpu_owner.erase(info.host + "\n" + info.gpu_uuid);
+    gen.slots.erase(s);
+    --gen.joined;
+  }
+  --job.joiners;
+  maybe_idle(job);
+}
+
+void ServerCore::Impl::expire_parked(uint64_t id) {
+  auto it = parked.find(id);
+  if (it == parked.end()) return;
+  Parked& p = it->second;
+  p.timer.reset();  // already erased by expire()
+  Job& job = *p.job;
+  if (p.kind == Parked::Kind::get) {
+    send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
+               "key " + quote(p.key) + " of job " + quote(job.id) + " was not set within " +
+                   std::to_string(p.timeout_ms) +
+                   " ms; check that the rank that sets it is running and uses the same job id "
+                   "and rendezvous server");
+    finish_parked(id);
+  } else if (p.kind == Parked::Kind::wait) {
+    std::vector<std::string> missing;
+    for (const auto& k : p.keys)
+      if (!job.keys.count(k) && std::find(missing.begin(), missing.end(), k) == missing.end())
+        missing.push_back(k);
+    send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
+               "wait on job " + quote(job.id) + " timed out after " + std::to_string(p.timeout_ms) +
+                   " ms; still missing: " + key_list(missing) +
+                   "; check that the ranks that set them are running and use the same job id");
+    finish_parked(id);
+  } else {
+    join_timeout(job, p);
+  }
+}
+
+// The key was just set: answers the Gets parked on it, and the Waits for
+// which it was the last missing key.
+void ServerCore::Impl::wake(Job& job, const std::string& key) {
+  auto w = job.waiters.find(key);
+  if (w == job.waiters.end()) return;
+  std::vector<uint64_t> ids = std::move(w->second);
+  job.waiters.erase(w);
+  const std::vector<uint8_t>& value = job.keys[key];
+  for (uint64_t id : ids) {
+    auto it = parked.find(id);
+    if (it == parked.end()) continue;  // timed out or its connection went
+    Parked& p = it->second;
+    if (p.kind == Parked::Kind::get) {
+      send(p.conn, p.request_id, Value{value});
+      finish_parked(id);
+    } else if (p.kind == Parked::Kind::wait && --p.missing == 0) {
+      send(p.conn, p.request_id, Ok{});
+      finish_parked(id);
+    }
+  }
+}
+
+}  // namespace cc::rv

@@ -1,0 +1,205 @@
+// What the rendezvous server's state machine holds, and the declaration of
+// ServerCore::Impl that works on it. A connection (Conn) enters one job
+// (Job) after its handshake; a job holds its keys, the requests parked on
+// them (Parked) and its communicator generations (Generation), each with one
+// slot per joined rank (Slot). A connection that completed a join holds a
+// Membership per generation. Every deadline is one entry of a single ordered
+// map (Deadlines); an armed Timer is an iterator into it. The members of Impl
+// are defined in the files of this folder, one section each: deadlines.cpp,
+// output.cpp, connections.cpp, parked.cpp, kv.cpp, joins.cpp and watch.cpp.
+// Only the files of this folder include this header.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cc/cc_version.h"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/server_core.hpp"
+
+namespace cc::rv::server_core {
+
+enum class Phase : uint8_t { hello, auth, ready };
+enum class DeadlineKind : uint8_t { handshake, frame, heartbeat, parked, idle };
+
+struct DeadlineRef {
+  DeadlineKind kind;
+  uint64_t id;  // ConnId, or a parked request's id
+};
+using Deadlines = std::multimap<Clock::time_point, DeadlineRef>;
+using Timer = std::optional<Deadlines::iterator>;
+
+struct Job;
+
+struct Membership {
+  uint32_t generation = 0;
+  int32_t rank = -1;
+  std::string host;  // as the rank said in its Join
+  uint32_t pid = 0;
+  uint64_t last_completed = 0;
+};
+
+struct Conn {
+  ConnId id = 0;
+  std::string peer;
+  FrameReader reader;
+  Phase phase = Phase::hello;
+  Hello hello;
+  std::vector<uint8_t> nonce;
+  Job* job = nullptr;
+  std::vector<Membership> memberships;
+  bool announced = false;        // its failure or abort was told to the job
+  std::vector<uint64_t> parked;  // ids of its parked requests (some may be done)
+  Timer handshake_timer, frame_timer, heartbeat_timer;
+  std::chrono::milliseconds watch_window{0};  // from Watch: silence allowed before a drop
+  Clock::time_point last_heartbeat{};         // or the join, for Progress's silent_ms
+  Timer idle_timer;                           // see ServerOptions::idle_timeout
+  Clock::time_point last_frame{};
+
+  Conn(ConnId i, std::string p, const Limits& l) : id(i), peer(std::move(p)), reader(l) {}
+  // Who is at the other end, for messages (words.cpp).
+  std::string who() const;
+};
+
+struct Parked {
+  enum class Kind : uint8_t { get, wait, join } kind = Kind::get;
+  ConnId conn = 0;
+  uint32_t request_id = 0;
+  Job* job = nullptr;
+  uint32_t timeout_ms = 0;
+  std::string key;                // get
+  std::vector<std::string> keys;  // wait
+  size_t missing = 0;             // wait
+  uint32_t generation = 0;        // join
+  int32_t rank = -1;              // join
+  Timer timer;
+};
+
+struct Slot {
+  ConnId conn = 0;
+  uint64_t parked = 0;  // the pending Join while the generation is joining
+  MemberInfo info;
+};
+
+struct Generation {
+  enum class State : uint8_t { joining, complete, failed } state = State::joining;
+  int32_t world_size = 0;
+  std::string first;  // who set the world size, for mismatch words
+  int32_t nccl_major_minor = 0;
+  int32_t nccl_version = 0;  // the full code of nccl_rank, for words
+  int32_t nccl_rank = -1;
+  // By rank; only joined ranks, so a claimed world size costs no memory.
+  std::unordered_map<int32_t, Slot> slots;
+  int32_t joined = 0;
+  std::vector<uint8_t> unique_id;
+  std::unordered_map<std::string, int32_t> gpu_owner;  // host '\n' uuid -> rank
+  std::string failure;
+  std::string notice;  // lines every rank is told with Joined
+};
+
+struct Job {
+  std::string id;
+  std::unordered_map<std::string, std::vector<uint8_t>> keys;
+  std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked ids
+  std::unordered_set<ConnId> conns;
+  std::unordered_set<ConnId> members;
+  std::map<uint32_t, Generation> generations;
+  size_t joiners = 0;
+  size_t announced = 0;
+};
+
+}  // namespace cc::rv::server_core
+
+namespace cc::rv {
+
+struct ServerCore::Impl {
+  using Phase = server_core::Phase;
+  using DeadlineKind = server_core::DeadlineKind;
+  using DeadlineRef = server_core::DeadlineRef;
+  using Deadlines = server_core::Deadlines;
+  using Timer = server_core::Timer;
+  using Membership = server_core::Membership;
+  using Conn = server_core::Conn;
+  using Parked = server_core::Parked;
+  using Slot = server_core::Slot;
+  using Generation = server_core::Generation;
+  using Job = server_core::Job;
+
+  ServerOptions opt;
+  Sink& sink;
+  std::string server_name = std::string("cc-rendezvous ") + CC_VERSION_STRING;
+  std::unordered_map<ConnId, std::unique_ptr<Conn>> conns;
+  std::unordered_map<std::string, std::unique_ptr<Job>> jobs;
+  std::unordered_map<uint64_t, Parked> parked;
+  uint64_t next_parked = 1;
+  Deadlines deadlines;
+  bool stopped = false;
+
+  Impl(const ServerOptions& o, Sink& s) : opt(o), sink(s) {}
+
+  // ---- deadlines (deadlines.cpp) -------------------------------------------
+  void arm(Timer& t, Clock::time_point at, DeadlineKind kind, uint64_t id);
+  void disarm(Timer& t);
+  void expire(Clock::time_point now);
+  void expire_idle(Conn& c, Clock::time_point now);
+
+  // ---- output (output.cpp) -------------------------------------------------
+  void send(ConnId c, uint32_t rid, const Message& m);
+  void send_error(ConnId c, uint32_t rid, cc_result_t code, std::string words);
+  void drop(Conn& c, uint32_t rid, cc_result_t code, const std::string& reason);
+  void announce(Job& job, Conn& c, PeerEventKind kind, const std::string& reason);
+  void maybe_idle(Job& job);
+
+  // ---- connections (connections.cpp) ---------------------------------------
+  bool on_connect(ConnId id, const std::string& peer, Clock::time_point now);
+  void on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now);
+  void on_disconnect(ConnId id, const std::string& reason);
+  bool handle(Conn& c, uint32_t rid, const Message& m, Clock::time_point now);
+  bool on_hello(Conn& c, uint32_t rid, const Hello& h);
+  bool on_auth(Conn& c, uint32_t rid, const Auth& a);
+  bool enter_job(Conn& c, uint32_t rid);
+  void forget(Conn& c, const std::string& reason, bool failed);
+  void stop();
+
+  // ---- parked requests (parked.cpp) ----------------------------------------
+  uint64_t park(Conn& c, Parked p, Clock::time_point now);
+  void finish_parked(uint64_t id);
+  void cancel_parked(uint64_t id);
+  void release_join_slot(const Parked& p);
+  void expire_parked(uint64_t id);
+  void wake(Job& job, const std::string& key);
+
+  // ---- keys (kv.cpp) -------------------------------------------------------
+  bool key_room(Conn& c, uint32_t rid, const std::string& key);
+  bool on_set(Conn& c, uint32_t rid, const Set& s);
+  bool on_get(Conn& c, uint32_t rid, const Get& g, Clock::time_point now);
+  bool on_add(Conn& c, uint32_t rid, const Add& a);
+  bool on_wait(Conn& c, uint32_t rid, const Wait& w, Clock::time_point now);
+  bool on_del(Conn& c, uint32_t rid, const Del& d);
+
+  // ---- joins (joins.cpp) ---------------------------------------------------
+  bool on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
+  void complete(Job& job, uint32_t generation, Generation& gen, Clock::time_point now);
+  void fail_generation(Job& job, uint32_t generation, Generation& gen, cc_result_t code,
+                       const std::string& words);
+  void join_timeout(Job& job, const Parked& p);
+  bool on_leave(Conn& c, uint32_t rid);
+  void end_memberships(Job& job, Conn& c);
+
+  // ---- watch and progress (watch.cpp) --------------------------------------
+  std::chrono::milliseconds heartbeat_window(const Conn& c) const;
+  bool on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h, Clock::time_point now);
+  bool on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now);
+  bool on_progress(Conn& c, uint32_t rid, const ProgressQuery& q, Clock::time_point now);
+  bool on_abort(Conn& c, uint32_t rid, const Abort& a);
+};
+
+}  // namespace cc::rv

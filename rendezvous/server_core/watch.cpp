@@ -1,0 +1,102 @@
+// What members tell the rendezvous server about their health, and what they
+// ask about each other's. Heartbeat carries the last operation a member
+// completed and pushes its heartbeat deadline on; Watch sets the silence it
+// may keep before it is dropped and announced as failed (0: not watched);
+// ProgressQuery answers with one rank's progress, or with the others that
+// are furthest behind (at most kMaxProgressMembers); Abort announces the rank
+// as aborted and fails any generation it was still joining.
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/who.hpp"
+#include "rendezvous/server_core/state.hpp"
+#include "rendezvous/server_core/words.hpp"
+
+namespace cc::rv {
+
+using server_core::member_who;
+using server_core::quote;
+
+// The silence a member may keep: what it asked for in Watch, else the server's option.
+std::chrono::milliseconds ServerCore::Impl::heartbeat_window(const Conn& c) const {
+  return c.watch_window.count() > 0 ? c.watch_window : opt.heartbeat_timeout;
+}
+
+bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
+                                    Clock::time_point now) {
+  for (Membership& ms : c.memberships) ms.last_completed = h.last_completed;
+  c.last_heartbeat = now;
+  if (c.heartbeat_timer)
+    arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
+  send(c.id, rid, HeartbeatAck{});
+  return true;
+}
+
+bool ServerCore::Impl::on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now) {
+  c.watch_window = std::chrono::milliseconds(w.window_ms);
+  c.last_heartbeat = now;
+  if (c.watch_window.count() > 0)
+    arm(c.heartbeat_timer, now + c.watch_window, DeadlineKind::heartbeat, c.id);
+  else
+    disarm(c.heartbeat_timer);
+  send(c.id, rid, Ok{});
+  return true;
+}
+
+// One rank, or the others furthest behind: O(members) work, a small answer.
+bool ServerCore::Impl::on_progress(Conn& c, uint32_t rid, const ProgressQuery& q,
+                                   Clock::time_point now) {
+  Progress out;
+  uint64_t lowest = std::numeric_limits<uint64_t>::max();
+  for (ConnId id : c.job->members) {
+    auto it = conns.find(id);
+    if (it == conns.end() || (q.rank < 0 && id == c.id)) continue;
+    const Conn& member = *it->second;
+    const auto silent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - member.last_heartbeat);
+    for (const Membership& m : member.memberships) {
+      if (m.generation != q.generation || (q.rank >= 0 && m.rank != q.rank)) continue;
+      if (q.rank < 0) {
+        if (m.last_completed > lowest) continue;
+        if (m.last_completed < lowest) out.members.clear();
+        lowest = m.last_completed;
+        if (out.members.size() >= kMaxProgressMembers) continue;
+      }
+      out.members.push_back({m.rank, m.host, m.pid, m.last_completed,
+                             static_cast<uint32_t>(std::clamp<int64_t>(
+                                 silent.count(), 0, std::numeric_limits<uint32_t>::max()))});
+    }
+  }
+  std::sort(out.members.begin(), out.members.end(),
+            [](const MemberProgress& a, const MemberProgress& b) { return a.rank < b.rank; });
+  send(c.id, rid, out);
+  return true;
+}
+
+bool ServerCore::Impl::on_abort(Conn& c, uint32_t rid, const Abort& a) {
+  Job& job = *c.job;
+  const std::string reason = a.reason.empty() ? "the rank called abort" : a.reason;
+  if (!c.memberships.empty() && !c.announced) announce(job, c, PeerEventKind::aborted, reason);
+  // A pending join fails its whole generation: nobody waits for an aborted rank.
+  std::vector<uint64_t> ids = c.parked;
+  for (uint64_t id : ids) {
+    auto it = parked.find(id);
+    if (it != parked.end() && it->second.kind == Parked::Kind::join) {
+      const uint32_t generation = it->second.generation;
+      const int32_t rank = it->second.rank;
+      Generation& gen = job.generations[generation];
+      std::string who = cc::who(rank, {});
+      if (auto slot = gen.slots.find(rank); slot != gen.slots.end())
+        who = member_who(slot->second.info);
+      fail_generation(job, generation, gen, CC_ERR_ABORTED,
+                      who + " aborted while joining job " + quote(job.id) + " (generation " +
+                          std::to_string(generation) + "): " + reason);
+    }
+  }
+  send(c.id, rid, Ok{});
+  return true;
+}
+
+}  // namespace cc::rv

@@ -1,0 +1,83 @@
+// The text helpers of the rendezvous server (see words.hpp), and Conn::who,
+// which names the other end of a connection in log lines and errors.
+#include "rendezvous/server_core/words.hpp"
+
+#include "common/who.hpp"
+#include "rendezvous/server_core/state.hpp"
+
+namespace cc::rv::server_core {
+namespace {
+
+// The address part of "1.2.3.4:5" or "[::1]:5".
+std::string peer_address(const std::string& peer) {
+  if (!peer.empty() && peer.front() == '[') {
+    const size_t end = peer.find(']');
+    return end == std::string::npos ? peer : peer.substr(1, end - 1);
+  }
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
+bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 || addr == "::1"; }
+
+}  // namespace
+
+// "rank 3 (host a, pid 42) at 10.0.0.3:5555" once it joined, "host a (pid 42)
+// at 10.0.0.3:5555" after its hello, "10.0.0.3:5555" before.
+std::string Conn::who() const {
+  if (!memberships.empty()) {
+    const Membership& m = memberships.back();
+    return cc::who(m.rank, m.host, m.pid) + " at " + peer;
+  }
+  if (phase == Phase::ready) return cc::who(-1, hello.host, hello.pid) + " at " + peer;
+  return peer;
+}
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string member_who(const MemberInfo& i) { return cc::who(i.rank, i.host, i.pid); }
+
+std::string nccl_text(int32_t code) {
+  if (code <= 0) return "unknown";
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+         std::to_string(code % 100);
+}
+
+std::string rank_ranges(const std::vector<int32_t>& ranks) {
+  std::string out;
+  size_t i = 0;
+  while (i < ranks.size()) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string key_list(const std::vector<std::string>& keys) {
+  constexpr size_t kShown = 16;
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) out += (i ? ", " : "") + quote(keys[i]);
+  if (keys.size() > kShown) out += " and " + std::to_string(keys.size() - kShown) + " more";
+  return out;
+}
+
+// A rank whose connection arrives from another address than the one it says
+// NCCL will use sits behind NAT (a Docker bridge, say): the others will try
+// an address they may not reach. Loopback connections are the server's own
+// host and prove nothing.
+std::string nat_notice(const MemberInfo& in, const std::string& peer) {
+  const std::string from = peer_address(peer);
+  if (in.nccl_addr.empty() || from.empty() || is_loopback(from) || from == in.nccl_addr) return {};
+  return member_who(in) + " will have NCCL use the address " + in.nccl_addr +
+         ", but its connection to the rendezvous came from " + from +
+         ": a NAT or a Docker bridge sits between them, and the other ranks may not reach " +
+         in.nccl_addr +
+         ". Run the containers with --network host, or set NCCL_SOCKET_IFNAME to an "
+         "interface the other hosts can reach";
+}
+
+}  // namespace cc::rv::server_core

@@ -1,0 +1,35 @@
+// The pieces of text the rendezvous server's messages are built from: a
+// quoted name, who a rank is (spelled by common/who.hpp, as the library
+// spells it), an NCCL version code as "2.18.1", a sorted list of ranks as
+// "2, 3, 5-9", a shortened list of keys, and the notice for a rank whose
+// connection arrives from another address than the one it says NCCL will
+// use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rendezvous/protocol.hpp"
+
+namespace cc::rv::server_core {
+
+// 'name'
+std::string quote(const std::string& s);
+
+// Who a rank that sent a Join is: "rank 3 (host gpu-a, pid 4242)".
+std::string member_who(const MemberInfo& i);
+
+// "2.18.1" for 21801, "unknown" for 0.
+std::string nccl_text(int32_t code);
+
+// "2, 3, 5-9" for a sorted list of ranks.
+std::string rank_ranges(const std::vector<int32_t>& ranks);
+
+// The first 16 keys quoted, then "and N more".
+std::string key_list(const std::vector<std::string>& keys);
+
+// Empty, or the warning for a rank behind NAT (see words.cpp).
+std::string nat_notice(const MemberInfo& in, const std::string& peer);
+
+}  // namespace cc::rv::server_core
