@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies the run-time parts of a build folder (libcc, tools, gpu tests,
 # examples) into DEST with the same layout, so their $ORIGIN run paths still
-# resolve: a small folder to carry to a GPU machine.
+# resolve: a small folder to carry to a GPU machine, without debug information.
 #   scripts/stage-build.sh BUILD DEST
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 BUILD DEST" >&2; exit 2; }
@@ -15,4 +15,6 @@ find lib tools tests/gpu examples rendezvous -maxdepth 1 \( -name 'libcc.so*' -o
   mkdir -p "$dest/$(dirname "$f")"
   cp -a "$f" "$dest/$f"
 done
+# Debug information stays behind: the copy travels (symbols are kept).
+find "$dest" -type f \( -perm -u+x -o -name 'libcc.so*' \) -exec strip --strip-debug {} + 2>/dev/null || true
 du -sh "$dest"
