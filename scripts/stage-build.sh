@@ -15,6 +15,9 @@ find lib tools tests/gpu examples rendezvous -maxdepth 1 \( -name 'libcc.so*' -o
   mkdir -p "$dest/$(dirname "$f")"
   cp -a "$f" "$dest/$f"
 done
+# The generated header, for what builds against cc there (cc.torch's extension).
+mkdir -p "$dest/include/cc"
+cp -a include/cc/cc_version.h "$dest/include/cc/"
 # Debug information stays behind: the copy travels (symbols are kept).
 find "$dest" -type f \( -perm -u+x -o -name 'libcc.so*' \) -exec strip --strip-debug {} + 2>/dev/null || true
 du -sh "$dest"
