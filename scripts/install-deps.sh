@@ -3,7 +3,8 @@
 # are expected already (/usr/local/cuda, or pass -Dcudatoolkit=/-Dnccl_dir=).
 set -euo pipefail
 pkgs=(meson ninja-build g++ pkg-config libasio-dev libspdlog-dev libfmt-dev catch2
-      libssl-dev openmpi-bin libopenmpi-dev iproute2 procps python3 python3-numpy)
+      libcli11-dev nlohmann-json3-dev libssl-dev openmpi-bin libopenmpi-dev iproute2 procps
+      python3 python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
