@@ -2,6 +2,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,52 +15,30 @@
 #include "cc/cc_version.h"
 #include "common/log.hpp"
 #include "rendezvous/server.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace {
 
-const char* kUsage =
-    "usage: cc-rendezvous [options]\n"
-    "\n"
+constexpr const char* kAbout =
     "The cc rendezvous daemon: hands every rank of a job the NCCL id and its\n"
-    "keys, checks that ranks agree, and tells a job at once when a rank fails.\n"
-    "\n"
-    "options:\n"
-    "  --bind ADDR               address to listen on (default 0.0.0.0; :: for IPv6\n"
-    "                            and IPv4, 127.0.0.1, ::1 or a host name)\n"
-    "  --port PORT               TCP port (default 29500; 0 = any free port)\n"
-    "  --token-file FILE         require clients to prove they know the token in\n"
-    "                            FILE (CC_RENDEZVOUS_TOKEN on the ranks)\n"
-    "  --log-level LEVEL         trace, debug, info (default), warn, error, off\n"
-    "  --max-connections N       refuse connections above N (default 100000)\n"
-    "  --max-jobs N              refuse new jobs above N (default 10000)\n"
-    "  --max-keys-per-job N      refuse new keys above N per job (default 100000)\n"
-    "  --handshake-timeout-ms N  drop a client that has not said hello (and\n"
-    "                            authenticated) within N ms (default 10000)\n"
-    "  --frame-timeout-ms N      drop a client stalling inside a frame (default 10000)\n"
-    "  --heartbeat-timeout-ms N  announce a member silent for N ms as failed\n"
-    "                            (default 0 = off)\n"
-    "  --idle-timeout-ms N       close a connection that holds nothing (no\n"
-    "                            membership, pending join, get or wait) and sent\n"
-    "                            nothing for N ms (default 0 = never)\n"
-    "  --help                    this text\n"
-    "  --version                 the cc version\n"
-    "\n"
+    "keys, checks that ranks agree, and tells a job at once when a rank fails.";
+
+constexpr const char* kFooter =
     "SIGINT or SIGTERM stops the daemon: waiting clients get an error, members\n"
-    "are told the server is stopping.\n";
+    "are told the server is stopping.";
 
 int usage_error(const std::string& words) {
   std::fprintf(stderr, "cc-rendezvous: %s (see --help)\n", words.c_str());
   return 2;
 }
 
-bool parse_number(const std::string& text, long long min, long long max, long long* out) {
-  if (text.empty()) return false;
+// A whole number in [min, max], or the option's words for a bad value.
+long long number(const std::string& text, long long min, long long max, const std::string& words) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || v < min || v > max) return false;
-  *out = v;
-  return true;
+  if (text.empty() || errno != 0 || *end != '\0' || v < min || v > max) cc::cli::reject(words);
+  return v;
 }
 
 // Reads the token, without its trailing newline; warns about loose permissions.
@@ -92,75 +72,107 @@ int main(int argc, char** argv) {
   options.port = 29500;
   std::string token_file;
   std::string level = std::getenv("CC_LOG_LEVEL") ? std::getenv("CC_LOG_LEVEL") : "info";
+  bool version = false;
 
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto take = [&](std::string* out) {
-      if (has_value) {
-        *out = value;
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    auto take_number = [&](long long min, long long max, long long* out) {
-      std::string text;
-      return take(&text) && parse_number(text, min, max, out);
-    };
-    long long n = 0;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--version") {
-      std::printf("cc-rendezvous %s\n", CC_VERSION_STRING);
-      return 0;
-    } else if (arg == "--bind") {
-      if (!take(&options.bind_addr) || options.bind_addr.empty())
-        return usage_error("--bind needs an address");
-    } else if (arg == "--port") {
-      if (!take_number(0, 65535, &n)) return usage_error("--port needs a number from 0 to 65535");
-      options.port = static_cast<int>(n);
-    } else if (arg == "--token-file") {
-      if (!take(&token_file)) return usage_error("--token-file needs a file name");
-    } else if (arg == "--log-level") {
-      if (!take(&level)) return usage_error("--log-level needs a level");
-    } else if (arg == "--max-connections") {
-      if (!take_number(1, 10000000, &n))
-        return usage_error("--max-connections needs a positive number");
-      options.max_connections = static_cast<size_t>(n);
-    } else if (arg == "--max-jobs") {
-      if (!take_number(1, 10000000, &n)) return usage_error("--max-jobs needs a positive number");
-      options.max_jobs = static_cast<size_t>(n);
-    } else if (arg == "--max-keys-per-job") {
-      if (!take_number(1, 100000000, &n))
-        return usage_error("--max-keys-per-job needs a positive number");
-      options.max_keys_per_job = static_cast<size_t>(n);
-    } else if (arg == "--handshake-timeout-ms") {
-      if (!take_number(1, 86400000, &n))
-        return usage_error("--handshake-timeout-ms needs a positive number");
-      options.handshake_timeout = std::chrono::milliseconds(n);
-    } else if (arg == "--frame-timeout-ms") {
-      if (!take_number(1, 86400000, &n))
-        return usage_error("--frame-timeout-ms needs a positive number");
-      options.frame_timeout = std::chrono::milliseconds(n);
-    } else if (arg == "--heartbeat-timeout-ms") {
-      if (!take_number(0, 86400000, &n))
-        return usage_error("--heartbeat-timeout-ms needs a number");
-      options.heartbeat_timeout = std::chrono::milliseconds(n);
-    } else if (arg == "--idle-timeout-ms") {
-      if (!take_number(0, 86400000, &n)) return usage_error("--idle-timeout-ms needs a number");
-      options.idle_timeout = std::chrono::milliseconds(n);
-    } else {
-      return usage_error("unknown argument '" + std::string(argv[i]) + "'");
-    }
+  CLI::App app;
+  cc::cli::setup(app, "usage: cc-rendezvous [options]", 28);
+  app.description(kAbout);
+  app.footer(kFooter);
+  using ms = std::chrono::milliseconds;
+  app.add_option_function<std::string>(
+         "--bind",
+         [&](const std::string& v) {
+           if (v.empty()) cc::cli::reject("--bind needs an address");
+           options.bind_addr = v;
+         },
+         "address to listen on (default 0.0.0.0; :: for IPv6\n"
+         "and IPv4, 127.0.0.1, ::1 or a host name)")
+      ->option_text("ADDR");
+  app.add_option_function<std::string>(
+         "--port",
+         [&](const std::string& v) {
+           options.port =
+               static_cast<int>(number(v, 0, 65535, "--port needs a number from 0 to 65535"));
+         },
+         "TCP port (default 29500; 0 = any free port)")
+      ->option_text("PORT");
+  app.add_option("--token-file", token_file,
+                 "require clients to prove they know the token in\n"
+                 "FILE (CC_RENDEZVOUS_TOKEN on the ranks)")
+      ->option_text("FILE");
+  app.add_option("--log-level", level, "trace, debug, info (default), warn, error, off")
+      ->option_text("LEVEL");
+  app.add_option_function<std::string>(
+         "--max-connections",
+         [&](const std::string& v) {
+           options.max_connections = static_cast<size_t>(
+               number(v, 1, 10000000, "--max-connections needs a positive number"));
+         },
+         "refuse connections above N (default 100000)")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "--max-jobs",
+         [&](const std::string& v) {
+           options.max_jobs =
+               static_cast<size_t>(number(v, 1, 10000000, "--max-jobs needs a positive number"));
+         },
+         "refuse new jobs above N (default 10000)")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "--max-keys-per-job",
+         [&](const std::string& v) {
+           options.max_keys_per_job = static_cast<size_t>(
+               number(v, 1, 100000000, "--max-keys-per-job needs a positive number"));
+         },
+         "refuse new keys above N per job (default 100000)")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "--handshake-timeout-ms",
+         [&](const std::string& v) {
+           options.handshake_timeout =
+               ms(number(v, 1, 86400000, "--handshake-timeout-ms needs a positive number"));
+         },
+         "drop a client that has not said hello (and\n"
+         "authenticated) within N ms (default 10000)")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "--frame-timeout-ms",
+         [&](const std::string& v) {
+           options.frame_timeout =
+               ms(number(v, 1, 86400000, "--frame-timeout-ms needs a positive number"));
+         },
+         "drop a client stalling inside a frame (default 10000)")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "--heartbeat-timeout-ms",
+         [&](const std::string& v) {
+           options.heartbeat_timeout =
+               ms(number(v, 0, 86400000, "--heartbeat-timeout-ms needs a number"));
+         },
+         "announce a member silent for N ms as failed\n"
+         "(default 0 = off)")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "--idle-timeout-ms",
+         [&](const std::string& v) {
+           options.idle_timeout = ms(number(v, 0, 86400000, "--idle-timeout-ms needs a number"));
+         },
+         "close a connection that holds nothing (no\n"
+         "membership, pending join, get or wait) and sent\n"
+         "nothing for N ms (default 0 = never)")
+      ->option_text("N");
+  cc::cli::add_help(app);
+  app.add_flag("--version", version, "the cc version");
+
+  const cc::cli::Parsed parsed = cc::cli::parse(app, argc, argv, "argument");
+  if (parsed.help) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  if (!parsed.ok) return usage_error(parsed.error);
+  if (version) {
+    std::printf("cc-rendezvous %s\n", CC_VERSION_STRING);
+    return 0;
   }
 
   auto lvl = spdlog::level::from_str(level);

@@ -1,0 +1,75 @@
+#include "tools/cli/cli.hpp"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace cc::cli {
+namespace {
+
+class Formatter : public CLI::Formatter {
+ public:
+  explicit Formatter(std::string usage) : usage_(std::move(usage)) {}
+
+  std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode mode) const override {
+    std::string out = usage_ + "\n";
+    if (!app->get_description().empty()) out += "\n" + app->get_description() + "\n";
+    out += make_groups(app, mode);
+    if (!app->get_footer().empty()) out += "\n" + app->get_footer() + "\n";
+    return out;
+  }
+
+  // "-n, --nproc" (CLI11 writes "-n,--nproc").
+  std::string make_option_name(const CLI::Option* opt, bool) const override {
+    std::string names;
+    for (const auto& s : opt->get_snames()) names += (names.empty() ? "-" : ", -") + s;
+    for (const auto& l : opt->get_lnames()) names += (names.empty() ? "--" : ", --") + l;
+    return names;
+  }
+
+  // Only the value's name ("N", "FILE"): defaults and limits are in the words.
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    return opt->get_option_text().empty() ? std::string() : " " + opt->get_option_text();
+  }
+
+ private:
+  std::string usage_;
+};
+
+}  // namespace
+
+void setup(CLI::App& app, std::string usage, std::size_t column) {
+  auto formatter = std::make_shared<Formatter>(std::move(usage));
+  formatter->column_width(column);
+  app.formatter(formatter);
+  app.set_help_flag();  // add_help() puts it back, listed last
+  app.option_defaults()->group("options")->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
+void add_help(CLI::App& app) { app.set_help_flag("-h,--help", "this text"); }
+
+void reject(const std::string& words) { throw CLI::ValidationError(words); }
+
+Parsed parse(CLI::App& app, int argc, const char* const* argv, const std::string& noun) {
+  Parsed p;
+  try {
+    app.parse(argc, argv);
+    p.ok = true;
+  } catch (const CLI::CallForHelp&) {
+    p.help = true;
+  } catch (const CLI::ExtrasError&) {
+    const std::vector<std::string> extra = app.remaining();
+    p.error = "unknown " + noun + " '" + (extra.empty() ? std::string() : extra.front()) + "'";
+  } catch (const CLI::ArgumentMismatch& e) {
+    // CLI11 runs out of arguments for a value only at the end of the line.
+    std::string flag = argc > 1 ? argv[argc - 1] : "";
+    flag = flag.substr(0, flag.find('='));
+    const CLI::Option* opt = flag.empty() ? nullptr : app.get_option_no_throw(flag);
+    p.error = opt != nullptr && opt->get_type_size() != 0 ? flag + " needs a value" : e.what();
+  } catch (const CLI::ParseError& e) {
+    p.error = e.what();
+  }
+  return p;
+}
+
+}  // namespace cc::cli
