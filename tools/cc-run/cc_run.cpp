@@ -27,6 +27,7 @@
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
 #include "rendezvous/server.hpp"
+#include "tools/cli/cli.hpp"
 
 extern char** environ;
 
@@ -39,33 +40,17 @@ constexpr int kUsageError = 2;
 constexpr size_t kMaxLine = 64 * 1024;  // a longer line is cut, not buffered forever
 constexpr milliseconds kDrainAfterExit{1000};
 
-const char* kUsage =
-    "usage: cc-run -n N [options] -- PROGRAM [ARGS...]\n"
-    "\n"
+constexpr const char* kAbout =
     "Starts N ranks of PROGRAM on this node with the environment cc reads (CC_RANK/RANK,\n"
     "CC_WORLD_SIZE/WORLD_SIZE, CC_LOCAL_RANK/LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
     "MASTER_PORT, CC_JOB_ID, CC_RENDEZVOUS=external). Node 0 hosts the rendezvous server\n"
     "(on 127.0.0.1 for one node without --master-addr, else on 0.0.0.0, or :: for an IPv6\n"
     "--master-addr).\n"
     "Every output line is prefixed with \"[rank R] \". When a rank fails, the others are\n"
-    "stopped and cc-run exits with the failed rank's status (128+signal for a signal).\n"
-    "\n"
-    "options:\n"
-    "  -n, --nproc N          ranks on this node (required)\n"
-    "  --nnodes K             nodes in the job (default 1); world size = K * N\n"
-    "  --node-rank I          this node's index, 0..K-1 (default 0); node 0 hosts the server\n"
-    "  --master-addr A        the rendezvous address the ranks use (default 127.0.0.1;\n"
-    "                         required on nodes other than 0)\n"
-    "  --master-port P        port of the rendezvous (node 0: 0 = any free port, the default;\n"
-    "                         required on nodes other than 0)\n"
-    "  --job-id J             job id (default: CC_JOB_ID, else a fresh one for one node,\n"
-    "                         else \"default\")\n"
-    "  --grace-ms MS          after a rank fails, wait MS before SIGTERM, and MS more before\n"
-    "                         SIGKILL (default 2000)\n"
-    "  --timeout-ms MS        exported to the ranks as CC_TIMEOUT_MS (init and store deadline)\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "The server takes its token from CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE.\n";
+    "stopped and cc-run exits with the failed rank's status (128+signal for a signal).";
+
+constexpr const char* kFooter =
+    "The server takes its token from CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE.";
 
 struct Options {
   int nproc = 0;
@@ -84,76 +69,97 @@ struct Options {
   std::exit(kUsageError);
 }
 
-int parse_number(const std::string& flag, const char* text, long long min, long long max) {
+// A whole number in [min, max]; bad values are rejected in settings::parse_int's
+// words, naming the option `flag`.
+int number(const char* flag, const std::string& text, long long min, long long max) {
   long long v = 0;
-  cc::Status s = cc::settings::parse_int(flag.c_str(), text, min, max, &v);
-  if (!s.ok()) usage_error(s.message);
+  if (cc::Status s = cc::settings::parse_int(flag, text.c_str(), min, max, &v); !s.ok())
+    cc::cli::reject(s.message);
   return static_cast<int>(v);
 }
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  bool have_n = false, have_port = false, have_node_rank = false;
-  int i = 1;
-  for (; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    // --flag=value or --flag value
-    std::string flag = a, value;
-    bool inline_value = false;
-    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      flag = a.substr(0, eq);
-      value = a.substr(eq + 1);
-      inline_value = true;
-    }
-    auto take = [&]() -> const char* {
-      if (inline_value) return value.c_str();
-      if (i + 1 >= argc) usage_error(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "-n" || flag == "--nproc") {
-      o.nproc = parse_number(flag, take(), 1, 4096);
-      have_n = true;
-    } else if (flag == "--nnodes") {
-      o.nnodes = parse_number(flag, take(), 1, 100000);
-    } else if (flag == "--node-rank") {
-      o.node_rank = parse_number(flag, take(), 0, 100000);
-      have_node_rank = true;
-    } else if (flag == "--master-addr") {
-      o.master_addr = take();
-      if (o.master_addr.empty()) usage_error("--master-addr is empty");
-    } else if (flag == "--master-port") {
-      o.master_port = parse_number(flag, take(), 0, 65535);
-      have_port = true;
-    } else if (flag == "--job-id") {
-      o.job_id = take();
-      if (o.job_id.empty()) usage_error("--job-id is empty");
-    } else if (flag == "--grace-ms") {
-      o.grace_ms = parse_number(flag, take(), 0, INT_MAX);
-    } else if (flag == "--timeout-ms") {
-      o.timeout_ms = parse_number(flag, take(), 1, INT_MAX);
-    } else if (!a.empty() && a[0] == '-') {
-      usage_error("unknown option '" + a + "'");
-    } else {
-      break;  // the program, without "--"
-    }
-  }
-  for (; i < argc; ++i) o.command.emplace_back(argv[i]);
+  CLI::App app;
+  cc::cli::setup(app, "usage: cc-run -n N [options] -- PROGRAM [ARGS...]", 25);
+  app.description(kAbout);
+  app.footer(kFooter);
+  // The first argument no option takes is the program: it and everything
+  // after it (or after "--") are the program's.
+  app.prefix_command();
+  auto* nproc =
+      app.add_option_function<std::string>(
+             "-n,--nproc", [&](const std::string& v) { o.nproc = number("-n", v, 1, 4096); },
+             "ranks on this node (required)")
+          ->option_text("N");
+  app.add_option_function<std::string>(
+         "--nnodes", [&](const std::string& v) { o.nnodes = number("--nnodes", v, 1, 100000); },
+         "nodes in the job (default 1); world size = K * N")
+      ->option_text("K");
+  auto* node_rank =
+      app.add_option_function<std::string>(
+             "--node-rank",
+             [&](const std::string& v) { o.node_rank = number("--node-rank", v, 0, 100000); },
+             "this node's index, 0..K-1 (default 0); node 0 hosts the server")
+          ->option_text("I");
+  app.add_option_function<std::string>(
+         "--master-addr",
+         [&](const std::string& v) {
+           if (v.empty()) cc::cli::reject("--master-addr is empty");
+           o.master_addr = v;
+         },
+         "the rendezvous address the ranks use (default 127.0.0.1;\n"
+         "required on nodes other than 0)")
+      ->option_text("A");
+  auto* master_port =
+      app.add_option_function<std::string>(
+             "--master-port",
+             [&](const std::string& v) { o.master_port = number("--master-port", v, 0, 65535); },
+             "port of the rendezvous (node 0: 0 = any free port, the default;\n"
+             "required on nodes other than 0)")
+          ->option_text("P");
+  app.add_option_function<std::string>(
+         "--job-id",
+         [&](const std::string& v) {
+           if (v.empty()) cc::cli::reject("--job-id is empty");
+           o.job_id = v;
+         },
+         "job id (default: CC_JOB_ID, else a fresh one for one node,\n"
+         "else \"default\")")
+      ->option_text("J");
+  app.add_option_function<std::string>(
+         "--grace-ms",
+         [&](const std::string& v) { o.grace_ms = number("--grace-ms", v, 0, INT_MAX); },
+         "after a rank fails, wait MS before SIGTERM, and MS more before\n"
+         "SIGKILL (default 2000)")
+      ->option_text("MS");
+  app.add_option_function<std::string>(
+         "--timeout-ms",
+         [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, INT_MAX); },
+         "exported to the ranks as CC_TIMEOUT_MS (init and store deadline)")
+      ->option_text("MS");
+  cc::cli::add_help(app);
 
-  if (!have_n) usage_error("-n N (ranks on this node) is required");
+  const cc::cli::Parsed parsed = cc::cli::parse(app, argc, argv, "option");
+  if (parsed.help) {
+    std::fputs(app.help().c_str(), stdout);
+    std::exit(0);
+  }
+  if (!parsed.ok) usage_error(parsed.error);
+  o.command = app.remaining();
+  if (!o.command.empty() && o.command.front() == "--") {
+    o.command.erase(o.command.begin());
+  } else if (!o.command.empty() && o.command.front().rfind("-", 0) == 0) {
+    usage_error("unknown option '" + o.command.front() + "'");
+  }
+
+  if (nproc->count() == 0) usage_error("-n N (ranks on this node) is required");
   if (o.command.empty()) usage_error("no program given: cc-run -n N -- PROGRAM [ARGS...]");
   if (o.node_rank >= o.nnodes) {
     usage_error("--node-rank " + std::to_string(o.node_rank) + " is not below --nnodes " +
                 std::to_string(o.nnodes));
   }
-  if (o.nnodes > 1 && !have_node_rank)
+  if (o.nnodes > 1 && node_rank->count() == 0)
     usage_error("--nnodes " + std::to_string(o.nnodes) + " needs --node-rank");
   if (static_cast<long long>(o.nnodes) * o.nproc > INT_MAX)
     usage_error("the world size is too large");
@@ -161,7 +167,7 @@ Options parse_args(int argc, char** argv) {
     if (o.master_addr.empty())
       usage_error("node " + std::to_string(o.node_rank) +
                   " needs --master-addr (node 0's address)");
-    if (!have_port || o.master_port == 0) {
+    if (master_port->count() == 0 || o.master_port == 0) {
       usage_error("node " + std::to_string(o.node_rank) +
                   " needs --master-port (the port node 0's cc-run serves)");
     }
@@ -540,7 +546,8 @@ int main(int argc, char** argv) {
   }
 
   cc::launch::ResolvedConfig cfg;
-  if (cc::Status s = cc::launch::resolve_config(nullptr, cc::settings::process_env(), &cfg); !s.ok()) {
+  if (cc::Status s = cc::launch::resolve_config(nullptr, cc::settings::process_env(), &cfg);
+      !s.ok()) {
     std::fprintf(stderr, "cc-run: %s\n", s.message.c_str());
     return kUsageError;
   }

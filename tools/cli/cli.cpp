@@ -36,6 +36,45 @@ class Formatter : public CLI::Formatter {
   std::string usage_;
 };
 
+// Whether the option takes a value (it is not a flag).
+bool takes_value(const CLI::Option* opt) { return opt != nullptr && opt->get_type_size() != 0; }
+
+// argv without the program name, in the reversed order CLI11 parses from.
+// CLI11 reads "--name=" as "--name" followed by the next argument; cc's
+// programs read it as an empty value, which the option then judges. Only
+// arguments up to "--" (or, for a prefix command, the program) are options.
+std::vector<std::string> arguments(const CLI::App& app, int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  bool options = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (!options || a == "--") {
+      options = false;
+      args.push_back(a);
+      continue;
+    }
+    if (a.rfind("--", 0) == 0) {
+      const size_t eq = a.find('=');
+      const CLI::Option* opt = app.get_option_no_throw(a.substr(0, eq));
+      if (takes_value(opt) && eq == a.size() - 1) {
+        args.push_back(a.substr(0, eq));
+        args.emplace_back();
+        continue;
+      }
+      args.push_back(a);
+      if (takes_value(opt) && eq == std::string::npos && i + 1 < argc) args.push_back(argv[++i]);
+    } else if (a.size() > 1 && a[0] == '-') {
+      args.push_back(a);
+      if (a.size() == 2 && takes_value(app.get_option_no_throw(a)) && i + 1 < argc)
+        args.push_back(argv[++i]);
+    } else {
+      args.push_back(a);
+      options = !app.get_prefix_command();
+    }
+  }
+  return {args.rbegin(), args.rend()};
+}
+
 }  // namespace
 
 void setup(CLI::App& app, std::string usage, std::size_t column) {
@@ -53,7 +92,7 @@ void reject(const std::string& words) { throw CLI::ValidationError(words); }
 Parsed parse(CLI::App& app, int argc, const char* const* argv, const std::string& noun) {
   Parsed p;
   try {
-    app.parse(argc, argv);
+    app.parse(arguments(app, argc, argv));
     p.ok = true;
   } catch (const CLI::CallForHelp&) {
     p.help = true;
@@ -65,7 +104,7 @@ Parsed parse(CLI::App& app, int argc, const char* const* argv, const std::string
     std::string flag = argc > 1 ? argv[argc - 1] : "";
     flag = flag.substr(0, flag.find('='));
     const CLI::Option* opt = flag.empty() ? nullptr : app.get_option_no_throw(flag);
-    p.error = opt != nullptr && opt->get_type_size() != 0 ? flag + " needs a value" : e.what();
+    p.error = takes_value(opt) ? flag + " needs a value" : e.what();
   } catch (const CLI::ParseError& e) {
     p.error = e.what();
   }
