@@ -1,6 +1,4 @@
 // cc-doctor: what this machine looks like to cc and NCCL, and what to fix.
-//   cc-doctor [--json] [--master-addr A] [--master-port P] [--job-id J] [--timeout-ms T]
-// Exit 0 when it ran (findings are not failures), 2 on bad arguments.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,21 +6,22 @@
 
 #include "lib/launch/env.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] [--job-id ID] "
-    "[--timeout-ms MS]\n"
-    "  Reports versions, GPUs and their links, network interfaces, the route to\n"
-    "  MASTER_ADDR, what answers at MASTER_ADDR:MASTER_PORT, /dev/shm, the open-file\n"
-    "  limit and the NCCL_*/CC_* variables, each problem with a fix.\n"
-    "  --master-addr/--master-port default to CC_MASTER_ADDR or MASTER_ADDR and\n"
-    "  CC_MASTER_PORT or MASTER_PORT; --job-id to CC_JOB_ID; --timeout-ms to 3000.\n";
+constexpr const char* kAbout =
+    "Reports versions, GPUs and their links, network interfaces, the route to\n"
+    "MASTER_ADDR, what answers at MASTER_ADDR:MASTER_PORT, /dev/shm, the open-file\n"
+    "limit and the NCCL_*/CC_* variables, each problem with a fix. Exits 0 when it\n"
+    "ran (findings are not failures), 2 on bad arguments.";
 
-int bad_argument(const std::string& why) {
-  std::fprintf(stderr, "cc-doctor: %s\n%s", why.c_str(), kUsage);
-  return 2;
+// A whole number in [min, max], rejected in settings::parse_int's words.
+int number(const char* flag, const std::string& text, long long min, long long max) {
+  long long v = 0;
+  if (cc::Status s = cc::settings::parse_int(flag, text.c_str(), min, max, &v); !s.ok())
+    cc::cli::reject(s.message);
+  return static_cast<int>(v);
 }
 
 const char* first_env(std::initializer_list<const char*> names, std::string* which) {
@@ -58,52 +57,53 @@ int main(int argc, char** argv) {
     }
   }
 
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-      has_value = true;
-    }
-    auto take = [&](std::string* out) {
-      if (has_value) {
-        *out = value;
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    auto take_int = [&](const char* name, long long min, long long max, int* out) -> int {
-      std::string text;
-      if (!take(&text)) return bad_argument(std::string(name) + " needs a value");
-      long long v = 0;
-      if (cc::Status s = cc::settings::parse_int(name, text.c_str(), min, max, &v); !s.ok())
-        return bad_argument(s.message);
-      *out = static_cast<int>(v);
-      return 0;
-    };
-    if (arg == "--json" && !has_value) {
-      o.json = true;
-    } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--master-addr") {
-      if (!take(&o.master_addr) || o.master_addr.empty())
-        return bad_argument("--master-addr needs a host");
-      o.master_addr_var = "--master-addr";
-    } else if (arg == "--master-port") {
-      if (int rc = take_int("--master-port", 1, 65535, &o.master_port)) return rc;
-      o.master_port_var = "--master-port";
-    } else if (arg == "--timeout-ms") {
-      if (int rc = take_int("--timeout-ms", 1, 600000, &o.timeout_ms)) return rc;
-    } else if (arg == "--job-id") {
-      if (!take(&o.job_id) || o.job_id.empty()) return bad_argument("--job-id needs a value");
-    } else {
-      return bad_argument("unknown argument '" + std::string(argv[i]) + "'");
-    }
+  CLI::App app;
+  cc::cli::setup(app,
+                 "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] "
+                 "[--job-id ID] [--timeout-ms MS]",
+                 22);
+  app.description(kAbout);
+  app.add_flag("--json", o.json, "the report as one JSON object");
+  app.add_option_function<std::string>(
+         "--master-addr",
+         [&](const std::string& v) {
+           if (v.empty()) cc::cli::reject("--master-addr needs a host");
+           o.master_addr = v;
+           o.master_addr_var = "--master-addr";
+         },
+         "the rendezvous host (default CC_MASTER_ADDR, else MASTER_ADDR)")
+      ->option_text("ADDR");
+  app.add_option_function<std::string>(
+         "--master-port",
+         [&](const std::string& v) {
+           o.master_port = number("--master-port", v, 1, 65535);
+           o.master_port_var = "--master-port";
+         },
+         "its TCP port (default CC_MASTER_PORT, else MASTER_PORT)")
+      ->option_text("PORT");
+  app.add_option_function<std::string>(
+         "--job-id",
+         [&](const std::string& v) {
+           if (v.empty()) cc::cli::reject("--job-id needs a value");
+           o.job_id = v;
+         },
+         "the job the probe says hello for (default CC_JOB_ID, else\n\"default\")")
+      ->option_text("ID");
+  app.add_option_function<std::string>(
+         "--timeout-ms",
+         [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, 600000); },
+         "the probe's deadline (default 3000)")
+      ->option_text("MS");
+  cc::cli::add_help(app);
+
+  const cc::cli::Parsed parsed = cc::cli::parse(app, argc, argv, "argument");
+  if (parsed.help) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  if (!parsed.ok) {
+    std::fprintf(stderr, "cc-doctor: %s\n%s", parsed.error.c_str(), app.help().c_str());
+    return 2;
   }
 
   collect_system(&report);

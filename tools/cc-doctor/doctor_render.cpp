@@ -3,7 +3,8 @@
 #include <initializer_list>
 #include <string>
 
-#include "tools/cc-doctor/doctor_json.hpp"
+#include <nlohmann/json.hpp>
+
 #include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::doctor {
@@ -168,117 +169,83 @@ std::string render_text(const Report& r) {
 }
 
 std::string render_json(const Report& r) {
-  JsonWriter j;
-  j.begin_object();
-  j.key("host").value(r.host);
-  j.key("cc")
-      .begin_object()
-      .key("version")
-      .value(r.cc_version)
-      .key("code")
-      .value(r.cc_version_code)
-      .end_object();
-  j.key("nccl")
-      .begin_object()
-      .key("version")
-      .value(r.nccl_version)
-      .key("code")
-      .value(r.nccl_version_code)
-      .end_object();
-  j.key("cuda")
-      .begin_object()
-      .key("runtime")
-      .value(r.cuda_runtime)
-      .key("driver")
-      .value(r.cuda_driver);
-  j.key("device_count").value(r.device_count).end_object();
+  using Json = nlohmann::ordered_json;  // fields in the order written here
+  auto or_null = [](int v) { return v < 0 ? Json() : Json(v); };
 
-  j.key("gpus").begin_array();
+  Json gpus = Json::array();
   for (const auto& g : r.gpus) {
-    j.begin_object().key("index").value(g.index).key("name").value(g.name).key("uuid").value(
-        g.uuid);
-    j.key("pci_bus_id").value(g.pci_bus_id).key("memory_bytes").value(g.memory_bytes);
-    j.key("compute_capability")
-        .value(std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor));
-    j.key("p2p_peers").begin_array();
-    for (int p : g.p2p_peers) j.value(p);
-    j.end_array();
-    j.key("nvlinks_active");
-    if (g.nvlinks_active < 0)
-      j.null();
-    else
-      j.value(g.nvlinks_active);
-    j.key("nvlinks_to").begin_array();
-    for (const auto& [peer, n] : g.nvlinks_to) {
-      j.begin_object().key("gpu");
-      if (peer < 0)
-        j.null();
-      else
-        j.value(peer);
-      j.key("links").value(n).end_object();
-    }
-    j.end_array().end_object();
+    Json links = Json::array();
+    for (const auto& [peer, n] : g.nvlinks_to)
+      links.push_back({{"gpu", or_null(peer)}, {"links", n}});
+    gpus.push_back(
+        {{"index", g.index},
+         {"name", g.name},
+         {"uuid", g.uuid},
+         {"pci_bus_id", g.pci_bus_id},
+         {"memory_bytes", g.memory_bytes},
+         {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+         {"p2p_peers", g.p2p_peers},
+         {"nvlinks_active", or_null(g.nvlinks_active)},
+         {"nvlinks_to", links}});
   }
-  j.end_array();
-  j.key("nvml").value(r.nvml);
 
-  j.key("interfaces").begin_array();
+  Json interfaces = Json::array();
   for (const auto& i : r.interfaces) {
-    j.begin_object().key("name").value(i.name).key("up").value(i.up).key("running").value(
-        i.running);
-    j.key("loopback").value(i.loopback).key("addresses").begin_array();
-    for (const auto& a : i.addresses) {
-      j.begin_object()
-          .key("family")
-          .value(a.family == 2 ? "ipv4" : "ipv6")
-          .key("address")
-          .value(a.address);
-      j.key("prefix_len").value(a.prefix_len).end_object();
-    }
-    j.end_array().end_object();
+    Json addresses = Json::array();
+    for (const auto& a : i.addresses)
+      addresses.push_back({{"family", a.family == 2 ? "ipv4" : "ipv6"},
+                           {"address", a.address},
+                           {"prefix_len", a.prefix_len}});
+    interfaces.push_back({{"name", i.name},
+                          {"up", i.up},
+                          {"running", i.running},
+                          {"loopback", i.loopback},
+                          {"addresses", addresses}});
   }
-  j.end_array();
 
-  j.key("master").begin_object();
-  j.key("addr").value(r.master_addr).key("addr_from").value(r.master_addr_var);
-  j.key("port").value(r.master_port).key("port_from").value(r.master_port_var);
-  j.key("route");
-  if (r.route_found) {
-    j.begin_object()
-        .key("interface")
-        .value(r.route.ifname)
-        .key("source_address")
-        .value(r.route.source_address);
-    j.key("target").value(r.route.target).end_object();
-  } else {
-    j.null();
-  }
-  j.key("route_error").value(r.route_error);
-  j.key("answer").value(answer_name(r.probe.answer)).key("detail").value(r.probe.detail);
-  j.key("address_tried").value(r.probe.address).key("server").value(r.probe.server);
-  j.key("auth_required").value(r.probe.auth_required).key("elapsed_ms").value(r.probe.elapsed_ms);
-  j.end_object();
+  Json route;  // null when none was found
+  if (r.route_found)
+    route = {{"interface", r.route.ifname},
+             {"source_address", r.route.source_address},
+             {"target", r.route.target}};
 
-  j.key("shm_bytes").value(static_cast<int64_t>(r.shm_bytes));
-  j.key("open_files")
-      .begin_object()
-      .key("soft")
-      .value(r.nofile_soft)
-      .key("hard")
-      .value(r.nofile_hard)
-      .end_object();
-  j.key("env").begin_object();
-  for (const auto& [k, v] : r.env) j.key(k).value(v);
-  j.end_object();
+  Json env = Json::object();
+  for (const auto& [k, v] : r.env) env[k] = v;
 
-  j.key("findings").begin_array();
-  for (const auto& f : r.findings) {
-    j.begin_object().key("section").value(f.section).key("level").value(level_name(f.level));
-    j.key("what").value(f.what).key("fix").value(f.fix).end_object();
-  }
-  j.end_array();
-  j.end_object();
-  return j.str() + "\n";
+  Json findings = Json::array();
+  for (const auto& f : r.findings)
+    findings.push_back(
+        {{"section", f.section}, {"level", level_name(f.level)}, {"what", f.what}, {"fix", f.fix}});
+
+  const Json j = {
+      {"host", r.host},
+      {"cc", {{"version", r.cc_version}, {"code", r.cc_version_code}}},
+      {"nccl", {{"version", r.nccl_version}, {"code", r.nccl_version_code}}},
+      {"cuda",
+       {{"runtime", r.cuda_runtime}, {"driver", r.cuda_driver}, {"device_count", r.device_count}}},
+      {"gpus", gpus},
+      {"nvml", r.nvml},
+      {"interfaces", interfaces},
+      {"master",
+       {{"addr", r.master_addr},
+        {"addr_from", r.master_addr_var},
+        {"port", r.master_port},
+        {"port_from", r.master_port_var},
+        {"route", route},
+        {"route_error", r.route_error},
+        {"answer", answer_name(r.probe.answer)},
+        {"detail", r.probe.detail},
+        {"address_tried", r.probe.address},
+        {"server", r.probe.server},
+        {"auth_required", r.probe.auth_required},
+        {"elapsed_ms", r.probe.elapsed_ms}}},
+      {"shm_bytes", r.shm_bytes},
+      {"open_files", {{"soft", r.nofile_soft}, {"hard", r.nofile_hard}}},
+      {"env", env},
+      {"findings", findings},
+  };
+  // Bytes that are not UTF-8 (an interface or variable can hold any) become U+FFFD.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace cc::doctor
