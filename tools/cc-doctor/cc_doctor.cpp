@@ -57,11 +57,11 @@ int main(int argc, char** argv) {
     }
   }
 
-  CLI::App app;
-  cc::cli::setup(app,
-                 "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] "
-                 "[--job-id ID] [--timeout-ms MS]",
-                 22);
+  cc::cli::CommandLine command_line(
+      "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] "
+      "[--job-id ID] [--timeout-ms MS]",
+      22);
+  CLI::App& app = command_line.app();
   app.description(kAbout);
   app.add_flag("--json", o.json, "the report as one JSON object");
   app.add_option_function<std::string>(
@@ -94,9 +94,9 @@ int main(int argc, char** argv) {
          [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, 600000); },
          "the probe's deadline (default 3000)")
       ->option_text("MS");
-  cc::cli::add_help(app);
+  command_line.add_help();
 
-  const cc::cli::Parsed parsed = cc::cli::parse(app, argc, argv, "argument");
+  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
   if (parsed.help) {
     std::fputs(app.help().c_str(), stdout);
     return 0;

@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
   std::string level = std::getenv("CC_LOG_LEVEL") ? std::getenv("CC_LOG_LEVEL") : "info";
   bool version = false;
 
-  CLI::App app;
-  cc::cli::setup(app, "usage: cc-rendezvous [options]", 28);
+  cc::cli::CommandLine command_line("usage: cc-rendezvous [options]", 28);
+  CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
   using ms = std::chrono::milliseconds;
@@ -161,10 +161,10 @@ int main(int argc, char** argv) {
          "membership, pending join, get or wait) and sent\n"
          "nothing for N ms (default 0 = never)")
       ->option_text("N");
-  cc::cli::add_help(app);
+  command_line.add_help();
   app.add_flag("--version", version, "the cc version");
 
-  const cc::cli::Parsed parsed = cc::cli::parse(app, argc, argv, "argument");
+  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
   if (parsed.help) {
     std::fputs(app.help().c_str(), stdout);
     return 0;

@@ -71,27 +71,29 @@ struct Options {
 
 // A whole number in [min, max]; bad values are rejected in settings::parse_int's
 // words, naming the option `flag`.
-int number(const char* flag, const std::string& text, long long min, long long max) {
+int number(const std::string& flag, const std::string& text, long long min, long long max) {
   long long v = 0;
-  if (cc::Status s = cc::settings::parse_int(flag, text.c_str(), min, max, &v); !s.ok())
+  if (cc::Status s = cc::settings::parse_int(flag.c_str(), text.c_str(), min, max, &v); !s.ok())
     cc::cli::reject(s.message);
   return static_cast<int>(v);
 }
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  CLI::App app;
-  cc::cli::setup(app, "usage: cc-run -n N [options] -- PROGRAM [ARGS...]", 25);
+  cc::cli::CommandLine command_line("usage: cc-run -n N [options] -- PROGRAM [ARGS...]", 25);
+  CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
   // The first argument no option takes is the program: it and everything
   // after it (or after "--") are the program's.
   app.prefix_command();
-  auto* nproc =
-      app.add_option_function<std::string>(
-             "-n,--nproc", [&](const std::string& v) { o.nproc = number("-n", v, 1, 4096); },
-             "ranks on this node (required)")
-          ->option_text("N");
+  auto* nproc = app.add_option_function<std::string>(
+                       "-n,--nproc",
+                       [&](const std::string& v) {
+                         o.nproc = number(command_line.spelled("-n"), v, 1, 4096);
+                       },
+                       "ranks on this node (required)")
+                    ->option_text("N");
   app.add_option_function<std::string>(
          "--nnodes", [&](const std::string& v) { o.nnodes = number("--nnodes", v, 1, 100000); },
          "nodes in the job (default 1); world size = K * N")
@@ -138,9 +140,9 @@ Options parse_args(int argc, char** argv) {
          [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, INT_MAX); },
          "exported to the ranks as CC_TIMEOUT_MS (init and store deadline)")
       ->option_text("MS");
-  cc::cli::add_help(app);
+  command_line.add_help();
 
-  const cc::cli::Parsed parsed = cc::cli::parse(app, argc, argv, "option");
+  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "option");
   if (parsed.help) {
     std::fputs(app.help().c_str(), stdout);
     std::exit(0);

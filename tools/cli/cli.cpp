@@ -39,11 +39,26 @@ class Formatter : public CLI::Formatter {
 // Whether the option takes a value (it is not a flag).
 bool takes_value(const CLI::Option* opt) { return opt != nullptr && opt->get_type_size() != 0; }
 
-// argv without the program name, in the reversed order CLI11 parses from.
-// CLI11 reads "--name=" as "--name" followed by the next argument; cc's
-// programs read it as an empty value, which the option then judges. Only
-// arguments up to "--" (or, for a prefix command, the program) are options.
-std::vector<std::string> arguments(const CLI::App& app, int argc, const char* const* argv) {
+}  // namespace
+
+void reject(const std::string& words) { throw CLI::ValidationError(words); }
+
+CommandLine::CommandLine(std::string usage, std::size_t column) {
+  auto formatter = std::make_shared<Formatter>(std::move(usage));
+  formatter->column_width(column);
+  app_.formatter(formatter);
+  app_.set_help_flag();  // add_help() puts it back, listed last
+  app_.option_defaults()->group("options")->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
+void CommandLine::add_help() { app_.set_help_flag("-h,--help", "this text"); }
+
+// argv without the program name, in the reversed order CLI11 parses from;
+// notes how each option was spelled. CLI11 reads "--name=" as "--name"
+// followed by the next argument; cc's programs read it as an empty value,
+// which the option then judges. Only arguments up to "--" (or, for a prefix
+// command, up to the program) are options.
+std::vector<std::string> CommandLine::arguments(int argc, const char* const* argv) {
   std::vector<std::string> args;
   bool options = true;
   for (int i = 1; i < argc; ++i) {
@@ -53,62 +68,53 @@ std::vector<std::string> arguments(const CLI::App& app, int argc, const char* co
       args.push_back(a);
       continue;
     }
-    if (a.rfind("--", 0) == 0) {
-      const size_t eq = a.find('=');
-      const CLI::Option* opt = app.get_option_no_throw(a.substr(0, eq));
-      if (takes_value(opt) && eq == a.size() - 1) {
-        args.push_back(a.substr(0, eq));
-        args.emplace_back();
-        continue;
-      }
+    const bool is_long = a.rfind("--", 0) == 0;
+    if (!is_long && (a.size() < 2 || a[0] != '-')) {
       args.push_back(a);
-      if (takes_value(opt) && eq == std::string::npos && i + 1 < argc) args.push_back(argv[++i]);
-    } else if (a.size() > 1 && a[0] == '-') {
-      args.push_back(a);
-      if (a.size() == 2 && takes_value(app.get_option_no_throw(a)) && i + 1 < argc)
-        args.push_back(argv[++i]);
-    } else {
-      args.push_back(a);
-      options = !app.get_prefix_command();
+      options = !app_.get_prefix_command();
+      continue;
     }
+    const size_t eq = is_long ? a.find('=') : std::string::npos;
+    const std::string name = is_long ? a.substr(0, eq) : a.substr(0, 2);
+    const CLI::Option* opt = app_.get_option_no_throw(name);
+    if (opt != nullptr) spelled_[opt] = name;
+    if (takes_value(opt) && is_long && eq == a.size() - 1) {
+      args.push_back(name);
+      args.emplace_back();
+      continue;
+    }
+    args.push_back(a);
+    // The value as the next argument: "--name VALUE", "-n VALUE".
+    if (takes_value(opt) && a.size() == name.size() && i + 1 < argc) args.push_back(argv[++i]);
   }
   return {args.rbegin(), args.rend()};
 }
 
-}  // namespace
-
-void setup(CLI::App& app, std::string usage, std::size_t column) {
-  auto formatter = std::make_shared<Formatter>(std::move(usage));
-  formatter->column_width(column);
-  app.formatter(formatter);
-  app.set_help_flag();  // add_help() puts it back, listed last
-  app.option_defaults()->group("options")->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-}
-
-void add_help(CLI::App& app) { app.set_help_flag("-h,--help", "this text"); }
-
-void reject(const std::string& words) { throw CLI::ValidationError(words); }
-
-Parsed parse(CLI::App& app, int argc, const char* const* argv, const std::string& noun) {
+Parsed CommandLine::parse(int argc, const char* const* argv, const std::string& noun) {
   Parsed p;
   try {
-    app.parse(arguments(app, argc, argv));
+    app_.parse(arguments(argc, argv));
     p.ok = true;
   } catch (const CLI::CallForHelp&) {
     p.help = true;
   } catch (const CLI::ExtrasError&) {
-    const std::vector<std::string> extra = app.remaining();
+    const std::vector<std::string> extra = app_.remaining();
     p.error = "unknown " + noun + " '" + (extra.empty() ? std::string() : extra.front()) + "'";
   } catch (const CLI::ArgumentMismatch& e) {
     // CLI11 runs out of arguments for a value only at the end of the line.
     std::string flag = argc > 1 ? argv[argc - 1] : "";
     flag = flag.substr(0, flag.find('='));
-    const CLI::Option* opt = flag.empty() ? nullptr : app.get_option_no_throw(flag);
+    const CLI::Option* opt = flag.empty() ? nullptr : app_.get_option_no_throw(flag);
     p.error = takes_value(opt) ? flag + " needs a value" : e.what();
   } catch (const CLI::ParseError& e) {
     p.error = e.what();
   }
   return p;
+}
+
+std::string CommandLine::spelled(const std::string& name) const {
+  const auto it = spelled_.find(app_.get_option_no_throw(name));
+  return it != spelled_.end() ? it->second : name;
 }
 
 }  // namespace cc::cli

@@ -5,31 +5,48 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <map>
 #include <string>
 
 namespace cc::cli {
-
-// Sets up `app` for one program: --help starts with `usage` ("usage: cc-run
-// -n N [options] -- PROGRAM [ARGS...]") and puts option descriptions at
-// `column`; options go under "options:", and the last of a repeated option
-// wins. The description and footer are app.description() and app.footer().
-void setup(CLI::App& app, std::string usage, std::size_t column);
-
-// Adds "-h, --help" as the last option listed.
-void add_help(CLI::App& app);
 
 // For option callbacks: rejects the value with `words` as the whole message.
 [[noreturn]] void reject(const std::string& words);
 
 struct Parsed {
   bool ok = false;    // the options are set: run
-  bool help = false;  // -h or --help: print app.help() and exit 0
+  bool help = false;  // -h or --help: print help() and exit 0
   std::string error;  // why the command line is wrong (exit 2)
 };
 
-// Parses argv. An error is "unknown <noun> 'ARG'" for the first argument no
-// option takes (`noun` is "option" or "argument"), "FLAG needs a value", or
-// the words an option's callback rejected its value with.
-Parsed parse(CLI::App& app, int argc, const char* const* argv, const std::string& noun);
+class CommandLine {
+ public:
+  // --help starts with `usage` ("usage: cc-run -n N [options] -- PROGRAM
+  // [ARGS...]") and puts option descriptions at `column`. Options go under
+  // "options:"; the last of a repeated option wins. The description and the
+  // footer are app().description() and app().footer().
+  CommandLine(std::string usage, std::size_t column);
+
+  CLI::App& app() { return app_; }
+  std::string help() const { return app_.help(); }
+
+  // Adds "-h, --help"; call it after the other options, so it is listed last.
+  void add_help();
+
+  // Parses argv. An error is "unknown <noun> 'ARG'" for the first argument
+  // no option takes (`noun` is "option" or "argument"), "FLAG needs a value",
+  // or the words an option's callback rejected its value with.
+  Parsed parse(int argc, const char* const* argv, const std::string& noun);
+
+  // The option named `name` ("-n") as the command line spelled it
+  // ("--iters"), so that messages quote the user; `name` when not given.
+  std::string spelled(const std::string& name) const;
+
+ private:
+  std::vector<std::string> arguments(int argc, const char* const* argv);
+
+  CLI::App app_;
+  std::map<const CLI::Option*, std::string> spelled_;
+};
 
 }  // namespace cc::cli
