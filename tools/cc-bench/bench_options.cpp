@@ -4,6 +4,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+
+#include "tools/cli/cli.hpp"
 
 namespace ccbench {
 namespace {
@@ -83,37 +86,207 @@ bool parse_int(const std::string& text, long lo, long hi, long* out) {
   return true;
 }
 
+constexpr const char* kUsage =
+    "usage: cc-bench [options]   (one process per rank: under cc-run, mpirun, or with\n"
+    "       RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/LOCAL_RANK set by hand)";
+
+constexpr const char* kFooter =
+    "Times are the mean per iteration from CUDA events around the loop, the largest over\n"
+    "ranks. algbw = size / time; busbw = algbw * factor as in nccl-tests (allreduce\n"
+    "2(n-1)/n; allgather, reducescatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1).";
+
+// cc-bench's options, writing into `o` as CLI11 parses them.
+void add_options(cc::cli::CommandLine& command_line, Options* o) {
+  CLI::App& app = command_line.app();
+  app.footer(kFooter);
+  // Rejects a value in cc-bench's words, the flag as typed: "-d float7: unknown datatype; ...".
+  auto bad = [&command_line](const char* flag, const std::string& value, const std::string& what) {
+    cc::cli::reject(command_line.spelled(flag) + " " + value + ": " + what);
+  };
+  // An integer in [lo, hi]; `what` for anything else.
+  auto integer = [bad](const char* flag, const std::string& value, long lo, long hi,
+                       const char* what) {
+    long n = 0;
+    if (!parse_int(value, lo, hi, &n)) bad(flag, value, what);
+    return static_cast<int>(n);
+  };
+  app.add_option_function<std::vector<std::string>>(
+         "-C,--coll,--collective",
+         [o, bad](const std::vector<std::string>& values) {
+           o->colls.clear();  // the default goes once a collective is named
+           for (const std::string& value : values) {
+             size_t start = 0;
+             while (start <= value.size()) {
+               const size_t comma = value.find(',', start);
+               const std::string name = value.substr(
+                   start, comma == std::string::npos ? std::string::npos : comma - start);
+               int v = 0;
+               if (name == "all") {
+                 for (size_t k = 0; k < 7; ++k)
+                   o->colls.push_back(static_cast<Coll>(kColls[k].value));
+               } else if (lookup(kColls, name, &v)) {
+                 o->colls.push_back(static_cast<Coll>(v));
+               } else {
+                 bad("-C", value, "unknown collective; use one of " + names(kColls, 7) + ", all");
+               }
+               if (comma == std::string::npos) break;
+               start = comma + 1;
+             }
+           }
+         },
+         "allreduce allgather reducescatter broadcast reduce alltoall\n"
+         "sendrecv, or all; repeat or comma-separate (default allreduce)")
+      ->option_text("NAME")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+  app.add_option_function<std::string>(
+         "-b,--minbytes",
+         [o, bad](const std::string& v) {
+           if (!parse_size(v, &o->min_bytes)) bad("-b", v, "not a size (e.g. 8, 64K, 32M, 1G)");
+         },
+         "smallest size (default 8); K, M, G suffixes (powers of 1024)")
+      ->option_text("SIZE");
+  app.add_option_function<std::string>(
+         "-e,--maxbytes",
+         [o, bad](const std::string& v) {
+           if (!parse_size(v, &o->max_bytes)) bad("-e", v, "not a size (e.g. 8, 64K, 32M, 1G)");
+         },
+         "largest size (default 64M)")
+      ->option_text("SIZE");
+  app.add_option_function<std::string>(
+         "-f,--stepfactor",
+         [o, bad](const std::string& v) {
+           char* end = nullptr;
+           o->factor = std::strtod(v.c_str(), &end);
+           if (*end != '\0' || !(o->factor > 1.0) || o->factor > 1024)
+             bad("-f", v, "the step factor must be a number above 1");
+         },
+         "size multiplier between rows (default 2)")
+      ->option_text("F");
+  app.add_option_function<std::string>(
+         "-d,--datatype",
+         [o, bad](const std::string& v) {
+           int t = 0;
+           if (!lookup(kTypes, v, &t))
+             bad("-d", v, "unknown datatype; use one of " + names(kTypes, 12));
+           o->dtype = static_cast<cc_datatype_t>(t);
+         },
+         "int8 uint8 int32 uint32 int64 uint64 half float double\n"
+         "bfloat16 f8e4m3 f8e5m2 (default float)")
+      ->option_text("T");
+  app.add_option_function<std::string>(
+         "-o,--op",
+         [o, bad](const std::string& v) {
+           int op = 0;
+           if (!lookup(kOps, v, &op)) bad("-o", v, "unknown op; use one of " + names(kOps, 5));
+           o->op = static_cast<cc_redop_t>(op);
+         },
+         "sum prod max min avg (default sum)")
+      ->option_text("OP");
+  app.add_option_function<std::string>(
+         "-r,--root",
+         [o, integer](const std::string& v) {
+           o->root = integer("-r", v, 0, 1 << 24, "not a rank");
+         },
+         "root of broadcast and reduce (default 0)")
+      ->option_text("R");
+  app.add_option_function<std::string>(
+         "-n,--iters",
+         [o, integer](const std::string& v) {
+           o->iters = integer("-n", v, 1, 100000000, "iterations must be 1 or more");
+         },
+         "timed iterations per size (default 20)")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "-w,--warmup_iters",
+         [o, integer](const std::string& v) {
+           o->warmup = integer("-w", v, 0, 100000000, "warm-up iterations must be 0 or more");
+         },
+         "untimed iterations per size first (default 5)")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "--small-iters",
+         [o, integer](const std::string& v) {
+           o->small_iters =
+               integer("--small-iters", v, 1, 100000000, "iterations must be 1 or more");
+         },
+         "timed iterations for sizes up to 64K (default: -n); their\n"
+         "warm-up is at least N/10")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "-c,--check",
+         [o, integer](const std::string& v) {
+           o->check = integer("-c", v, 0, 1, "use 0 or 1") == 1;
+         },
+         "check every result (default 1); #wrong counts bad elements")
+      ->option_text("0|1");
+  app.add_option_function<std::string>(
+         "-i,--inplace",
+         [o, bad](const std::string& v) {
+           if (v == "0" || v == "out")
+             o->modes = Modes::out_of_place;
+           else if (v == "1" || v == "in")
+             o->modes = Modes::in_place;
+           else if (v == "2" || v == "both")
+             o->modes = Modes::both;
+           else
+             bad("-i", v, "use 0 (out-of-place), 1 (in-place) or 2 (both)");
+         },
+         "0 = out-of-place only, 1 = in-place only, 2 = both (default)")
+      ->option_text("MODE");
+  app.add_flag("--raw", o->raw,
+               "also time the same loop on a second, raw NCCL communicator\n"
+               "and print cc next to raw with the ratio");
+  app.add_option_function<std::string>(
+         "-G,--cudagraph",
+         [o, integer](const std::string& v) {
+           o->graph = integer("-G", v, 0, 100000, "graph iterations must be 0 or more");
+         },
+         "capture N iterations in a CUDA graph and time its replays")
+      ->option_text("N");
+  app.add_option_function<std::string>(
+         "--mem",
+         [o, bad](const std::string& v) {
+           if (v == "default" || v == "cuda")
+             o->mem = Mem::device;
+           else if (v == "cc")
+             o->mem = Mem::cc;
+           else
+             bad("--mem", v, "use default (cudaMalloc) or cc (cc_mem_alloc)");
+         },
+         "buffers from cudaMalloc (default) or cc_mem_alloc, registered")
+      ->option_text("default|cc");
+  app.add_option_function<std::string>(
+         "--reg",
+         [o, bad](const std::string& v) {
+           if (v == "auto")
+             o->reg = Reg::automatic;
+           else if (v == "none")
+             o->reg = Reg::none;
+           else if (v == "local")
+             o->reg = Reg::local;
+           else if (v == "window")
+             o->reg = Reg::window;
+           else
+             bad("--reg", v, "use auto, none, local or window");
+         },
+         "with --mem cc: symmetric window when NCCL >= 2.27\n"
+         "(auto), ncclCommRegister (local) or nothing")
+      ->option_text("auto|none|local|window");
+  app.add_option("--csv", o->csv, "the table as CSV (written by rank 0)")->option_text("FILE");
+  app.add_option("--json", o->json, "the run as JSON (written by rank 0)")->option_text("FILE");
+  app.add_option("--plot", o->plot, "bandwidth and latency plots (written by rank 0)")
+      ->option_text("FILE.svg");
+  command_line.add_help();
+}
+
 }  // namespace
 
-const char* usage() {
-  return "usage: cc-bench [options]   (one process per rank: under cc-run, mpirun, or with\n"
-         "       RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/LOCAL_RANK set by hand)\n"
-         "  -C, --coll NAME        allreduce allgather reducescatter broadcast reduce alltoall\n"
-         "                         sendrecv, or all; repeat or comma-separate (default allreduce)\n"
-         "  -b, --minbytes SIZE    smallest size (default 8); K, M, G suffixes (powers of 1024)\n"
-         "  -e, --maxbytes SIZE    largest size (default 64M)\n"
-         "  -f, --stepfactor F     size multiplier between rows (default 2)\n"
-         "  -d, --datatype T       int8 uint8 int32 uint32 int64 uint64 half float double\n"
-         "                         bfloat16 f8e4m3 f8e5m2 (default float)\n"
-         "  -o, --op OP            sum prod max min avg (default sum)\n"
-         "  -r, --root R           root of broadcast and reduce (default 0)\n"
-         "  -n, --iters N          timed iterations per size (default 20)\n"
-         "  -w, --warmup_iters N   untimed iterations per size first (default 5)\n"
-         "  --small-iters N        timed iterations for sizes up to 64K (default: -n); their\n"
-         "                         warm-up is at least N/10\n"
-         "  -c, --check 0|1        check every result (default 1); #wrong counts bad elements\n"
-         "  -i, --inplace MODE     0 = out-of-place only, 1 = in-place only, 2 = both (default)\n"
-         "  --raw                  also time the same loop on a second, raw NCCL communicator\n"
-         "                         and print cc next to raw with the ratio\n"
-         "  -G, --cudagraph N      capture N iterations in a CUDA graph and time its replays\n"
-         "  --mem default|cc       buffers from cudaMalloc (default) or cc_mem_alloc, registered\n"
-         "  --reg auto|none|local|window  with --mem cc: symmetric window when NCCL >= 2.27\n"
-         "                         (auto), ncclCommRegister (local) or nothing\n"
-         "  --csv FILE, --json FILE, --plot FILE.svg   reports (written by rank 0)\n"
-         "  -h, --help             this text\n"
-         "Times are the mean per iteration from CUDA events around the loop, the largest over\n"
-         "ranks. algbw = size / time; busbw = algbw * factor as in nccl-tests (allreduce\n"
-         "2(n-1)/n; allgather, reducescatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1).\n";
+std::string usage() {
+  Options o;
+  cc::cli::CommandLine command_line(kUsage, 25);
+  add_options(command_line, &o);
+  return command_line.help();
 }
 
 bool parse_size(const std::string& text, size_t* bytes) {
@@ -186,123 +359,12 @@ bool parse_options(int argc, char** argv, Options* o, std::string* error) {
   error->clear();
   o->command = "cc-bench";
   for (int i = 1; i < argc; ++i) o->command += std::string(" ") + argv[i];
-  bool colls_given = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    const bool is_long = flag.rfind("--", 0) == 0;
-    if (flag == "-h" || flag == "--help") return false;
-    if (flag == "--raw") {
-      o->raw = true;
-      continue;
-    }
-    if (auto eq = flag.find('='); is_long && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag.resize(eq);
-    } else if (!is_long && flag.size() > 2 && flag[0] == '-') {
-      value = flag.substr(2);  // -b8, -dfloat
-      flag.resize(2);
-    } else {
-      if (i + 1 >= argc) {
-        *error = flag + " needs a value";
-        return false;
-      }
-      value = argv[++i];
-    }
-    auto bad = [&](const std::string& what) {
-      *error = flag + " " + value + ": " + what;
-      return false;
-    };
-    long n = 0;
-    int v = 0;
-    if (flag == "-C" || flag == "--coll" || flag == "--collective") {
-      if (!colls_given) o->colls.clear();
-      colls_given = true;
-      size_t start = 0;
-      while (start <= value.size()) {
-        const size_t comma = value.find(',', start);
-        const std::string name =
-            value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (name == "all") {
-          for (size_t k = 0; k < 7; ++k) o->colls.push_back(static_cast<Coll>(kColls[k].value));
-        } else if (lookup(kColls, name, &v)) {
-          o->colls.push_back(static_cast<Coll>(v));
-        } else {
-          return bad("unknown collective; use one of " + names(kColls, 7) + ", all");
-        }
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    } else if (flag == "-b" || flag == "--minbytes") {
-      if (!parse_size(value, &o->min_bytes)) return bad("not a size (e.g. 8, 64K, 32M, 1G)");
-    } else if (flag == "-e" || flag == "--maxbytes") {
-      if (!parse_size(value, &o->max_bytes)) return bad("not a size (e.g. 8, 64K, 32M, 1G)");
-    } else if (flag == "-f" || flag == "--stepfactor") {
-      char* end = nullptr;
-      o->factor = std::strtod(value.c_str(), &end);
-      if (*end != '\0' || !(o->factor > 1.0) || o->factor > 1024)
-        return bad("the step factor must be a number above 1");
-    } else if (flag == "-d" || flag == "--datatype") {
-      if (!lookup(kTypes, value, &v))
-        return bad("unknown datatype; use one of " + names(kTypes, 12));
-      o->dtype = static_cast<cc_datatype_t>(v);
-    } else if (flag == "-o" || flag == "--op") {
-      if (!lookup(kOps, value, &v)) return bad("unknown op; use one of " + names(kOps, 5));
-      o->op = static_cast<cc_redop_t>(v);
-    } else if (flag == "-r" || flag == "--root") {
-      if (!parse_int(value, 0, 1 << 24, &n)) return bad("not a rank");
-      o->root = static_cast<int>(n);
-    } else if (flag == "-n" || flag == "--iters") {
-      if (!parse_int(value, 1, 100000000, &n)) return bad("iterations must be 1 or more");
-      o->iters = static_cast<int>(n);
-    } else if (flag == "-w" || flag == "--warmup_iters") {
-      if (!parse_int(value, 0, 100000000, &n)) return bad("warm-up iterations must be 0 or more");
-      o->warmup = static_cast<int>(n);
-    } else if (flag == "--small-iters") {
-      if (!parse_int(value, 1, 100000000, &n)) return bad("iterations must be 1 or more");
-      o->small_iters = static_cast<int>(n);
-    } else if (flag == "-c" || flag == "--check") {
-      if (!parse_int(value, 0, 1, &n)) return bad("use 0 or 1");
-      o->check = n == 1;
-    } else if (flag == "-i" || flag == "--inplace") {
-      if (value == "0" || value == "out")
-        o->modes = Modes::out_of_place;
-      else if (value == "1" || value == "in")
-        o->modes = Modes::in_place;
-      else if (value == "2" || value == "both")
-        o->modes = Modes::both;
-      else
-        return bad("use 0 (out-of-place), 1 (in-place) or 2 (both)");
-    } else if (flag == "-G" || flag == "--cudagraph") {
-      if (!parse_int(value, 0, 100000, &n)) return bad("graph iterations must be 0 or more");
-      o->graph = static_cast<int>(n);
-    } else if (flag == "--mem") {
-      if (value == "default" || value == "cuda")
-        o->mem = Mem::device;
-      else if (value == "cc")
-        o->mem = Mem::cc;
-      else
-        return bad("use default (cudaMalloc) or cc (cc_mem_alloc)");
-    } else if (flag == "--reg") {
-      if (value == "auto")
-        o->reg = Reg::automatic;
-      else if (value == "none")
-        o->reg = Reg::none;
-      else if (value == "local")
-        o->reg = Reg::local;
-      else if (value == "window")
-        o->reg = Reg::window;
-      else
-        return bad("use auto, none, local or window");
-    } else if (flag == "--csv") {
-      o->csv = value;
-    } else if (flag == "--json") {
-      o->json = value;
-    } else if (flag == "--plot") {
-      o->plot = value;
-    } else {
-      *error = "unknown option '" + flag + "'";
-      return false;
-    }
+  cc::cli::CommandLine command_line(kUsage, 25);
+  add_options(command_line, o);
+  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "option");
+  if (!parsed.ok) {
+    *error = parsed.error;  // empty for --help
+    return false;
   }
   if (o->min_bytes > o->max_bytes) {
     *error = "-b " + std::to_string(o->min_bytes) + " is above -e " + std::to_string(o->max_bytes);

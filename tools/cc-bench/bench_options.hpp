@@ -37,9 +37,9 @@ struct Options {
 };
 
 // Parses argv. Returns false with `error` in words on a bad flag, or with an
-// empty error for -h (the usage goes to stdout).
+// empty error for -h (the caller prints usage() to stdout).
 bool parse_options(int argc, char** argv, Options* out, std::string* error);
-const char* usage();
+std::string usage();  // the --help text
 
 // "1K" = 1024, "32M", "1G", "8" (bytes); false on anything else.
 bool parse_size(const std::string& text, size_t* bytes);

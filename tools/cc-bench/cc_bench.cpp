@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
   std::string error;
   if (!parse_options(argc, argv, &b.opt, &error)) {
     if (error.empty()) {
-      std::fputs(usage(), stdout);
+      std::fputs(usage().c_str(), stdout);
       return 0;
     }
     std::fprintf(stderr, "cc-bench: %s\n(cc-bench --help shows the usage)\n", error.c_str());
