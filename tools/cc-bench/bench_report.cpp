@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+
+#include <nlohmann/json.hpp>
 
 #include "tools/cc-bench/bench_coll.hpp"
 
@@ -30,29 +34,19 @@ std::string wrong_text(const Result& r) {
   return std::to_string(static_cast<long long>(r.wrong));
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
+using Json = nlohmann::ordered_json;  // fields in the order written
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
+// A figure as the reports give it: six significant digits, as printf's %.6g
+// writes them (whole numbers below 1e6 without a fraction, so a reader gets
+// an integer where %.6g wrote one); null for NaN and infinity.
+Json figure(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+  const double rounded = std::strtod(buf, nullptr);
+  if (rounded == std::floor(rounded) && std::fabs(rounded) < 1e6)
+    return static_cast<int64_t>(rounded);
+  return rounded;
 }
 
 struct File {
@@ -258,71 +252,73 @@ bool write_csv(const std::string& path, const RunInfo& info, const std::vector<C
 
 bool write_json(const std::string& path, const RunInfo& info, const std::vector<CollResults>& all,
                 std::string* error) {
-  File file;
-  if (!open_file(path, &file, error)) return false;
-  std::FILE* f = file.f;
   const Options& o = info.opt;
-  auto ms = [](double v) { return v < 0 ? std::string("null") : json_number(v); };
-  std::fprintf(f, "{\n  \"tool\": \"cc-bench\",\n  \"format\": 1,\n");
-  std::fprintf(f, "  \"command\": %s,\n", json_string(o.command).c_str());
-  std::fprintf(f,
-               "  \"cc_version\": %s,\n  \"nccl_version\": %s,\n  \"nccl_header_version\": %s,\n",
-               json_string(info.cc_version).c_str(), json_string(info.nccl_version).c_str(),
-               json_string(info.nccl_header_version).c_str());
-  std::fprintf(f, "  \"cuda_driver\": %d,\n  \"cuda_runtime\": %d,\n", info.cuda_driver,
-               info.cuda_runtime);
-  std::fprintf(f, "  \"host\": %s,\n  \"gpu\": %s,\n  \"nranks\": %d,\n",
-               json_string(info.host).c_str(), json_string(info.gpu).c_str(), info.nranks);
-  std::fprintf(f, "  \"nccl_nvls_enable\": %s,\n  \"rendezvous\": %s,\n",
-               json_string(info.nvls).c_str(), json_string(info.rendezvous).c_str());
-  std::fprintf(f, "  \"dtype\": %s,\n  \"op\": %s,\n  \"root\": %d,\n",
-               json_string(dtype_name(o.dtype)).c_str(), json_string(op_name(o.op)).c_str(),
-               o.root);
-  std::fprintf(f,
-               "  \"iters\": %d,\n  \"warmup\": %d,\n  \"small_iters\": %d,\n"
-               "  \"check\": %s,\n  \"graph\": %d,\n",
-               o.iters, o.warmup, o.small_iters, o.check ? "true" : "false", o.graph);
-  std::fprintf(f, "  \"mem\": %s,\n  \"registration\": %s,\n  \"raw\": %s,\n",
-               json_string(mem_name(o.mem)).c_str(), json_string(info.registration).c_str(),
-               o.raw ? "true" : "false");
-  std::fprintf(f, "  \"timing\": \"mean per iteration (CUDA events), largest over ranks\",\n");
-  std::fprintf(f,
-               "  \"init_ms\": {\"cc_comm_init_first\": %s, \"cc_comm_init\": %s, "
-               "\"raw_nccl_comm_init_rank\": %s, \"raw_unique_id_and_broadcast\": %s},\n",
-               ms(info.cc_init_ms).c_str(), ms(info.cc_init_sync_ms).c_str(),
-               ms(info.raw_init_ms).c_str(), ms(info.raw_id_ms).c_str());
-  std::fprintf(f, "  \"collectives\": [");
-  for (size_t k = 0; k < all.size(); ++k) {
-    const auto& res = all[k];
-    const Goals g = goals(res);
-    std::fprintf(f, "%s\n    {\"name\": \"%s\", \"busbw_factor\": %s, \"plot\": %s,\n",
-                 k ? "," : "", coll_name(res.coll), json_number(res.factor).c_str(),
-                 res.plot.empty() ? "null" : json_string(res.plot).c_str());
-    std::fprintf(f,
-                 "     \"goals\": {\"min_bw_ratio_ge_32M\": %s, "
-                 "\"max_latency_delta_us_8B_64K\": %s},\n",
-                 json_number(g.min_bw_ratio_large).c_str(),
-                 json_number(g.max_latency_delta_us_small).c_str());
-    std::fprintf(f, "     \"rows\": [");
-    bool first = true;
+  auto ms = [](double v) { return v < 0 ? Json() : figure(v); };  // -1: not measured
+  Json collectives = Json::array();
+  for (const auto& res : all) {
+    Json rows = Json::array();
     for (const Row& row : res.rows)
       for (int m = 0; m < 2; ++m)
         for (int i = 0; i < 2; ++i) {
           const Result& r = row.r[i][m];
           if (!r.ran) continue;
-          std::fprintf(f,
-                       "%s\n       {\"size\": %zu, \"count\": %zu, \"mode\": \"%s\", "
-                       "\"impl\": \"%s\", \"time_us\": %s, \"algbw_gbs\": %s, "
-                       "\"busbw_gbs\": %s, \"wrong\": %s}",
-                       first ? "" : ",", row.bytes, row.count, kModeName[m], kImplName[i],
-                       json_number(r.time_us).c_str(), json_number(r.algbw).c_str(),
-                       json_number(r.busbw).c_str(),
-                       r.wrong < 0 ? "null" : json_number(r.wrong).c_str());
-          first = false;
+          rows.push_back({{"size", row.bytes},
+                          {"count", row.count},
+                          {"mode", kModeName[m]},
+                          {"impl", kImplName[i]},
+                          {"time_us", figure(r.time_us)},
+                          {"algbw_gbs", figure(r.algbw)},
+                          {"busbw_gbs", figure(r.busbw)},
+                          {"wrong", r.wrong < 0 ? Json() : figure(r.wrong)}});
         }
-    std::fprintf(f, "\n     ]}");
+    const Goals g = goals(res);
+    collectives.push_back(
+        {{"name", coll_name(res.coll)},
+         {"busbw_factor", figure(res.factor)},
+         {"plot", res.plot.empty() ? Json() : Json(res.plot)},
+         {"goals",
+          {{"min_bw_ratio_ge_32M", figure(g.min_bw_ratio_large)},
+           {"max_latency_delta_us_8B_64K", figure(g.max_latency_delta_us_small)}}},
+         {"rows", rows}});
   }
-  std::fprintf(f, "\n  ]\n}\n");
+  const Json j = {
+      {"tool", "cc-bench"},
+      {"format", 1},
+      {"command", o.command},
+      {"cc_version", info.cc_version},
+      {"nccl_version", info.nccl_version},
+      {"nccl_header_version", info.nccl_header_version},
+      {"cuda_driver", info.cuda_driver},
+      {"cuda_runtime", info.cuda_runtime},
+      {"host", info.host},
+      {"gpu", info.gpu},
+      {"nranks", info.nranks},
+      {"nccl_nvls_enable", info.nvls},
+      {"rendezvous", info.rendezvous},
+      {"dtype", dtype_name(o.dtype)},
+      {"op", op_name(o.op)},
+      {"root", o.root},
+      {"iters", o.iters},
+      {"warmup", o.warmup},
+      {"small_iters", o.small_iters},
+      {"check", o.check},
+      {"graph", o.graph},
+      {"mem", mem_name(o.mem)},
+      {"registration", info.registration},
+      {"raw", o.raw},
+      {"timing", "mean per iteration (CUDA events), largest over ranks"},
+      {"init_ms",
+       {{"cc_comm_init_first", ms(info.cc_init_ms)},
+        {"cc_comm_init", ms(info.cc_init_sync_ms)},
+        {"raw_nccl_comm_init_rank", ms(info.raw_init_ms)},
+        {"raw_unique_id_and_broadcast", ms(info.raw_id_ms)}}},
+      {"collectives", collectives},
+  };
+  File file;
+  if (!open_file(path, &file, error)) return false;
+  // Bytes that are not UTF-8 (the command line can hold any) become U+FFFD.
+  const std::string text = j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  std::fwrite(text.data(), 1, text.size(), file.f);
   return close_file(path, &file, error);
 }
 
