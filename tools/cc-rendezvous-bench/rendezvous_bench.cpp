@@ -30,6 +30,7 @@
 #include "common/log.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace {
 
@@ -37,18 +38,13 @@ namespace rv = cc::rv;
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-const char* kUsage =
-    "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W]\n"
-    "\n"
+constexpr const char* kAbout =
     "Runs N simulated ranks (default: 1024, 4096 and 16384 in turn), each on its\n"
     "own connection: hello, set its key, add a counter (the last adder sets\n"
     "'done'), get 'done' (waits on the server), get its neighbour's key. One\n"
     "request at a time per rank, as a real rank does.\n"
     "Without --addr/--port it starts its own server (in this process, or in a\n"
-    "child process when the open-file limit cannot hold both ends).\n"
-    "  --window W  ranks between connect and the server's first answer at once\n"
-    "              (default 1024): beyond the kernel's listen backlog (somaxconn)\n"
-    "              SYNs are dropped and cost a 1 s retransmit\n";
+    "child process when the open-file limit cannot hold both ends).";
 
 // No progress at all for this long fails the run (a server that stopped
 // answering); a healthy run of 16384 ranks takes about a second.
@@ -385,30 +381,39 @@ int main(int argc, char** argv) {
   std::string addr;
   int port = 0;
   int window = 1024;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "cc-rendezvous-bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "-n") {
-      sizes.push_back(std::atoi(next()));
-    } else if (a == "--addr") {
-      addr = next();
-    } else if (a == "--port") {
-      port = std::atoi(next());
-    } else if (a == "--window") {
-      window = std::atoi(next());
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "cc-rendezvous-bench: unknown argument '%s' (see --help)\n", a.c_str());
-      return 2;
-    }
+  cc::cli::CommandLine command_line(
+      "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W]", 15);
+  CLI::App& app = command_line.app();
+  app.description(kAbout);
+  app.add_option_function<std::vector<std::string>>(
+         "-n",
+         [&](const std::vector<std::string>& values) {
+           for (const auto& v : values) sizes.push_back(std::atoi(v.c_str()));
+         },
+         "ranks of one run; repeat for more runs")
+      ->option_text("N")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+  app.add_option("--addr", addr, "the server to run against (with --port)")->option_text("ADDR");
+  app.add_option_function<std::string>(
+         "--port", [&](const std::string& v) { port = std::atoi(v.c_str()); },
+         "its port (with --addr)")
+      ->option_text("PORT");
+  app.add_option_function<std::string>(
+         "--window", [&](const std::string& v) { window = std::atoi(v.c_str()); },
+         "ranks between connect and the server's first answer at once\n"
+         "(default 1024): beyond the kernel's listen backlog (somaxconn)\n"
+         "SYNs are dropped and cost a 1 s retransmit")
+      ->option_text("W");
+  command_line.add_help();
+  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
+  if (parsed.help) {
+    std::fputs(command_line.help().c_str(), stdout);
+    return 0;
+  }
+  if (!parsed.ok) {
+    std::fprintf(stderr, "cc-rendezvous-bench: %s (see --help)\n", parsed.error.c_str());
+    return 2;
   }
   if (sizes.empty()) sizes = {1024, 4096, 16384};
   for (int n : sizes)
