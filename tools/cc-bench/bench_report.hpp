@@ -1,5 +1,5 @@
 // cc-bench's results and how rank 0 writes them: the nccl-tests table on
-// stdout, CSV, JSON, and the summary of the issue's goals.
+// stdout, CSV, JSON, and the summary of cc against raw NCCL.
 #pragma once
 
 #include <cstddef>
@@ -56,9 +56,9 @@ void print_table_header(std::FILE* out, const RunInfo& info, Coll coll);
 void print_row(std::FILE* out, const RunInfo& info, Coll coll, const Row& row);
 void print_summary(std::FILE* out, const RunInfo& info, const CollResults& res);
 
-// The goals of the issue, from one collective's rows (NaN when not measured):
-// smallest cc/raw bus bandwidth ratio for sizes >= 32 MiB, largest cc - raw
-// time for 8 B .. 64 KiB, both out-of-place.
+// How cc compares with raw NCCL, from one collective's rows (NaN when not
+// measured): smallest cc/raw bus bandwidth ratio for sizes >= 32 MiB, largest
+// cc - raw time for 8 B .. 64 KiB, both out-of-place.
 struct Goals {
   double min_bw_ratio_large;
   double max_latency_delta_us_small;
