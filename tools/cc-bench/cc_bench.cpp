@@ -24,6 +24,7 @@
 #include <nccl.h>
 
 #include "cc/cc.h"
+#include "common/settings.hpp"
 #include "tools/cc-bench/bench_coll.hpp"
 #include "tools/cc-bench/bench_data.hpp"
 #include "tools/cc-bench/bench_memory.hpp"
@@ -126,12 +127,14 @@ void barrier(Bench& b) {
 // The device cc_comm_init will pick (CC_DEVICE, else local rank % count), so
 // its CUDA context exists before the init is timed.
 int expected_device(int count) {
-  if (const char* d = std::getenv("CC_DEVICE"); d != nullptr && *d != '\0') return std::atoi(d);
-  for (const char* name : {"CC_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                           "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v) % count;
-  for (const char* name : {"CC_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v) % count;
+  using cc::settings::Id;
+  const auto getenv = cc::settings::process_env();
+  long long v = -1;
+  if (cc::settings::read_int(Id::device, getenv, &v).ok() && v >= 0) return static_cast<int>(v);
+  for (Id id : {Id::local_rank, Id::rank}) {
+    v = -1;
+    if (cc::settings::read_int(id, getenv, &v).ok() && v >= 0) return static_cast<int>(v % count);
+  }
   return 0;
 }
 
@@ -179,8 +182,11 @@ void init(Bench& b) {
   cudaRuntimeGetVersion(&info.cuda_runtime);
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
   info.nvls = nvls != nullptr ? nvls : "(unset)";
-  const char* rv = std::getenv("CC_RENDEZVOUS");
-  info.rendezvous = rv != nullptr && std::strcmp(rv, "external") == 0 ? "external" : "embedded";
+  int mode = 0;  // the setting's choices: embedded, external
+  if (!cc::settings::read_choice(cc::settings::Id::rendezvous, cc::settings::process_env(), &mode)
+           .ok())
+    mode = 0;
+  info.rendezvous = cc::settings::get(cc::settings::Id::rendezvous).choices[mode];
 
   std::vector<double> t{cc_init_ms};
   reduce_all(b, &t, CC_MAX);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/settings.hpp"
 #include "lib/launch/env.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 #include "tools/cli/cli.hpp"
@@ -24,13 +25,12 @@ int number(const char* flag, const std::string& text, long long min, long long m
   return static_cast<int>(v);
 }
 
-const char* first_env(std::initializer_list<const char*> names, std::string* which) {
-  for (const char* n : names)
-    if (const char* v = std::getenv(n); v != nullptr && *v != '\0') {
-      *which = n;
-      return v;
-    }
-  return nullptr;
+// A setting's value when one of its variables is set and not empty.
+const char* setting(cc::settings::Id id, std::string* which) {
+  const cc::settings::Found f = cc::settings::find(id, cc::settings::process_env());
+  if (f.var == nullptr || *f.value == '\0') return nullptr;
+  *which = f.var;
+  return f.value;
 }
 
 }  // namespace
@@ -40,15 +40,18 @@ int main(int argc, char** argv) {
   Options o;
   cc::doctor::Report report;
 
-  if (const char* j = std::getenv("CC_JOB_ID"); j != nullptr && *j != '\0') o.job_id = j;
+  using cc::settings::Id;
   std::string var;
-  if (const char* a = first_env({"CC_MASTER_ADDR", "MASTER_ADDR"}, &var)) {
+  if (const char* j = setting(Id::job_id, &var)) o.job_id = j;
+  if (const char* a = setting(Id::master_addr, &var)) {
     o.master_addr = a;
     o.master_addr_var = var;
   }
-  if (const char* p = first_env({"CC_MASTER_PORT", "MASTER_PORT"}, &var)) {
+  if (const char* p = setting(Id::master_port, &var)) {
     long long port = 0;
-    if (cc::Status s = cc::settings::parse_int(var.c_str(), p, 1, 65535, &port); s.ok()) {
+    const cc::settings::Setting& range = cc::settings::get(Id::master_port);
+    if (cc::Status s = cc::settings::parse_int(var.c_str(), p, range.min, range.max, &port);
+        s.ok()) {
       o.master_port = static_cast<int>(port);
       o.master_port_var = var;
     } else {

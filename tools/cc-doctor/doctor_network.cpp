@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/settings.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::doctor {
@@ -62,8 +63,9 @@ void check_probe(Report* r, const Options& o) {
   switch (p.answer) {
     case Answer::cc_rendezvous:
       r->add("rendezvous", Level::info, where + " is reachable: " + p.detail);
-      if (p.auth_required && std::getenv("CC_RENDEZVOUS_TOKEN") == nullptr &&
-          std::getenv("CC_RENDEZVOUS_TOKEN_FILE") == nullptr) {
+      if (p.auth_required &&
+          settings::find(settings::Id::token, settings::process_env()).var == nullptr &&
+          settings::find(settings::Id::token_file, settings::process_env()).var == nullptr) {
         r->add("rendezvous", Level::warn,
                "the rendezvous at " + where + " requires a token and none is set here",
                "set CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE to the token cc-rendezvous was "
