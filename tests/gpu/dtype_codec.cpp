@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/datatypes.hpp"
+
 namespace cc::test {
 namespace {
 
@@ -54,28 +56,7 @@ T get(const void* base, size_t i) {
 
 }  // namespace
 
-size_t elem_size(cc_datatype_t t) {
-  switch (t) {
-    case CC_INT8:
-    case CC_UINT8:
-    case CC_FLOAT8_E4M3:
-    case CC_FLOAT8_E5M2:
-      return 1;
-    case CC_FLOAT16:
-    case CC_BFLOAT16:
-      return 2;
-    case CC_INT32:
-    case CC_UINT32:
-    case CC_FLOAT32:
-      return 4;
-    case CC_INT64:
-    case CC_UINT64:
-    case CC_FLOAT64:
-      return 8;
-    default:
-      return 0;
-  }
-}
+size_t elem_size(cc_datatype_t t) { return cc::datatype_size(t); }
 
 bool is_integer(cc_datatype_t t) { return t <= CC_UINT64; }
 

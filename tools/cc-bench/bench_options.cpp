@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/datatypes.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace ccbench {
@@ -331,29 +332,7 @@ const char* op_name(cc_redop_t op) {
 }
 const char* mem_name(Mem m) { return m == Mem::cc ? "cc" : "default"; }
 
-size_t dtype_size(cc_datatype_t t) {
-  switch (t) {
-    case CC_INT8:
-    case CC_UINT8:
-    case CC_FLOAT8_E4M3:
-    case CC_FLOAT8_E5M2:
-      return 1;
-    case CC_FLOAT16:
-    case CC_BFLOAT16:
-      return 2;
-    case CC_INT32:
-    case CC_UINT32:
-    case CC_FLOAT32:
-      return 4;
-    case CC_INT64:
-    case CC_UINT64:
-    case CC_FLOAT64:
-      return 8;
-    case CC_NUM_DATATYPES:
-      break;
-  }
-  return 0;
-}
+size_t dtype_size(cc_datatype_t t) { return cc::datatype_size(t); }
 
 bool parse_options(int argc, char** argv, Options* o, std::string* error) {
   error->clear();
