@@ -13,7 +13,9 @@
 #     --no-build-isolation` the package with it (into build-python/pip);
 #   - cc.Comm on torch tensors, DLPack and __cuda_array_interface__ arrays,
 #     every collective, argument errors, split, CUDA graph capture and replay
-#     (comm_ops.py under cc-run);
+#     (comm_ops.py under cc-run); two communicators with rendezvous of their
+#     own in one process, one ended early, as a torch subgroup's
+#     (two_comms.py, with cc's small all-reduce kernel and without);
 #   - the torch backend's operations under torchrun, with "cc" and with
 #     "cpu:gloo,cuda:cc" (torch_backend_ops.py; cc's debug log on, and each
 #     check's PASS/FAIL printed as it ends, so a crash shows where it was);
@@ -153,6 +155,11 @@ print("pip-built extension", cc.torch._C.__file__)'
 
 comm_ops() {
   run comm-ops "$CC_RUN" -n 2 --timeout-ms 120000 -- "$PYTHON" "$HERE/comm_ops.py"
+  # Two communicators of their own rendezvous per process, one ended early
+  # (a torch subgroup's life), with cc's small all-reduce kernel and without.
+  run comm-two "$CC_RUN" -n 2 --timeout-ms 120000 -- "$PYTHON" "$HERE/two_comms.py"
+  run comm-two-no-fast-allreduce env CC_FAST_ALLREDUCE=0 \
+    "$CC_RUN" -n 2 --timeout-ms 120000 -- "$PYTHON" "$HERE/two_comms.py"
 }
 
 # The torch backend's operations, for each backend string; with
