@@ -16,10 +16,7 @@ import cc
 import harness
 from harness import equal
 
-comm = cc.Comm.from_env()
-rank, size, dev = comm.rank, comm.size, comm.device
-torch.cuda.set_device(dev)
-device = torch.device("cuda", dev)
+comm, rank, size, dev, device = harness.cc_rank()
 total = size * (size + 1) // 2  # sum over ranks of (rank + 1)
 check = harness.Checks("rank %d" % rank)
 full = functools.partial(harness.full, device=device)

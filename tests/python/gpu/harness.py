@@ -1,7 +1,8 @@
 """What the gpu suite's Python scripts share: checks that print PASS or FAIL
 the moment each one ends (flushed, so that when a process dies the last line
 says how far it got), a crash handler that prints every thread's Python
-stack, exact tensor comparison, and a rank's set-up under torchrun.
+stack, exact tensor comparison, and a rank's set-up (under cc-run or
+torchrun).
 
 The scripts import it by name: it sits beside them, and Python puts a
 script's own folder first on sys.path.
@@ -69,6 +70,16 @@ def equal(actual, expected, what):
     if not same:
         raise AssertionError("%s: got %s, want %s" % (what, actual.flatten()[:8].tolist(),
                                                       expected.flatten()[:8].tolist()))
+
+
+def cc_rank():
+    """(communicator from the launcher's environment, rank, world size, device
+    ordinal, torch device), with the device made current."""
+    import cc
+
+    comm = cc.Comm.from_env()
+    torch.cuda.set_device(comm.device)
+    return comm, comm.rank, comm.size, comm.device, torch.device("cuda", comm.device)
 
 
 def torchrun_rank():

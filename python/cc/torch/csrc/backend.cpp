@@ -76,6 +76,14 @@ Buffer buffer_of(const at::Tensor& t, int rank, const char* op, bool elementwise
   return b;
 }
 
+// The tensor of an operation that takes one per process (all-reduce,
+// broadcast, reduce, send, recv), as cc sees it.
+Buffer single_buffer(const std::vector<at::Tensor>& tensors, int rank, const char* op) {
+  if (tensors.size() != 1)
+    fail(where(rank, op) + "takes one tensor per process, got " + std::to_string(tensors.size()));
+  return buffer_of(tensors[0], rank, op, true);
+}
+
 cc_redop_t op_of(const c10d::ReduceOp& reduce_op, const Buffer& b, int rank, const char* op) {
   switch (reduce_op.op_) {
     case c10d::ReduceOp::SUM:
@@ -119,6 +127,35 @@ c10::Device device_of(const std::vector<at::Tensor>& a, const std::vector<at::Te
         fail(where(rank, op) + "tensors on " + device.str() + " and " + t.device().str() +
              ": one operation's tensors must share one CUDA device");
   return device;
+}
+
+// The (input, output) buffers of a coalesced operation, one pair per
+// operation; the larger side of each pair holds world size times the
+// other's elements (the output for all-gathers, the input for
+// reduce-scatters).
+enum class Larger { input, output };
+std::vector<std::pair<Buffer, Buffer>> buffer_pairs(const std::vector<at::Tensor>& inputs,
+                                                    const std::vector<at::Tensor>& outputs,
+                                                    Larger larger, int rank, int size,
+                                                    const char* op) {
+  if (outputs.size() != inputs.size())
+    fail(where(rank, op) + "needs as many outputs (" + std::to_string(outputs.size()) +
+         ") as inputs (" + std::to_string(inputs.size()) + ")");
+  std::vector<std::pair<Buffer, Buffer>> pairs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    same_dtype(inputs[i], outputs[i], rank, op);
+    const Buffer in = buffer_of(inputs[i], rank, op, false);
+    const Buffer out = buffer_of(outputs[i], rank, op, false);
+    const bool input_larger = larger == Larger::input;
+    const size_t big = input_larger ? in.count : out.count;
+    const size_t small = input_larger ? out.count : in.count;
+    if (big != small * static_cast<size_t>(size))
+      fail(where(rank, op) + (input_larger ? "input " : "output ") + std::to_string(i) +
+           " needs world size times " + (input_larger ? "output " : "input ") + std::to_string(i) +
+           "'s elements");
+    pairs.emplace_back(in, out);
+  }
+  return pairs;
 }
 
 void check(cc_result_t r, const char* call) {
@@ -212,9 +249,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::run(c10d::OpType type, c10::Device dev
 c10::intrusive_ptr<c10d::Work> CCBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                     const c10d::AllreduceOptions& opts) {
   const char* op = "allreduce";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
-              tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   const cc_redop_t redop = op_of(opts.reduceOp, b, rank_, op);
   return run(c10d::OpType::ALLREDUCE, tensors[0].device(), tensors, tensors,
              [&](cc_comm_t comm, cudaStream_t s) {
@@ -244,9 +279,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> CCBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                     const c10d::BroadcastOptions& opts) {
   const char* op = "broadcast";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
-              tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   const int root = static_cast<int>(opts.rootRank + opts.rootTensor);
   return run(c10d::OpType::BROADCAST, tensors[0].device(), tensors, tensors,
              [&](cc_comm_t comm, cudaStream_t s) {
@@ -258,9 +291,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::broadcast(std::vector<at::Tensor>& ten
 c10::intrusive_ptr<c10d::Work> CCBackend::reduce(std::vector<at::Tensor>& tensors,
                                                  const c10d::ReduceOptions& opts) {
   const char* op = "reduce";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
-              tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   const cc_redop_t redop = op_of(opts.reduceOp, b, rank_, op);
   const int root = static_cast<int>(opts.rootRank + opts.rootTensor);
   return run(c10d::OpType::REDUCE, tensors[0].device(), tensors, tensors,
@@ -317,16 +348,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& /*opts*/) {
   const char* op = "allgather_into_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), where(rank_, op), "needs as many outputs (",
-              outputs.size(), ") as inputs (", inputs.size(), ")");
-  std::vector<std::pair<Buffer, Buffer>> pairs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    same_dtype(inputs[i], outputs[i], rank_, op);
-    pairs.emplace_back(buffer_of(inputs[i], rank_, op, false),
-                       buffer_of(outputs[i], rank_, op, false));
-    TORCH_CHECK(pairs.back().second.count == pairs.back().first.count * static_cast<size_t>(size_),
-                where(rank_, op), "output ", i, " needs world size times input ", i, "'s elements");
-  }
+  const auto pairs = buffer_pairs(inputs, outputs, Larger::output, rank_, size_, op);
   return run(c10d::OpType::COALESCED, device_of(inputs, outputs, rank_, op), inputs, outputs,
              [&](cc_comm_t comm, cudaStream_t s) {
                fused(pairs.size(), "cc_allgather", [&](size_t i) {
@@ -385,18 +407,9 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* op = "reduce_scatter_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), where(rank_, op), "needs as many outputs (",
-              outputs.size(), ") as inputs (", inputs.size(), ")");
-  std::vector<std::pair<Buffer, Buffer>> pairs;
+  const auto pairs = buffer_pairs(inputs, outputs, Larger::input, rank_, size_, op);
   std::vector<cc_redop_t> redops;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    same_dtype(inputs[i], outputs[i], rank_, op);
-    pairs.emplace_back(buffer_of(inputs[i], rank_, op, false),
-                       buffer_of(outputs[i], rank_, op, false));
-    redops.push_back(op_of(opts.reduceOp, pairs.back().second, rank_, op));
-    TORCH_CHECK(pairs.back().first.count == pairs.back().second.count * static_cast<size_t>(size_),
-                where(rank_, op), "input ", i, " needs world size times output ", i, "'s elements");
-  }
+  for (const auto& pair : pairs) redops.push_back(op_of(opts.reduceOp, pair.second, rank_, op));
   return run(c10d::OpType::COALESCED, device_of(inputs, outputs, rank_, op), inputs, outputs,
              [&](cc_comm_t comm, cudaStream_t s) {
                fused(pairs.size(), "cc_reducescatter", [&](size_t i) {
@@ -492,8 +505,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::barrier(const c10d::BarrierOptions& op
 c10::intrusive_ptr<c10d::Work> CCBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                int /*tag*/) {
   const char* op = "send";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor, got ", tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   return run(
       c10d::OpType::SEND, tensors[0].device(), tensors, {}, [&](cc_comm_t comm, cudaStream_t s) {
         check(api().send(b.data, b.count, b.dtype, dst_rank, comm, s), "cc backend: cc_send");
@@ -503,8 +515,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::send(std::vector<at::Tensor>& tensors,
 c10::intrusive_ptr<c10d::Work> CCBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                int /*tag*/) {
   const char* op = "recv";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor, got ", tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   return run(
       c10d::OpType::RECV, tensors[0].device(), {}, tensors, [&](cc_comm_t comm, cudaStream_t s) {
         check(api().recv(b.data, b.count, b.dtype, src_rank, comm, s), "cc backend: cc_recv");
