@@ -12,7 +12,8 @@ import ctypes
 import sys
 
 from . import _arrays, _config, _library
-from ._errors import ERR_INVALID_USAGE, InvalidUsageError, invalid_argument
+from ._errors import invalid_argument
+from ._handle import OwnedHandle
 
 SUM, PROD, MAX, MIN, AVG = "sum", "prod", "max", "min", "avg"
 _OPS = {"sum": 0, "prod": 1, "product": 1, "max": 2, "min": 3, "avg": 4, "average": 4}
@@ -59,7 +60,7 @@ def group():
     return _Group()
 
 
-class Comm:
+class Comm(OwnedHandle):
     """A communicator of `world_size` ranks, this process being `rank`.
 
     Comm(rank, world_size, master_addr, master_port, timeout_ms=None,
@@ -74,6 +75,8 @@ class Comm:
     Destroy it with destroy() or a `with` block; abort() stops it from any
     thread. Calls on one Comm must come from one thread at a time.
     """
+
+    _FREE = "cc_comm_destroy"
 
     def __init__(self, rank, world_size, master_addr, master_port, *, timeout_ms=None,
                  device=None, job_id=None, token=None, rendezvous=None, heartbeat_ms=None,
@@ -142,13 +145,9 @@ class Comm:
         """The cc_comm_t as an int (for C code sharing this communicator)."""
         return self._h()
 
-    def _h(self):
-        handle = self._handle
-        if handle is None:
-            raise InvalidUsageError(ERR_INVALID_USAGE,
-                                    "this cc.Comm (rank %d of %d) was destroyed; create a new one"
-                                    % (self._rank, self._size))
-        return handle
+    def _gone(self):
+        return "this cc.Comm (rank %d of %d) was destroyed; create a new one" % (self._rank,
+                                                                                 self._size)
 
     def __repr__(self):
         state = "destroyed" if self._handle is None else "cuda:%d" % self._device
@@ -159,27 +158,12 @@ class Comm:
     def destroy(self):
         """Leaves the rendezvous cleanly and frees the communicator. Blocking;
         destroying twice is harmless."""
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            self._api.check(self._api.cc_comm_destroy(handle))
+        self._free()
 
     def abort(self):
         """Stops pending work and tells the other ranks; later calls raise
         cc.AbortedError. Safe from any thread; destroy() still frees it."""
         self._api.check(self._api.cc_comm_abort(self._h()))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.destroy()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            try:
-                self.destroy()
-            except Exception:
-                pass
 
     def split(self, color, key=None, **config):
         """Ranks passing the same color form a new Comm, ordered by key
@@ -260,14 +244,20 @@ class Comm:
             raise invalid_argument("%s (x has %d elements, out has %d, %d ranks)"
                                    % (what, vx.count, vo.count, self._size))
 
+    def _views_same_size(self, x, out, stream, name):
+        """_views for an operation writing out, or x itself when out is None;
+        out must be as large as x."""
+        vx, vo, s = self._views(x, out, stream, out is None)
+        if vo is not vx:
+            self._same_count(vx, vo, 1, 1, "%s needs out as large as x" % name)
+        return vx, vo, s
+
     # ------------------------------------------------------------- collectives
 
     def allreduce(self, x, out=None, *, op=SUM, stream=None):
         """Reduces x across ranks into out (None: in place). Returns out or x."""
         code = _op_code(op)
-        vx, vo, s = self._views(x, out, stream, out is None)
-        if vo is not vx:
-            self._same_count(vx, vo, 1, 1, "allreduce needs out as large as x")
+        vx, vo, s = self._views_same_size(x, out, stream, "allreduce")
         self._api.check(self._api.cc_allreduce(vx.ptr, vo.ptr, vx.count, vx.dtype, code,
                                                self._h(), s))
         return x if out is None else out
@@ -275,9 +265,7 @@ class Comm:
     def broadcast(self, x, out=None, *, root=0, stream=None):
         """Copies root's x into every rank's out (None: into x)."""
         _int_arg("root", root)
-        vx, vo, s = self._views(x, out, stream, out is None)
-        if vo is not vx:
-            self._same_count(vx, vo, 1, 1, "broadcast needs out as large as x")
+        vx, vo, s = self._views_same_size(x, out, stream, "broadcast")
         self._api.check(self._api.cc_broadcast(vx.ptr, vo.ptr, vx.count, vx.dtype, root,
                                                self._h(), s))
         return x if out is None else out
@@ -286,9 +274,7 @@ class Comm:
         """Reduces x across ranks into root's out (None: into x)."""
         code = _op_code(op)
         _int_arg("root", root)
-        vx, vo, s = self._views(x, out, stream, out is None)
-        if vo is not vx:
-            self._same_count(vx, vo, 1, 1, "reduce needs out as large as x")
+        vx, vo, s = self._views_same_size(x, out, stream, "reduce")
         self._api.check(self._api.cc_reduce(vx.ptr, vo.ptr, vx.count, vx.dtype, code, root,
                                             self._h(), s))
         return x if out is None else out

@@ -4,8 +4,8 @@ embedded rendezvous server, the same one cc-rendezvous runs)."""
 import ctypes
 
 from . import _config, _library
-from ._errors import ERR_BUFFER_TOO_SMALL, invalid_argument, InvalidUsageError, \
-    ERR_INVALID_USAGE
+from ._errors import ERR_BUFFER_TOO_SMALL, invalid_argument
+from ._handle import OwnedHandle
 
 
 def _key(key, name="key"):
@@ -36,11 +36,13 @@ def _timeout(timeout_ms):
     return min(timeout_ms, 2 ** 31 - 1)
 
 
-class Store:
+class Store(OwnedHandle):
     """A connection to the key-value store of job `job_id` on a rendezvous
     server: Store(addr, port, job_id=None, timeout_ms=None, token=None).
     Values are bytes (a str is stored as UTF-8). Not thread-safe: one
     connection per thread, or a lock around it."""
+
+    _FREE = "cc_store_close"
 
     def __init__(self, addr, port, job_id=None, *, timeout_ms=None, token=None):
         api = _library.api()
@@ -57,10 +59,8 @@ class Store:
         self._handle = handle.value
         self.addr, self.port = addr, port
 
-    def _h(self):
-        if self._handle is None:
-            raise InvalidUsageError(ERR_INVALID_USAGE, "this cc.Store is closed")
-        return self._handle
+    def _gone(self):
+        return "this cc.Store is closed"
 
     def set(self, key, value):
         """Sets key to value (bytes, or a str stored as UTF-8)."""
@@ -117,30 +117,17 @@ class Store:
 
     def close(self):
         """Closes the connection; closing twice is harmless."""
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            self._api.check(self._api.cc_store_close(handle))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
+        self._free()
 
 
-class Server:
+class Server(OwnedHandle):
     """An embedded rendezvous server on its own thread:
     Server(bind_addr=None, port=0, token=None). bind_addr None listens on
     every IPv4 interface ("::" for IPv6); port 0 takes any free port, read
     back from .port. stop() (or leaving a `with` block) stops it, and every
     client still waiting gets an error."""
+
+    _FREE = "cc_server_stop"
 
     def __init__(self, bind_addr=None, port=0, *, token=None):
         api = _library.api()
@@ -164,29 +151,16 @@ class Server:
     def running(self):
         return self._handle is not None
 
+    def _gone(self):
+        return "this cc.Server is stopped or detached"
+
     def detach(self):
         """Hands the server's cc_server_t (an int) to the caller, who then
         stops it with cc_server_stop; this object no longer owns it."""
-        if self._handle is None:
-            raise InvalidUsageError(ERR_INVALID_USAGE, "this cc.Server is stopped or detached")
-        handle, self._handle = self._handle, None
+        handle = self._h()
+        self._handle = None
         return handle
 
     def stop(self):
         """Stops the server; stopping twice is harmless."""
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            self._api.check(self._api.cc_server_stop(handle))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            try:
-                self.stop()
-            except Exception:
-                pass
+        self._free()

@@ -11,21 +11,18 @@ batch 64, SGD; the mean wall time per step.
 """
 
 import json
-import os
 import sys
 import time
 
 import torch
 import torch.distributed as dist
 
+import harness
+
 backend = sys.argv[1]
 if backend == "cc":
     import cc.torch  # noqa: F401
-rank = int(os.environ["RANK"])
-size = int(os.environ["WORLD_SIZE"])
-local = int(os.environ["LOCAL_RANK"])
-torch.cuda.set_device(local)
-device = torch.device("cuda", local)
+rank, size, local, device = harness.torchrun_rank()
 dist.init_process_group(backend)
 
 

@@ -3,47 +3,23 @@
 Every collective on torch tensors with the values checked; the same through
 DLPack and __cuda_array_interface__ producers (wrappers exposing only that
 protocol over real CUDA memory); stream=; argument errors in words; split;
-a graph captured once and replayed. Prints PASS/FAIL per check; exit status 1
-when any failed.
+a graph captured once and replayed. Prints PASS/FAIL as each check ends; exit
+status 1 when any failed.
 """
 
+import functools
 import sys
-import traceback
 
 import torch
 
 import cc
+import harness
+from harness import equal
 
-RESULTS = []
-
-
-def check(name):
-    def wrap(fn):
-        try:
-            fn()
-            RESULTS.append((name, None))
-        except Exception:
-            RESULTS.append((name, traceback.format_exc()))
-        return fn
-    return wrap
-
-
-comm = cc.Comm.from_env()
-rank, size, dev = comm.rank, comm.size, comm.device
-torch.cuda.set_device(dev)
-device = torch.device("cuda", dev)
+comm, rank, size, dev, device = harness.cc_rank()
 total = size * (size + 1) // 2  # sum over ranks of (rank + 1)
-
-
-def equal(actual, expected, what):
-    torch.cuda.synchronize()
-    if not torch.equal(actual.float().cpu(), expected.float().cpu()):
-        raise AssertionError("%s: got %s, want %s" % (what, actual.flatten()[:8].tolist(),
-                                                      expected.flatten()[:8].tolist()))
-
-
-def full(n, value, dtype=torch.float32):
-    return torch.full((n,), value, dtype=torch.float32, device=device).to(dtype)
+check = harness.Checks("rank %d" % rank)
+full = functools.partial(harness.full, device=device)
 
 
 def refused(fn, *phrases):
@@ -85,8 +61,8 @@ def _():
             x, want = full(300, rank + 1, dtype), full(300, total, dtype)
             want.float()
         except (RuntimeError, NotImplementedError) as e:
-            print("rank %d: torch cannot make or compare %s here (%s); not tried"
-                  % (rank, dtype, str(e).splitlines()[0]))
+            harness.say("rank %d: torch cannot make or compare %s here (%s); not tried"
+                        % (rank, dtype, str(e).splitlines()[0]))
             continue
         comm.allreduce(x)
         equal(x, want, str(dtype))
@@ -277,24 +253,21 @@ def _():
 def _():
     api = cc._library.api()
     if not api.has("cc_comm_generation") or not api.has("cc_comm_failed_ranks"):
-        print("rank %d: libcc lacks the recovery calls; calling one names it:" % rank)
+        harness.say("rank %d: libcc lacks the recovery calls; calling one names it:" % rank)
         try:
             comm.generation
         except cc.MissingFunctionError as e:
-            print("   ", e)
+            harness.say("    %s" % e)
             return
         raise AssertionError("no MissingFunctionError")
     assert comm.generation == 0, comm.generation
     assert comm.failed_ranks() == [], comm.failed_ranks()
 
 
-comm.destroy()
-comm.destroy()
-for name, error in RESULTS:
-    if error is None:
-        print("rank %d PASS %s" % (rank, name))
-    else:
-        print("rank %d FAIL %s\n%s" % (rank, name, error))
-failures = sum(1 for _, e in RESULTS if e is not None)
-print("rank %d: %d passed, %d failed" % (rank, len(RESULTS) - failures, failures))
-sys.exit(1 if failures else 0)
+@check("destroy, twice")
+def _():
+    comm.destroy()
+    comm.destroy()
+
+
+sys.exit(check.summary())

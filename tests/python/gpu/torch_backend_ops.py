@@ -6,51 +6,27 @@
 Every operation DDP and FSDP use, with values checked; async work and its
 future; stream semantics (the result is there for the caller's stream after
 wait(), with no host synchronisation in between); coalesced and batched
-operations; a subgroup; errors carrying cc's words. Prints PASS/FAIL per
-check; exit status 1 when any failed.
+operations; a subgroup; errors carrying cc's words; the final barrier and
+destroy_process_group. Prints PASS/FAIL as each check ends; exit status 1
+when any failed.
 """
 
-import os
+import functools
 import sys
-import traceback
 
 import torch
 import torch.distributed as dist
 
-import cc.torch
+import cc.torch  # noqa: F401 (registers the backend)
+import harness
+from harness import equal
 
 backend = sys.argv[1]
-rank = int(os.environ["RANK"])
-size = int(os.environ["WORLD_SIZE"])
-local = int(os.environ["LOCAL_RANK"])
-torch.cuda.set_device(local)
-device = torch.device("cuda", local)
+rank, size, local, device = harness.torchrun_rank()
 dist.init_process_group(backend)
 total = size * (size + 1) // 2
-
-RESULTS = []
-
-
-def check(name):
-    def wrap(fn):
-        try:
-            fn()
-            RESULTS.append((name, None))
-        except Exception:
-            RESULTS.append((name, traceback.format_exc()))
-        return fn
-    return wrap
-
-
-def full(n, value, dtype=torch.float32, dev=device):
-    return torch.full((n,), value, dtype=torch.float32, device=dev).to(dtype)
-
-
-def equal(actual, expected, what):
-    torch.cuda.synchronize()
-    if not torch.equal(actual.cpu(), expected.cpu()):
-        raise AssertionError("%s: got %s, want %s" % (what, actual.flatten()[:8].tolist(),
-                                                      expected.flatten()[:8].tolist()))
+check = harness.Checks("rank %d" % rank)
+full = functools.partial(harness.full, device=device)
 
 
 @check("backend is cc for CUDA")
@@ -225,12 +201,13 @@ def _():
         try:
             dist.all_reduce(x)
         except Exception as e:
-            print("rank %d: a CPU tensor on a cc-only group: %s" % (rank, str(e).splitlines()[0]))
+            harness.say("rank %d: a CPU tensor on a cc-only group: %s"
+                        % (rank, str(e).splitlines()[0]))
             return
         raise AssertionError("a CPU tensor went through a cc-only group")
 
 
-@check("errors carry cc's words")
+@check("errors carry cc's words: a non-contiguous all_gather_into_tensor input")
 def _():
     try:
         out = torch.zeros(size * 4, 2, device=device)
@@ -239,23 +216,33 @@ def _():
         assert "cc backend (rank %d)" % rank in str(e) and "not contiguous" in str(e), str(e)
     else:
         raise AssertionError("a non-contiguous input was accepted")
+
+
+@check("errors carry cc's words: a tensor on another GPU than the group's")
+def _():
     other = (local + 1) % torch.cuda.device_count()
-    if other != local:
-        try:
-            dist.all_reduce(torch.ones(4, device=torch.device("cuda", other)))
-        except Exception as e:
-            assert "runs on cuda:%d" % local in str(e), str(e)
-        else:
-            raise AssertionError("a tensor on another device was accepted")
-
-
-dist.barrier()
-dist.destroy_process_group()
-for name, error in RESULTS:
-    if error is None:
-        print("rank %d PASS %s" % (rank, name))
+    if other == local:
+        harness.say("rank %d: one GPU only; not tried" % rank)
+        return
+    try:
+        dist.all_reduce(torch.ones(4, device=torch.device("cuda", other)))
+    except Exception as e:
+        assert "runs on cuda:%d" % local in str(e), str(e)
     else:
-        print("rank %d FAIL %s\n%s" % (rank, name, error))
-failures = sum(1 for _, e in RESULTS if e is not None)
-print("rank %d [%s]: %d passed, %d failed" % (rank, backend, len(RESULTS) - failures, failures))
-sys.exit(1 if failures else 0)
+        raise AssertionError("a tensor on another device was accepted")
+
+
+@check("the group still works after those errors")
+def _():
+    x = full(8, rank + 1)
+    dist.all_reduce(x)
+    equal(x, full(8, total), "after errors")
+
+
+@check("barrier, then destroy_process_group")
+def _():
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+sys.exit(check.summary(" [%s]" % backend))

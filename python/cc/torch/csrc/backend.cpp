@@ -1,5 +1,6 @@
 #include "backend.hpp"
 
+#include <thread>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -25,39 +26,28 @@ std::string where(int rank, const char* op) {
   return std::string("cc backend (rank ") + std::to_string(rank) + ") " + op + ": ";
 }
 
+// torch's dtypes cc carries, and as what.
+constexpr std::pair<at::ScalarType, cc_datatype_t> kDtypes[] = {
+    {at::ScalarType::Char, CC_INT8},
+    {at::ScalarType::Byte, CC_UINT8},
+    {at::ScalarType::Bool, CC_UINT8},
+    {at::ScalarType::Int, CC_INT32},
+    {at::ScalarType::UInt32, CC_UINT32},
+    {at::ScalarType::Long, CC_INT64},
+    {at::ScalarType::UInt64, CC_UINT64},
+    {at::ScalarType::Half, CC_FLOAT16},
+    {at::ScalarType::BFloat16, CC_BFLOAT16},
+    {at::ScalarType::Float, CC_FLOAT32},
+    {at::ScalarType::ComplexFloat, CC_FLOAT32},
+    {at::ScalarType::Double, CC_FLOAT64},
+    {at::ScalarType::ComplexDouble, CC_FLOAT64},
+    {at::ScalarType::Float8_e4m3fn, CC_FLOAT8_E4M3},
+    {at::ScalarType::Float8_e5m2, CC_FLOAT8_E5M2},
+};
+
 cc_datatype_t dtype_of(at::ScalarType t, int rank, const char* op) {
-  using T = at::ScalarType;
-  switch (t) {
-    case T::Char:
-      return CC_INT8;
-    case T::Byte:
-    case T::Bool:
-      return CC_UINT8;
-    case T::Int:
-      return CC_INT32;
-    case T::Long:
-      return CC_INT64;
-    case T::Half:
-      return CC_FLOAT16;
-    case T::Float:
-    case T::ComplexFloat:
-      return CC_FLOAT32;
-    case T::Double:
-    case T::ComplexDouble:
-      return CC_FLOAT64;
-    case T::BFloat16:
-      return CC_BFLOAT16;
-    case T::Float8_e4m3fn:
-      return CC_FLOAT8_E4M3;
-    case T::Float8_e5m2:
-      return CC_FLOAT8_E5M2;
-    case T::UInt32:
-      return CC_UINT32;
-    case T::UInt64:
-      return CC_UINT64;
-    default:
-      break;
-  }
+  for (const auto& [torch_type, cc_type] : kDtypes)
+    if (torch_type == t) return cc_type;
   fail(where(rank, op) + "dtype " + std::string(c10::toString(t)) +
        " is not one cc carries (int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, "
        "float32, float64, float8_e4m3fn, float8_e5m2, bool, complex64, complex128)");
@@ -84,6 +74,14 @@ Buffer buffer_of(const at::Tensor& t, int rank, const char* op, bool elementwise
   b.count = static_cast<size_t>(t.numel()) * (b.is_complex ? 2 : 1);
   b.element_size = static_cast<size_t>(t.element_size()) / (b.is_complex ? 2 : 1);
   return b;
+}
+
+// The tensor of an operation that takes one per process (all-reduce,
+// broadcast, reduce, send, recv), as cc sees it.
+Buffer single_buffer(const std::vector<at::Tensor>& tensors, int rank, const char* op) {
+  if (tensors.size() != 1)
+    fail(where(rank, op) + "takes one tensor per process, got " + std::to_string(tensors.size()));
+  return buffer_of(tensors[0], rank, op, true);
 }
 
 cc_redop_t op_of(const c10d::ReduceOp& reduce_op, const Buffer& b, int rank, const char* op) {
@@ -131,8 +129,52 @@ c10::Device device_of(const std::vector<at::Tensor>& a, const std::vector<at::Te
   return device;
 }
 
+// The (input, output) buffers of a coalesced operation, one pair per
+// operation; the larger side of each pair holds world size times the
+// other's elements (the output for all-gathers, the input for
+// reduce-scatters).
+enum class Larger { input, output };
+std::vector<std::pair<Buffer, Buffer>> buffer_pairs(const std::vector<at::Tensor>& inputs,
+                                                    const std::vector<at::Tensor>& outputs,
+                                                    Larger larger, int rank, int size,
+                                                    const char* op) {
+  if (outputs.size() != inputs.size())
+    fail(where(rank, op) + "needs as many outputs (" + std::to_string(outputs.size()) +
+         ") as inputs (" + std::to_string(inputs.size()) + ")");
+  std::vector<std::pair<Buffer, Buffer>> pairs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    same_dtype(inputs[i], outputs[i], rank, op);
+    const Buffer in = buffer_of(inputs[i], rank, op, false);
+    const Buffer out = buffer_of(outputs[i], rank, op, false);
+    const bool input_larger = larger == Larger::input;
+    const size_t big = input_larger ? in.count : out.count;
+    const size_t small = input_larger ? out.count : in.count;
+    if (big != small * static_cast<size_t>(size))
+      fail(where(rank, op) + (input_larger ? "input " : "output ") + std::to_string(i) +
+           " needs world size times " + (input_larger ? "output " : "input ") + std::to_string(i) +
+           "'s elements");
+    pairs.emplace_back(in, out);
+  }
+  return pairs;
+}
+
 void check(cc_result_t r, const char* call) {
   if (r != CC_SUCCESS) fail(call, r);
+}
+
+// Makes count calls, call(i) for i in [0, count), fused into one cc group
+// (one launch); stops at the first that fails, still ends the group (so
+// this thread's group nesting stays balanced) and throws that call's words,
+// `what` naming it.
+template <class Call>
+void fused(size_t count, const char* what, Call&& call) {
+  check(api().group_start(), "cc backend: cc_group_start");
+  cc_result_t r = CC_SUCCESS;
+  for (size_t i = 0; i < count && r == CC_SUCCESS; ++i) r = call(i);
+  const std::string failed = r != CC_SUCCESS ? words(what, r) : "";
+  const cc_result_t end = api().group_end();
+  if (!failed.empty()) fail("cc backend: " + failed);
+  check(end, "cc backend: cc_group_end");
 }
 
 char* at_element(const Buffer& b, size_t index) {
@@ -173,18 +215,29 @@ c10::intrusive_ptr<c10d::Work> CCBackend::run(c10d::OpType type, c10::Device dev
     for (const auto& t : *list)
       if (t.numel() > 0)
         c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
-  if (coalescing_ && !group_open_) {
-    check(api().group_start(), "cc backend: cc_group_start");
-    group_open_ = true;
-  }
-  enqueue(comm, stream.stream());
   if (coalescing_) {
+    // A failure inside a block ends it here: torch does not call
+    // endCoalescing after an exception, and a cc group left open on this
+    // thread would swallow every later cc call of this thread, on any
+    // communicator (the destroy of this one included).
+    try {
+      if (!group_open_) {
+        check(api().group_start(), "cc backend: cc_group_start");
+        group_open_ = true;
+        group_thread_ = std::this_thread::get_id();
+      }
+      enqueue(comm, stream.stream());
+    } catch (...) {
+      abandon_coalescing();
+      throw;
+    }
     if (!coalesced_)
       coalesced_ =
           c10::make_intrusive<CCWork>(rank_, c10d::OpType::COALESCED, device, state_, false);
     coalesced_->add_outputs(outputs);
     return coalesced_;
   }
+  enqueue(comm, stream.stream());
   auto work = c10::make_intrusive<CCWork>(rank_, type, device, state_, host_wait);
   work->add_outputs(outputs);
   work->enqueued(stream);
@@ -196,9 +249,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::run(c10d::OpType type, c10::Device dev
 c10::intrusive_ptr<c10d::Work> CCBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                     const c10d::AllreduceOptions& opts) {
   const char* op = "allreduce";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
-              tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   const cc_redop_t redop = op_of(opts.reduceOp, b, rank_, op);
   return run(c10d::OpType::ALLREDUCE, tensors[0].device(), tensors, tensors,
              [&](cc_comm_t comm, cudaStream_t s) {
@@ -218,24 +269,17 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allreduce_coalesced(
   }
   return run(c10d::OpType::ALLREDUCE_COALESCED, device_of(tensors, {}, rank_, op), tensors, tensors,
              [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().group_start(), "cc backend: cc_group_start");
-               cc_result_t r = CC_SUCCESS;
-               for (size_t i = 0; i < buffers.size() && r == CC_SUCCESS; ++i)
-                 r = api().allreduce(buffers[i].data, buffers[i].data, buffers[i].count,
-                                     buffers[i].dtype, redops[i], comm, s);
-               const std::string failed = r != CC_SUCCESS ? words("cc_allreduce", r) : "";
-               const cc_result_t end = api().group_end();
-               if (!failed.empty()) fail("cc backend: " + failed);
-               check(end, "cc backend: cc_group_end");
+               fused(buffers.size(), "cc_allreduce", [&](size_t i) {
+                 const Buffer& b = buffers[i];
+                 return api().allreduce(b.data, b.data, b.count, b.dtype, redops[i], comm, s);
+               });
              });
 }
 
 c10::intrusive_ptr<c10d::Work> CCBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                     const c10d::BroadcastOptions& opts) {
   const char* op = "broadcast";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
-              tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   const int root = static_cast<int>(opts.rootRank + opts.rootTensor);
   return run(c10d::OpType::BROADCAST, tensors[0].device(), tensors, tensors,
              [&](cc_comm_t comm, cudaStream_t s) {
@@ -247,9 +291,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::broadcast(std::vector<at::Tensor>& ten
 c10::intrusive_ptr<c10d::Work> CCBackend::reduce(std::vector<at::Tensor>& tensors,
                                                  const c10d::ReduceOptions& opts) {
   const char* op = "reduce";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor per process, got ",
-              tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   const cc_redop_t redop = op_of(opts.reduceOp, b, rank_, op);
   const int root = static_cast<int>(opts.rootRank + opts.rootTensor);
   return run(c10d::OpType::REDUCE, tensors[0].device(), tensors, tensors,
@@ -279,15 +321,10 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allgather(std::vector<std::vector<at::
   // One broadcast from each rank into its slot, fused into one launch.
   return run(c10d::OpType::ALLGATHER, device_of(inputs, outputs[0], rank_, op), inputs, outputs[0],
              [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().group_start(), "cc backend: cc_group_start");
-               cc_result_t r = CC_SUCCESS;
-               for (int root = 0; root < size_ && r == CC_SUCCESS; ++root)
-                 r = api().broadcast(in.data, outs[static_cast<size_t>(root)].data, in.count,
-                                     in.dtype, root, comm, s);
-               const std::string failed = r != CC_SUCCESS ? words("cc_broadcast", r) : "";
-               const cc_result_t end = api().group_end();
-               if (!failed.empty()) fail("cc backend: " + failed);
-               check(end, "cc backend: cc_group_end");
+               fused(outs.size(), "cc_broadcast", [&](size_t root) {
+                 return api().broadcast(in.data, outs[root].data, in.count, in.dtype,
+                                        static_cast<int>(root), comm, s);
+               });
              });
 }
 
@@ -311,27 +348,13 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& /*opts*/) {
   const char* op = "allgather_into_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), where(rank_, op), "needs as many outputs (",
-              outputs.size(), ") as inputs (", inputs.size(), ")");
-  std::vector<std::pair<Buffer, Buffer>> pairs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    same_dtype(inputs[i], outputs[i], rank_, op);
-    pairs.emplace_back(buffer_of(inputs[i], rank_, op, false),
-                       buffer_of(outputs[i], rank_, op, false));
-    TORCH_CHECK(pairs.back().second.count == pairs.back().first.count * static_cast<size_t>(size_),
-                where(rank_, op), "output ", i, " needs world size times input ", i, "'s elements");
-  }
+  const auto pairs = buffer_pairs(inputs, outputs, Larger::output, rank_, size_, op);
   return run(c10d::OpType::COALESCED, device_of(inputs, outputs, rank_, op), inputs, outputs,
              [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().group_start(), "cc backend: cc_group_start");
-               cc_result_t r = CC_SUCCESS;
-               for (size_t i = 0; i < pairs.size() && r == CC_SUCCESS; ++i)
-                 r = api().allgather(pairs[i].first.data, pairs[i].second.data,
-                                     pairs[i].first.count, pairs[i].first.dtype, comm, s);
-               const std::string failed = r != CC_SUCCESS ? words("cc_allgather", r) : "";
-               const cc_result_t end = api().group_end();
-               if (!failed.empty()) fail("cc backend: " + failed);
-               check(end, "cc backend: cc_group_end");
+               fused(pairs.size(), "cc_allgather", [&](size_t i) {
+                 const auto& [src, dst] = pairs[i];
+                 return api().allgather(src.data, dst.data, src.count, src.dtype, comm, s);
+               });
              });
 }
 
@@ -356,15 +379,10 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter(
   // One reduce to each rank from its slot, fused into one launch.
   return run(c10d::OpType::REDUCE_SCATTER, device_of(inputs[0], outputs, rank_, op), inputs[0],
              outputs, [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().group_start(), "cc backend: cc_group_start");
-               cc_result_t r = CC_SUCCESS;
-               for (int root = 0; root < size_ && r == CC_SUCCESS; ++root)
-                 r = api().reduce(ins[static_cast<size_t>(root)].data, out.data, out.count,
-                                  out.dtype, redop, root, comm, s);
-               const std::string failed = r != CC_SUCCESS ? words("cc_reduce", r) : "";
-               const cc_result_t end = api().group_end();
-               if (!failed.empty()) fail("cc backend: " + failed);
-               check(end, "cc backend: cc_group_end");
+               fused(ins.size(), "cc_reduce", [&](size_t root) {
+                 return api().reduce(ins[root].data, out.data, out.count, out.dtype, redop,
+                                     static_cast<int>(root), comm, s);
+               });
              });
 }
 
@@ -389,30 +407,16 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* op = "reduce_scatter_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), where(rank_, op), "needs as many outputs (",
-              outputs.size(), ") as inputs (", inputs.size(), ")");
-  std::vector<std::pair<Buffer, Buffer>> pairs;
+  const auto pairs = buffer_pairs(inputs, outputs, Larger::input, rank_, size_, op);
   std::vector<cc_redop_t> redops;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    same_dtype(inputs[i], outputs[i], rank_, op);
-    pairs.emplace_back(buffer_of(inputs[i], rank_, op, false),
-                       buffer_of(outputs[i], rank_, op, false));
-    redops.push_back(op_of(opts.reduceOp, pairs.back().second, rank_, op));
-    TORCH_CHECK(pairs.back().first.count == pairs.back().second.count * static_cast<size_t>(size_),
-                where(rank_, op), "input ", i, " needs world size times output ", i, "'s elements");
-  }
+  for (const auto& pair : pairs) redops.push_back(op_of(opts.reduceOp, pair.second, rank_, op));
   return run(c10d::OpType::COALESCED, device_of(inputs, outputs, rank_, op), inputs, outputs,
              [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().group_start(), "cc backend: cc_group_start");
-               cc_result_t r = CC_SUCCESS;
-               for (size_t i = 0; i < pairs.size() && r == CC_SUCCESS; ++i)
-                 r = api().reducescatter(pairs[i].first.data, pairs[i].second.data,
-                                         pairs[i].second.count, pairs[i].second.dtype, redops[i],
-                                         comm, s);
-               const std::string failed = r != CC_SUCCESS ? words("cc_reducescatter", r) : "";
-               const cc_result_t end = api().group_end();
-               if (!failed.empty()) fail("cc backend: " + failed);
-               check(end, "cc backend: cc_group_end");
+               fused(pairs.size(), "cc_reducescatter", [&](size_t i) {
+                 const auto& [src, dst] = pairs[i];
+                 return api().reducescatter(src.data, dst.data, dst.count, dst.dtype, redops[i],
+                                            comm, s);
+               });
              });
 }
 
@@ -437,45 +441,41 @@ c10::intrusive_ptr<c10d::Work> CCBackend::alltoall_base(at::Tensor& output, at::
                });
   }
   // Uneven splits (in rows of dim 0): one send and one receive per peer, fused.
-  auto counts = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const Buffer& b,
+  struct Slice {
+    size_t at = 0;  // first element
+    size_t count = 0;
+  };
+  auto slices = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const Buffer& b,
                     const char* which) {
     TORCH_CHECK(splits.empty() || splits.size() == n, where(rank_, op), which,
                 " split sizes need one entry per rank (", size_, "), got ", splits.size());
-    std::vector<size_t> c(n);
+    std::vector<Slice> out_slices(n);
     const size_t rows = t.dim() > 0 ? static_cast<size_t>(t.size(0)) : 1;
     const size_t row = rows > 0 ? b.count / rows : 0;
     size_t total = 0;
     for (size_t i = 0; i < n; ++i) {
       const size_t split = splits.empty() ? rows / n : static_cast<size_t>(splits[i]);
-      c[i] = split * row;
+      out_slices[i] = {total * row, split * row};
       total += split;
     }
     TORCH_CHECK(total == rows, where(rank_, op), which, " split sizes add up to ", total,
                 " rows but the tensor has ", rows);
-    return c;
+    return out_slices;
   };
-  const std::vector<size_t> send = counts(input_split_sizes, input, in, "input");
-  const std::vector<size_t> recv = counts(output_split_sizes, output, out, "output");
-  return run(c10d::OpType::ALLTOALL_BASE, device, {input}, {output},
-             [&](cc_comm_t comm, cudaStream_t s) {
-               check(api().group_start(), "cc backend: cc_group_start");
-               cc_result_t r = CC_SUCCESS;
-               size_t send_at = 0, recv_at = 0;
-               for (size_t peer = 0; peer < n && r == CC_SUCCESS; ++peer) {
-                 if (send[peer] > 0)
-                   r = api().send(at_element(in, send_at), send[peer], in.dtype,
-                                  static_cast<int>(peer), comm, s);
-                 if (r == CC_SUCCESS && recv[peer] > 0)
-                   r = api().recv(at_element(out, recv_at), recv[peer], out.dtype,
-                                  static_cast<int>(peer), comm, s);
-                 send_at += send[peer];
-                 recv_at += recv[peer];
-               }
-               const std::string failed = r != CC_SUCCESS ? words("cc_send/cc_recv", r) : "";
-               const cc_result_t end = api().group_end();
-               if (!failed.empty()) fail("cc backend: " + failed);
-               check(end, "cc backend: cc_group_end");
-             });
+  const std::vector<Slice> send = slices(input_split_sizes, input, in, "input");
+  const std::vector<Slice> recv = slices(output_split_sizes, output, out, "output");
+  return run(
+      c10d::OpType::ALLTOALL_BASE, device, {input}, {output}, [&](cc_comm_t comm, cudaStream_t s) {
+        fused(n, "cc_send/cc_recv", [&](size_t peer) {
+          const int p = static_cast<int>(peer);
+          cc_result_t r = CC_SUCCESS;
+          if (send[peer].count > 0)
+            r = api().send(at_element(in, send[peer].at), send[peer].count, in.dtype, p, comm, s);
+          if (r == CC_SUCCESS && recv[peer].count > 0)
+            r = api().recv(at_element(out, recv[peer].at), recv[peer].count, out.dtype, p, comm, s);
+          return r;
+        });
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> CCBackend::barrier(const c10d::BarrierOptions& opts) {
@@ -505,8 +505,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::barrier(const c10d::BarrierOptions& op
 c10::intrusive_ptr<c10d::Work> CCBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                int /*tag*/) {
   const char* op = "send";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor, got ", tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   return run(
       c10d::OpType::SEND, tensors[0].device(), tensors, {}, [&](cc_comm_t comm, cudaStream_t s) {
         check(api().send(b.data, b.count, b.dtype, dst_rank, comm, s), "cc backend: cc_send");
@@ -516,8 +515,7 @@ c10::intrusive_ptr<c10d::Work> CCBackend::send(std::vector<at::Tensor>& tensors,
 c10::intrusive_ptr<c10d::Work> CCBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                int /*tag*/) {
   const char* op = "recv";
-  TORCH_CHECK(tensors.size() == 1, where(rank_, op), "takes one tensor, got ", tensors.size());
-  const Buffer b = buffer_of(tensors[0], rank_, op, true);
+  const Buffer b = single_buffer(tensors, rank_, op);
   return run(
       c10d::OpType::RECV, tensors[0].device(), {}, tensors, [&](cc_comm_t comm, cudaStream_t s) {
         check(api().recv(b.data, b.count, b.dtype, src_rank, comm, s), "cc backend: cc_recv");
@@ -528,7 +526,13 @@ c10::intrusive_ptr<c10d::Work> CCBackend::recv(std::vector<at::Tensor>& tensors,
 
 void CCBackend::startCoalescing() {
   std::lock_guard<std::mutex> lock(run_mutex_);
-  TORCH_CHECK(!coalescing_, where(rank_, "startCoalescing"), "a coalescing block is open already");
+  if (coalescing_) {
+    // The last block never ended (its caller raised before endCoalescing):
+    // what it queued is dropped rather than fused into this one.
+    TORCH_WARN(where(rank_, "startCoalescing"),
+               "the previous coalescing block was never ended; its operations are dropped");
+    abandon_coalescing();
+  }
   coalescing_ = true;
   group_open_ = false;  // opened by the first operation, after the communicator exists
   coalesced_.reset();
@@ -536,7 +540,8 @@ void CCBackend::startCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> CCBackend::endCoalescing() {
   std::lock_guard<std::mutex> lock(run_mutex_);
-  TORCH_CHECK(coalescing_, where(rank_, "endCoalescing"), "no coalescing block is open");
+  TORCH_CHECK(coalescing_, where(rank_, "endCoalescing"),
+              "no coalescing block is open (an operation that fails inside one ends it)");
   coalescing_ = false;
   auto work = std::move(coalesced_);
   if (group_open_) {
@@ -554,9 +559,29 @@ c10::intrusive_ptr<c10d::Work> CCBackend::endCoalescing() {
   return work;
 }
 
+void CCBackend::abandon_coalescing() noexcept {
+  if (coalesced_)
+    coalesced_->never_queued(where(rank_, "coalescing block") +
+                             "the block ended without endCoalescing (an operation in it failed, "
+                             "or its caller raised), so none of its operations ran");
+  // cc's groups belong to a thread: only the one that opened it ends it
+  // (its result only repeats the failure that got us here). On another
+  // thread the open group cannot be reached; it stays that thread's.
+  if (group_open_ && group_thread_ == std::this_thread::get_id()) (void)api().group_end();
+  group_open_ = false;
+  coalescing_ = false;
+  coalesced_.reset();
+}
+
 // ------------------------------------------------------------- life
 
-void CCBackend::shutdown() { state_->shutdown(); }
+void CCBackend::shutdown() {
+  // Not while an operation is being queued (libcc's calls on one
+  // communicator must not overlap its destroy), and never inside a cc group.
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  abandon_coalescing();
+  state_->shutdown();
+}
 
 void CCBackend::abort() { state_->abort(); }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -85,12 +86,17 @@ class CCBackend final : public c10d::Backend {
                                      const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs, Enqueue&& enqueue,
                                      bool host_wait = false);
+  // Ends an open coalescing block without running it: closes this thread's
+  // cc group if the block opened one, and fails the block's Work. Called
+  // with run_mutex_ held.
+  void abandon_coalescing() noexcept;
 
   std::shared_ptr<CommState> state_;
   std::mutex run_mutex_;
   at::cuda::CUDAEvent order_event_;  // the caller's stream, recorded for cc's stream to wait on
   bool coalescing_ = false;
-  bool group_open_ = false;
+  bool group_open_ = false;       // cc_group_start called for the open coalescing block
+  std::thread::id group_thread_;  // on this thread
   c10::intrusive_ptr<CCWork> coalesced_;
 };
 

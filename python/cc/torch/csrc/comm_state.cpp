@@ -11,11 +11,14 @@ CommState::CommState(int rank, int size, Rendezvous rendezvous)
     : rank_(rank), size_(size), rendezvous_(std::move(rendezvous)) {}
 
 CommState::~CommState() {
-  shutdown();
-  if (rendezvous_.server != nullptr) {
-    api().server_stop(rendezvous_.server);
-    rendezvous_.server = nullptr;
+  // The communicator first: its destroy still talks to the server (leaving
+  // the job). Nothing may escape a destructor.
+  try {
+    shutdown();
+    if (rendezvous_.server != nullptr) api().server_stop(rendezvous_.server);
+  } catch (...) {
   }
+  rendezvous_.server = nullptr;
 }
 
 cc_comm_t CommState::comm(c10::DeviceIndex device) {

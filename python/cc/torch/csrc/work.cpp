@@ -53,6 +53,14 @@ void CCWork::enqueued(const c10::cuda::CUDAStream& stream) {
 
 void CCWork::nothing_queued() { future_->markCompleted(c10::IValue(outputs_)); }
 
+void CCWork::never_queued(const std::string& why) noexcept {
+  try {
+    error_ = make_error(why);
+    if (!future_->completed()) future_->setError(error_);
+  } catch (...) {  // the words are lost, the Work still reads as failed
+  }
+}
+
 bool CCWork::isCompleted() { return !recorded_ || end_.query(); }
 
 bool CCWork::isSuccess() const { return error_ == nullptr; }
@@ -67,8 +75,10 @@ void CCWork::synchronize() {
 
 bool CCWork::wait(std::chrono::milliseconds timeout) {
   synchronize();
-  if (host_wait_ || timeout != kNoTimeout)
-    wait_on_host(timeout != kNoTimeout ? timeout : state_->timeout());
+  // torch passes kNoTimeout (0) when the caller gave none; a negative value
+  // (kUnsetTimeout) means none as well, not a deadline already passed.
+  const bool has_timeout = timeout > std::chrono::milliseconds(0);
+  if (host_wait_ || has_timeout) wait_on_host(has_timeout ? timeout : state_->timeout());
   if (error_ != nullptr) std::rethrow_exception(error_);
   return true;
 }

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
@@ -31,6 +32,9 @@ class CCWork : public c10d::Work {
   void enqueued(const c10::cuda::CUDAStream& stream);
   // For a Work with nothing queued (an empty coalescing block): done now.
   void nothing_queued();
+  // For a Work whose operations were dropped before they were queued: wait()
+  // and the future raise `why`.
+  void never_queued(const std::string& why) noexcept;
 
   bool isCompleted() override;
   bool isSuccess() const override;
