@@ -16,6 +16,9 @@
 #   bench-system   scripts/bench-gpu.sh against the system's libnccl
 #   bench-torch    the same against torch's NCCL
 #   failure-bench  scripts/failure-bench.sh against torch's NCCL
+#   quick-system   cc-bench --raw, all-reduce 8 B to 512 MiB, system NCCL
+#   quick-torch    the same against torch's NCCL
+#   python-figures scripts/python-figures.sh (torch "cc" against "nccl")
 # The last line is "gpu session: N passed, N failed" over the parts run.
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 BUILD OUT [PART...]" >&2; exit 2; }
@@ -53,6 +56,14 @@ part() {  # NAME CMD...: runs one part, keeps its last line
 }
 with_torch_nccl() { LD_LIBRARY_PATH=$TORCH_NCCL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_LIB_DIR=$TORCH_NCCL "$@"; }
 
+# cc's all-reduce next to raw NCCL in the same processes, eager, 8 B to 512 MiB.
+quick_bench() {
+  timeout --kill-after=10 120 "$BUILD/tools/cc-run" -n 2 --timeout-ms 60000 -- \
+    "$BUILD/tools/cc-bench" -C allreduce -b 8 -e 512M -f 4 --raw && echo "quick bench: 1 passed, 0 failed"
+}
+export -f quick_bench
+export BUILD
+
 for p in "${PARTS[@]}"; do
   case $p in
     suite-system) part "$p" "$SRC/scripts/gpu-suite.sh" "$BUILD" "$LOGS/$p/logs" ;;
@@ -61,6 +72,9 @@ for p in "${PARTS[@]}"; do
     bench-system) part "$p" "$SRC/scripts/bench-gpu.sh" "$BUILD" "$LOGS/$p/bench" ;;
     bench-torch) part "$p" with_torch_nccl "$SRC/scripts/bench-gpu.sh" "$BUILD" "$LOGS/$p/bench" ;;
     failure-bench) part "$p" with_torch_nccl "$SRC/scripts/failure-bench.sh" "$BUILD" "$LOGS/$p/bench" ;;
+    quick-system) part "$p" quick_bench ;;
+    quick-torch) part "$p" with_torch_nccl quick_bench ;;
+    python-figures) part "$p" env PYTHON="$PYTHON" "$SRC/scripts/python-figures.sh" "$BUILD" "$LOGS/$p/figures" ;;
     *) echo "gpu-session: unknown part '$p'" >&2; failed=$((failed + 1)) ;;
   esac
 done
