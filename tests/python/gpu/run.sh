@@ -163,15 +163,18 @@ comm_ops() {
 }
 
 # The torch backend's operations, for each backend string; with
-# PYTHON_GPU_GDB=1 (and gdb here) each rank runs under gdb.
+# PYTHON_GPU_GDB=1 (and gdb or cuda-gdb here) each rank runs under it.
 torch_ops() {
   local backend name under_gdb=()
   if [ "${PYTHON_GPU_GDB:-0}" = 1 ]; then
-    if command -v gdb >/dev/null; then
-      under_gdb=(--no-python gdb -q -batch -return-child-result -ex "set print thread-events off"
+    # The GPU machines have cuda-gdb, which debugs host code too, and no gdb.
+    local debugger
+    debugger=$(command -v gdb || command -v cuda-gdb || true)
+    if [ -n "$debugger" ]; then
+      under_gdb=(--no-python "$debugger" -q -batch -return-child-result -ex "set print thread-events off"
                  -ex run -ex "thread apply all bt" --args "$PYTHON")
     else
-      echo "python gpu: PYTHON_GPU_GDB=1 but there is no gdb here; running without it"
+      echo "python gpu: PYTHON_GPU_GDB=1 but there is no gdb or cuda-gdb here; running without it"
     fi
   fi
   for backend in cc cpu:gloo,cuda:cc; do
