@@ -1,4 +1,5 @@
 #include "lib/launch/device.hpp"
+#include "lib/launch/gpu_uuid.hpp"
 
 #include <unistd.h>
 
@@ -16,15 +17,6 @@ std::string host_name() {
   char buf[HOST_NAME_MAX + 1] = {};
   if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
   return buf;
-}
-
-std::string format_gpu_uuid(const unsigned char b[16]) {
-  char s[64];
-  std::snprintf(s, sizeof s,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return s;
 }
 
 Status choose_device(int rank, const std::string& host, int configured, int local_rank,

@@ -23,6 +23,5 @@ Status choose_device(int rank, const std::string& host, int configured, int loca
 Status describe_device(int rank, const std::string& host, int device, rv::MemberInfo* info);
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints it.
-std::string format_gpu_uuid(const unsigned char bytes[16]);
 
 }  // namespace cc::launch

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cc/cc.h"
+#include "lib/launch/gpu_uuid.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::doctor {
@@ -19,13 +20,7 @@ std::string version_text(int code, int major_div, int minor_div, int minor_mod) 
 }
 
 std::string uuid_text(const cudaUUID_t& u) {
-  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  char s[64];
-  std::snprintf(s, sizeof s,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return s;
+  return launch::format_gpu_uuid(reinterpret_cast<const unsigned char*>(u.bytes));
 }
 
 // The few NVML entry points used, declared here so no nvml.h is needed.
