@@ -142,6 +142,24 @@ constexpr Setting kTable[] = {
      0,
      {"0", "1", "off", "on", "false", "true"},
      "the watchdog thread that turns failures into errors (0 turns it off)"},
+    {Id::fast_allreduce_plan,
+     {"CC_FAST_ALLREDUCE_PLAN"},
+     Kind::text,
+     "auto",
+     0,
+     0,
+     {},
+     "which sizes cc's all-reduce kernels take: auto (measured once per machine), measure, "
+     "or a plan such as ll:1M,oneshot:8M"},
+    {Id::cache_dir,
+     {"CC_CACHE_DIR"},
+     Kind::path,
+     "",
+     0,
+     0,
+     {},
+     "where measured all-reduce plans are kept; default $XDG_CACHE_HOME/cc or ~/.cache/cc, "
+     "empty for nowhere"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

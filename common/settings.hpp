@@ -35,6 +35,8 @@ enum class Id : int {
   heartbeat_misses,
   fast_allreduce,
   watchdog,
+  fast_allreduce_plan,
+  cache_dir,
   count
 };
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs cc-bench on a GPU machine (2 GPUs of one host by default) for
 # docs/PERFORMANCE.md: every collective next to raw NCCL, cc_mem_alloc
-# buffers and CUDA graphs. Each run is bounded by `timeout`; the whole
-# script stays under about 7 minutes.
+# buffers and CUDA graphs; then the all-reduce again (eager and graphs)
+# with a second NCCL, that of the machine's PyTorch wheel when there is one
+# (or NCCL_ALT_LIB_DIR), so the page has both. Each run is bounded by
+# `timeout`; the whole script stays under about 8 minutes.
 #   usage: scripts/bench-gpu.sh BUILD_DIR OUT_DIR [RANKS]
+#   BENCH_STEPS="allreduce allreduce-graph ..." runs only those steps;
+#   BENCH_MAX=64M ends the sweeps there (default 512M).
 # Then, on any machine: scripts/perf-report.py OUT_DIR
 set -uo pipefail
 
@@ -18,14 +22,19 @@ done
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0   # NVLink SHARP off: the GPU hosts we measure on need it
 
-end=$((SECONDS + 420))
+end=$((SECONDS + ${BENCH_SECONDS:-480}))
 failed=0
+max=${BENCH_MAX:-512M}
+
+# wanted NAME: whether BENCH_STEPS (when set) names the step.
+wanted() { [ -z "${BENCH_STEPS:-}" ] || [[ " $BENCH_STEPS " == *" $1 "* ]]; }
 
 # step NAME LIMIT_S CC-BENCH-ARGS...: one cc-bench run under cc-run, its
 # table in NAME.txt and its reports in NAME.{json,csv,svg}.
 step() {
   local name=$1 limit=$2
   shift 2
+  wanted "$name" || return 0
   local left=$((end - SECONDS))
   if [ "$left" -lt 20 ]; then
     echo "== $name: skipped, the time budget is spent" | tee "$out/$name.txt"
@@ -50,6 +59,7 @@ step() {
 by_hand() {
   local name=$1 limit=$2
   shift 2
+  wanted "$name" || return 0
   local left=$((end - SECONDS))
   [ "$limit" -gt "$left" ] && limit=$left
   if [ "$limit" -lt 20 ]; then
@@ -82,7 +92,7 @@ by_hand() {
 } > "$out/machine.txt"
 
 by_hand init-embedded     60 -C allreduce -b 8 -e 1M -f 4 -n 20 -w 5 --raw
-sweep=(-b 8 -e 512M -f 2 -n 50 -w 10 --small-iters 1000 --raw)
+sweep=(-b 8 -e "$max" -f 2 -n 50 -w 10 --small-iters 1000 --raw)
 step allreduce            75 -C allreduce "${sweep[@]}"
 step allreduce-mem-cc     75 -C allreduce "${sweep[@]}" --mem cc --reg local
 step allreduce-mem-window 75 -C allreduce "${sweep[@]}" --mem cc --reg window
@@ -91,6 +101,25 @@ others=(-b 8 -e 256M -f 2 -n 50 -w 10 --small-iters 500 --raw)
 for coll in allgather reducescatter broadcast reduce alltoall sendrecv; do
   step "$coll" 45 -C "$coll" "${others[@]}"
 done
+
+# The same all-reduce sweeps with the other NCCL (cc's kernels do not depend
+# on which one): the PyTorch wheel's unless NCCL_ALT_LIB_DIR names a folder.
+alt=${NCCL_ALT_LIB_DIR:-$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)}
+if [ -n "$alt" ] && [ -e "$alt/libnccl.so.2" ]; then
+  echo "== the other NCCL: $alt"
+  LD_LIBRARY_PATH=$alt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} step allreduce-alt 75 -C allreduce "${sweep[@]}"
+  LD_LIBRARY_PATH=$alt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} step allreduce-graph-alt 75 -C allreduce "${sweep[@]}" -G 10
+else
+  echo "== no second NCCL (no PyTorch wheel's, NCCL_ALT_LIB_DIR unset): the -alt steps are left out"
+fi
+
+# How many channels (one SM each) NCCL's all-reduce may use here.
+if wanted nccl-channels; then
+  NCCL_DEBUG=INFO timeout 60 "$run" -n "$ranks" --timeout-ms 60000 -- "$bench" -C allreduce \
+    -b 1M -e 1M -n 5 -w 1 --raw 2>&1 | grep -E "coll channels|NCCL version" | sort -u \
+    > "$out/nccl-channels.txt" || true
+  cat "$out/nccl-channels.txt"
+fi
 
 echo "bench-gpu.sh: results in $out ($((SECONDS)) s)"
 exit "$failed"

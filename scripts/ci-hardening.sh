@@ -34,8 +34,8 @@ setup() {  # DIR SANITIZERS [meson options...]
   [ -f "$dir/build.ninja" ] && return 0
   local log
   log=$(mktemp)
-  # No nvcc here: the sanitizers are clang's, and the small all-reduce kernel
-  # has no host code worth instrumenting that the gpu suite does not cover.
+  # No nvcc here: the sanitizers are clang's, and cc's all-reduce kernels
+  # have no host code worth instrumenting that the gpu suite does not cover.
   meson setup "$dir" -Db_sanitize="$san" -Db_lundef=false -Dexamples=disabled -Dmpi=disabled \
     -Dfast_kernels=disabled ${CUDA_HOME:+-Dcudatoolkit=$CUDA_HOME} "$@" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; return 1; }
   rm -f "$log"

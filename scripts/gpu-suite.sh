@@ -9,9 +9,12 @@
 # binaries under cc-run -n 2 and mpirun -n 2 (when present), then the
 # examples, then the failure scenarios of tests/gpu/gpu_failures.sh (a killed
 # rank, a skipped collective, abort from threads, a missing rank), each
-# bounded by `timeout`. Logs go to OUT/<step>.log; the last
-# line is "gpu suite: N passed, N failed". Exit status 0 only when all passed.
-# NCCL_LIB_DIR names a folder holding libnccl.so.2 when the loader cannot find one.
+# bounded by `timeout`. The gpu test binaries run a second time under cc-run
+# with another NCCL (NCCL_ALT_LIB_DIR, else the machine's PyTorch wheel's when
+# there is one): cc's all-reduce kernels must work with either. Logs go to
+# OUT/<step>.log; the last line is "gpu suite: N passed, N failed". Exit status
+# 0 only when all passed. NCCL_LIB_DIR names a folder holding libnccl.so.2 when
+# the loader cannot find one.
 set -u
 
 if [ $# -ne 2 ]; then
@@ -118,6 +121,17 @@ for t in "${GPU_TESTS[@]}"; do
   run "$name-cc-run" "$CC_RUN" -n 2 -- "$t"
 done
 
+# The same binaries with the other NCCL.
+ALT=${NCCL_ALT_LIB_DIR:-$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)}
+if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
+  for t in "${GPU_TESTS[@]}"; do
+    name=$(basename "$t")
+    LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} run "$name-cc-run-alt-nccl" "$CC_RUN" -n 2 -- "$t"
+  done
+else
+  echo "gpu-suite: no second NCCL (NCCL_ALT_LIB_DIR unset, no PyTorch wheel's); the -alt-nccl runs are left out"
+fi
+
 MPIRUN=$(command -v mpirun || true)
 MPI_FLAGS=()
 if [ -n "$MPIRUN" ]; then
@@ -172,7 +186,8 @@ fi
 # that never arrives; ranks by hand, words checked by the script.
 FAILURES_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_failures.sh
 if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$FAILURES_SH" ]; then
-  for scenario in kill-loop kill-small skip skip-small abort-threads init-missing; do
+  for scenario in kill-loop kill-small kill-oneshot kill-twoshot skip skip-small skip-oneshot \
+                  skip-twoshot abort-threads init-missing; do
     run "gpu-failures-$scenario" bash "$FAILURES_SH" "$BUILD/tests/gpu/gpu_failures" "$scenario" &&
       expect "gpu-failures-$scenario" "gpu_failures: all passed" 1
   done

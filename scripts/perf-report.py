@@ -23,6 +23,12 @@ LATENCY_DELTA_MAX = 0.5    # time <= raw + 0.5 us for 8 B .. 64 KiB
 MEM_CC_LATENCY_RATIO = 0.6 # cc_mem_alloc buffers: small time <= 0.6 x raw default
 INIT_DELTA_MS = 50         # cc_comm_init <= raw ncclCommInitRank + 50 ms
 
+# The goals of issue 14 (cc's all-reduce kernels), per NCCL version, eager
+# and in CUDA graphs: cc time / raw time.
+KERNEL_GOALS = [(8, 64 * KIB, 0.55), (64 * KIB + 1, 8 * MIB, 0.7)]
+KERNEL_BW_MIN = 0.99       # busbw >= 0.99 x raw above 8 MiB
+NVLINK_GBS = 450.0         # NVLink 4 (H100/H200, 18 links), per direction
+
 ORDER = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
          "sendrecv"]
 
@@ -31,8 +37,13 @@ On the GPU machine (2 GPUs of one host), from the repository root:
 
 ```sh
 meson setup build && ninja -C build
-scripts/bench-gpu.sh build bench-out        # about 2 to 7 minutes; NCCL_NVLS_ENABLE=0
+scripts/bench-gpu.sh build bench-out      # about 3 to 8 minutes; NCCL_NVLS_ENABLE=0
 ```
+
+It runs the all-reduce again with a second NCCL (`NCCL_ALT_LIB_DIR`, else the
+one of the machine's PyTorch wheel); `BENCH_STEPS` picks steps (e.g.
+`BENCH_STEPS="init-embedded allreduce allreduce-graph allreduce-alt
+allreduce-graph-alt nccl-channels"` for cc's all-reduce kernels alone).
 
 Then, anywhere with Python 3:
 
@@ -59,23 +70,17 @@ same buffers and stream; `cc/raw` is raw time / cc time (1.00 = as fast, above
 1 = cc faster). With `-G N` each CUDA graph holds N operations and its replays
 are timed. Every result was checked (`#wrong` = 0) unless the table says so.
 
-All-reduces of up to 64 KiB go through cc's own kernel on NCCL's device API
-when every rank can use it (`lib/fast/fast_allreduce.cu`; README, "Small
-all-reduces"): each rank writes its data with flags straight into every
-peer's inbox in NCCL's symmetric memory and reduces what arrived, in rank
-order. The kernel needs the NCCL loaded at run time to be the one cc was built
-against (the device API's structures are compiled in), so the run below used
-the NCCL 2.28.9 that the GPU machine's PyTorch wheel carries (LD_LIBRARY_PATH
-at its `nvidia/nccl/lib`); with the system's NCCL 2.28.3 cc falls back to
-ncclAllReduce for every size. "raw" uses the same libnccl as cc.
-Back to back, a small all-reduce on cc's kernel costs about one kernel
+All-reduces up to 8 MiB go through cc's own kernels where they beat
+ncclAllReduce (`lib/fast/`; README, "cc's all-reduce kernels"): peer buffers
+that cc maps itself through CUDA IPC, so they run with whatever NCCL is
+loaded. Which kernel serves which size is measured at init against
+ncclAllReduce on the same communicator (and cached per machine); the plan in
+force is printed with each run ("cc path" below). "raw" uses the same libnccl
+as cc. Back to back, a small all-reduce on cc's kernel costs about one kernel
 launch of host time (3.6 to 4.0 µs for one `cudaLaunchKernel` on this
-machine, measured alone), which is its floor; in CUDA graphs, where no launch
-is paid per operation, it takes 2.4 to 3.1 µs against NCCL's 6 to 7 µs. Raw
-NCCL's eager loop varied between about 7 and 13 µs per call from one lease of
-the machine to the next, and the ratios inherit that: in an earlier run of
-the same kernel, where raw NCCL took about 7.1 µs at some sizes, the largest
-`cc_mem_alloc` time ratio was 0.83 rather than the figure below.
+machine, measured alone), which is its floor. Raw NCCL's eager loop varied
+between about 7 and 13 µs per call from one lease of the machine to the next,
+and the ratios inherit that.
 
 `--mem cc` runs use `cc_mem_alloc` buffers registered with
 `cc_comm_register` (allreduce-mem-cc) or as symmetric windows with
@@ -200,7 +205,8 @@ def verdict(ok):
 
 def goals(runs):
     lines = ["| goal | measured | result |", "|---|---|---|"]
-    plain = lambda r: r.get("graph", 0) == 0 and r.get("mem") == "default" and r.get("raw")
+    plain = lambda r: (r.get("graph", 0) == 0 and r.get("mem") == "default" and r.get("raw")
+                       and not r["_name"].endswith("-alt"))
     run, ar = find(runs, "allreduce", plain)
     if ar:
         cc, raw = out_of_place(ar, "cc"), out_of_place(ar, "raw")
@@ -250,11 +256,117 @@ def goals(runs):
     return "\n".join(lines)
 
 
+def by_name(runs, name):
+    for run in runs:
+        if run["_name"] == name:
+            return run
+    return None
+
+
+def allreduce_rows(run):
+    if run is None:
+        return {}, {}
+    for coll in run["collectives"]:
+        if coll["name"] == "allreduce":
+            return out_of_place(coll, "cc"), out_of_place(coll, "raw")
+    return {}, {}
+
+
+def nccl_channels(out_dir):
+    path = os.path.join(out_dir, "nccl-channels.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = re.search(r"(\d+) coll channels", line)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def kernels_section(runs, out_dir):
+    """Issue 14: cc's all-reduce kernels against raw NCCL, for each NCCL the
+    run had (eager and CUDA graphs), with the goals, the share of NVLink's
+    bandwidth and the SMs each side occupies."""
+    pairs = [("allreduce", "allreduce-graph"), ("allreduce-alt", "allreduce-graph-alt")]
+    channels = nccl_channels(out_dir)
+    parts = []
+    goal_lines = ["| NCCL | mode | goal | measured | result |", "|---|---|---|---|---|"]
+    for eager_name, graph_name in pairs:
+        eager, graph = by_name(runs, eager_name), by_name(runs, graph_name)
+        if eager is None:
+            continue
+        version = eager["nccl_version"]
+        ecc, eraw = allreduce_rows(eager)
+        gcc, graw = allreduce_rows(graph)
+        parts.append(f"### NCCL {version}\n")
+        parts.append(f"Plan: `{eager.get('allreduce_plan') or 'nccl'}` (files `{eager_name}.json`"
+                     + (f", `{graph_name}.json`" if graph else "") + ")\n")
+        head = ("| size | cc path (blocks) | cc (µs) | raw (µs) | cc/raw time | "
+                "graph cc (µs) | graph raw (µs) | graph cc/raw time |")
+        lines = [head, "|---:|---|---:|---:|---:|---:|---:|---:|"]
+        for size in sorted(ecc):
+            c, r = ecc[size], eraw.get(size)
+            gc, gr = gcc.get(size), graw.get(size)
+            path = c.get("cc_path", "nccl")
+            blocks = f" ({c['cc_blocks']})" if c.get("cc_blocks") else ""
+            ratio = c["time_us"] / r["time_us"] if r and r["time_us"] else None
+            gratio = gc["time_us"] / gr["time_us"] if gc and gr and gr["time_us"] else None
+            lines.append(f"| {size_text(size)} | {path}{blocks} | {fmt(c['time_us'])} | "
+                         f"{fmt(r['time_us']) if r else '–'} | {fmt(ratio, 3)} | "
+                         f"{fmt(gc['time_us']) if gc else '–'} | {fmt(gr['time_us']) if gr else '–'} "
+                         f"| {fmt(gratio, 3)} |")
+        parts.append("\n".join(lines) + "\n")
+        for mode, cc, raw in (("eager", ecc, eraw), ("graphs", gcc, graw)):
+            if not cc:
+                continue
+            for lo, hi, limit in KERNEL_GOALS:
+                ratios = [cc[s]["time_us"] / raw[s]["time_us"] for s in cc
+                          if lo <= s <= hi and s in raw and raw[s]["time_us"]]
+                if ratios:
+                    worst = max(ratios)
+                    span = (f"{size_text(lo)} – {size_text(hi)}" if lo <= 8
+                            else f"above {size_text(lo - 1)} to {size_text(hi)}")
+                    goal_lines.append(f"| {version} | {mode} | time ≤ {limit} × raw, {span} "
+                                      f"| largest {worst:.3f} | {verdict(worst <= limit)} |")
+            bw = [cc[s]["busbw_gbs"] / raw[s]["busbw_gbs"] for s in cc
+                  if s > 8 * MIB and s in raw and raw[s]["busbw_gbs"]]
+            if bw:
+                worst = min(bw)
+                goal_lines.append(f"| {version} | {mode} | busbw ≥ {KERNEL_BW_MIN} × raw above "
+                                  f"8 MiB | lowest {worst:.4f} | {verdict(worst >= KERNEL_BW_MIN)} |")
+        share = []
+        for size in (2 * MIB, 8 * MIB):
+            for mode, cc, raw in (("eager", ecc, eraw), ("graphs", gcc, graw)):
+                if size in cc:
+                    c, r = cc[size], raw.get(size)
+                    share.append(f"- {size_text(size)}, {mode}: cc {c.get('cc_path', 'nccl')} "
+                                 f"{fmt(c['busbw_gbs'], 1)} GB/s = "
+                                 f"{100 * c['busbw_gbs'] / NVLINK_GBS:.0f} % of NVLink's "
+                                 f"{NVLINK_GBS:.0f} GB/s per direction"
+                                 + (f"; raw NCCL {fmt(r['busbw_gbs'], 1)} GB/s = "
+                                    f"{100 * r['busbw_gbs'] / NVLINK_GBS:.0f} %" if r else "")
+                                 + (f"; SMs: cc {c['cc_blocks']}" if c.get("cc_blocks") else "")
+                                 + (f", NCCL up to {channels}" if channels else ""))
+        if share:
+            parts.append("Share of NVLink's bandwidth (busbw; with 2 ranks each rank sends "
+                         "each byte once, so busbw is the rate on each direction of the link) "
+                         "and SMs occupied (cc: thread blocks of its kernel, one SM each; NCCL: "
+                         "its all-reduce channels, one SM each):\n")
+            parts.append("\n".join(share) + "\n")
+    if not parts:
+        return ""
+    return ("## cc's all-reduce kernels (issue 14)\n\n" + "\n".join(goal_lines) + "\n\n"
+            + "\n".join(parts))
+
+
 def machine(runs, out_dir):
     first = runs[0]
+    versions = sorted({r["nccl_version"] for r in runs})
     lines = [f"- {first['nranks']} ranks on host `{first['host']}`, GPU {first['gpu']}",
-             f"- NCCL {first['nccl_version']} (cc built against NCCL headers "
-             f"{first['nccl_header_version']}), cc {first['cc_version']}",
+             f"- NCCL {' and '.join(versions)} (cc built against NCCL headers "
+             f"{first['nccl_header_version']}; runs named -alt use the second), "
+             f"cc {first['cc_version']}",
              f"- CUDA driver {first['cuda_driver']}, runtime {first['cuda_runtime']}, "
              f"NCCL_NVLS_ENABLE={first['nccl_nvls_enable']}"]
     path = os.path.join(out_dir, "machine.txt")
@@ -276,6 +388,7 @@ def render(runs, out_dir, docs_dir):
              "`scripts/bench-gpu.sh`; do not edit by hand.\n",
              "## Machine\n", machine(runs, out_dir),
              "## Goals\n", goals(runs) + "\n",
+             kernels_section(runs, out_dir),
              "## How it was measured\n", METHOD, COMMANDS]
     init_run = init_source(runs)
     init = init_run.get("init_ms", {})
@@ -295,7 +408,7 @@ def render(runs, out_dir, docs_dir):
     parts.append("## Results\n")
     for run in runs:
         for coll in run["collectives"]:
-            parts.append(f"### {coll['name']} — {kind(run)}\n")
+            parts.append(f"### {coll['name']} — {kind(run)}, NCCL {run['nccl_version']}\n")
             launcher = (f"under `cc-run -n {run['nranks']}`" if run.get("rendezvous") == "external"
                         else "each rank started with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
                              "MASTER_PORT")

@@ -85,9 +85,10 @@ typedef enum cc_redop {
 #define CC_RENDEZVOUS_EMBEDDED 1 /* rank 0 hosts a server on MASTER_PORT (default) */
 #define CC_RENDEZVOUS_EXTERNAL 2 /* a running cc-rendezvous (or cc-run) serves the job */
 
-/* config.fast_allreduce: all-reduces of up to 64 KiB on ranks of one NVLink
- * domain through cc's own kernel on NCCL's device API (NCCL 2.28+, the same
- * NCCL at run time as at build time), else through ncclAllReduce. */
+/* config.fast_allreduce: all-reduces up to 8 MiB on ranks of one host whose
+ * GPUs reach each other (NVLink) through cc's own kernels over peer memory
+ * that cc maps itself (CUDA IPC; any NCCL), where they beat ncclAllReduce;
+ * config.fast_allreduce_plan says which sizes they take. */
 #define CC_FAST_ALLREDUCE_OFF 0
 #define CC_FAST_ALLREDUCE_AUTO 1
 #define CC_FAST_ALLREDUCE_REQUIRE 2
@@ -111,8 +112,13 @@ typedef struct cc_config {
   int heartbeat_ms;   /* control-channel heartbeat interval; CC_HEARTBEAT_MS; default 1000 */
   int heartbeat_misses; /* heartbeats missed before a peer is declared dead; CC_HEARTBEAT_MISSES;
                            default 5 */
-  int fast_allreduce;   /* cc's small all-reduce kernel: CC_FAST_ALLREDUCE_OFF, _AUTO (default) or
-                           _REQUIRE (init fails where it cannot run); CC_FAST_ALLREDUCE=0|1|require */
+  int fast_allreduce;   /* cc's all-reduce kernels: CC_FAST_ALLREDUCE_OFF, _AUTO (default) or
+                           _REQUIRE (init fails where they cannot run); CC_FAST_ALLREDUCE=0|1|require */
+  const char* fast_allreduce_plan; /* which sizes they take, decided by rank 0 for all: "auto"
+                           (default: measured against ncclAllReduce at init, cached per machine
+                           in CC_CACHE_DIR), "measure" (measure again), or a plan such as
+                           "ll:1M,oneshot:8M" (cc_comm_allreduce_plan's form);
+                           CC_FAST_ALLREDUCE_PLAN */
 } cc_config_t;
 
 #define CC_CONFIG_INIT                                                                             \
@@ -124,7 +130,8 @@ typedef struct cc_config {
         CC_CONFIG_UNDEF_INT,                                                    /* rendezvous */   \
         CC_CONFIG_UNDEF_INT,                                                    /* heartbeat_ms */ \
         CC_CONFIG_UNDEF_INT, /* heartbeat_misses */                                                \
-        CC_CONFIG_UNDEF_INT  /* fast_allreduce */                                                  \
+        CC_CONFIG_UNDEF_INT, /* fast_allreduce */                                                  \
+        CC_CONFIG_UNDEF_PTR  /* fast_allreduce_plan */                                             \
   }
 
 /* ------------------------------------------------------- communicators */
@@ -163,6 +170,13 @@ CC_API cc_result_t cc_comm_abort(cc_comm_t comm);
 CC_API cc_result_t cc_comm_rank(cc_comm_t comm, int* rank);
 CC_API cc_result_t cc_comm_size(cc_comm_t comm, int* nranks);
 CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device);
+/* Which path serves cc_allreduce at which size on this comm, the same on every
+ * rank: e.g. "ll:1M,oneshot:8M,blocks:64" (cc's LL kernel up to 1 MiB, its
+ * one-shot kernel above that up to 8 MiB with at most 64 thread blocks,
+ * ncclAllReduce above), or "nccl" for every size. Writes a NUL-terminated
+ * string into plan (cap bytes; 128 always suffice). Returns
+ * CC_ERR_INVALID_ARGUMENT when plan is NULL or cap too small. */
+CC_API cc_result_t cc_comm_allreduce_plan(cc_comm_t comm, char* plan, size_t cap);
 
 /* --------------------------------------------------------- collectives
  * All are stream-ordered and enqueue-only, like NCCL: they return once the

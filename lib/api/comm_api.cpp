@@ -1,11 +1,14 @@
 // cc_comm_*: a communicator's life, as the C API offers it. Each entry point
 // checks its arguments and hands over to lib/comm.
+#include <cstring>
 #include <memory>
+#include <string>
 
 #include "cc/cc.h"
 #include "common/last_error.hpp"
 #include "common/settings.hpp"
 #include "lib/comm/comm.hpp"
+#include "lib/fast/channel.hpp"
 #include "lib/launch/env.hpp"
 
 using cc::fail;
@@ -104,6 +107,23 @@ CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device) {
   CC_API_GUARD_BEGIN
   return read_field("cc_comm_device", comm, "cuda_device", cuda_device,
                     [](cc_comm_t c) { return c->device; });
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_allreduce_plan(cc_comm_t comm, char* plan, size_t cap) {
+  CC_API_GUARD_BEGIN
+  if (Status st = cc::comm::check_handle("cc_comm_allreduce_plan", comm); !st.ok()) return fail(st);
+  const std::string text =
+      comm->fast != nullptr ? cc::fast::format_plan(cc::fast::plan(comm->fast)) : "nccl";
+  if (plan == nullptr || cap <= text.size())
+    return fail(CC_ERR_INVALID_ARGUMENT,
+                "cc_comm_allreduce_plan: " +
+                    (plan == nullptr ? std::string("plan is NULL")
+                                     : "cap " + std::to_string(cap) + " is too small for the " +
+                                           std::to_string(text.size() + 1) + " bytes of the plan") +
+                    "; pass a buffer of 128 bytes");
+  std::memcpy(plan, text.c_str(), text.size() + 1);
+  return succeed();
   CC_API_GUARD_END
 }
 

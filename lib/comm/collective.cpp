@@ -159,17 +159,18 @@ Status check(const Collective& coll, const cc_comm* c) {
   return Status::success();
 }
 
-// Small all-reduces through cc's own kernel when the communicator has it
-// (never inside a group: NCCL runs a group's work at cc_group_end).
-cc_result_t fast_allreduce(const Collective& coll, cc_comm* c, cc_stream_t stream) {
+// An all-reduce through the cc kernel `algo` the plan chose (never inside a
+// group: NCCL runs a group's work at cc_group_end).
+cc_result_t fast_allreduce(const Collective& coll, cc_comm* c, cc_stream_t stream,
+                           fast::Algo algo) {
   const bool capturing = watch::CommWatch::is_capturing(to_cuda(stream));
   bool launched = false;
   cudaEvent_t noted = nullptr;  // the watchdog's event after it, which orders the next call
   const cc_result_t r = run(
-      coll, "cc's small all-reduce kernel (CUDA launch)", c, stream,
+      coll, "cc's all-reduce kernel (CUDA launch)", c, stream,
       [&] {
         const cudaError_t e =
-            fast::allreduce(c->fast, coll.send, coll.recv, coll.count, to_nccl(coll.dtype),
+            fast::allreduce(c->fast, algo, coll.send, coll.recv, coll.count, to_nccl(coll.dtype),
                             to_nccl(coll.op), to_cuda(stream), capturing);
         launched = e == cudaSuccess;
         return launched ? ncclSuccess : ncclUnhandledCudaError;
@@ -205,8 +206,10 @@ cc_result_t enqueue(const Collective& coll, cc_comm* c, cc_stream_t stream) {
   const ncclRedOp_t op = to_nccl(coll.op);
   switch (coll.kind) {
     case Kind::allreduce:
-      if (c->fast != nullptr && group.depth == 0 && fast::takes(coll.count, type, op))
-        return fast_allreduce(coll, c, stream);
+      if (group.depth == 0)
+        if (const fast::Algo algo = fast::choose(c->fast, coll.count, type, op);
+            algo != fast::Algo::nccl)
+          return fast_allreduce(coll, c, stream, algo);
       return run(coll, "ncclAllReduce", c, stream, [&] {
         return ncclAllReduce(coll.send, coll.recv, coll.count, type, op, c->nccl, s);
       });

@@ -36,7 +36,8 @@ void destroy(std::unique_ptr<cc_comm> c) {
   if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {
     const auto deadline = Clock::now() + c->timeout;
     core::DeviceScope scope(c->device);
-    bool ok = drain_fast_allreduce(c.get(), deadline);  // NCCL frees its inbox next
+    bool ok = drain_fast_allreduce(c.get(), deadline);  // no kernel of cc's runs past here
+    ok = ok && unmap_fast_allreduce_peers(c.get(), deadline);
     ok = ok && (c->nccl == nullptr || finalize_nccl(c.get(), c->nccl, deadline));
     if (ok) c->nccl = nullptr;
     ok = ok && (c->nccl_ctl == nullptr || finalize_nccl(c.get(), c->nccl_ctl, deadline));

@@ -67,6 +67,7 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
     core::abort_nccl(*c);
     return st;
   }
+  c->parent = parent;  // before the kernels' set-up, which may take the parent's plan
   Status fast_st;
   {
     core::DeviceScope scope(c->device);
@@ -78,7 +79,6 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
     free_scratch(c.get());
     return fast_st;
   }
-  c->parent = parent;
   if (Status st = start_watch(c.get(), false); !st.ok()) {
     core::abort_nccl(*c);
     teardown_fast_allreduce(c.get());

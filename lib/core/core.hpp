@@ -15,7 +15,7 @@
 #include <nccl.h>
 
 #include "common/status.hpp"
-#include "lib/fast/fast_allreduce.hpp"
+#include "lib/fast/channel.hpp"
 
 namespace cc::core {
 

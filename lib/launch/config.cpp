@@ -181,6 +181,25 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     r.fast_allreduce = mode;
   }
 
+  if (has_field(config, CC_FIELD_END(fast_allreduce_plan)) &&
+      config->fast_allreduce_plan != CC_CONFIG_UNDEF_PTR) {
+    r.fast_allreduce_plan = config->fast_allreduce_plan;
+    r.fast_allreduce_plan_source = "config.fast_allreduce_plan";
+  } else if (const settings::Found f = settings::find(Id::fast_allreduce_plan, getenv);
+             f.var != nullptr) {
+    r.fast_allreduce_plan = f.value;
+    r.fast_allreduce_plan_source = f.var;
+  }
+  if (r.fast_allreduce_plan.empty()) r.fast_allreduce_plan = "auto";
+
+  if (const settings::Found f = settings::find(Id::cache_dir, getenv); f.var != nullptr) {
+    r.cache_dir = f.value;  // "" = keep nothing
+  } else if (const char* xdg = getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    r.cache_dir = std::string(xdg) + "/cc";
+  } else if (const char* home = getenv("HOME"); home != nullptr && *home == '/') {
+    r.cache_dir = std::string(home) + "/.cache/cc";
+  }
+
   *out = std::move(r);
   return Status::success();
 }

@@ -20,6 +20,13 @@ struct ResolvedConfig {
   int heartbeat_ms = 0;
   int heartbeat_misses = 0;
   int fast_allreduce = CC_FAST_ALLREDUCE_AUTO;
+  // "auto", "measure" or a plan in lib/fast/plan.hpp's text form (checked
+  // at init, where the kernels are set up), and where it came from.
+  std::string fast_allreduce_plan = "auto";
+  std::string fast_allreduce_plan_source = "CC_FAST_ALLREDUCE_PLAN";
+  // Where measured all-reduce plans are kept: CC_CACHE_DIR, else
+  // $XDG_CACHE_HOME/cc, else $HOME/.cache/cc; empty = nowhere.
+  std::string cache_dir;
 };
 
 // NULL config = all defaults (still overridden by the environment). A config

@@ -83,8 +83,9 @@ struct Buffers {
 
 // Loops all-reduces until one fails; prints when and how.
 int kill_loop(cc_comm_t comm, int rank, cudaStream_t s) {
-  // 64 MiB of float by default; LOOP_COUNT=256 keeps every call on cc's
-  // small all-reduce kernel, whose spinning must end when the peer dies.
+  // 64 MiB of float by default; LOOP_COUNT=256 keeps every call on cc's LL
+  // kernel (4 MiB with CC_FAST_ALLREDUCE_PLAN: its one-shot or two-shot
+  // kernel), whose spinning must end when the peer dies.
   const size_t count = static_cast<size_t>(env_int("LOOP_COUNT", 16 << 20));
   Buffers b(count);
   const auto until = Clock::now() + milliseconds(env_int("LOOP_MS", 60000));

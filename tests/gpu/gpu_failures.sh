@@ -4,7 +4,10 @@
 # killed or desynchronised, and the words of the survivor checked.
 #
 #   gpu_failures.sh BINARY [SCENARIO...]     (default: all of them)
-#   scenarios: kill-loop kill-small skip skip-small abort-threads init-missing
+#   scenarios: kill-loop kill-small kill-oneshot kill-twoshot skip skip-small
+#              skip-oneshot skip-twoshot abort-threads init-missing
+#   (-small: 1 KiB calls on cc's LL kernel; -oneshot, -twoshot: 4 MiB calls
+#   on cc's one-shot or two-shot kernel, forced by CC_FAST_ALLREDUCE_PLAN)
 #
 # Exit 0 when every scenario passed, 77 with no GPU, 1 otherwise. kill-loop
 # prints "DETECT_MS <ms>": from SIGKILL of rank 1 to rank 0's error
@@ -13,7 +16,8 @@ set -u
 BIN=${1:?usage: gpu_failures.sh BINARY [SCENARIO...]}
 shift
 SCENARIOS=("$@")
-[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(kill-loop kill-small skip skip-small abort-threads init-missing)
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(kill-loop kill-small kill-oneshot kill-twoshot skip skip-small
+                                         skip-oneshot skip-twoshot abort-threads init-missing)
 
 "$BIN" probe >/dev/null 2>&1
 rc=$?
@@ -102,11 +106,11 @@ kill_loop() {  # kill_loop [VAR=VALUE...]: both ranks get the variables
   fi
 }
 
-skip() {
-  local count=${1:-4194304}  # 256: cc's small all-reduce kernel spins on rank 0
+skip() {  # skip [COUNT [PLAN]]: 256 floats spin in cc's LL kernel on rank 0
+  local count=${1:-4194304} plan=${2:-}
   PORT=$(free_port)
-  start 0 2 skip CC_TIMEOUT_MS=3000 LOOP_COUNT=$count
-  start 1 2 skip CC_TIMEOUT_MS=3000 LOOP_COUNT=$count
+  start 0 2 skip CC_TIMEOUT_MS=3000 LOOP_COUNT=$count CC_FAST_ALLREDUCE_PLAN=$plan
+  start 1 2 skip CC_TIMEOUT_MS=3000 LOOP_COUNT=$count CC_FAST_ALLREDUCE_PLAN=$plan
   wait_pid "$PID0" 60
   local rc0=$?
   wait_pid "$PID1" 60
@@ -150,8 +154,12 @@ for s in "${SCENARIOS[@]}"; do
   case $s in
     kill-loop) kill_loop ;;
     kill-small) kill_loop LOOP_COUNT=256 ;;
+    kill-oneshot) kill_loop LOOP_COUNT=1048576 CC_FAST_ALLREDUCE_PLAN=oneshot:8M ;;
+    kill-twoshot) kill_loop LOOP_COUNT=1048576 CC_FAST_ALLREDUCE_PLAN=twoshot:8M ;;
     skip) skip ;;
     skip-small) skip 256 ;;
+    skip-oneshot) skip 1048576 oneshot:8M ;;
+    skip-twoshot) skip 1048576 twoshot:8M ;;
     abort-threads) abort_threads ;;
     init-missing) init_missing ;;
     *) echo "unknown scenario $s"; bad=1 ;;

@@ -93,6 +93,9 @@ TEST_CASE("collectives on a NULL comm name the call and the comm") {
   CHECK(cc_comm_rank(nullptr, &v) == CC_ERR_INVALID_ARGUMENT);
   CHECK(cc_comm_size(nullptr, &v) == CC_ERR_INVALID_ARGUMENT);
   CHECK(cc_comm_device(nullptr, &v) == CC_ERR_INVALID_ARGUMENT);
+  char plan[128];
+  CHECK(cc_comm_allreduce_plan(nullptr, plan, sizeof plan) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(last().rfind("cc_comm_allreduce_plan: comm is NULL", 0) == 0);
   CHECK(cc_comm_abort(nullptr) == CC_ERR_INVALID_ARGUMENT);
   CHECK(last().rfind("cc_comm_abort: comm is NULL", 0) == 0);
   CHECK(cc_comm_split(nullptr, 0, 0, &out, nullptr) == CC_ERR_INVALID_ARGUMENT);
@@ -296,6 +299,14 @@ TEST_CASE("rank, size and device of a communicator") {
   CHECK_THAT(last(), Catch::Contains("nranks is NULL"));
   CHECK(cc_comm_device(comm, nullptr) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::Contains("cuda_device is NULL"));
+  // A communicator without cc's all-reduce kernels: NCCL for every size.
+  char plan[128] = {};
+  CHECK(cc_comm_allreduce_plan(comm, plan, sizeof plan) == CC_SUCCESS);
+  CHECK(std::string(plan) == "nccl");
+  CHECK(cc_comm_allreduce_plan(comm, plan, 4) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("cap 4 is too small"));
+  CHECK(cc_comm_allreduce_plan(comm, nullptr, 4) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("plan is NULL"));
   CHECK(cc_comm_destroy(comm) == CC_SUCCESS);
 }
 

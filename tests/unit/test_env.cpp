@@ -434,3 +434,28 @@ TEST_CASE("config: the token from a file, trailing whitespace stripped") {
   CHECK_THAT(s.message, Contains("cannot read the token file '" + missing + "'") &&
                             Contains("CC_RENDEZVOUS_TOKEN_FILE") && Contains("No such file"));
 }
+
+TEST_CASE("config: the all-reduce plan and the cache folder") {
+  FakeEnv env{{{"HOME", "/home/u"}}};
+  cc::launch::ResolvedConfig r;
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.fast_allreduce_plan == "auto");
+  CHECK(r.cache_dir == "/home/u/.cache/cc");
+  env.vars["XDG_CACHE_HOME"] = "/xdg";
+  env.vars["CC_FAST_ALLREDUCE_PLAN"] = "ll:64K,oneshot:8M";
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.fast_allreduce_plan == "ll:64K,oneshot:8M");
+  CHECK(r.fast_allreduce_plan_source == "CC_FAST_ALLREDUCE_PLAN");
+  CHECK(r.cache_dir == "/xdg/cc");
+  env.vars["CC_CACHE_DIR"] = "";  // keep nothing
+  env.vars["CC_FAST_ALLREDUCE_PLAN"] = "measure";
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.fast_allreduce_plan == "measure");
+  CHECK(r.cache_dir.empty());
+  // The config's field wins; the text is checked where the kernels are set up.
+  cc_config_t config = CC_CONFIG_INIT;
+  config.fast_allreduce_plan = "nccl";
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.fast_allreduce_plan == "nccl");
+  CHECK(r.fast_allreduce_plan_source == "config.fast_allreduce_plan");
+}

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/fast/kernels.hpp"
+#include "lib/fast/plan.hpp"
 #include "tools/cc-bench/bench_coll.hpp"
 
 namespace ccbench {
@@ -89,6 +91,17 @@ std::string short_size(double bytes) {
   return buf;
 }
 
+CcPath cc_path(const std::string& plan_text, size_t bytes, int nranks) {
+  CcPath out;
+  cc::fast::Plan plan;
+  std::string why;
+  if (bytes == 0 || !cc::fast::parse_plan(plan_text, &plan, &why)) return out;
+  const cc::fast::Algo algo = plan.choose(bytes);
+  out.path = cc::fast::algo_name(algo);
+  out.blocks = cc::fast::grid_blocks(algo, bytes, nranks, plan.blocks);
+  return out;
+}
+
 void print_run_header(std::FILE* out, const RunInfo& info) {
   const Options& o = info.opt;
   std::fprintf(out, "# %s\n", o.command.c_str());
@@ -122,6 +135,10 @@ void print_run_header(std::FILE* out, const RunInfo& info) {
                  "# raw ncclCommInitRank: %.1f ms (all ranks starting together, largest "
                  "over ranks; ncclGetUniqueId and its broadcast took %.1f ms more)\n",
                  info.raw_init_ms, info.raw_id_ms);
+  if (!info.allreduce_plan.empty())
+    std::fprintf(out, "# cc all-reduce plan: %s (512-thread blocks: ll one per 4 KiB; oneshot "
+                 "two per 32 KiB chunk, half pushing, half reducing; twoshot one per chunk of a "
+                 "rank's segment; the last two capped by blocks)\n", info.allreduce_plan.c_str());
   std::fprintf(out, "# time: mean per iteration from CUDA events around %s, largest over ranks\n",
                o.graph > 0 ? "CUDA graph replays" : "the loop");
 }
@@ -262,14 +279,20 @@ bool write_json(const std::string& path, const RunInfo& info, const std::vector<
         for (int i = 0; i < 2; ++i) {
           const Result& r = row.r[i][m];
           if (!r.ran) continue;
-          rows.push_back({{"size", row.bytes},
-                          {"count", row.count},
-                          {"mode", kModeName[m]},
-                          {"impl", kImplName[i]},
-                          {"time_us", figure(r.time_us)},
-                          {"algbw_gbs", figure(r.algbw)},
-                          {"busbw_gbs", figure(r.busbw)},
-                          {"wrong", r.wrong < 0 ? Json() : figure(r.wrong)}});
+          Json entry = {{"size", row.bytes},
+                        {"count", row.count},
+                        {"mode", kModeName[m]},
+                        {"impl", kImplName[i]},
+                        {"time_us", figure(r.time_us)},
+                        {"algbw_gbs", figure(r.algbw)},
+                        {"busbw_gbs", figure(r.busbw)},
+                        {"wrong", r.wrong < 0 ? Json() : figure(r.wrong)}};
+          if (i == kCc && res.coll == Coll::allreduce && !info.allreduce_plan.empty()) {
+            const CcPath p = cc_path(info.allreduce_plan, row.bytes, info.nranks);
+            entry["cc_path"] = p.path;
+            entry["cc_blocks"] = p.blocks;
+          }
+          rows.push_back(std::move(entry));
         }
     const Goals g = goals(res);
     collectives.push_back(
@@ -312,6 +335,7 @@ bool write_json(const std::string& path, const RunInfo& info, const std::vector<
         {"cc_comm_init", ms(info.cc_init_sync_ms)},
         {"raw_nccl_comm_init_rank", ms(info.raw_init_ms)},
         {"raw_unique_id_and_broadcast", ms(info.raw_id_ms)}}},
+      {"allreduce_plan", info.allreduce_plan.empty() ? Json() : Json(info.allreduce_plan)},
       {"collectives", collectives},
   };
   File file;

@@ -49,7 +49,17 @@ struct RunInfo {
   double cc_init_sync_ms = -1;          // a second one, all ranks starting together
   double raw_init_ms = -1;              // ncclCommInitRank, all ranks starting together
   double raw_id_ms = -1;                // ncclGetUniqueId and its broadcast
+  std::string allreduce_plan;             // cc_comm_allreduce_plan: which path serves which size
 };
+
+// For an all-reduce of `bytes`: the path cc takes under `plan` ("nccl",
+// "ll", "oneshot", "twoshot") and the thread blocks (SMs) its kernel
+// occupies (0 for NCCL's own).
+struct CcPath {
+  std::string path = "nccl";
+  int blocks = 0;
+};
+CcPath cc_path(const std::string& plan, size_t bytes, int nranks);
 
 void print_run_header(std::FILE* out, const RunInfo& info);
 void print_table_header(std::FILE* out, const RunInfo& info, Coll coll);

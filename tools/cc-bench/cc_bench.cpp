@@ -187,6 +187,9 @@ void init(Bench& b) {
            .ok())
     mode = 0;
   info.rendezvous = cc::settings::get(cc::settings::Id::rendezvous).choices[mode];
+  char plan[128] = {};
+  check_cc(cc_comm_allreduce_plan(b.comm, plan, sizeof plan), "cc_comm_allreduce_plan");
+  info.allreduce_plan = plan;
 
   std::vector<double> t{cc_init_ms};
   reduce_all(b, &t, CC_MAX);
