@@ -136,9 +136,11 @@ void print_run_header(std::FILE* out, const RunInfo& info) {
                  "over ranks; ncclGetUniqueId and its broadcast took %.1f ms more)\n",
                  info.raw_init_ms, info.raw_id_ms);
   if (!info.allreduce_plan.empty())
-    std::fprintf(out, "# cc all-reduce plan: %s (512-thread blocks: ll one per 4 KiB; oneshot "
+    std::fprintf(out,
+                 "# cc all-reduce plan: %s (512-thread blocks: ll one per 4 KiB; oneshot "
                  "two per 32 KiB chunk, half pushing, half reducing; twoshot one per chunk of a "
-                 "rank's segment; the last two capped by blocks)\n", info.allreduce_plan.c_str());
+                 "rank's segment; the last two capped by blocks)\n",
+                 info.allreduce_plan.c_str());
   std::fprintf(out, "# time: mean per iteration from CUDA events around %s, largest over ranks\n",
                o.graph > 0 ? "CUDA graph replays" : "the loop");
 }

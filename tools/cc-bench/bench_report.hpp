@@ -49,7 +49,7 @@ struct RunInfo {
   double cc_init_sync_ms = -1;          // a second one, all ranks starting together
   double raw_init_ms = -1;              // ncclCommInitRank, all ranks starting together
   double raw_id_ms = -1;                // ncclGetUniqueId and its broadcast
-  std::string allreduce_plan;             // cc_comm_allreduce_plan: which path serves which size
+  std::string allreduce_plan;           // cc_comm_allreduce_plan: which path serves which size
 };
 
 // For an all-reduce of `bytes`: the path cc takes under `plan` ("nccl",
