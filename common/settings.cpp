@@ -142,6 +142,15 @@ constexpr Setting kTable[] = {
      0,
      {"0", "1", "off", "on", "false", "true"},
      "the watchdog thread that turns failures into errors (0 turns it off)"},
+    {Id::job_ttl_ms,
+     {"CC_JOB_TTL_MS"},
+     Kind::integer,
+     "3600000",
+     0,
+     kIntMax,
+     {},
+     "how long a server this process starts keeps a job's keys after its last connection "
+     "(0: for the server's lifetime)"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

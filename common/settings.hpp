@@ -35,6 +35,7 @@ enum class Id : int {
   heartbeat_misses,
   fast_allreduce,
   watchdog,
+  job_ttl_ms,
   count
 };
 

@@ -239,7 +239,8 @@ class AsioServer final : public Server, private Sink {
         const size_t mib = (s->pending.size() + s->writing.size()) >> 20;
         s->pending.clear();
         core_.on_disconnect(
-            s->id, "it does not read its replies (" + std::to_string(mib) + " MiB queued)");
+            s->id, "it does not read its replies (" + std::to_string(mib) + " MiB queued)",
+            Clock::now());
         finish_close(s);
       }
     }
@@ -318,7 +319,8 @@ class AsioServer final : public Server, private Sink {
       return;
     }
     core_.on_disconnect(s->id,
-                        ec == asio::error::eof ? "the client closed the connection" : ec.message());
+                        ec == asio::error::eof ? "the client closed the connection" : ec.message(),
+                        Clock::now());
     finish_close(s, true);
   }
 

@@ -181,6 +181,12 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     r.fast_allreduce = mode;
   }
 
+  if (Status s = resolve_int(config, CC_FIELD_END(job_ttl_ms), &cc_config_t::job_ttl_ms,
+                             "job_ttl_ms", getenv, Id::job_ttl_ms, &r.job_ttl_ms);
+      !s.ok()) {
+    return s;
+  }
+
   *out = std::move(r);
   return Status::success();
 }

@@ -1,7 +1,8 @@
 // Requests the rendezvous server answers later: a Get of a key not yet set,
 // a Wait for keys not yet set, and a Join until its generation is complete.
 // park gives each an id and, when it asked for one, a deadline; wake answers
-// the Gets and Waits a newly set key completes; expire_parked answers one
+// the Gets and Waits a newly set key completes (a Wait only once all its keys
+// exist at the same time: one deleted meanwhile is waited for again); expire_parked answers one
 // whose deadline passed with Error(CC_ERR_TIMEOUT) naming what never came
 // (for a join: the ranks that never joined, joins.cpp). A connection that
 // goes cancels its parked requests, and a pending join gives up its slot.
@@ -110,8 +111,19 @@ void ServerCore::Impl::wake(Job& job, const std::string& key) {
       send(p.conn, p.request_id, Value{value});
       finish_parked(id);
     } else if (p.kind == Parked::Kind::wait && --p.missing == 0) {
-      send(p.conn, p.request_id, Ok{});
-      finish_parked(id);
+      // A key that was there when the wait was parked may have been deleted
+      // since: the wait goes on until every key exists at once.
+      for (const auto& k : p.keys) {
+        if (job.keys.count(k)) continue;
+        auto& list = job.waiters[k];
+        if (std::find(list.begin(), list.end(), id) != list.end()) continue;
+        list.push_back(id);
+        ++p.missing;
+      }
+      if (p.missing == 0) {
+        send(p.conn, p.request_id, Ok{});
+        finish_parked(id);
+      }
     }
   }
 }
