@@ -28,10 +28,26 @@ uint64_t ServerCore::Impl::park(Conn& c, Parked p, Clock::time_point now) {
   return id;
 }
 
+// Takes a Get or Wait off the waiter lists of its job's keys (a job's keys
+// may outlive many requests that timed out or whose connection went).
+void ServerCore::Impl::unlist_waiter(const Parked& p, uint64_t id) {
+  if (p.kind == Parked::Kind::join) return;
+  auto unlist = [&](const std::string& key) {
+    auto w = p.job->waiters.find(key);
+    if (w == p.job->waiters.end()) return;
+    auto& ids = w->second;
+    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+    if (ids.empty()) p.job->waiters.erase(w);
+  };
+  if (p.kind == Parked::Kind::get) unlist(p.key);
+  for (const auto& k : p.keys) unlist(k);
+}
+
 // Finishes a parked request without answering it.
 void ServerCore::Impl::finish_parked(uint64_t id) {
   auto it = parked.find(id);
   if (it == parked.end()) return;
+  unlist_waiter(it->second, id);
   disarm(it->second.timer);
   auto cit = conns.find(it->second.conn);
   if (cit != conns.end()) {
@@ -47,6 +63,7 @@ void ServerCore::Impl::cancel_parked(uint64_t id) {
   if (it == parked.end()) return;
   Parked& p = it->second;
   if (p.kind == Parked::Kind::join) release_join_slot(p);
+  unlist_waiter(p, id);
   disarm(p.timer);
   parked.erase(it);
 }

@@ -187,6 +187,7 @@ struct ServerCore::Impl {
 
   // ---- parked requests (parked.cpp) ----------------------------------------
   uint64_t park(Conn& c, Parked p, Clock::time_point now);
+  void unlist_waiter(const Parked& p, uint64_t id);
   void finish_parked(uint64_t id);
   void cancel_parked(uint64_t id);
   void release_join_slot(const Parked& p);
