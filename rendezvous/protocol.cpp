@@ -385,8 +385,8 @@ struct Codec<CompareSet> {
     w.bytes(m.value);
   }
   static bool get(Reader& r, CompareSet& m) {
-    if (!(r.key(m.key) && r.boolean(m.has_expected) &&
-          r.bytes(m.expected, r.limits().max_value) && r.bytes(m.value, r.limits().max_value)))
+    if (!(r.key(m.key) && r.boolean(m.has_expected) && r.bytes(m.expected, r.limits().max_value) &&
+          r.bytes(m.value, r.limits().max_value)))
       return false;
     if (!m.has_expected && !m.expected.empty()) return r.fail(DecodeError::bad_field);
     return true;

@@ -113,10 +113,10 @@ typedef struct cc_config {
                            default 5 */
   int fast_allreduce;   /* cc's small all-reduce kernel: CC_FAST_ALLREDUCE_OFF, _AUTO (default) or
                            _REQUIRE (init fails where it cannot run); CC_FAST_ALLREDUCE=0|1|require */
-  int job_ttl_ms; /* how long a rendezvous server this process starts keeps a job's store keys
-                     after the job's last connection closed; CC_JOB_TTL_MS; 0 = for the server's
-                     lifetime; default 3600000 for cc_server_start, 0 for rank 0's embedded
-                     server (which lives as long as rank 0's communicator) */
+  int job_ttl_ms;       /* how long a rendezvous server this process starts keeps a job's store
+                           keys after the job's last connection closed; CC_JOB_TTL_MS; 0 = for
+                           the server's lifetime; default 3600000 for cc_server_start, 0 for rank
+                           0's embedded server (which lives as long as rank 0's communicator) */
 } cc_config_t;
 
 #define CC_CONFIG_INIT                                                                             \

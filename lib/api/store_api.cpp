@@ -235,12 +235,11 @@ extern "C" CC_API cc_result_t cc_store_compare_set(cc_store_t store, const char*
   }
   if (std::max(expected_len, desired_len) > store->limits.max_value) {
     const bool expected_long = expected_len > store->limits.max_value;
-    return invalid(func, std::string("the ") + (expected_long ? "expected" : "desired") +
-                             " value of key '" + key + "' is " +
-                             std::to_string(expected_long ? expected_len : desired_len) +
-                             " bytes, over the limit of " +
-                             std::to_string(store->limits.max_value) +
-                             " bytes: store large data elsewhere and put its location here");
+    return invalid(
+        func, std::string("the ") + (expected_long ? "expected" : "desired") + " value of key '" +
+                  key + "' is " + std::to_string(expected_long ? expected_len : desired_len) +
+                  " bytes, over the limit of " + std::to_string(store->limits.max_value) +
+                  " bytes: store large data elsewhere and put its location here");
   }
   std::vector<uint8_t> want;
   if (expected != nullptr) {
@@ -249,9 +248,9 @@ extern "C" CC_API cc_result_t cc_store_compare_set(cc_store_t store, const char*
   }
   const auto* bytes = static_cast<const uint8_t*>(desired);
   bool done = false;
-  if (cc::Status s = store->client->compare_set(key, expected != nullptr ? &want : nullptr,
-                                                std::span<const uint8_t>(bytes, desired_len),
-                                                &done);
+  if (cc::Status s =
+          store->client->compare_set(key, expected != nullptr ? &want : nullptr,
+                                     std::span<const uint8_t>(bytes, desired_len), &done);
       !s.ok()) {
     return fail_request(func, store, "of key '" + std::string(key) + "'", s);
   }

@@ -39,9 +39,9 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
     const bool v6 = is_ipv6_literal(req.addr);
     // The server lives as long as rank 0's communicator: it keeps the jobs'
     // keys for that long unless a job TTL was asked for.
-    if (Status st = EmbeddedServerRef::acquire(v6 ? "::" : "0.0.0.0", req.port, req.config.token,
-                                               &out->server,
-                                               milliseconds(req.config.job_ttl_or(0)));
+    if (Status st =
+            EmbeddedServerRef::acquire(v6 ? "::" : "0.0.0.0", req.port, req.config.token,
+                                       &out->server, milliseconds(req.config.job_ttl_or(0)));
         !st.ok())
       return make_status(st.code, who + ": " + st.message);
     connect_addr = v6 ? "::1" : "127.0.0.1";  // our own server: no hairpin through NAT

@@ -61,8 +61,7 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
   }
 }
 
-void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason,
-                                     Clock::time_point now) {
+void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason, Clock::time_point now) {
   current_time = now;
   auto it = conns.find(id);
   if (it == conns.end()) return;

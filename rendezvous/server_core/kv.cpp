@@ -195,8 +195,8 @@ bool ServerCore::Impl::on_del(Conn& c, uint32_t rid, const Del& d) {
 bool ServerCore::Impl::on_compare_set(Conn& c, uint32_t rid, const CompareSet& m) {
   Job& job = *c.job;
   auto it = job.keys.find(m.key);
-  const bool match = m.has_expected ? it != job.keys.end() && it->second == m.expected
-                                    : it == job.keys.end();
+  const bool match =
+      m.has_expected ? it != job.keys.end() && it->second == m.expected : it == job.keys.end();
   if (!match) {
     send(c.id, rid, CompareSetResult{false});
     return true;

@@ -127,8 +127,8 @@ class Server {
 class Daemon final : public Server {
  public:
   Daemon(const std::vector<std::string>& flags, const std::string& dir) {
-    std::vector<std::string> args = {env_path("CC_RENDEZVOUS_BIN"), "--bind", "127.0.0.1",
-                                     "--port", "0", "--log-level", "info"};
+    std::vector<std::string> args = {
+        env_path("CC_RENDEZVOUS_BIN"), "--bind", "127.0.0.1", "--port", "0", "--log-level", "info"};
     args.insert(args.end(), flags.begin(), flags.end());
     proc_ = spawn(args, dir, "daemon");
     const auto deadline = Clock::now() + 10s;
@@ -321,9 +321,10 @@ TEST_CASE("retention: with job TTL 0 a job's keys stay until deleted") {
   cc_store_close(s);
   CHECK(client(*server, "kept", {"get", "k"}, dir).code == 3);
   if (kind == "daemon") {
-    CHECK_THAT(server->log(), Catch::Contains("a job's keys are kept until deleted (--job-ttl 0)") &&
-                                  Catch::Contains("job 'kept' has no connection; its 1 key(s) "
-                                                  "(2 bytes) are kept until deleted"));
+    CHECK_THAT(server->log(),
+               Catch::Contains("a job's keys are kept until deleted (--job-ttl 0)") &&
+                   Catch::Contains("job 'kept' has no connection; its 1 key(s) "
+                                   "(2 bytes) are kept until deleted"));
   }
 }
 
@@ -472,8 +473,7 @@ TEST_CASE("retention: delete and compare-set through the C API") {
   CHECK(cc_store_compare_set(s, "k", nullptr, 3, "x", 1, &swapped) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("expected is NULL but expected_len is 3"));
   CHECK(swapped == 0);
-  CHECK(cc_store_compare_set(s, "k", nullptr, 0, nullptr, 2, &swapped) ==
-        CC_ERR_INVALID_ARGUMENT);
+  CHECK(cc_store_compare_set(s, "k", nullptr, 0, nullptr, 2, &swapped) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("desired is NULL but desired_len is 2"));
   const std::vector<char> huge((1u << 20) + 1, 'x');
   CHECK(cc_store_compare_set(s, "k", nullptr, 0, huge.data(), huge.size(), &swapped) ==

@@ -532,8 +532,8 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     h.feed(1, rv::Add{"k2", 1});
     h.feed(1, rv::Set{"k2", {2}});  // replacing is fine
     REQUIRE(h.take(1).size() == 3);
-    for (const rv::Message& m : std::vector<rv::Message>{
-             rv::Set{"k3", {1}}, rv::Add{"k3", 1}, rv::CompareSet{"k3", false, {}, {1}}}) {
+    for (const rv::Message& m : std::vector<rv::Message>{rv::Set{"k3", {1}}, rv::Add{"k3", 1},
+                                                         rv::CompareSet{"k3", false, {}, {1}}}) {
       h.feed(1, m);
       const auto e = h.error_of(h.one(1));
       CHECK(e.code == CC_ERR_RENDEZVOUS);
@@ -854,11 +854,20 @@ TEST_CASE("core: random and mutated byte streams never break it") {
   Harness h(o);
   std::mt19937 rng(12345);
   std::vector<rv::Message> valid = {
-      rv::Set{"k", {1, 2}},     rv::Get{"k", 30}, rv::Add{"n", 2},
-      rv::Wait{{"k", "m"}, 40}, rv::Del{"k"},     join_msg(0, 2, "a", 30),
-      join_msg(1, 2, "b", 30),  rv::Leave{},      rv::Heartbeat{3},
-      rv::Abort{"x"},           rv::Ok{},         rv::Auth{{1, 2}},
-      rv::CompareSet{"m", false, {}, {7}},        rv::CompareSet{"k", true, {1, 2}, {3}},
+      rv::Set{"k", {1, 2}},
+      rv::Get{"k", 30},
+      rv::Add{"n", 2},
+      rv::Wait{{"k", "m"}, 40},
+      rv::Del{"k"},
+      join_msg(0, 2, "a", 30),
+      join_msg(1, 2, "b", 30),
+      rv::Leave{},
+      rv::Heartbeat{3},
+      rv::Abort{"x"},
+      rv::Ok{},
+      rv::Auth{{1, 2}},
+      rv::CompareSet{"m", false, {}, {7}},
+      rv::CompareSet{"k", true, {1, 2}, {3}},
   };
   rv::ConnId next = 1000;
   for (int iter = 0; iter < 3000; ++iter) {
