@@ -160,6 +160,15 @@ constexpr Setting kTable[] = {
      {},
      "where measured all-reduce plans are kept; default $XDG_CACHE_HOME/cc or ~/.cache/cc, "
      "empty for nowhere"},
+    {Id::job_ttl_ms,
+     {"CC_JOB_TTL_MS"},
+     Kind::integer,
+     "3600000",
+     0,
+     kIntMax,
+     {},
+     "how long a server this process starts keeps a job's keys after its last connection "
+     "(0: for the server's lifetime)"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

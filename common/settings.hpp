@@ -37,6 +37,7 @@ enum class Id : int {
   watchdog,
   fast_allreduce_plan,
   cache_dir,
+  job_ttl_ms,
   count
 };
 

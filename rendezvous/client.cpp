@@ -244,6 +244,25 @@ class TcpClient final : public Client {
     return expect_ok(Del{key}, after(options_.request_timeout), "a delete of key '" + key + "'");
   }
 
+  Status compare_set(const std::string& key, const std::vector<uint8_t>* expected,
+                     std::span<const uint8_t> desired, bool* swapped) override {
+    CompareSet m;
+    m.key = key;
+    m.has_expected = expected != nullptr;
+    if (expected != nullptr) m.expected = *expected;
+    m.value.assign(desired.begin(), desired.end());
+    Message reply;
+    if (Status s = transact(m, after(options_.request_timeout),
+                            "a compare-set of key '" + key + "'", &reply);
+        !s.ok()) {
+      return s;
+    }
+    const auto* r = std::get_if<CompareSetResult>(&reply);
+    if (r == nullptr) return unexpected(reply, "compare-set");
+    if (swapped != nullptr) *swapped = r->swapped;
+    return Status::success();
+  }
+
   Status join(const Join& request, Joined* out) override {
     // timeout_ms 0: the server waits without a deadline, and so do we.
     const auto deadline = request.timeout_ms == 0 ? kNever : waiting_deadline(request.timeout_ms);

@@ -43,7 +43,12 @@ class Client {
   virtual Status get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) = 0;
   virtual Status add(const std::string& key, int64_t delta, int64_t* result) = 0;
   virtual Status wait(const std::vector<std::string>& keys, uint32_t timeout_ms) = 0;
+  // Deleting an absent key succeeds.
   virtual Status del(const std::string& key) = 0;
+  // Sets key to desired when its value equals *expected (expected null: only
+  // when the key is absent); *swapped says whether it did.
+  virtual Status compare_set(const std::string& key, const std::vector<uint8_t>* expected,
+                             std::span<const uint8_t> desired, bool* swapped) = 0;
 
   // Joins a communicator's rendezvous; returns once every rank has joined.
   virtual Status join(const Join& request, Joined* out) = 0;

@@ -375,6 +375,30 @@ struct Codec<Progress> {
   }
 };
 
+template <>
+struct Codec<CompareSet> {
+  static constexpr MsgType type = MsgType::compare_set;
+  static void put(Writer& w, const CompareSet& m) {
+    w.str(m.key);
+    w.u8(m.has_expected ? 1 : 0);
+    w.bytes(m.expected);
+    w.bytes(m.value);
+  }
+  static bool get(Reader& r, CompareSet& m) {
+    if (!(r.key(m.key) && r.boolean(m.has_expected) && r.bytes(m.expected, r.limits().max_value) &&
+          r.bytes(m.value, r.limits().max_value)))
+      return false;
+    if (!m.has_expected && !m.expected.empty()) return r.fail(DecodeError::bad_field);
+    return true;
+  }
+};
+template <>
+struct Codec<CompareSetResult> {
+  static constexpr MsgType type = MsgType::compare_set_result;
+  static void put(Writer& w, const CompareSetResult& m) { w.u8(m.swapped ? 1 : 0); }
+  static bool get(Reader& r, CompareSetResult& m) { return r.boolean(m.swapped); }
+};
+
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
@@ -446,6 +470,10 @@ const char* type_name(MsgType t) {
       return "progress-query";
     case MsgType::progress:
       return "progress";
+    case MsgType::compare_set:
+      return "compare-set";
+    case MsgType::compare_set_result:
+      return "compare-set-result";
   }
   return "unknown";
 }
@@ -558,6 +586,10 @@ DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, cons
       return decode_as<ProgressQuery>(payload, limits, out);
     case MsgType::progress:
       return decode_as<Progress>(payload, limits, out);
+    case MsgType::compare_set:
+      return decode_as<CompareSet>(payload, limits, out);
+    case MsgType::compare_set_result:
+      return decode_as<CompareSetResult>(payload, limits, out);
   }
   return DecodeError::unknown_type;
 }

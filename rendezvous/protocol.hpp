@@ -41,6 +41,7 @@ enum class MsgType : uint16_t {
   add = 12,
   wait = 13,
   del = 14,
+  compare_set = 15,
   join = 20,
   leave = 21,
   heartbeat = 22,
@@ -57,6 +58,7 @@ enum class MsgType : uint16_t {
   peer_event = 107,
   heartbeat_ack = 108,
   progress = 109,
+  compare_set_result = 110,
 };
 
 // ---- messages --------------------------------------------------------
@@ -98,6 +100,16 @@ struct Wait {
 };
 struct Del {
   std::string key;
+};
+// Sets key to value when its current value is exactly `expected`; without
+// has_expected, only when the key is absent. Answered with CompareSetResult,
+// or with Error when a store limit refuses the write. A key it sets wakes
+// the requests parked on it, as Set does.
+struct CompareSet {
+  std::string key;
+  bool has_expected = false;
+  std::vector<uint8_t> expected;  // empty without has_expected
+  std::vector<uint8_t> value;
 };
 
 // Who a rank is, as it joins a communicator's rendezvous.
@@ -188,10 +200,14 @@ struct MemberProgress {
 struct Progress {
   std::vector<MemberProgress> members;  // sorted by rank; ranks gone are absent
 };
+// Whether a CompareSet wrote its value.
+struct CompareSetResult {
+  bool swapped = false;
+};
 
 using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat, Abort,
                              Challenge, Ok, Error, Value, Integer, Joined, PeerEvent, HeartbeatAck,
-                             Watch, ProgressQuery, Progress>;
+                             Watch, ProgressQuery, Progress, CompareSet, CompareSetResult>;
 
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"

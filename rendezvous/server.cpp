@@ -238,8 +238,9 @@ class AsioServer final : public Server, private Sink {
         if (s->closing || s->closed) continue;
         const size_t mib = (s->pending.size() + s->writing.size()) >> 20;
         s->pending.clear();
-        core_.on_disconnect(
-            s->id, "it does not read its replies (" + std::to_string(mib) + " MiB queued)");
+        core_.on_disconnect(s->id,
+                            "it does not read its replies (" + std::to_string(mib) + " MiB queued)",
+                            Clock::now());
         finish_close(s);
       }
     }
@@ -318,7 +319,8 @@ class AsioServer final : public Server, private Sink {
       return;
     }
     core_.on_disconnect(s->id,
-                        ec == asio::error::eof ? "the client closed the connection" : ec.message());
+                        ec == asio::error::eof ? "the client closed the connection" : ec.message(),
+                        Clock::now());
     finish_close(s, true);
   }
 

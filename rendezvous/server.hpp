@@ -26,9 +26,18 @@ struct ServerOptions {
   // sent no frame for this long is closed. 0 = never (the default: a store
   // client may stay silent between its calls for as long as it likes).
   std::chrono::milliseconds idle_timeout{0};
+  // A job's keys outlive its connections: they are kept until deleted, or
+  // until the job has had no connection for job_ttl. 0 = for the server's
+  // lifetime. A job's communicator state is forgotten when its last rank has
+  // left, whatever this says.
+  std::chrono::milliseconds job_ttl{std::chrono::hours(1)};
   size_t max_connections = 100000;
-  size_t max_jobs = 10000;
+  size_t max_jobs = 10000;  // with or without a connection
   size_t max_keys_per_job = 100000;
+  // Bytes of keys and values together, per job and over every job. A write
+  // past a limit is refused with words; nothing is ever evicted.
+  size_t max_bytes_per_job = size_t{64} << 20;
+  size_t max_total_bytes = size_t{1} << 30;
 };
 
 class Server {

@@ -67,6 +67,8 @@ class ServerCore {
   bool on_connect(ConnId conn, const std::string& peer, Clock::time_point now);
   void on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now);
   // The peer closed or the socket failed; `reason` says how ("end of stream").
+  void on_disconnect(ConnId conn, const std::string& reason, Clock::time_point now);
+  // The same, at the time of the latest call into the core.
   void on_disconnect(ConnId conn, const std::string& reason);
   // Fires every deadline at or before now.
   void expire(Clock::time_point now);
@@ -77,8 +79,13 @@ class ServerCore {
   void stop();
 
   size_t connection_count() const;
+  // Jobs the server holds, with or without a connection.
   size_t job_count() const;
   bool job_exists(const std::string& job_id) const;
+  size_t job_key_count(const std::string& job_id) const;
+  // True while the job holds communicator state (a generation, complete,
+  // joining or failed).
+  bool job_has_communicators(const std::string& job_id) const;
   // True while some connection of the job is a member or a pending joiner.
   bool job_busy(const std::string& job_id) const;
   // Last completed operation each member reported by heartbeat, by rank, for

@@ -119,6 +119,10 @@ typedef struct cc_config {
                            in CC_CACHE_DIR), "measure" (measure again), or a plan such as
                            "ll:1M,oneshot:8M" (cc_comm_allreduce_plan's form);
                            CC_FAST_ALLREDUCE_PLAN */
+  int job_ttl_ms;       /* how long a rendezvous server this process starts keeps a job's store
+                           keys after the job's last connection closed; CC_JOB_TTL_MS; 0 = for
+                           the server's lifetime; default 3600000 for cc_server_start, 0 for rank
+                           0's embedded server (which lives as long as rank 0's communicator) */
 } cc_config_t;
 
 #define CC_CONFIG_INIT                                                                             \
@@ -131,7 +135,8 @@ typedef struct cc_config {
         CC_CONFIG_UNDEF_INT,                                                    /* heartbeat_ms */ \
         CC_CONFIG_UNDEF_INT, /* heartbeat_misses */                                                \
         CC_CONFIG_UNDEF_INT, /* fast_allreduce */                                                  \
-        CC_CONFIG_UNDEF_PTR  /* fast_allreduce_plan */                                             \
+        CC_CONFIG_UNDEF_PTR, /* fast_allreduce_plan */                                             \
+        CC_CONFIG_UNDEF_INT  /* job_ttl_ms */                                                      \
   }
 
 /* ------------------------------------------------------- communicators */
@@ -268,7 +273,15 @@ CC_API cc_result_t cc_comm_window_deregister(cc_comm_t comm, void* window);
 /* ---------------------------------------------------------------- store
  * A key-value store on the rendezvous server, for the application's own
  * metadata. Keys live in the job's namespace (job_id, NULL = the config's or
- * CC_JOB_ID, else "default"). A store handle is not thread-safe. */
+ * CC_JOB_ID, else "default"). A store handle is not thread-safe.
+ *
+ * A job's keys outlive store handles and communicators: they stay until
+ * deleted, or until the job has had no connection for the server's job TTL
+ * (cc-rendezvous --job-ttl, default 1 hour; config.job_ttl_ms for
+ * cc_server_start; rank 0's embedded server keeps them for its lifetime).
+ * A full store (keys or bytes per job, bytes in all, jobs) refuses the write
+ * with CC_ERR_RENDEZVOUS naming the limit and the flag that raises it; it
+ * never drops keys to make room. */
 
 /* Connects, retrying with backoff until the config's timeout_ms; on failure
  * CC_ERR_RENDEZVOUS naming the address, CC_ERR_AUTH, or CC_ERR_TIMEOUT. */
@@ -287,11 +300,29 @@ CC_API cc_result_t cc_store_add(cc_store_t store, const char* key, int64_t delta
 /* Waits until every key exists; CC_ERR_TIMEOUT naming the missing ones. */
 CC_API cc_result_t cc_store_wait(cc_store_t store, const char* const* keys, int nkeys,
                                  int timeout_ms);
+/* Deletes key. Blocking, within the store's deadline. Deleting an absent key
+ * succeeds. A cc_store_get or cc_store_wait waiting for the key keeps waiting
+ * (until it is set again or its own deadline). */
+CC_API cc_result_t cc_store_delete(cc_store_t store, const char* key);
+/* Atomically sets key to desired (desired_len bytes) if its current value is
+ * exactly expected (expected_len bytes; an empty expected value matches an
+ * empty value, never an absent key), or, with expected NULL (and
+ * expected_len 0), only if the key is absent: for leader election and
+ * once-only set-up. *swapped (may be NULL) is 1 when this call set the key,
+ * 0 when the value (or presence) did not match and nothing changed. Of many
+ * racing calls on one key, exactly one swaps. A key it sets wakes waiting
+ * gets and waits, as cc_store_set does. Blocking, within the store's
+ * deadline; CC_ERR_RENDEZVOUS when the store is full. */
+CC_API cc_result_t cc_store_compare_set(cc_store_t store, const char* key, const void* expected,
+                                        size_t expected_len, const void* desired,
+                                        size_t desired_len, int* swapped);
 CC_API cc_result_t cc_store_close(cc_store_t store); /* NULL is a no-op */
 
 /* ---------------------------------------------------------------- server
  * An embedded rendezvous server, the same one cc-rendezvous runs, on its own
- * thread. */
+ * thread. It keeps a job's keys for config->job_ttl_ms (CC_JOB_TTL_MS,
+ * default 1 hour) after the job's last connection closed, and until
+ * cc_server_stop. */
 CC_API cc_result_t cc_server_start(cc_server_t* server, const char* bind_addr,
                                    int port /* 0 = any free port */, const cc_config_t* config);
 CC_API cc_result_t cc_server_port(cc_server_t server, int* port);

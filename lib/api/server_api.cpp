@@ -38,6 +38,8 @@ extern "C" CC_API cc_result_t cc_server_start(cc_server_t* server, const char* b
   options.bind_addr = bind_addr != nullptr ? bind_addr : "0.0.0.0";
   options.port = port;
   options.token = cfg.token;
+  options.job_ttl = std::chrono::milliseconds(
+      cfg.job_ttl_or(static_cast<int>(cc::settings::default_int(cc::settings::Id::job_ttl_ms))));
   auto handle = std::make_unique<cc_server>();
   if (cc::Status s = cc::rv::Server::start(options, &handle->server); !s.ok()) {
     return cc::fail(s.code, "cc_server_start: " + s.message);

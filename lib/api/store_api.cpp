@@ -204,6 +204,61 @@ extern "C" CC_API cc_result_t cc_store_wait(cc_store_t store, const char* const*
   CC_API_GUARD_END
 }
 
+extern "C" CC_API cc_result_t cc_store_delete(cc_store_t store, const char* key) {
+  CC_API_GUARD_BEGIN
+  const char* func = "cc_store_delete";
+  if (store == nullptr) return invalid(func, "store is NULL: connect with cc_store_connect first");
+  if (cc_result_t r = check_key(func, store, key, "key"); r != CC_SUCCESS) return r;
+  if (cc::Status s = store->client->del(key); !s.ok()) {
+    return fail_request(func, store, "of key '" + std::string(key) + "'", s);
+  }
+  return cc::succeed();
+  CC_API_GUARD_END
+}
+
+extern "C" CC_API cc_result_t cc_store_compare_set(cc_store_t store, const char* key,
+                                                   const void* expected, size_t expected_len,
+                                                   const void* desired, size_t desired_len,
+                                                   int* swapped) {
+  CC_API_GUARD_BEGIN
+  const char* func = "cc_store_compare_set";
+  if (swapped != nullptr) *swapped = 0;
+  if (store == nullptr) return invalid(func, "store is NULL: connect with cc_store_connect first");
+  if (cc_result_t r = check_key(func, store, key, "key"); r != CC_SUCCESS) return r;
+  if (expected == nullptr && expected_len > 0) {
+    return invalid(func, "expected is NULL but expected_len is " + std::to_string(expected_len) +
+                             ": pass NULL and 0 to set the key only if it is absent, or the "
+                             "expected value");
+  }
+  if (desired == nullptr && desired_len > 0) {
+    return invalid(func, "desired is NULL but desired_len is " + std::to_string(desired_len));
+  }
+  if (std::max(expected_len, desired_len) > store->limits.max_value) {
+    const bool expected_long = expected_len > store->limits.max_value;
+    return invalid(
+        func, std::string("the ") + (expected_long ? "expected" : "desired") + " value of key '" +
+                  key + "' is " + std::to_string(expected_long ? expected_len : desired_len) +
+                  " bytes, over the limit of " + std::to_string(store->limits.max_value) +
+                  " bytes: store large data elsewhere and put its location here");
+  }
+  std::vector<uint8_t> want;
+  if (expected != nullptr) {
+    const auto* b = static_cast<const uint8_t*>(expected);
+    want.assign(b, b + expected_len);
+  }
+  const auto* bytes = static_cast<const uint8_t*>(desired);
+  bool done = false;
+  if (cc::Status s =
+          store->client->compare_set(key, expected != nullptr ? &want : nullptr,
+                                     std::span<const uint8_t>(bytes, desired_len), &done);
+      !s.ok()) {
+    return fail_request(func, store, "of key '" + std::string(key) + "'", s);
+  }
+  if (swapped != nullptr) *swapped = done ? 1 : 0;
+  return cc::succeed();
+  CC_API_GUARD_END
+}
+
 extern "C" CC_API cc_result_t cc_store_close(cc_store_t store) {
   CC_API_GUARD_BEGIN
   delete store;

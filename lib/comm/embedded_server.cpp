@@ -27,7 +27,8 @@ std::map<int, Entry>& registry() {
 }  // namespace
 
 Status EmbeddedServerRef::acquire(const std::string& bind_addr, int port, const std::string& token,
-                                  std::unique_ptr<EmbeddedServerRef>* out) {
+                                  std::unique_ptr<EmbeddedServerRef>* out,
+                                  std::chrono::milliseconds job_ttl) {
   std::lock_guard<std::mutex> lock(registry_mu());
   auto it = registry().find(port);
   if (it == registry().end()) {
@@ -35,6 +36,7 @@ Status EmbeddedServerRef::acquire(const std::string& bind_addr, int port, const 
     options.bind_addr = bind_addr;
     options.port = port;
     options.token = token;
+    options.job_ttl = job_ttl;
     std::unique_ptr<rv::Server> server;
     Status st = rv::Server::start(options, &server);
     if (!st.ok()) {

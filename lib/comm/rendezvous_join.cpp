@@ -37,8 +37,11 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
   std::string connect_addr = req.addr;
   if (rank == 0 && req.config.rendezvous != CC_RENDEZVOUS_EXTERNAL) {
     const bool v6 = is_ipv6_literal(req.addr);
-    if (Status st = EmbeddedServerRef::acquire(v6 ? "::" : "0.0.0.0", req.port, req.config.token,
-                                               &out->server);
+    // The server lives as long as rank 0's communicator: it keeps the jobs'
+    // keys for that long unless a job TTL was asked for.
+    if (Status st =
+            EmbeddedServerRef::acquire(v6 ? "::" : "0.0.0.0", req.port, req.config.token,
+                                       &out->server, milliseconds(req.config.job_ttl_or(0)));
         !st.ok())
       return make_status(st.code, who + ": " + st.message);
     connect_addr = v6 ? "::1" : "127.0.0.1";  // our own server: no hairpin through NAT

@@ -200,6 +200,12 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     r.cache_dir = std::string(home) + "/.cache/cc";
   }
 
+  if (Status s = resolve_int(config, CC_FIELD_END(job_ttl_ms), &cc_config_t::job_ttl_ms,
+                             "job_ttl_ms", getenv, Id::job_ttl_ms, &r.job_ttl_ms);
+      !s.ok()) {
+    return s;
+  }
+
   *out = std::move(r);
   return Status::success();
 }

@@ -27,6 +27,14 @@ struct ResolvedConfig {
   // Where measured all-reduce plans are kept: CC_CACHE_DIR, else
   // $XDG_CACHE_HOME/cc, else $HOME/.cache/cc; empty = nowhere.
   std::string cache_dir;
+  // -1 when neither the config nor CC_JOB_TTL_MS sets it: each server then
+  // takes its own default (job_ttl_or).
+  int job_ttl_ms = -1;
+
+  // The job TTL a server started here uses, in ms (0: its lifetime).
+  int job_ttl_or(int server_default_ms) const {
+    return job_ttl_ms >= 0 ? job_ttl_ms : server_default_ms;
+  }
 };
 
 // NULL config = all defaults (still overridden by the environment). A config

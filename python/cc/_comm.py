@@ -65,7 +65,8 @@ class Comm(OwnedHandle):
 
     Comm(rank, world_size, master_addr, master_port, timeout_ms=None,
          device=None, job_id=None, token=None, rendezvous=None,
-         heartbeat_ms=None, heartbeat_misses=None, fast_allreduce=None)
+         heartbeat_ms=None, heartbeat_misses=None, fast_allreduce=None,
+         fast_allreduce_plan=None)
     joins the rendezvous at master_addr:master_port (rank 0 hosts it unless
     rendezvous="external") and initialises NCCL on `device` (default
     LOCAL_RANK % device count). Blocking. Options left None come from their
@@ -80,7 +81,7 @@ class Comm(OwnedHandle):
 
     def __init__(self, rank, world_size, master_addr, master_port, *, timeout_ms=None,
                  device=None, job_id=None, token=None, rendezvous=None, heartbeat_ms=None,
-                 heartbeat_misses=None, fast_allreduce=None):
+                 heartbeat_misses=None, fast_allreduce=None, fast_allreduce_plan=None):
         api = _library.api()
         _int_arg("rank", rank)
         _int_arg("world_size", world_size)
@@ -90,7 +91,8 @@ class Comm(OwnedHandle):
                                    "etcd://...), not %r" % (master_addr,))
         config = _config.make(device=device, timeout_ms=timeout_ms, job_id=job_id, token=token,
                               rendezvous=rendezvous, heartbeat_ms=heartbeat_ms,
-                              heartbeat_misses=heartbeat_misses, fast_allreduce=fast_allreduce)
+                              heartbeat_misses=heartbeat_misses, fast_allreduce=fast_allreduce,
+                              fast_allreduce_plan=fast_allreduce_plan)
         handle = ctypes.c_void_p()
         api.check(api.cc_comm_init(ctypes.byref(handle), rank, world_size,
                                    master_addr.encode("utf-8"), master_port,

@@ -32,6 +32,8 @@ class ConfigStruct(ctypes.Structure):
         ("heartbeat_ms", ctypes.c_int),
         ("heartbeat_misses", ctypes.c_int),
         ("fast_allreduce", ctypes.c_int),
+        ("fast_allreduce_plan", ctypes.c_char_p),
+        ("job_ttl_ms", ctypes.c_int),
     ]
 
 
@@ -64,7 +66,8 @@ def _choice(name, value, choices):
 
 
 def make(device=None, timeout_ms=None, job_id=None, token=None, rendezvous=None,
-         heartbeat_ms=None, heartbeat_misses=None, fast_allreduce=None):
+         heartbeat_ms=None, heartbeat_misses=None, fast_allreduce=None, fast_allreduce_plan=None,
+         job_ttl_ms=None):
     """A filled cc_config_t; None leaves a field to its CC_* variable or default.
     The struct keeps the bytes of job_id and token alive."""
     config = ConfigStruct()
@@ -79,4 +82,6 @@ def make(device=None, timeout_ms=None, job_id=None, token=None, rendezvous=None,
     config.heartbeat_ms = _int_field("heartbeat_ms", heartbeat_ms, 1)
     config.heartbeat_misses = _int_field("heartbeat_misses", heartbeat_misses, 1)
     config.fast_allreduce = _choice("fast_allreduce", fast_allreduce, FAST_ALLREDUCE)
+    config.fast_allreduce_plan = _text_field("fast_allreduce_plan", fast_allreduce_plan)
+    config.job_ttl_ms = _int_field("job_ttl_ms", job_ttl_ms, 0)
     return config

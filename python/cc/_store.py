@@ -122,20 +122,22 @@ class Store(OwnedHandle):
 
 class Server(OwnedHandle):
     """An embedded rendezvous server on its own thread:
-    Server(bind_addr=None, port=0, token=None). bind_addr None listens on
-    every IPv4 interface ("::" for IPv6); port 0 takes any free port, read
-    back from .port. stop() (or leaving a `with` block) stops it, and every
-    client still waiting gets an error."""
+    Server(bind_addr=None, port=0, token=None, job_ttl_ms=None). bind_addr
+    None listens on every IPv4 interface ("::" for IPv6); port 0 takes any
+    free port, read back from .port. A job's keys outlive its connections for
+    job_ttl_ms (None: CC_JOB_TTL_MS, else 1 hour; 0: until stopped). stop()
+    (or leaving a `with` block) stops it, and every client still waiting gets
+    an error."""
 
     _FREE = "cc_server_stop"
 
-    def __init__(self, bind_addr=None, port=0, *, token=None):
+    def __init__(self, bind_addr=None, port=0, *, token=None, job_ttl_ms=None):
         api = _library.api()
         if bind_addr is not None and not isinstance(bind_addr, str):
             raise invalid_argument("bind_addr must be None or a str, not %r" % (bind_addr,))
         if isinstance(port, bool) or not isinstance(port, int):
             raise invalid_argument("port must be an int, not %r" % (port,))
-        config = _config.make(token=token)
+        config = _config.make(token=token, job_ttl_ms=job_ttl_ms)
         handle = ctypes.c_void_p()
         api.check(api.cc_server_start(ctypes.byref(handle),
                                       None if bind_addr is None else bind_addr.encode("utf-8"),

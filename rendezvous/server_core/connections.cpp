@@ -3,7 +3,8 @@
 // the handshake (Hello, answered with Challenge; with a token, Auth answered
 // with Ok or a drop) into its job, then each frame handed to its request
 // (kv.cpp, joins.cpp, watch.cpp); and its end: a disconnect, a drop or the
-// server stopping, after which forget removes every trace of it.
+// server stopping, after which forget removes every trace of it (what its
+// job keeps then is retention.cpp's business).
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ namespace cc::rv {
 using server_core::quote;
 
 bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::time_point now) {
+  current_time = now;
   if (stopped || conns.size() >= opt.max_connections) {
     const std::string why =
         stopped
@@ -39,6 +41,7 @@ bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::tim
 }
 
 void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now) {
+  current_time = now;
   auto it = conns.find(id);
   if (it == conns.end()) return;
   Conn& c = *it->second;
@@ -58,7 +61,8 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
   }
 }
 
-void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason) {
+void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason, Clock::time_point now) {
+  current_time = now;
   auto it = conns.find(id);
   if (it == conns.end()) return;
   Conn& c = *it->second;
@@ -105,6 +109,8 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
       return on_wait(c, rid, std::get<Wait>(m), now);
     case MsgType::del:
       return on_del(c, rid, std::get<Del>(m));
+    case MsgType::compare_set:
+      return on_compare_set(c, rid, std::get<CompareSet>(m));
     case MsgType::join:
       return on_join(c, rid, std::get<Join>(m), now);
     case MsgType::leave:
@@ -137,8 +143,11 @@ bool ServerCore::Impl::on_hello(Conn& c, uint32_t rid, const Hello& h) {
     send(c.id, rid, ch);
     return true;
   }
+  // A job the server cannot take is the answer to the Hello itself, so the
+  // client's connect fails with the words.
+  if (!enter_job(c, rid)) return false;
   send(c.id, rid, ch);
-  return enter_job(c, rid);
+  return true;
 }
 
 bool ServerCore::Impl::on_auth(Conn& c, uint32_t rid, const Auth& a) {
@@ -157,21 +166,9 @@ bool ServerCore::Impl::on_auth(Conn& c, uint32_t rid, const Auth& a) {
 // The handshake is done: the connection joins its job (made on first use,
 // up to max_jobs) and may now read and write the job's keys.
 bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
-  auto it = jobs.find(c.hello.job_id);
-  if (it == jobs.end()) {
-    if (jobs.size() >= opt.max_jobs) {
-      drop(c, rid, CC_ERR_RENDEZVOUS,
-           "the rendezvous server is at its limit of " + std::to_string(opt.max_jobs) +
-               " jobs; wait for other jobs to end or raise the server's job limit");
-      return false;
-    }
-    auto job = std::make_unique<Job>();
-    job->id = c.hello.job_id;
-    log().info("job {} created (first connection: {} at {})", quote(job->id),
-               cc::who(-1, c.hello.host, c.hello.pid), c.peer);
-    it = jobs.emplace(job->id, std::move(job)).first;
-  }
-  c.job = it->second.get();
+  Job* job = job_for(c, rid);
+  if (job == nullptr) return false;
+  c.job = job;
   c.job->conns.insert(c.id);
   c.phase = Phase::ready;
   disarm(c.handshake_timer);
@@ -181,8 +178,8 @@ bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
 }
 
 // Removes every trace of the connection; `failed` when it ended without a
-// clean Leave (then its memberships are announced as failures). A job whose
-// last connection this was is forgotten too.
+// clean Leave (then its memberships are announced as failures). Its job may
+// lose its communicator state, or its last connection (retention.cpp).
 void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   const ConnId id = c.id;
   disarm(c.handshake_timer);
@@ -202,10 +199,8 @@ void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   conns.erase(id);  // c is gone from here on
   if (job != nullptr) {
     maybe_idle(*job);
-    if (job->conns.empty()) {
-      log().info("job {} forgotten (its last connection is gone)", quote(job->id));
-      jobs.erase(job->id);
-    }
+    rank_gone(*job, id);
+    if (job->conns.empty()) job_unused(*job);
   }
 }
 
@@ -240,7 +235,10 @@ void ServerCore::Impl::stop() {
     forget(*it->second, "the rendezvous server is stopping", false);
   }
   parked.clear();
-  deadlines.clear();
+  deadlines.clear();  // job TTLs too: the jobs go with the server
+  jobs_by_serial.clear();
+  jobs.clear();
+  total_bytes = 0;
 }
 
 }  // namespace cc::rv

@@ -3,8 +3,9 @@
 // a connection's or a parked request's Timer in step with that map; expire
 // fires what is due, in time order: a handshake that did not finish, a frame
 // that stalled halfway, a member silent for longer than its heartbeat window
-// (dropped and announced), a parked request that timed out (parked.cpp) and
-// an idle connection that holds nothing.
+// (dropped and announced), a parked request that timed out (parked.cpp), an
+// idle connection that holds nothing, and a job without a connection whose
+// TTL passed (retention.cpp).
 #include <string>
 
 #include "common/log.hpp"
@@ -23,11 +24,16 @@ void ServerCore::Impl::disarm(Timer& t) {
 }
 
 void ServerCore::Impl::expire(Clock::time_point now) {
+  current_time = now;
   while (!deadlines.empty() && deadlines.begin()->first <= now) {
     const DeadlineRef ref = deadlines.begin()->second;
     deadlines.erase(deadlines.begin());
     if (ref.kind == DeadlineKind::parked) {
       expire_parked(ref.id);
+      continue;
+    }
+    if (ref.kind == DeadlineKind::job_ttl) {
+      expire_job(ref.id);
       continue;
     }
     auto it = conns.find(ref.id);

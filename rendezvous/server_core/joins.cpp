@@ -7,7 +7,9 @@
 // rank joins, each gets Joined (rank 0's unique id, the member list and any
 // NAT notice) and becomes a member of the job; when the join deadline
 // passes first, the words name the ranks that never joined. Leave ends a
-// membership without announcing anything.
+// membership without announcing anything. A connection that sent Join counts
+// as one of the job's ranks until it leaves or goes; the last of them takes
+// the job's communicator state with it (retention.cpp).
 #include <string>
 #include <vector>
 
@@ -30,6 +32,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   const std::string where =
       "job " + quote(job.id) + " (generation " + std::to_string(in.generation) + ")";
   const std::string me = member_who(in);
+  job.ranks.insert(c.id);
   if (static_cast<size_t>(in.world_size) > opt.max_connections) {
     send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
                me + " of " + where + " asks for a world of " + std::to_string(in.world_size) +
@@ -202,6 +205,12 @@ bool ServerCore::Impl::on_leave(Conn& c, uint32_t rid) {
     maybe_idle(job);
   }
   send(c.id, rid, Ok{});
+  bool joining = false;
+  for (uint64_t id : c.parked) {
+    auto it = parked.find(id);
+    joining = joining || (it != parked.end() && it->second.kind == Parked::Kind::join);
+  }
+  if (!joining) rank_gone(job, c.id);
   return true;
 }
 

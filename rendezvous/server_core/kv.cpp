@@ -1,9 +1,14 @@
-// The key-value requests of one job: Set, Get, Add, Wait and Del. A job holds
-// at most max_keys_per_job keys; a key that would pass the limit is refused
-// and not stored. Add keeps a decimal 64-bit integer as the key's value and
-// refuses a value it did not write and an overflow. A Get or Wait whose keys
-// are not all set is answered at once when it has timeout_ms 0 (with
-// Error(CC_ERR_TIMEOUT)), else parked (parked.cpp) until they are.
+// The key-value requests of one job: Set, Get, Add, Wait, Del and
+// CompareSet. A write that would pass a limit (max_keys_per_job,
+// max_bytes_per_job, max_total_bytes) is refused with words naming the limit
+// and the flag that raises it, and nothing is stored; no key is ever evicted.
+// Add keeps a decimal 64-bit integer as the key's value and refuses a value
+// it did not write and an overflow. A Get or Wait whose keys are not all set
+// is answered at once when it has timeout_ms 0 (with Error(CC_ERR_TIMEOUT)),
+// else parked (parked.cpp) until they are; deleting a key leaves the requests
+// parked on it waiting. CompareSet writes only when the key's value is the
+// one expected (or, with no expected value, when the key is absent), and then
+// wakes the key's waiters as Set does.
 #include <charconv>
 #include <optional>
 #include <string>
@@ -29,20 +34,70 @@ std::optional<int64_t> parse_int64(const std::vector<uint8_t>& v) {
 using server_core::key_list;
 using server_core::quote;
 
-// True when the job may hold `key`; else answers the request with an error.
-bool ServerCore::Impl::key_room(Conn& c, uint32_t rid, const std::string& key) {
+// True when the job may hold `key` with a value of value_size bytes (in place
+// of its current value, if any); else answers the request with an error.
+bool ServerCore::Impl::store_room(Conn& c, uint32_t rid, const std::string& key,
+                                  size_t value_size) {
   Job& job = *c.job;
-  if (job.keys.size() < opt.max_keys_per_job || job.keys.count(key)) return true;
-  send_error(c.id, rid, CC_ERR_RENDEZVOUS,
-             "job " + quote(job.id) + " holds the server's limit of " +
-                 std::to_string(opt.max_keys_per_job) + " keys; key " + quote(key) +
-                 " was not stored (delete keys or raise the limit)");
-  return false;
+  auto it = job.keys.find(key);
+  const size_t before = it == job.keys.end() ? 0 : key.size() + it->second.size();
+  const size_t after = key.size() + value_size;
+  const std::string what = "key " + quote(key) + " of job " + quote(job.id);
+  if (it == job.keys.end() && job.keys.size() >= opt.max_keys_per_job) {
+    send_error(c.id, rid, CC_ERR_RENDEZVOUS,
+               "the store is full: job " + quote(job.id) + " holds the server's limit of " +
+                   std::to_string(opt.max_keys_per_job) + " keys; key " + quote(key) +
+                   " was not stored (nothing is evicted). Delete keys the job no longer needs "
+                   "(cc_store_delete) or raise the limit (cc-rendezvous --max-keys-per-job)");
+    return false;
+  }
+  if (after > before && job.bytes - before + after > opt.max_bytes_per_job) {
+    send_error(c.id, rid, CC_ERR_RENDEZVOUS,
+               "the store is full: job " + quote(job.id) + " holds " + std::to_string(job.bytes) +
+                   " bytes of keys and values, and " + what + " (" + std::to_string(after) +
+                   " bytes) would pass the server's limit of " +
+                   std::to_string(opt.max_bytes_per_job) +
+                   " bytes per job; it was not stored (nothing is evicted). Delete keys the job "
+                   "no longer needs (cc_store_delete) or raise the limit (cc-rendezvous "
+                   "--max-bytes-per-job)");
+    return false;
+  }
+  if (after > before && total_bytes - before + after > opt.max_total_bytes) {
+    send_error(c.id, rid, CC_ERR_RENDEZVOUS,
+               "the store is full: the rendezvous server holds " + std::to_string(total_bytes) +
+                   " bytes of keys and values in " + std::to_string(jobs.size()) + " jobs, and " +
+                   what + " (" + std::to_string(after) + " bytes) would pass its limit of " +
+                   std::to_string(opt.max_total_bytes) +
+                   " bytes in all; it was not stored (nothing is evicted). Delete keys that are "
+                   "no longer needed, let finished jobs expire (cc-rendezvous --job-ttl) or raise "
+                   "the limit (cc-rendezvous --max-total-bytes)");
+    return false;
+  }
+  return true;
+}
+
+// Stores the value (room was checked) and keeps the byte counts.
+void ServerCore::Impl::put_key(Job& job, const std::string& key, std::vector<uint8_t> value) {
+  auto [it, fresh] = job.keys.try_emplace(key);
+  const size_t before = fresh ? 0 : key.size() + it->second.size();
+  const size_t after = key.size() + value.size();
+  it->second = std::move(value);
+  job.bytes = job.bytes - before + after;
+  total_bytes = total_bytes - before + after;
+}
+
+void ServerCore::Impl::erase_key(Job& job, const std::string& key) {
+  auto it = job.keys.find(key);
+  if (it == job.keys.end()) return;
+  const size_t size = key.size() + it->second.size();
+  job.bytes -= size;
+  total_bytes -= size;
+  job.keys.erase(it);
 }
 
 bool ServerCore::Impl::on_set(Conn& c, uint32_t rid, const Set& s) {
-  if (!key_room(c, rid, s.key)) return true;
-  c.job->keys[s.key] = s.value;
+  if (!store_room(c, rid, s.key, s.value.size())) return true;
+  put_key(*c.job, s.key, s.value);
   send(c.id, rid, Ok{});
   wake(*c.job, s.key);
   return true;
@@ -86,8 +141,6 @@ bool ServerCore::Impl::on_add(Conn& c, uint32_t rid, const Add& a) {
       return true;
     }
     current = *v;
-  } else if (!key_room(c, rid, a.key)) {
-    return true;
   }
   int64_t result = 0;
   if (__builtin_add_overflow(current, a.delta, &result)) {
@@ -98,7 +151,8 @@ bool ServerCore::Impl::on_add(Conn& c, uint32_t rid, const Add& a) {
     return true;
   }
   const std::string text = std::to_string(result);
-  job.keys[a.key].assign(text.begin(), text.end());
+  if (!store_room(c, rid, a.key, text.size())) return true;
+  put_key(job, a.key, std::vector<uint8_t>(text.begin(), text.end()));
   send(c.id, rid, Integer{result});
   wake(job, a.key);
   return true;
@@ -133,8 +187,24 @@ bool ServerCore::Impl::on_wait(Conn& c, uint32_t rid, const Wait& w, Clock::time
 }
 
 bool ServerCore::Impl::on_del(Conn& c, uint32_t rid, const Del& d) {
-  c.job->keys.erase(d.key);
+  erase_key(*c.job, d.key);
   send(c.id, rid, Ok{});
+  return true;
+}
+
+bool ServerCore::Impl::on_compare_set(Conn& c, uint32_t rid, const CompareSet& m) {
+  Job& job = *c.job;
+  auto it = job.keys.find(m.key);
+  const bool match =
+      m.has_expected ? it != job.keys.end() && it->second == m.expected : it == job.keys.end();
+  if (!match) {
+    send(c.id, rid, CompareSetResult{false});
+    return true;
+  }
+  if (!store_room(c, rid, m.key, m.value.size())) return true;
+  put_key(job, m.key, m.value);
+  send(c.id, rid, CompareSetResult{true});
+  wake(job, m.key);
   return true;
 }
 

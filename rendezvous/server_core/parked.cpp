@@ -1,7 +1,8 @@
 // Requests the rendezvous server answers later: a Get of a key not yet set,
 // a Wait for keys not yet set, and a Join until its generation is complete.
 // park gives each an id and, when it asked for one, a deadline; wake answers
-// the Gets and Waits a newly set key completes; expire_parked answers one
+// the Gets and Waits a newly set key completes (a Wait only once all its keys
+// exist at the same time: one deleted meanwhile is waited for again); expire_parked answers one
 // whose deadline passed with Error(CC_ERR_TIMEOUT) naming what never came
 // (for a join: the ranks that never joined, joins.cpp). A connection that
 // goes cancels its parked requests, and a pending join gives up its slot.
@@ -27,10 +28,26 @@ uint64_t ServerCore::Impl::park(Conn& c, Parked p, Clock::time_point now) {
   return id;
 }
 
+// Takes a Get or Wait off the waiter lists of its job's keys (a job's keys
+// may outlive many requests that timed out or whose connection went).
+void ServerCore::Impl::unlist_waiter(const Parked& p, uint64_t id) {
+  if (p.kind == Parked::Kind::join) return;
+  auto unlist = [&](const std::string& key) {
+    auto w = p.job->waiters.find(key);
+    if (w == p.job->waiters.end()) return;
+    auto& ids = w->second;
+    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+    if (ids.empty()) p.job->waiters.erase(w);
+  };
+  if (p.kind == Parked::Kind::get) unlist(p.key);
+  for (const auto& k : p.keys) unlist(k);
+}
+
 // Finishes a parked request without answering it.
 void ServerCore::Impl::finish_parked(uint64_t id) {
   auto it = parked.find(id);
   if (it == parked.end()) return;
+  unlist_waiter(it->second, id);
   disarm(it->second.timer);
   auto cit = conns.find(it->second.conn);
   if (cit != conns.end()) {
@@ -46,6 +63,7 @@ void ServerCore::Impl::cancel_parked(uint64_t id) {
   if (it == parked.end()) return;
   Parked& p = it->second;
   if (p.kind == Parked::Kind::join) release_join_slot(p);
+  unlist_waiter(p, id);
   disarm(p.timer);
   parked.erase(it);
 }
@@ -110,8 +128,19 @@ void ServerCore::Impl::wake(Job& job, const std::string& key) {
       send(p.conn, p.request_id, Value{value});
       finish_parked(id);
     } else if (p.kind == Parked::Kind::wait && --p.missing == 0) {
-      send(p.conn, p.request_id, Ok{});
-      finish_parked(id);
+      // A key that was there when the wait was parked may have been deleted
+      // since: the wait goes on until every key exists at once.
+      for (const auto& k : p.keys) {
+        if (job.keys.count(k)) continue;
+        auto& list = job.waiters[k];
+        if (std::find(list.begin(), list.end(), id) != list.end()) continue;
+        list.push_back(id);
+        ++p.missing;
+      }
+      if (p.missing == 0) {
+        send(p.conn, p.request_id, Ok{});
+        finish_parked(id);
+      }
     }
   }
 }

@@ -20,7 +20,10 @@ void ServerCore::on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::ti
   impl_->on_bytes(conn, bytes, now);
 }
 void ServerCore::on_disconnect(ConnId conn, const std::string& reason) {
-  impl_->on_disconnect(conn, reason);
+  impl_->on_disconnect(conn, reason, impl_->current_time);
+}
+void ServerCore::on_disconnect(ConnId conn, const std::string& reason, Clock::time_point now) {
+  impl_->on_disconnect(conn, reason, now);
 }
 void ServerCore::expire(Clock::time_point now) { impl_->expire(now); }
 std::optional<Clock::time_point> ServerCore::next_deadline() const {
@@ -32,6 +35,14 @@ size_t ServerCore::connection_count() const { return impl_->conns.size(); }
 size_t ServerCore::job_count() const { return impl_->jobs.size(); }
 bool ServerCore::job_exists(const std::string& job_id) const {
   return impl_->jobs.count(job_id) != 0;
+}
+size_t ServerCore::job_key_count(const std::string& job_id) const {
+  auto it = impl_->jobs.find(job_id);
+  return it == impl_->jobs.end() ? 0 : it->second->keys.size();
+}
+bool ServerCore::job_has_communicators(const std::string& job_id) const {
+  auto it = impl_->jobs.find(job_id);
+  return it != impl_->jobs.end() && !it->second->generations.empty();
 }
 bool ServerCore::job_busy(const std::string& job_id) const {
   auto it = impl_->jobs.find(job_id);

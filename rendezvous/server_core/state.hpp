@@ -4,9 +4,11 @@
 // them (Parked) and its communicator generations (Generation), each with one
 // slot per joined rank (Slot). A connection that completed a join holds a
 // Membership per generation. Every deadline is one entry of a single ordered
-// map (Deadlines); an armed Timer is an iterator into it. The members of Impl
-// are defined in the files of this folder, one section each: deadlines.cpp,
-// output.cpp, connections.cpp, parked.cpp, kv.cpp, joins.cpp and watch.cpp.
+// map (Deadlines); an armed Timer is an iterator into it. A job's keys and
+// its communicator state have separate lives (retention.cpp). The members of
+// Impl are defined in the files of this folder, one section each:
+// deadlines.cpp, output.cpp, connections.cpp, parked.cpp, kv.cpp,
+// retention.cpp, joins.cpp and watch.cpp.
 // Only the files of this folder include this header.
 #pragma once
 
@@ -28,11 +30,11 @@
 namespace cc::rv::server_core {
 
 enum class Phase : uint8_t { hello, auth, ready };
-enum class DeadlineKind : uint8_t { handshake, frame, heartbeat, parked, idle };
+enum class DeadlineKind : uint8_t { handshake, frame, heartbeat, parked, idle, job_ttl };
 
 struct DeadlineRef {
   DeadlineKind kind;
-  uint64_t id;  // ConnId, or a parked request's id
+  uint64_t id;  // ConnId, a parked request's id, or a job's serial (job_ttl)
 };
 using Deadlines = std::multimap<Clock::time_point, DeadlineRef>;
 using Timer = std::optional<Deadlines::iterator>;
@@ -105,11 +107,21 @@ struct Generation {
   std::string notice;  // lines every rank is told with Joined
 };
 
+// A job has two parts with separate lives. Its store (keys, and requests
+// parked on them) outlives its connections: it is kept until the job has had
+// no connection for the job TTL. Its communicator state (generations,
+// announced failures) belongs to its ranks: it is forgotten when the last
+// connection that joined or was joining has left or gone.
 struct Job {
   std::string id;
+  uint64_t serial = 0;  // names the job in its TTL deadline
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
+  size_t bytes = 0;  // of keys and values, for the byte limits
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked ids
   std::unordered_set<ConnId> conns;
+  Timer ttl_timer;  // armed while the job has no connection and keeps keys
+  // Connections that sent Join and have not left or gone since.
+  std::unordered_set<ConnId> ranks;
   std::unordered_set<ConnId> members;
   std::map<uint32_t, Generation> generations;
   size_t joiners = 0;
@@ -138,9 +150,13 @@ struct ServerCore::Impl {
   std::string server_name = std::string("cc-rendezvous ") + CC_VERSION_STRING;
   std::unordered_map<ConnId, std::unique_ptr<Conn>> conns;
   std::unordered_map<std::string, std::unique_ptr<Job>> jobs;
+  std::unordered_map<uint64_t, Job*> jobs_by_serial;
+  uint64_t next_job_serial = 1;
+  size_t total_bytes = 0;  // Job::bytes over every job
   std::unordered_map<uint64_t, Parked> parked;
   uint64_t next_parked = 1;
   Deadlines deadlines;
+  Clock::time_point current_time{};  // the time of the call being handled
   bool stopped = false;
 
   Impl(const ServerOptions& o, Sink& s) : opt(o), sink(s) {}
@@ -161,7 +177,7 @@ struct ServerCore::Impl {
   // ---- connections (connections.cpp) ---------------------------------------
   bool on_connect(ConnId id, const std::string& peer, Clock::time_point now);
   void on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now);
-  void on_disconnect(ConnId id, const std::string& reason);
+  void on_disconnect(ConnId id, const std::string& reason, Clock::time_point now);
   bool handle(Conn& c, uint32_t rid, const Message& m, Clock::time_point now);
   bool on_hello(Conn& c, uint32_t rid, const Hello& h);
   bool on_auth(Conn& c, uint32_t rid, const Auth& a);
@@ -171,6 +187,7 @@ struct ServerCore::Impl {
 
   // ---- parked requests (parked.cpp) ----------------------------------------
   uint64_t park(Conn& c, Parked p, Clock::time_point now);
+  void unlist_waiter(const Parked& p, uint64_t id);
   void finish_parked(uint64_t id);
   void cancel_parked(uint64_t id);
   void release_join_slot(const Parked& p);
@@ -178,12 +195,23 @@ struct ServerCore::Impl {
   void wake(Job& job, const std::string& key);
 
   // ---- keys (kv.cpp) -------------------------------------------------------
-  bool key_room(Conn& c, uint32_t rid, const std::string& key);
+  bool store_room(Conn& c, uint32_t rid, const std::string& key, size_t value_size);
+  void put_key(Job& job, const std::string& key, std::vector<uint8_t> value);
+  void erase_key(Job& job, const std::string& key);
   bool on_set(Conn& c, uint32_t rid, const Set& s);
   bool on_get(Conn& c, uint32_t rid, const Get& g, Clock::time_point now);
   bool on_add(Conn& c, uint32_t rid, const Add& a);
   bool on_wait(Conn& c, uint32_t rid, const Wait& w, Clock::time_point now);
   bool on_del(Conn& c, uint32_t rid, const Del& d);
+  bool on_compare_set(Conn& c, uint32_t rid, const CompareSet& m);
+
+  // ---- what a job keeps, and for how long (retention.cpp) -------------------
+  Job* job_for(Conn& c, uint32_t rid);
+  void rank_gone(Job& job, ConnId id);
+  void forget_communicators(Job& job);
+  void job_unused(Job& job);
+  void expire_job(uint64_t serial);
+  void forget_job(Job& job, const std::string& why);
 
   // ---- joins (joins.cpp) ---------------------------------------------------
   bool on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);

@@ -4,8 +4,8 @@
 //   op byte: low 2 bits = what, next 2 bits = which of 4 connections
 //     0 connect, 1 bytes (a length byte, then that many bytes), 2 disconnect,
 //     3 advance the clock by (length byte) * 2 ms
-// Afterwards every connection is closed and every deadline passed: the core
-// must then hold no connection, job or deadline.
+// Afterwards every connection is closed and every deadline passed (the job
+// TTL too): the core must then hold no connection, job or deadline.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.max_connections = 3;
   o.max_jobs = 2;
   o.max_keys_per_job = 4;
+  o.max_bytes_per_job = 512;
+  o.max_total_bytes = 768;
+  o.job_ttl = 300ms;
   o.limits.max_frame = 1u << 12;
   CheckingSink sink;
   rv::ServerCore core(o, sink);

@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
       {"add", rv::Add{"counter", -5}},
       {"wait", rv::Wait{{"a", "b", "c"}, 50}},
       {"del", rv::Del{"key"}},
+      {"compare_set", rv::CompareSet{"key", true, {1, 2, 3}, {4}}},
+      {"compare_set_absent", rv::CompareSet{"lock", false, {}, {1}}},
+      {"compare_set_result", rv::CompareSetResult{true}},
       {"join", join(0, 2)},
       {"leave", rv::Leave{}},
       {"heartbeat", rv::Heartbeat{7}},
@@ -105,6 +108,23 @@ int main(int argc, char** argv) {
     to_conn(s, 0, frame(rv::Wait{{"k", "m"}, 40}, 5));
     tick(s, 30);
     write(dir / "server_core" / "store.bin", s);
+  }
+  {
+    // Keys kept after the last connection: set, leave, come back, compare-set,
+    // delete, leave again and let the job TTL pass.
+    std::vector<uint8_t> s{0};
+    connect(s, 0);
+    to_conn(s, 0, frame(rv::Hello{"job", "a", 1, "c"}));
+    to_conn(s, 0, frame(rv::Set{"k", {1}}, 2));
+    s.push_back(static_cast<uint8_t>(2));  // disconnect
+    connect(s, 1);
+    to_conn(s, 1, frame(rv::Hello{"job", "b", 2, "c"}));
+    to_conn(s, 1, frame(rv::CompareSet{"k", true, {1}, {2}}, 2));
+    to_conn(s, 1, frame(rv::CompareSet{"lock", false, {}, {1}}, 3));
+    to_conn(s, 1, frame(rv::Del{"k"}, 4));
+    s.push_back(static_cast<uint8_t>(2 | (1 << 2)));
+    tick(s, 200);
+    write(dir / "server_core" / "retention.bin", s);
   }
   {
     std::vector<uint8_t> s{4};

@@ -118,12 +118,16 @@ class Construction(unittest.TestCase):
     def test_config_struct_matches_cc_h(self):
         config = _config.make(device=1, timeout_ms=5, job_id="j", token="t",
                               rendezvous="external", heartbeat_ms=7, heartbeat_misses=3,
-                              fast_allreduce="require")
-        self.assertEqual(config.size, 8 + 4 + 4 + 4 + 4 + 8 + 8 + 4 * 4)
+                              fast_allreduce="require", fast_allreduce_plan="ll:1M",
+                              job_ttl_ms=0)
+        # Four ints after job_id and token, the plan's pointer, one int, then padding to the
+        # struct's 8-byte alignment.
+        self.assertEqual(config.size, 8 + 4 + 4 + 4 + 4 + 8 + 8 + 4 * 4 + 8 + 4 + 4)
         self.assertEqual(config.magic, 0xCC0C0F19)
         self.assertEqual((config.device, config.timeout_ms, config.job_id, config.token,
                           config.rendezvous, config.heartbeat_ms, config.heartbeat_misses,
-                          config.fast_allreduce), (1, 5, b"j", b"t", 2, 7, 3, 2))
+                          config.fast_allreduce, config.fast_allreduce_plan, config.job_ttl_ms),
+                         (1, 5, b"j", b"t", 2, 7, 3, 2, b"ll:1M", 0))
         undefined = _config.make()
         self.assertEqual(undefined.device, -(2 ** 31))
         self.assertIsNone(undefined.job_id)

@@ -112,9 +112,6 @@ class StoreBasics(unittest.TestCase):
         self.assertIn("closed", str(caught.exception))
 
     def test_delete_and_compare_set(self):
-        if not cc._library.api().has("cc_store_delete") or \
-                not cc._library.api().has("cc_store_compare_set"):
-            self.skipTest("the libcc under test has no cc_store_delete/cc_store_compare_set yet")
         s = self.store
         self.assertTrue(s.compare_set("lock", None, "owner-1"))
         self.assertFalse(s.compare_set("lock", None, "owner-2"))
@@ -127,6 +124,19 @@ class StoreBasics(unittest.TestCase):
         with self.assertRaises(cc.TimeoutError):
             s.get("lock", timeout_ms=0)
         self.assertTrue(s.compare_set("lock", None, "again"))
+
+
+class Retention(unittest.TestCase):
+    def test_keys_outlive_the_last_connection_until_the_job_ttl(self):
+        with cc.Server(LOOPBACK, job_ttl_ms=300) as server:
+            with cc.Store(LOOPBACK, server.port, "kept", timeout_ms=5000) as s:
+                s.add("counter", 100)
+            with cc.Store(LOOPBACK, server.port, "kept", timeout_ms=5000) as s:
+                self.assertEqual(s.get("counter", timeout_ms=0), b"100")
+            time.sleep(1.0)  # no connection for longer than the TTL
+            with cc.Store(LOOPBACK, server.port, "kept", timeout_ms=5000) as s:
+                with self.assertRaises(cc.TimeoutError):
+                    s.get("counter", timeout_ms=0)
 
 
 class ServerLife(unittest.TestCase):

@@ -13,8 +13,15 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$bin" --version | grep -q "^cc-rendezvous [0-9]" || fail "--version"
 "$bin" --no-such-flag 2>"$dir/bad" && fail "an unknown flag was accepted"
 grep -q "unknown argument '--no-such-flag'" "$dir/bad" || fail "unknown flag words: $(cat "$dir/bad")"
+for flag in --job-ttl --max-bytes-per-job --max-total-bytes; do
+  "$bin" --help | grep -q -- "$flag" || fail "--help does not list $flag"
+done
+"$bin" --job-ttl soon 2>"$dir/bad" && fail "--job-ttl soon was accepted"
+grep -q -- "--job-ttl needs a duration such as 1h" "$dir/bad" || fail "--job-ttl words: $(cat "$dir/bad")"
+"$bin" --max-bytes-per-job 12XB 2>"$dir/bad" && fail "--max-bytes-per-job 12XB was accepted"
+grep -q -- "--max-bytes-per-job needs a size in bytes" "$dir/bad" || fail "size words: $(cat "$dir/bad")"
 
-"$bin" --bind 127.0.0.1 --port 0 --log-level info 2>"$dir/log" &
+"$bin" --bind 127.0.0.1 --port 0 --log-level info --job-ttl 90m --max-total-bytes 2GiB 2>"$dir/log" &
 pid=$!; pids+=("$pid")
 port=""
 for _ in $(seq 100); do
@@ -25,6 +32,8 @@ done
 [ -n "$port" ] || fail "the daemon never said it was ready: $(cat "$dir/log")"
 grep -q "listening on 127.0.0.1:$port" "$dir/log" || fail "no 'listening on' line"
 grep -q "has no token" "$dir/log" || fail "no warning about running without a token"
+grep -q "a job's keys are kept for 5400000 ms after its last connection (--job-ttl)" "$dir/log" \
+  || fail "no line saying how long a job's keys are kept"
 
 # A taken port: one line naming the port and what to do, exit 1.
 timeout 10 "$bin" --bind 127.0.0.1 --port "$port" 2>"$dir/taken" >/dev/null

@@ -352,6 +352,29 @@ TEST_CASE("config: an older, smaller struct reads only the fields it has") {
   CHECK(r.heartbeat_ms == 321);
 }
 
+TEST_CASE("config: the job TTL is unset unless the config or CC_JOB_TTL_MS sets it") {
+  FakeEnv env;
+  cc::launch::ResolvedConfig r;
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.job_ttl_ms == -1);
+  CHECK(r.job_ttl_or(0) == 0);  // each server's own default
+  CHECK(r.job_ttl_or(3600000) == 3600000);
+  env.vars["CC_JOB_TTL_MS"] = "5000";
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.job_ttl_or(0) == 5000);
+  cc_config_t config = CC_CONFIG_INIT;
+  config.job_ttl_ms = 0;  // set: 0 = for the server's lifetime, over the environment
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.job_ttl_or(3600000) == 0);
+  config.job_ttl_ms = -1;
+  const cc::Status s = cc::launch::resolve_config(&config, env.getenv(), &r);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("config.job_ttl_ms=-1"));
+  env.vars["CC_JOB_TTL_MS"] = "an hour";
+  CHECK_THAT(cc::launch::resolve_config(nullptr, env.getenv(), &r).message,
+             Contains("CC_JOB_TTL_MS='an hour' is not an integer"));
+}
+
 TEST_CASE("config: malformed values name the variable or field") {
   struct Case {
     std::string var, value, words;

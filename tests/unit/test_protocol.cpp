@@ -40,6 +40,8 @@ std::vector<rv::Message> one_of_each() {
       rv::Watch{5000},
       rv::ProgressQuery{3, -1},
       rv::Progress{{{0, "node-0", 10, 42, 7}, {1, "node-1", 11, 41, 1200}}},
+      rv::CompareSet{"leader", true, {'o', 'l', 'd'}, {'n', 'e', 'w'}},
+      rv::CompareSetResult{true},
   };
 }
 
@@ -98,6 +100,13 @@ TEST_CASE("every message type round-trips through a frame") {
   CHECK(progress.members[0].silent_ms == 1200);
   CHECK(std::get<rv::Watch>(decode_one(rv::encode_frame(3, rv::Watch{5000})).message).window_ms ==
         5000);
+  auto c = decode_one(rv::encode_frame(4, rv::CompareSet{"k", false, {}, {0, 1}}));
+  const auto& cas = std::get<rv::CompareSet>(c.message);
+  CHECK_FALSE(cas.has_expected);
+  CHECK(cas.value == std::vector<uint8_t>{0, 1});
+  CHECK(std::string(rv::type_name(rv::MsgType::compare_set)) == "compare-set");
+  CHECK(static_cast<int>(rv::MsgType::compare_set) == 15);
+  CHECK(static_cast<int>(rv::MsgType::compare_set_result) == 110);
 }
 
 TEST_CASE("malformed frames are refused with their reason") {
@@ -162,6 +171,12 @@ TEST_CASE("malformed frames are refused with their reason") {
     auto ev = rv::encode_frame(1, rv::PeerEvent{rv::PeerEventKind::failed, 1, "h", 1, "r"});
     ev[rv::kHeaderSize] = 9;
     CHECK(reader_error(ev) == rv::DecodeError::bad_field);
+    // an expected value without has_expected, and a flag that is not 0 or 1
+    CHECK(reader_error(rv::encode_frame(1, rv::CompareSet{"k", false, {1}, {2}})) ==
+          rv::DecodeError::bad_field);
+    auto cas = rv::encode_frame(1, rv::CompareSet{"k", true, {1}, {2}});
+    cas[rv::kHeaderSize + 5] = 2;  // after the key's length and its one byte
+    CHECK(reader_error(cas) == rv::DecodeError::bad_field);
   }
   SECTION("a short header is not yet an error") {
     rv::FrameReader r;

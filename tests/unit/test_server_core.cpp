@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "rendezvous/auth.hpp"
@@ -441,7 +442,7 @@ TEST_CASE("core: membership events") {
   CHECK_FALSE(h.core.job_busy("job"));
 }
 
-TEST_CASE("core: a job is forgotten when its last connection is gone") {
+TEST_CASE("core: a job's keys outlive its connections; jobs are separate namespaces") {
   Harness h;
   h.client(1, "a");
   h.client(2, "b");
@@ -450,11 +451,326 @@ TEST_CASE("core: a job is forgotten when its last connection is gone") {
   h.feed(2, rv::Get{"k", 0});  // jobs are separate namespaces
   CHECK(h.error_of(h.one(2)).code == CC_ERR_TIMEOUT);
   h.core.on_disconnect(1, "end of stream");
-  CHECK_FALSE(h.core.job_exists("a"));
+  CHECK(h.core.job_exists("a"));  // its last connection is gone, its key is not
+  CHECK(h.core.job_key_count("a") == 1);
+  h.core.on_disconnect(2, "end of stream");
+  CHECK_FALSE(h.core.job_exists("b"));  // no keys: nothing to keep
   CHECK(h.core.job_count() == 1);
   h.client(3, "a");
   h.feed(3, rv::Get{"k", 0});
+  CHECK(std::get<rv::Value>(h.one(3)).value == std::vector<uint8_t>{1});
+}
+
+TEST_CASE("core: 64 connections each add 100 and close; a new one reads 6400") {
+  Harness h;
+  for (rv::ConnId i = 1; i <= 64; ++i) {
+    h.client(i, "adders");
+    h.feed(i, rv::Add{"counter", 100});
+    REQUIRE(std::holds_alternative<rv::Integer>(h.one(i)));
+    h.core.on_disconnect(i, "the client closed the connection");
+  }
+  CHECK(h.core.connection_count() == 0);
+  h.advance(30min);
+  h.client(100, "adders");
+  h.feed(100, rv::Get{"counter", 0});
+  CHECK(text(h.one(100)) == "6400");
+}
+
+TEST_CASE("core: a job without a connection is forgotten when its TTL passes") {
+  rv::ServerOptions o;
+  o.job_ttl = 10s;
+  Harness h(o);
+  h.client(1, "kept");
+  h.feed(1, rv::Set{"k", {'v'}});
+  h.take(1);
+  h.core.on_disconnect(1, "end of stream");
+  REQUIRE(h.core.next_deadline());
+  CHECK(*h.core.next_deadline() == h.now + 10s);
+
+  // A connection within the TTL keeps the job; the TTL counts again from its end.
+  h.advance(9s);
+  h.client(2, "kept");
+  CHECK_FALSE(h.core.next_deadline());
+  h.advance(20s);
+  h.feed(2, rv::Get{"k", 0});
+  CHECK(text(h.one(2)) == "v");
+  h.core.on_disconnect(2, "end of stream");
+  h.advance(9999ms);
+  CHECK(h.core.job_exists("kept"));
+  h.advance(1ms);
+  CHECK_FALSE(h.core.job_exists("kept"));
+  CHECK(h.core.job_count() == 0);
+  CHECK_FALSE(h.core.next_deadline());
+
+  h.client(3, "kept");  // the same job id starts empty
+  h.feed(3, rv::Get{"k", 0});
   CHECK(h.error_of(h.one(3)).code == CC_ERR_TIMEOUT);
+}
+
+TEST_CASE("core: job TTL 0 keeps a job's keys for the server's lifetime") {
+  rv::ServerOptions o;
+  o.job_ttl = 0ms;
+  Harness h(o);
+  h.client(1, "forever");
+  h.feed(1, rv::Set{"k", {'v'}});
+  h.take(1);
+  h.core.on_disconnect(1, "end of stream");
+  CHECK_FALSE(h.core.next_deadline());
+  h.advance(24h * 30);
+  h.client(2, "forever");
+  h.feed(2, rv::Get{"k", 0});
+  CHECK(text(h.one(2)) == "v");
+}
+
+TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
+  SECTION("keys per job") {
+    rv::ServerOptions o;
+    o.max_keys_per_job = 2;
+    Harness h(o);
+    h.client(1);
+    h.feed(1, rv::Set{"k1", {1}});
+    h.feed(1, rv::Add{"k2", 1});
+    h.feed(1, rv::Set{"k2", {2}});  // replacing is fine
+    REQUIRE(h.take(1).size() == 3);
+    for (const rv::Message& m : std::vector<rv::Message>{rv::Set{"k3", {1}}, rv::Add{"k3", 1},
+                                                         rv::CompareSet{"k3", false, {}, {1}}}) {
+      h.feed(1, m);
+      const auto e = h.error_of(h.one(1));
+      CHECK(e.code == CC_ERR_RENDEZVOUS);
+      CHECK_THAT(e.message, Catch::Contains("store is full") &&
+                                Catch::Contains("limit of 2 keys") && Catch::Contains("'k3'") &&
+                                Catch::Contains("cc-rendezvous --max-keys-per-job"));
+    }
+    h.feed(1, rv::Get{"k1", 0});
+    CHECK(std::get<rv::Value>(h.one(1)).value == std::vector<uint8_t>{1});
+    h.feed(1, rv::Del{"k1"});  // a delete makes room
+    h.feed(1, rv::Set{"k3", {3}});
+    auto v = h.take(1);
+    REQUIRE(v.size() == 2);
+    CHECK(std::holds_alternative<rv::Ok>(v[1].message));
+  }
+  SECTION("bytes per job") {
+    rv::ServerOptions o;
+    o.max_bytes_per_job = 100;  // keys and values together
+    Harness h(o);
+    h.client(1, "a");
+    h.client(2, "b");
+    h.feed(1, rv::Set{"k", std::vector<uint8_t>(60, 'x')});  // 61 bytes
+    CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+    h.feed(1, rv::Set{"j", std::vector<uint8_t>(39, 'x')});  // 101 in all
+    const auto e = h.error_of(h.one(1));
+    CHECK_THAT(e.message, Catch::Contains("store is full") && Catch::Contains("job 'a'") &&
+                              Catch::Contains("limit of 100 bytes per job") &&
+                              Catch::Contains("cc-rendezvous --max-bytes-per-job"));
+    h.feed(1, rv::Set{"j", std::vector<uint8_t>(38, 'x')});  // exactly 100
+    CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+    h.feed(1, rv::Set{"k", std::vector<uint8_t>(61, 'x')});  // growing a value counts too
+    CHECK(h.error_of(h.one(1)).code == CC_ERR_RENDEZVOUS);
+    h.feed(1, rv::Set{"k", std::vector<uint8_t>(10, 'x')});  // shrinking is fine
+    CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+    h.feed(2, rv::Set{"k", std::vector<uint8_t>(90, 'x')});  // another job has its own budget
+    CHECK(std::holds_alternative<rv::Ok>(h.one(2)));
+    h.feed(1, rv::Get{"j", 0});
+    CHECK(std::get<rv::Value>(h.one(1)).value.size() == 38);
+  }
+  SECTION("bytes in all") {
+    rv::ServerOptions o;
+    o.max_total_bytes = 100;
+    Harness h(o);
+    h.client(1, "a");
+    h.client(2, "b");
+    h.feed(1, rv::Set{"k", std::vector<uint8_t>(59, 'x')});
+    CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+    h.feed(2, rv::Set{"k", std::vector<uint8_t>(59, 'x')});
+    const auto e = h.error_of(h.one(2));
+    CHECK_THAT(e.message, Catch::Contains("store is full") && Catch::Contains("'k' of job 'b'") &&
+                              Catch::Contains("limit of 100 bytes in all") &&
+                              Catch::Contains("cc-rendezvous --max-total-bytes"));
+    // A job forgotten at its TTL gives its bytes back.
+    h.core.on_disconnect(1, "end of stream");
+    h.advance(1h);
+    CHECK_FALSE(h.core.job_exists("a"));
+    h.feed(2, rv::Set{"k", std::vector<uint8_t>(59, 'x')});
+    CHECK(std::holds_alternative<rv::Ok>(h.one(2)));
+  }
+  SECTION("jobs, counting those kept without a connection") {
+    rv::ServerOptions o;
+    o.max_jobs = 1;
+    Harness h(o);
+    h.client(1, "a");
+    h.feed(1, rv::Set{"k", {1}});
+    h.take(1);
+    h.core.on_disconnect(1, "end of stream");
+    h.connect(2);
+    h.feed(2, rv::Hello{"b", "h", 1, "t"});
+    auto v = h.take(2);
+    REQUIRE(v.size() == 1);  // the error is the answer to the hello
+    CHECK_THAT(h.error_of(v[0].message).message,
+               Catch::Contains("limit of 1 jobs (1 of them have no connection") &&
+                   Catch::Contains("cc-rendezvous --max-jobs"));
+    h.client(3, "a");  // the kept job is still there
+    h.feed(3, rv::Get{"k", 0});
+    CHECK(std::get<rv::Value>(h.one(3)).value == std::vector<uint8_t>{1});
+  }
+}
+
+TEST_CASE("core: delete") {
+  Harness h;
+  h.client(1);
+  h.client(2);
+  h.feed(1, rv::Del{"never-set"});  // absent: success
+  CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+  h.feed(1, rv::Set{"k", {1}});
+  h.feed(1, rv::Del{"k"});
+  REQUIRE(h.take(1).size() == 2);
+  h.feed(1, rv::Get{"k", 0});
+  CHECK(h.error_of(h.one(1)).code == CC_ERR_TIMEOUT);
+  h.feed(1, rv::Add{"n", 10});
+  h.feed(1, rv::Del{"n"});
+  h.feed(1, rv::Add{"n", 3});
+  CHECK(std::get<rv::Integer>(h.take(1).back().message).value == 3);  // starts from nothing
+
+  // A get parked on a key keeps waiting through a delete, and a set answers it.
+  h.feed(2, rv::Get{"later", 1000}, 7);
+  h.feed(1, rv::Del{"later"});
+  h.take(1);
+  CHECK(h.take(2).empty());
+  h.feed(1, rv::Set{"later", {'x'}});
+  h.take(1);
+  auto v = h.take(2);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].request_id == 7);
+  CHECK(text(v[0].message) == "x");
+
+  // A wait ends only when all its keys exist at once: one deleted meanwhile
+  // is waited for again.
+  h.feed(1, rv::Set{"a", {1}});
+  h.take(1);
+  h.feed(2, rv::Wait{{"a", "b"}, 1000}, 8);
+  h.feed(1, rv::Del{"a"});
+  h.feed(1, rv::Set{"b", {1}});
+  h.take(1);
+  CHECK(h.take(2).empty());
+  h.feed(1, rv::Set{"a", {2}});
+  h.take(1);
+  v = h.take(2);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].request_id == 8);
+  CHECK(std::holds_alternative<rv::Ok>(v[0].message));
+}
+
+TEST_CASE("core: compare-set") {
+  Harness h;
+  h.client(1);
+  h.client(2);
+  auto cas = [&](const std::string& key, std::optional<std::string> expected,
+                 const std::string& desired) {
+    rv::CompareSet m;
+    m.key = key;
+    m.has_expected = expected.has_value();
+    if (expected) m.expected.assign(expected->begin(), expected->end());
+    m.value.assign(desired.begin(), desired.end());
+    h.feed(1, m);
+    return std::get<rv::CompareSetResult>(h.one(1)).swapped;
+  };
+  auto value = [&](const std::string& key) {
+    h.feed(1, rv::Get{key, 0});
+    return text(h.one(1));
+  };
+  CHECK(cas("leader", std::nullopt, "rank-3"));  // absent: created
+  CHECK_FALSE(cas("leader", std::nullopt, "rank-5"));
+  CHECK(value("leader") == "rank-3");
+  CHECK_FALSE(cas("leader", std::string("rank-5"), "rank-7"));
+  CHECK(cas("leader", std::string("rank-3"), "rank-7"));
+  CHECK(value("leader") == "rank-7");
+  CHECK_FALSE(cas("nothing", std::string(""), "x"));  // an expected value never matches absence
+  h.feed(1, rv::Set{"blank", {}});
+  h.take(1);
+  CHECK(cas("blank", std::string(""), "filled"));  // an empty value matches an empty expected
+  CHECK(value("blank") == "filled");
+
+  // A compare-set that sets a key wakes its waiters, as a set does.
+  h.feed(2, rv::Get{"woken", 1000}, 5);
+  h.feed(2, rv::Wait{{"woken"}, 1000}, 6);
+  CHECK_FALSE(cas("woken", std::string("x"), "no"));
+  CHECK(h.take(2).empty());
+  CHECK(cas("woken", std::nullopt, "yes"));
+  auto v = h.take(2);
+  REQUIRE(v.size() == 2);
+  CHECK(text(v[0].message) == "yes");
+  CHECK(std::holds_alternative<rv::Ok>(v[1].message));
+
+  // 64 connections racing to create one key: exactly one wins.
+  int winners = 0;
+  for (rv::ConnId i = 10; i < 74; ++i) h.client(i);
+  for (rv::ConnId i = 10; i < 74; ++i) {
+    const std::string me = "racer-" + std::to_string(i);
+    h.feed(i, rv::CompareSet{"winner", false, {}, std::vector<uint8_t>(me.begin(), me.end())});
+  }
+  std::string won;
+  for (rv::ConnId i = 10; i < 74; ++i)
+    if (std::get<rv::CompareSetResult>(h.one(i)).swapped) {
+      ++winners;
+      won = "racer-" + std::to_string(i);
+    }
+  CHECK(winners == 1);
+  CHECK(value("winner") == won);
+}
+
+TEST_CASE("core: communicator state is forgotten with the last rank; keys are not") {
+  Harness h;
+  h.client(9);  // a store connection that stays all along
+  h.feed(9, rv::Set{"config", {'c'}});
+  h.take(9);
+  auto run = [&](rv::ConnId first, uint8_t id_byte) {
+    for (rv::ConnId i = first; i < first + 2; ++i) h.client(i);
+    rv::Join j0 = join_msg(0, 2, "a");
+    j0.unique_id = {id_byte};
+    h.feed(first, j0);
+    h.feed(first + 1, join_msg(1, 2, "b"));
+    for (rv::ConnId i = first; i < first + 2; ++i) {
+      auto m = h.one(i);
+      INFO((std::holds_alternative<rv::Error>(m) ? std::get<rv::Error>(m).message : ""));
+      REQUIRE(std::holds_alternative<rv::Joined>(m));
+      CHECK(std::get<rv::Joined>(m).unique_id == std::vector<uint8_t>{id_byte});
+    }
+  };
+  run(1, 7);
+  CHECK(h.core.job_has_communicators("job"));
+  // While a rank of it remains, the completed generation is refused to latecomers.
+  h.feed(1, rv::Leave{});
+  h.take(1);
+  h.client(5);
+  h.feed(5, join_msg(1, 2, "late"));
+  CHECK_THAT(h.error_of(h.one(5)).message, Catch::Contains("after it had completed"));
+  h.core.on_disconnect(5, "end of stream");
+  // The last rank goes (here without leaving): the state goes with it.
+  h.core.on_disconnect(2, "end of stream");
+  CHECK_FALSE(h.core.job_has_communicators("job"));
+  CHECK(h.core.job_key_count("job") == 1);
+  // A new run of the same job id gets a fresh generation 0 and its own id.
+  run(11, 8);
+  h.feed(9, rv::Get{"config", 0});
+  CHECK(text(h.one(9)) == "c");
+
+  // A failed generation's words stay while its failed joiners are connected,
+  // and go with them.
+  for (rv::ConnId i : {11, 12}) {
+    h.feed(i, rv::Leave{});
+    h.take(i);
+  }
+  h.client(21);
+  h.client(22);
+  h.feed(21, join_msg(0, 2, "a"));
+  h.feed(22, join_msg(0, 2, "b"));  // rank 0 twice
+  CHECK(h.error_of(h.one(21)).code == CC_ERR_MISMATCH);
+  CHECK(h.error_of(h.one(22)).code == CC_ERR_MISMATCH);
+  h.client(23);
+  h.feed(23, join_msg(1, 2, "c"));
+  CHECK_THAT(h.error_of(h.one(23)).message, Catch::Contains("already failed"));
+  for (rv::ConnId i : {21, 22, 23}) h.core.on_disconnect(i, "end of stream");
+  CHECK_FALSE(h.core.job_has_communicators("job"));
+  run(31, 9);
 }
 
 TEST_CASE("core: limits refuse with an error") {
@@ -469,8 +785,8 @@ TEST_CASE("core: limits refuse with an error") {
   CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("limit of 2 connections"));
   h.feed(2, rv::Hello{"b", "h", 1, "t"});
   auto v = h.take(2);
-  REQUIRE(v.size() == 2);
-  CHECK_THAT(h.error_of(v[1].message).message, Catch::Contains("limit of 1 jobs"));
+  REQUIRE(v.size() == 1);  // the error is the answer to the hello: connect fails with it
+  CHECK_THAT(h.error_of(v[0].message).message, Catch::Contains("limit of 1 jobs"));
   h.feed(1, rv::Set{"k1", {1}});
   h.feed(1, rv::Set{"k2", {1}});
   h.feed(1, rv::Set{"k2", {2}});  // replacing is fine
@@ -532,13 +848,26 @@ TEST_CASE("core: random and mutated byte streams never break it") {
   rv::ServerOptions o;
   o.handshake_timeout = 50ms;
   o.frame_timeout = 20ms;
+  o.job_ttl = 500ms;
+  o.max_bytes_per_job = 64;
+  o.max_keys_per_job = 3;
   Harness h(o);
   std::mt19937 rng(12345);
   std::vector<rv::Message> valid = {
-      rv::Set{"k", {1, 2}},     rv::Get{"k", 30}, rv::Add{"n", 2},
-      rv::Wait{{"k", "m"}, 40}, rv::Del{"k"},     join_msg(0, 2, "a", 30),
-      join_msg(1, 2, "b", 30),  rv::Leave{},      rv::Heartbeat{3},
-      rv::Abort{"x"},           rv::Ok{},         rv::Auth{{1, 2}},
+      rv::Set{"k", {1, 2}},
+      rv::Get{"k", 30},
+      rv::Add{"n", 2},
+      rv::Wait{{"k", "m"}, 40},
+      rv::Del{"k"},
+      join_msg(0, 2, "a", 30),
+      join_msg(1, 2, "b", 30),
+      rv::Leave{},
+      rv::Heartbeat{3},
+      rv::Abort{"x"},
+      rv::Ok{},
+      rv::Auth{{1, 2}},
+      rv::CompareSet{"m", false, {}, {7}},
+      rv::CompareSet{"k", true, {1, 2}, {3}},
   };
   rv::ConnId next = 1000;
   for (int iter = 0; iter < 3000; ++iter) {
@@ -566,6 +895,7 @@ TEST_CASE("core: random and mutated byte streams never break it") {
   h.advance(1000ms);  // every deadline passes: only silent-but-valid connections can remain
   for (rv::ConnId id = 1000; id < next; ++id) h.core.on_disconnect(id, "end");
   CHECK(h.core.connection_count() == 0);
+  h.advance(500ms);  // the job TTL: jobs that kept keys go too
   CHECK(h.core.job_count() == 0);
   CHECK_FALSE(h.core.next_deadline());
 }

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +25,12 @@ constexpr const char* kAbout =
     "keys, checks that ranks agree, and tells a job at once when a rank fails.";
 
 constexpr const char* kFooter =
+    "SIZE: bytes, or with K, M or G (KiB, MiB, GiB). DURATION: 500ms, 30s, 10m,\n"
+    "2h (a bare number is seconds).\n"
+    "\n"
+    "A job's keys outlive its connections; its communicators are forgotten when\n"
+    "its last rank leaves. A full store refuses writes with words, never evicts.\n"
+    "\n"
     "SIGINT or SIGTERM stops the daemon: waiting clients get an error, members\n"
     "are told the server is stopping.";
 
@@ -39,6 +46,48 @@ long long number(const std::string& text, long long min, long long max, const st
   const long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || errno != 0 || *end != '\0' || v < min || v > max) cc::cli::reject(words);
   return v;
+}
+
+// "64MiB", "64M", "65536": a number of bytes with an optional binary unit,
+// or the option's words for a bad value.
+size_t size_in_bytes(const std::string& text, const std::string& words) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const long long n = number(text.substr(0, digits), 1, 1LL << 50, words);
+  std::string unit = text.substr(digits);
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  int shift = 0;
+  if (unit == "k" || unit == "kib")
+    shift = 10;
+  else if (unit == "m" || unit == "mib")
+    shift = 20;
+  else if (unit == "g" || unit == "gib")
+    shift = 30;
+  else if (!unit.empty() && unit != "b")
+    cc::cli::reject(words);
+  if (n > (1LL << 50) >> shift) cc::cli::reject(words);
+  return static_cast<size_t>(n) << shift;
+}
+
+// "500ms", "30s", "10m", "2h", "0"; a bare number is seconds.
+std::chrono::milliseconds duration(const std::string& text, const std::string& words) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const long long n = number(text.substr(0, digits), 0, 1LL << 40, words);
+  const std::string unit = text.substr(digits);
+  long long ms_per_unit = 0;
+  if (unit == "ms")
+    ms_per_unit = 1;
+  else if (unit.empty() || unit == "s")
+    ms_per_unit = 1000;
+  else if (unit == "m")
+    ms_per_unit = 60 * 1000;
+  else if (unit == "h")
+    ms_per_unit = 3600 * 1000;
+  else
+    cc::cli::reject(words);
+  if (n > (1LL << 40) / ms_per_unit) cc::cli::reject(words);
+  return std::chrono::milliseconds(n * ms_per_unit);
 }
 
 // Reads the token, without its trailing newline; warns about loose permissions.
@@ -127,6 +176,34 @@ int main(int argc, char** argv) {
          "refuse new keys above N per job (default 100000)")
       ->option_text("N");
   app.add_option_function<std::string>(
+         "--max-bytes-per-job",
+         [&](const std::string& v) {
+           options.max_bytes_per_job = size_in_bytes(
+               v, "--max-bytes-per-job needs a size in bytes, such as 67108864 or 64MiB");
+         },
+         "refuse a write that would take a job's keys and\n"
+         "values above SIZE (default 64MiB)")
+      ->option_text("SIZE");
+  app.add_option_function<std::string>(
+         "--max-total-bytes",
+         [&](const std::string& v) {
+           options.max_total_bytes = size_in_bytes(
+               v, "--max-total-bytes needs a size in bytes, such as 1073741824 or 1GiB");
+         },
+         "the same over every job (default 1GiB)")
+      ->option_text("SIZE");
+  app.add_option_function<std::string>(
+         "--job-ttl",
+         [&](const std::string& v) {
+           options.job_ttl = duration(v,
+                                      "--job-ttl needs a duration such as 1h, 30m, 90s or 500ms "
+                                      "(0 = keep a job's keys until deleted)");
+         },
+         "keep the keys of a job with no connection for\n"
+         "DURATION, then forget the job (default 1h;\n"
+         "0 = until deleted or the daemon stops)")
+      ->option_text("DURATION");
+  app.add_option_function<std::string>(
          "--handshake-timeout-ms",
          [&](const std::string& v) {
            options.handshake_timeout =
@@ -205,6 +282,11 @@ int main(int argc, char** argv) {
   }
   cc::log().info("cc-rendezvous {} ready on port {} (pid {})", CC_VERSION_STRING, server->port(),
                  getpid());
+  if (options.job_ttl.count() > 0)
+    cc::log().info("a job's keys are kept for {} ms after its last connection (--job-ttl)",
+                   options.job_ttl.count());
+  else
+    cc::log().info("a job's keys are kept until deleted (--job-ttl 0)");
 
   int sig = 0;
   while (sigwait(&signals, &sig) != 0) {

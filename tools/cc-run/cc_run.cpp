@@ -575,6 +575,9 @@ int main(int argc, char** argv) {
                                                                   : "0.0.0.0";
     so.port = o.master_port;
     so.token = cfg.token;
+    // The server lives as long as the launch: the jobs' keys stay that long
+    // unless CC_JOB_TTL_MS asks for less.
+    so.job_ttl = std::chrono::milliseconds(cfg.job_ttl_or(0));
     if (cc::Status s = cc::rv::Server::start(so, &server); !s.ok()) {
       std::fprintf(stderr, "cc-run: cannot start the rendezvous server: %s\n", s.message.c_str());
       return 1;
