@@ -179,7 +179,7 @@ torch_ops() {
   fi
   for backend in cc cpu:gloo,cuda:cc; do
     name=torch-ops-${backend//[:,]/-}
-    run "$name" env CC_LOG_LEVEL=debug TORCH_SHOW_CPP_STACKTRACES=1 \
+    run "$name" env CC_LOG_LEVEL=debug TORCH_SHOW_CPP_STACKTRACES="${TORCH_SHOW_CPP_STACKTRACES:-0}" \
       "$PYTHON" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
       --master-port "$(free_port)" "${under_gdb[@]}" "$HERE/torch_backend_ops.py" "$backend"
     # gdb's exit status may hide a crash: every rank must also have said it passed.
