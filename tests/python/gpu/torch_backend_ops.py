@@ -218,6 +218,17 @@ def _():
         raise AssertionError("a non-contiguous input was accepted")
 
 
+@check("errors carry cc's words: an all_gather_into_tensor output of the wrong size")
+def _():
+    try:
+        dist.all_gather_into_tensor(torch.zeros(3, device=device), full(8, 1.0))
+    except Exception as e:
+        assert "cc backend (rank %d)" % rank in str(e) and "needs world size (%d)" % size in str(e), \
+            str(e)
+    else:
+        raise AssertionError("an output of the wrong size was accepted")
+
+
 @check("errors carry cc's words: a tensor on another GPU than the group's")
 def _():
     other = (local + 1) % torch.cuda.device_count()

@@ -64,8 +64,8 @@ Buffer buffer_of(const at::Tensor& t, int rank, const char* op, bool elementwise
   if (t.is_sparse()) fail(where(rank, op) + "sparse tensors are not supported");
   const bool dense = elementwise ? t.is_non_overlapping_and_dense() : t.is_contiguous();
   if (!dense)
-    fail(where(rank, op) + "the tensor is not contiguous (sizes " + c10::str(t.sizes()) +
-         ", strides " + c10::str(t.strides()) + "): pass tensor.contiguous()");
+    fail(where(rank, op) + "the tensor is not contiguous (sizes " + list_of(t.sizes()) +
+         ", strides " + list_of(t.strides()) + "): pass tensor.contiguous()");
   Buffer b;
   b.dtype = dtype_of(t.scalar_type(), rank, op);
   b.is_bool = t.scalar_type() == at::ScalarType::Bool;
@@ -305,18 +305,19 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allgather(std::vector<std::vector<at::
                                                     std::vector<at::Tensor>& inputs,
                                                     const c10d::AllgatherOptions& /*opts*/) {
   const char* op = "allgather";
-  TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1, where(rank_, op),
-              "takes one input and one output list per process");
-  TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, where(rank_, op),
-              "the output list holds ", outputs[0].size(), " tensors; it needs one per rank (",
-              size_, ")");
+  if (!(inputs.size() == 1 && outputs.size() == 1))
+    fail(text(where(rank_, op), "takes one input and one output list per process"));
+  if (!(static_cast<int>(outputs[0].size()) == size_))
+    fail(text(where(rank_, op), "the output list holds ", outputs[0].size(),
+              " tensors; it needs one per rank (", size_, ")"));
   const Buffer in = buffer_of(inputs[0], rank_, op, false);
   std::vector<Buffer> outs;
   for (const auto& t : outputs[0]) {
     same_dtype(inputs[0], t, rank_, op);
     outs.push_back(buffer_of(t, rank_, op, false));
-    TORCH_CHECK(outs.back().count == in.count, where(rank_, op), "output tensors must have ",
-                inputs[0].numel(), " elements like the input, one has ", t.numel());
+    if (!(outs.back().count == in.count))
+      fail(text(where(rank_, op), "output tensors must have ", inputs[0].numel(),
+                " elements like the input, one has ", t.numel()));
   }
   // One broadcast from each rank into its slot, fused into one launch.
   return run(c10d::OpType::ALLGATHER, device_of(inputs, outputs[0], rank_, op), inputs, outputs[0],
@@ -334,9 +335,9 @@ c10::intrusive_ptr<c10d::Work> CCBackend::_allgather_base(at::Tensor& output, at
   same_dtype(input, output, rank_, op);
   const Buffer in = buffer_of(input, rank_, op, false);
   const Buffer out = buffer_of(output, rank_, op, false);
-  TORCH_CHECK(out.count == in.count * static_cast<size_t>(size_), where(rank_, op),
-              "the output has ", output.numel(), " elements; it needs world size (", size_,
-              ") times the input's ", input.numel());
+  if (!(out.count == in.count * static_cast<size_t>(size_)))
+    fail(text(where(rank_, op), "the output has ", output.numel(),
+              " elements; it needs world size (", size_, ") times the input's ", input.numel()));
   return run(c10d::OpType::_ALLGATHER_BASE, device_of({input}, {output}, rank_, op), {input},
              {output}, [&](cc_comm_t comm, cudaStream_t s) {
                check(api().allgather(in.data, out.data, in.count, in.dtype, comm, s),
@@ -362,19 +363,20 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* op = "reduce_scatter";
-  TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1, where(rank_, op),
-              "takes one output and one input list per process");
-  TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, where(rank_, op),
-              "the input list holds ", inputs[0].size(), " tensors; it needs one per rank (", size_,
-              ")");
+  if (!(outputs.size() == 1 && inputs.size() == 1))
+    fail(text(where(rank_, op), "takes one output and one input list per process"));
+  if (!(static_cast<int>(inputs[0].size()) == size_))
+    fail(text(where(rank_, op), "the input list holds ", inputs[0].size(),
+              " tensors; it needs one per rank (", size_, ")"));
   const Buffer out = buffer_of(outputs[0], rank_, op, false);
   const cc_redop_t redop = op_of(opts.reduceOp, out, rank_, op);
   std::vector<Buffer> ins;
   for (const auto& t : inputs[0]) {
     same_dtype(t, outputs[0], rank_, op);
     ins.push_back(buffer_of(t, rank_, op, false));
-    TORCH_CHECK(ins.back().count == out.count, where(rank_, op), "input tensors must have ",
-                outputs[0].numel(), " elements like the output, one has ", t.numel());
+    if (!(ins.back().count == out.count))
+      fail(text(where(rank_, op), "input tensors must have ", outputs[0].numel(),
+                " elements like the output, one has ", t.numel()));
   }
   // One reduce to each rank from its slot, fused into one launch.
   return run(c10d::OpType::REDUCE_SCATTER, device_of(inputs[0], outputs, rank_, op), inputs[0],
@@ -393,9 +395,9 @@ c10::intrusive_ptr<c10d::Work> CCBackend::_reduce_scatter_base(
   const Buffer in = buffer_of(input, rank_, op, false);
   const Buffer out = buffer_of(output, rank_, op, false);
   const cc_redop_t redop = op_of(opts.reduceOp, out, rank_, op);
-  TORCH_CHECK(in.count == out.count * static_cast<size_t>(size_), where(rank_, op),
-              "the input has ", input.numel(), " elements; it needs world size (", size_,
-              ") times the output's ", output.numel());
+  if (!(in.count == out.count * static_cast<size_t>(size_)))
+    fail(text(where(rank_, op), "the input has ", input.numel(), " elements; it needs world size (",
+              size_, ") times the output's ", output.numel()));
   return run(c10d::OpType::_REDUCE_SCATTER_BASE, device_of({input}, {output}, rank_, op), {input},
              {output}, [&](cc_comm_t comm, cudaStream_t s) {
                check(api().reducescatter(in.data, out.data, out.count, out.dtype, redop, comm, s),
@@ -431,9 +433,10 @@ c10::intrusive_ptr<c10d::Work> CCBackend::alltoall_base(at::Tensor& output, at::
   const c10::Device device = device_of({input}, {output}, rank_, op);
   const auto n = static_cast<size_t>(size_);
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
-    TORCH_CHECK(in.count == out.count && in.count % n == 0, where(rank_, op),
+    if (!(in.count == out.count && in.count % n == 0))
+      fail(text(where(rank_, op),
                 "input and output need the same number of elements, divisible by the world size ",
-                size_, " (input ", input.numel(), ", output ", output.numel(), ")");
+                size_, " (input ", input.numel(), ", output ", output.numel(), ")"));
     return run(c10d::OpType::ALLTOALL_BASE, device, {input}, {output},
                [&](cc_comm_t comm, cudaStream_t s) {
                  check(api().alltoall(in.data, out.data, in.count / n, in.dtype, comm, s),
@@ -447,8 +450,9 @@ c10::intrusive_ptr<c10d::Work> CCBackend::alltoall_base(at::Tensor& output, at::
   };
   auto slices = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const Buffer& b,
                     const char* which) {
-    TORCH_CHECK(splits.empty() || splits.size() == n, where(rank_, op), which,
-                " split sizes need one entry per rank (", size_, "), got ", splits.size());
+    if (!(splits.empty() || splits.size() == n))
+      fail(text(where(rank_, op), which, " split sizes need one entry per rank (", size_, "), got ",
+                splits.size()));
     std::vector<Slice> out_slices(n);
     const size_t rows = t.dim() > 0 ? static_cast<size_t>(t.size(0)) : 1;
     const size_t row = rows > 0 ? b.count / rows : 0;
@@ -458,8 +462,9 @@ c10::intrusive_ptr<c10d::Work> CCBackend::alltoall_base(at::Tensor& output, at::
       out_slices[i] = {total * row, split * row};
       total += split;
     }
-    TORCH_CHECK(total == rows, where(rank_, op), which, " split sizes add up to ", total,
-                " rows but the tensor has ", rows);
+    if (!(total == rows))
+      fail(text(where(rank_, op), which, " split sizes add up to ", total,
+                " rows but the tensor has ", rows));
     return out_slices;
   };
   const std::vector<Slice> send = slices(input_split_sizes, input, in, "input");
@@ -529,8 +534,10 @@ void CCBackend::startCoalescing() {
   if (coalescing_) {
     // The last block never ended (its caller raised before endCoalescing):
     // what it queued is dropped rather than fused into this one.
-    TORCH_WARN(where(rank_, "startCoalescing"),
-               "the previous coalescing block was never ended; its operations are dropped");
+    const std::string warning = where(rank_, "startCoalescing") +
+                                "the previous coalescing block was never ended; its operations "
+                                "are dropped";
+    TORCH_WARN(warning);  // one std::string: c10::str passes it through without a stream
     abandon_coalescing();
   }
   coalescing_ = true;
@@ -540,8 +547,9 @@ void CCBackend::startCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> CCBackend::endCoalescing() {
   std::lock_guard<std::mutex> lock(run_mutex_);
-  TORCH_CHECK(coalescing_, where(rank_, "endCoalescing"),
-              "no coalescing block is open (an operation that fails inside one ends it)");
+  if (!coalescing_)
+    fail(text(where(rank_, "endCoalescing"),
+              "no coalescing block is open (an operation that fails inside one ends it)"));
   coalescing_ = false;
   auto work = std::move(coalesced_);
   if (group_open_) {

@@ -7,6 +7,9 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
+
+#include <c10/util/ArrayRef.h>
 
 #include "cc/cc.h"
 
@@ -52,5 +55,33 @@ std::string words(const char* call, cc_result_t r);
 // torch.distributed.DistBackendError).
 [[noreturn]] void fail(const char* call, cc_result_t r);
 [[noreturn]] void fail(const std::string& message);
+
+// Words from parts: strings as they are, integers in decimal.
+//
+// The extension writes no text through std::ostream (c10::str with more than
+// one part, TORCH_CHECK's message parts, operator<<). Built by
+// torch.utils.cpp_extension, it carries its own copies of libstdc++'s stream
+// templates, and with torch 2.11 formatting an integer through them crashed
+// the process (SIGSEGV in the extension's basic_ostream::_M_insert<long>,
+// under TORCH_CHECK's message) instead of raising.
+template <class... Parts>
+std::string text(const Parts&... parts) {
+  std::string out;
+  const auto append = [&out](const auto& part) {
+    if constexpr (std::is_integral_v<std::decay_t<decltype(part)>>)
+      out += std::to_string(part);
+    else
+      out += part;
+  };
+  (append(parts), ...);
+  return out;
+}
+
+// "[2, 3]" for sizes and strides.
+inline std::string list_of(c10::IntArrayRef values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
 
 }  // namespace cc_torch
