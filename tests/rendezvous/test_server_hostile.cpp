@@ -79,6 +79,15 @@ rv::Join join_msg(int rank, int world, const std::string& host, uint32_t timeout
   return j;
 }
 
+// The error a client hears next, within 3 s; anything else fails the test.
+rv::Error next_error(RawClient& c) {
+  auto f = c.recv(3s);
+  REQUIRE(f);
+  auto* e = std::get_if<rv::Error>(&f->message);
+  REQUIRE(e);
+  return *e;
+}
+
 }  // namespace
 
 TEST_CASE("hostile input drops only the sender, with its reason") {
@@ -227,12 +236,9 @@ TEST_CASE("join checks through the real server") {
     REQUIRE(a.send(7, join_msg(1, 2, "host-a")));
     REQUIRE(b.send(8, join_msg(1, 2, "host-b")));
     for (RawClient* c : {&a, &b}) {
-      auto f = c->recv(3s);
-      REQUIRE(f);
-      auto* e = std::get_if<rv::Error>(&f->message);
-      REQUIRE(e);
-      CHECK(e->code == CC_ERR_MISMATCH);
-      CHECK_THAT(e->message, Catch::Contains("claimed twice") && Catch::Contains("host-a") &&
+      const rv::Error e = next_error(*c);
+      CHECK(e.code == CC_ERR_MISMATCH);
+      CHECK_THAT(e.message, Catch::Contains("claimed twice") && Catch::Contains("host-a") &&
                                  Catch::Contains("host-b"));
     }
   }
@@ -243,12 +249,9 @@ TEST_CASE("join checks through the real server") {
     REQUIRE(a.send(1, join_msg(0, 2, "host-a")));
     REQUIRE(b.send(1, join_msg(1, 3, "host-b")));
     for (RawClient* c : {&a, &b}) {
-      auto f = c->recv(3s);
-      REQUIRE(f);
-      auto* e = std::get_if<rv::Error>(&f->message);
-      REQUIRE(e);
-      CHECK(e->code == CC_ERR_MISMATCH);
-      CHECK_THAT(e->message, Catch::Contains("world size") && Catch::Contains("said 2") &&
+      const rv::Error e = next_error(*c);
+      CHECK(e.code == CC_ERR_MISMATCH);
+      CHECK_THAT(e.message, Catch::Contains("world size") && Catch::Contains("said 2") &&
                                  Catch::Contains("said 3"));
     }
   }
@@ -260,12 +263,9 @@ TEST_CASE("join checks through the real server") {
     REQUIRE(a.send(1, join_msg(0, 4, "host-a", 300)));
     REQUIRE(b.send(1, join_msg(1, 4, "host-b", 5000)));
     for (RawClient* c : {&a, &b}) {
-      auto f = c->recv(3s);
-      REQUIRE(f);
-      auto* e = std::get_if<rv::Error>(&f->message);
-      REQUIRE(e);
-      CHECK(e->code == CC_ERR_TIMEOUT);
-      CHECK_THAT(e->message,
+      const rv::Error e = next_error(*c);
+      CHECK(e.code == CC_ERR_TIMEOUT);
+      CHECK_THAT(e.message,
                  Catch::Contains("ranks 2, 3 of 4 never joined job 'missing' (generation 0)"));
     }
     const auto took = std::chrono::steady_clock::now() - t0;
