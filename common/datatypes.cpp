@@ -1,5 +1,7 @@
 #include "common/datatypes.hpp"
 
+#include <algorithm>
+
 namespace cc {
 
 size_t datatype_size(cc_datatype_t dtype) {
@@ -74,6 +76,23 @@ const char* redop_name(cc_redop_t op) {
       break;
   }
   return "unknown";
+}
+
+double reduce_step(cc_redop_t op, double acc, double value) {
+  switch (op) {
+    case CC_SUM:
+    case CC_AVG:
+      return acc + value;
+    case CC_PROD:
+      return acc * value;
+    case CC_MAX:
+      return std::max(acc, value);
+    case CC_MIN:
+      return std::min(acc, value);
+    case CC_NUM_REDOPS:
+      break;
+  }
+  return acc;
 }
 
 }  // namespace cc

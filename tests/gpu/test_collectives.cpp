@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/datatypes.hpp"
 #include "tests/gpu/dtype_codec.hpp"
 #include "tests/gpu/gpu_env.hpp"
 
@@ -34,26 +35,7 @@ double plain_input(int rank, size_t i) {
 
 double reduce_expected(cc_redop_t op, size_t i, int nranks) {
   double acc = reduce_input(op, 0, i);
-  for (int r = 1; r < nranks; ++r) {
-    const double v = reduce_input(op, r, i);
-    switch (op) {
-      case CC_SUM:
-      case CC_AVG:
-        acc += v;
-        break;
-      case CC_PROD:
-        acc *= v;
-        break;
-      case CC_MAX:
-        acc = std::max(acc, v);
-        break;
-      case CC_MIN:
-        acc = std::min(acc, v);
-        break;
-      default:
-        break;
-    }
-  }
+  for (int r = 1; r < nranks; ++r) acc = cc::reduce_step(op, acc, reduce_input(op, r, i));
   return op == CC_AVG ? acc / nranks : acc;
 }
 

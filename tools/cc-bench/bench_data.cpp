@@ -6,6 +6,8 @@
 #include <limits>
 #include <thread>
 
+#include "common/datatypes.hpp"
+
 namespace ccbench {
 namespace {
 
@@ -122,26 +124,7 @@ double tolerance(cc_datatype_t t) {
 
 double reduce_at(const Shape& s, size_t i) {
   double acc = input_value(s, 0, i);
-  for (int p = 1; p < s.nranks; ++p) {
-    const double v = input_value(s, p, i);
-    switch (s.op) {
-      case CC_SUM:
-      case CC_AVG:
-        acc += v;
-        break;
-      case CC_PROD:
-        acc *= v;
-        break;
-      case CC_MAX:
-        acc = std::max(acc, v);
-        break;
-      case CC_MIN:
-        acc = std::min(acc, v);
-        break;
-      case CC_NUM_REDOPS:
-        break;
-    }
-  }
+  for (int p = 1; p < s.nranks; ++p) acc = cc::reduce_step(s.op, acc, input_value(s, p, i));
   if (s.op == CC_AVG) {
     acc /= s.nranks;
     if (!is_float(s.dtype)) acc = std::floor(acc);  // NCCL divides integers after the sum
