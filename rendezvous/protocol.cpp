@@ -91,6 +91,9 @@ class Reader {
     if (error_ == DecodeError::none) error_ = e;
     return false;
   }
+  // True when every byte was read: fields appended to a message later are
+  // read only when present, so older frames still decode.
+  bool at_end() const { return error_ == DecodeError::none && pos_ == in_.size(); }
   DecodeError finish() {
     if (error_ == DecodeError::none && pos_ != in_.size()) error_ = DecodeError::trailing_bytes;
     return error_;
@@ -210,31 +213,35 @@ struct Codec<Del> {
   static void put(Writer& w, const Del& m) { w.str(m.key); }
   static bool get(Reader& r, Del& m) { return r.key(m.key); }
 };
+void put_info(Writer& w, const MemberInfo& i) {
+  w.i32(i.rank);
+  w.i32(i.world_size);
+  w.u32(i.generation);
+  w.str(i.host);
+  w.u32(i.pid);
+  w.i32(i.nccl_version);
+  w.i32(i.cuda_driver);
+  w.i32(i.cuda_runtime);
+  w.str(i.gpu_uuid);
+  w.str(i.nccl_addr);
+}
+bool get_info(Reader& r, MemberInfo& i) {
+  return r.i32(i.rank) && r.i32(i.world_size) && r.u32(i.generation) && r.text(i.host) &&
+         r.u32(i.pid) && r.i32(i.nccl_version) && r.i32(i.cuda_driver) && r.i32(i.cuda_runtime) &&
+         r.text(i.gpu_uuid) && r.text(i.nccl_addr);
+}
+
 template <>
 struct Codec<Join> {
   static constexpr MsgType type = MsgType::join;
   static void put(Writer& w, const Join& m) {
-    const MemberInfo& i = m.info;
-    w.i32(i.rank);
-    w.i32(i.world_size);
-    w.u32(i.generation);
-    w.str(i.host);
-    w.u32(i.pid);
-    w.i32(i.nccl_version);
-    w.i32(i.cuda_driver);
-    w.i32(i.cuda_runtime);
-    w.str(i.gpu_uuid);
-    w.str(i.nccl_addr);
+    put_info(w, m.info);
     w.bytes(m.unique_id);
     w.u32(m.timeout_ms);
   }
   static bool get(Reader& r, Join& m) {
-    MemberInfo& i = m.info;
-    if (!(r.i32(i.rank) && r.i32(i.world_size) && r.u32(i.generation) && r.text(i.host) &&
-          r.u32(i.pid) && r.i32(i.nccl_version) && r.i32(i.cuda_driver) && r.i32(i.cuda_runtime) &&
-          r.text(i.gpu_uuid) && r.text(i.nccl_addr) && r.bytes(m.unique_id, 1024) &&
-          r.u32(m.timeout_ms)))
-      return false;
+    const MemberInfo& i = m.info;
+    if (!(get_info(r, m.info) && r.bytes(m.unique_id, 1024) && r.u32(m.timeout_ms))) return false;
     if (i.world_size <= 0 || i.rank < 0) return r.fail(DecodeError::bad_field);
     return true;
   }
@@ -299,6 +306,11 @@ struct Codec<Joined> {
       w.u32(s.pid);
     }
     w.str(m.notice);
+    w.u32(m.epoch);
+    w.i32(m.rank);
+    w.u32(static_cast<uint32_t>(m.failed.size()));
+    for (int32_t f : m.failed) w.i32(f);
+    w.u8(static_cast<uint8_t>(m.method));
   }
   static bool get(Reader& r, Joined& m) {
     uint32_t n = 0;
@@ -306,7 +318,18 @@ struct Codec<Joined> {
     m.members.resize(n);
     for (auto& s : m.members)
       if (!(r.i32(s.rank) && r.text(s.host) && r.u32(s.pid))) return false;
-    return r.str(m.notice, r.limits().max_frame);
+    if (!r.str(m.notice, r.limits().max_frame)) return false;
+    if (r.at_end()) return true;  // a server without recovery
+    uint32_t nf = 0;
+    uint8_t method = 0;
+    if (!(r.u32(m.epoch) && r.i32(m.rank) && r.count(nf, r.limits().max_frame / 4))) return false;
+    m.failed.resize(nf);
+    for (auto& f : m.failed)
+      if (!r.i32(f)) return false;
+    if (!r.u8(method)) return false;
+    if (method > 1) return r.fail(DecodeError::bad_field);
+    m.method = static_cast<RecoverMethod>(method);
+    return true;
   }
 };
 template <>
@@ -347,8 +370,12 @@ struct Codec<ProgressQuery> {
   static void put(Writer& w, const ProgressQuery& m) {
     w.u32(m.generation);
     w.i32(m.rank);
+    w.u32(m.epoch);
   }
-  static bool get(Reader& r, ProgressQuery& m) { return r.u32(m.generation) && r.i32(m.rank); }
+  static bool get(Reader& r, ProgressQuery& m) {
+    if (!(r.u32(m.generation) && r.i32(m.rank))) return false;
+    return r.at_end() || r.u32(m.epoch);  // older clients send no epoch
+  }
 };
 template <>
 struct Codec<Progress> {
@@ -397,6 +424,47 @@ struct Codec<CompareSetResult> {
   static constexpr MsgType type = MsgType::compare_set_result;
   static void put(Writer& w, const CompareSetResult& m) { w.u8(m.swapped ? 1 : 0); }
   static bool get(Reader& r, CompareSetResult& m) { return r.boolean(m.swapped); }
+};
+template <>
+struct Codec<Recover> {
+  static constexpr MsgType type = MsgType::recover;
+  static void put(Writer& w, const Recover& m) {
+    put_info(w, m.info);
+    w.u32(m.epoch);
+    w.u8(static_cast<uint8_t>(m.kind));
+    w.i32(m.nranks);
+    w.u8(m.can_shrink ? 1 : 0);
+    w.u32(m.timeout_ms);
+  }
+  static bool get(Reader& r, Recover& m) {
+    uint8_t kind = 0;
+    if (!(get_info(r, m.info) && r.u32(m.epoch) && r.u8(kind) && r.i32(m.nranks) &&
+          r.boolean(m.can_shrink) && r.u32(m.timeout_ms)))
+      return false;
+    if (kind < 1 || kind > 2 || m.info.rank < 0 || m.info.world_size <= 0)
+      return r.fail(DecodeError::bad_field);
+    m.kind = static_cast<RecoverKind>(kind);
+    if (m.kind == RecoverKind::regrow && m.nranks <= 0) return r.fail(DecodeError::bad_field);
+    return true;
+  }
+};
+template <>
+struct Codec<RecoverId> {
+  static constexpr MsgType type = MsgType::recover_id;
+  static void put(Writer& w, const RecoverId& m) {
+    w.u32(m.epoch);
+    w.bytes(m.unique_id);
+    w.u32(m.timeout_ms);
+  }
+  static bool get(Reader& r, RecoverId& m) {
+    return r.u32(m.epoch) && r.bytes(m.unique_id, 1024) && r.u32(m.timeout_ms);
+  }
+};
+template <>
+struct Codec<RecoverIdWanted> {
+  static constexpr MsgType type = MsgType::recover_id_wanted;
+  static void put(Writer& w, const RecoverIdWanted& m) { w.u32(m.epoch); }
+  static bool get(Reader& r, RecoverIdWanted& m) { return r.u32(m.epoch); }
 };
 
 void put_u32(uint8_t* p, uint32_t v) {
@@ -474,6 +542,12 @@ const char* type_name(MsgType t) {
       return "compare-set";
     case MsgType::compare_set_result:
       return "compare-set-result";
+    case MsgType::recover:
+      return "recover";
+    case MsgType::recover_id:
+      return "recover-id";
+    case MsgType::recover_id_wanted:
+      return "recover-id-wanted";
   }
   return "unknown";
 }
@@ -590,6 +664,12 @@ DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, cons
       return decode_as<CompareSet>(payload, limits, out);
     case MsgType::compare_set_result:
       return decode_as<CompareSetResult>(payload, limits, out);
+    case MsgType::recover:
+      return decode_as<Recover>(payload, limits, out);
+    case MsgType::recover_id:
+      return decode_as<RecoverId>(payload, limits, out);
+    case MsgType::recover_id_wanted:
+      return decode_as<RecoverIdWanted>(payload, limits, out);
   }
   return DecodeError::unknown_type;
 }

@@ -48,6 +48,8 @@ enum class MsgType : uint16_t {
   abort = 23,
   watch = 24,           // announce me as failed after a silence
   progress_query = 25,  // who is behind
+  recover = 30,         // go on as the next generation of a communicator (shrink, regrow)
+  recover_id = 31,      // the NCCL id of that generation, from the rank asked to make it
   // server -> client
   challenge = 101,
   ok = 102,
@@ -59,6 +61,7 @@ enum class MsgType : uint16_t {
   heartbeat_ack = 108,
   progress = 109,
   compare_set_result = 110,
+  recover_id_wanted = 115,  // answers recover: this rank makes the next generation's id
 };
 
 // ---- messages --------------------------------------------------------
@@ -156,6 +159,7 @@ inline constexpr size_t kMaxProgressMembers = 64;
 struct ProgressQuery {
   uint32_t generation = 0;
   int32_t rank = -1;
+  uint32_t epoch = 0;  // which recovery generation of it (absent in older frames: 0)
 };
 
 struct Ok {};
@@ -174,12 +178,26 @@ struct MemberSummary {
   std::string host;
   uint32_t pid = 0;
 };
+// How the ranks of a generation made by a recovery build its NCCL communicator.
+enum class RecoverMethod : uint8_t {
+  new_id = 0,       // ncclCommInitRank with unique_id
+  nccl_shrink = 1,  // ncclCommShrink of the previous generation's communicator, excluding `failed`
+};
 struct Joined {
   std::vector<uint8_t> unique_id;
-  std::vector<MemberSummary> members;  // indexed by rank
+  std::vector<MemberSummary> members;  // indexed by rank; MemberSummary::rank is the job rank
   // Warnings every rank should log, one a line: e.g. a rank whose NCCL
   // address differs from the address its connection came from (NAT).
   std::string notice;
+  // The fields below are absent in frames of older servers (decoded as the
+  // defaults). epoch is the communicator's generation (cc_comm_generation):
+  // 0 for a join, one more for each shrink or regrow. rank is the receiver's
+  // rank in it (-1: its Join's rank). failed lists the ranks of the previous
+  // generation, in its numbering, that this one leaves out or replaces.
+  uint32_t epoch = 0;
+  int32_t rank = -1;
+  std::vector<int32_t> failed;
+  RecoverMethod method = RecoverMethod::new_id;
 };
 enum class PeerEventKind : uint8_t { failed = 1, aborted = 2, left = 3, server_stopping = 4 };
 struct PeerEvent {
@@ -205,9 +223,46 @@ struct CompareSetResult {
   bool swapped = false;
 };
 
+// ---- recovery (cc_comm_shrink, cc_comm_regrow) ------------------------
+// A communicator of a job is named by its join number (MemberInfo::generation).
+// Its generations (cc_comm_generation; `epoch` here, since `generation` names
+// the communicator) start at 0 with the ranks that joined it; each shrink or
+// regrow makes the next one, whose membership the server decides. A rank's
+// job rank is the rank it joined generation 0 with (a replacement: the rank
+// it was started with); in a shrunk generation ranks are renumbered densely
+// in job-rank order, in a regrown one rank = job rank.
+
+enum class RecoverKind : uint8_t { shrink = 1, regrow = 2 };
+
+// A survivor asks to go on in the next generation of a communicator. Sent on
+// a connection of its own, which becomes the survivor's membership of that
+// generation. Answered with Joined once the server has decided it (and has
+// its id), with RecoverIdWanted when this rank is to make the id, or with
+// Error (a mismatch, a stale rank, the deadline naming who never came, a
+// second failure that made the decision impossible).
+struct Recover {
+  MemberInfo info;  // rank: the job rank; generation: the communicator's join number
+  uint32_t epoch = 0;  // the generation it recovers from (its communicator's)
+  RecoverKind kind = RecoverKind::shrink;
+  int32_t nranks = 0;       // regrow: the size to grow back to
+  bool can_shrink = false;  // its communicator can still serve ncclCommShrink
+  uint32_t timeout_ms = 0;
+};
+// The id of the next generation, from the rank that got RecoverIdWanted.
+// Answered like Recover.
+struct RecoverId {
+  uint32_t epoch = 0;  // the generation being made
+  std::vector<uint8_t> unique_id;
+  uint32_t timeout_ms = 0;
+};
+struct RecoverIdWanted {
+  uint32_t epoch = 0;  // the generation being made
+};
+
 using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat, Abort,
                              Challenge, Ok, Error, Value, Integer, Joined, PeerEvent, HeartbeatAck,
-                             Watch, ProgressQuery, Progress, CompareSet, CompareSetResult>;
+                             Watch, ProgressQuery, Progress, CompareSet, CompareSetResult,
+                             Recover, RecoverId, RecoverIdWanted>;
 
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"

@@ -17,9 +17,13 @@
 // - Leave ends a membership cleanly: no event is sent to the other members
 //   (so a job of N ranks that finishes costs O(N), not O(N^2) messages).
 // - A member that drops without Leave, misses heartbeats or sends Abort is
-//   announced to every other member of the job (request_id 0), once. Each job
-//   announces at most kMaxAnnouncedFailures ranks; later failures are logged
-//   only (the members already know the job is broken).
+//   announced to every other member of its generation of its communicator
+//   (request_id 0), once. Each generation hears of at most
+//   kMaxAnnouncedFailures ranks; later failures are logged only (its members
+//   already know it is broken).
+// - Recover and a Join of a completed communicator are its recovery: the
+//   server decides the membership of each next generation
+//   (server_core/recovery.cpp states the rules).
 #pragma once
 
 #include <chrono>
@@ -89,8 +93,10 @@ class ServerCore {
   // True while some connection of the job is a member or a pending joiner.
   bool job_busy(const std::string& job_id) const;
   // Last completed operation each member reported by heartbeat, by rank, for
-  // one generation of a job (empty when unknown).
-  std::map<int32_t, uint64_t> member_progress(const std::string& job_id, uint32_t generation) const;
+  // one communicator (join number) of a job and one generation (epoch) of it
+  // (empty when unknown).
+  std::map<int32_t, uint64_t> member_progress(const std::string& job_id, uint32_t generation,
+                                              uint32_t epoch = 0) const;
 
  private:
   struct Impl;

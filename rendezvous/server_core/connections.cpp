@@ -123,6 +123,10 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
       return on_progress(c, rid, std::get<ProgressQuery>(m), now);
     case MsgType::abort:
       return on_abort(c, rid, std::get<Abort>(m));
+    case MsgType::recover:
+      return on_recover(c, rid, std::get<Recover>(m), now);
+    case MsgType::recover_id:
+      return on_recover_id(c, rid, std::get<RecoverId>(m), now);
     default:
       drop(c, rid, CC_ERR_RENDEZVOUS,
            std::string("unexpected message ") + type_name(type) +
@@ -178,8 +182,9 @@ bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
 }
 
 // Removes every trace of the connection; `failed` when it ended without a
-// clean Leave (then its memberships are announced as failures). Its job may
-// lose its communicator state, or its last connection (retention.cpp).
+// clean Leave (then its memberships are announced as failures, and its
+// process counts as dead for a recovery). Its job may lose its communicator
+// state, or its last connection (retention.cpp).
 void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   const ConnId id = c.id;
   disarm(c.handshake_timer);
@@ -189,6 +194,7 @@ void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   for (uint64_t pid : c.parked) cancel_parked(pid);
   Job* job = c.job;
   if (job != nullptr) {
+    recovery_conn_ends(*job, c, failed, reason);
     if (!c.memberships.empty()) {
       if (failed && !c.announced) announce(*job, c, PeerEventKind::failed, reason);
       end_memberships(*job, c);
@@ -198,6 +204,7 @@ void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   sink.close(id, reason);
   conns.erase(id);  // c is gone from here on
   if (job != nullptr) {
+    settle(*job);  // a recovery this connection held up may go on
     maybe_idle(*job);
     rank_gone(*job, id);
     if (job->conns.empty()) job_unused(*job);

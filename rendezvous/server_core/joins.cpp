@@ -6,8 +6,10 @@
 // generation, and every pending joiner gets the same words. When the last
 // rank joins, each gets Joined (rank 0's unique id, the member list and any
 // NAT notice) and becomes a member of the job; when the join deadline
-// passes first, the words name the ranks that never joined. Leave ends a
-// membership without announcing anything. A connection that sent Join counts
+// passes first, the words name the ranks that never joined. A Join of a
+// generation that completed goes to recovery.cpp (a replacement for a failed
+// rank, or a stale one). Leave ends a membership without announcing anything.
+// A connection that sent Join counts
 // as one of the job's ranks until it leaves or goes; the last of them takes
 // the job's communicator state with it (retention.cpp).
 #include <string>
@@ -42,6 +44,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   }
   auto [git, fresh] = job.generations.try_emplace(in.generation);
   Generation& gen = git->second;
+  if (!fresh && gen.state == Generation::State::complete && job.lineages.count(in.generation))
+    return on_replacement(c, rid, j, now);  // recovery.cpp: a replacement, or a stale one
   if (!fresh && gen.state == Generation::State::complete) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
                me + " joined " + where +
@@ -150,7 +154,7 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
     --job.joiners;
     s.parked = 0;
     Conn& c = *conns.at(s.conn);
-    c.memberships.push_back({generation, s.info.rank, s.info.host, s.info.pid, 0});
+    c.memberships.push_back({generation, s.info.rank, s.info.host, s.info.pid, 0, 0, s.info.rank});
     job.members.insert(c.id);
     c.last_heartbeat = now;
     if (heartbeat_window(c).count() > 0)
@@ -158,6 +162,7 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
     send(c.id, rid, joined);
   }
   gen.gpu_owner.clear();
+  start_lineage(job, generation, gen);
   log().info("job {} (generation {}): all {} ranks joined", quote(job.id), generation,
              gen.world_size);
 }
@@ -201,14 +206,17 @@ bool ServerCore::Impl::on_leave(Conn& c, uint32_t rid) {
   Job& job = *c.job;
   if (!c.memberships.empty()) {
     log().debug("job {}: {} left", quote(job.id), c.who());
+    recovery_conn_ends(job, c, false, "");
     end_memberships(job, c);
+    settle(job);
     maybe_idle(job);
   }
   send(c.id, rid, Ok{});
   bool joining = false;
   for (uint64_t id : c.parked) {
     auto it = parked.find(id);
-    joining = joining || (it != parked.end() && it->second.kind == Parked::Kind::join);
+    joining = joining || (it != parked.end() && (it->second.kind == Parked::Kind::join ||
+                                                 it->second.kind == Parked::Kind::recover));
   }
   if (!joining) rank_gone(job, c.id);
   return true;

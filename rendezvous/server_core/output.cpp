@@ -1,9 +1,10 @@
 // Everything the rendezvous server's core tells its Sink: answers and errors
 // to one connection, dropping a connection (an error, a log line, then
 // forget), announcing a member's failure or abort to the other members of its
-// job (once per connection, at most ServerCore::kMaxAnnouncedFailures ranks
-// per job; later ones are logged only), and telling the I/O layer that a job
-// has no member and no joiner left.
+// generation of its communicator (once per connection, at most
+// ServerCore::kMaxAnnouncedFailures ranks per generation; later ones are
+// logged only), and telling the I/O layer that a job has no member and no
+// joiner left.
 #include <string>
 
 #include "common/log.hpp"
@@ -27,21 +28,35 @@ void ServerCore::Impl::drop(Conn& c, uint32_t rid, cc_result_t code, const std::
   forget(c, reason, true);
 }
 
+// Each membership is announced to the other members of its own generation
+// of its communicator: a survivor's new generation does not hear of a parent
+// that goes away.
 void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std::string& reason) {
   c.announced = true;
   const char* what = kind == PeerEventKind::aborted ? "aborted" : "failed";
-  if (job.announced >= ServerCore::kMaxAnnouncedFailures) {
-    log().warn("job {}: {} {}: {} (not announced: the job already had {} failures)", quote(job.id),
-               c.who(), what, reason, job.announced);
-    return;
-  }
-  ++job.announced;
-  log().warn("job {}: {} {}: {}; telling {} other members", quote(job.id), c.who(), what, reason,
-             job.members.size() - (job.members.count(c.id) ? 1 : 0));
   for (const Membership& m : c.memberships) {
+    size_t& told = job.announced[{m.generation, m.epoch}];
+    if (told >= ServerCore::kMaxAnnouncedFailures) {
+      log().warn("job {}: {} {}: {} (not announced: generation {} of communicator {} already had "
+                 "{} failures)",
+                 quote(job.id), c.who(), what, reason, m.epoch, m.generation, told);
+      continue;
+    }
+    ++told;
     PeerEvent ev{kind, m.rank, m.host, m.pid, reason};
-    for (ConnId other : job.members)
-      if (other != c.id) send(other, 0, ev);
+    size_t others = 0;
+    for (ConnId other : job.members) {
+      auto it = conns.find(other);
+      if (other == c.id || it == conns.end()) continue;
+      for (const Membership& om : it->second->memberships) {
+        if (om.generation != m.generation || om.epoch != m.epoch) continue;
+        send(other, 0, ev);
+        ++others;
+        break;
+      }
+    }
+    log().warn("job {}: {} {}: {}; told {} other members", quote(job.id), c.who(), what, reason,
+               others);
   }
 }
 

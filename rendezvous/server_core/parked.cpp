@@ -6,6 +6,8 @@
 // whose deadline passed with Error(CC_ERR_TIMEOUT) naming what never came
 // (for a join: the ranks that never joined, joins.cpp). A connection that
 // goes cancels its parked requests, and a pending join gives up its slot.
+// Recovery requests (Recover, RecoverId, a replacement's Join) are handed to
+// recovery.cpp at both ends.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -64,6 +66,7 @@ void ServerCore::Impl::cancel_parked(uint64_t id) {
   Parked& p = it->second;
   if (p.kind == Parked::Kind::join) release_join_slot(p);
   unlist_waiter(p, id);
+  if (p.kind == Parked::Kind::recover) recovery_parked_gone(id, p);
   disarm(p.timer);
   parked.erase(it);
 }
@@ -107,6 +110,8 @@ void ServerCore::Impl::expire_parked(uint64_t id) {
                    " ms; still missing: " + key_list(missing) +
                    "; check that the ranks that set them are running and use the same job id");
     finish_parked(id);
+  } else if (p.kind == Parked::Kind::recover) {
+    recovery_parked_expired(id, p);
   } else {
     join_timeout(job, p);
   }

@@ -59,7 +59,9 @@ void ServerCore::Impl::forget_communicators(Job& job) {
   log().info("job {}: communicator state forgotten (its last rank left); {} key(s) kept",
              quote(job.id), job.keys.size());
   job.generations.clear();
-  job.announced = 0;
+  job.lineages.clear();
+  job.unsettled.clear();
+  job.announced.clear();
 }
 
 // The job's last connection is gone.

@@ -49,7 +49,8 @@ bool ServerCore::job_busy(const std::string& job_id) const {
   return it != impl_->jobs.end() && (!it->second->members.empty() || it->second->joiners > 0);
 }
 std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_id,
-                                                        uint32_t generation) const {
+                                                        uint32_t generation,
+                                                        uint32_t epoch) const {
   std::map<int32_t, uint64_t> out;
   auto it = impl_->jobs.find(job_id);
   if (it == impl_->jobs.end()) return out;
@@ -57,7 +58,7 @@ std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_i
     auto c = impl_->conns.find(id);
     if (c == impl_->conns.end()) continue;
     for (const server_core::Membership& m : c->second->memberships)
-      if (m.generation == generation) out[m.rank] = m.last_completed;
+      if (m.generation == generation && m.epoch == epoch) out[m.rank] = m.last_completed;
   }
   return out;
 }

@@ -5,10 +5,12 @@
 // slot per joined rank (Slot). A connection that completed a join holds a
 // Membership per generation. Every deadline is one entry of a single ordered
 // map (Deadlines); an armed Timer is an iterator into it. A job's keys and
-// its communicator state have separate lives (retention.cpp). The members of
+// its communicator state have separate lives (retention.cpp). A communicator
+// that completed its join has a Lineage (recovery.hpp): its current
+// generation's members and any shrink or regrow in progress. The members of
 // Impl are defined in the files of this folder, one section each:
 // deadlines.cpp, output.cpp, connections.cpp, parked.cpp, kv.cpp,
-// retention.cpp, joins.cpp and watch.cpp.
+// retention.cpp, joins.cpp, watch.cpp and recovery.cpp.
 // Only the files of this folder include this header.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -26,6 +29,7 @@
 #include "cc/cc_version.h"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server_core.hpp"
+#include "rendezvous/server_core/recovery.hpp"
 
 namespace cc::rv::server_core {
 
@@ -42,11 +46,13 @@ using Timer = std::optional<Deadlines::iterator>;
 struct Job;
 
 struct Membership {
-  uint32_t generation = 0;
-  int32_t rank = -1;
-  std::string host;  // as the rank said in its Join
+  uint32_t generation = 0;  // the communicator (its join number)
+  int32_t rank = -1;        // in generation `epoch` of it
+  std::string host;         // as the rank said in its Join
   uint32_t pid = 0;
   uint64_t last_completed = 0;
+  uint32_t epoch = 0;       // 0: its join; one more for each shrink or regrow
+  int32_t job_rank = -1;    // the rank it joined generation 0 with (or was started with)
 };
 
 struct Conn {
@@ -72,7 +78,9 @@ struct Conn {
 };
 
 struct Parked {
-  enum class Kind : uint8_t { get, wait, join } kind = Kind::get;
+  // recover: a survivor's Recover or RecoverId, or a replacement's Join
+  // (recovery.cpp)
+  enum class Kind : uint8_t { get, wait, join, recover } kind = Kind::get;
   ConnId conn = 0;
   uint32_t request_id = 0;
   Job* job = nullptr;
@@ -80,8 +88,9 @@ struct Parked {
   std::string key;                // get
   std::vector<std::string> keys;  // wait
   size_t missing = 0;             // wait
-  uint32_t generation = 0;        // join
-  int32_t rank = -1;              // join
+  uint32_t generation = 0;        // join, recover
+  int32_t rank = -1;              // join; recover: the job rank
+  bool replacement = false;       // recover: a replacement's Join
   Timer timer;
 };
 
@@ -124,8 +133,12 @@ struct Job {
   std::unordered_set<ConnId> ranks;
   std::unordered_set<ConnId> members;
   std::map<uint32_t, Generation> generations;
-  size_t joiners = 0;
-  size_t announced = 0;
+  // By communicator (join number), once its join completed.
+  std::map<uint32_t, Lineage> lineages;
+  std::set<uint32_t> unsettled;  // lineages whose pending recovery may move on
+  size_t joiners = 0;            // pending joins and recoveries
+  // Failures announced per generation of a communicator: (join number, epoch).
+  std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
 };
 
 }  // namespace cc::rv::server_core
@@ -228,6 +241,20 @@ struct ServerCore::Impl {
   bool on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now);
   bool on_progress(Conn& c, uint32_t rid, const ProgressQuery& q, Clock::time_point now);
   bool on_abort(Conn& c, uint32_t rid, const Abort& a);
+
+  // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------
+  void start_lineage(Job& job, uint32_t generation, const Generation& gen);
+  bool on_recover(Conn& c, uint32_t rid, const Recover& r, Clock::time_point now);
+  bool on_recover_id(Conn& c, uint32_t rid, const RecoverId& m, Clock::time_point now);
+  bool on_replacement(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
+  void recovery_conn_ends(Job& job, const Conn& c, bool failed, const std::string& reason);
+  void recovery_parked_gone(uint64_t id, const Parked& p);
+  void recovery_parked_expired(uint64_t id, const Parked& p);
+  void settle(Job& job);
+  void evaluate(Job& job, uint32_t generation, server_core::Lineage& l);
+  void commit(Job& job, uint32_t generation, server_core::Lineage& l, RecoverMethod method);
+  void fail_recovery(Job& job, uint32_t generation, server_core::Lineage& l, cc_result_t code,
+                     const std::string& words);
 };
 
 }  // namespace cc::rv

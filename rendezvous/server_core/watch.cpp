@@ -57,7 +57,8 @@ bool ServerCore::Impl::on_progress(Conn& c, uint32_t rid, const ProgressQuery& q
     const auto silent =
         std::chrono::duration_cast<std::chrono::milliseconds>(now - member.last_heartbeat);
     for (const Membership& m : member.memberships) {
-      if (m.generation != q.generation || (q.rank >= 0 && m.rank != q.rank)) continue;
+      if (m.generation != q.generation || m.epoch != q.epoch || (q.rank >= 0 && m.rank != q.rank))
+        continue;
       if (q.rank < 0) {
         if (m.last_completed > lowest) continue;
         if (m.last_completed < lowest) out.members.clear();
