@@ -169,6 +169,15 @@ constexpr Setting kTable[] = {
      {},
      "how long a server this process starts keeps a job's keys after its last connection "
      "(0: for the server's lifetime)"},
+    {Id::nccl_shrink,
+     {"CC_NCCL_SHRINK"},
+     Kind::choice,
+     "1",
+     0,
+     0,
+     {"0", "1"},
+     "cc_comm_shrink through ncclCommShrink where NCCL has it (1), or always through a new "
+     "NCCL communicator (0)"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

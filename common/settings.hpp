@@ -38,6 +38,7 @@ enum class Id : int {
   fast_allreduce_plan,
   cache_dir,
   job_ttl_ms,
+  nccl_shrink,
   count
 };
 

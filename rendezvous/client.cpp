@@ -280,6 +280,32 @@ class TcpClient final : public Client {
 
   Status leave() override { return expect_ok(Leave{}, after(options_.request_timeout), "a leave"); }
 
+  Status leave_nowait() override { return send_nowait(Leave{}, "a leave"); }
+
+  Status recover(const Recover& request, const MakeId& make_id, Joined* out) override {
+    const auto start = Clock::now();
+    const auto deadline = waiting_deadline(request.timeout_ms);
+    const std::string what = std::string(request.kind == RecoverKind::shrink ? "cc_comm_shrink"
+                                                                             : "cc_comm_regrow") +
+                             " of rank " + std::to_string(request.info.rank);
+    Message reply;
+    if (Status s = transact(request, deadline, what, &reply); !s.ok()) return s;
+    if (const auto* wanted = std::get_if<RecoverIdWanted>(&reply)) {
+      RecoverId id;
+      id.epoch = wanted->epoch;
+      if (Status s = make_id(&id.unique_id); !s.ok()) return s;
+      const auto used = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+      id.timeout_ms = static_cast<uint32_t>(
+          std::max<long long>(1, static_cast<long long>(request.timeout_ms) - used));
+      if (Status s = transact(id, deadline, what + " (sending the new NCCL id)", &reply); !s.ok())
+        return s;
+    }
+    auto* joined = std::get_if<Joined>(&reply);
+    if (joined == nullptr) return unexpected(reply, "recover");
+    *out = std::move(*joined);
+    return Status::success();
+  }
+
   Status heartbeat(uint64_t last_completed) override {
     Message reply;
     if (Status s = transact(Heartbeat{last_completed}, after(options_.request_timeout),
@@ -320,9 +346,14 @@ class TcpClient final : public Client {
   }
 
   Status progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) override {
+    return progress_in(generation, 0, rank, out, timeout);
+  }
+
+  Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+                     milliseconds timeout) override {
     Message reply;
-    if (Status s =
-            transact(ProgressQuery{generation, rank}, after(timeout), "a progress query", &reply);
+    if (Status s = transact(ProgressQuery{generation, rank, epoch}, after(timeout),
+                            "a progress query", &reply);
         !s.ok())
       return s;
     auto* p = std::get_if<Progress>(&reply);
@@ -603,6 +634,23 @@ class TcpClient final : public Client {
 };
 
 }  // namespace
+
+Status Client::recover(const Recover& request, const MakeId& make_id, Joined* out) {
+  (void)request;
+  (void)make_id;
+  (void)out;
+  return make_status(CC_ERR_INVALID_USAGE,
+                     "the rendezvous at " + endpoint() +
+                         " cannot recover a communicator (cc_comm_shrink, cc_comm_regrow): run "
+                         "the job with cc's own rendezvous server (cc-run, cc-rendezvous)");
+}
+
+Status Client::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+                           std::chrono::milliseconds timeout) {
+  if (epoch == 0) return progress(generation, rank, out, timeout);
+  return make_status(CC_ERR_INVALID_USAGE, "the rendezvous at " + endpoint() +
+                                               " knows no generation of a recovered communicator");
+}
 
 Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>* out) {
   const std::string endpoint = make_endpoint(options.addr, options.port);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,6 +54,18 @@ class Client {
   // Joins a communicator's rendezvous; returns once every rank has joined.
   virtual Status join(const Join& request, Joined* out) = 0;
   virtual Status leave() = 0;
+  // Leaves without waiting for the answer: safe where blocking on a slow or
+  // unreachable server is not (destroying a failed communicator).
+  virtual Status leave_nowait() { return leave(); }
+
+  // Asks to go on in the next generation of a communicator (cc_comm_shrink,
+  // cc_comm_regrow) on this connection, which must be no member yet; it
+  // becomes the membership of that generation. When the server asks this
+  // rank for the new NCCL id, make_id makes it. Returns once the server has
+  // decided the generation, or its words why not. Backends without recovery
+  // say so (CC_ERR_INVALID_USAGE).
+  using MakeId = std::function<Status(std::vector<uint8_t>*)>;
+  virtual Status recover(const Recover& request, const MakeId& make_id, Joined* out);
   virtual Status heartbeat(uint64_t last_completed) = 0;
   // Sends a heartbeat without waiting for its acknowledgement (the watchdog's
   // way: a cut cable must not stall it). The ack only refreshes last_heard().
@@ -63,6 +76,10 @@ class Client {
   // rank -1: the other members furthest behind (see ProgressQuery).
   virtual Status progress(uint32_t generation, int32_t rank, Progress* out,
                           std::chrono::milliseconds timeout) = 0;
+  // The same for one generation (epoch) of a recovered communicator;
+  // backends without recovery know generation 0 only.
+  virtual Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+                             std::chrono::milliseconds timeout);
   // Reads what the server sent so far without blocking (for next_event(0)).
   virtual void pump() = 0;
   // When a byte last arrived from the server (the connect time before that).

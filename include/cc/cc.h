@@ -164,12 +164,14 @@ CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* 
                                  const cc_config_t* config);
 
 /* Leaves the rendezvous cleanly and frees the communicator. Blocking; NULL is
- * a no-op. Not thread-safe against other calls on the same comm. */
+ * a no-op. A communicator that failed is aborted, not finalized, so this
+ * returns promptly. Not thread-safe against other calls on the same comm. */
 CC_API cc_result_t cc_comm_destroy(cc_comm_t comm);
 
 /* Aborts the communicator: pending NCCL work is stopped, the other ranks are
  * told, later calls return CC_ERR_ABORTED. Safe from any thread, more than
- * once. The handle must still be freed with cc_comm_destroy. */
+ * once; returns at once also on a communicator that already failed. The
+ * handle must still be freed with cc_comm_destroy. */
 CC_API cc_result_t cc_comm_abort(cc_comm_t comm);
 
 CC_API cc_result_t cc_comm_rank(cc_comm_t comm, int* rank);
@@ -182,6 +184,65 @@ CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device);
  * string into plan (cap bytes; 128 always suffice). Returns
  * CC_ERR_INVALID_ARGUMENT when plan is NULL or cap too small. */
 CC_API cc_result_t cc_comm_allreduce_plan(cc_comm_t comm, char* plan, size_t cap);
+
+/* ------------------------------------------------------------ recovery
+ * After a call returned CC_ERR_PEER_FAILED, CC_ERR_TIMEOUT or CC_ERR_ABORTED,
+ * the survivors make the communicator's next generation: without the failed
+ * ranks (shrink) or with replacements for them (regrow). The rendezvous
+ * decides who is in it, so no two ranks disagree. Each is collective over
+ * the ranks that are still alive: every one of them must make the same call
+ * (a rank that does not is named at the deadline). Blocking; timeout_ms <= 0
+ * means comm's deadline (timeout_ms / CC_TIMEOUT_MS). On success *newcomm is
+ * a new communicator and comm is left as it was: destroy it after (the old
+ * generation's results cannot be trusted). A second failure while the new
+ * generation is made fails the call with words (CC_ERR_PEER_FAILED); call it
+ * again on the same comm. Needs cc's own rendezvous (cc-run, cc-rendezvous,
+ * or rank 0's while rank 0 lives: with the server embedded in rank 0, rank
+ * 0's death cannot be recovered). A communicator made by cc_comm_split
+ * cannot be recovered (CC_ERR_INVALID_USAGE): recover its parent and split
+ * again. Other errors: CC_ERR_MISMATCH (ranks made different calls, or this
+ * rank was already given up on), CC_ERR_TIMEOUT (naming who never came),
+ * CC_ERR_RENDEZVOUS, CC_ERR_NCCL. */
+
+/* The ranks that are alive go on alone: ranks keep their order and are
+ * numbered densely from 0. Uses ncclCommShrink where the NCCL loaded has it
+ * (2.27+) and every survivor's comm can still serve it (CC_NCCL_SHRINK=0
+ * turns that off), else a new NCCL communicator. Also works with no failure
+ * (the same ranks, one generation more). */
+CC_API cc_result_t cc_comm_shrink(cc_comm_t comm, int timeout_ms, cc_comm_t* newcomm);
+
+/* Waits until the job has nranks ranks again, then makes a communicator of
+ * that size: survivors keep their numbers; each missing rank is filled by a
+ * replacement, a new process started with that rank's number (RANK) which
+ * calls cc_comm_init / cc_comm_init_from_env as usual and gets a communicator
+ * of generation > 0 (it may start before or after the survivors call).
+ * cc-run --max-restarts starts replacements. nranks < 1 is
+ * CC_ERR_INVALID_ARGUMENT. */
+CC_API cc_result_t cc_comm_regrow(cc_comm_t comm, int nranks, int timeout_ms, cc_comm_t* newcomm);
+
+/* The communicator's generation: 0 for one made by cc_comm_init, one more
+ * for each cc_comm_shrink or cc_comm_regrow. A replacement's communicator has
+ * generation > 0: it should take its state from a survivor. Error words name
+ * the generation. Never blocks. */
+CC_API cc_result_t cc_comm_generation(cc_comm_t comm, int* generation);
+
+/* Failed ranks. On a communicator made by cc_comm_shrink or cc_comm_regrow
+ * (or a replacement's): the ranks of the previous generation, in its
+ * numbering, that this one left out or replaced, as the rendezvous decided
+ * (the same list on every rank), so the application can re-shard its data.
+ * On a generation-0 communicator: the ranks the rendezvous has announced as
+ * failed so far (not those that only aborted). *count gets how many there
+ * are; at most cap are written to ranks (cap 0 with ranks NULL asks the
+ * count). Never blocks; thread-safe. */
+CC_API cc_result_t cc_comm_failed_ranks(cc_comm_t comm, int* ranks, int cap, int* count);
+
+/* Whether comm still works: CC_SUCCESS, else the error its next call would
+ * return (CC_ERR_PEER_FAILED, CC_ERR_TIMEOUT, CC_ERR_ABORTED) with its words.
+ * A failure is declared before NCCL is aborted, so CC_SUCCESS after waiting
+ * for a stream means the collectives that stream ran on comm completed with
+ * every rank's data: the moment to commit a training step. Never blocks;
+ * thread-safe. */
+CC_API cc_result_t cc_comm_check(cc_comm_t comm);
 
 /* --------------------------------------------------------- collectives
  * All are stream-ordered and enqueue-only, like NCCL: they return once the

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cc/cc.h"
 #include "common/last_error.hpp"
@@ -123,6 +124,65 @@ CC_API cc_result_t cc_comm_allreduce_plan(cc_comm_t comm, char* plan, size_t cap
                                            std::to_string(text.size() + 1) + " bytes of the plan") +
                     "; pass a buffer of 128 bytes");
   std::memcpy(plan, text.c_str(), text.size() + 1);
+CC_API cc_result_t cc_comm_shrink(cc_comm_t comm, int timeout_ms, cc_comm_t* newcomm) {
+  CC_API_GUARD_BEGIN
+  if (newcomm != nullptr) *newcomm = nullptr;
+  if (Status st = cc::comm::check_handle("cc_comm_shrink", comm); !st.ok()) return fail(st);
+  if (newcomm == nullptr)
+    return fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_shrink on " + comm->who() +
+                                             ": newcomm is NULL; pass the address of a cc_comm_t");
+  return fail(cc::comm::shrink(comm, timeout_ms, newcomm));
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_regrow(cc_comm_t comm, int nranks, int timeout_ms, cc_comm_t* newcomm) {
+  CC_API_GUARD_BEGIN
+  if (newcomm != nullptr) *newcomm = nullptr;
+  if (Status st = cc::comm::check_handle("cc_comm_regrow", comm); !st.ok()) return fail(st);
+  if (newcomm == nullptr)
+    return fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_regrow on " + comm->who() +
+                                             ": newcomm is NULL; pass the address of a cc_comm_t");
+  if (nranks < 1)
+    return fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_regrow on " + comm->who() + ": nranks " +
+                                             std::to_string(nranks) +
+                                             " must be at least 1 (the job's size to grow back to)");
+  return fail(cc::comm::regrow(comm, nranks, timeout_ms, newcomm));
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_generation(cc_comm_t comm, int* generation) {
+  CC_API_GUARD_BEGIN
+  return read_field("cc_comm_generation", comm, "generation", generation,
+                    [](cc_comm_t c) { return static_cast<int>(c->epoch); });
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_check(cc_comm_t comm) {
+  CC_API_GUARD_BEGIN
+  if (Status st = cc::comm::check_handle("cc_comm_check", comm); !st.ok()) return fail(st);
+  if (!cc::core::usable(*comm) || comm->abort_requested.load())
+    return fail(cc::core::state_status("cc_comm_check", *comm));
+  if (comm->parent != nullptr && !cc::core::usable(*comm->parent))  // before the watchdog's tick
+    return fail(cc::core::state_status("cc_comm_check (its parent communicator)", *comm->parent));
+  return succeed();
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_failed_ranks(cc_comm_t comm, int* ranks, int cap, int* count) {
+  CC_API_GUARD_BEGIN
+  if (Status st = cc::comm::check_handle("cc_comm_failed_ranks", comm); !st.ok()) return fail(st);
+  const std::string who = "cc_comm_failed_ranks on " + comm->who();
+  if (count == nullptr) return fail(CC_ERR_INVALID_ARGUMENT, who + ": count is NULL");
+  if (cap < 0)
+    return fail(CC_ERR_INVALID_ARGUMENT,
+                who + ": cap " + std::to_string(cap) + " is negative; pass the size of ranks[]");
+  if (ranks == nullptr && cap > 0)
+    return fail(CC_ERR_INVALID_ARGUMENT,
+                who + ": ranks is NULL with cap " + std::to_string(cap) + "; pass cap 0 to ask "
+                      "only for the count");
+  const std::vector<int> failed = cc::comm::failed_ranks(comm);
+  *count = static_cast<int>(failed.size());
+  for (size_t i = 0; i < failed.size() && i < static_cast<size_t>(cap); ++i) ranks[i] = failed[i];
   return succeed();
   CC_API_GUARD_END
 }

@@ -11,7 +11,9 @@ namespace cc::comm::args {
 
 std::string who(const Caller& c) {
   if (c.rank < 0) return c.call;
-  return std::string(c.call) + " on " + cc::who(c.rank, c.host != nullptr ? *c.host : "", c.pid);
+  return std::string(c.call) + " on " +
+         cc::who(Who{c.rank, c.host != nullptr ? std::string_view(*c.host) : std::string_view(),
+                     c.pid, c.generation});
 }
 
 Status check_datatype(const Caller& c, cc_datatype_t dtype) {

@@ -21,6 +21,7 @@ struct Caller {
   int rank = -1;  // -1 when unknown (no communicator yet)
   const std::string* host = nullptr;
   uint32_t pid = 0;
+  int generation = -1;  // the communicator's (cc_comm_generation); -1: unsaid (0, or none yet)
 };
 std::string who(const Caller& c);
 

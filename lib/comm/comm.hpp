@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cc/cc.h"
 #include "common/status.hpp"
@@ -30,6 +31,16 @@ struct cc_comm : cc::core::Core {
   std::string job_id;
   cc::launch::ResolvedConfig config;
   int* scratch = nullptr;  // one device int for cc_barrier
+
+  // For a recovery (lib/comm/recover.cpp): where the rendezvous connection
+  // went, the rank this process joined the communicator's generation 0 with
+  // (or was started with, as a replacement), and, for a communicator made by
+  // a recovery, the ranks of the previous generation it left out or replaced.
+  std::string rendezvous_addr;
+  int rendezvous_port = 0;
+  int job_rank = -1;
+  std::vector<int> recovered_from_failed;
+  bool nccl_shrink_failed = false;  // the next shrink of it makes a new NCCL communicator
 
   // The control channel and, on rank 0 in embedded mode, its share of the
   // rendezvous server.
@@ -62,5 +73,16 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
 void destroy(std::unique_ptr<cc_comm> c);
 // Marks the communicator aborted and tells the other ranks, once.
 void abort(cc_comm* c);
+
+// Recovery (recover.cpp): the next generation of c without the ranks the
+// rendezvous declared failed, renumbered densely (shrink), or of nranks ranks
+// with replacements for them (regrow). timeout_ms <= 0: c's deadline.
+Status shrink(cc_comm* c, int timeout_ms, cc_comm_t* newcomm);
+Status regrow(cc_comm* c, int nranks, int timeout_ms, cc_comm_t* newcomm);
+// cc_comm_failed_ranks: see cc.h.
+std::vector<int> failed_ranks(const cc_comm* c);
+// Whether cc_comm_shrink may use ncclCommShrink on c's control communicator:
+// the NCCL loaded has it, CC_NCCL_SHRINK allows it, c has a rendezvous.
+bool nccl_shrink_usable(const cc_comm* c);
 
 }  // namespace cc::comm

@@ -1,6 +1,7 @@
 // A communicator's end: cc_comm_destroy finalizes NCCL within the deadline
-// (aborting past it), leaves the job cleanly and buries the handle;
-// cc_comm_abort marks it aborted and tells the other ranks.
+// (aborting past it; a failed one is aborted at once), leaves the job cleanly
+// and buries the handle; cc_comm_abort marks it aborted and tells the other
+// ranks.
 #include <algorithm>
 
 #include "common/log.hpp"
@@ -46,6 +47,7 @@ void destroy(std::unique_ptr<cc_comm> c) {
   } else {
     core::abort_nccl(*c);  // no-op when already aborted or nothing to abort
   }
+  core::abort_kept_ctl(*c);  // the control communicator a failure kept for a shrink
   c->nccl = nullptr;
   c->nccl_ctl = nullptr;
   {
@@ -55,10 +57,11 @@ void destroy(std::unique_ptr<cc_comm> c) {
   free_scratch(c.get());
   c->watch.reset();  // its CUDA event, once NCCL is done with the streams
   if (c->client) {
-    if (healthy) {
-      if (Status st = c->client->leave(); !st.ok())
-        log().debug("{}: leaving the rendezvous: {}", c->who(), st.message);
-    }
+    // A clean leave, also for a failed communicator (without waiting for the
+    // answer): the rendezvous must not count a survivor that lets go of its
+    // failed communicator as dead.
+    if (Status st = healthy ? c->client->leave() : c->client->leave_nowait(); !st.ok())
+      log().debug("{}: leaving the rendezvous: {}", c->who(), st.message);
     c->client.reset();
   }
   if (c->server) {

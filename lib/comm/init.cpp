@@ -128,10 +128,23 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   c->server = std::move(joined.server);
   c->client = std::move(joined.client);
   c->generation = joined.generation;
+  c->epoch = joined.epoch;  // above 0: a replacement for a failed rank
+  c->job_rank = rank;
+  c->rendezvous_addr = joined.connect_addr;
+  c->rendezvous_port = port;
+  c->recovered_from_failed.assign(joined.failed.begin(), joined.failed.end());
   if (!st.ok()) {
     discard(c.get());
     return st;
   }
+  if (joined.rank >= 0 && joined.rank != rank) {
+    discard(c.get());
+    return make_status(CC_ERR_RENDEZVOUS, c->who() + ": the rendezvous gave this rank the number " +
+                                              std::to_string(joined.rank) +
+                                              " in the communicator it joined; is it a "
+                                              "cc-rendezvous of the same version?");
+  }
+  c->keep_ctl = nccl_shrink_usable(c.get());
   ncclUniqueId id;
   if (joined.unique_id.size() != sizeof id.internal) {
     discard(c.get());
@@ -161,10 +174,10 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   }
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
   log().info(
-      "communicator ready: rank {} of {}, device {} ({}), host {}, job '{}' #{}, "
+      "communicator ready: rank {} of {}, generation {}, device {} ({}), host {}, job '{}' #{}, "
       "NCCL {}, in {} ms",
-      rank, nranks, c->device, info.gpu_uuid, c->host, c->job_id, c->generation, info.nccl_version,
-      took.count());
+      rank, nranks, c->epoch, c->device, info.gpu_uuid, c->host, c->job_id, c->generation,
+      info.nccl_version, took.count());
   *out = c.release();
   return Status::success();
 }

@@ -9,14 +9,16 @@ namespace cc::comm {
 
 using std::chrono::milliseconds;
 
-Status make_work_comm(cc_comm* c, Clock::time_point deadline) {
+Status make_work_comm(cc_comm* c, Clock::time_point deadline,
+                      const std::function<bool()>& interrupted) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   ncclComm_t work = nullptr;
   ncclResult_t r = ncclCommSplit(c->nccl_ctl, 0, c->rank, &work, &config);
-  if (r == ncclInProgress || r == ncclSuccess) r = core::wait_ready(*c, c->nccl_ctl, deadline);
+  if (r == ncclInProgress || r == ncclSuccess)
+    r = core::wait_ready(*c, c->nccl_ctl, deadline, interrupted);
   c->nccl = work;
-  if (r == ncclSuccess && work != nullptr) r = core::wait_ready(*c, work, deadline);
+  if (r == ncclSuccess && work != nullptr) r = core::wait_ready(*c, work, deadline, interrupted);
   if (r == ncclSuccess && work != nullptr) return Status::success();
   if (r == ncclInProgress) {
     return make_status(CC_ERR_TIMEOUT, c->who() +
@@ -61,6 +63,7 @@ Status start_watch(cc_comm* c, bool embedded) {
     o.host = c->host;
     o.pid = c->pid;
     o.generation = c->generation;
+    o.epoch = c->epoch;
     o.interval = milliseconds(c->config.heartbeat_ms);
     o.misses = c->config.heartbeat_misses;
     o.server_in_rank0 = embedded;
@@ -80,6 +83,7 @@ void stop_watch(cc_comm* c) {
 void discard(cc_comm* c) {
   stop_watch(c);
   if (c->nccl != nullptr || c->nccl_ctl != nullptr) core::abort_nccl(*c);
+  core::abort_kept_ctl(*c);
   teardown_fast_allreduce(c);
   free_scratch(c);
   c->client.reset();

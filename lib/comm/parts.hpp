@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 
 #include "common/status.hpp"
 #include "lib/comm/comm.hpp"
@@ -14,8 +15,10 @@ using Clock = std::chrono::steady_clock;
 
 // Makes c->nccl, the blocking communicator that does the work, by splitting
 // the non-blocking c->nccl_ctl with every rank in one colour. The split runs
-// on the non-blocking parent, so it too has a deadline.
-Status make_work_comm(cc_comm* c, Clock::time_point deadline);
+// on the non-blocking parent, so it too has a deadline; `interrupted` may
+// stop the wait early (see core::wait_ready).
+Status make_work_comm(cc_comm* c, Clock::time_point deadline,
+                      const std::function<bool()>& interrupted = nullptr);
 
 Status alloc_scratch(cc_comm* c);
 void free_scratch(cc_comm* c);

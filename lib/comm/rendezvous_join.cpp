@@ -21,6 +21,12 @@ milliseconds remaining(Clock::time_point deadline) {
 
 bool is_ipv6_literal(const std::string& addr) { return addr.find(':') != std::string::npos; }
 
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (int32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace
 
 uint32_t next_generation(const std::string& job_id) {
@@ -54,6 +60,7 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
   options.client = "cc " CC_VERSION_STRING " comm";
   options.connect_timeout = remaining(req.deadline);
   options.request_timeout = std::min(milliseconds(req.config.timeout_ms), milliseconds(10000));
+  out->connect_addr = connect_addr;
   if (Status st = rv::Client::connect(options, &out->client); !st.ok())
     return make_status(st.code, who + ": could not reach the rendezvous at " + where + " (job '" +
                                     req.config.job_id + "'): " + st.message);
@@ -71,6 +78,13 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
                                     " of job '" + req.config.job_id + "' at " + where +
                                     " failed: " + st.message);
   out->unique_id = std::move(joined.unique_id);
+  out->epoch = joined.epoch;
+  out->rank = joined.rank;
+  out->failed = std::move(joined.failed);
+  if (out->epoch > 0)
+    log().warn("{}: joined communicator {} of job '{}' as a replacement, in its generation {} "
+               "(replacing ranks {}): take this rank's state from a survivor",
+               who, out->generation, req.config.job_id, out->epoch, rank_list(out->failed));
   // What the server wants every rank to know (a rank behind NAT, say).
   for (size_t start = 0; start < joined.notice.size();) {
     size_t end = joined.notice.find('\n', start);

@@ -30,8 +30,15 @@ struct RendezvousRequest {
 struct RendezvousResult {
   std::unique_ptr<EmbeddedServerRef> server;  // rank 0 in embedded mode
   std::unique_ptr<rv::Client> client;         // stays open: the control channel
+  std::string connect_addr;  // where the client connected (a recovery connects there again)
   uint32_t generation = 0;
   std::vector<uint8_t> unique_id;  // the id every rank received
+  // A replacement for a failed rank joins a later generation of the
+  // communicator (its generation above 0, its rank in it, and the ranks of
+  // the previous generation it replaced).
+  uint32_t epoch = 0;
+  int32_t rank = -1;
+  std::vector<int32_t> failed;
 };
 
 // make_id runs on rank 0 only, once connected (ncclGetUniqueId there).

@@ -22,6 +22,7 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
   c->pid = parent->pid;
   c->job_id = parent->job_id;
   c->device = parent->device;
+  c->epoch = parent->epoch;
   const auto deadline = Clock::now() + c->timeout;
 
   ncclConfig_t nconfig = NCCL_CONFIG_INITIALIZER;

@@ -9,7 +9,11 @@
 
 namespace cc::core {
 
-std::string Core::who() const { return cc::who(rank, host, pid); }
+// A recovered communicator's words name its generation; generation 0 (every
+// communicator that never went through a recovery) is left unsaid.
+std::string Core::who() const {
+  return cc::who(Who{rank, host, pid, epoch > 0 ? static_cast<int>(epoch) : -1});
+}
 
 Status state_status(const char* call, const Core& c) {
   const auto state = static_cast<State>(c.state.load(std::memory_order_acquire));
@@ -47,11 +51,27 @@ void abort_nccl(Core& c, int calls_held) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   if (c.nccl != nullptr) ncclCommAbort(c.nccl);
-  if (c.nccl_ctl != nullptr) ncclCommAbort(c.nccl_ctl);
-  log().debug("{}: NCCL communicator aborted", c.who());
+  if (c.nccl_ctl != nullptr && c.keep_ctl)
+    c.ctl_kept.store(true, std::memory_order_release);
+  else if (c.nccl_ctl != nullptr)
+    ncclCommAbort(c.nccl_ctl);
+  log().debug("{}: NCCL communicator aborted{}", c.who(),
+              c.ctl_kept.load() ? " (its control communicator kept for a shrink)" : "");
 }
 
-ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadline) {
+void abort_kept_ctl(Core& c) {
+  if (c.ctl_kept.exchange(false, std::memory_order_acq_rel) && c.nccl_ctl != nullptr)
+    ncclCommAbort(c.nccl_ctl);
+}
+
+bool ctl_usable(const Core& c) {
+  if (c.nccl_ctl == nullptr) return false;
+  if (c.ctl_kept.load(std::memory_order_acquire)) return true;
+  return usable(c) && !c.abort_requested.load(std::memory_order_acquire);
+}
+
+ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadline,
+                        const std::function<bool()>& interrupted) {
   ncclResult_t state = ncclInProgress;
   for (unsigned spin = 0;; ++spin) {
     if (ncclResult_t r = ncclCommGetAsyncError(nccl, &state); r != ncclSuccess) return r;
@@ -62,6 +82,7 @@ ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadli
       continue;
     }
     if (Clock::now() >= deadline) return ncclInProgress;
+    if (interrupted && spin % 16 == 0 && interrupted()) return ncclInProgress;
     std::this_thread::sleep_for(std::chrono::microseconds(spin < 1000 ? 20 : 500));
   }
 }

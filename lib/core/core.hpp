@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -30,7 +31,13 @@ struct Core {
   int device = -1;
   std::string host;
   uint32_t pid = 0;
-  uint32_t generation = 0;  // 0 for a communicator made by split
+  // The rendezvous's number for this communicator: the n-th one this process
+  // joined in the job (0 for a communicator made by split).
+  uint32_t generation = 0;
+  // Its generation as cc_comm_generation tells it: 0 for one made by init,
+  // one more for each cc_comm_shrink or cc_comm_regrow (a replacement joins
+  // one above 0); a split child has its parent's. In every who().
+  uint32_t epoch = 0;
   std::chrono::milliseconds timeout{0};
 
   // Two NCCL communicators over the same ranks. `nccl` does the work and is
@@ -39,6 +46,11 @@ struct Core {
   // first so init has a deadline, and kept so cc_comm_split has one too.
   ncclComm_t nccl = nullptr;
   ncclComm_t nccl_ctl = nullptr;
+  // Set where cc_comm_shrink could use ncclCommShrink on nccl_ctl: a failure
+  // then aborts `nccl` only (the kernels stop) and keeps nccl_ctl, which runs
+  // no kernels, for the shrink; abort_kept_ctl frees it (destroy).
+  bool keep_ctl = false;
+  std::atomic<bool> ctl_kept{false};
   // cc's own all-reduce kernels, when every rank could set them up; null
   // means ncclAllReduce for every size.
   fast::Channel* fast = nullptr;
@@ -78,10 +90,16 @@ Status state_status(const char* call, const Core& c);
 // and aborts its NCCL communicators. Returns true when this call set the state.
 bool fail(Core& c, State state, const std::string& story, int calls_held = 0);
 
-// Aborts the NCCL communicators once, whatever thread calls. Waits up to
-// half a second for calls in flight (beyond the caller's own `calls_held`)
-// to notice and leave NCCL alone.
+// Aborts the NCCL communicators once, whatever thread calls (nccl_ctl is
+// kept instead when keep_ctl is set). Waits up to half a second for calls in
+// flight (beyond the caller's own `calls_held`) to notice and leave NCCL
+// alone.
 void abort_nccl(Core& c, int calls_held = 0);
+// Aborts nccl_ctl when abort_nccl kept it; a no-op otherwise.
+void abort_kept_ctl(Core& c);
+// True while nccl_ctl is alive after a failure (kept for a shrink), or the
+// communicator works.
+bool ctl_usable(const Core& c);
 
 // Counts a call that touches c.nccl; while one is counted, abort waits.
 class CallGuard {
@@ -97,10 +115,12 @@ class CallGuard {
   Core& c_;
 };
 
-// Waits while NCCL reports ncclInProgress for `nccl`, until `deadline` or an
-// abort request. Returns the final state: ncclInProgress when the deadline
-// passed or the communicator is being aborted.
-ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadline);
+// Waits while NCCL reports ncclInProgress for `nccl`, until `deadline`, an
+// abort request, or `interrupted` returning true (checked every few ms).
+// Returns the final state: ncclInProgress when the deadline passed, the
+// communicator is being aborted, or the wait was interrupted.
+ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadline,
+                        const std::function<bool()>& interrupted = nullptr);
 
 // "<nccl_call> failed on <who>: <error string>: <NCCL's last error>. Run with
 // NCCL_DEBUG=WARN ..."

@@ -35,6 +35,7 @@ struct ResolvedConfig {
   int job_ttl_or(int server_default_ms) const {
     return job_ttl_ms >= 0 ? job_ttl_ms : server_default_ms;
   }
+  bool nccl_shrink = true;  // cc_comm_shrink may use ncclCommShrink (CC_NCCL_SHRINK)
 };
 
 // NULL config = all defaults (still overridden by the environment). A config

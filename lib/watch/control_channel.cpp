@@ -16,16 +16,26 @@ ControlChannel::ControlChannel(rv::Client& client, ChannelOptions options)
 
 Status ControlChannel::start() {
   if (Status st = client_.watch(window()); !st.ok())
-    return make_status(st.code, who(options_.rank, options_.host, options_.pid) +
-                                    ": asking the rendezvous at " + client_.endpoint() +
+    return make_status(st.code, self() + ": asking the rendezvous at " + client_.endpoint() +
                                     " to watch heartbeats failed: " + st.message);
   if (Status st = client_.heartbeat_nowait(0); !st.ok()) return st;
   next_heartbeat_ = Clock::now() + options_.interval;
   // Rank 0's host and pid, for words when its embedded server goes away.
   rv::Progress progress;
-  if (client_.progress(options_.generation, 0, &progress, milliseconds(10000)).ok())
+  if (client_.progress_in(options_.generation, options_.epoch, 0, &progress, milliseconds(10000))
+          .ok())
     for (const auto& m : progress.members) members_[m.rank] = m;
   return Status::success();
+}
+
+std::string ControlChannel::self() const {
+  return who(Who{options_.rank, options_.host, options_.pid,
+                 options_.epoch > 0 ? static_cast<int>(options_.epoch) : -1});
+}
+
+std::vector<int> ControlChannel::failed_ranks() const {
+  std::lock_guard<std::mutex> lock(failed_mu_);
+  return {failed_.begin(), failed_.end()};
 }
 
 std::string ControlChannel::member_words(int rank, const std::string& host, uint32_t pid) const {
@@ -50,9 +60,11 @@ ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
   if (f.kind == ChannelFailure::Kind::peer_aborted)
     f.story = peer + " aborted the job: " + e.reason + ". Look at that rank's output first";
   else
-    f.story = peer + " failed: " + e.reason +
-              ". Look at that rank's output and its host's kernel log (OOM killer, a crash, "
-              "a lost node); this communicator cannot continue: destroy it and restart the job";
+    f.story =
+        peer + " failed: " + e.reason +
+        ". Look at that rank's output and its host's kernel log (OOM killer, a crash, "
+        "a lost node); this communicator cannot continue: go on without it (cc_comm_shrink) or "
+        "with a replacement (cc_comm_regrow), or destroy it and restart the job";
   return f;
 }
 
@@ -77,19 +89,27 @@ ChannelFailure ControlChannel::server_lost(const std::string& reason) const {
 }
 
 std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64_t last_completed) {
-  if (reported_) return std::nullopt;
   if (now >= next_heartbeat_) {
     next_heartbeat_ = now + options_.interval;
-    if (Status st = client_.heartbeat_nowait(last_completed); !st.ok())
-      log().debug("{}: heartbeat: {}", who(options_.rank, options_.host, options_.pid), st.message);
+    if (Status st = client_.heartbeat_nowait(last_completed); !st.ok() && !reported_)
+      log().debug("{}: heartbeat: {}", self(), st.message);
   }
   client_.pump();
+  std::optional<ChannelFailure> first;
   while (auto e = client_.next_event(milliseconds(0))) {
     if (e->kind == rv::PeerEventKind::left) continue;
     if (e->kind != rv::PeerEventKind::server_stopping && e->rank == options_.rank) continue;
-    reported_ = true;
-    return from_event(*e);
+    if (e->kind == rv::PeerEventKind::failed) {
+      std::lock_guard<std::mutex> lock(failed_mu_);
+      failed_.insert(e->rank);
+    }
+    if (!reported_ && !first) first = from_event(*e);
   }
+  if (first) {
+    reported_ = true;
+    return first;
+  }
+  if (reported_) return std::nullopt;
   // A cut cable: the server acknowledges every heartbeat, so silence this
   // long means it cannot hear us either (it announces us to the others).
   const auto silent = now - client_.last_heard();
@@ -104,7 +124,8 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
 
 std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds timeout) {
   rv::Progress progress;
-  if (Status st = client_.progress(options_.generation, -1, &progress, timeout); !st.ok())
+  if (Status st = client_.progress_in(options_.generation, options_.epoch, -1, &progress, timeout);
+      !st.ok())
     return "the rendezvous could not say which rank is behind (" + st.message + ")";
   // The members furthest back (and behind this rank's op) are named: one that
   // skipped a call, or is stuck before it, stays at the lowest number.
@@ -134,8 +155,7 @@ std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds time
 
 void ControlChannel::announce_abort(const std::string& story) {
   if (Status st = client_.abort_nowait(story); !st.ok())
-    log().debug("{}: telling the rendezvous about the failure: {}",
-                who(options_.rank, options_.host, options_.pid), st.message);
+    log().debug("{}: telling the rendezvous about the failure: {}", self(), st.message);
 }
 
 }  // namespace cc::watch

@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "common/status.hpp"
 #include "rendezvous/client.hpp"
@@ -21,7 +24,8 @@ struct ChannelOptions {
   int rank = -1;
   std::string host;
   uint32_t pid = 0;
-  uint32_t generation = 0;
+  uint32_t generation = 0;                   // the communicator's join number
+  uint32_t epoch = 0;                        // its generation (cc_comm_generation)
   std::chrono::milliseconds interval{1000};  // heartbeat_ms
   int misses = 5;                            // heartbeat_misses
   bool server_in_rank0 = true;               // embedded mode: the server lives in rank 0
@@ -43,9 +47,14 @@ class ControlChannel {
   // the first heartbeat and learns every member's host and pid for words.
   Status start();
   // One watchdog tick: a heartbeat when due, then what arrived. Returns the
-  // first failure once; nothing after that.
+  // first failure once; nothing after that, though heartbeats go on (a
+  // failed communicator's rank stays a live member for its recovery) and
+  // later failures are still counted in failed_ranks().
   std::optional<ChannelFailure> poll(std::chrono::steady_clock::time_point now,
                                      uint64_t last_completed);
+  // The ranks the rendezvous announced as failed so far (not aborted ones),
+  // sorted; from any thread.
+  std::vector<int> failed_ranks() const;
   // "rank 1 (host h, pid p) last completed op #41" for every member behind
   // `waiting_seq`, asked of the server; words saying why when it cannot.
   std::string behind_words(uint64_t waiting_seq, std::chrono::milliseconds timeout);
@@ -59,12 +68,15 @@ class ControlChannel {
  private:
   ChannelFailure from_event(const rv::PeerEvent& e) const;
   ChannelFailure server_lost(const std::string& reason) const;
+  std::string self() const;  // who this member is, with its generation
 
   rv::Client& client_;
   ChannelOptions options_;
   std::map<int32_t, rv::MemberProgress> members_;
   std::chrono::steady_clock::time_point next_heartbeat_{};
   bool reported_ = false;
+  mutable std::mutex failed_mu_;
+  std::set<int> failed_;
 };
 
 }  // namespace cc::watch

@@ -204,13 +204,18 @@ class Comm(OwnedHandle):
         return value.value
 
     def failed_ranks(self):
-        """The ranks this communicator knows to have failed."""
+        """After a shrink or regrow: the previous generation's ranks this Comm
+        left out or replaced; on a generation-0 Comm: the ranks announced as
+        failed so far (cc_comm_failed_ranks)."""
         cap = max(self._size, 1)
-        ranks = (ctypes.c_int * cap)()
-        count = ctypes.c_int(0)
-        self._api.check(self._api.cc_comm_failed_ranks(self._h(), ranks, cap,
-                                                       ctypes.byref(count)))
-        return list(ranks[:min(count.value, cap)])
+        while True:
+            ranks = (ctypes.c_int * cap)()
+            count = ctypes.c_int(0)
+            self._api.check(self._api.cc_comm_failed_ranks(self._h(), ranks, cap,
+                                                           ctypes.byref(count)))
+            if count.value <= cap:
+                return list(ranks[:count.value])
+            cap = count.value  # a shrunk Comm names more ranks than it has
 
     # ------------------------------------------------------------- arrays
 

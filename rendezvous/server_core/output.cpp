@@ -37,9 +37,10 @@ void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std
   for (const Membership& m : c.memberships) {
     size_t& told = job.announced[{m.generation, m.epoch}];
     if (told >= ServerCore::kMaxAnnouncedFailures) {
-      log().warn("job {}: {} {}: {} (not announced: generation {} of communicator {} already had "
-                 "{} failures)",
-                 quote(job.id), c.who(), what, reason, m.epoch, m.generation, told);
+      log().warn(
+          "job {}: {} {}: {} (not announced: generation {} of communicator {} already had "
+          "{} failures)",
+          quote(job.id), c.who(), what, reason, m.epoch, m.generation, told);
       continue;
     }
     ++told;

@@ -205,20 +205,20 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
     l.awaited = 0;
     for (const auto& [rank, s] : l.seats) l.awaited += s.awaited() ? 1 : 0;
   } else if (l.kind != r.kind || (r.kind == RecoverKind::regrow && l.nranks != r.nranks)) {
-    const std::string words = "ranks disagree on how " + where(job.id, g, l.epoch) + " goes on: " +
-                              l.first + ", " + who + " called " + call_words(r.kind, r.nranks) +
-                              "; every survivor must make the same call";
+    const std::string words =
+        "ranks disagree on how " + where(job.id, g, l.epoch) + " goes on: " + l.first + ", " + who +
+        " called " + call_words(r.kind, r.nranks) + "; every survivor must make the same call";
     send_error(c.id, rid, CC_ERR_MISMATCH, words);
     fail_recovery(job, g, l, CC_ERR_MISMATCH, words);
     return true;
   }
   if (r.kind == RecoverKind::regrow && r.info.rank >= r.nranks) {
-    const std::string words =
-        who + " called cc_comm_regrow(nranks=" + std::to_string(r.nranks) + ") on " +
-        where(job.id, g, l.epoch) + ", but a survivor keeps its job rank " +
-        std::to_string(r.info.rank) + ", which a communicator of " + std::to_string(r.nranks) +
-        " ranks does not have; regrow to at least " + std::to_string(r.info.rank + 1) +
-        " ranks, or shrink";
+    const std::string words = who + " called cc_comm_regrow(nranks=" + std::to_string(r.nranks) +
+                              ") on " + where(job.id, g, l.epoch) +
+                              ", but a survivor keeps its job rank " + std::to_string(r.info.rank) +
+                              ", which a communicator of " + std::to_string(r.nranks) +
+                              " ranks does not have; regrow to at least " +
+                              std::to_string(r.info.rank + 1) + " ranks, or shrink";
     send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT, words);
     fail_recovery(job, g, l, CC_ERR_INVALID_ARGUMENT, words);
     return true;
@@ -292,7 +292,8 @@ bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Cloc
   const std::string me = member_who(j.info);
   const std::string late = me + " joined " + "job " + quote(job.id) + " (generation " +
                            std::to_string(g) + ") after it had completed";
-  if (auto sit = l.seats.find(r); sit != l.seats.end() && !sit->second.dead && sit->second.open > 0) {
+  if (auto sit = l.seats.find(r);
+      sit != l.seats.end() && !sit->second.dead && sit->second.open > 0) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
                late + ", and rank " + std::to_string(r) + " is alive in " +
                    where(job.id, g, l.epoch) + ": " + seat_who(l, sit->second) +
@@ -423,13 +424,14 @@ void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
                       " did not complete within " + std::to_string(p.timeout_ms) + " ms";
   std::string parts;
   if (!silent.empty())
-    parts += named_list(silent) + (silent.size() == 1 ? " is alive but did not call " : " are alive but did not call ") +
+    parts += named_list(silent) +
+             (silent.size() == 1 ? " is alive but did not call " : " are alive but did not call ") +
              call_name(l.kind);
   if (!holes.empty()) {
     parts += std::string(parts.empty() ? "" : "; ") + (holes.size() == 1 ? "rank " : "ranks ") +
              rank_ranges(holes) + " never came: no replacement joined for " +
-             (holes.size() == 1 ? "it" : "them") + "; start a process with RANK=" +
-             std::to_string(holes.front()) +
+             (holes.size() == 1 ? "it" : "them") +
+             "; start a process with RANK=" + std::to_string(holes.front()) +
              (holes.size() == 1 ? "" : " (and the others)") +
              " and the job's MASTER_ADDR, MASTER_PORT and job id (cc-run --max-restarts does)";
   }

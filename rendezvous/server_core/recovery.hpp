@@ -53,9 +53,9 @@ struct Lineage {
   // The shrink or regrow in progress (pending), from generation `epoch`.
   bool pending = false;
   RecoverKind kind = RecoverKind::shrink;
-  int32_t nranks = 0;  // regrow
-  std::string first;   // who asked first, for the words of a disagreement
-  size_t awaited = 0;  // seats for which Seat::awaited() holds
+  int32_t nranks = 0;     // regrow
+  std::string first;      // who asked first, for the words of a disagreement
+  size_t awaited = 0;     // seats for which Seat::awaited() holds
   int32_t id_maker = -1;  // the job rank asked for the id (RecoverIdWanted), or -1
   std::vector<uint8_t> unique_id;
   // The last failed attempt, told to an id maker whose RecoverId comes after it.

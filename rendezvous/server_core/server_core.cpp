@@ -49,8 +49,7 @@ bool ServerCore::job_busy(const std::string& job_id) const {
   return it != impl_->jobs.end() && (!it->second->members.empty() || it->second->joiners > 0);
 }
 std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_id,
-                                                        uint32_t generation,
-                                                        uint32_t epoch) const {
+                                                        uint32_t generation, uint32_t epoch) const {
   std::map<int32_t, uint64_t> out;
   auto it = impl_->jobs.find(job_id);
   if (it == impl_->jobs.end()) return out;

@@ -51,8 +51,8 @@ struct Membership {
   std::string host;         // as the rank said in its Join
   uint32_t pid = 0;
   uint64_t last_completed = 0;
-  uint32_t epoch = 0;       // 0: its join; one more for each shrink or regrow
-  int32_t job_rank = -1;    // the rank it joined generation 0 with (or was started with)
+  uint32_t epoch = 0;     // 0: its join; one more for each shrink or regrow
+  int32_t job_rank = -1;  // the rank it joined generation 0 with (or was started with)
 };
 
 struct Conn {

@@ -35,6 +35,17 @@ rv::Join join(int rank, int world) {
   return j;
 }
 
+// Rank `rank`'s survivor asking to go on (host and pid as in its join()).
+rv::Recover recover(int rank, int world, rv::RecoverKind kind) {
+  rv::Recover r;
+  r.info = join(rank, world).info;
+  r.info.generation = 0;
+  r.kind = kind;
+  r.nranks = kind == rv::RecoverKind::regrow ? world : 0;
+  r.timeout_ms = 100;
+  return r;
+}
+
 // One "bytes to connection c" operation of the server_core target.
 void to_conn(std::vector<uint8_t>& out, int c, const std::vector<uint8_t>& bytes) {
   for (size_t at = 0; at < bytes.size(); at += 255) {
@@ -85,6 +96,9 @@ int main(int argc, char** argv) {
       {"joined", rv::Joined{{1, 2}, {{0, "a", 1}, {1, "b", 2}}, "note"}},
       {"peer_event", rv::PeerEvent{rv::PeerEventKind::failed, 1, "b", 2, "gone"}},
       {"heartbeat_ack", rv::HeartbeatAck{}},
+      {"recover", recover(0, 2, rv::RecoverKind::regrow)},
+      {"recover_id", rv::RecoverId{1, std::vector<uint8_t>(128, 3), 100}},
+      {"recover_id_wanted", rv::RecoverIdWanted{1}},
   };
   // frame: piece-size byte, then frames.
   std::vector<uint8_t> all{7};
@@ -160,6 +174,31 @@ int main(int argc, char** argv) {
     connect(s, 3);
     tick(s, 120);
     write(dir / "server_core" / "deadlines.bin", s);
+  }
+  for (const auto kind : {rv::RecoverKind::shrink, rv::RecoverKind::regrow}) {
+    // Ranks 0 and 1 join; rank 1 vanishes; rank 0 recovers on a new
+    // connection (a regrow also gets a replacement for rank 1, whose Join
+    // brings no id, so rank 0 is asked for one).
+    std::vector<uint8_t> s{0};
+    for (int c = 0; c < 2; ++c) {
+      connect(s, c);
+      to_conn(s, c, frame(rv::Hello{"job", "h" + std::to_string(c), 1, "c"}));
+      to_conn(s, c, frame(join(c, 2), 2));
+    }
+    s.push_back(static_cast<uint8_t>(2 | (1 << 2)));  // rank 1 vanishes
+    connect(s, 2);
+    to_conn(s, 2, frame(rv::Hello{"job", "h2", 1, "c"}));
+    to_conn(s, 2, frame(recover(0, 2, kind), 3));
+    if (kind == rv::RecoverKind::regrow) {
+      connect(s, 1);
+      to_conn(s, 1, frame(rv::Hello{"job", "h1", 1, "c"}));
+      rv::Join again = join(1, 2);
+      again.info.pid = 999;
+      to_conn(s, 1, frame(again, 4));
+      to_conn(s, 2, frame(rv::RecoverId{1, std::vector<uint8_t>(128, 5), 100}, 5));
+    }
+    tick(s, 30);
+    write(dir / "server_core" / (kind == rv::RecoverKind::shrink ? "shrink.bin" : "regrow.bin"), s);
   }
   std::printf("seeds written under %s\n", dir.c_str());
   return 0;

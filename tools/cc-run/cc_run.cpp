@@ -1,7 +1,8 @@
 // cc-run: starts N local ranks of a program with the launch environment cc
 // reads, hosts the job's rendezvous server on node 0, prefixes every output
 // line with its rank, forwards SIGINT/SIGTERM, and when one rank fails stops
-// the others and exits with that rank's status.
+// the others and exits with that rank's status (with --max-restarts: starts
+// the failed rank again and lets the others run on).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,7 +49,8 @@ constexpr const char* kAbout =
     "(on 127.0.0.1 for one node without --master-addr, else on 0.0.0.0, or :: for an IPv6\n"
     "--master-addr).\n"
     "Every output line is prefixed with \"[rank R] \". When a rank fails, the others are\n"
-    "stopped and cc-run exits with the failed rank's status (128+signal for a signal).";
+    "stopped and cc-run exits with the failed rank's status (128+signal for a signal),\n"
+    "unless --max-restarts lets the job survive it.";
 
 constexpr const char* kFooter =
     "The server takes its token from CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE.";
@@ -60,7 +63,8 @@ struct Options {
   int master_port = 0;
   std::string job_id;
   int grace_ms = 2000;
-  int timeout_ms = 0;  // 0 = leave CC_TIMEOUT_MS as it is
+  int timeout_ms = 0;     // 0 = leave CC_TIMEOUT_MS as it is
+  int max_restarts = -1;  // -1: a failed rank stops the job
   std::vector<std::string> command;
 };
 
@@ -140,6 +144,16 @@ Options parse_args(int argc, char** argv) {
          [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, INT_MAX); },
          "exported to the ranks as CC_TIMEOUT_MS (init and store deadline)")
       ->option_text("MS");
+  app.add_option_function<std::string>(
+         "--max-restarts",
+         [&](const std::string& v) { o.max_restarts = number("--max-restarts", v, 0, INT_MAX); },
+         "the job survives failed ranks: a rank that fails is started\n"
+         "again (same environment plus CC_RESTART_COUNT=n, the n-th\n"
+         "restart of the job), up to K restarts in the job; the other\n"
+         "ranks are never stopped for it (they recover with\n"
+         "cc_comm_regrow or cc_comm_shrink). The exit status is that of\n"
+         "the first rank that failed and was not started again")
+      ->option_text("K");
   command_line.add_help();
 
   const cc::cli::Parsed parsed = command_line.parse(argc, argv, "option");
@@ -271,8 +285,9 @@ struct Rank {
   Stream out, err;
 };
 
+// restart: 0 for a rank's first start, else the job's restart count.
 std::vector<std::string> rank_environment(const Options& o, int local, const std::string& addr,
-                                          int port, const std::string& job_id) {
+                                          int port, const std::string& job_id, int restart = 0) {
   const int world = o.nnodes * o.nproc;
   const int rank = o.node_rank * o.nproc + local;
   std::map<std::string, std::string> set = {
@@ -289,8 +304,9 @@ std::vector<std::string> rank_environment(const Options& o, int local, const std
       {"CC_RENDEZVOUS", "external"},
   };
   if (o.timeout_ms > 0) set["CC_TIMEOUT_MS"] = std::to_string(o.timeout_ms);
+  if (restart > 0) set["CC_RESTART_COUNT"] = std::to_string(restart);
   // Ours win over inherited ones, including CC_MASTER_* which would shadow them.
-  const char* shadowing[] = {"CC_MASTER_ADDR", "CC_MASTER_PORT"};
+  const char* shadowing[] = {"CC_MASTER_ADDR", "CC_MASTER_PORT", "CC_RESTART_COUNT"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -406,9 +422,13 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
   }
 }
 
+// Starts a rank again after it failed; the int is the job's restart count.
+using Respawn = std::function<bool(Rank&, int)>;
+
 class Launcher {
  public:
-  Launcher(Options o, std::vector<Rank> ranks) : o_(std::move(o)), ranks_(std::move(ranks)) {}
+  Launcher(Options o, std::vector<Rank> ranks, Respawn respawn)
+      : o_(std::move(o)), ranks_(std::move(ranks)), respawn_(std::move(respawn)) {}
 
   int run() {
     const milliseconds grace(o_.grace_ms);
@@ -506,6 +526,10 @@ class Launcher {
       r.running = false;
       r.status = status;
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && o_.max_restarts >= 0 && stop_signal_ == 0) {
+        survive(r, status);
+        continue;
+      }
       if (!failed || failed_ >= 0 || stop_signal_ != 0) continue;
       failed_ = static_cast<int>(&r - ranks_.data());
       const bool others =
@@ -526,10 +550,49 @@ class Launcher {
     }
   }
 
+  // --max-restarts: a failed rank is started again while restarts are left;
+  // the others run on either way.
+  void survive(Rank& r, int status) {
+    for (Stream* s : {&r.out, &r.err}) {
+      while (s->fd >= 0) {
+        pollfd pf{s->fd, POLLIN, 0};
+        if (::poll(&pf, 1, 0) <= 0) break;
+        read_stream(r, *s);
+      }
+      if (s->fd >= 0) {  // what its children still hold is not this rank's any more
+        emit_lines(r, *s, true);
+        ::close(s->fd);
+        s->fd = -1;
+      }
+    }
+    ::kill(-r.pid, SIGKILL);  // what the rank left behind in its group
+    const pid_t old = r.pid;
+    if (restarts_ < o_.max_restarts) {
+      ++restarts_;
+      std::fprintf(
+          stderr, "cc-run: rank %d (pid %d) exited with %s; starting it again (restart %d of %d)\n",
+          r.rank, static_cast<int>(old), describe_status(status).c_str(), restarts_,
+          o_.max_restarts);
+      std::fflush(stderr);
+      if (respawn_(r, restarts_)) return;
+      std::fprintf(stderr, "cc-run: cannot start rank %d again: %s\n", r.rank,
+                   std::strerror(errno));
+    } else {
+      std::fprintf(stderr,
+                   "cc-run: rank %d (pid %d) exited with %s; no restart left (%d used); the other "
+                   "ranks run on\n",
+                   r.rank, static_cast<int>(old), describe_status(status).c_str(), restarts_);
+    }
+    std::fflush(stderr);
+    if (failed_ < 0) failed_ = static_cast<int>(&r - ranks_.data());
+  }
+
   Options o_;
   std::vector<Rank> ranks_;
-  int failed_ = -1;      // index of the first rank that failed
+  Respawn respawn_;
+  int failed_ = -1;      // index of the first rank that failed (and was not started again)
   int stop_signal_ = 0;  // a signal cc-run was asked to stop with
+  int restarts_ = 0;     // ranks started again so far (--max-restarts)
 };
 
 }  // namespace
@@ -605,7 +668,12 @@ int main(int argc, char** argv) {
     }
   }
 
-  const int code = Launcher(o, std::move(ranks)).run();
+  const Respawn respawn = [&](Rank& r, int restart) {
+    const int local = r.rank - o.node_rank * o.nproc;
+    return spawn(r, *path, o.command, rank_environment(o, local, addr, port, job_id, restart),
+                 false);
+  };
+  const int code = Launcher(o, std::move(ranks), respawn).run();
   if (server) {
     // Ranks on other nodes may still be members of the job.
     if (o.nnodes > 1) server->wait_job_idle(job_id, std::chrono::seconds(30));

@@ -1,0 +1,251 @@
+// Recovery: cc_comm_shrink and cc_comm_regrow make the next generation of a
+// communicator after a failure. The rendezvous decides who is in it
+// (rendezvous_recover.cpp, rendezvous/server_core/recovery.cpp); this rank
+// then builds its NCCL communicator, by ncclCommShrink of the parent's
+// control communicator where every survivor can (NCCL 2.27+, looked up when
+// called), else by ncclCommInitRank with the new id the rendezvous handed
+// out. While NCCL works, the new generation's connection is watched: a member
+// that dies meanwhile fails the call at once, in words, and the survivors
+// call again. Every step keeps the call's deadline.
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "common/log.hpp"
+#include "common/who.hpp"
+#include "lib/comm/comm.hpp"
+#include "lib/comm/fast_setup.hpp"
+#include "lib/comm/nccl_symbol.hpp"
+#include "lib/comm/parts.hpp"
+#include "lib/comm/rendezvous_recover.hpp"
+#include "lib/launch/device.hpp"
+
+namespace cc::comm {
+namespace {
+
+using std::chrono::milliseconds;
+using ShrinkFn = ncclResult_t (*)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int);
+
+ShrinkFn nccl_comm_shrink() {
+  static const auto fn = reinterpret_cast<ShrinkFn>(nccl_symbol("ncclCommShrink"));
+  return fn;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out.empty() ? "none" : out;
+}
+
+// The NCCL work of the new generation: what it waits on, and what stops it.
+struct Build {
+  cc_comm* parent;
+  cc_comm* c;
+  rv::RecoverKind kind;
+  std::chrono::steady_clock::time_point deadline;
+  Status heard;  // what the new generation's connection reported, if anything
+  std::function<bool()> interrupted() {
+    return [this] {
+      if (!heard.ok()) return true;
+      heard = new_generation_events(*c->client, kind, c->epoch);
+      return !heard.ok();
+    };
+  }
+};
+
+Status late(const Build& b, const char* what) {
+  return make_status(CC_ERR_TIMEOUT,
+                     std::string("NCCL did not finish ") + what + " for generation " +
+                         std::to_string(b.c->epoch) + " before the deadline; a rank may have "
+                         "stopped: look at the others' output, and call " +
+                         recover_call(b.kind) + " again");
+}
+
+// ncclCommShrink of the parent's control communicator, excluding `failed`.
+Status shrink_nccl(Build& b, const std::vector<int32_t>& failed) {
+  cc_comm* parent = b.parent;
+  cc_comm* c = b.c;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  std::vector<int> exclude(failed.begin(), failed.end());
+  ncclComm_t child = nullptr;
+  ncclResult_t r;
+  {
+    core::CallGuard guard(*parent);
+    const bool failed_parent = !core::usable(*parent) || parent->abort_requested.load();
+    r = nccl_comm_shrink()(parent->nccl_ctl, exclude.data(), static_cast<int>(exclude.size()),
+                           &child, &config, failed_parent ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
+    // c's state, not the parent's: a failed parent is marked aborted.
+    if (r == ncclInProgress || r == ncclSuccess)
+      r = core::wait_ready(*c, parent->nccl_ctl, b.deadline, b.interrupted());
+  }
+  c->nccl_ctl = child;
+  if (r == ncclSuccess && child != nullptr) r = core::wait_ready(*c, child, b.deadline, b.interrupted());
+  if (r == ncclSuccess && child != nullptr) return make_work_comm(c, b.deadline, b.interrupted());
+  parent->nccl_shrink_failed = true;  // the next attempt makes a new communicator
+  if (!b.heard.ok()) return b.heard;
+  if (r == ncclInProgress) return late(b, "ncclCommShrink");
+  return core::nccl_failure("ncclCommShrink", *c, r == ncclSuccess ? ncclInternalError : r);
+}
+
+// ncclCommInitRank with the id of the new generation.
+Status init_nccl(Build& b, const std::vector<uint8_t>& id_bytes) {
+  cc_comm* c = b.c;
+  ncclUniqueId id;
+  if (id_bytes.size() != sizeof id.internal)
+    return make_status(CC_ERR_RENDEZVOUS, "the rendezvous handed out an NCCL id of " +
+                                              std::to_string(id_bytes.size()) + " bytes instead of " +
+                                              std::to_string(sizeof id.internal) +
+                                              "; is it a cc-rendezvous of the same version?");
+  std::memcpy(id.internal, id_bytes.data(), sizeof id.internal);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t nccl = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
+  c->nccl_ctl = nccl;
+  if (r == ncclInProgress || r == ncclSuccess)
+    r = core::wait_ready(*c, nccl, b.deadline, b.interrupted());
+  if (r == ncclSuccess) return make_work_comm(c, b.deadline, b.interrupted());
+  if (!b.heard.ok()) return b.heard;
+  if (r == ncclInProgress) return late(b, "ncclCommInitRankConfig");
+  return core::nccl_failure("ncclCommInitRankConfig", *c, r);
+}
+
+Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms,
+               cc_comm_t* newcomm) {
+  const auto start = Clock::now();
+  const char* call = recover_call(kind);
+  const std::string head = std::string(call) + " on " + parent->who();
+  if (!parent->client || parent->rendezvous_port == 0)
+    return make_status(CC_ERR_INVALID_USAGE,
+                       head + ": this communicator has no rendezvous connection of its own (it "
+                              "was made by cc_comm_split): recover the communicator it was split "
+                              "from, then split that again");
+  const milliseconds timeout = timeout_ms > 0 ? milliseconds(timeout_ms) : parent->timeout;
+  const auto deadline = start + timeout;
+
+  auto c = std::make_unique<cc_comm>();
+  c->config = parent->config;
+  c->timeout = parent->timeout;
+  c->host = parent->host;
+  c->pid = parent->pid;
+  c->job_id = parent->job_id;
+  c->device = parent->device;
+  c->generation = parent->generation;
+  c->epoch = parent->epoch;  // until the rendezvous says which
+  c->job_rank = parent->job_rank;
+  c->rendezvous_addr = parent->rendezvous_addr;
+  c->rendezvous_port = parent->rendezvous_port;
+  const bool embedded = parent->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
+  if (parent->server) {
+    // A share of the embedded server, which stays while any communicator needs it.
+    if (Status st = EmbeddedServerRef::acquire("0.0.0.0", parent->rendezvous_port,
+                                               parent->config.token, &c->server);
+        !st.ok())
+      return make_status(st.code, head + ": " + st.message);
+  }
+  core::DeviceScope scope(c->device);
+
+  RecoverRequest req;
+  req.addr = parent->rendezvous_addr;
+  req.port = parent->rendezvous_port;
+  req.config = parent->config;
+  req.info.rank = parent->job_rank;
+  req.info.world_size = parent->nranks;
+  req.info.generation = parent->generation;
+  req.info.host = parent->host;
+  req.info.pid = parent->pid;
+  if (Status st = launch::describe_device(parent->rank, parent->host, parent->device, &req.info);
+      !st.ok()) {
+    discard(c.get());
+    return make_status(st.code, head + ": " + st.message);
+  }
+  req.epoch = parent->epoch;
+  req.kind = kind;
+  req.nranks = nranks;
+  req.can_shrink = kind == rv::RecoverKind::shrink && parent->keep_ctl &&
+                   !parent->nccl_shrink_failed && core::ctl_usable(*parent) &&
+                   nccl_comm_shrink() != nullptr;
+  req.deadline = deadline;
+  RecoverResult result;
+  Status st = rendezvous_recover(
+      req,
+      [&](std::vector<uint8_t>* id_bytes) {
+        ncclUniqueId id;
+        if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+          return core::nccl_failure("ncclGetUniqueId", *parent, r);
+        id_bytes->assign(id.internal, id.internal + sizeof id.internal);
+        return Status::success();
+      },
+      &result);
+  c->client = std::move(result.client);
+  if (!st.ok()) {
+    discard(c.get());
+    return make_status(st.code, head + ": " + st.message);
+  }
+  const rv::Joined& joined = result.joined;
+  c->epoch = joined.epoch;
+  c->rank = joined.rank;
+  c->nranks = static_cast<int>(joined.members.size());
+  c->recovered_from_failed.assign(joined.failed.begin(), joined.failed.end());
+  c->keep_ctl = nccl_shrink_usable(c.get());
+  const bool by_shrink = joined.method == rv::RecoverMethod::nccl_shrink;
+
+  // From here the new generation exists on the rendezvous: a failure leaves
+  // it cleanly, so this rank counts as alive when the survivors call again.
+  auto give_up = [&](const Status& why) {
+    if (c->client) (void)c->client->leave_nowait();
+    discard(c.get());
+    return make_status(why.code, head + ": " + why.message);
+  };
+  if (c->rank < 0 || c->rank >= c->nranks || (by_shrink && nccl_comm_shrink() == nullptr))
+    return give_up(make_status(CC_ERR_RENDEZVOUS,
+                               "the rendezvous answered with rank " + std::to_string(c->rank) +
+                                   " of " + std::to_string(c->nranks) +
+                                   (by_shrink ? " by ncclCommShrink" : "") +
+                                   ": is it a cc-rendezvous of the same version?"));
+  Build build{parent, c.get(), kind, deadline, Status::success()};
+  st = by_shrink ? shrink_nccl(build, joined.failed) : init_nccl(build, joined.unique_id);
+  if (!st.ok()) return give_up(st);
+  int nccl_rank = -1;
+  if (ncclCommUserRank(c->nccl_ctl, &nccl_rank) != ncclSuccess || nccl_rank != c->rank)
+    return give_up(make_status(CC_ERR_INTERNAL, "NCCL numbered this rank " +
+                                                    std::to_string(nccl_rank) +
+                                                    " in the new communicator, the rendezvous " +
+                                                    std::to_string(c->rank)));
+  if (Status s = alloc_scratch(c.get()); !s.ok()) return give_up(s);
+  if (Status s = setup_fast_allreduce(c.get(), deadline); !s.ok()) return give_up(s);
+  if (Status s = new_generation_events(*c->client, kind, c->epoch); !s.ok()) return give_up(s);
+  if (Status s = start_watch(c.get(), embedded); !s.ok()) return give_up(s);
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+  log().info("{}: communicator ready: rank {} of {}, generation {} ({} from {} ranks; ranks left "
+             "out or replaced: {}), by {}, in {} ms",
+             c->who(), c->rank, c->nranks, c->epoch,
+             kind == rv::RecoverKind::shrink ? "shrunk" : "regrown", parent->nranks,
+             rank_list(c->recovered_from_failed),
+             by_shrink ? "ncclCommShrink" : "a new NCCL communicator", took.count());
+  *newcomm = c.release();
+  return Status::success();
+}
+
+}  // namespace
+
+bool nccl_shrink_usable(const cc_comm* c) {
+  return c->config.nccl_shrink && c->client != nullptr && nccl_comm_shrink() != nullptr;
+}
+
+Status shrink(cc_comm* c, int timeout_ms, cc_comm_t* newcomm) {
+  return recover(c, rv::RecoverKind::shrink, 0, timeout_ms, newcomm);
+}
+
+Status regrow(cc_comm* c, int nranks, int timeout_ms, cc_comm_t* newcomm) {
+  return recover(c, rv::RecoverKind::regrow, nranks, timeout_ms, newcomm);
+}
+
+std::vector<int> failed_ranks(const cc_comm* c) {
+  if (c->epoch > 0) return c->recovered_from_failed;
+  if (c->watch && c->watch->channel() != nullptr) return c->watch->channel()->failed_ranks();
+  return {};
+}
+
+}  // namespace cc::comm
