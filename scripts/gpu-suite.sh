@@ -8,9 +8,11 @@
 # Prints the GPUs and the libraries the binaries load, runs the gpu test
 # binaries under cc-run -n 2 and mpirun -n 2 (when present), then the
 # examples, then the failure scenarios of tests/gpu/gpu_failures.sh (a killed
-# rank, a skipped collective, abort from threads, a missing rank), each
-# bounded by `timeout`. The gpu test binaries run a second time under cc-run
-# with another NCCL (NCCL_ALT_LIB_DIR, else the machine's PyTorch wheel's when
+# rank, a skipped collective, abort from threads, a missing rank) and the
+# recovery scenarios of tests/gpu/gpu_recovery.sh (shrink, regrow with a rank
+# cc-run restarts, the training example's weights), each bounded by
+# `timeout`. The gpu test binaries run a second time under cc-run with
+# another NCCL (NCCL_ALT_LIB_DIR, else the machine's PyTorch wheel's when
 # there is one): cc's all-reduce kernels must work with either. Logs go to
 # OUT/<step>.log; the last line is "gpu suite: N passed, N failed". Exit status
 # 0 only when all passed. NCCL_LIB_DIR names a folder holding libnccl.so.2 when
@@ -33,7 +35,7 @@ for t in gpu_collectives gpu_fast_paths; do
   [ -x "$BUILD/tests/gpu/$t" ] && GPU_TESTS+=("$BUILD/tests/gpu/$t")
 done
 EXAMPLES=()
-for e in allreduce broadcast train_ddp; do
+for e in allreduce broadcast train_ddp train_recover; do
   [ -x "$BUILD/examples/$e" ] && EXAMPLES+=("$BUILD/examples/$e")
 done
 
@@ -151,6 +153,7 @@ expect_example() {
     allreduce) expect "$2" "after all-reduce: 3.0" 2 ;;
     broadcast) expect "$2" "\[1.0, 2.0, 3.0\]" 2 ;;
     train_ddp) expect "$2" "weights identical" 2 ;;
+    train_recover) expect "$2" "weights identical across 2 ranks after 200 steps (generation 0)" 2 ;;
   esac
 }
 for e in "${EXAMPLES[@]}"; do
@@ -191,6 +194,21 @@ if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$FAILURES_SH" ]; then
     run "gpu-failures-$scenario" bash "$FAILURES_SH" "$BUILD/tests/gpu/gpu_failures" "$scenario" &&
       expect "gpu-failures-$scenario" "gpu_failures: all passed" 1
   done
+fi
+
+# Recovery: a killed rank; the survivor shrinks, or cc-run starts it again and
+# regrow takes it back; the training example ends with the weights of a run
+# without a failure.
+RECOVERY_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_recovery.sh
+if [ -x "$BUILD/tests/gpu/gpu_recovery" ] && [ -f "$RECOVERY_SH" ]; then
+  for scenario in shrink-cc-run shrink-new-id shrink-by-hand regrow-cc-run train-regrow train-shrink; do
+    run "gpu-recovery-$scenario" bash "$RECOVERY_SH" "$BUILD" "$scenario" &&
+      expect "gpu-recovery-$scenario" "gpu_recovery: all passed" 1
+  done
+else
+  echo "gpu-suite: $BUILD/tests/gpu/gpu_recovery is missing: the recovery steps cannot run"
+  failed=$((failed + 1))
+  failed_steps+=("gpu-recovery (not built)")
 fi
 
 echo
