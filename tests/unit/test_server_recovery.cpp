@@ -490,3 +490,42 @@ TEST_CASE("recovery: two jobs stay independent") {
   h.feed(902, replacement(1, 3));
   CHECK(h.take(902).empty());
 }
+
+TEST_CASE("recovery: a recovered generation outlives the failed one's connections") {
+  // The survivors destroy their failed communicators after a shrink: their
+  // first connections leave. The job's communicator state stays with the
+  // recovery connections, so a later failure recovers from generation 1, and
+  // a replacement for it is still taken as one.
+  Harness h;
+  Job job{h, 1, 4};
+  job.join_all();
+  job.kill(1);
+  for (int r : {0, 2, 3}) job.shrink(r, 0, true);
+  for (int r : {0, 2, 3}) CHECK(joined_of(h, job.recovery(r)).epoch == 1);
+  for (int r : {0, 2, 3}) {
+    h.take(job.member(r));
+    h.feed(job.member(r), rv::Leave{}, 7);
+    const auto v = h.take(job.member(r));
+    REQUIRE(v.size() == 1);
+    CHECK(std::holds_alternative<rv::Ok>(v[0].message));
+  }
+  // Job rank 2 (rank 1 of generation 1) dies; ranks 0 and 3 hear it.
+  h.core.on_disconnect(job.recovery(2), "end of stream");
+  for (int r : {0, 3}) {
+    auto v = h.take(job.recovery(r));
+    REQUIRE(v.size() == 1);
+    CHECK(std::get<rv::PeerEvent>(v[0].message).rank == 1);
+  }
+  job.ask(0, 1, rv::RecoverKind::shrink, 0, true, 1000, 300);
+  job.ask(3, 1, rv::RecoverKind::shrink, 0, true, 1000, 303);
+  for (rv::ConnId c : {rv::ConnId{300}, rv::ConnId{303}}) {
+    const rv::Joined j = joined_of(h, c);
+    CHECK(j.epoch == 2);
+    CHECK(job_ranks(j) == std::vector<int32_t>{0, 3});
+    CHECK(j.failed == std::vector<int32_t>{1});  // in generation 1's numbering
+  }
+  // A new process with job rank 1 is a replacement (it waits), not a new join.
+  h.client(400, "job");
+  h.feed(400, replacement(1, 4));
+  CHECK(h.take(400).empty());
+}
