@@ -203,6 +203,13 @@ class Comm(OwnedHandle):
         self._api.check(self._api.cc_comm_generation(self._h(), ctypes.byref(value)))
         return value.value
 
+    def check(self):
+        """Raises the error this Comm's next call would (PeerFailedError,
+        TimeoutError, AbortedError) once it has failed; returns None while it
+        works (cc_comm_check). After waiting for a stream, no error means the
+        collectives that stream ran on this Comm completed on every rank."""
+        self._api.check(self._api.cc_comm_check(self._h()))
+
     def failed_ranks(self):
         """After a shrink or regrow: the previous generation's ranks this Comm
         left out or replaced; on a generation-0 Comm: the ranks announced as

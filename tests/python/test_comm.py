@@ -186,6 +186,9 @@ class RecoveryCalls(unittest.TestCase):
         ranks = (ctypes.c_int * 4)()
         self.call("cc_comm_failed_ranks", ranks, 4, ctypes.byref(ctypes.c_int()))
 
+    def test_check(self):
+        self.call("cc_comm_check")
+
 
 class Reductions(unittest.TestCase):
     def test_op_names(self):
