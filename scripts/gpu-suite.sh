@@ -205,6 +205,14 @@ if [ -x "$BUILD/tests/gpu/gpu_recovery" ] && [ -f "$RECOVERY_SH" ]; then
     run "gpu-recovery-$scenario" bash "$RECOVERY_SH" "$BUILD" "$scenario" &&
       expect "gpu-recovery-$scenario" "gpu_recovery: all passed" 1
   done
+  # The same with the other NCCL (whether it has ncclCommShrink or not).
+  if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
+    for scenario in shrink-cc-run regrow-cc-run train-regrow; do
+      LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        run "gpu-recovery-$scenario-alt-nccl" bash "$RECOVERY_SH" "$BUILD" "$scenario" &&
+        expect "gpu-recovery-$scenario-alt-nccl" "gpu_recovery: all passed" 1
+    done
+  fi
 else
   echo "gpu-suite: $BUILD/tests/gpu/gpu_recovery is missing: the recovery steps cannot run"
   failed=$((failed + 1))
