@@ -205,6 +205,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
       !s.ok()) {
     return s;
   }
+
   int shrink = 1;  // the setting's choices: "0", "1"
   if (Status s = settings::read_choice(Id::nccl_shrink, getenv, &shrink); !s.ok()) return s;
   r.nccl_shrink = shrink == 1;

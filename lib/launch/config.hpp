@@ -30,12 +30,12 @@ struct ResolvedConfig {
   // -1 when neither the config nor CC_JOB_TTL_MS sets it: each server then
   // takes its own default (job_ttl_or).
   int job_ttl_ms = -1;
+  bool nccl_shrink = true;  // cc_comm_shrink may use ncclCommShrink (CC_NCCL_SHRINK)
 
   // The job TTL a server started here uses, in ms (0: its lifetime).
   int job_ttl_or(int server_default_ms) const {
     return job_ttl_ms >= 0 ? job_ttl_ms : server_default_ms;
   }
-  bool nccl_shrink = true;  // cc_comm_shrink may use ncclCommShrink (CC_NCCL_SHRINK)
 };
 
 // NULL config = all defaults (still overridden by the environment). A config
