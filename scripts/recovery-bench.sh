@@ -14,7 +14,9 @@
 # Each prints every trial, the median and the worst.
 #
 #   scripts/recovery-bench.sh BUILD [OUT]      (TRIALS=10 by default)
-# Exit status 0 when every goal is met, 77 with no GPU.
+# Exit status 0 when every trial worked and every goal is met (last line
+# "recovery bench: 1 passed, 0 failed"), 77 with no GPU. Also a part of
+# scripts/gpu-session.sh (recovery-bench).
 set -u
 BUILD=$(cd "${1:?usage: recovery-bench.sh BUILD [OUT]}" && pwd) || exit 2
 OUT=${2:-$(mktemp -d)}
@@ -75,4 +77,5 @@ summary "$OUT/init.txt" "plain start to first correct collective (init)"
 awk -v g="$regrow_med" -v i="$MED" 'BEGIN {exit !(g <= i + 1000)}' ||
   { echo "!! over the goal (regrow <= init + 1000 ms)"; ok=1; }
 echo "logs: $OUT"
+if [ $ok -eq 0 ]; then echo "recovery bench: 1 passed, 0 failed"; else echo "recovery bench: 0 passed, 1 failed"; fi
 exit $ok
