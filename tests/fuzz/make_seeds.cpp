@@ -46,6 +46,14 @@ rv::Recover recover(int rank, int world, rv::RecoverKind kind) {
   return r;
 }
 
+rv::Joined joined_seed() {
+  rv::Joined j;
+  j.unique_id = {1, 2};
+  j.members = {{0, "a", 1}, {1, "b", 2}};
+  j.notice = "note";
+  return j;
+}
+
 // One "bytes to connection c" operation of the server_core target.
 void to_conn(std::vector<uint8_t>& out, int c, const std::vector<uint8_t>& bytes) {
   for (size_t at = 0; at < bytes.size(); at += 255) {
@@ -93,7 +101,7 @@ int main(int argc, char** argv) {
       {"error", rv::Error{3, "words"}},
       {"value", rv::Value{{4, 5}}},
       {"integer", rv::Integer{-9}},
-      {"joined", rv::Joined{{1, 2}, {{0, "a", 1}, {1, "b", 2}}, "note"}},
+      {"joined", joined_seed()},
       {"peer_event", rv::PeerEvent{rv::PeerEventKind::failed, 1, "b", 2, "gone"}},
       {"heartbeat_ack", rv::HeartbeatAck{}},
       {"recover", recover(0, 2, rv::RecoverKind::regrow)},
