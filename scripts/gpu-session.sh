@@ -16,6 +16,7 @@
 #   bench-system   scripts/bench-gpu.sh against the system's libnccl
 #   bench-torch    the same against torch's NCCL
 #   failure-bench  scripts/failure-bench.sh against torch's NCCL
+#   recovery       tests/gpu/gpu_recovery.sh, every scenario, system NCCL
 #   recovery-bench scripts/recovery-bench.sh (shrink and regrow times), system NCCL
 #   quick-system   cc-bench --raw, all-reduce 8 B to 512 MiB, system NCCL
 #   quick-torch    the same against torch's NCCL
@@ -73,6 +74,7 @@ for p in "${PARTS[@]}"; do
     bench-system) part "$p" "$SRC/scripts/bench-gpu.sh" "$BUILD" "$LOGS/$p/bench" ;;
     bench-torch) part "$p" with_torch_nccl "$SRC/scripts/bench-gpu.sh" "$BUILD" "$LOGS/$p/bench" ;;
     failure-bench) part "$p" with_torch_nccl "$SRC/scripts/failure-bench.sh" "$BUILD" "$LOGS/$p/bench" ;;
+    recovery) part "$p" bash "$SRC/tests/gpu/gpu_recovery.sh" "$BUILD" ;;
     recovery-bench) part "$p" "$SRC/scripts/recovery-bench.sh" "$BUILD" "$LOGS/$p/bench" ;;
     quick-system) part "$p" quick_bench ;;
     quick-torch) part "$p" with_torch_nccl quick_bench ;;
