@@ -61,7 +61,7 @@ shrink_cc_run() {  # shrink_cc_run [VAR=VALUE...]
   env CC_LOG_LEVEL=info "$@" timeout 300 "$CC_RUN" -n 2 --max-restarts 0 -- "$BIN" shrink >"$WORK/out" 2>&1
   status "cc-run (rank 1's SIGKILL)" $? 137
   check "rank 0 failed with CC_ERR_PEER_FAILED naming rank 1" "$WORK/out" \
-    "^\[rank 0\] FAILED_AT [0-9]* CC_ERR_PEER_FAILED .*rank 1 (host"
+    "^\[rank 0\] FAILED_AT [0-9]* CC_ERR_PEER_FAILED.*rank 1 (host"
   check "rank 0 shrank to generation 1 alone" "$WORK/out" \
     "^\[rank 0\] RECOVERED generation=1 rank=0 size=1 failed=1$"
   check "its all-reduces are right" "$WORK/out" "^\[rank 0\] OK shrunk: rank 0 of 1, generation 1"

@@ -25,7 +25,9 @@ c10::intrusive_ptr<c10d::Backend> create_backend(int rank, int size, const std::
 
 std::intptr_t comm_handle(const c10::intrusive_ptr<c10d::Backend>& backend) {
   auto* cc = dynamic_cast<cc_torch::CCBackend*>(backend.get());
-  if (cc == nullptr) fail(text("comm_handle: not a cc backend (", backend->getBackendName(), ")"));
+  if (cc == nullptr)
+    cc_torch::fail(
+        cc_torch::text("comm_handle: not a cc backend (", backend->getBackendName(), ")"));
   return cc->comm_handle();
 }
 
