@@ -25,6 +25,14 @@ const char* dtype_words(int dtype) {
   return std::strncmp(n, "CC_", 3) == 0 ? n + 3 : n;  // "FLOAT32"
 }
 
+// A query CUDA refused because a graph capture was under way: no verdict on
+// the operation (asked again at the next tick), and not a fault of its kernel.
+bool refused_during_capture(cudaError_t e) {
+  if (e != cudaErrorStreamCaptureUnsupported && e != cudaErrorStreamCaptureImplicit) return false;
+  cudaGetLastError();
+  return true;
+}
+
 }  // namespace
 
 Status CommWatch::create(core::Core* comm, std::unique_ptr<ControlChannel> channel,
@@ -109,7 +117,7 @@ bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
       event_state_.store(kIdle, std::memory_order_release);
       return false;
     }
-    if (e != cudaErrorNotReady) return cuda_fault(e, event_seq_, f);
+    if (e != cudaErrorNotReady && !refused_during_capture(e)) return cuda_fault(e, event_seq_, f);
     if (pending_since_ == Clock::time_point{}) pending_since_ = now;
     if (now - pending_since_ <= comm_->timeout) return false;
     f->state = core::State::timed_out;
@@ -132,7 +140,7 @@ bool CommWatch::check_inflight(Clock::time_point now, Failure* f) {
     tail_since_ = {};
     return false;
   }
-  if (e != cudaErrorNotReady) return cuda_fault(e, seq, f);
+  if (e != cudaErrorNotReady && !refused_during_capture(e)) return cuda_fault(e, seq, f);
   // Timed from when this operation became the newest still running; newer
   // calls restart the clock (the main event covers a caller that keeps going).
   if (seq != tail_watched_seq_ || tail_since_ == Clock::time_point{}) {
@@ -169,6 +177,16 @@ bool CommWatch::check_nccl(Failure* f) {
 }
 
 void CommWatch::watch_tick(Clock::time_point now) {
+  // The application may be capturing a CUDA graph on another thread in
+  // global mode (torch.cuda.graph's default) while this thread queries
+  // events. In CUDA's default mode such a call from any thread is refused
+  // and invalidates that capture; relaxed mode, set once for this thread,
+  // permits the queries and leaves the capture alone.
+  static thread_local const bool relaxed = [] {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    return cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+  }();
+  (void)relaxed;
   core::Core* c = comm_;
   const bool usable = core::usable(*c) && !c->abort_requested.load(std::memory_order_acquire);
   std::optional<ChannelFailure> peer;

@@ -4,8 +4,10 @@
 // gpu_main.cpp's (no GPU: exit 77; every rank exits with the worst code).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -195,4 +197,45 @@ TEST_CASE("collectives captured in a CUDA graph replay correctly ten times") {
   cudaFree(send);
   cudaFree(recv);
   cudaFree(bcast);
+}
+
+// torch.cuda.graph captures in global mode: any thread's unsafe CUDA call
+// during the capture is refused and invalidates it. cc's watchdog queries
+// events on its own thread, so a capture that lasts several watchdog ticks
+// right after an eager call (whose event the watchdog still has to query)
+// must come out intact, and the communicator must not blame a kernel.
+TEST_CASE("a global-mode graph capture survives the watchdog's ticks") {
+  const size_t count = 4096;
+  const size_t bytes = count * sizeof(float);
+  void* send = nullptr;
+  void* recv = nullptr;
+  REQUIRE(cudaMalloc(&send, bytes) == cudaSuccess);
+  REQUIRE(cudaMalloc(&recv, bytes) == cudaSuccess);
+  upload(send, inputs(count, 1));
+  REQUIRE(sync_stream());
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  // Eager, not waited for: the watchdog has an event to query during the capture.
+  REQUIRE(cc_allreduce(send, recv, count, CC_FLOAT32, CC_SUM, world(), ccs()) == CC_SUCCESS);
+  REQUIRE(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal) == cudaSuccess);
+  const cc_result_t r = cc_allreduce(send, recv, count, CC_FLOAT32, CC_SUM, world(), ccs());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ten watchdog ticks
+  const cudaError_t end = cudaStreamEndCapture(stream(), &graph);
+  INFO(words(r));
+  REQUIRE(r == CC_SUCCESS);
+  REQUIRE(end == cudaSuccess);
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  upload(send, inputs(count, 4));
+  REQUIRE(cudaMemsetAsync(recv, 0xff, bytes, stream()) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, stream()) == cudaSuccess);
+  CHECK(wrong_sums(download(recv, count), 4) == 0);
+  // The communicator was not declared failed meanwhile.
+  REQUIRE(cc_allreduce(send, recv, count, CC_FLOAT32, CC_SUM, world(), ccs()) == CC_SUCCESS);
+  CHECK(wrong_sums(download(recv, count), 4) == 0);
+
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(send);
+  cudaFree(recv);
 }
