@@ -362,6 +362,15 @@ class TcpClient final : public Client {
     return Status::success();
   }
 
+  Status status(const StatusQuery& query, StatusReport* out, milliseconds timeout) override {
+    Message reply;
+    if (Status s = transact(query, after(timeout), "a status query", &reply); !s.ok()) return s;
+    auto* r = std::get_if<StatusReport>(&reply);
+    if (r == nullptr) return unexpected(reply, "status-query");
+    *out = std::move(*r);
+    return Status::success();
+  }
+
   void pump() override {
     if (!read_mu_.try_lock()) return;
     read_once(Clock::now());
@@ -650,6 +659,12 @@ Status Client::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Pr
   if (epoch == 0) return progress(generation, rank, out, timeout);
   return make_status(CC_ERR_INVALID_USAGE, "the rendezvous at " + endpoint() +
                                                " knows no generation of a recovered communicator");
+}
+
+Status Client::status(const StatusQuery&, StatusReport*, std::chrono::milliseconds) {
+  return make_status(CC_ERR_INVALID_USAGE,
+                     "this rendezvous backend has no status report; ask cc's own server "
+                     "(cc-rendezvous, or rank 0's embedded server)");
 }
 
 Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>* out) {

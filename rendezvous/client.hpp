@@ -80,6 +80,11 @@ class Client {
   // backends without recovery know generation 0 only.
   virtual Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
                              std::chrono::milliseconds timeout);
+  // The server's status report (see StatusQuery): its jobs, their
+  // generations and members. A client made with an empty job id may ask
+  // nothing else. A backend without it says so (CC_ERR_INVALID_USAGE).
+  virtual Status status(const StatusQuery& query, StatusReport* out,
+                        std::chrono::milliseconds timeout);
   // Reads what the server sent so far without blocking (for next_event(0)).
   virtual void pump() = 0;
   // When a byte last arrived from the server (the connect time before that).

@@ -466,6 +466,96 @@ struct Codec<RecoverIdWanted> {
   static void put(Writer& w, const RecoverIdWanted& m) { w.u32(m.epoch); }
   static bool get(Reader& r, RecoverIdWanted& m) { return r.u32(m.epoch); }
 };
+template <>
+struct Codec<StatusQuery> {
+  static constexpr MsgType type = MsgType::status_query;
+  static void put(Writer& w, const StatusQuery& m) { w.str(m.job_id); }
+  static bool get(Reader& r, StatusQuery& m) { return r.str(m.job_id, r.limits().max_key); }
+};
+template <>
+struct Codec<StatusReport> {
+  static constexpr MsgType type = MsgType::status_report;
+  static void put_member(Writer& w, const MemberStatus& m) {
+    w.i32(m.rank);
+    w.u8(static_cast<uint8_t>(m.state));
+    w.str(m.host);
+    w.u32(m.pid);
+    w.str(m.peer);
+    w.str(m.nccl_addr);
+    w.u64(m.last_completed);
+    w.u32(m.heartbeat_age_ms);
+    w.u32(m.watch_window_ms);
+    w.str(m.reason);
+  }
+  static void put(Writer& w, const StatusReport& m) {
+    w.str(m.server);
+    w.u64(m.uptime_ms);
+    w.u32(m.jobs_total);
+    w.u32(m.members_omitted);
+    w.u32(static_cast<uint32_t>(m.jobs.size()));
+    for (const JobStatus& j : m.jobs) {
+      w.str(j.id);
+      w.u32(j.connections);
+      w.u32(j.keys);
+      w.u32(static_cast<uint32_t>(j.generations.size()));
+      for (const GenerationStatus& g : j.generations) {
+        w.u32(g.generation);
+        w.u8(static_cast<uint8_t>(g.state));
+        w.i32(g.world_size);
+        w.i32(g.joined);
+        w.str(g.failure);
+        w.u32(static_cast<uint32_t>(g.missing.size()));
+        for (int32_t r : g.missing) w.i32(r);
+        w.u32(static_cast<uint32_t>(g.members.size()));
+        for (const MemberStatus& s : g.members) put_member(w, s);
+      }
+    }
+  }
+  static bool get_member(Reader& r, MemberStatus& m) {
+    uint8_t state = 0;
+    if (!(r.i32(m.rank) && r.u8(state) && r.text(m.host) && r.u32(m.pid) && r.text(m.peer) &&
+          r.text(m.nccl_addr) && r.u64(m.last_completed) && r.u32(m.heartbeat_age_ms) &&
+          r.u32(m.watch_window_ms) && r.text(m.reason)))
+      return false;
+    if (state < 1 || state > 5) return r.fail(DecodeError::bad_field);
+    m.state = static_cast<MemberState>(state);
+    return true;
+  }
+  static bool get_generation(Reader& r, GenerationStatus& g) {
+    uint8_t state = 0;
+    uint32_t n = 0;
+    if (!(r.u32(g.generation) && r.u8(state) && r.i32(g.world_size) && r.i32(g.joined) &&
+          r.text(g.failure) && r.count(n, r.limits().max_frame / 4)))
+      return false;
+    if (state < 1 || state > 3) return r.fail(DecodeError::bad_field);
+    g.state = static_cast<GenerationState>(state);
+    g.missing.resize(n);
+    for (int32_t& rank : g.missing)
+      if (!r.i32(rank)) return false;
+    if (!r.count(n, r.limits().max_frame / 41)) return false;
+    g.members.resize(n);
+    for (MemberStatus& m : g.members)
+      if (!get_member(r, m)) return false;
+    return true;
+  }
+  static bool get(Reader& r, StatusReport& m) {
+    uint32_t n = 0;
+    if (!(r.text(m.server) && r.u64(m.uptime_ms) && r.u32(m.jobs_total) &&
+          r.u32(m.members_omitted) && r.count(n, r.limits().max_frame / 16)))
+      return false;
+    m.jobs.resize(n);
+    for (JobStatus& j : m.jobs) {
+      uint32_t generations = 0;
+      if (!(r.str(j.id, r.limits().max_key) && r.u32(j.connections) && r.u32(j.keys) &&
+            r.count(generations, r.limits().max_frame / 25)))
+        return false;
+      j.generations.resize(generations);
+      for (GenerationStatus& g : j.generations)
+        if (!get_generation(r, g)) return false;
+    }
+    return true;
+  }
+};
 
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -548,6 +638,10 @@ const char* type_name(MsgType t) {
       return "recover-id";
     case MsgType::recover_id_wanted:
       return "recover-id-wanted";
+    case MsgType::status_query:
+      return "status-query";
+    case MsgType::status_report:
+      return "status-report";
   }
   return "unknown";
 }
@@ -670,6 +764,10 @@ DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, cons
       return decode_as<RecoverId>(payload, limits, out);
     case MsgType::recover_id_wanted:
       return decode_as<RecoverIdWanted>(payload, limits, out);
+    case MsgType::status_query:
+      return decode_as<StatusQuery>(payload, limits, out);
+    case MsgType::status_report:
+      return decode_as<StatusReport>(payload, limits, out);
   }
   return DecodeError::unknown_type;
 }

@@ -50,6 +50,7 @@ enum class MsgType : uint16_t {
   progress_query = 25,  // who is behind
   recover = 30,         // go on as the next generation of a communicator (shrink, regrow)
   recover_id = 31,      // the NCCL id of that generation, from the rank asked to make it
+  status_query = 50,    // an operator's view of the server's jobs
   // server -> client
   challenge = 101,
   ok = 102,
@@ -62,6 +63,7 @@ enum class MsgType : uint16_t {
   progress = 109,
   compare_set_result = 110,
   recover_id_wanted = 115,  // answers recover: this rank makes the next generation's id
+  status_report = 135,
 };
 
 // ---- messages --------------------------------------------------------
@@ -259,10 +261,59 @@ struct RecoverIdWanted {
   uint32_t epoch = 0;  // the generation being made
 };
 
+// ---- operations: what an operator asks during a hang ---------------------
+//
+// A connection whose Hello names no job (an empty job id) enters no job: it
+// may only send StatusQuery (after authenticating when the server has a
+// token). The report is bounded: at most kMaxStatusJobs jobs and about
+// kStatusBudget bytes of members; what is left out is counted.
+inline constexpr size_t kMaxStatusJobs = 256;
+inline constexpr size_t kStatusBudget = 1u << 20;
+inline constexpr size_t kMaxStatusText = 512;  // a failure or a member's reason, cut to this
+struct StatusQuery {
+  std::string job_id;  // empty: every job
+};
+enum class MemberState : uint8_t { joining = 1, member = 2, left = 3, failed = 4, aborted = 5 };
+struct MemberStatus {
+  int32_t rank = -1;
+  MemberState state = MemberState::member;
+  std::string host;
+  uint32_t pid = 0;
+  std::string peer;       // where its rendezvous connection came from, "10.0.0.3:5555"
+  std::string nccl_addr;  // the address it said NCCL will use
+  uint64_t last_completed = 0;
+  uint32_t heartbeat_age_ms = 0;  // since its last heartbeat (or its join); 0 once gone
+  uint32_t watch_window_ms = 0;   // the silence it may keep before it is dropped (0: unwatched)
+  std::string reason;             // why it failed or aborted
+};
+enum class GenerationState : uint8_t { joining = 1, complete = 2, failed = 3 };
+struct GenerationStatus {
+  uint32_t generation = 0;
+  GenerationState state = GenerationState::joining;
+  int32_t world_size = 0;
+  int32_t joined = 0;
+  std::string failure;                 // why a failed generation failed
+  std::vector<int32_t> missing;        // ranks that never joined (while joining)
+  std::vector<MemberStatus> members;   // by rank
+};
+struct JobStatus {
+  std::string id;
+  uint32_t connections = 0;
+  uint32_t keys = 0;
+  std::vector<GenerationStatus> generations;
+};
+struct StatusReport {
+  std::string server;  // "cc-rendezvous 0.1.0"
+  uint64_t uptime_ms = 0;
+  uint32_t jobs_total = 0;       // jobs on the server (the query's one, when it named one)
+  uint32_t members_omitted = 0;  // members left out to keep the report small
+  std::vector<JobStatus> jobs;   // sorted by id
+};
+
 using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat, Abort,
                              Challenge, Ok, Error, Value, Integer, Joined, PeerEvent, HeartbeatAck,
                              Watch, ProgressQuery, Progress, CompareSet, CompareSetResult,
-                             Recover, RecoverId, RecoverIdWanted>;
+                             Recover, RecoverId, RecoverIdWanted, StatusQuery, StatusReport>;
 
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"

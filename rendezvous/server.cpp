@@ -163,6 +163,17 @@ class AsioServer final : public Server, private Sink {
     cv_.wait(lock, [this] { return stopped_; });
   }
 
+  std::optional<ServerMetrics> metrics(std::chrono::milliseconds timeout) override {
+    return on_io_thread<ServerMetrics>(timeout, [this] { return core_.metrics(Clock::now()); });
+  }
+
+  bool set_token(const std::string& token, std::chrono::milliseconds timeout) override {
+    return on_io_thread<bool>(timeout, [this, token] {
+             core_.set_token(token);
+             return true;
+           }).value_or(false);
+  }
+
   bool wait_job_idle(const std::string& job_id, std::chrono::milliseconds timeout) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -181,6 +192,28 @@ class AsioServer final : public Server, private Sink {
   }
 
  private:
+  // Runs fn on the io thread (the core's only thread) and returns what it
+  // returned; nullopt when the server has stopped or fn did not run within
+  // timeout.
+  template <typename T, typename Fn>
+  std::optional<T> on_io_thread(std::chrono::milliseconds timeout, Fn fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_requested_) return std::nullopt;
+    }
+    auto done = std::make_shared<std::promise<std::optional<T>>>();
+    auto result = done->get_future();
+    asio::post(io_, [this, done, fn = std::move(fn)]() mutable {
+      done->set_value(stopping_ ? std::nullopt : std::optional<T>(fn()));
+    });
+    if (result.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+    try {
+      return result.get();
+    } catch (const std::future_error&) {  // the io_context went with fn unrun
+      return std::nullopt;
+    }
+  }
+
   void run() {
     for (;;) {
       try {
@@ -199,10 +232,13 @@ class AsioServer final : public Server, private Sink {
     if (it == sessions_.end()) return;
     Session& s = *it->second;
     if (s.closed || s.overflowed) return;  // an overflowed one is dropped at the next flush
+    const size_t before = s.pending.size();
     append_frame(s.pending, request_id, message);
+    core_.counters().bytes_out += s.pending.size() - before;
     mark_dirty(it->second);
     if (!s.overflowed && s.pending.size() + s.writing.size() > kMaxQueued) {
       s.overflowed = true;
+      core_.counters().limit(LimitKind::write_queue);
       overflowed_.push_back(it->second);
     }
   }

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.hpp"
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/server_metrics.hpp"
 
 namespace cc::rv {
 
@@ -57,6 +59,13 @@ class Server {
   // (all left or vanished), or until timeout; true when idle. Rank 0 calls it
   // before stopping its embedded server, so the others can leave cleanly.
   virtual bool wait_job_idle(const std::string& job_id, std::chrono::milliseconds timeout) = 0;
+  // The server's counters and gauges, copied on its thread; nullopt when it
+  // has stopped or did not answer within timeout.
+  virtual std::optional<ServerMetrics> metrics(std::chrono::milliseconds timeout) = 0;
+  // New connections must prove `token` from now on (empty: no token); those
+  // already in keep going. False when the server has stopped or did not take
+  // it within timeout.
+  virtual bool set_token(const std::string& token, std::chrono::milliseconds timeout) = 0;
 };
 
 }  // namespace cc::rv

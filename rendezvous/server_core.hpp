@@ -39,6 +39,7 @@
 
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
+#include "rendezvous/server_metrics.hpp"
 
 namespace cc::rv {
 
@@ -97,6 +98,15 @@ class ServerCore {
   // (empty when unknown).
   std::map<int32_t, uint64_t> member_progress(const std::string& job_id, uint32_t generation,
                                               uint32_t epoch = 0) const;
+
+  // The counters and the gauges of this moment, for the metrics endpoint.
+  ServerMetrics metrics(Clock::time_point now) const;
+  // The I/O layer counts what only it sees (bytes written, clients that do
+  // not read) here.
+  ServerCounters& counters();
+  // From now on a Hello is challenged with this token (empty: none). Members
+  // and connections already authenticated are not asked again.
+  void set_token(const std::string& token);
 
  private:
   struct Impl;

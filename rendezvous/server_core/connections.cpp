@@ -27,6 +27,7 @@ bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::tim
             ? "the rendezvous server is stopping"
             : "the rendezvous server is at its limit of " + std::to_string(opt.max_connections) +
                   " connections; try again later or raise the server's connection limit";
+    if (!stopped) counters.limit(LimitKind::max_connections);
     send_error(id, 0, CC_ERR_RENDEZVOUS, why);
     log().warn("refusing {}: {}", peer, why);
     sink.close(id, why);
@@ -36,6 +37,7 @@ bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::tim
   c->last_frame = now;
   arm(c->handshake_timer, now + opt.handshake_timeout, DeadlineKind::handshake, id);
   conns.emplace(id, std::move(c));
+  ++counters.connections_accepted;
   log().info("connection from {}", peer);
   return true;
 }
@@ -45,12 +47,14 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
   auto it = conns.find(id);
   if (it == conns.end()) return;
   Conn& c = *it->second;
+  counters.bytes_in += bytes.size();
   c.reader.feed(bytes);
   while (auto f = c.reader.next()) {
     c.last_frame = now;
     if (!handle(c, f->request_id, f->message, now)) return;  // c was dropped
   }
   if (c.reader.error() != DecodeError::none) {
+    counters.frame_error(frame_error_kind(c.reader.error()));
     drop(c, 0, CC_ERR_RENDEZVOUS, describe(c.reader.error()));
     return;
   }
@@ -82,6 +86,7 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
   const MsgType type = type_of(m);
   if (c.phase == Phase::hello) {
     if (type != MsgType::hello) {
+      counters.frame_error(FrameErrorKind::out_of_order);
       drop(c, rid, CC_ERR_RENDEZVOUS,
            std::string("the first message must be hello, not ") + type_name(type) +
                " (a client of another protocol, or a bug)");
@@ -91,12 +96,21 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
   }
   if (c.phase == Phase::auth) {
     if (type != MsgType::auth) {
+      ++counters.auth_refusals;
       drop(c, rid, CC_ERR_AUTH,
            "the rendezvous server requires a token: set CC_RENDEZVOUS_TOKEN (or "
            "CC_RENDEZVOUS_TOKEN_FILE) to the job's token");
       return false;
     }
     return on_auth(c, rid, std::get<Auth>(m));
+  }
+  if (type == MsgType::status_query) return on_status(c, rid, std::get<StatusQuery>(m), now);
+  if (c.job == nullptr) {
+    counters.frame_error(FrameErrorKind::out_of_order);
+    drop(c, rid, CC_ERR_INVALID_USAGE,
+         std::string("a connection that names no job may only ask for status, not ") +
+             type_name(type) + "; give the client a job id");
+    return false;
   }
   switch (type) {
     case MsgType::set:
@@ -128,6 +142,7 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
     case MsgType::recover_id:
       return on_recover_id(c, rid, std::get<RecoverId>(m), now);
     default:
+      counters.frame_error(FrameErrorKind::out_of_order);
       drop(c, rid, CC_ERR_RENDEZVOUS,
            std::string("unexpected message ") + type_name(type) +
                " from a client (after the handshake)");
@@ -156,6 +171,7 @@ bool ServerCore::Impl::on_hello(Conn& c, uint32_t rid, const Hello& h) {
 
 bool ServerCore::Impl::on_auth(Conn& c, uint32_t rid, const Auth& a) {
   if (!auth_check(opt.token, c.nonce, c.hello.job_id, a.mac)) {
+    ++counters.auth_refusals;
     drop(c, rid, CC_ERR_AUTH,
          "the rendezvous token was refused by the server; give every rank and the server the same "
          "token (CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE, cc-rendezvous --token-file)");
@@ -168,8 +184,16 @@ bool ServerCore::Impl::on_auth(Conn& c, uint32_t rid, const Auth& a) {
 }
 
 // The handshake is done: the connection joins its job (made on first use,
-// up to max_jobs) and may now read and write the job's keys.
+// up to max_jobs) and may now read and write the job's keys. A Hello without
+// a job id (an operator's status tool) enters no job.
 bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
+  if (c.hello.job_id.empty()) {
+    c.phase = Phase::ready;
+    disarm(c.handshake_timer);
+    if (opt.idle_timeout.count() > 0)
+      arm(c.idle_timer, c.last_frame + opt.idle_timeout, DeadlineKind::idle, c.id);
+    return true;
+  }
   Job* job = job_for(c, rid);
   if (job == nullptr) return false;
   c.job = job;

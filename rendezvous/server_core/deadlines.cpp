@@ -41,6 +41,7 @@ void ServerCore::Impl::expire(Clock::time_point now) {
     Conn& c = *it->second;
     if (ref.kind == DeadlineKind::handshake) {
       c.handshake_timer.reset();
+      counters.limit(LimitKind::handshake_timeout);
       drop(c, 0, CC_ERR_RENDEZVOUS,
            "no " + std::string(c.phase == Phase::auth ? "authentication" : "hello") + " within " +
                std::to_string(opt.handshake_timeout.count()) +
@@ -50,12 +51,14 @@ void ServerCore::Impl::expire(Clock::time_point now) {
       expire_idle(c, now);
     } else if (ref.kind == DeadlineKind::frame) {
       c.frame_timer.reset();
+      counters.frame_error(FrameErrorKind::stalled);
       drop(c, 0, CC_ERR_RENDEZVOUS,
            "a frame stalled: " + std::to_string(c.reader.buffered()) +
                " bytes of an incomplete frame for " + std::to_string(opt.frame_timeout.count()) +
                " ms (frame deadline)");
     } else {
       c.heartbeat_timer.reset();
+      c.heartbeat_lost = true;
       drop(c, 0, CC_SUCCESS,
            "no heartbeat for " + std::to_string(heartbeat_window(c).count()) +
                " ms (host down, process stopped or network cut)");
@@ -73,6 +76,7 @@ void ServerCore::Impl::expire_idle(Conn& c, Clock::time_point now) {
         DeadlineKind::idle, c.id);
     return;
   }
+  counters.limit(LimitKind::idle_timeout);
   drop(c, 0, CC_ERR_RENDEZVOUS,
        "idle for " + std::to_string(opt.idle_timeout.count()) +
            " ms without a request, membership or pending wait (idle deadline); reconnect when "

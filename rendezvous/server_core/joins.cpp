@@ -35,6 +35,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
       "job " + quote(job.id) + " (generation " + std::to_string(in.generation) + ")";
   const std::string me = member_who(in);
   job.ranks.insert(c.id);
+  ++counters.joins;
   if (static_cast<size_t>(in.world_size) > opt.max_connections) {
     send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
                me + " of " + where + " asks for a world of " + std::to_string(in.world_size) +
@@ -139,6 +140,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
 void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
                                 Clock::time_point now) {
   gen.state = Generation::State::complete;
+  ++counters.generations_completed;
   Joined joined;
   joined.unique_id = gen.unique_id;
   joined.notice = gen.notice;
@@ -173,6 +175,7 @@ void ServerCore::Impl::fail_generation(Job& job, uint32_t generation, Generation
                                        cc_result_t code, const std::string& words) {
   gen.state = Generation::State::failed;
   gen.failure = words;
+  ++counters.generations_failed;
   log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, words);
   std::vector<uint64_t> ids;
   for (const auto& [id, p] : parked)
@@ -206,6 +209,7 @@ bool ServerCore::Impl::on_leave(Conn& c, uint32_t rid) {
   Job& job = *c.job;
   if (!c.memberships.empty()) {
     log().debug("job {}: {} left", quote(job.id), c.who());
+    ++counters.leaves;
     recovery_conn_ends(job, c, false, "");
     end_memberships(job, c);
     settle(job);
@@ -223,13 +227,18 @@ bool ServerCore::Impl::on_leave(Conn& c, uint32_t rid) {
 }
 
 // The connection is no member of any generation any more; its slots stay,
-// without a connection.
+// without a connection, keeping its address and last completed operation for
+// the status report (and "left" unless a failure or abort was recorded).
 void ServerCore::Impl::end_memberships(Job& job, Conn& c) {
   for (const Membership& m : c.memberships) {
     auto g = job.generations.find(m.generation);
     if (g == job.generations.end()) continue;
     auto s = g->second.slots.find(m.rank);
-    if (s != g->second.slots.end()) s->second.conn = 0;
+    if (s == g->second.slots.end()) continue;
+    s->second.conn = 0;
+    s->second.peer = c.peer;
+    s->second.last_completed = m.last_completed;
+    if (!s->second.ended) s->second.ended = MemberState::left;
   }
   c.memberships.clear();
   job.members.erase(c.id);

@@ -44,6 +44,7 @@ bool ServerCore::Impl::store_room(Conn& c, uint32_t rid, const std::string& key,
   const size_t after = key.size() + value_size;
   const std::string what = "key " + quote(key) + " of job " + quote(job.id);
   if (it == job.keys.end() && job.keys.size() >= opt.max_keys_per_job) {
+    counters.limit(LimitKind::max_keys_per_job);
     send_error(c.id, rid, CC_ERR_RENDEZVOUS,
                "the store is full: job " + quote(job.id) + " holds the server's limit of " +
                    std::to_string(opt.max_keys_per_job) + " keys; key " + quote(key) +
@@ -52,6 +53,7 @@ bool ServerCore::Impl::store_room(Conn& c, uint32_t rid, const std::string& key,
     return false;
   }
   if (after > before && job.bytes - before + after > opt.max_bytes_per_job) {
+    counters.limit(LimitKind::max_bytes_per_job);
     send_error(c.id, rid, CC_ERR_RENDEZVOUS,
                "the store is full: job " + quote(job.id) + " holds " + std::to_string(job.bytes) +
                    " bytes of keys and values, and " + what + " (" + std::to_string(after) +
@@ -63,6 +65,7 @@ bool ServerCore::Impl::store_room(Conn& c, uint32_t rid, const std::string& key,
     return false;
   }
   if (after > before && total_bytes - before + after > opt.max_total_bytes) {
+    counters.limit(LimitKind::max_total_bytes);
     send_error(c.id, rid, CC_ERR_RENDEZVOUS,
                "the store is full: the rendezvous server holds " + std::to_string(total_bytes) +
                    " bytes of keys and values in " + std::to_string(jobs.size()) + " jobs, and " +

@@ -34,6 +34,9 @@ void ServerCore::Impl::drop(Conn& c, uint32_t rid, cc_result_t code, const std::
 void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std::string& reason) {
   c.announced = true;
   const char* what = kind == PeerEventKind::aborted ? "aborted" : "failed";
+  record_end(job, c, kind == PeerEventKind::aborted ? MemberState::aborted : MemberState::failed,
+             reason);
+  bool counted = false;  // one failure per member, however many generations it held
   for (const Membership& m : c.memberships) {
     size_t& told = job.announced[{m.generation, m.epoch}];
     if (told >= ServerCore::kMaxAnnouncedFailures) {
@@ -44,6 +47,8 @@ void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std
       continue;
     }
     ++told;
+    if (!counted) count_failure(c, kind);
+    counted = true;
     PeerEvent ev{kind, m.rank, m.host, m.pid, reason};
     size_t others = 0;
     for (ConnId other : job.members) {

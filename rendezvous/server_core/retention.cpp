@@ -30,6 +30,7 @@ ServerCore::Impl::Job* ServerCore::Impl::job_for(Conn& c, uint32_t rid) {
   if (jobs.size() >= opt.max_jobs) {
     size_t kept = 0;
     for (const auto& [id, job] : jobs) kept += job->conns.empty() ? 1 : 0;
+    counters.limit(LimitKind::max_jobs);
     drop(c, rid, CC_ERR_RENDEZVOUS,
          "the rendezvous server is at its limit of " + std::to_string(opt.max_jobs) + " jobs (" +
              std::to_string(kept) +

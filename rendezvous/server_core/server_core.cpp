@@ -48,6 +48,9 @@ bool ServerCore::job_busy(const std::string& job_id) const {
   auto it = impl_->jobs.find(job_id);
   return it != impl_->jobs.end() && (!it->second->members.empty() || it->second->joiners > 0);
 }
+ServerMetrics ServerCore::metrics(Clock::time_point now) const { return impl_->metrics(now); }
+ServerCounters& ServerCore::counters() { return impl_->counters; }
+void ServerCore::set_token(const std::string& token) { impl_->opt.token = token; }
 std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_id,
                                                         uint32_t generation, uint32_t epoch) const {
   std::map<int32_t, uint64_t> out;

@@ -10,7 +10,9 @@
 // generation's members and any shrink or regrow in progress. The members of
 // Impl are defined in the files of this folder, one section each:
 // deadlines.cpp, output.cpp, connections.cpp, parked.cpp, kv.cpp,
-// retention.cpp, joins.cpp, watch.cpp and recovery.cpp.
+// retention.cpp, joins.cpp, watch.cpp, recovery.cpp, status.cpp (the
+// operator's status report) and metrics.cpp (counters and the snapshot the
+// metrics endpoint shows).
 // Only the files of this folder include this header.
 #pragma once
 
@@ -30,6 +32,7 @@
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server_core.hpp"
 #include "rendezvous/server_core/recovery.hpp"
+#include "rendezvous/server_metrics.hpp"
 
 namespace cc::rv::server_core {
 
@@ -71,6 +74,7 @@ struct Conn {
   Clock::time_point last_heartbeat{};         // or the join, for Progress's silent_ms
   Timer idle_timer;                           // see ServerOptions::idle_timeout
   Clock::time_point last_frame{};
+  bool heartbeat_lost = false;  // dropped for silence (the failure's cause, for metrics)
 
   Conn(ConnId i, std::string p, const Limits& l) : id(i), peer(std::move(p)), reader(l) {}
   // Who is at the other end, for messages (words.cpp).
@@ -98,6 +102,12 @@ struct Slot {
   ConnId conn = 0;
   uint64_t parked = 0;  // the pending Join while the generation is joining
   MemberInfo info;
+  // How its membership ended (left, failed, aborted), for the status report;
+  // empty while it lasts. An aborted member may still be connected.
+  std::optional<MemberState> ended;
+  std::string end_reason;
+  std::string peer;             // its connection's address, kept once the connection is gone
+  uint64_t last_completed = 0;  // its last heartbeat's, kept once the connection is gone
 };
 
 struct Generation {
@@ -171,6 +181,8 @@ struct ServerCore::Impl {
   Deadlines deadlines;
   Clock::time_point current_time{};  // the time of the call being handled
   bool stopped = false;
+  ServerCounters counters;
+  Clock::time_point started = Clock::now();
 
   Impl(const ServerOptions& o, Sink& s) : opt(o), sink(s) {}
 
@@ -255,6 +267,15 @@ struct ServerCore::Impl {
   void commit(Job& job, uint32_t generation, server_core::Lineage& l, RecoverMethod method);
   void fail_recovery(Job& job, uint32_t generation, server_core::Lineage& l, cc_result_t code,
                      const std::string& words);
+
+  // ---- the operator's status report (status.cpp) ---------------------------
+  bool on_status(Conn& c, uint32_t rid, const StatusQuery& q, Clock::time_point now);
+  // Notes in the slots of c's memberships how they ended (failed or aborted).
+  void record_end(Job& job, const Conn& c, MemberState how, const std::string& reason);
+
+  // ---- counters and the metrics snapshot (metrics.cpp) ---------------------
+  void count_failure(const Conn& c, PeerEventKind kind);
+  ServerMetrics metrics(Clock::time_point now) const;
 };
 
 }  // namespace cc::rv

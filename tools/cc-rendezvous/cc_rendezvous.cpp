@@ -1,28 +1,37 @@
-// cc-rendezvous: the long-lived rendezvous daemon that serves many jobs.
+// cc-rendezvous: the long-lived rendezvous daemon that serves many jobs;
+// `cc-rendezvous status` asks a running server for its jobs (status_command).
+// The daemon may serve Prometheus metrics on a port of its own (metrics_http)
+// and rereads its token file on SIGHUP.
 #include <signal.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <sstream>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "cc/cc_version.h"
 #include "common/log.hpp"
 #include "rendezvous/server.hpp"
+#include "rendezvous/server_metrics.hpp"
+#include "tools/cc-rendezvous/metrics_http.hpp"
+#include "tools/cc-rendezvous/status_command.hpp"
+#include "tools/cc-rendezvous/token_file.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace {
 
 constexpr const char* kAbout =
     "The cc rendezvous daemon: hands every rank of a job the NCCL id and its\n"
-    "keys, checks that ranks agree, and tells a job at once when a rank fails.";
+    "keys, checks that ranks agree, and tells a job at once when a rank fails.\n"
+    "`cc-rendezvous status` shows a running server's jobs (see status --help).";
 
 constexpr const char* kFooter =
     "SIZE: bytes, or with K, M or G (KiB, MiB, GiB). DURATION: 500ms, 30s, 10m,\n"
@@ -32,7 +41,8 @@ constexpr const char* kFooter =
     "its last rank leaves. A full store refuses writes with words, never evicts.\n"
     "\n"
     "SIGINT or SIGTERM stops the daemon: waiting clients get an error, members\n"
-    "are told the server is stopping.";
+    "are told the server is stopping. SIGHUP rereads the token file: new\n"
+    "connections must prove the new token, connected jobs keep running.";
 
 int usage_error(const std::string& words) {
   std::fprintf(stderr, "cc-rendezvous: %s (see --help)\n", words.c_str());
@@ -90,40 +100,62 @@ std::chrono::milliseconds duration(const std::string& text, const std::string& w
   return std::chrono::milliseconds(n * ms_per_unit);
 }
 
-// Reads the token, without its trailing newline; warns about loose permissions.
-bool read_token(const std::string& path, std::string* token, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot read the token file " + path + ": " + std::strerror(errno) +
-             "; check the path and that this user may read it";
-    return false;
+// Token reloads (SIGHUP), for the metrics endpoint.
+std::atomic<uint64_t> token_reloads{0};
+std::atomic<uint64_t> token_reload_failures{0};
+
+// SIGHUP: the token file again. A file that cannot be read keeps the old
+// token (and says so); a server without a token file has nothing to reread.
+void reload_token(cc::rv::Server& server, const std::string& token_file) {
+  if (token_file.empty()) {
+    cc::log().warn("SIGHUP: the daemon was started without --token-file, so there is no token "
+                   "to reread");
+    return;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string t = ss.str();
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
-  if (t.empty()) {
-    *error = "the token file " + path + " is empty; put the shared token in it";
-    return false;
+  std::string token;
+  std::string error;
+  if (!cc::daemon::read_token(token_file, &token, &error)) {
+    ++token_reload_failures;
+    cc::log().error("SIGHUP: {}; the old token stays in force", error);
+    return;
   }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
-    cc::log().warn("the token file {} can be read by group or others (mode {:o}); chmod 600 it",
-                   path, st.st_mode & 0777);
-  *token = std::move(t);
-  return true;
+  if (!server.set_token(token, std::chrono::seconds(5))) {
+    ++token_reload_failures;
+    cc::log().error("SIGHUP: the server did not take the new token; the old one stays in force");
+    return;
+  }
+  ++token_reloads;
+  cc::log().info("token reloaded from {}: new connections must prove it; connected jobs keep "
+                 "running",
+                 token_file);
+}
+
+std::optional<std::string> render_metrics(cc::rv::Server& server) {
+  std::optional<cc::rv::ServerMetrics> m = server.metrics(std::chrono::seconds(2));
+  if (!m) return std::nullopt;
+  return cc::rv::prometheus_text(*m) +
+         cc::rv::prometheus_metric("cc_rendezvous_token_reloads_total", "counter",
+                                   "Token files reread on SIGHUP and taken.", token_reloads) +
+         cc::rv::prometheus_metric("cc_rendezvous_token_reload_failures_total", "counter",
+                                   "SIGHUPs whose token file could not be read (the old token "
+                                   "stayed).",
+                                   token_reload_failures);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "status") == 0)
+    return cc::daemon::status_command(argc - 1, argv + 1);
+
   cc::rv::ServerOptions options;
   options.port = 29500;
   std::string token_file;
+  std::optional<cc::daemon::MetricsEndpoint> metrics;
   std::string level = std::getenv("CC_LOG_LEVEL") ? std::getenv("CC_LOG_LEVEL") : "info";
   bool version = false;
 
-  cc::cli::CommandLine command_line("usage: cc-rendezvous [options]", 28);
+  cc::cli::CommandLine command_line("usage: cc-rendezvous [options]\n       cc-rendezvous status [options]", 28);
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
@@ -149,6 +181,17 @@ int main(int argc, char** argv) {
                  "require clients to prove they know the token in\n"
                  "FILE (CC_RENDEZVOUS_TOKEN on the ranks)")
       ->option_text("FILE");
+  app.add_option_function<std::string>(
+         "--metrics",
+         [&](const std::string& v) {
+           cc::daemon::MetricsEndpoint ep;
+           std::string error;
+           if (!cc::daemon::parse_metrics_endpoint(v, &ep, &error)) cc::cli::reject(error);
+           metrics = ep;
+         },
+         "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+         "(PORT alone: 127.0.0.1, loopback only; no token)")
+      ->option_text("[ADDR:]PORT");
   app.add_option("--log-level", level, "trace, debug, info (default), warn, error, off")
       ->option_text("LEVEL");
   app.add_option_function<std::string>(
@@ -259,7 +302,7 @@ int main(int argc, char** argv) {
 
   if (!token_file.empty()) {
     std::string error;
-    if (!read_token(token_file, &options.token, &error)) {
+    if (!cc::daemon::read_token(token_file, &options.token, &error)) {
       std::fprintf(stderr, "cc-rendezvous: %s\n", error.c_str());
       return 1;
     }
@@ -271,6 +314,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -280,6 +324,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());
     return 1;
   }
+  std::unique_ptr<cc::daemon::MetricsServer> metrics_server;
+  if (metrics) {
+    cc::rv::Server& served = *server;
+    st = cc::daemon::MetricsServer::start(
+        *metrics, [&served] { return render_metrics(served); }, &metrics_server);
+    if (!st.ok()) {
+      std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());
+      server->stop();
+      return 1;
+    }
+    cc::log().info("metrics on http://{}/metrics", metrics_server->where());
+  }
   cc::log().info("cc-rendezvous {} ready on port {} (pid {})", CC_VERSION_STRING, server->port(),
                  getpid());
   if (options.job_ttl.count() > 0)
@@ -288,10 +344,17 @@ int main(int argc, char** argv) {
   else
     cc::log().info("a job's keys are kept until deleted (--job-ttl 0)");
 
-  int sig = 0;
-  while (sigwait(&signals, &sig) != 0) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      reload_token(*server, token_file);
+      continue;
+    }
+    cc::log().info("received {}, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    break;
   }
-  cc::log().info("received {}, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  if (metrics_server) metrics_server->stop();
   server->stop();
   cc::log().flush();
   return 0;

@@ -1,0 +1,157 @@
+// The operator's status report (StatusQuery, answered with StatusReport):
+// each job, each of its communicator generations, and each member of a
+// generation with its rank, host, pid, addresses, last heartbeat age, last
+// completed operation and how its membership ended; the ranks a joining
+// generation still misses. Only an authenticated connection gets it (the
+// handshake comes first), and it is bounded: at most kMaxStatusJobs jobs and
+// about kStatusBudget bytes of members, the rest counted as omitted.
+// record_end keeps, in a generation's slots, how a member ended (left,
+// failed, aborted) and why, so the report names a killed rank's host and pid
+// after its connection is gone.
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "rendezvous/server_core/state.hpp"
+
+namespace cc::rv {
+namespace {
+
+using server_core::Conn;
+using server_core::Generation;
+using server_core::Job;
+using server_core::Slot;
+
+std::string cut(const std::string& s) {
+  return s.size() <= kMaxStatusText ? s : s.substr(0, kMaxStatusText - 3) + "...";
+}
+
+uint32_t clamp_ms(Clock::duration d) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  return static_cast<uint32_t>(std::clamp<int64_t>(ms, 0, std::numeric_limits<uint32_t>::max()));
+}
+
+GenerationState state_of(const Generation& g) {
+  switch (g.state) {
+    case Generation::State::joining:
+      return GenerationState::joining;
+    case Generation::State::complete:
+      return GenerationState::complete;
+    case Generation::State::failed:
+      break;
+  }
+  return GenerationState::failed;
+}
+
+// Ranks a joining generation still waits for, at most this many listed.
+constexpr size_t kMaxMissingListed = 4096;
+
+}  // namespace
+
+void ServerCore::Impl::record_end(Job& job, const Conn& c, MemberState how,
+                                  const std::string& reason) {
+  for (const Membership& m : c.memberships) {
+    auto g = job.generations.find(m.generation);
+    if (g == job.generations.end()) continue;
+    // Slots are the communicator's join (generation 0 of a recovered one).
+    if (m.epoch != 0) continue;
+    auto s = g->second.slots.find(m.rank);
+    if (s == g->second.slots.end() || s->second.conn != c.id || s->second.ended) continue;
+    s->second.ended = how;
+    s->second.end_reason = cut(reason);
+    s->second.peer = c.peer;
+    s->second.last_completed = m.last_completed;
+  }
+}
+
+bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
+                                 Clock::time_point now) {
+  ++counters.status_queries;
+  StatusReport report;
+  report.server = server_name;
+  report.uptime_ms = static_cast<uint64_t>(std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count()));
+
+  std::vector<const Job*> chosen;
+  if (!q.job_id.empty()) {
+    if (auto it = jobs.find(q.job_id); it != jobs.end()) chosen.push_back(it->second.get());
+    report.jobs_total = static_cast<uint32_t>(chosen.size());
+  } else {
+    chosen.reserve(jobs.size());
+    for (const auto& [id, job] : jobs) chosen.push_back(job.get());
+    report.jobs_total = static_cast<uint32_t>(jobs.size());
+  }
+  std::sort(chosen.begin(), chosen.end(), [](const Job* a, const Job* b) { return a->id < b->id; });
+  if (chosen.size() > kMaxStatusJobs) chosen.resize(kMaxStatusJobs);
+
+  size_t used = 0;
+  for (const Job* job : chosen) {
+    JobStatus js;
+    js.id = job->id;
+    js.connections = static_cast<uint32_t>(job->conns.size());
+    js.keys = static_cast<uint32_t>(job->keys.size());
+    used += 64 + job->id.size();
+    for (const auto& [number, gen] : job->generations) {
+      GenerationStatus gs;
+      gs.generation = number;
+      gs.state = state_of(gen);
+      gs.world_size = gen.world_size;
+      gs.joined = gen.joined;
+      gs.failure = cut(gen.failure);
+      if (gen.state == Generation::State::joining)
+        for (int32_t r = 0; r < gen.world_size && gs.missing.size() < kMaxMissingListed; ++r)
+          if (!gen.slots.count(r)) gs.missing.push_back(r);
+      used += 64 + gs.failure.size() + 4 * gs.missing.size();
+
+      std::vector<const std::pair<const int32_t, Slot>*> slots;
+      slots.reserve(gen.slots.size());
+      for (const auto& entry : gen.slots) slots.push_back(&entry);
+      std::sort(slots.begin(), slots.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      for (const auto* entry : slots) {
+        const Slot& slot = entry->second;
+        MemberStatus ms;
+        ms.rank = entry->first;
+        ms.host = slot.info.host;
+        ms.pid = slot.info.pid;
+        ms.nccl_addr = slot.info.nccl_addr;
+        ms.peer = slot.peer;
+        ms.last_completed = slot.last_completed;
+        ms.reason = slot.end_reason;
+        const auto live = slot.conn != 0 ? conns.find(slot.conn) : conns.end();
+        if (live != conns.end()) {
+          const Conn& member = *live->second;
+          ms.peer = member.peer;
+          ms.watch_window_ms = clamp_ms(heartbeat_window(member));
+          for (const Membership& m : member.memberships)
+            if (m.generation == number && m.epoch == 0 && m.rank == ms.rank) {
+              ms.last_completed = m.last_completed;
+              ms.heartbeat_age_ms = clamp_ms(now - member.last_heartbeat);
+            }
+        }
+        if (slot.ended)
+          ms.state = *slot.ended;
+        else if (gen.state == Generation::State::joining && slot.parked != 0)
+          ms.state = MemberState::joining;
+        else if (live != conns.end())
+          ms.state = MemberState::member;
+        else
+          ms.state = MemberState::left;
+        const size_t size = 48 + ms.host.size() + ms.peer.size() + ms.nccl_addr.size() +
+                            ms.reason.size();
+        if (used + size > kStatusBudget) {
+          ++report.members_omitted;
+          continue;
+        }
+        used += size;
+        gs.members.push_back(std::move(ms));
+      }
+      js.generations.push_back(std::move(gs));
+    }
+    report.jobs.push_back(std::move(js));
+  }
+  send(c.id, rid, report);
+  return true;
+}
+
+}  // namespace cc::rv

@@ -1,0 +1,136 @@
+#include "tools/cc-rendezvous/status_command.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "common/settings.hpp"
+#include "rendezvous/client.hpp"
+#include "tools/cc-rendezvous/status_render.hpp"
+#include "tools/cc-rendezvous/token_file.hpp"
+#include "tools/cli/cli.hpp"
+
+namespace cc::daemon {
+namespace {
+
+constexpr const char* kAbout =
+    "Asks a running rendezvous server for each job, its communicator generations\n"
+    "and their members (rank, host, pid, address, last heartbeat, last completed\n"
+    "operation), the ranks missing and who is behind. Works against cc-rendezvous\n"
+    "and against the server of a running job (rank 0's, or cc-run's).";
+
+constexpr const char* kFooter =
+    "The address, port and token default to MASTER_ADDR, MASTER_PORT and\n"
+    "CC_RENDEZVOUS_TOKEN (or CC_RENDEZVOUS_TOKEN_FILE), as a rank reads them.";
+
+int usage_error(const std::string& words) {
+  std::fprintf(stderr, "cc-rendezvous status: %s (see cc-rendezvous status --help)\n",
+               words.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int status_command(int argc, char** argv) {
+  const settings::Getenv env = settings::process_env();
+  rv::ClientOptions options;
+  options.job_id.clear();  // a status client enters no job
+  options.client = "cc-rendezvous status";
+  options.addr = "127.0.0.1";
+  options.port = 29500;
+  if (const auto a = settings::find(settings::Id::master_addr, env); a.var && *a.value)
+    options.addr = a.value;
+  std::string token_file;
+  std::string job;
+  bool json = false;
+  long long port = -1;
+  long long timeout_ms = 10000;
+
+  cc::cli::CommandLine command_line("usage: cc-rendezvous status [options]", 24);
+  CLI::App& app = command_line.app();
+  app.description(kAbout);
+  app.footer(kFooter);
+  app.add_option("--addr", options.addr, "the server's address (default MASTER_ADDR, else\n127.0.0.1)")
+      ->option_text("ADDR");
+  app.add_option_function<std::string>(
+         "--port",
+         [&](const std::string& v) {
+           if (settings::parse_int("--port", v.c_str(), 1, 65535, &port).code != CC_SUCCESS)
+             cc::cli::reject("--port needs a number from 1 to 65535");
+         },
+         "the server's port (default MASTER_PORT, else 29500)")
+      ->option_text("PORT");
+  app.add_option("--token-file", token_file, "the token, as the server's --token-file")
+      ->option_text("FILE");
+  app.add_option("--job", job, "only this job")->option_text("ID");
+  app.add_flag("--json", json, "one JSON document instead of text");
+  app.add_option_function<std::string>(
+         "--timeout-ms",
+         [&](const std::string& v) {
+           if (settings::parse_int("--timeout-ms", v.c_str(), 1, 3600000, &timeout_ms).code !=
+               CC_SUCCESS)
+             cc::cli::reject("--timeout-ms needs a positive number");
+         },
+         "give up after N ms (default 10000)")
+      ->option_text("N");
+  command_line.add_help();
+
+  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
+  if (parsed.help) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  if (!parsed.ok) return usage_error(parsed.error);
+
+  if (port < 0) {
+    long long from_env = 29500;
+    settings::Found found;
+    if (Status st = settings::read_int(settings::Id::master_port, env, &from_env, &found);
+        !st.ok())
+      return usage_error(st.message);
+    port = from_env;
+  }
+  options.port = static_cast<int>(port);
+
+  std::string error;
+  if (!token_file.empty()) {
+    if (!read_token(token_file, &options.token, &error)) {
+      std::fprintf(stderr, "cc-rendezvous status: %s\n", error.c_str());
+      return 1;
+    }
+  } else if (const auto t = settings::find(settings::Id::token, env); t.var && *t.value) {
+    options.token = t.value;
+  } else if (const auto f = settings::find(settings::Id::token_file, env); f.var && *f.value) {
+    if (!read_token(f.value, &options.token, &error)) {
+      std::fprintf(stderr, "cc-rendezvous status: %s (from %s)\n", error.c_str(), f.var);
+      return 1;
+    }
+  }
+
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
+  options.connect_timeout = timeout;
+  options.request_timeout = timeout;
+  std::unique_ptr<rv::Client> client;
+  if (Status st = rv::Client::connect(options, &client); !st.ok()) {
+    std::fprintf(stderr, "cc-rendezvous status: %s\n", st.message.c_str());
+    return 1;
+  }
+  rv::StatusReport report;
+  if (Status st = client->status(rv::StatusQuery{job}, &report, timeout); !st.ok()) {
+    std::fprintf(stderr, "cc-rendezvous status: %s\n", st.message.c_str());
+    return 1;
+  }
+  if (json) {
+    const std::string text =
+        status_json(report, client->endpoint())
+            .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    std::printf("%s\n", text.c_str());
+  } else {
+    std::fputs(status_text(report, client->endpoint()).c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace cc::daemon

@@ -1,0 +1,212 @@
+#include "tools/cc-rendezvous/status_render.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "common/who.hpp"
+
+namespace cc::daemon {
+namespace {
+
+std::string seconds(uint64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+std::string uptime(uint64_t ms) {
+  const uint64_t s = ms / 1000;
+  if (s < 120) return std::to_string(s) + " s";
+  if (s < 7200) return std::to_string(s / 60) + " min";
+  return std::to_string(s / 3600) + " h " + std::to_string(s / 60 % 60) + " min";
+}
+
+// "2, 3, 5-9" for a sorted list of ranks.
+std::string ranges(const std::vector<int32_t>& ranks) {
+  std::string out;
+  size_t i = 0;
+  while (i < ranks.size()) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s + " ";
+}
+
+std::string member_who(const rv::MemberStatus& m) { return cc::who(m.rank, m.host, m.pid); }
+
+}  // namespace
+
+const char* state_name(rv::MemberState s) {
+  switch (s) {
+    case rv::MemberState::joining:
+      return "joining";
+    case rv::MemberState::member:
+      return "member";
+    case rv::MemberState::left:
+      return "left";
+    case rv::MemberState::failed:
+      return "failed";
+    case rv::MemberState::aborted:
+      return "aborted";
+  }
+  return "unknown";
+}
+
+const char* state_name(rv::GenerationState s) {
+  switch (s) {
+    case rv::GenerationState::joining:
+      return "joining";
+    case rv::GenerationState::complete:
+      return "complete";
+    case rv::GenerationState::failed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+std::vector<Behind> behind(const rv::GenerationStatus& g) {
+  std::vector<const rv::MemberStatus*> live;
+  for (const auto& m : g.members)
+    if (m.state == rv::MemberState::member) live.push_back(&m);
+  std::vector<Behind> out;
+  if (live.empty()) return out;
+  const rv::MemberStatus* ahead = *std::max_element(
+      live.begin(), live.end(),
+      [](const auto* a, const auto* b) { return a->last_completed < b->last_completed; });
+  std::vector<uint32_t> ages;
+  for (const auto* m : live) ages.push_back(m->heartbeat_age_ms);
+  std::nth_element(ages.begin(), ages.begin() + static_cast<std::ptrdiff_t>(ages.size() / 2),
+                   ages.end());
+  const uint64_t median = ages[ages.size() / 2];
+  const uint64_t silent_after = std::max<uint64_t>(kSilentMs, 3 * median);
+  for (const auto* m : live) {
+    std::string why;
+    if (m->heartbeat_age_ms >= silent_after) why = "silent for " + seconds(m->heartbeat_age_ms);
+    if (m->last_completed < ahead->last_completed) {
+      const uint64_t gap = ahead->last_completed - m->last_completed;
+      why += (why.empty() ? "" : ", ") + std::to_string(gap) + (gap == 1 ? " op" : " ops") +
+             " behind rank " + std::to_string(ahead->rank) + " (op #" +
+             std::to_string(m->last_completed) + " against #" +
+             std::to_string(ahead->last_completed) + ")";
+    }
+    if (!why.empty()) out.push_back({m->rank, why});
+  }
+  return out;
+}
+
+std::string status_text(const rv::StatusReport& r, const std::string& endpoint) {
+  std::string out = r.server + " at " + endpoint + ", up " + uptime(r.uptime_ms) + "; " +
+                    std::to_string(r.jobs_total) + (r.jobs_total == 1 ? " job" : " jobs");
+  if (r.jobs.size() < r.jobs_total)
+    out += " (" + std::to_string(r.jobs.size()) + " shown)";
+  out += "\n";
+  if (r.members_omitted > 0)
+    out += std::to_string(r.members_omitted) +
+           " members left out to keep the report small; ask for one job with --job\n";
+  for (const rv::JobStatus& j : r.jobs) {
+    out += "\njob '" + j.id + "': " + std::to_string(j.connections) + " connections, " +
+           std::to_string(j.keys) + " keys\n";
+    if (j.generations.empty()) out += "  no communicator (store clients only)\n";
+    for (const rv::GenerationStatus& g : j.generations) {
+      out += "  generation " + std::to_string(g.generation) + ": " + state_name(g.state) + ", " +
+             std::to_string(g.joined) + " of " + std::to_string(g.world_size) + " ranks joined\n";
+      if (!g.failure.empty()) out += "    failed: " + g.failure + "\n";
+      if (!g.members.empty()) {
+        out += "    " + pad("rank", 5) + pad("state", 8) + pad("host", 16) + pad("pid", 8) +
+               pad("address", 22) + pad("nccl address", 16) + pad("heartbeat", 10) + "last op\n";
+        for (const rv::MemberStatus& m : g.members) {
+          const bool live = m.state == rv::MemberState::member;
+          out += "    " + pad(std::to_string(m.rank), 5) + pad(state_name(m.state), 8) +
+                 pad(m.host, 16) + pad(std::to_string(m.pid), 8) +
+                 pad(m.peer.empty() ? "-" : m.peer, 22) +
+                 pad(m.nccl_addr.empty() ? "-" : m.nccl_addr, 16) +
+                 pad(live ? seconds(m.heartbeat_age_ms) : "-", 10) + "#" +
+                 std::to_string(m.last_completed) + "\n";
+        }
+      }
+      if (g.state == rv::GenerationState::joining && g.world_size > g.joined) {
+        const int32_t n = g.world_size - g.joined;
+        out += "    missing: " + std::string(n == 1 ? "rank " : "ranks ") + ranges(g.missing) +
+               (static_cast<size_t>(n) > g.missing.size() ? " and more" : "") + " (" +
+               std::to_string(n) + " of " + std::to_string(g.world_size) + ") not joined yet\n";
+      }
+      for (const rv::MemberStatus& m : g.members) {
+        if (m.state == rv::MemberState::failed || m.state == rv::MemberState::aborted)
+          out += "    " + std::string(state_name(m.state)) + ": " + member_who(m) +
+                 (m.peer.empty() ? "" : " at " + m.peer) + ": " +
+                 (m.reason.empty() ? "no reason given" : m.reason) + "\n";
+        else if (m.state == rv::MemberState::left && g.state == rv::GenerationState::complete)
+          out += "    left: " + member_who(m) + " (cleanly)\n";
+      }
+      std::map<int32_t, const rv::MemberStatus*> by_rank;
+      for (const auto& m : g.members) by_rank[m.rank] = &m;
+      for (const Behind& b : behind(g))
+        out += "    behind: " + member_who(*by_rank.at(b.rank)) + ": " + b.why + "\n";
+    }
+  }
+  return out;
+}
+
+nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string& endpoint) {
+  using json = nlohmann::ordered_json;
+  json out;
+  out["server"] = r.server;
+  out["endpoint"] = endpoint;
+  out["uptime_ms"] = r.uptime_ms;
+  out["jobs_total"] = r.jobs_total;
+  out["members_omitted"] = r.members_omitted;
+  json jobs = json::array();
+  for (const rv::JobStatus& j : r.jobs) {
+    json job;
+    job["id"] = j.id;
+    job["connections"] = j.connections;
+    job["keys"] = j.keys;
+    json generations = json::array();
+    for (const rv::GenerationStatus& g : j.generations) {
+      std::map<int32_t, std::string> late;
+      for (Behind& b : behind(g)) late[b.rank] = std::move(b.why);
+      json gen;
+      gen["generation"] = g.generation;
+      gen["state"] = state_name(g.state);
+      gen["world_size"] = g.world_size;
+      gen["joined"] = g.joined;
+      gen["failure"] = g.failure;
+      gen["missing"] = g.missing;
+      json members = json::array();
+      for (const rv::MemberStatus& m : g.members) {
+        json member;
+        member["rank"] = m.rank;
+        member["state"] = state_name(m.state);
+        member["host"] = m.host;
+        member["pid"] = m.pid;
+        member["address"] = m.peer;
+        member["nccl_address"] = m.nccl_addr;
+        member["last_completed"] = m.last_completed;
+        member["heartbeat_age_ms"] = m.heartbeat_age_ms;
+        member["watch_window_ms"] = m.watch_window_ms;
+        member["reason"] = m.reason;
+        auto it = late.find(m.rank);
+        member["behind"] = it == late.end() ? json(nullptr) : json(it->second);
+        members.push_back(std::move(member));
+      }
+      gen["members"] = std::move(members);
+      generations.push_back(std::move(gen));
+    }
+    job["generations"] = std::move(generations);
+    jobs.push_back(std::move(job));
+  }
+  out["jobs"] = std::move(jobs);
+  return out;
+}
+
+}  // namespace cc::daemon

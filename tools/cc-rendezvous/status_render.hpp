@@ -1,0 +1,37 @@
+// `cc-rendezvous status` output: the server's StatusReport as text for a
+// person or as JSON, and which members are behind.
+//
+// A live member of a generation is behind when its last completed operation
+// is lower than the generation's most advanced member's, or when it has been
+// silent (no heartbeat) for at least kSilentMs and three times the median
+// silence of the generation's live members (heartbeats come every
+// CC_HEARTBEAT_MS, 1 s by default, so a member a few intervals late stands
+// out while the others' age stays under one interval).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/protocol.hpp"
+
+namespace cc::daemon {
+
+inline constexpr uint32_t kSilentMs = 1500;
+
+struct Behind {
+  int32_t rank = -1;
+  std::string why;  // "silent for 4.2 s", "3 ops behind rank 0 (op #41 against #44)"
+};
+std::vector<Behind> behind(const rv::GenerationStatus& g);
+
+const char* state_name(rv::MemberState s);
+const char* state_name(rv::GenerationState s);
+
+// `endpoint` is where the report came from ("127.0.0.1:29500").
+std::string status_text(const rv::StatusReport& r, const std::string& endpoint);
+nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string& endpoint);
+
+}  // namespace cc::daemon
