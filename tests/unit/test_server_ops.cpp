@@ -1,0 +1,384 @@
+// What an operator sees of the rendezvous server, driven through ServerCore
+// with a fake Sink and clock: the status report (who joined, who is missing,
+// who failed, left or aborted, with host and pid), who may ask for it, the
+// counters behind the metrics endpoint and their Prometheus text, a token
+// replaced while jobs run, and `cc-rendezvous status`'s words about it.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "rendezvous/auth.hpp"
+#include "rendezvous/server_core.hpp"
+#include "rendezvous/server_metrics.hpp"
+#include "tools/cc-rendezvous/status_render.hpp"
+
+using namespace std::chrono_literals;
+namespace rv = cc::rv;
+
+namespace {
+
+class FakeSink : public rv::Sink {
+ public:
+  void send(rv::ConnId conn, uint32_t, const rv::Message& m) override {
+    // As a real connection carries it: every message encodes and decodes.
+    rv::FrameReader r;
+    r.feed(rv::encode_frame(1, m));
+    auto f = r.next();
+    REQUIRE(f);
+    out[conn].push_back(f->message);
+  }
+  void close(rv::ConnId conn, const std::string& reason) override { closed[conn] = reason; }
+
+  std::map<rv::ConnId, std::vector<rv::Message>> out;
+  std::map<rv::ConnId, std::string> closed;
+};
+
+struct Harness {
+  explicit Harness(rv::ServerOptions o = {}) : options(std::move(o)), core(options, sink) {}
+
+  void feed(rv::ConnId id, const rv::Message& m) { core.on_bytes(id, rv::encode_frame(1, m), now); }
+  rv::Message one(rv::ConnId id) {
+    auto v = std::move(sink.out[id]);
+    sink.out[id].clear();
+    REQUIRE(v.size() == 1);
+    return v[0];
+  }
+  void drain(rv::ConnId id) { sink.out[id].clear(); }
+  // Connects and says hello; with a token, authenticates with `token`.
+  void client(rv::ConnId id, const std::string& job, const std::string& token = "") {
+    REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now));
+    feed(id, rv::Hello{job, "host-" + std::to_string(id), static_cast<uint32_t>(100 + id), "test"});
+    auto ch = std::get<rv::Challenge>(one(id));
+    if (ch.auth_required) {
+      feed(id, rv::Auth{rv::auth_mac(token, ch.nonce, job)});
+      one(id);
+    }
+  }
+  void join(rv::ConnId id, int rank, int world, const std::string& host) {
+    rv::Join j;
+    j.info.rank = rank;
+    j.info.world_size = world;
+    j.info.generation = 1;
+    j.info.host = host;
+    j.info.pid = static_cast<uint32_t>(4000 + rank);
+    j.info.nccl_version = 22809;
+    j.info.nccl_addr = "10.0.0." + std::to_string(id);
+    j.timeout_ms = 60000;
+    feed(id, j);
+  }
+  rv::StatusReport status(rv::ConnId observer) {
+    feed(observer, rv::StatusQuery{});
+    auto m = one(observer);
+    REQUIRE(std::holds_alternative<rv::StatusReport>(m));
+    return std::get<rv::StatusReport>(m);
+  }
+  rv::ServerMetrics metrics() const { return core.metrics(now); }
+
+  rv::ServerOptions options;
+  FakeSink sink;
+  rv::ServerCore core;
+  rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;
+};
+
+const rv::MemberStatus& member(const rv::GenerationStatus& g, int rank) {
+  for (const auto& m : g.members)
+    if (m.rank == rank) return m;
+  FAIL("rank " << rank << " is not in the report");
+  throw;
+}
+
+uint64_t failures(const rv::ServerMetrics& m, rv::FailureCause c) {
+  return m.counters.failures[static_cast<size_t>(c)];
+}
+uint64_t frame_errors(const rv::ServerMetrics& m, rv::FrameErrorKind k) {
+  return m.counters.frame_errors[static_cast<size_t>(k)];
+}
+uint64_t limits(const rv::ServerMetrics& m, rv::LimitKind k) {
+  return m.counters.limits[static_cast<size_t>(k)];
+}
+
+}  // namespace
+
+TEST_CASE("ops: the status messages round-trip through a frame") {
+  rv::StatusReport r;
+  r.server = "cc-rendezvous 0.1.0";
+  r.uptime_ms = 1234567;
+  r.jobs_total = 3;
+  r.members_omitted = 2;
+  rv::GenerationStatus g{7, rv::GenerationState::joining, 4, 2, "", {2, 3}, {}};
+  g.members.push_back({0, rv::MemberState::member, "gpu-a", 42, "10.0.0.2:5000", "10.0.0.2", 41,
+                       300, 5000, ""});
+  g.members.push_back({1, rv::MemberState::failed, "gpu-b", 43, "10.0.0.3:5000", "", 40, 0, 0,
+                       "connection reset by peer"});
+  r.jobs.push_back({"train", 3, 12, {g}});
+  for (const rv::Message& m : {rv::Message(rv::StatusQuery{"train"}), rv::Message(r)}) {
+    const auto bytes = rv::encode_frame(9, m);
+    rv::FrameReader reader;
+    reader.feed(bytes);
+    auto f = reader.next();
+    REQUIRE(f);
+    CHECK(f->message.index() == m.index());
+    CHECK(rv::encode_frame(9, f->message) == bytes);  // every field came back
+  }
+  CHECK(std::string(rv::type_name(rv::MsgType::status_report)) == "status-report");
+  // A member state out of range is refused.
+  auto bytes = rv::encode_frame(1, r);
+  const std::string marker = "gpu-a";
+  auto at = std::search(bytes.begin(), bytes.end(), marker.begin(), marker.end());
+  REQUIRE(at != bytes.end());
+  *(at - 5) = 9;  // the state byte sits before the host's length
+  rv::FrameReader reader;
+  reader.feed(bytes);
+  CHECK_FALSE(reader.next());
+  CHECK(reader.error() == rv::DecodeError::bad_field);
+}
+
+TEST_CASE("ops: status is answered only after authentication, to a connection of no job") {
+  rv::ServerOptions o;
+  o.token = "secret";
+  Harness h(o);
+  REQUIRE(h.core.on_connect(1, "10.0.0.1:5000", h.now));
+  h.feed(1, rv::Hello{"", "ops", 1, "cc-rendezvous status"});
+  REQUIRE(std::get<rv::Challenge>(h.one(1)).auth_required);
+  h.feed(1, rv::StatusQuery{});  // before authenticating
+  CHECK(std::get<rv::Error>(h.one(1)).code == CC_ERR_AUTH);
+  CHECK(h.sink.closed.count(1));
+  CHECK(h.metrics().counters.auth_refusals == 1);
+
+  h.client(2, "", "wrong");
+  CHECK(h.sink.closed.count(2));
+  CHECK(h.metrics().counters.auth_refusals == 2);
+
+  h.client(3, "", "secret");
+  const rv::StatusReport r = h.status(3);
+  CHECK(r.jobs.empty());
+  CHECK(h.core.job_count() == 0);  // the status tool made no job
+  // It may ask nothing of a job.
+  h.feed(3, rv::Set{"k", {1}});
+  const auto e = std::get<rv::Error>(h.one(3));
+  CHECK(e.code == CC_ERR_INVALID_USAGE);
+  CHECK_THAT(e.message, Catch::Contains("may only ask for status, not set"));
+  CHECK(h.sink.closed.count(3));
+  CHECK(h.metrics().counters.status_queries == 1);
+}
+
+TEST_CASE("ops: the report names who joined, who is missing, failed, aborted or left") {
+  Harness h;
+  h.client(9, "");
+  for (rv::ConnId id = 1; id <= 4; ++id) h.client(id, "train");
+  h.join(1, 0, 4, "gpu-a");
+  h.join(2, 1, 4, "gpu-b");
+  rv::StatusReport r = h.status(9);
+  REQUIRE(r.jobs.size() == 1);
+  CHECK(r.jobs_total == 1);
+  CHECK(r.jobs[0].id == "train");
+  CHECK(r.jobs[0].connections == 4);
+  REQUIRE(r.jobs[0].generations.size() == 1);
+  const rv::GenerationStatus& joining = r.jobs[0].generations[0];
+  CHECK(joining.state == rv::GenerationState::joining);
+  CHECK(joining.joined == 2);
+  CHECK(joining.missing == std::vector<int32_t>{2, 3});
+  CHECK(member(joining, 1).state == rv::MemberState::joining);
+  CHECK(member(joining, 1).host == "gpu-b");
+  CHECK(member(joining, 1).pid == 4001);
+  CHECK(member(joining, 1).peer == "10.0.0.2:5000");
+
+  h.join(3, 2, 4, "gpu-c");
+  h.join(4, 3, 4, "gpu-d");
+  for (rv::ConnId id = 1; id <= 4; ++id) REQUIRE(std::holds_alternative<rv::Joined>(h.one(id)));
+  h.feed(1, rv::Watch{5000});
+  h.drain(1);
+  h.now += 2s;
+  for (rv::ConnId id : {1, 2}) {
+    h.feed(id, rv::Heartbeat{44});
+    h.drain(id);
+  }
+  h.feed(3, rv::Heartbeat{41});
+  h.drain(3);
+  h.now += 100ms;
+  r = h.status(9);
+  const rv::GenerationStatus& complete = r.jobs[0].generations[0];
+  CHECK(complete.state == rv::GenerationState::complete);
+  CHECK(complete.missing.empty());
+  CHECK(member(complete, 0).state == rv::MemberState::member);
+  CHECK(member(complete, 0).last_completed == 44);
+  CHECK(member(complete, 0).heartbeat_age_ms == 100);
+  CHECK(member(complete, 0).watch_window_ms == 5000);
+  CHECK(member(complete, 0).nccl_addr == "10.0.0.1");
+  CHECK(member(complete, 3).heartbeat_age_ms == 2100);  // never beat since joining
+
+  h.core.on_disconnect(2, "connection reset by peer");  // rank 1 dies
+  h.feed(3, rv::Abort{"CUDA error on rank 2"});
+  h.drain(3);
+  h.feed(4, rv::Leave{});
+  h.drain(4);
+  r = h.status(9);
+  const rv::GenerationStatus& after = r.jobs[0].generations[0];
+  const rv::MemberStatus& dead = member(after, 1);
+  CHECK(dead.state == rv::MemberState::failed);
+  CHECK(dead.host == "gpu-b");
+  CHECK(dead.pid == 4001);
+  CHECK(dead.peer == "10.0.0.2:5000");  // kept after the connection went
+  CHECK(dead.last_completed == 44);
+  CHECK_THAT(dead.reason, Catch::Contains("connection reset by peer"));
+  CHECK(member(after, 2).state == rv::MemberState::aborted);
+  CHECK(member(after, 2).reason == "CUDA error on rank 2");
+  CHECK(member(after, 3).state == rv::MemberState::left);
+  CHECK(member(after, 0).state == rv::MemberState::member);
+
+  // One job asked for by name; another job is left out.
+  h.client(5, "other");
+  h.feed(9, rv::StatusQuery{"other"});
+  const auto only = std::get<rv::StatusReport>(h.one(9));
+  REQUIRE(only.jobs.size() == 1);
+  CHECK(only.jobs[0].id == "other");
+  CHECK(only.jobs_total == 1);
+}
+
+TEST_CASE("ops: the report stays bounded in a huge job") {
+  Harness h;
+  h.client(1, "");
+  // 1500 joined members with 1 KiB host names: more than kStatusBudget. Rank
+  // 1500 never joins, so nobody is sent the whole member list.
+  const int joined = 1500;
+  for (int r = 0; r < joined; ++r) {
+    const auto id = static_cast<rv::ConnId>(10 + r);
+    h.client(id, "big");
+    h.join(id, r, joined + 1, std::string(1000, 'h') + std::to_string(r));
+  }
+  const rv::StatusReport report = h.status(1);
+  REQUIRE(report.jobs.size() == 1);
+  const rv::GenerationStatus& g = report.jobs[0].generations[0];
+  CHECK(report.members_omitted > 0);
+  CHECK(g.members.size() + report.members_omitted == joined);
+  CHECK(g.missing == std::vector<int32_t>{joined});
+  CHECK(rv::encode_frame(1, report).size() < rv::kStatusBudget + 64 * 1024);
+}
+
+TEST_CASE("ops: the counters move as jobs join, fail and leave") {
+  rv::ServerOptions o;
+  o.max_keys_per_job = 1;
+  Harness h(o);
+  for (rv::ConnId id = 1; id <= 3; ++id) h.client(id, "job");
+  for (int r = 0; r < 3; ++r) h.join(static_cast<rv::ConnId>(r + 1), r, 3, "h");
+  rv::ServerMetrics m = h.metrics();
+  CHECK(m.counters.connections_accepted == 3);
+  CHECK(m.connections_open == 3);
+  CHECK(m.jobs == 1);
+  CHECK(m.counters.joins == 3);
+  CHECK(m.counters.generations_completed == 1);
+  REQUIRE(m.job_members.size() == 1);
+  CHECK(m.job_members[0].job == "job");
+  CHECK(m.job_members[0].members == 3);
+  CHECK(m.counters.bytes_in > 0);
+
+  h.feed(1, rv::Watch{300});
+  h.feed(2, rv::Abort{"gave up"});
+  h.core.on_disconnect(3, "reset");
+  h.core.on_disconnect(2, "the client closed the connection");  // after its abort: no second event
+  h.now += 400ms;
+  h.core.expire(h.now);  // rank 0 missed its heartbeats
+  m = h.metrics();
+  CHECK(failures(m, rv::FailureCause::abort) == 1);
+  CHECK(failures(m, rv::FailureCause::disconnect) == 1);
+  CHECK(failures(m, rv::FailureCause::heartbeat) == 1);
+
+  h.client(4, "job2");
+  h.client(5, "job2");
+  h.join(4, 0, 2, "a");
+  h.join(5, 1, 2, "b");
+  h.feed(4, rv::Leave{});
+  h.feed(4, rv::Set{"a", {1}});
+  h.feed(4, rv::Set{"b", {1}});  // over max_keys_per_job
+  h.feed(5, rv::Get{"never", 1000});
+  m = h.metrics();
+  CHECK(m.counters.leaves == 1);
+  CHECK(limits(m, rv::LimitKind::max_keys_per_job) == 1);
+  CHECK(m.parked_gets == 1);
+  REQUIRE(m.job_members.size() == 1);
+  CHECK(m.job_members[0].members == 1);
+
+  REQUIRE(h.core.on_connect(6, "10.0.0.6:1", h.now));
+  h.core.on_bytes(6, std::vector<uint8_t>{'G', 'E', 'T', ' '}, h.now);
+  REQUIRE(h.core.on_connect(7, "10.0.0.7:1", h.now));
+  h.feed(7, rv::Set{"k", {1}});  // no hello first
+  m = h.metrics();
+  CHECK(frame_errors(m, rv::FrameErrorKind::bad_magic) == 1);
+  CHECK(frame_errors(m, rv::FrameErrorKind::out_of_order) == 1);
+
+  const std::string text = rv::prometheus_text(m);
+  CHECK_THAT(text, Catch::Contains("cc_rendezvous_build_info{version=\""));
+  CHECK_THAT(text, Catch::Contains("nccl=\"none\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("cc_rendezvous_failures_announced_total{cause=\"heartbeat\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("cc_rendezvous_frame_errors_total{kind=\"bad_magic\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("cc_rendezvous_job_members{job=\"job2\",state=\"member\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("cc_rendezvous_limits_hit_total{limit=\"max_keys_per_job\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("cc_rendezvous_parked{kind=\"get\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("# TYPE cc_rendezvous_joins_total counter\n"));
+}
+
+TEST_CASE("ops: label values are escaped, bounded and ASCII") {
+  CHECK(rv::prometheus_label("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+  CHECK(rv::prometheus_label(std::string("x\x01\xff", 3)) == "x??");
+  CHECK(rv::prometheus_label(std::string(500, 'j')).size() == 128);
+}
+
+TEST_CASE("ops: a new token: connected jobs keep going, new connections need it") {
+  rv::ServerOptions o;
+  o.token = "old";
+  Harness h(o);
+  h.client(1, "job", "old");
+  h.client(2, "job", "old");
+  h.join(1, 0, 2, "a");
+  h.join(2, 1, 2, "b");
+  REQUIRE(std::holds_alternative<rv::Joined>(h.one(1)));
+  REQUIRE(std::holds_alternative<rv::Joined>(h.one(2)));
+  h.core.set_token("new");
+  h.feed(1, rv::Set{"k", {1}});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+  h.feed(2, rv::Heartbeat{3});
+  CHECK(std::holds_alternative<rv::HeartbeatAck>(h.one(2)));
+
+  h.client(3, "job", "old");
+  CHECK(h.sink.closed.count(3));
+  h.client(4, "job", "new");
+  CHECK_FALSE(h.sink.closed.count(4));
+  h.feed(4, rv::Get{"k", 0});
+  CHECK(std::holds_alternative<rv::Value>(h.one(4)));
+}
+
+TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
+  rv::StatusReport r;
+  r.server = "cc-rendezvous 0.1.0";
+  r.jobs_total = 1;
+  rv::GenerationStatus g{1, rv::GenerationState::complete, 4, 4, "", {}, {}};
+  g.members.push_back({0, rv::MemberState::member, "gpu-a", 10, "10.0.0.1:1", "", 44, 200, 5000, ""});
+  g.members.push_back({1, rv::MemberState::member, "gpu-b", 11, "10.0.0.2:1", "", 44, 4200, 5000, ""});
+  g.members.push_back({2, rv::MemberState::member, "gpu-c", 12, "10.0.0.3:1", "", 41, 300, 5000, ""});
+  g.members.push_back({3, rv::MemberState::failed, "gpu-d", 13, "10.0.0.4:1", "", 44, 0, 0,
+                       "the client closed the connection"});
+  rv::GenerationStatus joining{2, rv::GenerationState::joining, 3, 1, "", {1, 2}, {}};
+  joining.members.push_back({0, rv::MemberState::joining, "gpu-a", 10, "10.0.0.1:1", "", 0, 0, 0, ""});
+  r.jobs.push_back({"train", 4, 0, {g, joining}});
+
+  const auto late = cc::daemon::behind(r.jobs[0].generations[0]);
+  REQUIRE(late.size() == 2);
+  CHECK(late[0].rank == 1);
+  CHECK(late[0].why == "silent for 4.2 s");
+  CHECK(late[1].rank == 2);
+  CHECK(late[1].why == "3 ops behind rank 0 (op #41 against #44)");
+
+  const std::string text = cc::daemon::status_text(r, "127.0.0.1:29500");
+  CHECK_THAT(text, Catch::Contains("behind: rank 1 (host gpu-b, pid 11): silent for 4.2 s"));
+  CHECK_THAT(text, Catch::Contains("failed: rank 3 (host gpu-d, pid 13) at 10.0.0.4:1: the client "
+                                   "closed the connection"));
+  CHECK_THAT(text, Catch::Contains("missing: ranks 1, 2 (2 of 3) not joined yet"));
+
+  const auto json = cc::daemon::status_json(r, "127.0.0.1:29500");
+  const auto& m1 = json["jobs"][0]["generations"][0]["members"][1];
+  CHECK(m1["behind"] == "silent for 4.2 s");
+  CHECK(m1["host"] == "gpu-b");
+  CHECK(json["jobs"][0]["generations"][0]["members"][3]["state"] == "failed");
+  CHECK(json["jobs"][0]["generations"][0]["members"][0]["behind"].is_null());
+}
