@@ -3,7 +3,7 @@
 // stdout: "READY <rank>", then "FAILED <words>" when the watchdog learns of a
 // failure (exit 3), or "LEFT" after "leave" arrives on stdin (exit 0).
 //   failure_member ADDR PORT JOB RANK WORLD [--interval MS] [--misses N]
-//                  [--external] [--no-watch] [--completed N]
+//                  [--external] [--no-watch] [--completed N] [--token T]
 // stdin commands: "leave", "abort REASON", "behind SEQ" (prints "BEHIND <words>").
 #include <unistd.h>
 
@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   const int world = std::atoi(argv[5]);
   bool watch = true;
   uint64_t completed = 0;
+  std::string token;
   for (int i = 6; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--interval" && i + 1 < argc)
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
       watch = false;
     else if (a == "--completed" && i + 1 < argc)
       completed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--token" && i + 1 < argc)
+      token = argv[++i];
   }
   gethostname(hostname_buf, sizeof hostname_buf - 1);
   opt.host = hostname_buf;
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
   co.addr = argv[1];
   co.port = std::atoi(argv[2]);
   co.job_id = argv[3];
+  co.token = token;
   co.connect_timeout = std::chrono::milliseconds(10000);
   std::unique_ptr<cc::rv::Client> client;
   if (cc::Status st = cc::rv::Client::connect(co, &client); !st.ok()) {

@@ -1,0 +1,297 @@
+"""Operating cc-rendezvous as a user would: /metrics scraped with urllib while
+jobs join, fail and leave; the metrics port refusing everything but GET
+/metrics and surviving 1000 garbage requests; `cc-rendezvous status` naming a
+stopped rank as behind and a killed one as failed (host and pid), against the
+daemon and against cc-run's server; a token rotated by SIGHUP.
+
+Run by meson (suite rendezvous) as `python3 -m unittest test_operations.CLASS`
+with CC_RENDEZVOUS_BIN, FAILURE_MEMBER and CC_RUN_BIN set."""
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+import unittest
+
+from ops_helpers import HOST, CC_RUN, MEMBER, Processes, http, wait_for
+
+TOKEN = "operations-test-token"
+
+
+class Metrics(unittest.TestCase):
+    def setUp(self):
+        self.p = Processes()
+        self.addCleanup(self.p.end)
+
+    def test_counters_follow_jobs_that_join_fail_and_leave(self):
+        d = self.p.daemon("--metrics", "127.0.0.1:0", "--max-jobs", "1", token=TOKEN)
+        self.assertTrue(d.metrics_at.startswith("127.0.0.1:"))
+        m = d.scrape()
+        self.assertEqual(m['cc_rendezvous_build_info{version="0.1.0",protocol="1",nccl="none"}'], 1)
+        self.assertEqual(m["cc_rendezvous_connections_open"], 0)
+        self.assertEqual(m["cc_rendezvous_jobs"], 0)
+
+        # Three ranks join; two keep no watch, so only the one killed fails.
+        ranks = [self.p.member(d.port, "train", r, 3, "--no-watch", token=TOKEN) for r in range(3)]
+        for r in ranks:
+            r.expect("READY")
+        m = d.scrape()
+        self.assertEqual(m["cc_rendezvous_joins_total"], 3)
+        self.assertEqual(m['cc_rendezvous_generations_total{result="completed"}'], 1)
+        self.assertEqual(m['cc_rendezvous_job_members{job="train",state="member"}'], 3)
+        self.assertEqual(m["cc_rendezvous_connections_open"], 3)
+        self.assertEqual(m["cc_rendezvous_jobs"], 1)
+        self.assertGreater(m["cc_rendezvous_received_bytes_total"], 0)
+        sent = m["cc_rendezvous_sent_bytes_total"]
+        self.assertGreater(sent, 0)
+
+        # A wrong token, a stranger's bytes, a second job over --max-jobs 1.
+        wrong = self.p.member(d.port, "train", 5, 6, token="not-the-token")
+        self.assertIn("refused our token", wrong.expect("ERROR"))
+        with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            s.recv(4096)
+        other = self.p.member(d.port, "other", 0, 1, token=TOKEN)
+        self.assertIn("limit of 1 jobs", other.expect("ERROR"))
+        m = d.scrape()
+        self.assertEqual(m["cc_rendezvous_auth_refusals_total"], 1)
+        self.assertEqual(m['cc_rendezvous_frame_errors_total{kind="bad_magic"}'], 1)
+        self.assertEqual(m['cc_rendezvous_limits_hit_total{limit="max_jobs"}'], 1)
+        self.assertEqual(m['cc_rendezvous_failures_announced_total{cause="disconnect"}'], 0)
+
+        # Rank 2 is killed, rank 1 aborts, rank 0 leaves cleanly.
+        ranks[2].kill()
+        wait_for("the killed rank to be announced", lambda: d.scrape()[
+            'cc_rendezvous_failures_announced_total{cause="disconnect"}'] == 1)
+        ranks[1].say("abort out of memory")
+        ranks[1].expect("ABORTED")
+        ranks[0].say("leave")
+        ranks[0].expect("LEFT")
+        m = wait_for("rank 0's leave", lambda: (lambda s: s if s[
+            "cc_rendezvous_leaves_total"] == 1 else None)(d.scrape()))
+        self.assertEqual(m['cc_rendezvous_failures_announced_total{cause="abort"}'], 1)
+        self.assertEqual(m['cc_rendezvous_failures_announced_total{cause="heartbeat"}'], 0)
+        self.assertEqual(m['cc_rendezvous_job_members{job="train",state="member"}'], 1)
+        self.assertGreater(m["cc_rendezvous_sent_bytes_total"], sent)
+
+        # The last one goes: the job is forgotten, no connection is left.
+        ranks[1].kill()
+        m = wait_for("the job to be forgotten", lambda: (lambda s: s if s[
+            "cc_rendezvous_jobs"] == 0 else None)(d.scrape()))
+        self.assertEqual(m["cc_rendezvous_connections_open"], 0)
+        self.assertNotIn('cc_rendezvous_job_members{job="train",state="member"}', m)
+        self.assertEqual(m['cc_rendezvous_failures_announced_total{cause="abort"}'], 1)
+        self.assertGreaterEqual(m['cc_rendezvous_metrics_requests_total{result="served"}'], 6)
+
+    def test_only_get_metrics_is_answered(self):
+        d = self.p.daemon("--metrics", "0")
+        self.assertTrue(d.metrics_at.startswith("127.0.0.1:"), d.metrics_at)  # loopback by default
+        at = d.metrics_at
+        self.assertEqual(http(at, "GET", "/metrics")[0], 200)
+        for method, path, code in [("POST", "/metrics", 405), ("PUT", "/metrics", 405),
+                                   ("DELETE", "/metrics", 405), ("HEAD", "/metrics", 405),
+                                   ("GET", "/", 404), ("GET", "/metrics/", 404),
+                                   ("GET", "/metrics?x=1", 404), ("GET", "/../etc/passwd", 404)]:
+            status, body = http(at, method, path)
+            self.assertEqual(status, code, "%s %s" % (method, path))
+            if method != "HEAD":
+                self.assertIn("only GET /metrics is served", body)
+        status, _ = http(at, "POST", "/metrics", body=b"x" * 100)
+        self.assertIn(status, (400, 405))
+        m = d.scrape()
+        self.assertEqual(m['cc_rendezvous_metrics_requests_total{result="refused"}'], 9)
+
+    def test_garbage_leaves_the_daemon_serving(self):
+        d = self.p.daemon("--metrics", "127.0.0.1:0")
+        host, port = d.metrics_at.rsplit(":", 1)
+        rng = random.Random(16)
+        kinds = [
+            lambda: bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 300))),
+            lambda: b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n",  # header over 8 KiB
+            lambda: b"GET /metrics HTTP/9.9\r\n\r\n",
+            lambda: b"\r\n\r\n",
+            lambda: b"BREW /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+            lambda: b"GET /metrics HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+            lambda: b"POST /metrics HTTP/1.1\r\nContent-Length: 1000000\r\n\r\nabc",
+            lambda: b"GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        ]
+        start = time.monotonic()
+        for i in range(1000):
+            with socket.create_connection((host, int(port)), timeout=5) as s:
+                s.settimeout(5)
+                try:
+                    s.sendall(kinds[i % len(kinds)]())
+                    s.shutdown(socket.SHUT_WR)
+                    while s.recv(65536):
+                        pass
+                except OSError:  # reset, closed first or timed out: refused all the same
+                    pass
+            self.assertLess(time.monotonic() - start, 120, "1000 garbage requests took too long")
+        self.assertTrue(d.alive())
+        m = d.scrape()
+        self.assertGreaterEqual(m['cc_rendezvous_metrics_requests_total{result="refused"}'], 1000)
+        rc, out, err = d.status()
+        self.assertEqual(rc, 0, err)  # the rendezvous port still serves too
+
+    def test_a_taken_or_bad_metrics_address_is_one_line(self):
+        d = self.p.daemon("--metrics", "127.0.0.1:0")
+        r = subprocess.run([os.environ["CC_RENDEZVOUS_BIN"], "--port", "0", "--metrics",
+                            d.metrics_at], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot serve metrics on %s: address already in use" % d.metrics_at,
+                      r.stderr.lower())
+        r = subprocess.run([os.environ["CC_RENDEZVOUS_BIN"], "--metrics", "::1:9"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("[ADDR]:PORT", r.stderr)
+
+
+class Status(unittest.TestCase):
+    def setUp(self):
+        self.p = Processes()
+        self.addCleanup(self.p.end)
+
+    def member_json(self, d, rank):
+        rc, out, err = d.status("--json", "--job", "train")
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        members = doc["jobs"][0]["generations"][0]["members"]
+        return {m["rank"]: m for m in members}[rank]
+
+    def test_a_stopped_rank_is_behind_and_a_killed_one_failed(self):
+        d = self.p.daemon(token=TOKEN)
+        ranks = [self.p.member(d.port, "train", r, 3, "--interval", "100", "--misses", "100",
+                               "--completed", "5", token=TOKEN) for r in range(3)]
+        for r in ranks:
+            r.expect("READY")
+        rc, out, err = d.status()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("job 'train'", out)
+        self.assertIn("generation 1: complete, 3 of 3 ranks joined", out)
+        self.assertNotIn("behind:", out)
+        m1 = wait_for("rank 1's first heartbeat with its progress",
+                      lambda: (lambda m: m if m["last_completed"] == 5 else None)(
+                          self.member_json(d, 1)), step=0.1)
+        self.assertEqual(m1["state"], "member")
+        self.assertEqual(m1["host"], HOST)
+        self.assertEqual(m1["pid"], ranks[1].pid)
+        self.assertTrue(m1["address"].startswith("127.0.0.1:"))
+        self.assertEqual(m1["watch_window_ms"], 10000)
+
+        ranks[1].kill(signal.SIGSTOP)
+        behind = wait_for("the stopped rank to show as behind",
+                          lambda: self.member_json(d, 1)["behind"], timeout=30, step=0.2)
+        self.assertTrue(behind.startswith("silent for "), behind)
+        rc, out, err = d.status()
+        self.assertIn("behind: rank 1 (host %s, pid %d): silent for" % (HOST, ranks[1].pid), out)
+        self.assertNotIn("behind: rank 0", out)
+
+        ranks[2].kill()
+        wait_for("the killed rank to show as failed",
+                 lambda: self.member_json(d, 2)["state"] == "failed", step=0.2)
+        rc, out, err = d.status()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("failed: rank 2 (host %s, pid %d) at 127.0.0.1:" % (HOST, ranks[2].pid), out)
+        m2 = self.member_json(d, 2)
+        self.assertEqual(m2["pid"], ranks[2].pid)
+        self.assertEqual(m2["host"], HOST)
+        self.assertIn("closed the connection", m2["reason"])
+
+    def test_missing_ranks_and_a_wrong_token(self):
+        d = self.p.daemon(token=TOKEN)
+        first = self.p.member(d.port, "train", 0, 4, token=TOKEN)
+        rc, out, err = wait_for("rank 0's join", lambda: (lambda r: r if "joining" in r[1] else None)(
+            d.status()))
+        self.assertIn("missing: ranks 1-3 (3 of 4) not joined yet", out)
+        self.assertIsNotNone(first)
+        r = subprocess.run([os.environ["CC_RENDEZVOUS_BIN"], "status", "--port", str(d.port)],
+                           capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, CC_RENDEZVOUS_TOKEN="wrong"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("refused our token", r.stderr)
+
+    @unittest.skipUnless(CC_RUN, "cc-run not given")
+    def test_against_the_server_of_a_running_job(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        script = ('exec "%s" "$MASTER_ADDR" "$MASTER_PORT" "$CC_JOB_ID" "$RANK" "$WORLD_SIZE" '
+                  '--external --token "$CC_RENDEZVOUS_TOKEN" </dev/null' % MEMBER)
+        env = dict(os.environ, CC_RENDEZVOUS_TOKEN=TOKEN, CC_LOG_LEVEL="error")
+        run = subprocess.Popen([CC_RUN, "-n", "2", "--master-addr", "127.0.0.1", "--master-port",
+                                str(port), "--job-id", "embedded-job", "--", "sh", "-c", script],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                               start_new_session=True)
+        self.addCleanup(lambda: (os.killpg(run.pid, signal.SIGKILL), run.wait()))
+        argv = [os.environ["CC_RENDEZVOUS_BIN"], "status", "--json"]
+
+        def report():
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                               env=dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+            if r.returncode != 0:
+                return None
+            jobs = json.loads(r.stdout)["jobs"]
+            if jobs and jobs[0]["generations"] and jobs[0]["generations"][0]["state"] == "complete":
+                return jobs[0]
+            return None
+
+        job = wait_for("cc-run's ranks in its server's report", report, timeout=60, step=0.2)
+        self.assertEqual(job["id"], "embedded-job")
+        members = job["generations"][0]["members"]
+        self.assertEqual([m["rank"] for m in members], [0, 1])
+        self.assertTrue(all(m["state"] == "member" and m["host"] == HOST for m in members))
+
+
+class TokenRotation(unittest.TestCase):
+    def setUp(self):
+        self.p = Processes()
+        self.addCleanup(self.p.end)
+
+    def test_sighup_rotates_the_token_and_running_jobs_keep_going(self):
+        d = self.p.daemon("--metrics", "0", token="first-token")
+        old = [self.p.member(d.port, "old", r, 2, "--interval", "100", "--misses", "50",
+                             token="first-token") for r in range(2)]
+        for r in old:
+            r.expect("READY")
+
+        d.write_token("second-token")
+        d.signal(signal.SIGHUP)
+        wait_for("the daemon to reload its token", lambda: "token reloaded from" in d.text())
+
+        # The old job keeps going: its requests are answered, nobody failed.
+        old[0].say("behind 0")
+        self.assertTrue(old[0].expect("BEHIND").startswith("BEHIND"))
+        time.sleep(1.0)  # ten heartbeat intervals
+        old[1].say("leave")
+        self.assertEqual(old[1].line(), "LEFT")
+        old[0].say("leave")
+        self.assertEqual(old[0].line(), "LEFT")  # no FAILED line came before it
+
+        refused = self.p.member(d.port, "new", 0, 1, token="first-token")
+        self.assertIn("refused our token", refused.expect("ERROR"))
+        accepted = self.p.member(d.port, "new", 0, 1, token="second-token")
+        accepted.expect("READY")
+        rc, out, err = d.status()  # the status tool reads the new token file too
+        self.assertEqual(rc, 0, err)
+        self.assertIn("job 'new'", out)
+
+        m = d.scrape()
+        self.assertEqual(m["cc_rendezvous_token_reloads_total"], 1)
+        self.assertEqual(m["cc_rendezvous_auth_refusals_total"], 1)
+        self.assertEqual(m["cc_rendezvous_failures_announced_total{cause=\"disconnect\"}"], 0)
+
+        # A token file that cannot be read keeps the token in force.
+        os.remove(d.token_file)
+        d.signal(signal.SIGHUP)
+        wait_for("the failed reload to be logged", lambda: "the old token stays in force" in d.text())
+        self.assertTrue(d.alive())
+        again = self.p.member(d.port, "new2", 0, 1, token="second-token")
+        again.expect("READY")
+        self.assertEqual(d.scrape()["cc_rendezvous_token_reload_failures_total"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
