@@ -2,9 +2,12 @@
 # Installs the Debian/Ubuntu packages cc builds and tests with. CUDA and NCCL
 # are expected already (/usr/local/cuda, or pass -Dcudatoolkit=/-Dnccl_dir=).
 set -euo pipefail
+# libboost-dev: Boost.Beast, header-only, for cc-rendezvous's metrics
+# endpoint. systemd and python3-yaml: the packaging suite verifies the
+# systemd unit and parses the compose file.
 pkgs=(meson ninja-build g++ pkg-config libasio-dev libspdlog-dev libfmt-dev catch2
-      libcli11-dev nlohmann-json3-dev libssl-dev openmpi-bin libopenmpi-dev iproute2 procps
-      python3 python3-numpy)
+      libcli11-dev nlohmann-json3-dev libssl-dev libboost-dev openmpi-bin libopenmpi-dev
+      iproute2 procps python3 python3-numpy python3-yaml systemd)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
