@@ -99,6 +99,9 @@ class Reader {
     return error_;
   }
   const Limits& limits() const { return limits_; }
+  // Bytes not read yet: a list of n elements of at least k bytes each needs
+  // n <= remaining() / k, checked before anything is allocated for it.
+  uint32_t remaining() const { return static_cast<uint32_t>(in_.size() - pos_); }
 
  private:
   template <typename T>
@@ -525,14 +528,14 @@ struct Codec<StatusReport> {
     uint8_t state = 0;
     uint32_t n = 0;
     if (!(r.u32(g.generation) && r.u8(state) && r.i32(g.world_size) && r.i32(g.joined) &&
-          r.text(g.failure) && r.count(n, r.limits().max_frame / 4)))
+          r.text(g.failure) && r.count(n, r.remaining() / 4)))
       return false;
     if (state < 1 || state > 3) return r.fail(DecodeError::bad_field);
     g.state = static_cast<GenerationState>(state);
     g.missing.resize(n);
     for (int32_t& rank : g.missing)
       if (!r.i32(rank)) return false;
-    if (!r.count(n, r.limits().max_frame / 41)) return false;
+    if (!r.count(n, r.remaining() / 41)) return false;
     g.members.resize(n);
     for (MemberStatus& m : g.members)
       if (!get_member(r, m)) return false;
@@ -541,13 +544,13 @@ struct Codec<StatusReport> {
   static bool get(Reader& r, StatusReport& m) {
     uint32_t n = 0;
     if (!(r.text(m.server) && r.u64(m.uptime_ms) && r.u32(m.jobs_total) &&
-          r.u32(m.members_omitted) && r.count(n, r.limits().max_frame / 16)))
+          r.u32(m.members_omitted) && r.count(n, r.remaining() / 16)))
       return false;
     m.jobs.resize(n);
     for (JobStatus& j : m.jobs) {
       uint32_t generations = 0;
       if (!(r.str(j.id, r.limits().max_key) && r.u32(j.connections) && r.u32(j.keys) &&
-            r.count(generations, r.limits().max_frame / 25)))
+            r.count(generations, r.remaining() / 25)))
         return false;
       j.generations.resize(generations);
       for (GenerationStatus& g : j.generations)

@@ -134,6 +134,20 @@ TEST_CASE("ops: the status messages round-trip through a frame") {
   CHECK(reader.error() == rv::DecodeError::bad_field);
 }
 
+TEST_CASE("ops: a status report that claims more entries than its bytes hold is refused") {
+  // A report with no jobs ends in its job count; claiming 100000 jobs in a
+  // frame that holds none is refused by size before any room is made for them.
+  rv::StatusReport r;
+  r.server = "cc-rendezvous 0.1.0";
+  auto bytes = rv::encode_frame(1, r);
+  const size_t count_at = bytes.size() - 4;
+  for (int i = 0; i < 4; ++i) bytes[count_at + i] = static_cast<uint8_t>(100000u >> (8 * i));
+  rv::FrameReader reader;
+  reader.feed(bytes);
+  CHECK_FALSE(reader.next());
+  CHECK(reader.error() == rv::DecodeError::field_too_large);
+}
+
 TEST_CASE("ops: status is answered only after authentication, to a connection of no job") {
   rv::ServerOptions o;
   o.token = "secret";
