@@ -495,11 +495,15 @@ struct Codec<StatusReport> {
     w.u64(m.uptime_ms);
     w.u32(m.jobs_total);
     w.u32(m.members_omitted);
+    w.u64(m.store_bytes);
+    w.u64(m.store_bytes_limit);
     w.u32(static_cast<uint32_t>(m.jobs.size()));
     for (const JobStatus& j : m.jobs) {
       w.str(j.id);
       w.u32(j.connections);
       w.u32(j.keys);
+      w.u64(j.bytes);
+      w.u64(j.expires_in_ms);
       w.u32(static_cast<uint32_t>(j.generations.size()));
       for (const GenerationStatus& g : j.generations) {
         w.u32(g.generation);
@@ -544,13 +548,14 @@ struct Codec<StatusReport> {
   static bool get(Reader& r, StatusReport& m) {
     uint32_t n = 0;
     if (!(r.text(m.server) && r.u64(m.uptime_ms) && r.u32(m.jobs_total) &&
-          r.u32(m.members_omitted) && r.count(n, r.remaining() / 16)))
+          r.u32(m.members_omitted) && r.u64(m.store_bytes) && r.u64(m.store_bytes_limit) &&
+          r.count(n, r.remaining() / 32)))
       return false;
     m.jobs.resize(n);
     for (JobStatus& j : m.jobs) {
       uint32_t generations = 0;
       if (!(r.str(j.id, r.limits().max_key) && r.u32(j.connections) && r.u32(j.keys) &&
-            r.count(generations, r.remaining() / 25)))
+            r.u64(j.bytes) && r.u64(j.expires_in_ms) && r.count(generations, r.remaining() / 25)))
         return false;
       j.generations.resize(generations);
       for (GenerationStatus& g : j.generations)

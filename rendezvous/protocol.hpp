@@ -292,14 +292,16 @@ struct GenerationStatus {
   GenerationState state = GenerationState::joining;
   int32_t world_size = 0;
   int32_t joined = 0;
-  std::string failure;                 // why a failed generation failed
-  std::vector<int32_t> missing;        // ranks that never joined (while joining)
-  std::vector<MemberStatus> members;   // by rank
+  std::string failure;                // why a failed generation failed
+  std::vector<int32_t> missing;       // ranks that never joined (while joining)
+  std::vector<MemberStatus> members;  // by rank
 };
 struct JobStatus {
   std::string id;
   uint32_t connections = 0;
   uint32_t keys = 0;
+  uint64_t bytes = 0;          // of its keys and values
+  uint64_t expires_in_ms = 0;  // with no connection: time left of its job TTL (0: not expiring)
   std::vector<GenerationStatus> generations;
 };
 struct StatusReport {
@@ -307,7 +309,9 @@ struct StatusReport {
   uint64_t uptime_ms = 0;
   uint32_t jobs_total = 0;       // jobs on the server (the query's one, when it named one)
   uint32_t members_omitted = 0;  // members left out to keep the report small
-  std::vector<JobStatus> jobs;   // sorted by id
+  uint64_t store_bytes = 0;      // of keys and values over every job
+  uint64_t store_bytes_limit = 0;
+  std::vector<JobStatus> jobs;  // sorted by id
 };
 
 using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat, Abort,

@@ -161,10 +161,11 @@ std::string prometheus_text(const ServerMetrics& m) {
          std::string("version=\"") + CC_VERSION_STRING + "\",protocol=\"" +
              std::to_string(kProtocolVersion) + "\",nccl=\"none\"",
          1);
-  out += "# HELP cc_rendezvous_uptime_seconds Seconds since the server started.\n"
-         "# TYPE cc_rendezvous_uptime_seconds gauge\n"
-         "cc_rendezvous_uptime_seconds " +
-         number(m.uptime_seconds) + "\n";
+  out +=
+      "# HELP cc_rendezvous_uptime_seconds Seconds since the server started.\n"
+      "# TYPE cc_rendezvous_uptime_seconds gauge\n"
+      "cc_rendezvous_uptime_seconds " +
+      number(m.uptime_seconds) + "\n";
   out += prometheus_metric("cc_rendezvous_connections_open", "gauge",
                            "Connections open now (clients, members, status tools).",
                            m.connections_open);
@@ -172,7 +173,12 @@ std::string prometheus_text(const ServerMetrics& m) {
                            "Connections accepted (refused ones count under limits_hit).",
                            c.connections_accepted);
   out += prometheus_metric("cc_rendezvous_jobs", "gauge",
-                           "Jobs the server holds now (each job id with a connection).", m.jobs);
+                           "Jobs the server holds now (with a connection, or kept for their keys).",
+                           m.jobs);
+  out += prometheus_metric("cc_rendezvous_jobs_without_connection", "gauge",
+                           "Jobs with no connection, kept for their keys until deleted or until "
+                           "their job TTL passes (--job-ttl).",
+                           m.jobs_without_connection);
   family(out, "cc_rendezvous_job_members", "gauge",
          "Members of each job with a member or a pending join: state=\"member\" completed a "
          "join, state=\"joining\" waits for the others.");
@@ -213,6 +219,22 @@ std::string prometheus_text(const ServerMetrics& m) {
   sample(out, "cc_rendezvous_parked", "kind=\"get\"", m.parked_gets);
   sample(out, "cc_rendezvous_parked", "kind=\"wait\"", m.parked_waits);
   sample(out, "cc_rendezvous_parked", "kind=\"join\"", m.parked_joins);
+  out += prometheus_metric("cc_rendezvous_store_keys", "gauge", "Keys held over every job.",
+                           m.store_keys);
+  out += prometheus_metric("cc_rendezvous_store_bytes", "gauge",
+                           "Bytes of keys and values held over every job (what --max-total-bytes "
+                           "bounds).",
+                           m.store_bytes);
+  out += prometheus_metric("cc_rendezvous_store_bytes_limit", "gauge",
+                           "The server's limit on cc_rendezvous_store_bytes (--max-total-bytes); a "
+                           "write that would pass it is refused.",
+                           m.store_bytes_limit);
+  out += prometheus_metric("cc_rendezvous_jobs_expired_total", "counter",
+                           "Jobs forgotten, with their keys, after their job TTL passed with no "
+                           "connection (--job-ttl).",
+                           c.jobs_expired);
+  out += prometheus_metric("cc_rendezvous_keys_expired_total", "counter",
+                           "Keys dropped with the jobs that expired.", c.keys_expired);
   out += prometheus_metric("cc_rendezvous_status_queries_total", "counter",
                            "Status reports asked for (cc-rendezvous status).", c.status_queries);
   return out;

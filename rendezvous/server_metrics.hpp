@@ -62,6 +62,8 @@ struct ServerCounters {
   uint64_t leaves = 0;  // members that left cleanly
   uint64_t auth_refusals = 0;
   uint64_t status_queries = 0;
+  uint64_t jobs_expired = 0;  // jobs forgotten after --job-ttl without a connection
+  uint64_t keys_expired = 0;  // the keys they held
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   std::array<uint64_t, static_cast<size_t>(FailureCause::count)> failures{};
@@ -87,6 +89,10 @@ struct ServerMetrics {
   ServerCounters counters;
   uint64_t connections_open = 0;
   uint64_t jobs = 0;
+  uint64_t jobs_without_connection = 0;  // kept for their keys (until the job TTL)
+  uint64_t store_keys = 0;               // over every job
+  uint64_t store_bytes = 0;              // of keys and values, over every job
+  uint64_t store_bytes_limit = 0;        // ServerOptions::max_total_bytes
   uint64_t parked_gets = 0;
   uint64_t parked_waits = 0;
   uint64_t parked_joins = 0;

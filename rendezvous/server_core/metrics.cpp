@@ -2,7 +2,7 @@
 // increments ServerCounters where its event happens), the cause of an
 // announced failure, and the snapshot of counters and gauges the metrics
 // endpoint renders: open connections, jobs, each job's members and joiners,
-// and the requests parked now.
+// the requests parked now, and what the store holds.
 #include <algorithm>
 
 #include "rendezvous/server_core/state.hpp"
@@ -23,6 +23,8 @@ ServerMetrics ServerCore::Impl::metrics(Clock::time_point now) const {
   m.counters = counters;
   m.connections_open = conns.size();
   m.jobs = jobs.size();
+  m.store_bytes = total_bytes;
+  m.store_bytes_limit = opt.max_total_bytes;
   m.uptime_seconds = std::max(0.0, std::chrono::duration<double>(now - started).count());
   for (const auto& [id, p] : parked) {
     if (p.kind == Parked::Kind::get)
@@ -33,6 +35,8 @@ ServerMetrics ServerCore::Impl::metrics(Clock::time_point now) const {
       ++m.parked_joins;
   }
   for (const auto& [id, job] : jobs) {
+    m.store_keys += job->keys.size();
+    if (job->conns.empty()) ++m.jobs_without_connection;
     if (job->members.empty() && job->joiners == 0) continue;
     m.job_members.push_back({id, job->members.size(), job->joiners});
   }

@@ -87,6 +87,8 @@ void ServerCore::Impl::expire_job(uint64_t serial) {
   Job& job = *it->second;
   job.ttl_timer.reset();  // already erased by expire()
   if (!job.conns.empty()) return;
+  ++counters.jobs_expired;
+  counters.keys_expired += job.keys.size();
   forget_job(job, "no connection for " + std::to_string(opt.job_ttl.count()) +
                       " ms (job TTL): its " + std::to_string(job.keys.size()) + " key(s), " +
                       std::to_string(job.bytes) + " bytes, are dropped");

@@ -2,12 +2,13 @@
 // each job, each of its communicator generations, and each member of a
 // generation with its rank, host, pid, addresses, last heartbeat age, last
 // completed operation and how its membership ended; the ranks a joining
-// generation still misses. Only an authenticated connection gets it (the
-// handshake comes first), and it is bounded: at most kMaxStatusJobs jobs and
-// about kStatusBudget bytes of members, the rest counted as omitted.
-// record_end keeps, in a generation's slots, how a member ended (left,
-// failed, aborted) and why, so the report names a killed rank's host and pid
-// after its connection is gone.
+// generation still misses; the bytes each job's keys hold and, for a job
+// kept without a connection, the time left of its job TTL. Only an
+// authenticated connection gets it (the handshake comes first), and it is
+// bounded: at most kMaxStatusJobs jobs and about kStatusBudget bytes of
+// members, the rest counted as omitted. record_end keeps, in a generation's
+// slots, how a member ended (left, failed, aborted) and why, so the report
+// names a killed rank's host and pid after its connection is gone.
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -30,6 +31,12 @@ std::string cut(const std::string& s) {
 uint32_t clamp_ms(Clock::duration d) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
   return static_cast<uint32_t>(std::clamp<int64_t>(ms, 0, std::numeric_limits<uint32_t>::max()));
+}
+
+// Time to a deadline, at least 1 ms while it is armed (0 means none).
+uint64_t ms_left(Clock::time_point deadline, Clock::time_point now) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+  return static_cast<uint64_t>(std::max<int64_t>(1, ms));
 }
 
 GenerationState state_of(const Generation& g) {
@@ -72,6 +79,8 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
   report.server = server_name;
   report.uptime_ms = static_cast<uint64_t>(std::max<int64_t>(
       0, std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count()));
+  report.store_bytes = total_bytes;
+  report.store_bytes_limit = opt.max_total_bytes;
 
   std::vector<const Job*> chosen;
   if (!q.job_id.empty()) {
@@ -91,6 +100,8 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
     js.id = job->id;
     js.connections = static_cast<uint32_t>(job->conns.size());
     js.keys = static_cast<uint32_t>(job->keys.size());
+    js.bytes = job->bytes;
+    if (job->ttl_timer) js.expires_in_ms = ms_left((*job->ttl_timer)->first, now);
     used += 64 + job->id.size();
     for (const auto& [number, gen] : job->generations) {
       GenerationStatus gs;
@@ -137,8 +148,8 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
           ms.state = MemberState::member;
         else
           ms.state = MemberState::left;
-        const size_t size = 48 + ms.host.size() + ms.peer.size() + ms.nccl_addr.size() +
-                            ms.reason.size();
+        const size_t size =
+            48 + ms.host.size() + ms.peer.size() + ms.nccl_addr.size() + ms.reason.size();
         if (used + size > kStatusBudget) {
           ++report.members_omitted;
           continue;

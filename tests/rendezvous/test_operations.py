@@ -5,7 +5,7 @@ stopped rank as behind and a killed one as failed (host and pid), against the
 daemon and against cc-run's server; a token rotated by SIGHUP.
 
 Run by meson (suite rendezvous) as `python3 -m unittest test_operations.CLASS`
-with CC_RENDEZVOUS_BIN, FAILURE_MEMBER and CC_RUN_BIN set."""
+with CC_RENDEZVOUS_BIN, FAILURE_MEMBER, CC_RUN_BIN and STORE_CLIENT set."""
 
 import json
 import os
@@ -86,6 +86,36 @@ class Metrics(unittest.TestCase):
         self.assertEqual(m['cc_rendezvous_failures_announced_total{cause="abort"}'], 1)
         self.assertGreaterEqual(m['cc_rendezvous_metrics_requests_total{result="served"}'], 6)
 
+    def test_the_store_gauges_its_limit_and_a_job_that_expires(self):
+        d = self.p.daemon("--metrics", "127.0.0.1:0", "--job-ttl", "3s", "--max-total-bytes", "1K")
+
+        def store(job, *args):
+            return subprocess.run([os.environ["STORE_CLIENT"], str(d.port), job] + list(args),
+                                  capture_output=True, text=True, timeout=60)
+
+        self.assertEqual(store("kept", "set", "k", "0123456789").returncode, 0)  # 11 bytes
+        m = d.scrape()
+        self.assertEqual(m["cc_rendezvous_store_keys"], 1)
+        self.assertEqual(m["cc_rendezvous_store_bytes"], 11)
+        self.assertEqual(m["cc_rendezvous_store_bytes_limit"], 1024)
+        self.assertEqual(m["cc_rendezvous_jobs"], 1)
+        rc, out, err = d.status()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("; store 11 B of 1.0 KiB", out)
+        self.assertRegex(out, r"job 'kept': no connection; 1 key \(11 B\) kept [0-3] s more "
+                              r"\(job TTL\)")
+        self.assertEqual(m["cc_rendezvous_jobs_without_connection"], 1)
+
+        big = store("big", "set", "k", "x" * 2000)
+        self.assertEqual(big.returncode, 1)
+        self.assertIn("--max-total-bytes", big.stderr)
+        m = wait_for("the kept job to expire", lambda: (lambda s: s if s[
+            "cc_rendezvous_jobs_expired_total"] == 1 else None)(d.scrape()), timeout=20)
+        self.assertEqual(m["cc_rendezvous_keys_expired_total"], 1)
+        self.assertEqual(m["cc_rendezvous_store_bytes"], 0)
+        self.assertEqual(m["cc_rendezvous_jobs"], 0)
+        self.assertEqual(m['cc_rendezvous_limits_hit_total{limit="max_total_bytes"}'], 1)
+
     def test_only_get_metrics_is_answered(self):
         d = self.p.daemon("--metrics", "0")
         self.assertTrue(d.metrics_at.startswith("127.0.0.1:"), d.metrics_at)  # loopback by default
@@ -135,6 +165,32 @@ class Metrics(unittest.TestCase):
         self.assertGreaterEqual(m['cc_rendezvous_metrics_requests_total{result="refused"}'], 1000)
         rc, out, err = d.status()
         self.assertEqual(rc, 0, err)  # the rendezvous port still serves too
+
+    def test_half_requests_held_open_do_not_hold_a_scrape(self):
+        d = self.p.daemon("--metrics", "127.0.0.1:0")
+        host, port = d.metrics_at.rsplit(":", 1)
+        held = []
+        try:
+            for _ in range(16):
+                s = socket.create_connection((host, int(port)), timeout=5)
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHo")
+                held.append(s)
+            m = d.scrape()
+            self.assertEqual(m["cc_rendezvous_connections_open"], 0)
+            # Answered while they were all still open, not after their deadline.
+            for s in held:
+                s.setblocking(False)
+                with self.assertRaises(BlockingIOError):
+                    s.recv(4096)
+            # Each of them is closed at its 5 s deadline and counted as refused.
+            for s in held:
+                s.setblocking(True)
+                s.settimeout(15)
+                self.assertEqual(s.recv(4096), b"")
+        finally:
+            for s in held:
+                s.close()
+        self.assertEqual(d.scrape()['cc_rendezvous_metrics_requests_total{result="refused"}'], 16)
 
     def test_a_taken_or_bad_metrics_address_is_one_line(self):
         d = self.p.daemon("--metrics", "127.0.0.1:0")

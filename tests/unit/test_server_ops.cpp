@@ -106,12 +106,15 @@ TEST_CASE("ops: the status messages round-trip through a frame") {
   r.uptime_ms = 1234567;
   r.jobs_total = 3;
   r.members_omitted = 2;
+  r.store_bytes = 5000;
+  r.store_bytes_limit = 1u << 30;
   rv::GenerationStatus g{7, rv::GenerationState::joining, 4, 2, "", {2, 3}, {}};
-  g.members.push_back({0, rv::MemberState::member, "gpu-a", 42, "10.0.0.2:5000", "10.0.0.2", 41,
-                       300, 5000, ""});
+  g.members.push_back(
+      {0, rv::MemberState::member, "gpu-a", 42, "10.0.0.2:5000", "10.0.0.2", 41, 300, 5000, ""});
   g.members.push_back({1, rv::MemberState::failed, "gpu-b", 43, "10.0.0.3:5000", "", 40, 0, 0,
                        "connection reset by peer"});
-  r.jobs.push_back({"train", 3, 12, {g}});
+  r.jobs.push_back({"train", 3, 12, 4321, 0, {g}});
+  r.jobs.push_back({"kept", 0, 2, 80, 59000, {}});
   for (const rv::Message& m : {rv::Message(rv::StatusQuery{"train"}), rv::Message(r)}) {
     const auto bytes = rv::encode_frame(9, m);
     rv::FrameReader reader;
@@ -324,12 +327,93 @@ TEST_CASE("ops: the counters move as jobs join, fail and leave") {
   const std::string text = rv::prometheus_text(m);
   CHECK_THAT(text, Catch::Contains("cc_rendezvous_build_info{version=\""));
   CHECK_THAT(text, Catch::Contains("nccl=\"none\"} 1\n"));
-  CHECK_THAT(text, Catch::Contains("cc_rendezvous_failures_announced_total{cause=\"heartbeat\"} 1\n"));
+  CHECK_THAT(text,
+             Catch::Contains("cc_rendezvous_failures_announced_total{cause=\"heartbeat\"} 1\n"));
   CHECK_THAT(text, Catch::Contains("cc_rendezvous_frame_errors_total{kind=\"bad_magic\"} 1\n"));
   CHECK_THAT(text, Catch::Contains("cc_rendezvous_job_members{job=\"job2\",state=\"member\"} 1\n"));
-  CHECK_THAT(text, Catch::Contains("cc_rendezvous_limits_hit_total{limit=\"max_keys_per_job\"} 1\n"));
+  CHECK_THAT(text,
+             Catch::Contains("cc_rendezvous_limits_hit_total{limit=\"max_keys_per_job\"} 1\n"));
   CHECK_THAT(text, Catch::Contains("cc_rendezvous_parked{kind=\"get\"} 1\n"));
   CHECK_THAT(text, Catch::Contains("# TYPE cc_rendezvous_joins_total counter\n"));
+}
+
+TEST_CASE("ops: what the store holds, its limits hit and the jobs that expire") {
+  rv::ServerOptions o;
+  o.max_bytes_per_job = 100;
+  o.max_total_bytes = 150;
+  o.job_ttl = 60s;
+  Harness h(o);
+  h.client(1, "a");
+  h.client(2, "b");
+  h.feed(1, rv::Set{"k1", std::vector<uint8_t>(38, 1)});  // 40 bytes with its key
+  h.feed(1, rv::Set{"k2", std::vector<uint8_t>(18, 1)});  // 20
+  h.feed(2, rv::Set{"k1", std::vector<uint8_t>(58, 1)});  // 60
+  h.drain(1);
+  h.drain(2);
+  rv::ServerMetrics m = h.metrics();
+  CHECK(m.store_keys == 3);
+  CHECK(m.store_bytes == 120);
+  CHECK(m.store_bytes_limit == 150);
+  CHECK(m.jobs_without_connection == 0);
+
+  h.feed(1, rv::Set{"k3", std::vector<uint8_t>(48, 1)});  // a's 60 + 50 > 100 per job
+  CHECK(std::holds_alternative<rv::Error>(h.one(1)));
+  h.feed(2, rv::Set{"k2", std::vector<uint8_t>(38, 1)});  // 120 + 40 > 150 in all
+  CHECK(std::holds_alternative<rv::Error>(h.one(2)));
+  m = h.metrics();
+  CHECK(limits(m, rv::LimitKind::max_bytes_per_job) == 1);
+  CHECK(limits(m, rv::LimitKind::max_total_bytes) == 1);
+  CHECK(m.store_bytes == 120);
+
+  // Job a loses its connection: kept for its keys, the TTL running.
+  h.core.on_disconnect(1, "the client closed the connection", h.now);
+  h.client(9, "");
+  h.now += 15s;
+  rv::StatusReport r = h.status(9);
+  CHECK(r.store_bytes == 120);
+  CHECK(r.store_bytes_limit == 150);
+  REQUIRE(r.jobs.size() == 2);
+  CHECK(r.jobs[0].id == "a");
+  CHECK(r.jobs[0].connections == 0);
+  CHECK(r.jobs[0].keys == 2);
+  CHECK(r.jobs[0].bytes == 60);
+  CHECK(r.jobs[0].expires_in_ms == 45000);
+  CHECK(r.jobs[1].bytes == 60);
+  CHECK(r.jobs[1].expires_in_ms == 0);  // connected: not expiring
+  const std::string text = cc::daemon::status_text(r, "127.0.0.1:29500");
+  CHECK_THAT(text, Catch::Contains("; store 120 B of 150 B\n"));
+  CHECK_THAT(text,
+             Catch::Contains("job 'a': no connection; 2 keys (60 B) kept 45 s more (job TTL)"));
+  CHECK_THAT(text, Catch::Contains("job 'b': 1 connection, 1 key (60 B)"));
+  const auto json = cc::daemon::status_json(r, "127.0.0.1:29500");
+  CHECK(json["store_bytes"] == 120);
+  CHECK(json["jobs"][0]["expires_in_ms"] == 45000);
+  CHECK(json["jobs"][1]["expires_in_ms"].is_null());
+  m = h.metrics();
+  CHECK(m.jobs == 2);
+  CHECK(m.jobs_without_connection == 1);
+
+  h.now += 45s;
+  h.core.expire(h.now);
+  m = h.metrics();
+  CHECK(m.jobs == 1);
+  CHECK(m.jobs_without_connection == 0);
+  CHECK(m.counters.jobs_expired == 1);
+  CHECK(m.counters.keys_expired == 2);
+  CHECK(m.store_keys == 1);
+  CHECK(m.store_bytes == 60);
+  const std::string exposition = rv::prometheus_text(m);
+  CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_store_bytes 60\n"));
+  CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_store_bytes_limit 150\n"));
+  CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_jobs_expired_total 1\n"));
+  CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_keys_expired_total 2\n"));
+  CHECK_THAT(exposition,
+             Catch::Contains("cc_rendezvous_limits_hit_total{limit=\"max_total_bytes\"} 1\n"));
+
+  // Without a TTL a job is kept until deleted, and says so.
+  r.jobs[0].expires_in_ms = 0;
+  CHECK_THAT(cc::daemon::status_text(r, "x"),
+             Catch::Contains("job 'a': no connection; 2 keys (60 B) kept until deleted"));
 }
 
 TEST_CASE("ops: label values are escaped, bounded and ASCII") {
@@ -367,14 +451,18 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
   r.server = "cc-rendezvous 0.1.0";
   r.jobs_total = 1;
   rv::GenerationStatus g{1, rv::GenerationState::complete, 4, 4, "", {}, {}};
-  g.members.push_back({0, rv::MemberState::member, "gpu-a", 10, "10.0.0.1:1", "", 44, 200, 5000, ""});
-  g.members.push_back({1, rv::MemberState::member, "gpu-b", 11, "10.0.0.2:1", "", 44, 4200, 5000, ""});
-  g.members.push_back({2, rv::MemberState::member, "gpu-c", 12, "10.0.0.3:1", "", 41, 300, 5000, ""});
+  g.members.push_back(
+      {0, rv::MemberState::member, "gpu-a", 10, "10.0.0.1:1", "", 44, 200, 5000, ""});
+  g.members.push_back(
+      {1, rv::MemberState::member, "gpu-b", 11, "10.0.0.2:1", "", 44, 4200, 5000, ""});
+  g.members.push_back(
+      {2, rv::MemberState::member, "gpu-c", 12, "10.0.0.3:1", "", 41, 300, 5000, ""});
   g.members.push_back({3, rv::MemberState::failed, "gpu-d", 13, "10.0.0.4:1", "", 44, 0, 0,
                        "the client closed the connection"});
   rv::GenerationStatus joining{2, rv::GenerationState::joining, 3, 1, "", {1, 2}, {}};
-  joining.members.push_back({0, rv::MemberState::joining, "gpu-a", 10, "10.0.0.1:1", "", 0, 0, 0, ""});
-  r.jobs.push_back({"train", 4, 0, {g, joining}});
+  joining.members.push_back(
+      {0, rv::MemberState::joining, "gpu-a", 10, "10.0.0.1:1", "", 0, 0, 0, ""});
+  r.jobs.push_back({"train", 4, 0, 0, 0, {g, joining}});
 
   const auto late = cc::daemon::behind(r.jobs[0].generations[0]);
   REQUIRE(late.size() == 2);

@@ -108,8 +108,9 @@ std::atomic<uint64_t> token_reload_failures{0};
 // token (and says so); a server without a token file has nothing to reread.
 void reload_token(cc::rv::Server& server, const std::string& token_file) {
   if (token_file.empty()) {
-    cc::log().warn("SIGHUP: the daemon was started without --token-file, so there is no token "
-                   "to reread");
+    cc::log().warn(
+        "SIGHUP: the daemon was started without --token-file, so there is no token "
+        "to reread");
     return;
   }
   std::string token;
@@ -125,9 +126,10 @@ void reload_token(cc::rv::Server& server, const std::string& token_file) {
     return;
   }
   ++token_reloads;
-  cc::log().info("token reloaded from {}: new connections must prove it; connected jobs keep "
-                 "running",
-                 token_file);
+  cc::log().info(
+      "token reloaded from {}: new connections must prove it; connected jobs keep "
+      "running",
+      token_file);
 }
 
 std::optional<std::string> render_metrics(cc::rv::Server& server) {
@@ -155,7 +157,8 @@ int main(int argc, char** argv) {
   std::string level = std::getenv("CC_LOG_LEVEL") ? std::getenv("CC_LOG_LEVEL") : "info";
   bool version = false;
 
-  cc::cli::CommandLine command_line("usage: cc-rendezvous [options]\n       cc-rendezvous status [options]", 28);
+  cc::cli::CommandLine command_line(
+      "usage: cc-rendezvous [options]\n       cc-rendezvous status [options]", 28);
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);

@@ -37,8 +37,7 @@ constexpr size_t kMaxHeader = 8 * 1024;
 
 std::string endpoint_text(const tcp::endpoint& ep) {
   const auto a = ep.address();
-  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" +
-         std::to_string(ep.port());
+  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(ep.port());
 }
 
 // What the server and its sessions share; a session may outlive the server
@@ -65,8 +64,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start() {
     stream_.expires_after(kDeadline);
-    http::async_read(stream_, buffer_, parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+    http::async_read(
+        stream_, buffer_, parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
 
  private:
@@ -100,12 +100,12 @@ class BeastMetricsServer final : public MetricsServer {
     if (!ec) acceptor_.bind(ep, ec);
     if (!ec) acceptor_.listen(64, ec);
     if (ec)
-      return make_status(CC_ERR_SYSTEM, "cannot serve metrics on " + endpoint_text(ep) + ": " +
-                                            ec.message() +
-                                            (ec == net::error::address_in_use
-                                                 ? "; another program holds the port: choose "
-                                                   "another with --metrics ADDR:PORT"
-                                                 : ""));
+      return make_status(
+          CC_ERR_SYSTEM,
+          "cannot serve metrics on " + endpoint_text(ep) + ": " + ec.message() +
+              (ec == net::error::address_in_use ? "; another program holds the port: choose "
+                                                  "another with --metrics ADDR:PORT"
+                                                : ""));
     where_ = endpoint_text(acceptor_.local_endpoint());
     port_ = acceptor_.local_endpoint().port();
     accept();
@@ -171,8 +171,9 @@ void Session::on_read(beast::error_code ec) {
     return;
   }
   if (ec) {
-    answer(http::status::bad_request, "not an HTTP request this endpoint takes: " + ec.message() +
-                                          "; it serves only GET /metrics\n",
+    answer(http::status::bad_request,
+           "not an HTTP request this endpoint takes: " + ec.message() +
+               "; it serves only GET /metrics\n",
            false);
     return;
   }
@@ -192,13 +193,14 @@ void Session::on_read(beast::error_code ec) {
     return;
   }
   // This endpoint's own counts, this request included.
-  *text += "# HELP cc_rendezvous_metrics_requests_total Requests to this metrics endpoint: "
-           "served (GET /metrics) or refused (anything else).\n"
-           "# TYPE cc_rendezvous_metrics_requests_total counter\n"
-           "cc_rendezvous_metrics_requests_total{result=\"served\"} " +
-           std::to_string(shared_->served.load(std::memory_order_relaxed) + 1) +
-           "\ncc_rendezvous_metrics_requests_total{result=\"refused\"} " +
-           std::to_string(shared_->refused.load(std::memory_order_relaxed)) + "\n";
+  *text +=
+      "# HELP cc_rendezvous_metrics_requests_total Requests to this metrics endpoint: "
+      "served (GET /metrics) or refused (anything else).\n"
+      "# TYPE cc_rendezvous_metrics_requests_total counter\n"
+      "cc_rendezvous_metrics_requests_total{result=\"served\"} " +
+      std::to_string(shared_->served.load(std::memory_order_relaxed) + 1) +
+      "\ncc_rendezvous_metrics_requests_total{result=\"refused\"} " +
+      std::to_string(shared_->refused.load(std::memory_order_relaxed)) + "\n";
   answer(http::status::ok, std::move(*text), true);
 }
 
@@ -262,7 +264,8 @@ Status MetricsServer::start(const MetricsEndpoint& at, Render render,
     *out = std::move(server);
     return Status::success();
   } catch (const std::exception& e) {
-    return make_status(CC_ERR_SYSTEM, std::string("cannot start the metrics endpoint: ") + e.what());
+    return make_status(CC_ERR_SYSTEM,
+                       std::string("cannot start the metrics endpoint: ") + e.what());
   }
 }
 

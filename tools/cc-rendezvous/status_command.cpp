@@ -52,7 +52,8 @@ int status_command(int argc, char** argv) {
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
-  app.add_option("--addr", options.addr, "the server's address (default MASTER_ADDR, else\n127.0.0.1)")
+  app.add_option("--addr", options.addr,
+                 "the server's address (default MASTER_ADDR, else\n127.0.0.1)")
       ->option_text("ADDR");
   app.add_option_function<std::string>(
          "--port",
@@ -87,8 +88,7 @@ int status_command(int argc, char** argv) {
   if (port < 0) {
     long long from_env = 29500;
     settings::Found found;
-    if (Status st = settings::read_int(settings::Id::master_port, env, &from_env, &found);
-        !st.ok())
+    if (Status st = settings::read_int(settings::Id::master_port, env, &from_env, &found); !st.ok())
       return usage_error(st.message);
     port = from_env;
   }

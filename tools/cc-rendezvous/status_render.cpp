@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <map>
 
 #include "common/who.hpp"
@@ -15,11 +16,38 @@ std::string seconds(uint64_t ms) {
   return buf;
 }
 
-std::string uptime(uint64_t ms) {
+std::string span_text(uint64_t ms) {
   const uint64_t s = ms / 1000;
   if (s < 120) return std::to_string(s) + " s";
   if (s < 7200) return std::to_string(s / 60) + " min";
   return std::to_string(s / 3600) + " h " + std::to_string(s / 60 % 60) + " min";
+}
+
+// "512 B", "1.5 KiB", "64.0 MiB".
+std::string size_text(uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes) / 1024.0;
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+// What a job holds and, without a connection, how long it is kept.
+std::string job_line(const rv::JobStatus& j) {
+  const std::string keys =
+      std::to_string(j.keys) + (j.keys == 1 ? " key" : " keys") + " (" + size_text(j.bytes) + ")";
+  if (j.connections > 0)
+    return std::to_string(j.connections) +
+           (j.connections == 1 ? " connection, " : " connections, ") + keys;
+  return "no connection; " + keys +
+         (j.expires_in_ms > 0 ? " kept " + span_text(j.expires_in_ms) + " more (job TTL)"
+                              : " kept until deleted");
 }
 
 // "2, 3, 5-9" for a sorted list of ranks.
@@ -105,18 +133,17 @@ std::vector<Behind> behind(const rv::GenerationStatus& g) {
 }
 
 std::string status_text(const rv::StatusReport& r, const std::string& endpoint) {
-  std::string out = r.server + " at " + endpoint + ", up " + uptime(r.uptime_ms) + "; " +
+  std::string out = r.server + " at " + endpoint + ", up " + span_text(r.uptime_ms) + "; " +
                     std::to_string(r.jobs_total) + (r.jobs_total == 1 ? " job" : " jobs");
-  if (r.jobs.size() < r.jobs_total)
-    out += " (" + std::to_string(r.jobs.size()) + " shown)";
-  out += "\n";
+  if (r.jobs.size() < r.jobs_total) out += " (" + std::to_string(r.jobs.size()) + " shown)";
+  out += "; store " + size_text(r.store_bytes) + " of " + size_text(r.store_bytes_limit) + "\n";
   if (r.members_omitted > 0)
     out += std::to_string(r.members_omitted) +
            " members left out to keep the report small; ask for one job with --job\n";
   for (const rv::JobStatus& j : r.jobs) {
-    out += "\njob '" + j.id + "': " + std::to_string(j.connections) + " connections, " +
-           std::to_string(j.keys) + " keys\n";
-    if (j.generations.empty()) out += "  no communicator (store clients only)\n";
+    out += "\njob '" + j.id + "': " + job_line(j) + "\n";
+    if (j.generations.empty() && j.connections > 0)
+      out += "  no communicator (store clients only)\n";
     for (const rv::GenerationStatus& g : j.generations) {
       out += "  generation " + std::to_string(g.generation) + ": " + state_name(g.state) + ", " +
              std::to_string(g.joined) + " of " + std::to_string(g.world_size) + " ranks joined\n";
@@ -165,12 +192,16 @@ nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string&
   out["uptime_ms"] = r.uptime_ms;
   out["jobs_total"] = r.jobs_total;
   out["members_omitted"] = r.members_omitted;
+  out["store_bytes"] = r.store_bytes;
+  out["store_bytes_limit"] = r.store_bytes_limit;
   json jobs = json::array();
   for (const rv::JobStatus& j : r.jobs) {
     json job;
     job["id"] = j.id;
     job["connections"] = j.connections;
     job["keys"] = j.keys;
+    job["bytes"] = j.bytes;
+    job["expires_in_ms"] = j.expires_in_ms > 0 ? json(j.expires_in_ms) : json(nullptr);
     json generations = json::array();
     for (const rv::GenerationStatus& g : j.generations) {
       std::map<int32_t, std::string> late;
