@@ -471,6 +471,17 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
   CHECK(late[1].rank == 2);
   CHECK(late[1].why == "3 ops behind rank 0 (op #41 against #44)");
 
+  // Of two members (the seed's two hosts), the silent one is behind.
+  rv::GenerationStatus pair{3, rv::GenerationState::complete, 2, 2, "", {}, {}};
+  pair.members.push_back({0, rv::MemberState::member, "gpu-a", 10, "", "", 9, 150, 5000, ""});
+  pair.members.push_back({1, rv::MemberState::member, "gpu-b", 11, "", "", 9, 3000, 5000, ""});
+  const auto stopped = cc::daemon::behind(pair);
+  REQUIRE(stopped.size() == 1);
+  CHECK(stopped[0].rank == 1);
+  CHECK(stopped[0].why == "silent for 3.0 s");
+  pair.members[1].heartbeat_age_ms = 900;  // under kSilentMs: a heartbeat a little late
+  CHECK(cc::daemon::behind(pair).empty());
+
   const std::string text = cc::daemon::status_text(r, "127.0.0.1:29500");
   CHECK_THAT(text, Catch::Contains("behind: rank 1 (host gpu-b, pid 11): silent for 4.2 s"));
   CHECK_THAT(text, Catch::Contains("failed: rank 3 (host gpu-d, pid 13) at 10.0.0.4:1: the client "

@@ -113,9 +113,9 @@ std::vector<Behind> behind(const rv::GenerationStatus& g) {
       [](const auto* a, const auto* b) { return a->last_completed < b->last_completed; });
   std::vector<uint32_t> ages;
   for (const auto* m : live) ages.push_back(m->heartbeat_age_ms);
-  std::nth_element(ages.begin(), ages.begin() + static_cast<std::ptrdiff_t>(ages.size() / 2),
-                   ages.end());
-  const uint64_t median = ages[ages.size() / 2];
+  const size_t mid = (ages.size() - 1) / 2;  // the lower median: of two, the fresher
+  std::nth_element(ages.begin(), ages.begin() + static_cast<std::ptrdiff_t>(mid), ages.end());
+  const uint64_t median = ages[mid];
   const uint64_t silent_after = std::max<uint64_t>(kSilentMs, 3 * median);
   for (const auto* m : live) {
     std::string why;

@@ -4,7 +4,8 @@
 // A live member of a generation is behind when its last completed operation
 // is lower than the generation's most advanced member's, or when it has been
 // silent (no heartbeat) for at least kSilentMs and three times the median
-// silence of the generation's live members (heartbeats come every
+// silence of the generation's live members, the lower median of an even
+// count, so that of two members the silent one stands out (heartbeats come every
 // CC_HEARTBEAT_MS, 1 s by default, so a member a few intervals late stands
 // out while the others' age stays under one interval).
 #pragma once
