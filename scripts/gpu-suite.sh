@@ -8,7 +8,8 @@
 # Prints the GPUs and the libraries the binaries load, runs the gpu test
 # binaries under cc-run -n 2 and mpirun -n 2 (when present), then the
 # examples, then the failure scenarios of tests/gpu/gpu_failures.sh (a killed
-# rank, a skipped collective, abort from threads, a missing rank) and the
+# rank, a skipped collective, abort from threads, a missing rank, and
+# `cc-rendezvous status` against rank 0's embedded server of a job) and the
 # recovery scenarios of tests/gpu/gpu_recovery.sh (shrink, regrow with a rank
 # cc-run restarts, the training example's weights), each bounded by
 # `timeout`. The gpu test binaries run a second time under cc-run with
@@ -190,7 +191,7 @@ fi
 FAILURES_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_failures.sh
 if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$FAILURES_SH" ]; then
   for scenario in kill-loop kill-small kill-oneshot kill-twoshot skip skip-small skip-oneshot \
-                  skip-twoshot abort-threads init-missing; do
+                  skip-twoshot abort-threads init-missing status; do
     run "gpu-failures-$scenario" bash "$FAILURES_SH" "$BUILD/tests/gpu/gpu_failures" "$scenario" &&
       expect "gpu-failures-$scenario" "gpu_failures: all passed" 1
   done

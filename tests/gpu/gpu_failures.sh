@@ -5,19 +5,23 @@
 #
 #   gpu_failures.sh BINARY [SCENARIO...]     (default: all of them)
 #   scenarios: kill-loop kill-small kill-oneshot kill-twoshot skip skip-small
-#              skip-oneshot skip-twoshot abort-threads init-missing
+#              skip-oneshot skip-twoshot abort-threads init-missing status
 #   (-small: 1 KiB calls on cc's LL kernel; -oneshot, -twoshot: 4 MiB calls
 #   on cc's one-shot or two-shot kernel, forced by CC_FAST_ALLREDUCE_PLAN)
 #
 # Exit 0 when every scenario passed, 77 with no GPU, 1 otherwise. kill-loop
 # prints "DETECT_MS <ms>": from SIGKILL of rank 1 to rank 0's error
-# (scripts/failure-bench.sh runs it repeatedly).
+# (scripts/failure-bench.sh runs it repeatedly). status asks rank 0's embedded
+# server, with `cc-rendezvous status` (CC_RENDEZVOUS_BIN, else the build's
+# tools/cc-rendezvous beside BINARY's tests/gpu), for the looping ranks: both
+# members with their pids and completed ops, then rank 1 behind once it is
+# SIGSTOPped.
 set -u
 BIN=${1:?usage: gpu_failures.sh BINARY [SCENARIO...]}
 shift
 SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(kill-loop kill-small kill-oneshot kill-twoshot skip skip-small
-                                         skip-oneshot skip-twoshot abort-threads init-missing)
+                                         skip-oneshot skip-twoshot abort-threads init-missing status)
 
 "$BIN" probe >/dev/null 2>&1
 rc=$?
@@ -149,6 +153,58 @@ init_missing() {
   [ -n "$ms" ] && { [ "$ms" -ge 2500 ] && [ "$ms" -le 10000 ] || { echo "   FAILED: $ms ms, want about 3000"; bad=1; }; }
 }
 
+# status_of_a_running_job: `cc-rendezvous status` against rank 0's embedded
+# server while the two ranks run collectives, then with rank 1 stopped.
+status_of_a_running_job() {
+  local tool=${CC_RENDEZVOUS_BIN:-$(dirname "$BIN")/../../tools/cc-rendezvous}
+  [ -x "$tool" ] || { echo "   FAILED: no cc-rendezvous at $tool (set CC_RENDEZVOUS_BIN)"; bad=1; return; }
+  PORT=$(free_port)
+  # A 20 s heartbeat window: the stopped rank shows as behind well before it is dropped.
+  start 0 2 kill-loop CC_HEARTBEAT_MISSES=20
+  start 1 2 kill-loop CC_HEARTBEAT_MISSES=20
+  if ! wait_for "$WORK/r1" "LOOPING 1" 120 || ! wait_for "$WORK/r0" "LOOPING 0" 30; then
+    echo "   FAILED: the ranks did not start looping"; sed 's/^/   | /' "$WORK/r0" "$WORK/r1"; bad=1; return
+  fi
+  # poll SECONDS WANT: asks the server until check_status WANT passes.
+  poll() {
+    local i
+    for ((i = 0; i < $1 * 5; i++)); do
+      "$tool" status --json --addr 127.0.0.1 --port "$PORT" >"$WORK/status.json" 2>"$WORK/status.err" &&
+        python3 - "$WORK/status.json" "$2" "$PID0" "$PID1" <<'PY' && return 0
+import json, sys
+doc, want, pid0, pid1 = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+gens = [g for j in doc["jobs"] for g in j["generations"] if g["state"] == "complete"]
+members = {m["rank"]: m for g in gens[:1] for m in g["members"]}
+ok = set(members) == {0, 1} and members[0]["pid"] == pid0 and members[1]["pid"] == pid1
+ok = ok and all(m["state"] == "member" and m["last_completed"] > 0 for m in members.values())
+if want == "behind":
+    ok = ok and (members[1]["behind"] or "").startswith("silent for") and members[0]["behind"] is None
+sys.exit(0 if ok else 1)
+PY
+      sleep 0.2
+    done
+    return 1
+  }
+  if poll 15 running; then
+    echo "   ok: both ranks are members with their pids and completed ops"
+  else
+    echo "   FAILED: the status of the running job:"; sed 's/^/   | /' "$WORK/status.json" "$WORK/status.err"; bad=1
+  fi
+  kill -STOP "$PID1"
+  if poll 8 behind; then
+    echo "   ok: the stopped rank 1 is behind"
+    "$tool" status --addr 127.0.0.1 --port "$PORT" | sed 's/^/   | /'
+  else
+    echo "   FAILED: rank 1 stopped, not shown behind:"; sed 's/^/   | /' "$WORK/status.json"; bad=1
+  fi
+  kill -9 "$PID1"
+  wait_pid "$PID0" 30
+  local rc=$?
+  wait "$PID1" 2>/dev/null
+  [ $rc -eq 0 ] || { echo "   FAILED: rank 0 exited with $rc"; bad=1; }
+  check "rank 0 hears of rank 1" "$WORK/r0" "ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
+}
+
 for s in "${SCENARIOS[@]}"; do
   echo "== $s"
   case $s in
@@ -162,6 +218,7 @@ for s in "${SCENARIOS[@]}"; do
     skip-twoshot) skip 1048576 twoshot:8M ;;
     abort-threads) abort_threads ;;
     init-missing) init_missing ;;
+    status) status_of_a_running_job ;;
     *) echo "unknown scenario $s"; bad=1 ;;
   esac
 done
