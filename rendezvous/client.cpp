@@ -371,6 +371,32 @@ class TcpClient final : public Client {
     return Status::success();
   }
 
+  Status init_failed(uint32_t generation, const std::string& reason,
+                     milliseconds timeout) override {
+    return expect_ok(InitFailed{generation, reason}, after(timeout), "an init failure report");
+  }
+
+  Status preflight_ready(const PreflightReady& request, PreflightPlan* out) override {
+    if (!request.enabled) {
+      *out = PreflightPlan{PreflightStep::skipped, "CC_PREFLIGHT=0", {}};
+      return send_nowait(request, "a reachability test opt-out");
+    }
+    Message reply;
+    if (Status s = transact(request, waiting_deadline(request.timeout_ms),
+                            "the reachability test's start", &reply);
+        !s.ok())
+      return s;
+    auto* plan = std::get_if<PreflightPlan>(&reply);
+    if (plan == nullptr) return unexpected(reply, "preflight-ready");
+    *out = std::move(*plan);
+    return Status::success();
+  }
+
+  Status preflight_report(const PreflightReport& request) override {
+    return expect_ok(request, waiting_deadline(request.timeout_ms),
+                     "the reachability test's verdict");
+  }
+
   void pump() override {
     if (!read_mu_.try_lock()) return;
     read_once(Clock::now());

@@ -94,6 +94,19 @@ class Client {
   // on a slow or unreachable server is not (cc_comm_abort, the watchdog).
   virtual Status abort_nowait(const std::string& reason) = 0;
 
+  // A communicator's start (protocol.hpp: InitFailed, PreflightReady,
+  // PreflightReport). init_failed tells the others this member's init failed,
+  // waiting up to `timeout` for the server to take it.
+  virtual Status init_failed(uint32_t generation, const std::string& reason,
+                             std::chrono::milliseconds timeout) = 0;
+  // Sends where this member listens for the reachability test and waits for
+  // its plan (request.timeout_ms, plus a grace for the server's own answer).
+  // With request.enabled false it only sends, and *out says skipped.
+  virtual Status preflight_ready(const PreflightReady& request, PreflightPlan* out) = 0;
+  // Sends what this member's test found and waits for the verdict: success,
+  // or the words naming who cannot reach whom.
+  virtual Status preflight_report(const PreflightReport& request) = 0;
+
   // A peer event pushed by the server, waiting up to `timeout` for one.
   virtual std::optional<PeerEvent> next_event(std::chrono::milliseconds timeout) = 0;
 

@@ -349,7 +349,7 @@ struct Codec<PeerEvent> {
     uint8_t k = 0;
     if (!(r.u8(k) && r.i32(m.rank) && r.text(m.host) && r.u32(m.pid) && r.text(m.reason)))
       return false;
-    if (k < 1 || k > 4) return r.fail(DecodeError::bad_field);
+    if (k < 1 || k > 5) return r.fail(DecodeError::bad_field);
     m.kind = static_cast<PeerEventKind>(k);
     return true;
   }
@@ -564,6 +564,96 @@ struct Codec<StatusReport> {
     return true;
   }
 };
+template <>
+struct Codec<InitFailed> {
+  static constexpr MsgType type = MsgType::init_failed;
+  static void put(Writer& w, const InitFailed& m) {
+    w.u32(m.generation);
+    w.str(m.reason);
+  }
+  // A rank's own words may be long (NCCL's last error): allow a whole frame.
+  static bool get(Reader& r, InitFailed& m) {
+    return r.u32(m.generation) && r.str(m.reason, r.limits().max_frame);
+  }
+};
+template <>
+struct Codec<PreflightReady> {
+  static constexpr MsgType type = MsgType::preflight_ready;
+  static void put(Writer& w, const PreflightReady& m) {
+    w.u32(m.generation);
+    w.u8(m.enabled ? 1 : 0);
+    w.str(m.host_key);
+    w.str(m.addr);
+    w.u32(m.port);
+    w.str(m.ifname);
+    w.str(m.user_ifname);
+    w.str(m.route_ifname);
+    w.str(m.route_addr);
+    w.u32(m.timeout_ms);
+  }
+  static bool get(Reader& r, PreflightReady& m) {
+    if (!(r.u32(m.generation) && r.boolean(m.enabled) && r.text(m.host_key) && r.text(m.addr) &&
+          r.u32(m.port) && r.text(m.ifname) && r.text(m.user_ifname) && r.text(m.route_ifname) &&
+          r.text(m.route_addr) && r.u32(m.timeout_ms)))
+      return false;
+    if (m.port > 65535) return r.fail(DecodeError::bad_field);
+    return true;
+  }
+};
+template <>
+struct Codec<PreflightReport> {
+  static constexpr MsgType type = MsgType::preflight_report;
+  static void put(Writer& w, const PreflightReport& m) {
+    w.u32(m.generation);
+    w.u32(static_cast<uint32_t>(m.results.size()));
+    for (const auto& p : m.results) {
+      w.i32(p.rank);
+      w.u8(p.reached ? 1 : 0);
+      w.i32(p.error);
+      w.str(p.words);
+    }
+    w.u32(m.timeout_ms);
+  }
+  static bool get(Reader& r, PreflightReport& m) {
+    uint32_t n = 0;
+    if (!(r.u32(m.generation) && r.count(n, static_cast<uint32_t>(kMaxProbeTargets)))) return false;
+    m.results.resize(n);
+    for (auto& p : m.results)
+      if (!(r.i32(p.rank) && r.boolean(p.reached) && r.i32(p.error) && r.text(p.words)))
+        return false;
+    return r.u32(m.timeout_ms);
+  }
+};
+template <>
+struct Codec<PreflightPlan> {
+  static constexpr MsgType type = MsgType::preflight_plan;
+  static void put(Writer& w, const PreflightPlan& m) {
+    w.u8(static_cast<uint8_t>(m.step));
+    w.str(m.note);
+    w.u32(static_cast<uint32_t>(m.targets.size()));
+    for (const auto& t : m.targets) {
+      w.i32(t.rank);
+      w.str(t.host);
+      w.u32(t.pid);
+      w.str(t.addr);
+      w.u32(t.port);
+    }
+  }
+  static bool get(Reader& r, PreflightPlan& m) {
+    uint8_t step = 0;
+    uint32_t n = 0;
+    if (!(r.u8(step) && r.str(m.note, r.limits().max_frame) &&
+          r.count(n, static_cast<uint32_t>(kMaxProbeTargets))))
+      return false;
+    if (step < 1 || step > 3) return r.fail(DecodeError::bad_field);
+    m.step = static_cast<PreflightStep>(step);
+    m.targets.resize(n);
+    for (auto& t : m.targets)
+      if (!(r.i32(t.rank) && r.text(t.host) && r.u32(t.pid) && r.text(t.addr) && r.u32(t.port)))
+        return false;
+    return true;
+  }
+};
 
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -650,6 +740,14 @@ const char* type_name(MsgType t) {
       return "status-query";
     case MsgType::status_report:
       return "status-report";
+    case MsgType::init_failed:
+      return "init-failed";
+    case MsgType::preflight_ready:
+      return "preflight-ready";
+    case MsgType::preflight_report:
+      return "preflight-report";
+    case MsgType::preflight_plan:
+      return "preflight-plan";
   }
   return "unknown";
 }
@@ -776,6 +874,14 @@ DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, cons
       return decode_as<StatusQuery>(payload, limits, out);
     case MsgType::status_report:
       return decode_as<StatusReport>(payload, limits, out);
+    case MsgType::init_failed:
+      return decode_as<InitFailed>(payload, limits, out);
+    case MsgType::preflight_ready:
+      return decode_as<PreflightReady>(payload, limits, out);
+    case MsgType::preflight_report:
+      return decode_as<PreflightReport>(payload, limits, out);
+    case MsgType::preflight_plan:
+      return decode_as<PreflightPlan>(payload, limits, out);
   }
   return DecodeError::unknown_type;
 }

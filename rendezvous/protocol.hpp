@@ -46,11 +46,14 @@ enum class MsgType : uint16_t {
   leave = 21,
   heartbeat = 22,
   abort = 23,
-  watch = 24,           // announce me as failed after a silence
-  progress_query = 25,  // who is behind
-  recover = 30,         // go on as the next generation of a communicator (shrink, regrow)
-  recover_id = 31,      // the NCCL id of that generation, from the rank asked to make it
-  status_query = 50,    // an operator's view of the server's jobs
+  watch = 24,             // announce me as failed after a silence
+  progress_query = 25,    // who is behind
+  recover = 30,           // go on as the next generation of a communicator (shrink, regrow)
+  recover_id = 31,        // the NCCL id of that generation, from the rank asked to make it
+  init_failed = 40,       // this member's init failed after its join, in its own words
+  preflight_ready = 41,   // where this member listens for the reachability test
+  preflight_report = 42,  // what this member's test connections found
+  status_query = 50,      // an operator's view of the server's jobs
   // server -> client
   challenge = 101,
   ok = 102,
@@ -63,6 +66,7 @@ enum class MsgType : uint16_t {
   progress = 109,
   compare_set_result = 110,
   recover_id_wanted = 115,  // answers recover: this rank makes the next generation's id
+  preflight_plan = 125,
   status_report = 135,
 };
 
@@ -201,7 +205,14 @@ struct Joined {
   std::vector<int32_t> failed;
   RecoverMethod method = RecoverMethod::new_id;
 };
-enum class PeerEventKind : uint8_t { failed = 1, aborted = 2, left = 3, server_stopping = 4 };
+// init_failed: the member's init failed after its join; reason holds its own words.
+enum class PeerEventKind : uint8_t {
+  failed = 1,
+  aborted = 2,
+  left = 3,
+  server_stopping = 4,
+  init_failed = 5
+};
 struct PeerEvent {
   PeerEventKind kind = PeerEventKind::failed;
   int32_t rank = -1;
@@ -314,10 +325,75 @@ struct StatusReport {
   std::vector<JobStatus> jobs;  // sorted by id
 };
 
+// ---- a communicator's start: init failures and the reachability test ----
+//
+// After its join a member tells the server when its init fails (NCCL, CUDA,
+// its device, anything), so the others stop waiting for it. Before NCCL's
+// init the members test that they can open TCP connections to each other on
+// the addresses NCCL will use (docs/FAILURES.md, "When a rank cannot start").
+
+// This member's init failed after its join. The server tells every other
+// member of the job (PeerEvent init_failed carrying these words) and fails
+// the generation's reachability test. Answered with Ok.
+struct InitFailed {
+  uint32_t generation = 0;
+  std::string reason;  // the member's own words
+};
+
+// Where this member listens for the reachability test and what it knows of
+// its network. Answered with PreflightPlan once every member of the
+// generation sent its own (or timeout_ms passed: then the test is skipped),
+// or with Error when a member of the generation failed meanwhile.
+struct PreflightReady {
+  uint32_t generation = 0;
+  bool enabled = true;       // false: CC_PREFLIGHT=0 here; the sender awaits no answer
+  std::string host_key;      // NCCL's idea of the host: NCCL_HOSTID, or host name and boot id
+  std::string addr;          // the address NCCL's sockets will use on this host
+  uint32_t port = 0;         // the test's listening port there; 0: cannot be tested
+  std::string ifname;        // the interface holding addr
+  std::string user_ifname;   // NCCL_SOCKET_IFNAME when the user set it; empty when cc chose
+  std::string route_ifname;  // the interface whose route reaches the rendezvous
+  std::string route_addr;    // the source address of that route
+  uint32_t timeout_ms = 0;   // how long to wait for the other members
+};
+struct ProbeTarget {
+  int32_t rank = -1;
+  std::string host;
+  uint32_t pid = 0;
+  std::string addr;
+  uint32_t port = 0;
+};
+// probe: connect to the targets and report. passed: nothing to test (every
+// rank on one host) or already decided. skipped: the test is off for this
+// generation; note says why.
+enum class PreflightStep : uint8_t { probe = 1, passed = 2, skipped = 3 };
+inline constexpr size_t kMaxProbeTargets = 64;
+struct PreflightPlan {
+  PreflightStep step = PreflightStep::probe;
+  std::string note;
+  std::vector<ProbeTarget> targets;
+};
+struct ProbeResult {
+  int32_t rank = -1;     // the target
+  bool reached = false;  // connected and answered as that rank of this job
+  int32_t error = 0;     // errno of the failed connect (0: none, or not a connect error)
+  std::string words;     // what happened, in words ("connection timed out after 1200 ms")
+};
+// What this member's connections found. Answered with Ok when every member
+// reached its targets, or with Error naming who cannot reach whom, the
+// address, the error, the likely cause and the fix (the same words to every
+// member), once every member reported or timeout_ms passed.
+struct PreflightReport {
+  uint32_t generation = 0;
+  std::vector<ProbeResult> results;
+  uint32_t timeout_ms = 0;
+};
+
 using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat, Abort,
                              Challenge, Ok, Error, Value, Integer, Joined, PeerEvent, HeartbeatAck,
                              Watch, ProgressQuery, Progress, CompareSet, CompareSetResult,
-                             Recover, RecoverId, RecoverIdWanted, StatusQuery, StatusReport>;
+                             Recover, RecoverId, RecoverIdWanted, StatusQuery, StatusReport,
+                             InitFailed, PreflightReady, PreflightReport, PreflightPlan>;
 
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"

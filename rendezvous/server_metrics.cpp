@@ -44,6 +44,8 @@ const char* label(FailureCause c) {
       return "heartbeat";
     case FailureCause::abort:
       return "abort";
+    case FailureCause::init:
+      return "init";
     case FailureCause::count:
       break;
   }

@@ -16,8 +16,8 @@
 namespace cc::rv {
 
 // Why a member was announced as failed: its connection dropped without a
-// leave, it missed its heartbeats, or it sent Abort.
-enum class FailureCause : uint8_t { disconnect, heartbeat, abort, count };
+// leave, it missed its heartbeats, it sent Abort, or its init failed after its join.
+enum class FailureCause : uint8_t { disconnect, heartbeat, abort, init, count };
 
 // The server's limits and deadlines a client ran into.
 enum class LimitKind : uint8_t {

@@ -2,9 +2,10 @@
 // over max_connections), fed bytes that are cut into frames, taken through
 // the handshake (Hello, answered with Challenge; with a token, Auth answered
 // with Ok or a drop) into its job, then each frame handed to its request
-// (kv.cpp, joins.cpp, watch.cpp); and its end: a disconnect, a drop or the
-// server stopping, after which forget removes every trace of it (what its
-// job keeps then is retention.cpp's business).
+// (kv.cpp, joins.cpp, watch.cpp, init_failures.cpp, preflight.cpp); and its
+// end: a disconnect, a drop or the server stopping, after which forget
+// removes every trace of it (what its job keeps then is retention.cpp's
+// business).
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,6 +142,12 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
       return on_recover(c, rid, std::get<Recover>(m), now);
     case MsgType::recover_id:
       return on_recover_id(c, rid, std::get<RecoverId>(m), now);
+    case MsgType::init_failed:
+      return on_init_failed(c, rid, std::get<InitFailed>(m));
+    case MsgType::preflight_ready:
+      return on_preflight_ready(c, rid, std::get<PreflightReady>(m), now);
+    case MsgType::preflight_report:
+      return on_preflight_report(c, rid, std::get<PreflightReport>(m), now);
     default:
       counters.frame_error(FrameErrorKind::out_of_order);
       drop(c, rid, CC_ERR_RENDEZVOUS,
@@ -206,16 +213,18 @@ bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
 }
 
 // Removes every trace of the connection; `failed` when it ended without a
-// clean Leave (then its memberships are announced as failures, and its
-// process counts as dead for a recovery). Its job may lose its communicator
-// state, or its last connection (retention.cpp).
+// clean Leave (then its memberships are announced as failures, its process
+// counts as dead for a recovery, and a join it had pending fails its
+// generation: init_failures.cpp). Its job may lose its communicator state, or
+// its last connection (retention.cpp).
 void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   const ConnId id = c.id;
   disarm(c.handshake_timer);
   disarm(c.frame_timer);
   disarm(c.heartbeat_timer);
   disarm(c.idle_timer);
-  for (uint64_t pid : c.parked) cancel_parked(pid);
+  if (failed && c.job != nullptr) joiner_lost(c, reason);
+  for (uint64_t pid : std::vector<uint64_t>(c.parked)) cancel_parked(pid);
   Job* job = c.job;
   if (job != nullptr) {
     recovery_conn_ends(*job, c, failed, reason);

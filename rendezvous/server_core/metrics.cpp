@@ -12,6 +12,8 @@ namespace cc::rv {
 void ServerCore::Impl::count_failure(const Conn& c, PeerEventKind kind) {
   if (kind == PeerEventKind::aborted)
     counters.failure(FailureCause::abort);
+  else if (kind == PeerEventKind::init_failed)
+    counters.failure(FailureCause::init);
   else if (c.heartbeat_lost)
     counters.failure(FailureCause::heartbeat);
   else

@@ -1,10 +1,10 @@
 // Everything the rendezvous server's core tells its Sink: answers and errors
 // to one connection, dropping a connection (an error, a log line, then
-// forget), announcing a member's failure or abort to the other members of its
-// generation of its communicator (once per connection, at most
-// ServerCore::kMaxAnnouncedFailures ranks per generation; later ones are
-// logged only), and telling the I/O layer that a job has no member and no
-// joiner left.
+// forget), announcing a member's failure, abort or failed init to the other
+// members of its generation of its communicator (once per connection, at
+// most ServerCore::kMaxAnnouncedFailures ranks per generation; later ones are
+// logged only) and ending its generations' undecided reachability tests, and
+// telling the I/O layer that a job has no member and no joiner left.
 #include <string>
 
 #include "common/log.hpp"
@@ -33,7 +33,10 @@ void ServerCore::Impl::drop(Conn& c, uint32_t rid, cc_result_t code, const std::
 // that goes away.
 void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std::string& reason) {
   c.announced = true;
-  const char* what = kind == PeerEventKind::aborted ? "aborted" : "failed";
+  init_failure_spread(job, c, kind, reason);
+  const char* what = kind == PeerEventKind::aborted       ? "aborted"
+                     : kind == PeerEventKind::init_failed ? "could not start"
+                                                          : "failed";
   record_end(job, c, kind == PeerEventKind::aborted ? MemberState::aborted : MemberState::failed,
              reason);
   bool counted = false;  // one failure per member, however many generations it held

@@ -4,10 +4,11 @@
 // the Gets and Waits a newly set key completes (a Wait only once all its keys
 // exist at the same time: one deleted meanwhile is waited for again); expire_parked answers one
 // whose deadline passed with Error(CC_ERR_TIMEOUT) naming what never came
-// (for a join: the ranks that never joined, joins.cpp). A connection that
-// goes cancels its parked requests, and a pending join gives up its slot.
-// Recovery requests (Recover, RecoverId, a replacement's Join) are handed to
-// recovery.cpp at both ends.
+// (for a join: the ranks that never joined, joins.cpp; for a step of the
+// reachability test: preflight.cpp). A connection that goes cancels its
+// parked requests, and a pending join gives up its slot. Recovery requests
+// (Recover, RecoverId, a replacement's Join) are handed to recovery.cpp at
+// both ends.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -59,7 +60,8 @@ void ServerCore::Impl::finish_parked(uint64_t id) {
   parked.erase(it);
 }
 
-// The connection is going: a pending join gives up its slot.
+// The connection is going: a pending join gives up its slot, a pending step
+// of the reachability test is no longer waited for.
 void ServerCore::Impl::cancel_parked(uint64_t id) {
   auto it = parked.find(id);
   if (it == parked.end()) return;
@@ -67,7 +69,21 @@ void ServerCore::Impl::cancel_parked(uint64_t id) {
   if (p.kind == Parked::Kind::join) release_join_slot(p);
   unlist_waiter(p, id);
   if (p.kind == Parked::Kind::recover) recovery_parked_gone(id, p);
+  if (p.kind == Parked::Kind::preflight) {
+    auto g = p.job->generations.find(p.generation);
+    if (g != p.job->generations.end()) {
+      auto& members = g->second.preflight.members;
+      if (p.rank >= 0 && static_cast<size_t>(p.rank) < members.size() &&
+          members[static_cast<size_t>(p.rank)].parked == id)
+        members[static_cast<size_t>(p.rank)].parked = 0;
+    }
+  }
   disarm(p.timer);
+  auto cit = conns.find(p.conn);
+  if (cit != conns.end()) {
+    auto& v = cit->second->parked;
+    v.erase(std::remove(v.begin(), v.end(), id), v.end());
+  }
   parked.erase(it);
 }
 
@@ -112,6 +128,8 @@ void ServerCore::Impl::expire_parked(uint64_t id) {
     finish_parked(id);
   } else if (p.kind == Parked::Kind::recover) {
     recovery_parked_expired(id, p);
+  } else if (p.kind == Parked::Kind::preflight) {
+    preflight_expired(p);
   } else {
     join_timeout(job, p);
   }

@@ -11,8 +11,9 @@
 // Impl are defined in the files of this folder, one section each:
 // deadlines.cpp, output.cpp, connections.cpp, parked.cpp, kv.cpp,
 // retention.cpp, joins.cpp, watch.cpp, recovery.cpp, status.cpp (the
-// operator's status report) and metrics.cpp (counters and the snapshot the
-// metrics endpoint shows).
+// operator's status report), metrics.cpp (counters and the snapshot the
+// metrics endpoint shows), init_failures.cpp and preflight.cpp (with its
+// words in preflight_words.cpp).
 // Only the files of this folder include this header.
 #pragma once
 
@@ -31,6 +32,7 @@
 #include "cc/cc_version.h"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server_core.hpp"
+#include "rendezvous/server_core/preflight_state.hpp"
 #include "rendezvous/server_core/recovery.hpp"
 #include "rendezvous/server_metrics.hpp"
 
@@ -83,8 +85,9 @@ struct Conn {
 
 struct Parked {
   // recover: a survivor's Recover or RecoverId, or a replacement's Join
-  // (recovery.cpp)
-  enum class Kind : uint8_t { get, wait, join, recover } kind = Kind::get;
+  // (recovery.cpp). preflight: a PreflightReady waiting for the plan, or a
+  // PreflightReport waiting for the verdict (preflight.cpp).
+  enum class Kind : uint8_t { get, wait, join, recover, preflight } kind = Kind::get;
   ConnId conn = 0;
   uint32_t request_id = 0;
   Job* job = nullptr;
@@ -92,8 +95,8 @@ struct Parked {
   std::string key;                // get
   std::vector<std::string> keys;  // wait
   size_t missing = 0;             // wait
-  uint32_t generation = 0;        // join, recover
-  int32_t rank = -1;              // join; recover: the job rank
+  uint32_t generation = 0;        // join, recover, preflight
+  int32_t rank = -1;              // join, preflight; recover: the job rank
   bool replacement = false;       // recover: a replacement's Join
   Timer timer;
 };
@@ -124,6 +127,7 @@ struct Generation {
   std::unordered_map<std::string, int32_t> gpu_owner;  // host '\n' uuid -> rank
   std::string failure;
   std::string notice;  // lines every rank is told with Joined
+  server_core::Preflight preflight;
 };
 
 // A job has two parts with separate lives. Its store (keys, and requests
@@ -276,6 +280,19 @@ struct ServerCore::Impl {
   // ---- counters and the metrics snapshot (metrics.cpp) ---------------------
   void count_failure(const Conn& c, PeerEventKind kind);
   ServerMetrics metrics(Clock::time_point now) const;
+  // ---- init failures (init_failures.cpp) -----------------------------------
+  bool on_init_failed(Conn& c, uint32_t rid, const InitFailed& m);
+  void joiner_lost(Conn& c, const std::string& reason);
+  void init_failure_spread(Job& job, Conn& c, PeerEventKind kind, const std::string& reason);
+
+  // ---- the reachability test (preflight.cpp) -------------------------------
+  bool on_preflight_ready(Conn& c, uint32_t rid, const PreflightReady& m, Clock::time_point now);
+  bool on_preflight_report(Conn& c, uint32_t rid, const PreflightReport& m, Clock::time_point now);
+  void preflight_plan(Job& job, uint32_t generation, Generation& gen);
+  void preflight_verdict(Job& job, uint32_t generation, Generation& gen);
+  void preflight_fail(Job& job, Generation& gen, cc_result_t code, const std::string& words);
+  void preflight_expired(const Parked& p);
+  const Membership* membership_of(const Conn& c, uint32_t generation) const;
 };
 
 }  // namespace cc::rv

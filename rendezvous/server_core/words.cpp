@@ -6,9 +6,7 @@
 #include "rendezvous/server_core/state.hpp"
 
 namespace cc::rv::server_core {
-namespace {
 
-// The address part of "1.2.3.4:5" or "[::1]:5".
 std::string peer_address(const std::string& peer) {
   if (!peer.empty() && peer.front() == '[') {
     const size_t end = peer.find(']');
@@ -19,8 +17,6 @@ std::string peer_address(const std::string& peer) {
 }
 
 bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 || addr == "::1"; }
-
-}  // namespace
 
 // "rank 3 (host a, pid 42) at 10.0.0.3:5555" once it joined, "host a (pid 42)
 // at 10.0.0.3:5555" after its hello, "10.0.0.3:5555" before.

@@ -29,6 +29,12 @@ std::string rank_ranges(const std::vector<int32_t>& ranks);
 // The first 16 keys quoted, then "and N more".
 std::string key_list(const std::vector<std::string>& keys);
 
+// The address part of a connection's peer: "1.2.3.4" of "1.2.3.4:5", "::1" of "[::1]:5".
+std::string peer_address(const std::string& peer);
+
+// 127.0.0.0/8 or ::1.
+bool is_loopback(const std::string& addr);
+
 // Empty, or the warning for a rank behind NAT (see words.cpp).
 std::string nat_notice(const MemberInfo& in, const std::string& peer);
 

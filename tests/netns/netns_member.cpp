@@ -30,6 +30,8 @@ const char* kind_name(cc::rv::PeerEventKind k) {
       return "left";
     case cc::rv::PeerEventKind::server_stopping:
       return "server_stopping";
+    case cc::rv::PeerEventKind::init_failed:
+      return "init_failed";
   }
   return "?";
 }

@@ -93,4 +93,10 @@ inline rv::Join join_msg(int rank, int world, const std::string& host, uint32_t 
   return j;
 }
 
+// The text of a Value.
+inline std::string text(const rv::Message& m) {
+  const auto& v = std::get<rv::Value>(m).value;
+  return {v.begin(), v.end()};
+}
+
 }  // namespace cc::test

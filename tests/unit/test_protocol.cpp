@@ -17,6 +17,12 @@ std::vector<rv::Message> one_of_each() {
   rv::Joined joined;
   joined.unique_id = {1, 2, 3};
   joined.members = {{0, "a", 1}, {1, "b", 2}};
+  rv::PreflightReady ready{7,      true,  "node-7boot", "10.0.0.7", 41234,
+                           "eth1", "eth", "eth1",       "10.0.0.7", 9000};
+  rv::PreflightReport report{7, {{1, true, 0, "reached"}, {0, false, 110, "timed out"}}, 5000};
+  rv::PreflightPlan plan{rv::PreflightStep::probe,
+                         "",
+                         {{1, "node-1", 11, "10.0.0.1", 5555}, {0, "node-0", 10, "::1", 6}}};
   return {
       rv::Hello{"job-1", "host", 77, "cc 0.1.0 store"},
       rv::Auth{std::vector<uint8_t>(32, 7)},
@@ -42,6 +48,11 @@ std::vector<rv::Message> one_of_each() {
       rv::Progress{{{0, "node-0", 10, 42, 7}, {1, "node-1", 11, 41, 1200}}},
       rv::CompareSet{"leader", true, {'o', 'l', 'd'}, {'n', 'e', 'w'}},
       rv::CompareSetResult{true},
+      rv::InitFailed{7, "ncclCommInitRankConfig failed on rank 3: unhandled system error"},
+      ready,
+      report,
+      plan,
+      rv::PeerEvent{rv::PeerEventKind::init_failed, 3, "node-3", 33, "NCCL said no"},
   };
 }
 
@@ -107,6 +118,22 @@ TEST_CASE("every message type round-trips through a frame") {
   CHECK(std::string(rv::type_name(rv::MsgType::compare_set)) == "compare-set");
   CHECK(static_cast<int>(rv::MsgType::compare_set) == 15);
   CHECK(static_cast<int>(rv::MsgType::compare_set_result) == 110);
+  // A communicator's start: the message numbers of their own range, fields back in order.
+  CHECK(static_cast<int>(rv::MsgType::init_failed) == 40);
+  CHECK(static_cast<int>(rv::MsgType::preflight_plan) == 125);
+  auto r = decode_one(rv::encode_frame(4, one_of_each()[25]));
+  const auto& ready = std::get<rv::PreflightReady>(r.message);
+  CHECK(ready.addr == "10.0.0.7");
+  CHECK(ready.port == 41234);
+  CHECK(ready.user_ifname == "eth");
+  CHECK(ready.timeout_ms == 9000);
+  auto pl = decode_one(rv::encode_frame(5, one_of_each()[27]));
+  const auto& plan = std::get<rv::PreflightPlan>(pl.message);
+  REQUIRE(plan.targets.size() == 2);
+  CHECK(plan.targets[1].addr == "::1");
+  CHECK(plan.targets[0].pid == 11);
+  auto rep = decode_one(rv::encode_frame(6, one_of_each()[26]));
+  CHECK(std::get<rv::PreflightReport>(rep.message).results[1].error == 110);
 }
 
 TEST_CASE("malformed frames are refused with their reason") {
@@ -177,6 +204,15 @@ TEST_CASE("malformed frames are refused with their reason") {
     auto cas = rv::encode_frame(1, rv::CompareSet{"k", true, {1}, {2}});
     cas[rv::kHeaderSize + 5] = 2;  // after the key's length and its one byte
     CHECK(reader_error(cas) == rv::DecodeError::bad_field);
+    auto plan = rv::encode_frame(1, rv::PreflightPlan{rv::PreflightStep::passed, "", {}});
+    plan[rv::kHeaderSize] = 4;
+    CHECK(reader_error(plan) == rv::DecodeError::bad_field);
+    rv::PreflightReady ready;
+    ready.port = 70000;
+    CHECK(reader_error(rv::encode_frame(1, ready)) == rv::DecodeError::bad_field);
+    rv::PreflightReport many;
+    many.results.resize(rv::kMaxProbeTargets + 1);
+    CHECK(reader_error(rv::encode_frame(1, many)) == rv::DecodeError::field_too_large);
   }
   SECTION("a short header is not yet an error") {
     rv::FrameReader r;

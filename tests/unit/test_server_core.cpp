@@ -8,94 +8,12 @@
 
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server_core.hpp"
+#include "tests/unit/server_core_harness.hpp"
 
 using namespace std::chrono_literals;
 namespace rv = cc::rv;
 
-namespace {
-
-struct Sent {
-  uint32_t request_id;
-  rv::Message message;
-};
-
-class FakeSink : public rv::Sink {
- public:
-  void send(rv::ConnId conn, uint32_t request_id, const rv::Message& m) override {
-    // What a real connection would carry: check every message encodes and decodes.
-    rv::FrameReader r;
-    r.feed(rv::encode_frame(request_id, m));
-    auto f = r.next();
-    REQUIRE(f);
-    out[conn].push_back({request_id, f->message});
-  }
-  void close(rv::ConnId conn, const std::string& reason) override { closed[conn] = reason; }
-  void job_idle(const std::string& job) override { ++idle[job]; }
-
-  std::map<rv::ConnId, std::vector<Sent>> out;
-  std::map<rv::ConnId, std::string> closed;
-  std::map<std::string, int> idle;
-};
-
-struct Harness {
-  explicit Harness(rv::ServerOptions o = {}) : options(std::move(o)), core(options, sink) {}
-
-  void connect(rv::ConnId id) {
-    REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now));
-  }
-  void feed(rv::ConnId id, const rv::Message& m, uint32_t rid = 1) {
-    core.on_bytes(id, rv::encode_frame(rid, m), now);
-  }
-  // Connects and says hello (no token).
-  void client(rv::ConnId id, const std::string& job = "job") {
-    connect(id);
-    feed(id, rv::Hello{job, "host-" + std::to_string(id), static_cast<uint32_t>(id), "test"});
-    REQUIRE(take(id).size() == 1);
-  }
-  std::vector<Sent> take(rv::ConnId id) {
-    auto v = std::move(sink.out[id]);
-    sink.out[id].clear();
-    return v;
-  }
-  // The one message sent to id since the last take.
-  rv::Message one(rv::ConnId id) {
-    auto v = take(id);
-    REQUIRE(v.size() == 1);
-    return v[0].message;
-  }
-  rv::Error error_of(const rv::Message& m) {
-    REQUIRE(std::holds_alternative<rv::Error>(m));
-    return std::get<rv::Error>(m);
-  }
-  void advance(std::chrono::milliseconds d) {
-    now += d;
-    core.expire(now);
-  }
-
-  rv::ServerOptions options;
-  FakeSink sink;
-  rv::ServerCore core;
-  rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;
-};
-
-rv::Join join_msg(int rank, int world, const std::string& host, uint32_t timeout_ms = 1000) {
-  rv::Join j;
-  j.info.rank = rank;
-  j.info.world_size = world;
-  j.info.host = host;
-  j.info.pid = static_cast<uint32_t>(1000 + rank);
-  j.info.nccl_version = 22809;
-  if (rank == 0) j.unique_id = {4, 2};
-  j.timeout_ms = timeout_ms;
-  return j;
-}
-
-std::string text(const rv::Message& m) {
-  const auto& v = std::get<rv::Value>(m).value;
-  return {v.begin(), v.end()};
-}
-
-}  // namespace
+using namespace cc::test;
 
 TEST_CASE("core: handshake without a token") {
   Harness h;
@@ -379,13 +297,18 @@ TEST_CASE("core: join checks") {
                  Catch::Contains("ranks 1, 4, 5 of 6 never joined job 'job' (generation 0)"));
     }
   }
-  SECTION("a joiner that vanishes gives its rank back") {
-    h.feed(1, join_msg(0, 2, "a"));
-    h.core.on_disconnect(1, "gone");
-    h.feed(2, join_msg(0, 2, "a2"));
-    h.feed(3, join_msg(1, 2, "b"));
-    CHECK(std::holds_alternative<rv::Joined>(h.one(2)));
-    CHECK(std::holds_alternative<rv::Joined>(h.one(3)));
+  SECTION("a joiner that vanishes fails its generation, named to every joiner") {
+    h.feed(1, join_msg(0, 3, "a"));
+    h.feed(2, join_msg(1, 3, "b"));
+    h.core.on_disconnect(2, "end of stream");
+    const auto e = h.error_of(h.one(1));
+    CHECK(e.code == CC_ERR_PEER_FAILED);
+    CHECK_THAT(e.message, Catch::Contains("rank 1 (host b, pid 1001) was lost while joining "
+                                          "job 'job' (generation 0)") &&
+                              Catch::Contains("end of stream") && Catch::Contains("2 of 3"));
+    h.feed(3, join_msg(2, 3, "c"));  // a late rank learns the same
+    CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("was lost while joining"));
+    CHECK_FALSE(h.core.job_busy("job"));
   }
 }
 

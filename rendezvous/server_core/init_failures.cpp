@@ -1,0 +1,123 @@
+// Init failures spread: a communicator's init ends on every rank as soon as
+// one rank cannot finish it, in that rank's words, instead of at the
+// deadline. The server's rules (a backend without this server, such as etcd,
+// keeps the same ones):
+//
+// 1. A joiner whose connection drops (or is dropped) while its join is
+//    pending fails the generation: every other pending joiner, and every
+//    later joiner of that generation, gets CC_ERR_PEER_FAILED naming the
+//    lost rank (host, pid) and how its connection ended. A server that stops
+//    is no such loss (it answers everyone itself).
+// 2. A member that sends InitFailed is announced to every other member of
+//    the job, once, as PeerEvent init_failed carrying its own words; its
+//    later drop is not announced again. InitFailed from a connection whose
+//    join is still pending fails that generation as in rule 1.
+// 3. Every announced failure of a member (init failed, connection dropped,
+//    heartbeats missed, abort) fails the reachability test (preflight.cpp)
+//    of each of its generations that is still undecided: every request
+//    parked in it is answered with CC_ERR_PEER_FAILED naming the member and
+//    its words, and so is every later one.
+//
+// Members waiting in NCCL's init hear rule 2's and 3's events on their
+// connection (lib/comm/init_watch.cpp) and stop within a poll interval.
+#include <string>
+#include <vector>
+
+#include "common/log.hpp"
+#include "common/who.hpp"
+#include "rendezvous/server_core/state.hpp"
+#include "rendezvous/server_core/words.hpp"
+
+namespace cc::rv {
+
+using server_core::member_who;
+using server_core::quote;
+
+namespace {
+
+std::string generation_words(const std::string& job, uint32_t generation) {
+  return "job " + quote(job) + " (generation " + std::to_string(generation) + ")";
+}
+
+}  // namespace
+
+bool ServerCore::Impl::on_init_failed(Conn& c, uint32_t rid, const InitFailed& m) {
+  Job& job = *c.job;
+  const std::string reason = m.reason.empty() ? "no reason given" : m.reason;
+  if (membership_of(c, m.generation) == nullptr) {
+    // Still joining: the generation cannot complete without this rank.
+    std::vector<uint64_t> ids = c.parked;
+    for (uint64_t id : ids) {
+      auto it = parked.find(id);
+      if (it == parked.end() || it->second.kind != Parked::Kind::join ||
+          it->second.generation != m.generation)
+        continue;
+      Generation& gen = job.generations[m.generation];
+      std::string who = cc::who(it->second.rank, c.hello.host, c.hello.pid);
+      if (auto s = gen.slots.find(it->second.rank); s != gen.slots.end() && s->second.conn == c.id)
+        who = member_who(s->second.info);
+      fail_generation(job, m.generation, gen, CC_ERR_PEER_FAILED,
+                      who + " could not start while joining " +
+                          generation_words(job.id, m.generation) + ": " + reason);
+      send(c.id, rid, Ok{});
+      return true;
+    }
+    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
+               c.who() + " reported an init failure for " + generation_words(job.id, m.generation) +
+                   ", which it has not joined; report it after the join");
+    return true;
+  }
+  log().warn("{}: {} could not start: {}", generation_words(job.id, m.generation), c.who(), reason);
+  if (!c.announced) announce(job, c, PeerEventKind::init_failed, reason);
+  send(c.id, rid, Ok{});
+  return true;
+}
+
+// Rule 1: the connection is going while its join is pending.
+void ServerCore::Impl::joiner_lost(Conn& c, const std::string& reason) {
+  Job& job = *c.job;
+  std::vector<uint64_t> ids = c.parked;
+  for (uint64_t id : ids) {
+    auto it = parked.find(id);
+    if (it == parked.end() || it->second.kind != Parked::Kind::join) continue;
+    const uint32_t generation = it->second.generation;
+    const int32_t rank = it->second.rank;
+    auto g = job.generations.find(generation);
+    if (g == job.generations.end() || g->second.state != Generation::State::joining) continue;
+    Generation& gen = g->second;
+    std::string who = cc::who(rank, c.hello.host, c.hello.pid);
+    if (auto s = gen.slots.find(rank); s != gen.slots.end() && s->second.conn == c.id)
+      who = member_who(s->second.info);
+    const int32_t joined = gen.joined;
+    // Its own join goes unanswered: its connection is gone.
+    cancel_parked(id);
+    fail_generation(job, generation, gen, CC_ERR_PEER_FAILED,
+                    who + " was lost while joining " + generation_words(job.id, generation) + " (" +
+                        std::to_string(joined) + " of " + std::to_string(gen.world_size) +
+                        " ranks had joined): " + reason +
+                        ". It crashed, was killed or lost its network: look at its output; "
+                        "the other ranks stop instead of waiting for a rank that is gone");
+  }
+}
+
+// Rule 3: a member's failure ends the undecided reachability tests of its
+// generations.
+void ServerCore::Impl::init_failure_spread(Job& job, Conn& c, PeerEventKind kind,
+                                           const std::string& reason) {
+  for (const Membership& m : c.memberships) {
+    auto g = job.generations.find(m.generation);
+    if (g == job.generations.end() || g->second.preflight.decided()) continue;
+    const std::string who = cc::who(m.rank, m.host, m.pid);
+    std::string words;
+    if (kind == PeerEventKind::init_failed)
+      words = who + " could not start: " + reason;
+    else if (kind == PeerEventKind::aborted)
+      words = who + " aborted during init: " + reason;
+    else
+      words = who + " was lost during init: " + reason +
+              ". It crashed, was killed or lost its network: look at its output";
+    preflight_fail(job, g->second, CC_ERR_PEER_FAILED, words);
+  }
+}
+
+}  // namespace cc::rv

@@ -1,0 +1,311 @@
+// The reachability test before NCCL's init, as the rendezvous server runs it
+// for one generation of a job (the members' side: lib/comm/preflight.cpp).
+//
+// 1. Each member listens on the address NCCL will use and sends
+//    PreflightReady with it. The request is parked until every member of
+//    the generation has sent its own.
+// 2. Then each member gets its PreflightPlan: the members it must connect
+//    to. Those are the connections NCCL's bootstrap needs, with O(1) work a
+//    member: its ring successor (rank + 1), and the root (rank 0) from the
+//    lowest rank of each other host. Members NCCL connects inside one host
+//    (NVLink, shared memory) are skipped: "one host" is NCCL's host id
+//    (NCCL_HOSTID, or host name and boot id), which each member sends. When
+//    no member has a target (one host), every plan says passed at once.
+// 3. Each member connects, then sends PreflightReport, parked until every
+//    member reported. Then one verdict for all: Ok, or Error with the same
+//    words everywhere: who cannot reach whom, at which address, the connect
+//    error, the likely cause and the fix (preflight_words.cpp).
+//
+// Deadlines: a PreflightReady parked longer than its timeout_ms (a member
+// that never takes part: an older cc) skips the test for the generation,
+// with a note; a PreflightReport parked longer than its timeout_ms decides
+// the verdict from the reports at hand. A member running with CC_PREFLIGHT=0
+// sends PreflightReady with enabled false and waits for nothing; the
+// generation then skips the test. A member that fails meanwhile fails the
+// test for everyone (init_failures.cpp, rule 3).
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/log.hpp"
+#include "common/who.hpp"
+#include "rendezvous/server_core/preflight_words.hpp"
+#include "rendezvous/server_core/state.hpp"
+#include "rendezvous/server_core/words.hpp"
+
+namespace cc::rv {
+
+using server_core::member_who;
+using server_core::Preflight;
+using server_core::PreflightMember;
+using server_core::quote;
+using server_core::rank_ranges;
+
+namespace {
+
+std::string where(const std::string& job, uint32_t generation) {
+  return "job " + quote(job) + " (generation " + std::to_string(generation) + ")";
+}
+
+PreflightMember& member(Preflight& pf, int32_t rank) {
+  return pf.members[static_cast<size_t>(rank)];
+}
+
+}  // namespace
+
+const ServerCore::Impl::Membership* ServerCore::Impl::membership_of(const Conn& c,
+                                                                    uint32_t generation) const {
+  for (const Membership& m : c.memberships)
+    if (m.generation == generation) return &m;
+  return nullptr;
+}
+
+bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const PreflightReady& m,
+                                          Clock::time_point now) {
+  Job& job = *c.job;
+  const Membership* ms = membership_of(c, m.generation);
+  auto g = job.generations.find(m.generation);
+  if (ms == nullptr || g == job.generations.end()) {
+    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
+               c.who() + " asked for the reachability test of " + where(job.id, m.generation) +
+                   ", of which it is no member; join first");
+    return true;
+  }
+  Generation& gen = g->second;
+  Preflight& pf = gen.preflight;
+  if (pf.phase == Preflight::Phase::failed) {
+    send_error(c.id, rid, pf.code, pf.verdict);
+    return true;
+  }
+  if (pf.decided()) {  // a late member: the answer is known
+    PreflightPlan plan;
+    plan.step =
+        pf.phase == Preflight::Phase::passed ? PreflightStep::passed : PreflightStep::skipped;
+    plan.note = pf.verdict;
+    send(c.id, rid, plan);
+    return true;
+  }
+  if (pf.members.empty()) pf.members.resize(static_cast<size_t>(gen.world_size));
+  PreflightMember& me = member(pf, ms->rank);
+  if (me.ready || pf.phase != Preflight::Phase::gathering) {
+    send_error(
+        c.id, rid, CC_ERR_INVALID_USAGE,
+        c.who() + " sent its reachability endpoint for " + where(job.id, m.generation) + " twice");
+    return true;
+  }
+  me.ready = true;
+  me.endpoint = m;
+  me.peer = server_core::peer_address(c.peer);
+  ++pf.ready;
+  if (!m.enabled) {
+    if (pf.disabled_by < 0) pf.disabled_by = ms->rank;
+    send(c.id, rid, Ok{});  // nobody waits for it
+  } else {
+    Parked p;
+    p.kind = Parked::Kind::preflight;
+    p.request_id = rid;
+    p.job = &job;
+    p.timeout_ms = m.timeout_ms;
+    p.generation = m.generation;
+    p.rank = ms->rank;
+    me.parked = park(c, std::move(p), now);
+  }
+  if (pf.ready == gen.world_size) preflight_plan(job, m.generation, gen);
+  return true;
+}
+
+// Every member sent its endpoint: each gets its targets (or the test is
+// skipped, or there is nothing to test).
+void ServerCore::Impl::preflight_plan(Job& job, uint32_t generation, Generation& gen) {
+  Preflight& pf = gen.preflight;
+  const int32_t n = gen.world_size;
+  auto answer = [&](int32_t rank, const PreflightPlan& plan) {
+    PreflightMember& me = member(pf, rank);
+    auto it = parked.find(me.parked);
+    me.parked = 0;
+    if (it == parked.end()) return;
+    send(it->second.conn, it->second.request_id, plan);
+    finish_parked(it->first);
+  };
+  if (pf.disabled_by >= 0) {
+    const MemberInfo& off = gen.slots.at(pf.disabled_by).info;
+    pf.phase = Preflight::Phase::skipped;
+    pf.verdict = member_who(off) + " runs with CC_PREFLIGHT=0, so " + where(job.id, generation) +
+                 " skips the reachability test before NCCL's init";
+    log().info("{}", pf.verdict);
+    PreflightPlan plan{PreflightStep::skipped, pf.verdict, {}};
+    for (int32_t r = 0; r < n; ++r) answer(r, plan);
+    pf.members.clear();
+    return;
+  }
+  // The lowest rank of each host tests the root, unless its successor is the root.
+  std::unordered_map<std::string, int32_t> first_of_host;
+  first_of_host.reserve(static_cast<size_t>(n));
+  for (int32_t r = 0; r < n; ++r) first_of_host.try_emplace(member(pf, r).endpoint.host_key, r);
+  auto target = [&](int32_t t) {
+    const MemberInfo& info = gen.slots.at(t).info;
+    const PreflightReady& e = member(pf, t).endpoint;
+    return ProbeTarget{t, info.host, info.pid, e.addr, e.port};
+  };
+  auto testable = [&](int32_t from, int32_t to) {
+    const PreflightReady& a = member(pf, from).endpoint;
+    const PreflightReady& b = member(pf, to).endpoint;
+    return from != to && a.host_key != b.host_key && b.port != 0;
+  };
+  std::vector<PreflightPlan> plans(static_cast<size_t>(n));
+  size_t edges = 0;
+  for (int32_t r = 0; r < n; ++r) {
+    PreflightPlan& plan = plans[static_cast<size_t>(r)];
+    const int32_t next = (r + 1) % n;
+    if (testable(r, next)) plan.targets.push_back(target(next));
+    if (next != 0 && first_of_host.at(member(pf, r).endpoint.host_key) == r && testable(r, 0))
+      plan.targets.push_back(target(0));
+    edges += plan.targets.size();
+  }
+  if (edges == 0) {
+    pf.phase = Preflight::Phase::passed;
+    pf.verdict.clear();
+    log().debug("{}: every rank on one host: nothing to test before NCCL's init",
+                where(job.id, generation));
+    PreflightPlan plan{PreflightStep::passed, {}, {}};
+    for (int32_t r = 0; r < n; ++r) answer(r, plan);
+    pf.members.clear();
+    return;
+  }
+  pf.phase = Preflight::Phase::probing;
+  log().debug("{}: {} connections to test before NCCL's init", where(job.id, generation), edges);
+  for (int32_t r = 0; r < n; ++r) answer(r, plans[static_cast<size_t>(r)]);
+}
+
+bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const PreflightReport& m,
+                                           Clock::time_point now) {
+  Job& job = *c.job;
+  const Membership* ms = membership_of(c, m.generation);
+  auto g = job.generations.find(m.generation);
+  if (ms == nullptr || g == job.generations.end()) {
+    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
+               c.who() + " reported a reachability test of " + where(job.id, m.generation) +
+                   ", of which it is no member");
+    return true;
+  }
+  Generation& gen = g->second;
+  Preflight& pf = gen.preflight;
+  if (pf.phase == Preflight::Phase::failed) {
+    send_error(c.id, rid, pf.code, pf.verdict);
+    return true;
+  }
+  if (pf.decided()) {
+    send(c.id, rid, Ok{});
+    return true;
+  }
+  if (pf.phase != Preflight::Phase::probing || member(pf, ms->rank).reported) {
+    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
+               c.who() + " reported a reachability test of " + where(job.id, m.generation) +
+                   (member(pf, ms->rank).reported ? " twice" : " before it got its plan"));
+    return true;
+  }
+  PreflightMember& me = member(pf, ms->rank);
+  me.reported = true;
+  me.results = m.results;
+  ++pf.reported;
+  Parked p;
+  p.kind = Parked::Kind::preflight;
+  p.request_id = rid;
+  p.job = &job;
+  p.timeout_ms = m.timeout_ms;
+  p.generation = m.generation;
+  p.rank = ms->rank;
+  me.parked = park(c, std::move(p), now);
+  if (pf.reported == gen.world_size) preflight_verdict(job, m.generation, gen);
+  return true;
+}
+
+// Every member reported (or the deadline passed): one answer for all.
+void ServerCore::Impl::preflight_verdict(Job& job, uint32_t generation, Generation& gen) {
+  Preflight& pf = gen.preflight;
+  std::vector<server_core::FailedProbe> failed;
+  size_t tested = 0;
+  for (int32_t r = 0; r < gen.world_size; ++r) {
+    for (const ProbeResult& result : member(pf, r).results) {
+      if (result.rank < 0 || result.rank >= gen.world_size) continue;
+      ++tested;
+      if (!result.reached) failed.push_back({r, &result});
+    }
+  }
+  if (!failed.empty()) {
+    preflight_fail(job, gen, CC_ERR_SYSTEM, server_core::preflight_failure_words(gen, failed));
+    return;
+  }
+  std::vector<int32_t> silent;
+  for (int32_t r = 0; r < gen.world_size; ++r)
+    if (!member(pf, r).reported) silent.push_back(r);
+  if (silent.empty())
+    log().info("{}: reachability test passed ({} connections)", where(job.id, generation), tested);
+  else
+    log().warn("{}: reachability test passed on {} connections; rank(s) {} did not report in time",
+               where(job.id, generation), tested, rank_ranges(silent));
+  pf.phase = Preflight::Phase::passed;
+  for (int32_t r = 0; r < gen.world_size; ++r) {
+    PreflightMember& me = member(pf, r);
+    auto it = parked.find(me.parked);
+    me.parked = 0;
+    if (it == parked.end()) continue;
+    send(it->second.conn, it->second.request_id, Ok{});
+    finish_parked(it->first);
+  }
+  pf.members.clear();
+}
+
+// The test failed for the generation: every parked step gets the words, and
+// so will every later one.
+void ServerCore::Impl::preflight_fail(Job& job, Generation& gen, cc_result_t code,
+                                      const std::string& words) {
+  Preflight& pf = gen.preflight;
+  pf.phase = Preflight::Phase::failed;
+  pf.code = code;
+  pf.verdict = words;
+  log().warn("job {}: reachability test before NCCL's init failed: {}", quote(job.id), words);
+  for (PreflightMember& me : pf.members) {
+    auto it = parked.find(me.parked);
+    me.parked = 0;
+    if (it == parked.end()) continue;
+    send_error(it->second.conn, it->second.request_id, code, words);
+    finish_parked(it->first);
+  }
+  pf.members.clear();
+}
+
+void ServerCore::Impl::preflight_expired(const Parked& p) {
+  Job& job = *p.job;
+  const uint32_t generation = p.generation;
+  const uint32_t timeout_ms = p.timeout_ms;
+  auto g = job.generations.find(generation);
+  if (g == job.generations.end()) return;
+  Generation& gen = g->second;
+  Preflight& pf = gen.preflight;
+  if (pf.phase == Preflight::Phase::probing) {
+    preflight_verdict(job, generation, gen);
+    return;
+  }
+  if (pf.phase != Preflight::Phase::gathering) return;
+  std::vector<int32_t> missing;
+  for (int32_t r = 0; r < gen.world_size; ++r)
+    if (!member(pf, r).ready) missing.push_back(r);
+  pf.phase = Preflight::Phase::skipped;
+  pf.verdict = std::string(missing.size() == 1 ? "rank " : "ranks ") + rank_ranges(missing) +
+               " of " + where(job.id, generation) + " did not take part in the reachability " +
+               "test within " + std::to_string(timeout_ms) +
+               " ms (a cc without it?), so NCCL's init starts untested";
+  log().warn("{}", pf.verdict);
+  PreflightPlan plan{PreflightStep::skipped, pf.verdict, {}};
+  for (PreflightMember& me : pf.members) {
+    auto it = parked.find(me.parked);
+    me.parked = 0;
+    if (it == parked.end()) continue;
+    send(it->second.conn, it->second.request_id, plan);
+    finish_parked(it->first);
+  }
+  pf.members.clear();
+}
+
+}  // namespace cc::rv
