@@ -178,6 +178,14 @@ constexpr Setting kTable[] = {
      {"0", "1"},
      "cc_comm_shrink through ncclCommShrink where NCCL has it (1), or always through a new "
      "NCCL communicator (0)"},
+    {Id::preflight,
+     {"CC_PREFLIGHT"},
+     Kind::choice,
+     "1",
+     0,
+     0,
+     {"0", "1", "off", "on", "false", "true"},
+     "test before NCCL's init that the ranks' hosts reach each other (0 turns it off)"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

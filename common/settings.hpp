@@ -39,6 +39,7 @@ enum class Id : int {
   cache_dir,
   job_ttl_ms,
   nccl_shrink,
+  preflight,
   count
 };
 

@@ -144,10 +144,15 @@ typedef struct cc_config {
 /* Creates a communicator of nranks ranks; this process is `rank`.
  * Blocking: joins the rendezvous at master_addr:master_port (retrying until
  * the deadline, since rank 0's server may not be up yet), agrees on an
- * ncclUniqueId and initialises NCCL on the chosen device. Rank 0 hosts the
- * rendezvous server unless config->rendezvous is CC_RENDEZVOUS_EXTERNAL.
+ * ncclUniqueId, tests that the ranks' hosts reach each other on the
+ * addresses NCCL will use (CC_PREFLIGHT) and initialises NCCL on the chosen
+ * device. Rank 0 hosts the rendezvous server unless config->rendezvous is
+ * CC_RENDEZVOUS_EXTERNAL. A rank whose init fails after its join tells the
+ * others, whose init then returns at once.
  * Returns CC_ERR_INVALID_ARGUMENT, CC_ERR_NO_DEVICE, CC_ERR_RENDEZVOUS,
  * CC_ERR_AUTH, CC_ERR_MISMATCH, CC_ERR_TIMEOUT (naming the missing ranks),
+ * CC_ERR_SYSTEM (hosts that cannot reach each other: who, where, why),
+ * CC_ERR_PEER_FAILED (another rank's init failed or it died: naming it),
  * CC_ERR_CUDA, CC_ERR_NCCL. */
 CC_API cc_result_t cc_comm_init(cc_comm_t* comm, int rank, int nranks, const char* master_addr,
                                 int master_port, const cc_config_t* config);

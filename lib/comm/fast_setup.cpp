@@ -65,6 +65,26 @@ bool wait_stream(cudaStream_t stream, Clock::time_point deadline, cudaError_t* e
   return true;
 }
 
+// Runs a wait on the rendezvous store (`wait_for(ms)`: a get or wait of at
+// most ms) until the deadline. During init (`interrupted` set) it goes in
+// slices of 50 ms, asking between them, so news from the rendezvous (a rank
+// that failed or died) ends it; the caller's InitWatch has the words.
+template <class F>
+Status store_wait(const cc_comm* c, Clock::time_point deadline, const core::Interrupt& interrupted,
+                  F wait_for) {
+  for (;;) {
+    const uint32_t left = ms_left(deadline);
+    const uint32_t slice = interrupted ? std::min<uint32_t>(left, 50) : left;
+    Status st = wait_for(std::max<uint32_t>(slice, 1));
+    if (st.ok() || st.code != CC_ERR_TIMEOUT) return st;
+    if (interrupted && interrupted())
+      return make_status(CC_ERR_PEER_FAILED, c->who() +
+                                                 ": cc's all-reduce kernel set-up stopped on news "
+                                                 "from the rendezvous");
+    if (ms_left(deadline) == 0) return late(c);
+  }
+}
+
 // Runs one NCCL collective on `bytes` of host data through the work
 // communicator (a split child has no rendezvous connection): `host` is
 // copied in, `enqueue(device_buffer, stream)` runs, `out_bytes` come back.
@@ -97,7 +117,7 @@ Status through_nccl(cc_comm* c, const void* host, size_t in_bytes, void* out, si
 // Every rank's record, indexed by rank: through the store (each rank sets
 // its own, then reads the others), or an NCCL all-gather for a split child.
 Status exchange(cc_comm* c, const fast::PeerRecord& mine, Clock::time_point deadline,
-                std::vector<fast::PeerRecord>* all) {
+                const core::Interrupt& interrupted, std::vector<fast::PeerRecord>* all) {
   const size_t n = static_cast<size_t>(c->nranks);
   all->assign(n, fast::PeerRecord{});
   if (!c->client) {
@@ -121,8 +141,12 @@ Status exchange(cc_comm* c, const fast::PeerRecord& mine, Clock::time_point dead
     return st;
   for (size_t r = 0; r < n; ++r) {
     std::vector<uint8_t> value;
-    if (Status st = c->client->get(key + std::to_string(r), &value, ms_left(deadline)); !st.ok())
-      return st.code == CC_ERR_TIMEOUT ? late(c) : st;
+    if (Status st = store_wait(c, deadline, interrupted,
+                               [&](uint32_t ms) {
+                                 return c->client->get(key + std::to_string(r), &value, ms);
+                               });
+        !st.ok())
+      return st;
     if (value.size() != sizeof(fast::PeerRecord))
       return make_status(CC_ERR_MISMATCH,
                          c->who() + ": rank " + std::to_string(r) +
@@ -136,7 +160,8 @@ Status exchange(cc_comm* c, const fast::PeerRecord& mine, Clock::time_point dead
 // Whether every rank said yes: each rank counts a "no" (if so), then
 // itself; the last one in marks the round done. Through the store, or an
 // ncclAllReduce (MIN) for a split child.
-Status agree(cc_comm* c, const std::string& round, bool* yes, Clock::time_point deadline) {
+Status agree(cc_comm* c, const std::string& round, bool* yes, Clock::time_point deadline,
+             const core::Interrupt& interrupted = {}) {
   if (!c->client) {
     int value = *yes ? 1 : 0;
     Status st = through_nccl(c, &value, sizeof value, &value, sizeof value,
@@ -156,8 +181,10 @@ Status agree(cc_comm* c, const std::string& round, bool* yes, Clock::time_point 
     const uint8_t one = 1;
     if (Status st = c->client->set(key + "/done", {&one, 1}); !st.ok()) return st;
   }
-  if (Status st = c->client->wait({key + "/done"}, ms_left(deadline)); !st.ok())
-    return st.code == CC_ERR_TIMEOUT ? late(c) : st;
+  if (Status st = store_wait(c, deadline, interrupted,
+                             [&](uint32_t ms) { return c->client->wait({key + "/done"}, ms); });
+      !st.ok())
+    return st;
   if (Status st = c->client->add(key + "/no", 0, &value); !st.ok()) return st;
   *yes = value == 0;
   return Status::success();
@@ -165,7 +192,7 @@ Status agree(cc_comm* c, const std::string& round, bool* yes, Clock::time_point 
 
 // Rank 0's text for every rank: through the store, or an ncclBroadcast.
 Status share_from_rank0(cc_comm* c, const std::string& round, std::string* text,
-                        Clock::time_point deadline) {
+                        Clock::time_point deadline, const core::Interrupt& interrupted) {
   if (!c->client) {
     char buf[kPlanTextBytes] = {};
     std::memcpy(buf, text->data(), std::min(text->size(), kPlanTextBytes - 1));
@@ -183,8 +210,10 @@ Status share_from_rank0(cc_comm* c, const std::string& round, std::string* text,
     return c->client->set(key, {bytes, text->size()});
   }
   std::vector<uint8_t> value;
-  if (Status st = c->client->get(key, &value, ms_left(deadline)); !st.ok())
-    return st.code == CC_ERR_TIMEOUT ? late(c) : st;
+  if (Status st = store_wait(c, deadline, interrupted,
+                             [&](uint32_t ms) { return c->client->get(key, &value, ms); });
+      !st.ok())
+    return st;
   text->assign(value.begin(), value.end());
   return Status::success();
 }
@@ -227,7 +256,7 @@ std::string plan_source(const cc_comm* c, const std::string& key, std::string* f
 }
 
 Status make_plan(cc_comm* c, fast::Channel* ch, const std::vector<fast::PeerRecord>& records,
-                 Clock::time_point deadline) {
+                 Clock::time_point deadline, const core::Interrupt& interrupted) {
   const auto t0 = Clock::now();
   int nccl_version = 0;
   ncclGetVersion(&nccl_version);
@@ -236,7 +265,7 @@ Status make_plan(cc_comm* c, fast::Channel* ch, const std::vector<fast::PeerReco
     key = fast::machine_key(c->device, records, nccl_version, CC_VERSION_STRING);
     text = plan_source(c, key, &from);
   }
-  if (Status st = share_from_rank0(c, "plan", &text, deadline); !st.ok()) return st;
+  if (Status st = share_from_rank0(c, "plan", &text, deadline, interrupted); !st.ok()) return st;
   fast::Plan plan;
   std::string why;
   double measure_ms = 0;
@@ -282,7 +311,8 @@ Status make_plan(cc_comm* c, fast::Channel* ch, const std::vector<fast::PeerReco
 
 }  // namespace
 
-Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
+Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline,
+                            const core::Interrupt& interrupted) {
   // The plan text is checked here, on every rank before any exchange, so a
   // bad one fails every rank that has it at once.
   const std::string& given = c->config.fast_allreduce_plan;
@@ -314,7 +344,7 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
   mine.required = mode == CC_FAST_ALLREDUCE_REQUIRE ? 1 : 0;
 
   std::vector<fast::PeerRecord> records;
-  if (Status st = exchange(c, mine, deadline, &records); !st.ok()) {
+  if (Status st = exchange(c, mine, deadline, interrupted, &records); !st.ok()) {
     fast::destroy(ch);
     return st;
   }
@@ -336,7 +366,7 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
   }
   const auto t1 = Clock::now();
   bool made = fast::connect(ch, records, &why);
-  if (Status st = agree(c, "made", &made, deadline); !st.ok()) {
+  if (Status st = agree(c, "made", &made, deadline, interrupted); !st.ok()) {
     fast::destroy(ch);
     return st;
   }
@@ -346,7 +376,7 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline) {
                        why.empty() ? "another rank could not map its peers' buffers" : why);
   }
   const auto t2 = Clock::now();
-  if (Status st = make_plan(c, ch, records, deadline); !st.ok()) {
+  if (Status st = make_plan(c, ch, records, deadline, interrupted); !st.ok()) {
     fast::destroy(ch);
     return st;
   }

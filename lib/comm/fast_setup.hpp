@@ -17,9 +17,11 @@ namespace cc::comm {
 // plan (explicit, inherited from the parent, cached, or measured now by all)
 // is shared. A rank that cannot makes all use ncclAllReduce; the reason is
 // logged at info. Fails when the plan given is not one, when the agreement
-// itself does (deadline, NCCL error), or when CC_FAST_ALLREDUCE=require
-// cannot be met.
-Status setup_fast_allreduce(cc_comm* c, std::chrono::steady_clock::time_point deadline);
+// itself does (deadline, NCCL error, or `interrupted`: news from the
+// rendezvous during init, asked between slices of the store's waits), or
+// when CC_FAST_ALLREDUCE=require cannot be met.
+Status setup_fast_allreduce(cc_comm* c, std::chrono::steady_clock::time_point deadline,
+                            const core::Interrupt& interrupted = {});
 
 // Waits for its last kernel until `deadline`; false when it had to be
 // stopped (a rank never made the matching call).

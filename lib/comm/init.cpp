@@ -1,10 +1,13 @@
-// A communicator's birth: the device, the network interface NCCL will use,
-// the rendezvous (join, id), the NCCL communicators, the fast paths and the
-// watchdog, all within one deadline.
+// A communicator's birth: the device, then (startup.cpp) the network
+// interface NCCL will use, the rendezvous (join, id) and the reachability
+// test, then the NCCL communicators, the fast paths and the watchdog, all
+// within one deadline. After the join, news from the rendezvous (a rank that
+// failed) ends every wait, and this rank's own failure is told to the others.
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -14,48 +17,30 @@
 #include "common/who.hpp"
 #include "lib/comm/comm.hpp"
 #include "lib/comm/fast_setup.hpp"
+#include "lib/comm/init_watch.hpp"
 #include "lib/comm/parts.hpp"
-#include "lib/comm/rendezvous_join.hpp"
+#include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
 #include "lib/launch/env.hpp"
-#include "lib/launch/netif.hpp"
 
 namespace cc::comm {
 namespace {
 
 using std::chrono::milliseconds;
 
-// NCCL's sockets go over the interface that reaches MASTER_ADDR (not a Docker
-// bridge the other hosts cannot reach), unless NCCL_SOCKET_IFNAME is set.
-// Must run before ncclGetUniqueId, which picks the bootstrap address.
-void choose_socket_ifname(cc_comm* c, const std::string& addr, rv::MemberInfo* info) {
-  launch::IfnameChoice choice;
-  if (Status st = launch::choose_nccl_socket_ifname(addr, settings::process_env(), &choice);
-      !st.ok()) {
-    log().warn("{}: {}; leaving NCCL to choose its network interface", c->who(), st.message);
-    return;
-  }
-  if (choice.from_user) return;
-  info->nccl_addr = choice.route.source_address;
-  // Loopback reaches only this host: NCCL's own choice (which skips lo) is
-  // right there, and stays right when other hosts join a node's 127.0.0.1.
-  const std::string& src = choice.route.source_address;
-  if (choice.ifname.empty() || src.rfind("127.", 0) == 0 || src == "::1") return;
-  setenv("NCCL_SOCKET_IFNAME", ("=" + choice.ifname).c_str(), 0);
-  log().info("{}: NCCL_SOCKET_IFNAME={} (the route to {} leaves from {})", c->who(),
-             "=" + choice.ifname, addr, choice.route.source_address);
-}
-
 // Creates the NCCL communicators from the id: the non-blocking one first
-// (so the deadline holds), then the blocking one split from it.
-Status init_nccl(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline) {
+// (so the deadline holds), then the blocking one split from it. News from
+// the rendezvous (`interrupted`) ends the waits; the caller has its words.
+Status init_nccl(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline,
+                 const core::Interrupt& interrupted) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t nccl = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
   c->nccl_ctl = nccl;
-  if (r == ncclInProgress || r == ncclSuccess) r = core::wait_ready(*c, nccl, deadline);
-  if (r == ncclSuccess) return make_work_comm(c, deadline);
+  if (r == ncclInProgress || r == ncclSuccess)
+    r = core::wait_ready(*c, nccl, deadline, interrupted);
+  if (r == ncclSuccess) return make_work_comm(c, deadline, interrupted);
   if (r == ncclInProgress) {
     return make_status(CC_ERR_TIMEOUT,
                        c->who() + ": NCCL did not finish creating the " +
@@ -73,7 +58,7 @@ Status init_nccl(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline)
 
 Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
             const cc_config_t* config, int local_rank) {
-  const auto start = Clock::now();
+  const auto start_time = Clock::now();
   auto c = std::make_unique<cc_comm>();
   c->rank = rank;
   c->nranks = nranks;
@@ -85,7 +70,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   }
   c->timeout = milliseconds(c->config.timeout_ms);
   c->job_id = c->config.job_id;
-  const auto deadline = start + c->timeout;
+  const auto deadline = start_time + c->timeout;
 
   // The device first: a machine without one fails at once, before any wait.
   if (Status st = launch::choose_device(rank, c->host, c->config.device, local_rank, &c->device);
@@ -103,19 +88,18 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   info.pid = c->pid;
   if (Status st = launch::describe_device(rank, c->host, c->device, &info); !st.ok()) return st;
 
+  // NCCL's interface, the join and the reachability test (startup.cpp):
+  // rank 0 hosts the server unless the job has its own; the connection
+  // stays open as the control channel.
   const std::string addr = addr_c;
-  choose_socket_ifname(c.get(), addr, &info);
-
-  // Rendezvous: rank 0 hosts the server unless the job has its own; the
-  // connection stays open as the control channel.
-  RendezvousRequest request;
-  request.addr = addr;
-  request.port = port;
-  request.config = c->config;
-  request.info = info;
-  request.deadline = deadline;
+  StartRequest request;
+  request.rendezvous.addr = addr;
+  request.rendezvous.port = port;
+  request.rendezvous.config = c->config;
+  request.rendezvous.info = info;
+  request.rendezvous.deadline = deadline;
   RendezvousResult joined;
-  Status st = rendezvous_join(
+  Status st = start(
       std::move(request),
       [&](std::vector<uint8_t>* id_bytes) {
         ncclUniqueId id;
@@ -145,34 +129,39 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
                                               "cc-rendezvous of the same version?");
   }
   c->keep_ctl = nccl_shrink_usable(c.get());
+
+  // From here every failure ends the others' init too: this rank tells them,
+  // or, when the rendezvous brought the cause, ends with that cause's words.
+  const bool embedded = c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
+  InitWatch watch(*c->client, c->who(), rank, c->generation, joined.members, embedded);
+  std::optional<Status> news;
+  const core::Interrupt interrupted = [&] {
+    if (!news) news = watch.news();
+    return news.has_value();
+  };
+  auto failed = [&](Status why) {
+    if (news) why = *news;
+    Status out = watch.conclude(std::move(why), news.has_value());
+    discard(c.get());
+    return out;
+  };
+
   ncclUniqueId id;
   if (joined.unique_id.size() != sizeof id.internal) {
-    discard(c.get());
-    return make_status(CC_ERR_RENDEZVOUS,
-                       c->who() + ": the rendezvous at " + addr + ":" + std::to_string(port) +
-                           " handed out an NCCL id of " + std::to_string(joined.unique_id.size()) +
-                           " bytes instead of " + std::to_string(sizeof id.internal) +
-                           "; is it a cc-rendezvous of the same version?");
+    return failed(make_status(
+        CC_ERR_RENDEZVOUS, c->who() + ": the rendezvous at " + addr + ":" + std::to_string(port) +
+                               " handed out an NCCL id of " +
+                               std::to_string(joined.unique_id.size()) + " bytes instead of " +
+                               std::to_string(sizeof id.internal) +
+                               "; is it a cc-rendezvous of the same version?"));
   }
   std::memcpy(id.internal, joined.unique_id.data(), sizeof id.internal);
 
-  if (Status st = init_nccl(c.get(), id, deadline); !st.ok()) {
-    discard(c.get());
-    return st;
-  }
-  if (Status st = alloc_scratch(c.get()); !st.ok()) {
-    discard(c.get());
-    return st;
-  }
-  if (Status st = setup_fast_allreduce(c.get(), deadline); !st.ok()) {
-    discard(c.get());
-    return st;
-  }
-  if (Status st = start_watch(c.get(), c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED); !st.ok()) {
-    discard(c.get());
-    return st;
-  }
-  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+  if (Status st = init_nccl(c.get(), id, deadline, interrupted); !st.ok()) return failed(st);
+  if (Status st = alloc_scratch(c.get()); !st.ok()) return failed(st);
+  if (Status st = setup_fast_allreduce(c.get(), deadline, interrupted); !st.ok()) return failed(st);
+  if (Status st = start_watch(c.get(), embedded); !st.ok()) return failed(st);
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start_time);
   log().info(
       "communicator ready: rank {} of {}, generation {}, device {} ({}), host {}, job '{}' #{}, "
       "NCCL {}, in {} ms",

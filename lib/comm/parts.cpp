@@ -1,5 +1,7 @@
 #include "lib/comm/parts.hpp"
 
+#include <algorithm>
+
 #include <cuda_runtime_api.h>
 
 #include "lib/comm/fast_setup.hpp"
@@ -9,8 +11,7 @@ namespace cc::comm {
 
 using std::chrono::milliseconds;
 
-Status make_work_comm(cc_comm* c, Clock::time_point deadline,
-                      const std::function<bool()>& interrupted) {
+Status make_work_comm(cc_comm* c, Clock::time_point deadline, const core::Interrupt& interrupted) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   ncclComm_t work = nullptr;
@@ -87,7 +88,7 @@ void discard(cc_comm* c) {
   teardown_fast_allreduce(c);
   free_scratch(c);
   c->client.reset();
-  if (c->server) c->server->release("", milliseconds(0));
+  if (c->server) c->server->release(c->job_id, std::min(c->timeout, milliseconds(1000)));
   c->server.reset();
 }
 

@@ -15,10 +15,10 @@ using Clock = std::chrono::steady_clock;
 
 // Makes c->nccl, the blocking communicator that does the work, by splitting
 // the non-blocking c->nccl_ctl with every rank in one colour. The split runs
-// on the non-blocking parent, so it too has a deadline; `interrupted` may
-// stop the wait early (see core::wait_ready).
+// on the non-blocking parent, so it too has a deadline; during init,
+// `interrupted` ends the wait early (news from the rendezvous).
 Status make_work_comm(cc_comm* c, Clock::time_point deadline,
-                      const std::function<bool()>& interrupted = nullptr);
+                      const core::Interrupt& interrupted = {});
 
 Status alloc_scratch(cc_comm* c);
 void free_scratch(cc_comm* c);
@@ -29,7 +29,9 @@ void free_scratch(cc_comm* c);
 Status start_watch(cc_comm* c, bool embedded);
 void stop_watch(cc_comm* c);
 
-// Frees what a half-made communicator holds, on an init failure.
+// Frees what a half-made communicator holds, on an init failure. Rank 0's
+// embedded server stays up (up to a second) until the other ranks, told of
+// the failure, have left.
 void discard(cc_comm* c);
 
 }  // namespace cc::comm

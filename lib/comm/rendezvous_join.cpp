@@ -85,6 +85,7 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
     log().warn("{}: joined communicator {} of job '{}' as a replacement, in its generation {} "
                "(replacing ranks {}): take this rank's state from a survivor",
                who, out->generation, req.config.job_id, out->epoch, rank_list(out->failed));
+  out->members = std::move(joined.members);
   // What the server wants every rank to know (a rank behind NAT, say).
   for (size_t start = 0; start < joined.notice.size();) {
     size_t end = joined.notice.find('\n', start);

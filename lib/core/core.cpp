@@ -71,8 +71,9 @@ bool ctl_usable(const Core& c) {
 }
 
 ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadline,
-                        const std::function<bool()>& interrupted) {
+                        const Interrupt& interrupted) {
   ncclResult_t state = ncclInProgress;
+  auto next_ask = Clock::now() + kInterruptEvery;
   for (unsigned spin = 0;; ++spin) {
     if (ncclResult_t r = ncclCommGetAsyncError(nccl, &state); r != ncclSuccess) return r;
     if (state != ncclInProgress) return state;
@@ -81,8 +82,12 @@ ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadli
       std::this_thread::yield();
       continue;
     }
-    if (Clock::now() >= deadline) return ncclInProgress;
-    if (interrupted && spin % 16 == 0 && interrupted()) return ncclInProgress;
+    const auto now = Clock::now();
+    if (now >= deadline) return ncclInProgress;
+    if (interrupted && now >= next_ask) {
+      if (interrupted()) return ncclInProgress;
+      next_ask = Clock::now() + kInterruptEvery;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(spin < 1000 ? 20 : 500));
   }
 }

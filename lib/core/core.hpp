@@ -115,12 +115,17 @@ class CallGuard {
   Core& c_;
 };
 
+// Asked about every kInterruptEvery while wait_ready waits; true ends the
+// wait (its caller knows why: news from the rendezvous during init).
+using Interrupt = std::function<bool()>;
+inline constexpr std::chrono::milliseconds kInterruptEvery{5};
+
 // Waits while NCCL reports ncclInProgress for `nccl`, until `deadline`, an
-// abort request, or `interrupted` returning true (checked every few ms).
-// Returns the final state: ncclInProgress when the deadline passed, the
-// communicator is being aborted, or the wait was interrupted.
+// abort request or `interrupted`. Returns the final state: ncclInProgress
+// when the deadline passed, the communicator is being aborted or the wait
+// was interrupted.
 ncclResult_t wait_ready(const Core& c, ncclComm_t nccl, Clock::time_point deadline,
-                        const std::function<bool()>& interrupted = nullptr);
+                        const Interrupt& interrupted = {});
 
 // "<nccl_call> failed on <who>: <error string>: <NCCL's last error>. Run with
 // NCCL_DEBUG=WARN ..."

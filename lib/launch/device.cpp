@@ -13,12 +13,6 @@
 
 namespace cc::launch {
 
-std::string host_name() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
-  return buf;
-}
-
 Status choose_device(int rank, const std::string& host, int configured, int local_rank,
                      int* device) {
   const std::string who = cc::who(rank, host, static_cast<uint32_t>(getpid()));

@@ -5,12 +5,10 @@
 #include <string>
 
 #include "common/status.hpp"
+#include "lib/launch/host_name.hpp"
 #include "rendezvous/protocol.hpp"
 
 namespace cc::launch {
-
-// This machine's host name ("unknown-host" if it cannot be read).
-std::string host_name();
 
 // The device a rank uses: `configured` (config.device / CC_DEVICE) when >= 0,
 // else local_rank % count (rank % count when local_rank < 0). No visible

@@ -1,0 +1,119 @@
+#include "lib/comm/init_watch.hpp"
+
+#include "common/log.hpp"
+#include "common/who.hpp"
+
+namespace cc::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// NCCL on the survivors often fails a moment before the news of the cause
+// is read; this long a wait for it costs a rank whose failure is its own.
+constexpr milliseconds kNewsGrace{100};
+constexpr milliseconds kTellTimeout{1000};
+// What a PeerEvent's reason may carry (the protocol's string limit is 4096).
+constexpr size_t kMaxWords = 3000;
+
+}  // namespace
+
+InitWatch::InitWatch(rv::Client& client, std::string who, int rank, uint32_t generation,
+                     std::vector<rv::MemberSummary> members, bool server_in_rank0)
+    : client_(client),
+      who_(std::move(who)),
+      rank_(rank),
+      generation_(generation),
+      members_(std::move(members)),
+      server_in_rank0_(server_in_rank0) {}
+
+std::string InitWatch::rank0_words() const {
+  for (const auto& m : members_)
+    if (m.rank == 0) return cc::who(0, m.host, m.pid);
+  return cc::who(0, {});
+}
+
+Status InitWatch::from_event(const rv::PeerEvent& e) const {
+  std::string host = e.host;
+  uint32_t pid = e.pid;
+  for (const auto& m : members_)
+    if (m.rank == e.rank) {
+      if (host.empty()) host = m.host;
+      if (pid == 0) pid = m.pid;
+    }
+  const std::string peer = cc::who(e.rank, host, pid);
+  std::string story;
+  switch (e.kind) {
+    case rv::PeerEventKind::init_failed:
+      story = peer + " could not start, so this communicator cannot either. Its words: " + e.reason;
+      break;
+    case rv::PeerEventKind::aborted:
+      story = peer + " aborted during init: " + e.reason + ". Look at that rank's output first";
+      break;
+    case rv::PeerEventKind::server_stopping:
+      if (server_in_rank0_)
+        story = rank0_words() + ", which hosts the job's rendezvous server (" + client_.endpoint() +
+                "), is gone during init: " + e.reason +
+                ". Rank 0 most likely failed or died: look at its output";
+      else
+        story = "the rendezvous server at " + client_.endpoint() +
+                " is gone during init: " + e.reason +
+                ". Look at cc-run or cc-rendezvous, then start the job again";
+      break;
+    default:
+      story = peer + " was lost during init: " + e.reason +
+              ". It crashed, was killed or lost its network: look at its output and its host's "
+              "kernel log";
+      break;
+  }
+  return make_status(CC_ERR_PEER_FAILED, who_ + ": cc_comm_init cannot finish: " + story);
+}
+
+std::optional<Status> InitWatch::news() {
+  client_.pump();
+  while (auto e = client_.next_event(milliseconds(0))) {
+    if (e->kind == rv::PeerEventKind::left) continue;
+    if (e->kind != rv::PeerEventKind::server_stopping && e->rank == rank_) continue;
+    heard_ = true;
+    return from_event(*e);
+  }
+  return std::nullopt;
+}
+
+std::optional<Status> InitWatch::news_within(milliseconds wait) {
+  const auto until = Clock::now() + wait;
+  for (;;) {
+    if (auto st = news()) return st;
+    const auto now = Clock::now();
+    if (now >= until) return std::nullopt;
+    if (auto e = client_.next_event(std::chrono::duration_cast<milliseconds>(until - now))) {
+      if (e->kind == rv::PeerEventKind::left) continue;
+      if (e->kind != rv::PeerEventKind::server_stopping && e->rank == rank_) continue;
+      heard_ = true;
+      return from_event(*e);
+    }
+  }
+}
+
+Status InitWatch::conclude(Status st, bool from_rendezvous) {
+  if (from_rendezvous) heard_ = true;
+  if (!heard_) {
+    if (auto cause = news_within(kNewsGrace)) {
+      log().debug("{}: this rank's own error follows from the news: {}", who_, st.message);
+      st = std::move(*cause);
+    }
+  }
+  if (heard_) {
+    // The others know already; leaving is not announced to them again.
+    if (Status left = client_.leave(); !left.ok())
+      log().debug("{}: leaving the rendezvous after the news: {}", who_, left.message);
+    return st;
+  }
+  std::string words = st.message;
+  if (words.size() > kMaxWords) words = words.substr(0, kMaxWords) + " ...";
+  if (Status told = client_.init_failed(generation_, words, kTellTimeout); !told.ok())
+    log().debug("{}: telling the other ranks about the failed init: {}", who_, told.message);
+  return st;
+}
+
+}  // namespace cc::comm
