@@ -8,11 +8,14 @@
 # Prints the GPUs and the libraries the binaries load, runs the gpu test
 # binaries under cc-run -n 2 and mpirun -n 2 (when present), then the
 # examples, then the failure scenarios of tests/gpu/gpu_failures.sh (a killed
-# rank, a skipped collective, abort from threads, a missing rank, and
-# `cc-rendezvous status` against rank 0's embedded server of a job) and the
-# recovery scenarios of tests/gpu/gpu_recovery.sh (shrink, regrow with a rank
-# cc-run restarts, the training example's weights), each bounded by
-# `timeout`. The gpu test binaries run a second time under cc-run with
+# rank, a skipped collective, abort from threads, a missing rank, a rank
+# whose init fails, and `cc-rendezvous status` against rank 0's embedded
+# server of a job), the recovery scenarios of tests/gpu/gpu_recovery.sh
+# (shrink, regrow with a rank cc-run restarts, the training example's
+# weights), then the multi-host start of tests/gpu/gpu_preflight_netns.sh (a
+# NAT between namespace hosts; needs ip and nft: IP, IP_LIB, NFT, NFT_LIB name
+# copies of them), each bounded by `timeout`. The gpu test binaries run a
+# second time under cc-run with
 # another NCCL (NCCL_ALT_LIB_DIR, else the machine's PyTorch wheel's when
 # there is one): cc's all-reduce kernels must work with either. Logs go to
 # OUT/<step>.log; the last line is "gpu suite: N passed, N failed". Exit status
@@ -191,7 +194,7 @@ fi
 FAILURES_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_failures.sh
 if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$FAILURES_SH" ]; then
   for scenario in kill-loop kill-small kill-oneshot kill-twoshot skip skip-small skip-oneshot \
-                  skip-twoshot abort-threads init-missing status; do
+                  skip-twoshot abort-threads init-missing status init-fail init-nosock; do
     run "gpu-failures-$scenario" bash "$FAILURES_SH" "$BUILD/tests/gpu/gpu_failures" "$scenario" &&
       expect "gpu-failures-$scenario" "gpu_failures: all passed" 1
   done
@@ -218,6 +221,20 @@ else
   echo "gpu-suite: $BUILD/tests/gpu/gpu_recovery is missing: the recovery steps cannot run"
   failed=$((failed + 1))
   failed_steps+=("gpu-recovery (not built)")
+fi
+
+# A communicator's start across namespace hosts (NAT, --network host, a
+# routed NAT), when ip and nft can be had (IP/IP_LIB, NFT/NFT_LIB).
+PREFLIGHT_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_preflight_netns.sh
+if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$PREFLIGHT_SH" ]; then
+  if LD_LIBRARY_PATH=${IP_LIB:-${LD_LIBRARY_PATH-}} "${IP:-ip}" -V >/dev/null 2>&1; then
+    for scenario in nat host routed; do
+      run "gpu-preflight-netns-$scenario" bash "$PREFLIGHT_SH" "$BUILD/tests/gpu/gpu_failures" \
+        "$scenario" && expect "gpu-preflight-netns-$scenario" "gpu_preflight_netns: all passed" 1
+    done
+  else
+    echo "gpu-suite: no ip here (set IP and IP_LIB to a copy of iproute2's): the namespace steps are left out"
+  fi
 fi
 
 echo

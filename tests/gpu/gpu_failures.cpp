@@ -9,6 +9,11 @@
 //   gpu_failures abort-threads 8 threads call cc_comm_abort 100 times each
 //                              while the main thread runs all-reduces
 //   gpu_failures init-missing  init a world of 2 with only this rank started
+//   gpu_failures init          prints "START_AT <realtime ns>", then inits; on
+//                              success one all-reduce of rank + 1 ("OK init,
+//                              all-reduce N"), else "ERROR_AT <realtime ns>
+//                              <result> <words>" and exit status 3 (the
+//                              script judges the words)
 // Every mode prints "OK <words>" on success and exits 0, else "FAIL <why>".
 #include <time.h>
 #include <unistd.h>
@@ -178,6 +183,26 @@ int abort_threads(cc_comm_t comm, int rank, cudaStream_t s) {
   return 0;
 }
 
+// One all-reduce of rank + 1: the communicator a healthy init made works.
+int allreduce_once(cc_comm_t comm, int rank, cudaStream_t s) {
+  int nranks = 0;
+  cc_comm_size(comm, &nranks);
+  Buffers b(1);
+  const float mine = static_cast<float>(rank + 1);
+  cudaMemcpy(b.send, &mine, sizeof mine, cudaMemcpyHostToDevice);
+  const cc_result_t r =
+      cc_allreduce(b.send, b.recv, 1, CC_FLOAT32, CC_SUM, comm, reinterpret_cast<cc_stream_t>(s));
+  if (r != CC_SUCCESS) return fail("all-reduce: " + words(r));
+  if (!wait_stream(s, milliseconds(30000))) return fail("the all-reduce did not finish");
+  float sum = 0;
+  cudaMemcpy(&sum, b.recv, sizeof sum, cudaMemcpyDeviceToHost);
+  const float want = static_cast<float>(nranks * (nranks + 1) / 2);
+  if (sum != want)
+    return fail("all-reduce gave " + std::to_string(sum) + ", want " + std::to_string(want));
+  std::printf("OK init, all-reduce %g\n", static_cast<double>(sum));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,8 +215,17 @@ int main(int argc, char** argv) {
   if (mode == "probe") return 0;
   const int rank = env_int("RANK", 0);
   cc_comm_t comm = nullptr;
+  if (mode == "init") {
+    std::printf("START_AT %lld\n", realtime_ns());
+    std::fflush(stdout);
+  }
   const auto t0 = Clock::now();
   const cc_result_t init = cc_comm_init_from_env(&comm, nullptr);
+  if (mode == "init" && init != CC_SUCCESS) {
+    std::printf("ERROR_AT %lld %s %s\n", realtime_ns(), cc_result_string(init), cc_last_error());
+    std::fflush(stdout);
+    return 3;
+  }
   if (mode == "init-missing") {
     const long long took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
     if (init != CC_ERR_TIMEOUT)
@@ -212,6 +246,8 @@ int main(int argc, char** argv) {
     rc = skip(comm, rank, s);
   else if (mode == "abort-threads")
     rc = abort_threads(comm, rank, s);
+  else if (mode == "init")
+    rc = allreduce_once(comm, rank, s);
   else
     rc = fail("unknown mode '" + mode + "'");
   cc_comm_destroy(comm);

@@ -6,6 +6,7 @@
 #   gpu_failures.sh BINARY [SCENARIO...]     (default: all of them)
 #   scenarios: kill-loop kill-small kill-oneshot kill-twoshot skip skip-small
 #              skip-oneshot skip-twoshot abort-threads init-missing status
+#              init-fail init-nosock
 #   (-small: 1 KiB calls on cc's LL kernel; -oneshot, -twoshot: 4 MiB calls
 #   on cc's one-shot or two-shot kernel, forced by CC_FAST_ALLREDUCE_PLAN)
 #
@@ -16,12 +17,18 @@
 # tools/cc-rendezvous beside BINARY's tests/gpu), for the looping ranks: both
 # members with their pids and completed ops, then rank 1 behind once it is
 # SIGSTOPped.
+# (scripts/failure-bench.sh runs it repeatedly). init-fail: rank 1's NCCL init
+# fails (NCCL_NET names no network); rank 0, waiting in NCCL's init, stops
+# within 1 s naming rank 1 (host, pid) with rank 1's words; prints
+# "SPREAD_MS <ms>". init-nosock: rank 1's NCCL_SOCKET_IFNAME matches no
+# interface, found before NCCL starts; the same words reach rank 0.
 set -u
 BIN=${1:?usage: gpu_failures.sh BINARY [SCENARIO...]}
 shift
 SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(kill-loop kill-small kill-oneshot kill-twoshot skip skip-small
-                                         skip-oneshot skip-twoshot abort-threads init-missing status)
+                                         skip-oneshot skip-twoshot abort-threads init-missing status
+                                         init-fail init-nosock)
 
 "$BIN" probe >/dev/null 2>&1
 rc=$?
@@ -205,6 +212,34 @@ PY
   check "rank 0 hears of rank 1" "$WORK/r0" "ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
 }
 
+# init_spread WORDS [VAR=VALUE...]: rank 1 starts with the variables and
+# fails its init with WORDS; rank 0 must stop within 1 s, naming it.
+init_spread() {
+  local words=$1
+  shift
+  PORT=$(free_port)
+  start 0 2 init CC_TIMEOUT_MS=60000
+  start 1 2 init CC_TIMEOUT_MS=60000 "$@"
+  wait_pid "$PID0" 90
+  local rc0=$?
+  wait_pid "$PID1" 90
+  show 0
+  show 1
+  [ $rc0 -eq 3 ] || { echo "   FAILED: rank 0 exited with $rc0, not 3 (a failed init)"; bad=1; }
+  check "rank 1 failed with its own words" "$WORK/r1" "^ERROR_AT [0-9]* CC_ERR_[A-Z]* .*$words"
+  check "rank 0: CC_ERR_PEER_FAILED" "$WORK/r0" "^ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
+  check "rank 0 names rank 1, host and pid" "$WORK/r0" "rank 1 (host [^ ]* pid $PID1) could not start"
+  check "rank 0 carries rank 1's words" "$WORK/r0" "Its words: .*$words"
+  local at0 at1
+  at0=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r0")
+  at1=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r1")
+  if [ -n "$at0" ] && [ -n "$at1" ]; then
+    local ms=$(((at0 - at1) / 1000000))
+    echo "SPREAD_MS $ms"
+    [ "$ms" -le 1000 ] || { echo "   FAILED: rank 0 stopped $ms ms after rank 1 (> 1000)"; bad=1; }
+  fi
+}
+
 for s in "${SCENARIOS[@]}"; do
   echo "== $s"
   case $s in
@@ -219,6 +254,9 @@ for s in "${SCENARIOS[@]}"; do
     abort-threads) abort_threads ;;
     init-missing) init_missing ;;
     status) status_of_a_running_job ;;
+    init-fail) init_spread "Failed to initialize any NET plugin\|invalid usage" NCCL_NET=no-such-network ;;
+    init-nosock) init_spread "NCCL_SOCKET_IFNAME=nosuchif0 matches no running interface" \
+      NCCL_SOCKET_IFNAME=nosuchif0 ;;
     *) echo "unknown scenario $s"; bad=1 ;;
   esac
 done

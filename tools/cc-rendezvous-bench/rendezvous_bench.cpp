@@ -1,7 +1,11 @@
 // cc-rendezvous-bench: N simulated ranks against a rendezvous server, each on
 // its own TCP connection: hello, set its key, add a counter (the last adder
 // sets "done"), wait for "done", get a neighbour's key. Prints the wall time
-// from the first connect to the last completion.
+// from the first connect to the last completion. With --start the ranks
+// instead start a communicator: they join one generation, then (a second
+// run) also take the reachability test's two steps (endpoint, report), and
+// the test's added time is printed per rank. --start-pair measures what the
+// test adds to a healthy start of 2 ranks (start_pair.cpp).
 //
 // The ranks are driven by one epoll loop over non-blocking sockets, so the
 // client side costs little besides the kernel's TCP work. Each rank keeps the
@@ -15,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -30,6 +35,7 @@
 #include "common/log.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
+#include "tools/cc-rendezvous-bench/start_pair.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace {
@@ -44,7 +50,12 @@ constexpr const char* kAbout =
     "'done'), get 'done' (waits on the server), get its neighbour's key. One\n"
     "request at a time per rank, as a real rank does.\n"
     "Without --addr/--port it starts its own server (in this process, or in a\n"
-    "child process when the open-file limit cannot hold both ends).";
+    "child process when the open-file limit cannot hold both ends).\n"
+    "With --start the ranks instead start a communicator: they join one\n"
+    "generation; then again, with the reachability test's two steps after the\n"
+    "join (the connections between ranks are reported made, not made), and\n"
+    "what the test adds per rank is printed. --start-pair measures what the\n"
+    "test adds to a healthy start of 2 ranks.";
 
 // No progress at all for this long fails the run (a server that stopped
 // answering); a healthy run of 16384 ranks takes about a second.
@@ -58,8 +69,15 @@ enum class Step : uint8_t {
   set_done,
   get_done,
   get_neighbour,
+  join,
+  preflight_ready,
+  preflight_report,
   finished
 };
+
+// store: the key-value workload. join: a communicator's join. preflight:
+// the join, then the reachability test's endpoint and report.
+enum class Workload : uint8_t { store, join, preflight };
 
 struct Rank {
   int fd = -1;
@@ -72,6 +90,10 @@ struct Rank {
 struct Run {
   int n = 0;
   int window = 1024;
+  Workload workload = Workload::store;
+  int ranks_per_host = 8;
+  size_t targets = 0;  // reachability test connections the plans asked for
+  Clock::time_point last_joined;
   std::string job;
   sockaddr_storage server{};
   socklen_t server_len = 0;
@@ -135,6 +157,41 @@ bool request(Run& run, Rank& r, Step next, uint32_t rid, const rv::Message& m) {
 
 std::string rank_key(int i) { return "rank/" + std::to_string(i); }
 
+void finish_rank(Run& run, Rank& r) {
+  r.step = Step::finished;
+  ::close(r.fd);  // SO_LINGER 0: a reset, no TIME_WAIT on this side
+  r.fd = -1;
+  r.in = {};
+  r.out = {};
+  run.last_done = Clock::now();
+  ++run.done;
+}
+
+// Rank i of a simulated job: its host is i / ranks_per_host.
+rv::Join join_of(const Run& run, int i) {
+  rv::Join j;
+  j.info.rank = i;
+  j.info.world_size = run.n;
+  j.info.host = "bench-host-" + std::to_string(i / run.ranks_per_host);
+  j.info.pid = static_cast<uint32_t>(i + 1);
+  j.info.nccl_version = 22809;
+  if (i == 0) j.unique_id.assign(128, 0x5a);
+  j.timeout_ms = 600000;
+  return j;
+}
+
+rv::PreflightReady ready_of(const Run& run, int i) {
+  const int host = i / run.ranks_per_host;
+  rv::PreflightReady m;
+  m.host_key = "bench-host-" + std::to_string(host);
+  m.addr = "10.0." + std::to_string(host / 256) + "." + std::to_string(host % 256);
+  m.port = static_cast<uint32_t>(20000 + i % run.ranks_per_host);
+  m.ifname = m.route_ifname = "eth0";
+  m.route_addr = m.addr;
+  m.timeout_ms = 600000;
+  return m;
+}
+
 // One reply arrived for the rank's outstanding request: check it, send the next.
 void on_reply(Run& run, Rank& r, const rv::Message& reply) {
   if (const auto* e = std::get_if<rv::Error>(&reply))
@@ -144,6 +201,10 @@ void on_reply(Run& run, Rank& r, const rv::Message& reply) {
       if (!std::holds_alternative<rv::Challenge>(reply))
         return fail(run, r, "hello: unexpected reply");
       start_more(run);  // accepted and answered: let the next one connect
+      if (run.workload != Workload::store) {
+        request(run, r, Step::join, 2, join_of(run, r.index));
+        return;
+      }
       const std::string mine = rank_key(r.index);
       request(run, r, Step::set, 2, rv::Set{mine, std::vector<uint8_t>(mine.begin(), mine.end())});
       return;
@@ -176,15 +237,31 @@ void on_reply(Run& run, Rank& r, const rv::Message& reply) {
       const std::string want = rank_key((r.index + 1) % run.n);
       if (v == nullptr || std::string(v->value.begin(), v->value.end()) != want)
         return fail(run, r, "wrong neighbour value");
-      r.step = Step::finished;
-      ::close(r.fd);  // SO_LINGER 0: a reset, no TIME_WAIT on this side
-      r.fd = -1;
-      r.in = {};
-      r.out = {};
-      run.last_done = Clock::now();
-      ++run.done;
+      finish_rank(run, r);
       return;
     }
+    case Step::join:
+      if (!std::holds_alternative<rv::Joined>(reply)) return fail(run, r, "join: unexpected reply");
+      run.last_joined = Clock::now();
+      if (run.workload == Workload::join) return finish_rank(run, r);
+      request(run, r, Step::preflight_ready, 3, ready_of(run, r.index));
+      return;
+    case Step::preflight_ready: {
+      const auto* plan = std::get_if<rv::PreflightPlan>(&reply);
+      if (plan == nullptr) return fail(run, r, "preflight-ready: unexpected reply");
+      if (plan->step != rv::PreflightStep::probe) return finish_rank(run, r);
+      rv::PreflightReport report;
+      report.timeout_ms = 600000;
+      for (const auto& t : plan->targets) report.results.push_back({t.rank, true, 0, "reached"});
+      run.targets += plan->targets.size();
+      request(run, r, Step::preflight_report, 4, report);
+      return;
+    }
+    case Step::preflight_report:
+      if (!std::holds_alternative<rv::Ok>(reply))
+        return fail(run, r, "preflight-report: unexpected reply");
+      finish_rank(run, r);
+      return;
     default:
       return fail(run, r, "a reply nobody asked for");
   }
@@ -287,10 +364,15 @@ void on_event(Run& run, Rank& r, uint32_t events, std::vector<uint8_t>& buf) {
   }
 }
 
-bool run_once(int n, const tcp::endpoint& server, int window) {
+// One run; *took gets the wall time from the first connect to the last
+// completion, *joined that to the last join (start workloads).
+bool run_once(int n, const tcp::endpoint& server, int window, Workload workload, int per_host,
+              double* took = nullptr, double* joined = nullptr, size_t* targets = nullptr) {
   Run run;
   run.n = n;
   run.window = window;
+  run.workload = workload;
+  run.ranks_per_host = per_host;
   std::memcpy(&run.server, server.data(), server.size());
   run.server_len = static_cast<socklen_t>(server.size());
   run.spread_loopback = server.address().is_v4() && server.address().is_loopback();
@@ -333,7 +415,31 @@ bool run_once(int n, const tcp::endpoint& server, int window) {
                 run.first_error.c_str());
     return false;
   }
-  std::printf("N=%-6d %9.1f ms  (%.1f us per rank)\n", n, ms, ms * 1000.0 / n);
+  if (took != nullptr) *took = ms;
+  if (joined != nullptr)
+    *joined = std::chrono::duration<double, std::milli>(run.last_joined - t0).count();
+  if (targets != nullptr) *targets = run.targets;
+  if (workload == Workload::store) {
+    std::printf("N=%-6d %9.1f ms  (%.1f us per rank)\n", n, ms, ms * 1000.0 / n);
+    std::fflush(stdout);
+  }
+  return true;
+}
+
+// The join alone, then the join and the reachability test; the difference
+// is the test's cost at the server, per rank.
+bool run_start(int n, const tcp::endpoint& server, int window, int per_host) {
+  double join_ms = 0, all_ms = 0, joined_ms = 0;
+  size_t targets = 0;
+  if (!run_once(n, server, window, Workload::join, per_host, &join_ms)) return false;
+  if (!run_once(n, server, window, Workload::preflight, per_host, &all_ms, &joined_ms, &targets))
+    return false;
+  std::printf(
+      "N=%-6d join %8.1f ms (%.1f us per rank); join + reachability test %8.1f ms: the test "
+      "adds %.1f ms (%.1f us per rank) after the last join, %.2f connections per rank, %d ranks "
+      "per host\n",
+      n, join_ms, join_ms * 1000.0 / n, all_ms, all_ms - joined_ms,
+      (all_ms - joined_ms) * 1000.0 / n, static_cast<double>(targets) / n, per_host);
   std::fflush(stdout);
   return true;
 }
@@ -381,8 +487,13 @@ int main(int argc, char** argv) {
   std::string addr;
   int port = 0;
   int window = 1024;
+  bool start = false;
+  int per_host = 8;
+  int pair_rounds = 0;
   cc::cli::CommandLine command_line(
-      "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W]", 15);
+      "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W] "
+      "[--start [--ranks-per-host R]] [--start-pair K]",
+      15);
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.add_option_function<std::vector<std::string>>(
@@ -405,6 +516,21 @@ int main(int argc, char** argv) {
          "(default 1024): beyond the kernel's listen backlog (somaxconn)\n"
          "SYNs are dropped and cost a 1 s retransmit")
       ->option_text("W");
+  app.add_flag("--start", start,
+               "a communicator's start instead (default N: 1024): the join, then\n"
+               "the join and the reachability test's two steps; prints what the\n"
+               "test adds per rank");
+  app.add_option_function<std::string>(
+         "--ranks-per-host",
+         [&](const std::string& v) { per_host = std::max(1, std::atoi(v.c_str())); },
+         "with --start: ranks on one simulated host (default 8)")
+      ->option_text("R");
+  app.add_option_function<std::string>(
+         "--start-pair", [&](const std::string& v) { pair_rounds = std::atoi(v.c_str()); },
+         "what the reachability test adds to a healthy start of 2 ranks on\n"
+         "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"
+         "with it and K without, medians")
+      ->option_text("K");
   command_line.add_help();
   const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
   if (parsed.help) {
@@ -415,7 +541,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cc-rendezvous-bench: %s (see --help)\n", parsed.error.c_str());
     return 2;
   }
-  if (sizes.empty()) sizes = {1024, 4096, 16384};
+  if (pair_rounds > 0) return cc_bench::run_start_pair(pair_rounds) ? 0 : 1;
+  if (sizes.empty()) sizes = start ? std::vector<int>{1024} : std::vector<int>{1024, 4096, 16384};
   for (int n : sizes)
     if (n < 1) {
       std::fprintf(stderr, "cc-rendezvous-bench: -n needs a positive number\n");
@@ -484,7 +611,10 @@ int main(int argc, char** argv) {
   }
 
   bool ok = true;
-  for (int n : sizes) ok = run_once(n, ep, window) && ok;
+  for (int n : sizes)
+    ok = (start ? run_start(n, ep, window, per_host)
+                : run_once(n, ep, window, Workload::store, per_host)) &&
+         ok;
 
   if (server) server->stop();
   if (child > 0) {

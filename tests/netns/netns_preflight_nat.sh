@@ -1,0 +1,71 @@
+#!/bin/bash
+# The seed's failure, across namespace hosts: rank 0 on host a, rank 1 in a
+# "container" behind a masquerading router, as on Docker's default bridge
+# network. Before NCCL starts, both ranks fail within 2 s of the last one's
+# arrival with one error: rank 0 cannot reach rank 1 at its private address,
+# the connect error, the NAT as the likely cause and the fix. The same
+# through the cc-rendezvous daemon. With the container network routed from
+# host a (the NAT matched), the same two ranks go through; CC_PREFLIGHT=0
+# turns the test off.
+. "$(dirname "$0")/netns_start_lib.sh"
+start_switch
+make_host rv "$NS_RV" "$ADDR_RV" "$ADDR6_RV"
+make_host a "$NS_A" "$ADDR_A" "$ADDR6_A"
+nat_setup
+wait_up "$NS_A" cceth0
+wait_up "$NS_NAT" cceth0
+wait_up "$NS_RV" cceth0
+
+# verdict NAME...: every rank failed within 2 s of the last arrival, with
+# the same words naming the NAT.
+verdict() {
+  local last n words first=""
+  last=$(last_start "$@")
+  for n in "$@"; do
+    wait_line "$n" '^ERROR' 15 || fail "$n never stopped"
+    ends_within "$n" "$last" 2000 "the last rank's arrival"
+    says "$n" "code 6: "
+    says "$n" "cannot connect to rank 1 (host $HOST_C, pid "
+    says "$n" "at $ADDR_C:"
+    says "$n" "Network is unreachable"
+    says "$n" "a NAT (a Docker bridge network, say) sits between host $HOST_C and the other hosts"
+    says "$n" "arrived from $ADDR_NAT"
+    says "$n" "--network host"
+    words=$(sed -nE 's/^ERROR .*cc_comm_init cannot finish: //p' "$WORK/$n.out")
+    [ -n "$first" ] || first=$words
+    [ "$words" = "$first" ] || fail "the ranks got different words"
+  done
+  note "words: $first"
+}
+
+note "1. rank 0 on host a hosts the server; rank 1 behind the NAT"
+rank n0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" nat -- ok
+rank n1 "$NS_C" "$HOST_C" 1 2 "$ADDR_A" nat -- ok
+verdict n0 n1
+finish_ranks
+
+note "2. the same through the cc-rendezvous daemon on host rv"
+start_server
+rank d0 "$NS_A" "$HOST_A" 0 2 "$ADDR_RV" natd CC_RENDEZVOUS=external -- ok
+rank d1 "$NS_C" "$HOST_C" 1 2 "$ADDR_RV" natd CC_RENDEZVOUS=external -- ok
+verdict d0 d1
+finish_ranks
+
+note "3. CC_PREFLIGHT=0: nothing is tested, the ranks go on to NCCL's init"
+rank o0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" natoff CC_PREFLIGHT=0 -- ok
+rank o1 "$NS_C" "$HOST_C" 1 2 "$ADDR_A" natoff CC_PREFLIGHT=0 -- ok
+for n in o0 o1; do wait_line "$n" '^(READY|ERROR)' 15; says "$n" READY; done
+finish_ranks
+
+note "4. the NAT matched: host a routes the container network through the router"
+ip -n "$NS_A" route add 172.18.0.0/24 via "$ADDR_NAT" || fail "route to the container network"
+rank m0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" natok CC_LOG_LEVEL=debug -- ok
+rank m1 "$NS_C" "$HOST_C" 1 2 "$ADDR_A" natok CC_LOG_LEVEL=debug -- ok
+for n in m0 m1; do
+  wait_line "$n" '^(READY|ERROR)' 15
+  says "$n" READY
+  says "$n" "reachability test passed"
+done
+says m0 "will have NCCL use the address $ADDR_C"  # the NAT notice still warns
+finish_ranks
+note "all passed"
