@@ -20,7 +20,7 @@ wait_up "$NS_RV" cceth0
 # the same words naming the NAT.
 verdict() {
   local last n words first=""
-  last=$(last_start "$@")
+  last=$(last_start "$@") || fail "a rank never started: $*"
   for n in "$@"; do
     wait_line "$n" '^ERROR' 15 || fail "$n never stopped"
     ends_within "$n" "$last" 2000 "the last rank's arrival"

@@ -114,12 +114,15 @@ ends_within() {
   [ "$d" -le "$3" ] || fail "$1 stopped $d ms after $4, more than $3 ms"
 }
 
-# last_start NAME...: the latest START of the ranks (the last rank's arrival).
+# last_start NAME...: the latest START of the ranks (the last rank's
+# arrival), waiting up to 15 s for each to print it; empty when one never did
+# (the caller fails: this runs in a command substitution).
 last_start() {
   local n t last=0
   for n in "$@"; do
+    wait_line "$n" '^START at_ms' 15 || return 1
     t=$(at_ms "$n" START)
-    [ -n "$t" ] || fail "$n never started"
+    [ -n "$t" ] || return 1
     [ "$t" -gt "$last" ] && last=$t
   done
   echo "$last"

@@ -38,7 +38,9 @@ free_port() {
     echo $((20000 + RANDOM % 20000))
 }
 
-# rank NAME RANK WORLD PORT JOB [VAR=VALUE...] -- ARGS: one rank in the background.
+# rank NAME RANK WORLD PORT JOB [VAR=VALUE...] -- ARGS: one rank in the
+# background; env execs the member, so PID_NAME is the member's own pid (the
+# pid its words name, the one the kills hit). Cleanup kills what is left.
 rank() {
   local name=$1 r=$2 world=$3 port=$4 job=$5
   shift 5
@@ -46,7 +48,7 @@ rank() {
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do vars+=("$1"); shift; done
   shift
   env RANK="$r" WORLD_SIZE="$world" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" CC_JOB_ID="$job" \
-    CC_TIMEOUT_MS=20000 CC_LOG_LEVEL=error "${vars[@]}" timeout 40 "$MEMBER" "$@" \
+    CC_TIMEOUT_MS=20000 CC_LOG_LEVEL=error "${vars[@]}" "$MEMBER" "$@" \
     >"$WORK/$name.out" 2>&1 &
   PIDS+=($!)
   eval "PID_$name=$!"
@@ -116,8 +118,10 @@ for i in 0 1; do
 done
 
 # 4. The daemon: rank 1 is killed between its join and the id (rank 2 has
-# not come yet); rank 0 stops within a second, and rank 2, arriving later,
-# is told at once.
+# not come yet); rank 0 stops within a second, naming it. (Once the last of
+# them has gone the job's generations are forgotten, so a rank arriving later
+# starts afresh: the server core's unit test covers late joiners of a failed
+# generation that is still known.)
 for i in 0 1; do rank "j$i" "$i" 3 "$port" joining CC_RENDEZVOUS=external -- hang; done
 for i in 0 1; do wait_line "j$i" START 10 || fail "joining: rank $i did not begin"; done
 sleep 0.5  # both joins are at the server and wait for rank 2
@@ -126,10 +130,8 @@ t_kill=$(now_ms)
 kill -9 "$victim"
 wait_line j0 ERROR 10 || fail "joining: rank 0 never stopped"
 within j0 "$t_kill" 1000 "the SIGKILL of rank 1 while joining"
+expect j0 "code 11: "
 expect j0 "rank 1 (host $HOST, pid $victim) was lost while joining job 'joining'"
-rank j2 2 3 "$port" joining CC_RENDEZVOUS=external -- hang
-wait_line j2 ERROR 10 || fail "joining: the late rank 2 never stopped"
-expect j2 "was lost while joining job 'joining'"
 kill "$daemon" 2>/dev/null
 
 # 5. cc-run: one rank's failure reaches the other through cc-run's server.
