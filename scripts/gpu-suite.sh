@@ -13,10 +13,10 @@
 # server of a job), the recovery scenarios of tests/gpu/gpu_recovery.sh
 # (shrink, regrow with a rank cc-run restarts, the training example's
 # weights), then the multi-host start of tests/gpu/gpu_preflight_netns.sh (a
-# NAT between namespace hosts; needs ip and nft: IP, IP_LIB, NFT, NFT_LIB name
-# copies of them), each bounded by `timeout`. The gpu test binaries run a
-# second time under cc-run with
-# another NCCL (NCCL_ALT_LIB_DIR, else the machine's PyTorch wheel's when
+# NAT between namespace hosts; needs ip and nft: BUILD/netns-tools from
+# scripts/netns-tools.sh, or IP, IP_LIB, NFT, NFT_LIB naming copies of them),
+# each bounded by `timeout`. The gpu test binaries run a second time under
+# cc-run with another NCCL (NCCL_ALT_LIB_DIR, else the machine's PyTorch wheel's when
 # there is one): cc's all-reduce kernels must work with either. Logs go to
 # OUT/<step>.log; the last line is "gpu suite: N passed, N failed". Exit status
 # 0 only when all passed. NCCL_LIB_DIR names a folder holding libnccl.so.2 when
@@ -224,8 +224,15 @@ else
 fi
 
 # A communicator's start across namespace hosts (NAT, --network host, a
-# routed NAT), when ip and nft can be had (IP/IP_LIB, NFT/NFT_LIB).
+# routed NAT), when ip and nft can be had: IP/IP_LIB and NFT/NFT_LIB, or a
+# folder made by scripts/netns-tools.sh (NETNS_TOOLS, default
+# BUILD/netns-tools when it exists).
 PREFLIGHT_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_preflight_netns.sh
+NETNS_TOOLS=${NETNS_TOOLS:-$BUILD/netns-tools}
+if [ -x "$NETNS_TOOLS/bin/ip" ] && [ -x "$NETNS_TOOLS/bin/nft" ]; then
+  export IP=${IP:-$NETNS_TOOLS/bin/ip} IP_LIB=${IP_LIB:-$NETNS_TOOLS/lib}
+  export NFT=${NFT:-$NETNS_TOOLS/bin/nft} NFT_LIB=${NFT_LIB:-$NETNS_TOOLS/lib}
+fi
 if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$PREFLIGHT_SH" ]; then
   if LD_LIBRARY_PATH=${IP_LIB:-${LD_LIBRARY_PATH-}} "${IP:-ip}" -V >/dev/null 2>&1; then
     for scenario in nat host routed; do
@@ -233,7 +240,7 @@ if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$PREFLIGHT_SH" ]; then
         "$scenario" && expect "gpu-preflight-netns-$scenario" "gpu_preflight_netns: all passed" 1
     done
   else
-    echo "gpu-suite: no ip here (set IP and IP_LIB to a copy of iproute2's): the namespace steps are left out"
+    echo "gpu-suite: no ip here (scripts/netns-tools.sh BUILD/netns-tools on a machine with ip and nft, or set IP/IP_LIB and NFT/NFT_LIB): the namespace steps are left out"
   fi
 fi
 

@@ -4,9 +4,11 @@
 # network. Before NCCL starts, both ranks fail within 2 s of the last one's
 # arrival with one error: rank 0 cannot reach rank 1 at its private address,
 # the connect error, the NAT as the likely cause and the fix. The same
-# through the cc-rendezvous daemon. With the container network routed from
-# host a (the NAT matched), the same two ranks go through; CC_PREFLIGHT=0
-# turns the test off.
+# through the cc-rendezvous daemon. With the NAT matched, the same two ranks
+# go through: the container network routed from host a, or reached through
+# port forwarding (host a sends the container's address to the router, whose
+# ports forward to the container, as with a published port range).
+# CC_PREFLIGHT=0 turns the test off.
 . "$(dirname "$0")/netns_start_lib.sh"
 start_switch
 make_host rv "$NS_RV" "$ADDR_RV" "$ADDR6_RV"
@@ -67,5 +69,46 @@ for n in m0 m1; do
   says "$n" "reachability test passed"
 done
 says m0 "will have NCCL use the address $ADDR_C"  # the NAT notice still warns
+finish_ranks
+
+note "5. the NAT matched by port forwarding: no route to the container network"
+ip -n "$NS_A" route del 172.18.0.0/24 via "$ADDR_NAT" || fail "the route of step 4 stays"
+# On the link but nobody answers for it there: only the forward reaches it.
+ip -n "$NS_A" route add 172.18.0.0/24 dev cceth0 || fail "on-link route to the container network"
+ip netns exec "$NS_A" nft -f - <<NFT || fail "nft: host a's forward to the router"
+table ip ccfwd {
+  chain out {
+    type nat hook output priority -100; policy accept;
+    ip daddr 172.18.0.0/24 tcp dport 1024-65535 dnat to $ADDR_NAT
+  }
+}
+NFT
+ip netns exec "$NS_NAT" nft -f - <<NFT || fail "nft: the router's published ports"
+table ip ccpub {
+  chain pre {
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "cceth0" ip daddr $ADDR_NAT tcp dport 1024-65535 dnat to $ADDR_C
+  }
+}
+NFT
+rank p0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" natfwd CC_LOG_LEVEL=debug -- ok
+rank p1 "$NS_C" "$HOST_C" 1 2 "$ADDR_A" natfwd CC_LOG_LEVEL=debug -- ok
+for n in p0 p1; do
+  wait_line "$n" '^(READY|ERROR)' 15
+  says "$n" READY
+  says "$n" "reachability test passed"
+done
+says p0 "will have NCCL use the address $ADDR_C"
+finish_ranks
+
+note "6. the forward removed (the on-link route stays): the test fails again, naming the NAT"
+ip netns exec "$NS_NAT" nft delete table ip ccpub
+rank q0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" natnofwd -- ok
+rank q1 "$NS_C" "$HOST_C" 1 2 "$ADDR_A" natnofwd -- ok
+for n in q0 q1; do
+  wait_line "$n" '^ERROR' 15 || fail "$n never stopped"
+  says "$n" "cannot connect to rank 1 (host $HOST_C, pid "
+  says "$n" "a NAT (a Docker bridge network, say) sits between host $HOST_C and the other hosts"
+done
 finish_ranks
 note "all passed"

@@ -30,10 +30,13 @@ start_switch() {
 # A veth from host NS into the switch namespace that is not on the bridge:
 # an interface that is up and running but leads nowhere.
 # decoy NS IFNAME ADDR/PREFIX
+# Its switch end is named by a counter: interface names hold 15 characters.
+DECOYS=0
 decoy() {
-  local ns=$1 ifname=$2 addr=$3
-  ip link add "p-$ifname-$S" netns "$NS_SW" type veth peer name "$ifname" netns "$ns" || fail "veth $ifname"
-  ip -n "$NS_SW" link set "p-$ifname-$S" up
+  local ns=$1 ifname=$2 addr=$3 peer=dk$DECOYS-$S
+  DECOYS=$((DECOYS + 1))
+  ip link add "$peer" netns "$NS_SW" type veth peer name "$ifname" netns "$ns" || fail "veth $ifname"
+  ip -n "$NS_SW" link set "$peer" up
   ip -n "$ns" addr add "$addr" dev "$ifname"
   ip -n "$ns" link set "$ifname" up
 }
