@@ -141,10 +141,9 @@ Status exchange(cc_comm* c, const fast::PeerRecord& mine, Clock::time_point dead
     return st;
   for (size_t r = 0; r < n; ++r) {
     std::vector<uint8_t> value;
-    if (Status st = store_wait(c, deadline, interrupted,
-                               [&](uint32_t ms) {
-                                 return c->client->get(key + std::to_string(r), &value, ms);
-                               });
+    if (Status st = store_wait(
+            c, deadline, interrupted,
+            [&](uint32_t ms) { return c->client->get(key + std::to_string(r), &value, ms); });
         !st.ok())
       return st;
     if (value.size() != sizeof(fast::PeerRecord))

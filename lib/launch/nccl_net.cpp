@@ -93,8 +93,7 @@ Status nccl_socket(const settings::Getenv& getenv, NcclSocket* out) {
     return make_status(CC_ERR_SYSTEM,
                        "NCCL_SOCKET_IFNAME=" + std::string(user) + " matches no running interface" +
                            (family == -1 ? "" : std::string(" of NCCL_SOCKET_FAMILY=") + fam) +
-                           " on host " + host_name() +
-                           " (running: " + running_interfaces(raw) +
+                           " on host " + host_name() + " (running: " + running_interfaces(raw) +
                            "), so NCCL's init would fail with 'no socket interface found'; set it "
                            "to the interface the other hosts reach, or unset it");
   }

@@ -31,8 +31,8 @@
 #include "lib/comm/init_watch.hpp"
 #include "lib/comm/startup.hpp"
 #include "lib/launch/config.hpp"
-#include "lib/launch/host_name.hpp"
 #include "lib/launch/env.hpp"
+#include "lib/launch/host_name.hpp"
 
 namespace {
 
@@ -68,10 +68,9 @@ int main(int argc, char** argv) {
   cc::launch::LaunchInfo launch;
   if (cc::Status st = cc::launch::read_launch_info(env, &launch); !st.ok()) return error(st);
   cc::launch::ResolvedConfig config;
-  if (cc::Status st = cc::launch::resolve_config(nullptr, env, &config); !st.ok())
-    return error(st);
-  if (const char* only = env("INIT_FAIL_RANK"); mode == "fail" && only != nullptr &&
-                                                 std::atoi(only) != launch.rank)
+  if (cc::Status st = cc::launch::resolve_config(nullptr, env, &config); !st.ok()) return error(st);
+  if (const char* only = env("INIT_FAIL_RANK");
+      mode == "fail" && only != nullptr && std::atoi(only) != launch.rank)
     mode = "hang";
 
   cc::comm::StartRequest request;
@@ -85,8 +84,8 @@ int main(int argc, char** argv) {
   request.rendezvous.info.nccl_version = 22809;
   const auto deadline = Clock::now() + milliseconds(config.timeout_ms);
   request.rendezvous.deadline = deadline;
-  const std::string who = cc::who(launch.rank, request.rendezvous.info.host,
-                                  request.rendezvous.info.pid);
+  const std::string who =
+      cc::who(launch.rank, request.rendezvous.info.host, request.rendezvous.info.pid);
   say("START");
   cc::comm::RendezvousResult joined;
   cc::Status st = cc::comm::start(
@@ -119,8 +118,8 @@ int main(int argc, char** argv) {
     }
     const auto now = Clock::now();
     if (mode == "fail" && now >= fail_at) {
-      st = watch.conclude(cc::make_status(
-          CC_ERR_NCCL, "ncclCommInitRankConfig failed on " + who + ": " + (argc > 2 ? argv[2] : "")));
+      st = watch.conclude(cc::make_status(CC_ERR_NCCL, "ncclCommInitRankConfig failed on " + who +
+                                                           ": " + (argc > 2 ? argv[2] : "")));
       break;
     }
     if (mode == "ok" && now >= ready_at) break;
