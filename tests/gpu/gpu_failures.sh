@@ -16,8 +16,7 @@
 # server, with `cc-rendezvous status` (CC_RENDEZVOUS_BIN, else the build's
 # tools/cc-rendezvous beside BINARY's tests/gpu), for the looping ranks: both
 # members with their pids and completed ops, then rank 1 behind once it is
-# SIGSTOPped.
-# (scripts/failure-bench.sh runs it repeatedly). init-fail: rank 1's NCCL init
+# SIGSTOPped. init-fail: rank 1's NCCL init
 # fails (NCCL_NET names no network); rank 0, waiting in NCCL's init, stops
 # within 1 s naming rank 1 (host, pid) with rank 1's words; prints
 # "SPREAD_MS <ms>". init-nosock: rank 1's NCCL_SOCKET_IFNAME matches no
