@@ -75,6 +75,10 @@ TEST_CASE("start: a member's failed init is told to every other member in its ow
   h.core.on_disconnect(2, "end of stream");  // its drop is not announced again
   CHECK(h.take(1).empty());
   CHECK(h.take(3).empty());
+  // Counted once, as an init failure (the metrics' cause="init").
+  const rv::ServerMetrics m = h.core.metrics(h.now);
+  CHECK(m.counters.failures[static_cast<size_t>(rv::FailureCause::init)] == 1);
+  CHECK(m.counters.failures[static_cast<size_t>(rv::FailureCause::disconnect)] == 0);
 }
 
 TEST_CASE("start: an init failure reported by a rank that never joined is refused in words") {
