@@ -86,7 +86,7 @@ class Backend final : public cc::rv::Client {
   // Sets key to desired when its value equals *expected (expected null: only
   // when the key is absent); *swapped says whether it did.
   Status compare_set(const std::string& key, const std::vector<uint8_t>* expected,
-                     std::span<const uint8_t> desired, bool* swapped);
+                     std::span<const uint8_t> desired, bool* swapped) override;
 
   // Joined carries the unique id; its member list stays empty (every rank
   // reading all n members would cost n^2 bytes): progress() names one.

@@ -298,7 +298,7 @@ TEST_CASE("etcd join: an abort while joining fails the generation for every rank
     CHECK(s.code == CC_ERR_ABORTED);
     CHECK_THAT(
         s.message,
-        Catch::Contains("rank 0 on host-a (pid 1000) aborted while joining job 'abort-joining' "
+        Catch::Contains("rank 0 (host host-a, pid 1000) aborted while joining job 'abort-joining' "
                         "(generation 1): the test gives up"));
   }
 }
