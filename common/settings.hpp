@@ -39,6 +39,11 @@ enum class Id : int {
   cache_dir,
   job_ttl_ms,
   nccl_shrink,
+  etcd_auth_file,
+  etcd_ca_file,
+  etcd_cert_file,
+  etcd_key_file,
+  etcd_prefix,
   count
 };
 

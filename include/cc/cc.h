@@ -146,6 +146,9 @@ typedef struct cc_config {
  * the deadline, since rank 0's server may not be up yet), agrees on an
  * ncclUniqueId and initialises NCCL on the chosen device. Rank 0 hosts the
  * rendezvous server unless config->rendezvous is CC_RENDEZVOUS_EXTERNAL.
+ * master_addr may name an etcd cluster instead, "etcd://host:port[,...]"
+ * ("etcds://" for TLS; CC_ETCD_* settings): no rank hosts a server then, and
+ * master_port is not used.
  * Returns CC_ERR_INVALID_ARGUMENT, CC_ERR_NO_DEVICE, CC_ERR_RENDEZVOUS,
  * CC_ERR_AUTH, CC_ERR_MISMATCH, CC_ERR_TIMEOUT (naming the missing ranks),
  * CC_ERR_CUDA, CC_ERR_NCCL. */
@@ -345,7 +348,9 @@ CC_API cc_result_t cc_comm_window_deregister(cc_comm_t comm, void* window);
  * never drops keys to make room. */
 
 /* Connects, retrying with backoff until the config's timeout_ms; on failure
- * CC_ERR_RENDEZVOUS naming the address, CC_ERR_AUTH, or CC_ERR_TIMEOUT. */
+ * CC_ERR_RENDEZVOUS naming the address, CC_ERR_AUTH, or CC_ERR_TIMEOUT.
+ * addr "etcd://host:port[,...]" (or "etcds://") keeps the job's keys in an
+ * etcd cluster, with the same calls and words; port is then not used. */
 CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* addr, int port,
                                     const char* job_id, const cc_config_t* config);
 CC_API cc_result_t cc_store_set(cc_store_t store, const char* key, const void* value, size_t len);

@@ -18,6 +18,7 @@
 #include "lib/comm/rendezvous_join.hpp"
 #include "lib/launch/device.hpp"
 #include "lib/launch/env.hpp"
+#include "lib/launch/etcd.hpp"
 #include "lib/launch/netif.hpp"
 
 namespace cc::comm {
@@ -104,7 +105,10 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   if (Status st = launch::describe_device(rank, c->host, c->device, &info); !st.ok()) return st;
 
   const std::string addr = addr_c;
-  choose_socket_ifname(c.get(), addr, &info);
+  const bool on_etcd = launch::is_etcd_address(addr);
+  // With etcd, the route to its first endpoint stands for the route to the
+  // other ranks (they all reach the same cluster).
+  choose_socket_ifname(c.get(), on_etcd ? launch::etcd_first_host(addr) : addr, &info);
 
   // Rendezvous: rank 0 hosts the server unless the job has its own; the
   // connection stays open as the control channel.
@@ -149,7 +153,8 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   if (joined.unique_id.size() != sizeof id.internal) {
     discard(c.get());
     return make_status(CC_ERR_RENDEZVOUS,
-                       c->who() + ": the rendezvous at " + addr + ":" + std::to_string(port) +
+                       c->who() + ": the rendezvous at " +
+                           (on_etcd ? addr : addr + ":" + std::to_string(port)) +
                            " handed out an NCCL id of " + std::to_string(joined.unique_id.size()) +
                            " bytes instead of " + std::to_string(sizeof id.internal) +
                            "; is it a cc-rendezvous of the same version?");
@@ -168,7 +173,8 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
     discard(c.get());
     return st;
   }
-  if (Status st = start_watch(c.get(), c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED); !st.ok()) {
+  if (Status st = start_watch(c.get(), !on_etcd && c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED);
+      !st.ok()) {
     discard(c.get());
     return st;
   }
@@ -196,10 +202,12 @@ Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, 
                        who + ": rank " + std::to_string(rank) +
                            " is outside [0, nranks=" + std::to_string(nranks) + ")");
   if (addr == nullptr || *addr == '\0')
-    return make_status(CC_ERR_INVALID_ARGUMENT,
-                       who + ": master_addr is " + (addr == nullptr ? "NULL" : "empty") +
-                           "; pass rank 0's host name or IP address (MASTER_ADDR)");
-  if (port < 1 || port > 65535)
+    return make_status(
+        CC_ERR_INVALID_ARGUMENT,
+        who + ": master_addr is " + (addr == nullptr ? "NULL" : "empty") +
+            "; pass rank 0's host name or IP address (MASTER_ADDR), or etcd://host:port,...");
+  // An etcd address carries its own ports: master_port is not used then.
+  if (!launch::is_etcd_address(addr) && (port < 1 || port > 65535))
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who + ": master_port " + std::to_string(port) +
                            " is outside 1..65535; pass the rendezvous port (MASTER_PORT)");
