@@ -412,7 +412,7 @@ Status Backend::connect(const BackendOptions& options, std::unique_ptr<Backend>*
   // its membership lease, or for a store the member list.
   Status s = options.member ? impl->ensure_lease(Impl::after(options.connect_timeout))
                             : impl->etcd->check(Impl::after(options.connect_timeout));
-  if (!s.ok()) return make_status(s.code, "cannot use the rendezvous on " + s.message);
+  if (!s.ok()) return make_status(s.code, "cannot use the rendezvous: " + s.message);
   out->reset(new Backend(std::move(impl)));
   return Status::success();
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "rendezvous/etcd/plugin.hpp"
 
@@ -26,17 +27,27 @@ struct Loaded {
   Status error;
 };
 
+// Where to look, in order: beside this library (libcc.so and the plugin are
+// installed side by side), the library folder beside a program's (bin/ and
+// lib/, as in the build tree's tools/ and lib/), then the loader's path.
+std::vector<std::string> candidates() {
+  std::vector<std::string> out;
+  if (const std::string folder = own_folder(); !folder.empty()) {
+    out.push_back(folder + "/" + kPluginFile);
+    out.push_back(folder + "/../lib/" + kPluginFile);
+  }
+  out.push_back(kPluginFile);
+  return out;
+}
+
 Loaded load() {
   std::string tried;
   void* handle = nullptr;
-  if (const std::string folder = own_folder(); !folder.empty()) {
-    const std::string beside = folder + "/" + kPluginFile;
-    handle = dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) tried = beside + ": " + dlerror() + "; ";
-  }
-  if (handle == nullptr) {
-    handle = dlopen(kPluginFile, RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) tried += std::string(kPluginFile) + ": " + dlerror();
+  for (const std::string& path : candidates()) {
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) break;
+    const char* why = dlerror();
+    tried += (tried.empty() ? "" : "; ") + std::string(why != nullptr ? why : path.c_str());
   }
   if (handle == nullptr) {
     return {nullptr,

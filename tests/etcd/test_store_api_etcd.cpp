@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -291,4 +292,31 @@ TEST_CASE("store API on etcd: a CA for a plain-HTTP address is refused with word
   ::unsetenv("CC_ETCD_CA_FILE");
   CHECK(r == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("CC_ETCD_CA_FILE") && Catch::Contains("etcds://"));
+}
+
+TEST_CASE("cc-doctor with an etcd MASTER_ADDR says whether etcd answers") {
+  const char* doctor = std::getenv("CC_DOCTOR");
+  REQUIRE(doctor != nullptr);
+  const auto run = [&](const std::string& address) {
+    const std::string command =
+        "MASTER_ADDR='" + address + "' '" + doctor + "' --timeout-ms 1500 2>&1";
+    std::string out;
+    FILE* p = ::popen(command.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ::pclose(p);
+    return out;
+  };
+  const std::string address = shared_cluster().address();
+  CHECK_THAT(run(address), Catch::Contains("etcd at " + address + " answers (job 'default')"));
+  // A member started and killed: nothing listens on its port.
+  std::unique_ptr<EtcdCluster> gone;
+  REQUIRE(EtcdCluster::start(EtcdClusterOptions{}, &gone).empty());
+  const std::string dead = gone->address();
+  gone->kill(0);
+  CHECK_THAT(run(dead), Catch::Contains("error: cannot use the rendezvous: etcd at " +
+                                        gone->endpoint(0)) &&
+                            Catch::Contains("etcdctl endpoint status"));
 }
