@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -316,7 +316,7 @@ TEST_CASE("cc-doctor with an etcd MASTER_ADDR says whether etcd answers") {
   REQUIRE(EtcdCluster::start(EtcdClusterOptions{}, &gone).empty());
   const std::string dead = gone->address();
   gone->kill(0);
-  CHECK_THAT(run(dead), Catch::Contains("error: cannot use the rendezvous: etcd at " +
-                                        gone->endpoint(0)) &&
-                            Catch::Contains("etcdctl endpoint status"));
+  CHECK_THAT(run(dead),
+             Catch::Contains("error: cannot use the rendezvous: etcd at " + gone->endpoint(0)) &&
+                 Catch::Contains("etcdctl endpoint status"));
 }
