@@ -9,13 +9,20 @@
 #
 # Exit 77 (skipped) with a message when there is no etcd program (etcd on
 # PATH, or CC_ETCD_BIN) or when BUILD/lib/libcc-etcd.so cannot load (it needs
-# libcpp-httplib: put a folder holding it on LD_LIBRARY_PATH). Last line:
+# libcpp-httplib: put a folder holding it on LD_LIBRARY_PATH, or stage the
+# build with STAGE_ETCD=1). Last line:
 # "gpu_etcd: all passed" when both checks pass.
 set -u
 [ $# -eq 1 ] || { echo "usage: $0 BUILD" >&2; exit 2; }
 BUILD=$(cd "$1" && pwd) || exit 2
 EXAMPLE=$BUILD/examples/allreduce
 PLUGIN=$BUILD/lib/libcc-etcd.so
+# scripts/stage-build.sh with STAGE_ETCD=1 carries etcd and the plugin's
+# libraries to machines that have neither (BUILD/etcd-tools).
+if [ -d "$BUILD/etcd-tools" ]; then
+  CC_ETCD_BIN=${CC_ETCD_BIN:-$BUILD/etcd-tools/etcd}
+  export LD_LIBRARY_PATH=$BUILD/etcd-tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 ETCD=${CC_ETCD_BIN:-$(command -v etcd || true)}
 if [ -z "$ETCD" ] || [ ! -x "$ETCD" ]; then
   echo "gpu_etcd: SKIP: no etcd program (install etcd-server, or set CC_ETCD_BIN)"
