@@ -40,6 +40,11 @@ enum class Id : int {
   job_ttl_ms,
   nccl_shrink,
   preflight,
+  etcd_auth_file,
+  etcd_ca_file,
+  etcd_cert_file,
+  etcd_key_file,
+  etcd_prefix,
   count
 };
 

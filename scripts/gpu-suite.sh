@@ -189,6 +189,26 @@ if [ -x "$BUILD/examples/allreduce" ]; then
   run example-allreduce-by-hand bash -c by_hand && expect example-allreduce-by-hand "after all-reduce: 3.0" 2
 fi
 
+# cc_comm_init on an etcd rendezvous (MASTER_ADDR=etcd://...): skipped, not
+# counted, where the machine has no etcd or libcc-etcd.so cannot load.
+ETCD_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_etcd.sh
+if [ -f "$ETCD_SH" ]; then
+  echo "== gpu-etcd: $ETCD_SH $BUILD" | tee "$OUT/gpu-etcd.log"
+  timeout --kill-after=30 "$STEP_TIMEOUT" bash "$ETCD_SH" "$BUILD" >>"$OUT/gpu-etcd.log" 2>&1
+  rc=$?
+  if [ $rc -eq 77 ]; then
+    echo "-- gpu-etcd: left out: $(grep SKIP "$OUT/gpu-etcd.log" | head -1)"
+  elif [ $rc -eq 0 ] && grep -q "gpu_etcd: all passed" "$OUT/gpu-etcd.log"; then
+    passed=$((passed + 1))
+    echo "-- gpu-etcd: passed"
+  else
+    failed=$((failed + 1))
+    failed_steps+=(gpu-etcd)
+    echo "-- gpu-etcd: FAILED, exit status $rc; last lines:"
+    tail -n 25 "$OUT/gpu-etcd.log" | sed 's/^/   | /'
+  fi
+fi
+
 # The failure scenarios: a killed rank, a skipped collective, abort from threads, a rank
 # that never arrives; ranks by hand, words checked by the script.
 FAILURES_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_failures.sh

@@ -8,7 +8,8 @@ set -euo pipefail
 # rank behind a NAT as Docker's bridge does.
 pkgs=(meson ninja-build g++ pkg-config libasio-dev libspdlog-dev libfmt-dev catch2
       libcli11-dev nlohmann-json3-dev libssl-dev libboost-dev openmpi-bin libopenmpi-dev
-      iproute2 procps python3 python3-numpy python3-yaml systemd nftables)
+      iproute2 procps python3 python3-numpy python3-yaml systemd nftables
+      libcpp-httplib-dev etcd-server etcd-client)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

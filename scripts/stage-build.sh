@@ -28,4 +28,14 @@ else
 fi
 # Debug information stays behind: the copy travels (symbols are kept).
 find "$dest" -type f \( -perm -u+x -o -name 'libcc.so*' \) -exec strip --strip-debug {} + 2>/dev/null || true
+# STAGE_ETCD=1: etcd and the libraries libcc-etcd.so needs beyond glibc,
+# OpenSSL and zlib (cpp-httplib, brotli), for tests/gpu/gpu_etcd.sh on a
+# machine that has none of them.
+if [ "${STAGE_ETCD:-0}" = 1 ] && [ -f "$dest/lib/libcc-etcd.so" ]; then
+  mkdir -p "$dest/etcd-tools/lib"
+  cp -aL "$(command -v etcd)" "$dest/etcd-tools/etcd"
+  ldd "$dest/lib/libcc-etcd.so" | awk '/httplib|brotli/ { print $3 }' | while read -r so; do
+    cp -aL "$so" "$dest/etcd-tools/lib/"
+  done
+fi
 du -sh "$dest"

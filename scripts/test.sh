@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh || exit 1
 scripts/build.sh || exit 1
 build=${BUILD:-build}
-suites=${CC_TEST_SUITES:-unit rendezvous packaging mpi netns gpu python}
+suites=${CC_TEST_SUITES:-unit rendezvous packaging etcd mpi netns gpu python}
 args=()
 for s in $suites; do args+=(--suite "$s"); done
 meson test -C "$build" --print-errorlogs --num-processes 2 "${args[@]}"

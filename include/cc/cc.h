@@ -149,6 +149,9 @@ typedef struct cc_config {
  * device. Rank 0 hosts the rendezvous server unless config->rendezvous is
  * CC_RENDEZVOUS_EXTERNAL. A rank whose init fails after its join tells the
  * others, whose init then returns at once.
+ * master_addr may name an etcd cluster instead, "etcd://host:port[,...]"
+ * ("etcds://" for TLS; CC_ETCD_* settings): no rank hosts a server then,
+ * master_port is not used, and no reachability test runs.
  * Returns CC_ERR_INVALID_ARGUMENT, CC_ERR_NO_DEVICE, CC_ERR_RENDEZVOUS,
  * CC_ERR_AUTH, CC_ERR_MISMATCH, CC_ERR_TIMEOUT (naming the missing ranks),
  * CC_ERR_SYSTEM (hosts that cannot reach each other: who, where, why),
@@ -350,7 +353,9 @@ CC_API cc_result_t cc_comm_window_deregister(cc_comm_t comm, void* window);
  * never drops keys to make room. */
 
 /* Connects, retrying with backoff until the config's timeout_ms; on failure
- * CC_ERR_RENDEZVOUS naming the address, CC_ERR_AUTH, or CC_ERR_TIMEOUT. */
+ * CC_ERR_RENDEZVOUS naming the address, CC_ERR_AUTH, or CC_ERR_TIMEOUT.
+ * addr "etcd://host:port[,...]" (or "etcds://") keeps the job's keys in an
+ * etcd cluster, with the same calls and words; port is then not used. */
 CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* addr, int port,
                                     const char* job_id, const cc_config_t* config);
 CC_API cc_result_t cc_store_set(cc_store_t store, const char* key, const void* value, size_t len);

@@ -9,6 +9,7 @@
 #include "common/last_error.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
+#include "lib/launch/etcd.hpp"
 #include "rendezvous/client.hpp"
 
 struct cc_store {
@@ -64,9 +65,12 @@ extern "C" CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* ad
   *store = nullptr;
   if (addr == nullptr || *addr == '\0') {
     return invalid(func, std::string("addr is ") + (addr == nullptr ? "NULL" : "empty") +
-                             ": pass the rendezvous host name or IP address (e.g. MASTER_ADDR)");
+                             ": pass the rendezvous host name or IP address (e.g. MASTER_ADDR), or "
+                             "etcd://host:port,...");
   }
-  if (port < 1 || port > 65535) {
+  // An etcd address (etcd://host:port,...) carries its own ports.
+  const bool on_etcd = cc::launch::is_etcd_address(addr);
+  if (!on_etcd && (port < 1 || port > 65535)) {
     return invalid(func, "port " + std::to_string(port) + " is out of range 1..65535");
   }
   if (job_id != nullptr && *job_id == '\0') {
@@ -82,15 +86,25 @@ extern "C" CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* ad
   handle->default_timeout_ms = cfg.timeout_ms;
   handle->job_id = job_id != nullptr ? job_id : cfg.job_id;
 
-  cc::rv::ClientOptions options;
-  options.addr = addr;
-  options.port = port;
-  options.job_id = handle->job_id;
-  options.token = cfg.token;
-  options.client = std::string("cc ") + CC_VERSION_STRING + " store";
-  options.connect_timeout = std::chrono::milliseconds(cfg.timeout_ms);
-  options.request_timeout = std::chrono::milliseconds(cfg.timeout_ms);
-  if (cc::Status s = cc::rv::Client::connect(options, &handle->client); !s.ok()) {
+  cc::Status s;
+  if (on_etcd) {
+    cc::rv::etcd::BackendOptions options;
+    s = cc::launch::etcd_options(addr, handle->job_id, cc::settings::process_env(), &options);
+    options.connect_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+    options.request_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+    if (s.ok()) s = cc::launch::connect_etcd(options, &handle->client);
+  } else {
+    cc::rv::ClientOptions options;
+    options.addr = addr;
+    options.port = port;
+    options.job_id = handle->job_id;
+    options.token = cfg.token;
+    options.client = std::string("cc ") + CC_VERSION_STRING + " store";
+    options.connect_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+    options.request_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+    s = cc::rv::Client::connect(options, &handle->client);
+  }
+  if (!s.ok()) {
     return fail(s.code, std::string(func) + " (job '" + handle->job_id + "'): " + s.message);
   }
   *store = handle.release();

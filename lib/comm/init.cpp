@@ -22,6 +22,7 @@
 #include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
 #include "lib/launch/env.hpp"
+#include "lib/launch/etcd.hpp"
 
 namespace cc::comm {
 namespace {
@@ -92,6 +93,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   // rank 0 hosts the server unless the job has its own; the connection
   // stays open as the control channel.
   const std::string addr = addr_c;
+  const bool on_etcd = launch::is_etcd_address(addr);
   StartRequest request;
   request.rendezvous.addr = addr;
   request.rendezvous.port = port;
@@ -132,7 +134,8 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
 
   // From here every failure ends the others' init too: this rank tells them,
   // or, when the rendezvous brought the cause, ends with that cause's words.
-  const bool embedded = c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
+  // No rank hosts a server on etcd.
+  const bool embedded = !on_etcd && c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
   InitWatch watch(*c->client, c->who(), rank, c->generation, joined.members, embedded);
   std::optional<Status> news;
   const core::Interrupt interrupted = [&] {
@@ -149,11 +152,11 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   ncclUniqueId id;
   if (joined.unique_id.size() != sizeof id.internal) {
     return failed(make_status(
-        CC_ERR_RENDEZVOUS, c->who() + ": the rendezvous at " + addr + ":" + std::to_string(port) +
-                               " handed out an NCCL id of " +
-                               std::to_string(joined.unique_id.size()) + " bytes instead of " +
-                               std::to_string(sizeof id.internal) +
-                               "; is it a cc-rendezvous of the same version?"));
+        CC_ERR_RENDEZVOUS,
+        c->who() + ": the rendezvous at " + (on_etcd ? addr : addr + ":" + std::to_string(port)) +
+            " handed out an NCCL id of " + std::to_string(joined.unique_id.size()) +
+            " bytes instead of " + std::to_string(sizeof id.internal) +
+            "; is it a cc-rendezvous of the same version?"));
   }
   std::memcpy(id.internal, joined.unique_id.data(), sizeof id.internal);
 
@@ -185,10 +188,12 @@ Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, 
                        who + ": rank " + std::to_string(rank) +
                            " is outside [0, nranks=" + std::to_string(nranks) + ")");
   if (addr == nullptr || *addr == '\0')
-    return make_status(CC_ERR_INVALID_ARGUMENT,
-                       who + ": master_addr is " + (addr == nullptr ? "NULL" : "empty") +
-                           "; pass rank 0's host name or IP address (MASTER_ADDR)");
-  if (port < 1 || port > 65535)
+    return make_status(
+        CC_ERR_INVALID_ARGUMENT,
+        who + ": master_addr is " + (addr == nullptr ? "NULL" : "empty") +
+            "; pass rank 0's host name or IP address (MASTER_ADDR), or etcd://host:port,...");
+  // An etcd address carries its own ports: master_port is not used then.
+  if (!launch::is_etcd_address(addr) && (port < 1 || port > 65535))
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who + ": master_port " + std::to_string(port) +
                            " is outside 1..65535; pass the rendezvous port (MASTER_PORT)");

@@ -19,6 +19,7 @@
 #include "lib/comm/parts.hpp"
 #include "lib/comm/rendezvous_recover.hpp"
 #include "lib/launch/device.hpp"
+#include "lib/launch/etcd.hpp"
 
 namespace cc::comm {
 namespace {
@@ -116,6 +117,13 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   const auto start = Clock::now();
   const char* call = recover_call(kind);
   const std::string head = std::string(call) + " on " + parent->who();
+  // The etcd backend joins and watches but does not decide generations.
+  if (parent->client && launch::is_etcd_address(parent->rendezvous_addr))
+    return make_status(CC_ERR_INVALID_USAGE,
+                       head + ": the job's rendezvous is etcd (" + parent->rendezvous_addr +
+                           "), which does not shrink or regrow communicators: destroy this "
+                           "one and start the job again, or run jobs that recover on cc's own "
+                           "rendezvous (rank 0's, or cc-rendezvous)");
   if (!parent->client || parent->rendezvous_port == 0)
     return make_status(CC_ERR_INVALID_USAGE,
                        head + ": this communicator has no rendezvous connection of its own (it "

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "common/settings.hpp"
 #include "common/who.hpp"
+#include "lib/launch/etcd.hpp"
 
 namespace cc::comm {
 namespace {
@@ -27,6 +29,39 @@ std::string rank_list(const std::vector<int32_t>& ranks) {
   return out.empty() ? "none" : out;
 }
 
+milliseconds request_timeout(const RendezvousRequest& req) {
+  return std::min(milliseconds(req.config.timeout_ms), milliseconds(10000));
+}
+
+Status connect_server(const RendezvousRequest& req, const std::string& addr,
+                      std::unique_ptr<rv::Client>* out) {
+  rv::ClientOptions options;
+  options.addr = addr;
+  options.port = req.port;
+  options.job_id = req.config.job_id;
+  options.token = req.config.token;
+  options.client = "cc " CC_VERSION_STRING " comm";
+  options.connect_timeout = remaining(req.deadline);
+  options.request_timeout = request_timeout(req);
+  return rv::Client::connect(options, out);
+}
+
+// The rank's membership lease lives as long as the heartbeat window the
+// control channel asks for later, so that asking makes no second lease.
+Status connect_etcd(const RendezvousRequest& req, std::unique_ptr<rv::Client>* out) {
+  rv::etcd::BackendOptions options;
+  if (Status st =
+          launch::etcd_options(req.addr, req.config.job_id, settings::process_env(), &options);
+      !st.ok())
+    return st;
+  options.connect_timeout = remaining(req.deadline);
+  options.request_timeout = request_timeout(req);
+  options.heartbeat_window =
+      milliseconds(static_cast<int64_t>(req.config.heartbeat_ms) * req.config.heartbeat_misses);
+  options.member = true;
+  return launch::connect_etcd(options, out);
+}
+
 }  // namespace
 
 uint32_t next_generation(const std::string& job_id) {
@@ -39,9 +74,12 @@ uint32_t next_generation(const std::string& job_id) {
 Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousResult* out) {
   const int rank = req.info.rank;
   const std::string who = cc::who(rank, req.info.host, req.info.pid);
-  const std::string where = req.addr + ":" + std::to_string(req.port);
+  // An etcd cluster is the job's rendezvous whatever CC_RENDEZVOUS says: no
+  // rank hosts a server, and the port is not used.
+  const bool on_etcd = launch::is_etcd_address(req.addr);
+  const std::string where = on_etcd ? req.addr : req.addr + ":" + std::to_string(req.port);
   std::string connect_addr = req.addr;
-  if (rank == 0 && req.config.rendezvous != CC_RENDEZVOUS_EXTERNAL) {
+  if (rank == 0 && !on_etcd && req.config.rendezvous != CC_RENDEZVOUS_EXTERNAL) {
     const bool v6 = is_ipv6_literal(req.addr);
     // The server lives as long as rank 0's communicator: it keeps the jobs'
     // keys for that long unless a job TTL was asked for.
@@ -52,18 +90,12 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
       return make_status(st.code, who + ": " + st.message);
     connect_addr = v6 ? "::1" : "127.0.0.1";  // our own server: no hairpin through NAT
   }
-  rv::ClientOptions options;
-  options.addr = connect_addr;
-  options.port = req.port;
-  options.job_id = req.config.job_id;
-  options.token = req.config.token;
-  options.client = "cc " CC_VERSION_STRING " comm";
-  options.connect_timeout = remaining(req.deadline);
-  options.request_timeout = std::min(milliseconds(req.config.timeout_ms), milliseconds(10000));
   out->connect_addr = connect_addr;
-  if (Status st = rv::Client::connect(options, &out->client); !st.ok())
-    return make_status(st.code, who + ": could not reach the rendezvous at " + where + " (job '" +
-                                    req.config.job_id + "'): " + st.message);
+  const Status reached =
+      on_etcd ? connect_etcd(req, &out->client) : connect_server(req, connect_addr, &out->client);
+  if (!reached.ok())
+    return make_status(reached.code, who + ": could not reach the rendezvous at " + where +
+                                         " (job '" + req.config.job_id + "'): " + reached.message);
   rv::Join join;
   if (rank == 0) {
     if (Status st = make_id(&join.unique_id); !st.ok()) return st;

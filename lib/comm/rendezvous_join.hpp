@@ -1,7 +1,9 @@
 // A rank's part of a communicator's rendezvous, without CUDA or NCCL: rank 0
 // starts (or shares) the embedded server unless the job has its own, every
 // rank connects and joins, and the server hands out rank 0's id once all
-// have joined. Unit-tested with threads as ranks.
+// have joined. With an etcd address (etcd://host:port,...) no rank starts a
+// server and every rank joins through the etcd backend (lib/launch/etcd.hpp).
+// Unit-tested with threads as ranks; on etcd, by tests/etcd with processes.
 #pragma once
 
 #include <chrono>
@@ -19,8 +21,8 @@
 namespace cc::comm {
 
 struct RendezvousRequest {
-  std::string addr;  // MASTER_ADDR as given
-  int port = 0;
+  std::string addr;               // MASTER_ADDR as given: a host, or etcd://host:port,...
+  int port = 0;                   // unused with an etcd address
   launch::ResolvedConfig config;  // job_id, token, rendezvous, timeout
   rv::MemberInfo info;            // rank, world size, host, pid, versions, GPU
   uint32_t generation = 0;        // 0 = this process's next one for the job (tests set it)
@@ -29,7 +31,7 @@ struct RendezvousRequest {
 
 struct RendezvousResult {
   std::unique_ptr<EmbeddedServerRef> server;  // rank 0 in embedded mode
-  std::unique_ptr<rv::Client> client;         // stays open: the control channel
+  std::unique_ptr<rv::Client> client;         // stays open: the control channel (or etcd)
   std::string connect_addr;  // where the client connected (a recovery connects there again)
   uint32_t generation = 0;
   std::vector<uint8_t> unique_id;  // the id every rank received

@@ -8,6 +8,7 @@
 #include "common/who.hpp"
 #include "lib/comm/init_watch.hpp"
 #include "lib/comm/preflight.hpp"
+#include "lib/launch/etcd.hpp"
 #include "lib/launch/nccl_net.hpp"
 #include "lib/launch/netif.hpp"
 
@@ -44,7 +45,10 @@ std::string choose_interface(const StartRequest& req, const std::string& who,
     if (by_cc && std::strcmp(name, "NCCL_SOCKET_IFNAME") == 0) return nullptr;
     return req.getenv(name);
   };
-  const std::string& addr = req.rendezvous.addr;
+  // With etcd, the route to its first endpoint stands for the route to the
+  // other ranks (they all reach the same cluster).
+  const std::string& given = req.rendezvous.addr;
+  const std::string addr = launch::is_etcd_address(given) ? launch::etcd_first_host(given) : given;
   launch::IfnameChoice choice;
   if (Status st = launch::choose_nccl_socket_ifname(addr, choose_env, &choice); !st.ok()) {
     log().warn("{}: {}; leaving NCCL to choose its network interface", who, st.message);
@@ -80,6 +84,9 @@ std::string choose_interface(const StartRequest& req, const std::string& who,
 Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   rv::MemberInfo& info = req.rendezvous.info;
   const std::string who = cc::who(info.rank, info.host, info.pid);
+  // The etcd rendezvous runs no reachability test (it has no server to
+  // hand out the plans and verdict): this rank neither listens nor tests.
+  const bool on_etcd = launch::is_etcd_address(req.rendezvous.addr);
   PreflightSetup setup;
   if (Status st = preflight_enabled(req.getenv, &setup.enabled); !st.ok())
     return make_status(st.code, who + ": " + st.message);
@@ -103,9 +110,9 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   setup.addr = req.addr_override.empty() ? sock.addr : req.addr_override;
   setup.ifname = sock.ifname;
   if (!req.addr_override.empty()) info.nccl_addr = req.addr_override;
-  if (!sock.link_local) preflight_listen(&setup, who);
+  if (!sock.link_local && !on_etcd) preflight_listen(&setup, who);
 
-  const bool embedded = req.rendezvous.config.rendezvous != CC_RENDEZVOUS_EXTERNAL;
+  const bool embedded = !on_etcd && req.rendezvous.config.rendezvous != CC_RENDEZVOUS_EXTERNAL;
   const std::string job_id = req.rendezvous.config.job_id;
   const auto deadline = req.rendezvous.deadline;
   const int rank = info.rank;
@@ -116,7 +123,7 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   // A replacement for a failed rank joins a later generation of a running
   // communicator: the survivors take no test with it (they recover through
   // the rendezvous), so it has none to take.
-  if (out->epoch > 0) return Status::success();
+  if (out->epoch > 0 || on_etcd) return Status::success();
   if (Status st = run_preflight(*out->client, job_id, out->generation, rank, setup, deadline, who);
       !st.ok()) {
     // A member's failure names its cause best where the news says it.

@@ -1,5 +1,8 @@
 #include "lib/launch/env.hpp"
 
+#include "lib/launch/etcd.hpp"
+#include "rendezvous/etcd/endpoints.hpp"
+
 namespace cc::launch {
 namespace {
 
@@ -58,7 +61,8 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   if (addr.var == nullptr) {
     return invalid(
         "no rendezvous address in the environment: set MASTER_ADDR (or CC_MASTER_ADDR) to the "
-        "host name or IP address of rank 0 (or of the cc-rendezvous daemon)");
+        "host name or IP address of rank 0 (or of the cc-rendezvous daemon), or to an etcd "
+        "cluster as etcd://host:port[,host:port...]");
   }
   if (*addr.value == '\0') {
     return invalid(std::string(addr.var) +
@@ -67,6 +71,16 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   }
   info.master_addr = addr.value;
   info.addr_var = addr.var;
+
+  // An etcd cluster: its address carries the ports, and MASTER_PORT is not
+  // read. A malformed address is named with its variable before any wait.
+  if (is_etcd_address(info.master_addr)) {
+    rv::etcd::Address parsed;
+    if (Status s = rv::etcd::parse_address(info.master_addr, &parsed); !s.ok())
+      return invalid(info.addr_var + "=" + info.master_addr + ": " + s.message);
+    *out = std::move(info);
+    return Status::success();
+  }
 
   if (Status s = settings::read_int(Id::master_port, getenv, &v, &found); !s.ok()) return s;
   if (found.var == nullptr) {

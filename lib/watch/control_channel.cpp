@@ -5,6 +5,7 @@
 
 #include "common/log.hpp"
 #include "common/who.hpp"
+#include "rendezvous/etcd/endpoints.hpp"
 
 namespace cc::watch {
 
@@ -80,6 +81,12 @@ ChannelFailure ControlChannel::server_lost(const std::string& reason) const {
     f.story = member_words(0, f.host, f.pid) + ", which hosts the job's rendezvous server (" +
               client_.endpoint() + "), is gone: " + reason +
               ". Rank 0 most likely died: look at its output; this communicator cannot continue";
+  } else if (rv::etcd::is_etcd_address(client_.endpoint())) {
+    // No rank hosts an etcd rendezvous: the cluster, or the way to it, failed.
+    f.story = "the job's etcd rendezvous (" + client_.endpoint() + ") is lost: " + reason +
+              ". The job cannot tell whether its ranks are alive: check the cluster "
+              "('etcdctl endpoint status --cluster') and this host's network, then restart "
+              "the job";
   } else {
     f.story = "the rendezvous server at " + client_.endpoint() + " is gone: " + reason +
               ". The job cannot tell whether its ranks are alive: look at cc-run or "

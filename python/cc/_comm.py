@@ -63,12 +63,13 @@ def group():
 class Comm(OwnedHandle):
     """A communicator of `world_size` ranks, this process being `rank`.
 
-    Comm(rank, world_size, master_addr, master_port, timeout_ms=None,
+    Comm(rank, world_size, master_addr, master_port=0, timeout_ms=None,
          device=None, job_id=None, token=None, rendezvous=None,
          heartbeat_ms=None, heartbeat_misses=None, fast_allreduce=None,
          fast_allreduce_plan=None)
     joins the rendezvous at master_addr:master_port (rank 0 hosts it unless
-    rendezvous="external") and initialises NCCL on `device` (default
+    rendezvous="external"), or in the etcd cluster master_addr names
+    ("etcd://host:port[,host:port...]", master_port unused) and initialises NCCL on `device` (default
     LOCAL_RANK % device count). Blocking. Options left None come from their
     CC_* variable or cc's default. Comm.from_env() reads rank, size, local
     rank and address from the environment (torchrun, Open MPI, Slurm, cc-run).
@@ -79,7 +80,7 @@ class Comm(OwnedHandle):
 
     _FREE = "cc_comm_destroy"
 
-    def __init__(self, rank, world_size, master_addr, master_port, *, timeout_ms=None,
+    def __init__(self, rank, world_size, master_addr, master_port=0, *, timeout_ms=None,
                  device=None, job_id=None, token=None, rendezvous=None, heartbeat_ms=None,
                  heartbeat_misses=None, fast_allreduce=None, fast_allreduce_plan=None):
         api = _library.api()

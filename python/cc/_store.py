@@ -38,16 +38,19 @@ def _timeout(timeout_ms):
 
 class Store(OwnedHandle):
     """A connection to the key-value store of job `job_id` on a rendezvous
-    server: Store(addr, port, job_id=None, timeout_ms=None, token=None).
+    server: Store(addr, port, job_id=None, timeout_ms=None, token=None), or
+    in an etcd cluster: Store("etcd://host:port[,host:port...]", job_id=...)
+    (the port is then not used; CC_ETCD_* give the auth file and the CA).
     Values are bytes (a str is stored as UTF-8). Not thread-safe: one
     connection per thread, or a lock around it."""
 
     _FREE = "cc_store_close"
 
-    def __init__(self, addr, port, job_id=None, *, timeout_ms=None, token=None):
+    def __init__(self, addr, port=0, job_id=None, *, timeout_ms=None, token=None):
         api = _library.api()
         if not isinstance(addr, str):
-            raise invalid_argument("addr must be a str (a host name or address), not %r" % (addr,))
+            raise invalid_argument("addr must be a str (a host name, an address, or etcd://...), "
+                                   "not %r" % (addr,))
         if isinstance(port, bool) or not isinstance(port, int):
             raise invalid_argument("port must be an int, not %r" % (port,))
         config = _config.make(timeout_ms=timeout_ms, token=token)

@@ -13,6 +13,7 @@
 
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
+#include "lib/launch/etcd.hpp"
 
 using Catch::Contains;
 using cc::launch::LaunchInfo;
@@ -481,4 +482,61 @@ TEST_CASE("config: the all-reduce plan and the cache folder") {
   REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
   CHECK(r.fast_allreduce_plan == "nccl");
   CHECK(r.fast_allreduce_plan_source == "config.fast_allreduce_plan");
+}
+
+TEST_CASE("env: an etcd address needs no MASTER_PORT; a malformed one names its variable") {
+  FakeEnv env{
+      {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "etcd://10.0.0.1:2379,10.0.0.2:2379"}}};
+  LaunchInfo info;
+  cc::Status s = read(env, &info);
+  INFO(s.message);
+  REQUIRE(s.ok());
+  CHECK(info.master_addr == "etcd://10.0.0.1:2379,10.0.0.2:2379");
+  CHECK(info.addr_var == "MASTER_ADDR");
+  CHECK(info.master_port == 0);
+
+  env.vars["CC_MASTER_ADDR"] = "etcds://[::1]:2379";
+  REQUIRE(read(env, &info).ok());
+  CHECK(info.master_addr == "etcds://[::1]:2379");
+
+  env.vars["CC_MASTER_ADDR"] = "etcd://10.0.0.1";
+  s = read(env, &info);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("CC_MASTER_ADDR=etcd://10.0.0.1: ") && Contains("port"));
+}
+
+TEST_CASE("etcd options: the CC_ETCD_* settings, and a CA without TLS refused") {
+  FakeEnv env{{{"CC_ETCD_AUTH_FILE", "/secrets/etcd-user"}, {"CC_ETCD_PREFIX", "team-a/cc"}}};
+  cc::rv::etcd::BackendOptions o;
+  cc::Status s = cc::launch::etcd_options("etcd://127.0.0.1:2379", "job-7", env.getenv(), &o);
+  INFO(s.message);
+  REQUIRE(s.ok());
+  CHECK(o.address == "etcd://127.0.0.1:2379");
+  CHECK(o.job_id == "job-7");
+  CHECK(o.auth_file == "/secrets/etcd-user");
+  CHECK(o.prefix == "team-a/cc");
+  CHECK(o.ca_file.empty());
+
+  FakeEnv defaults;
+  REQUIRE(cc::launch::etcd_options("etcd://h:1", "j", defaults.getenv(), &o).ok());
+  CHECK(o.prefix == "cc");
+  CHECK(o.auth_file.empty());
+
+  FakeEnv tls{{{"CC_ETCD_CA_FILE", "/ca.pem"},
+               {"CC_ETCD_CERT_FILE", "/c.pem"},
+               {"CC_ETCD_KEY_FILE", "/k.pem"}}};
+  REQUIRE(cc::launch::etcd_options("etcds://h:1", "j", tls.getenv(), &o).ok());
+  CHECK(o.ca_file == "/ca.pem");
+  CHECK(o.cert_file == "/c.pem");
+  CHECK(o.key_file == "/k.pem");
+  s = cc::launch::etcd_options("etcd://h:1", "j", tls.getenv(), &o);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("etcds://") && Contains("CC_ETCD_CA_FILE"));
+
+  FakeEnv empty_prefix{{{"CC_ETCD_PREFIX", ""}}};
+  s = cc::launch::etcd_options("etcd://h:1", "j", empty_prefix.getenv(), &o);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Contains("CC_ETCD_PREFIX=''"));
+  CHECK(cc::launch::etcd_options("etcd://", "j", defaults.getenv(), &o).code ==
+        CC_ERR_INVALID_ARGUMENT);
 }

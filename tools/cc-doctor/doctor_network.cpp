@@ -1,8 +1,11 @@
 // The network: interfaces, the route to MASTER_ADDR and what answers there.
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "common/settings.hpp"
+#include "lib/launch/etcd.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::doctor {
@@ -22,16 +25,17 @@ bool is_loopback_address(const std::string& numeric) {
   return numeric.rfind("127.", 0) == 0 || numeric == "::1";
 }
 
-void check_route(Report* r) {
-  const std::string where = r->master_addr;
-  Status s = launch::route_source_for(r->master_addr, &r->route);
+// target: MASTER_ADDR, or the host of an etcd address's first endpoint.
+void check_route(Report* r, const std::string& target) {
+  const std::string where = target;
+  Status s = launch::route_source_for(target, &r->route);
   if (!s.ok()) {
     r->route_error = s.message;
     r->add("network", Level::error, s.message);
     return;
   }
   r->route_found = true;
-  if (is_loopback_address(r->route.target) && !is_loopback_text(r->master_addr)) {
+  if (is_loopback_address(r->route.target) && !is_loopback_text(target)) {
     r->add("network", Level::warn,
            "MASTER_ADDR " + where + " resolves to the loopback address " + r->route.target +
                " here, so ranks on other hosts cannot use this name for this host",
@@ -99,6 +103,27 @@ void check_probe(Report* r, const Options& o) {
   }
 }
 
+// An etcd address: connects as a store of the job would (auth, TLS and the
+// plugin included) and says whether etcd answered.
+void check_etcd(Report* r, const Options& o) {
+  rv::etcd::BackendOptions options;
+  Status s = launch::etcd_options(r->master_addr, o.job_id, settings::process_env(), &options);
+  if (s.ok()) {
+    options.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
+    options.request_timeout = std::chrono::milliseconds(o.timeout_ms);
+    std::unique_ptr<rv::Client> client;
+    s = launch::connect_etcd(options, &client);
+  }
+  if (s.ok()) {
+    r->add("rendezvous", Level::info,
+           "etcd at " + r->master_addr + " answers (job '" + o.job_id + "')");
+    return;
+  }
+  r->add("rendezvous", Level::error, s.message,
+         "start the etcd members or mend the network to them, check the address and the "
+         "CC_ETCD_* settings (auth file, CA), and see 'etcdctl endpoint status --cluster'");
+}
+
 }  // namespace
 
 void collect_network(Report* r, const Options& o) {
@@ -123,7 +148,13 @@ void collect_network(Report* r, const Options& o) {
            "pass --master-addr HOST --master-port PORT, or set MASTER_ADDR and MASTER_PORT");
     return;
   }
-  check_route(r);
+  if (launch::is_etcd_address(r->master_addr)) {
+    const std::string host = launch::etcd_first_host(r->master_addr);
+    if (!host.empty()) check_route(r, host);
+    check_etcd(r, o);
+    return;
+  }
+  check_route(r, r->master_addr);
   if (r->master_port == 0) {
     r->add("rendezvous", Level::info, "MASTER_PORT is not set: the rendezvous check was skipped",
            "pass --master-port PORT, or set MASTER_PORT");

@@ -1,0 +1,793 @@
+// The etcd backend: connection, store operations, membership lease and its
+// keepalive thread, the members' watch thread, leave and abort. The join
+// lives in backend_join.cpp.
+#include "rendezvous/etcd/backend.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <unordered_set>
+
+#include "common/log.hpp"
+#include "rendezvous/etcd/backend_impl.hpp"
+#include "rendezvous/server_core/words.hpp"
+
+namespace cc::rv::etcd {
+
+using server_core::key_list;
+using server_core::member_who;
+using server_core::nccl_text;
+using server_core::quote;
+using server_core::rank_ranges;
+
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kWatchSlice{30000};  // a generation's watch is opened again this often
+constexpr size_t kWaitBatch = 64;           // ranges in one transaction (etcd allows 128 ops)
+
+std::optional<int64_t> parse_int64(const std::string& v) {
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || p != v.data() + v.size() || v.empty()) return std::nullopt;
+  return out;
+}
+
+std::string as_string(std::span<const uint8_t> v) { return std::string(v.begin(), v.end()); }
+std::vector<uint8_t> as_bytes(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+}  // namespace
+
+// ---- Impl helpers ------------------------------------------------------------
+
+Deadline Backend::Impl::after(milliseconds d) {
+  if (d.count() >= (1LL << 40)) return Deadline::max();
+  return Clock::now() + d;
+}
+
+std::string Backend::Impl::next_op_id() {
+  return id_base + "-" + std::to_string(op_counter.fetch_add(1));
+}
+
+int64_t Backend::Impl::ttl_seconds(milliseconds window) {
+  return std::max<int64_t>(1, (window.count() + 999) / 1000);
+}
+
+void Backend::Impl::push_event(PeerEvent e) {
+  {
+    std::lock_guard<std::mutex> lock(ev_mu);
+    events.push_back(std::move(e));
+  }
+  ev_cv.notify_all();
+}
+
+Status Backend::Impl::ensure_lease(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu);
+  if (lease != 0) return Status::success();
+  const int64_t ttl = ttl_seconds(window);
+  lock.unlock();
+  int64_t id = 0, granted = 0, revision = 0;
+  if (Status s = etcd->lease_grant(ttl, deadline, &id, &granted, &revision); !s.ok()) return s;
+  lock.lock();
+  lease = id;
+  lease_revision = revision;
+  lease_ttl = granted > 0 ? granted : ttl;
+  if (!keeper.joinable()) keeper = std::thread([this] { keep_alive(); });
+  keeper_cv.notify_all();
+  return Status::success();
+}
+
+// Keeps the lease alive every TTL/3 (each keepalive tries the endpoints in
+// turn for up to TTL/3) and carries out an abort asked without waiting.
+void Backend::Impl::keep_alive() {
+  std::unique_lock<std::mutex> lock(mu);
+  Clock::time_point last_ok = Clock::now();
+  int64_t kept = 0;  // the lease last_ok belongs to
+  while (!stopping) {
+    const auto ttl = milliseconds(std::max<int64_t>(lease_ttl, 1) * 1000);
+    if (lease != kept) {  // a new lease: granted just now
+      kept = lease;
+      last_ok = Clock::now();
+    }
+    const auto woken = [&] { return stopping || pending_abort.has_value() || lease != kept; };
+    if (kept == 0)
+      keeper_cv.wait(lock, woken);  // no lease now: nothing is due until one comes
+    else
+      keeper_cv.wait_until(lock, last_ok + ttl / 3, woken);
+    if (stopping) break;
+    if (pending_abort) {
+      const std::string reason = std::move(*pending_abort);
+      pending_abort.reset();
+      lock.unlock();
+      if (Status s = do_abort(reason); !s.ok())
+        log().debug("etcd: telling the job about the abort: {}", s.message);
+      lock.lock();
+      continue;
+    }
+    const int64_t id = lease;
+    if (id == 0 || id != kept) continue;
+    lock.unlock();
+    int64_t ttl_left = 0;
+    const Clock::time_point sent = Clock::now();
+    Status s = etcd->lease_keepalive(id, sent + ttl / 3, &ttl_left);
+    lock.lock();
+    if (!s.ok()) {  // tried again a third of the TTL later (a busy etcd is not flooded)
+      log().debug("etcd: keepalive of lease {:x}: {}", id, s.message);
+      last_ok = sent;
+      continue;
+    }
+    if (ttl_left > 0) {
+      last_ok = sent;
+      continue;
+    }
+    if (lease == id && !leaving) {
+      lease = 0;
+      if (joining) {  // the join claims its rank again on a new lease
+        lease_lost = true;
+        result_cv.notify_all();
+        continue;
+      }
+      const bool was_member = member;
+      member = false;
+      lock.unlock();
+      if (was_member) lost_membership("its lease expired before a keepalive reached etcd");
+      lock.lock();
+    }
+  }
+}
+
+void Backend::Impl::lost_membership(const std::string& how) {
+  log().warn("etcd: {} of job {}: this rank's membership ended: {}", member_who(me),
+             quote(opt.job_id), how);
+  push_event(PeerEvent{
+      PeerEventKind::server_stopping, -1, "", 0,
+      "etcd (" + etcd->address().endpoint_list() + ") dropped this rank's membership of job " +
+          quote(opt.job_id) + ": " + how + " (keepalives did not get through within the " +
+          std::to_string(lease_ttl) +
+          " s heartbeat window: etcd lost its quorum, or this host was cut off or stalled); the "
+          "other ranks consider this rank failed"});
+}
+
+// The generation's one watch stream, from the join to the leave, on three
+// single keys (so no write elsewhere in the generation costs etcd work for
+// this watch): the result's put (how the join ended), the events key (each
+// departure, announced once), and the next rank's member key (its delete: a
+// lease expired). Ranks watch their neighbour in a ring, so a death is seen
+// by one rank, which announces it to all through the events key.
+void Backend::Impl::watch_generation(uint32_t g, int32_t rank, int32_t world, int64_t from) {
+  int64_t next_result = from, next_events = from, next_neighbour = from;
+  const int32_t neighbour = world > 1 ? (rank + 1) % world : -1;
+  std::vector<bool> told(static_cast<size_t>(std::max(world, 1)), false);
+  size_t announced = 0;
+  std::vector<WatchEvent> early;  // the neighbour's delete before the result came
+  enum class Role { result, events, neighbour };
+  while (!watch_cancel->cancelled()) {
+    std::vector<WatchSpec> specs;
+    std::vector<Role> roles;
+    bool result_known = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      result_known = join_result.has_value();
+    }
+    if (!result_known) {
+      WatchSpec spec;
+      spec.key = keys.result(g);
+      spec.start_revision = next_result;
+      spec.no_delete = true;
+      specs.push_back(spec);
+      roles.push_back(Role::result);
+    }
+    WatchSpec events;
+    events.key = keys.events(g);
+    events.start_revision = next_events;
+    events.no_delete = true;
+    specs.push_back(events);
+    roles.push_back(Role::events);
+    if (neighbour >= 0) {
+      WatchSpec spec;
+      spec.key = keys.member(g, neighbour);
+      spec.start_revision = next_neighbour;
+      spec.no_put = true;
+      spec.prev_kv = true;
+      specs.push_back(spec);
+      roles.push_back(Role::neighbour);
+    }
+    Status s = etcd->watch(specs, Clock::now() + kWatchSlice, watch_cancel.get(),
+                           [&](const std::vector<WatchEvent>& evs, int64_t) {
+                             for (const WatchEvent& e : evs) {
+                               switch (roles[e.spec]) {
+                                 case Role::result:
+                                   next_result = std::max(next_result, e.kv.mod_revision + 1);
+                                   on_result(g, e, &early);
+                                   break;
+                                 case Role::events:
+                                   next_events = std::max(next_events, e.kv.mod_revision + 1);
+                                   on_departure(e, &told, &announced);
+                                   break;
+                                 case Role::neighbour:
+                                   next_neighbour = std::max(next_neighbour, e.kv.mod_revision + 1);
+                                   if (e.type != WatchEvent::Type::del) break;
+                                   int64_t checked = -1;
+                                   {
+                                     std::lock_guard<std::mutex> lock(mu);
+                                     if (join_result && join_result->ok)
+                                       checked = join_result->checked_revision;
+                                     else if (!join_result)
+                                       early.push_back(e);
+                                   }
+                                   if (checked >= 0 && e.kv.mod_revision > checked)
+                                     neighbour_gone(g, neighbour, e);
+                                   break;
+                               }
+                             }
+                             return true;
+                           });
+    if (s.code == CC_ERR_ABORTED) return;
+    if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
+    log().debug("etcd: watching generation {} of job {}: {}", g, quote(opt.job_id), s.message);
+    std::unique_lock<std::mutex> lock(mu);
+    watch_error = s;
+    result_cv.notify_all();
+    keeper_cv.wait_for(lock, milliseconds(1000),
+                       [&] { return stopping || watch_cancel->cancelled(); });
+  }
+}
+
+void Backend::Impl::on_result(uint32_t g, const WatchEvent& e, std::vector<WatchEvent>* early) {
+  ResultRecord res;
+  if (!decode(e.kv.value, &res)) return;
+  std::vector<WatchEvent> departed;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (join_result) return;
+    join_result = res;
+    if (res.ok)
+      for (const WatchEvent& d : *early)
+        if (d.kv.mod_revision > res.checked_revision) departed.push_back(d);
+    early->clear();
+  }
+  result_cv.notify_all();
+  for (const WatchEvent& d : departed)
+    if (auto rank = keys.member_rank(g, d.kv.key)) neighbour_gone(g, *rank, d);
+}
+
+// A departure on the events key: a peer event (at most kMaxAnnounced, one per rank).
+void Backend::Impl::on_departure(const WatchEvent& e, std::vector<bool>* told, size_t* announced) {
+  Departure d;
+  if (!decode(e.kv.value, &d)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (d.rank == me.rank) return;  // its own announcement
+  }
+  if (d.rank < 0 || static_cast<size_t>(d.rank) >= told->size() ||
+      (*told)[static_cast<size_t>(d.rank)])
+    return;
+  (*told)[static_cast<size_t>(d.rank)] = true;
+  if (*announced >= kMaxAnnounced) {
+    log().warn("etcd: job {}: rank {} {} too (not announced: {} departures already)",
+               quote(opt.job_id), d.rank, departure_word(d.kind), *announced);
+    return;
+  }
+  ++*announced;
+  log().warn("etcd: job {}: rank {} ({} pid {}) {}: {}", quote(opt.job_id), d.rank, d.host, d.pid,
+             departure_word(d.kind), d.reason);
+  push_event(PeerEvent{d.kind, d.rank, d.host, d.pid, d.reason});
+}
+
+// The next rank's member key went with its lease: announce it, unless it (or
+// another rank) already did.
+void Backend::Impl::neighbour_gone(uint32_t g, int32_t rank, const WatchEvent& e) {
+  Departure d;
+  d.rank = rank;
+  MemberRecord rec;
+  if (e.prev_kv && decode(e.prev_kv->value, &rec)) {
+    d.host = rec.info.host;
+    d.pid = rec.info.pid;
+  }
+  d.reason = "its etcd lease expired: no keepalive reached etcd within its " +
+             std::to_string(lease_ttl) +
+             " s heartbeat window (the process died or stalled, its host went down, or its network "
+             "was cut)";
+  if (Status s = announce(g, d, after(opt.request_timeout)); !s.ok())
+    log().warn("etcd: job {}: announcing that rank {} is gone: {}", quote(opt.job_id), rank,
+               s.message);
+}
+
+// Puts a departure on the events key, once per rank.
+Status Backend::Impl::announce(uint32_t g, const Departure& d, Deadline deadline) {
+  Txn t;
+  t.compare = {Compare::absent(keys.gone(g, d.rank))};
+  t.success = {Op::put(keys.gone(g, d.rank), departure_word(d.kind)),
+               Op::put(keys.events(g), encode(d))};
+  TxnResult r;
+  return etcd->txn(t, deadline, &r);
+}
+
+void Backend::Impl::stop_watcher() {
+  if (watch_cancel) watch_cancel->cancel();
+  if (watcher.joinable()) watcher.join();
+}
+
+void Backend::Impl::start_watcher(uint32_t g, int32_t rank, int32_t world, int64_t from) {
+  stop_watcher();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    join_result.reset();
+    watch_error = Status::success();
+  }
+  watch_cancel = std::make_unique<WatchCancel>();
+  watcher = std::thread([this, g, rank, world, from] { watch_generation(g, rank, world, from); });
+}
+
+// Tells every other rank why this rank goes (events key), then revokes its
+// lease.
+Status Backend::Impl::announce_departure(PeerEventKind kind, const std::string& reason,
+                                         Deadline deadline) {
+  uint32_t g = 0;
+  Departure d;
+  int64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!member) return Status::success();
+    g = gen;
+    d = Departure{kind, me.rank, me.host, me.pid, reason};
+    id = lease;
+    leaving = true;
+    member = false;
+  }
+  stop_watcher();
+  Status s = announce(g, d, deadline);
+  if (id != 0) {
+    Status r = etcd->lease_revoke(id, deadline);
+    if (s.ok()) s = r;
+    std::lock_guard<std::mutex> lock(mu);
+    if (lease == id) lease = 0;
+  }
+  return s;
+}
+
+Status Backend::Impl::do_abort(const std::string& reason) {
+  std::optional<std::pair<uint32_t, MemberInfo>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (joining) pending.emplace(join_gen, join_info);
+  }
+  if (pending) {
+    const auto& [g, info] = *pending;
+    // A pending join fails its whole generation: nobody waits for an aborted rank.
+    (void)fail_generation(g, CC_ERR_ABORTED,
+                          member_who(info) + " aborted while joining job " + quote(opt.job_id) +
+                              " (generation " + std::to_string(g) + "): " + reason,
+                          after(opt.request_timeout));
+  }
+  return announce_departure(PeerEventKind::aborted, reason, after(opt.request_timeout));
+}
+
+// ---- Backend -----------------------------------------------------------------
+
+Backend::Backend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Backend::~Backend() {
+  Impl& i = *impl_;
+  bool was_member = false;
+  {
+    std::lock_guard<std::mutex> lock(i.mu);
+    was_member = i.member;
+  }
+  // Gone without leaving: the others are told now, not a TTL later.
+  if (was_member)
+    (void)i.announce_departure(
+        PeerEventKind::failed,
+        "it closed its connection to the rendezvous without leaving (the process "
+        "exited or dropped the communicator without destroying it)",
+        i.after(i.opt.request_timeout));
+  i.stop_watcher();
+  int64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(i.mu);
+    id = i.lease;
+    i.lease = 0;
+    i.stopping = true;
+  }
+  i.keeper_cv.notify_all();
+  if (i.keeper.joinable()) i.keeper.join();
+  if (id != 0) (void)i.etcd->lease_revoke(id, Clock::now() + milliseconds(2000));
+}
+
+Status Backend::connect(const BackendOptions& options, std::unique_ptr<Backend>* out) {
+  ClientOptions co;
+  if (Status s = parse_address(options.address, &co.address); !s.ok()) return s;
+  co.ca_file = options.ca_file;
+  co.cert_file = options.cert_file;
+  co.key_file = options.key_file;
+  co.auth_file = options.auth_file;
+  co.attempt_timeout = options.attempt_timeout;
+  co.connect_timeout = options.attempt_connect_timeout;
+  auto impl = std::make_unique<Impl>(options);
+  if (Status s = EtcdClient::create(co, &impl->etcd); !s.ok()) return s;
+  impl->endpoint_text = co.address.text();
+  // A rank's first request proves etcd reachable (and the password right):
+  // its membership lease, or for a store the member list.
+  Status s = options.member ? impl->ensure_lease(Impl::after(options.connect_timeout))
+                            : impl->etcd->check(Impl::after(options.connect_timeout));
+  if (!s.ok()) return make_status(s.code, "cannot use the rendezvous: " + s.message);
+  out->reset(new Backend(std::move(impl)));
+  return Status::success();
+}
+
+Status Backend::set(const std::string& key, std::span<const uint8_t> value) {
+  Impl& i = *impl_;
+  return i.etcd->put(i.keys.kv(key), as_string(value), 0, i.after(i.opt.request_timeout));
+}
+
+Status Backend::get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) {
+  Impl& i = *impl_;
+  const auto start = Clock::now();
+  const std::string k = i.keys.kv(key);
+  std::optional<KeyValue> kv;
+  int64_t revision = 0;
+  if (Status s = i.etcd->get(k, i.after(i.opt.request_timeout), &kv, &revision); !s.ok()) return s;
+  if (kv) {
+    if (value != nullptr) *value = as_bytes(kv->value);
+    return Status::success();
+  }
+  const std::string job = quote(i.opt.job_id);
+  if (timeout_ms == 0)
+    return make_status(CC_ERR_TIMEOUT, "key " + quote(key) + " is not set in job " + job +
+                                           " (get without waiting)");
+  WatchSpec spec;
+  spec.key = k;
+  spec.start_revision = revision + 1;
+  spec.no_delete = true;
+  Status s = i.etcd->watch({spec}, start + milliseconds(timeout_ms), nullptr,
+                           [&](const std::vector<WatchEvent>& evs, int64_t) {
+                             if (value != nullptr) *value = as_bytes(evs.front().kv.value);
+                             return false;
+                           });
+  if (s.code == CC_ERR_TIMEOUT)
+    return make_status(CC_ERR_TIMEOUT,
+                       "key " + quote(key) + " of job " + job + " was not set within " +
+                           std::to_string(timeout_ms) +
+                           " ms; check that the rank that sets it is running and uses the same "
+                           "job id and rendezvous server");
+  return s;
+}
+
+Status Backend::add(const std::string& key, int64_t delta, int64_t* result) {
+  Impl& i = *impl_;
+  const Deadline deadline = i.after(i.opt.request_timeout);
+  const std::string k = i.keys.kv(key);
+  const std::string w = i.keys.writer(key);
+  const std::string op_id = i.next_op_id();
+  const std::string where = "add on key " + quote(key) + " of job " + quote(i.opt.job_id);
+  Txn t;
+  t.compare = {Compare::absent(k)};
+  t.success = {Op::put(k, std::to_string(delta)), Op::put(w, op_id)};
+  t.failure = {Op::get(k), Op::get(w)};
+  int64_t next = delta;
+  for (;;) {
+    TxnResult r;
+    if (Status s = i.etcd->txn(t, deadline, &r); !s.ok()) return s;
+    if (r.succeeded) {
+      if (result != nullptr) *result = next;
+      return Status::success();
+    }
+    const auto& kvs = r.responses.at(0).range.kvs;
+    if (kvs.empty()) {  // deleted meanwhile: start again from nothing
+      t.compare = {Compare::absent(k)};
+      next = delta;
+      t.success[0] = Op::put(k, std::to_string(next));
+      continue;
+    }
+    const KeyValue& cur = kvs.front();
+    const auto& marks = r.responses.at(1).range.kvs;
+    const auto value = parse_int64(cur.value);
+    // An attempt whose answer was lost (and was sent again elsewhere) did it.
+    if (!marks.empty() && marks.front().value == op_id &&
+        marks.front().mod_revision == cur.mod_revision && value) {
+      if (result != nullptr) *result = *value;
+      return Status::success();
+    }
+    if (!value)
+      return make_status(
+          CC_ERR_INVALID_ARGUMENT,
+          where +
+              ": its value is not a decimal integer (it was set by set, not add); use another key");
+    if (__builtin_add_overflow(*value, delta, &next))
+      return make_status(CC_ERR_INVALID_ARGUMENT, where + ": " + std::to_string(*value) + " + " +
+                                                      std::to_string(delta) +
+                                                      " overflows a 64-bit integer");
+    t.compare = {Compare::mod_revision_is(k, cur.mod_revision)};
+    t.success[0] = Op::put(k, std::to_string(next));
+    if (Clock::now() >= deadline)
+      return make_status(CC_ERR_TIMEOUT, where + ": other writers kept changing it for " +
+                                             std::to_string(i.opt.request_timeout.count()) + " ms");
+  }
+}
+
+Status Backend::wait(const std::vector<std::string>& keys, uint32_t timeout_ms) {
+  Impl& i = *impl_;
+  const auto start = Clock::now();
+  std::vector<std::string> unique;
+  {
+    std::unordered_set<std::string> seen;
+    for (const auto& k : keys)
+      if (seen.insert(k).second) unique.push_back(k);
+  }
+  std::vector<std::string> missing;
+  int64_t from = 0;
+  for (size_t b = 0; b < unique.size(); b += kWaitBatch) {
+    Txn t;
+    const size_t end = std::min(unique.size(), b + kWaitBatch);
+    for (size_t j = b; j < end; ++j) t.success.push_back(Op::get(i.keys.kv(unique[j])));
+    TxnResult r;
+    if (Status s = i.etcd->txn(t, i.after(i.opt.request_timeout), &r); !s.ok()) return s;
+    from = from == 0 ? r.revision : std::min(from, r.revision);
+    for (size_t j = b; j < end; ++j)
+      if (r.responses.at(j - b).range.kvs.empty()) missing.push_back(unique[j]);
+  }
+  if (missing.empty()) return Status::success();
+  const std::string job = quote(i.opt.job_id);
+  if (timeout_ms == 0)
+    return make_status(CC_ERR_TIMEOUT,
+                       "wait on job " + job + " without waiting: not set: " + key_list(missing));
+  std::vector<WatchSpec> specs;
+  for (const auto& k : missing) {
+    WatchSpec spec;
+    spec.key = i.keys.kv(k);
+    spec.start_revision = from + 1;
+    spec.no_delete = true;
+    specs.push_back(std::move(spec));
+  }
+  std::vector<bool> arrived(missing.size(), false);
+  size_t left = missing.size();
+  Status s = i.etcd->watch(specs, start + milliseconds(timeout_ms), nullptr,
+                           [&](const std::vector<WatchEvent>& evs, int64_t) {
+                             for (const WatchEvent& e : evs)
+                               if (!arrived[e.spec]) {
+                                 arrived[e.spec] = true;
+                                 --left;
+                               }
+                             return left > 0;
+                           });
+  if (s.code == CC_ERR_TIMEOUT) {
+    std::vector<std::string> still;
+    for (size_t j = 0; j < missing.size(); ++j)
+      if (!arrived[j]) still.push_back(missing[j]);
+    return make_status(
+        CC_ERR_TIMEOUT,
+        "wait on job " + job + " timed out after " + std::to_string(timeout_ms) +
+            " ms; still missing: " + key_list(still) +
+            "; check that the ranks that set them are running and use the same job id");
+  }
+  return s;
+}
+
+Status Backend::del(const std::string& key) {
+  Impl& i = *impl_;
+  Txn t;
+  t.success = {Op::del(i.keys.kv(key)), Op::del(i.keys.writer(key))};
+  TxnResult r;
+  return i.etcd->txn(t, i.after(i.opt.request_timeout), &r);
+}
+
+Status Backend::compare_set(const std::string& key, const std::vector<uint8_t>* expected,
+                            std::span<const uint8_t> desired, bool* swapped) {
+  Impl& i = *impl_;
+  const std::string k = i.keys.kv(key);
+  const std::string w = i.keys.writer(key);
+  const std::string op_id = i.next_op_id();
+  Txn t;
+  t.compare = {expected != nullptr
+                   ? Compare::value_is(k, std::string(expected->begin(), expected->end()))
+                   : Compare::absent(k)};
+  t.success = {Op::put(k, as_string(desired)), Op::put(w, op_id)};
+  t.failure = {Op::get(k), Op::get(w)};
+  TxnResult r;
+  if (Status s = i.etcd->txn(t, i.after(i.opt.request_timeout), &r); !s.ok()) return s;
+  bool done = r.succeeded;
+  if (!done) {
+    // An attempt whose answer was lost (and was sent again elsewhere) did it.
+    const auto& kvs = r.responses.at(0).range.kvs;
+    const auto& marks = r.responses.at(1).range.kvs;
+    done = !kvs.empty() && !marks.empty() && marks.front().value == op_id &&
+           marks.front().mod_revision == kvs.front().mod_revision;
+  }
+  if (swapped != nullptr) *swapped = done;
+  return Status::success();
+}
+
+Status Backend::leave() {
+  Impl& i = *impl_;
+  uint32_t g = 0;
+  int32_t rank = -1, world = 0;
+  int64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(i.mu);
+    if (!i.member) return Status::success();
+    g = i.gen;
+    rank = i.me.rank;
+    world = i.world;
+    id = i.lease;
+    i.leaving = true;
+    i.member = false;
+  }
+  i.stop_watcher();
+  const Deadline d = i.after(i.opt.request_timeout);
+  // The member key leaves the lease first (a put the others' watch filters
+  // out), so revoking the lease deletes nothing they watch.
+  Txn t;
+  Compare on_lease;
+  on_lease.key = i.keys.member(g, rank);
+  on_lease.target = Compare::Target::lease;
+  on_lease.number = id;
+  t.compare = {on_lease};
+  Op detach = Op::put(i.keys.member(g, rank), "", 0);
+  detach.ignore_value = true;
+  t.success = {detach, Op::put(i.keys.leaves(g), "", 0, true)};
+  TxnResult r;
+  Status s = i.etcd->txn(t, d, &r);
+  if (id != 0) {
+    (void)i.etcd->lease_revoke(id, d);
+    std::lock_guard<std::mutex> lock(i.mu);
+    if (i.lease == id) i.lease = 0;
+  }
+  if (!s.ok()) return s;
+  if (r.succeeded && r.responses.size() == 2) {
+    const int64_t leaves = r.responses[1].prev_kv ? r.responses[1].prev_kv->version + 1 : 1;
+    if (leaves >= world)
+      (void)i.etcd->delete_range(i.keys.generation(g), prefix_end(i.keys.generation(g)), d);
+  }
+  return Status::success();
+}
+
+Status Backend::heartbeat(uint64_t last_completed) {
+  impl_->last_completed.store(last_completed);
+  return Status::success();
+}
+
+Status Backend::heartbeat_nowait(uint64_t last_completed) { return heartbeat(last_completed); }
+
+Status Backend::watch(milliseconds window) {
+  Impl& i = *impl_;
+  if (window.count() <= 0) return Status::success();
+  int64_t old = 0;
+  uint32_t g = 0;
+  int32_t rank = -1;
+  {
+    std::lock_guard<std::mutex> lock(i.mu);
+    i.window = window;
+    if (i.lease == 0 || Impl::ttl_seconds(window) == i.lease_ttl) return Status::success();
+    old = i.lease;
+    if (i.member) {
+      g = i.gen;
+      rank = i.me.rank;
+    }
+    if (!i.member) i.lease = 0;  // the next join takes a lease of the new length
+  }
+  if (g == 0 && rank < 0) {
+    (void)i.etcd->lease_revoke(old, i.after(i.opt.request_timeout));
+    return Status::success();
+  }
+  // A member moves its key onto a lease of the new length.
+  const Deadline d = i.after(i.opt.request_timeout);
+  int64_t fresh = 0, granted = 0;
+  if (Status s = i.etcd->lease_grant(Impl::ttl_seconds(window), d, &fresh, &granted); !s.ok())
+    return s;
+  Txn t;
+  Compare on_lease;
+  on_lease.key = i.keys.member(g, rank);
+  on_lease.target = Compare::Target::lease;
+  on_lease.number = old;
+  t.compare = {on_lease};
+  Op move = Op::put(i.keys.member(g, rank), "", fresh);
+  move.ignore_value = true;
+  t.success = {move};
+  TxnResult r;
+  if (Status s = i.etcd->txn(t, d, &r); !s.ok()) {
+    (void)i.etcd->lease_revoke(fresh, d);
+    return s;
+  }
+  if (!r.succeeded) {
+    (void)i.etcd->lease_revoke(fresh, d);
+    return make_status(CC_ERR_RENDEZVOUS, "rank " + std::to_string(rank) + " of job " +
+                                              quote(i.opt.job_id) +
+                                              " is no longer a member on etcd (its lease expired)");
+  }
+  {
+    std::lock_guard<std::mutex> lock(i.mu);
+    i.lease = fresh;
+    i.lease_ttl = granted > 0 ? granted : Impl::ttl_seconds(window);
+  }
+  i.keeper_cv.notify_all();
+  (void)i.etcd->lease_revoke(old, d);
+  return Status::success();
+}
+
+Status Backend::progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) {
+  Impl& i = *impl_;
+  if (rank < 0)
+    return make_status(
+        CC_ERR_INVALID_USAGE,
+        "the etcd rendezvous does not collect each rank's progress (it would cost a write per "
+        "heartbeat per rank); look at each rank's log for its last completed operation");
+  out->members.clear();
+  bool need_roster = false;
+  {
+    std::lock_guard<std::mutex> lock(i.mu);
+    if (!i.member || generation != i.gen) return Status::success();
+    need_roster = i.members.empty();
+  }
+  if (need_roster) {  // read once, when a rank first needs another's host
+    std::optional<KeyValue> kv;
+    if (Status s = i.etcd->get(i.keys.roster(generation), Clock::now() + timeout, &kv, nullptr);
+        !s.ok())
+      return s;
+    RosterRecord roster;
+    if (kv && decode(kv->value, &roster)) {
+      std::lock_guard<std::mutex> lock(i.mu);
+      i.members = std::move(roster.members);
+    }
+  }
+  std::lock_guard<std::mutex> lock(i.mu);
+  if (rank < static_cast<int32_t>(i.members.size())) {
+    const MemberSummary& m = i.members[static_cast<size_t>(rank)];
+    MemberProgress p;
+    p.rank = m.rank;
+    p.host = m.host;
+    p.pid = m.pid;
+    p.last_completed = m.rank == i.me.rank ? i.last_completed.load() : 0;
+    out->members.push_back(p);
+  }
+  return Status::success();
+}
+
+std::chrono::steady_clock::time_point Backend::last_heard() const {
+  return impl_->etcd->last_answer();
+}
+
+Status Backend::abort(const std::string& reason) {
+  return impl_->do_abort(reason.empty() ? "the rank called abort" : reason);
+}
+
+Status Backend::abort_nowait(const std::string& reason) {
+  Impl& i = *impl_;
+  std::lock_guard<std::mutex> lock(i.mu);
+  if (!i.keeper.joinable()) return Status::success();  // never joined: nobody to tell
+  i.pending_abort = reason.empty() ? "the rank called abort" : reason;
+  i.keeper_cv.notify_all();
+  return Status::success();
+}
+
+// The failing rank's words go on the events key (as init_failed) and its
+// lease is revoked: every other rank's watch has them at once.
+Status Backend::init_failed(uint32_t /*generation: the one joined*/, const std::string& reason,
+                            milliseconds timeout) {
+  return impl_->announce_departure(PeerEventKind::init_failed, reason, Impl::after(timeout));
+}
+
+Status Backend::preflight_ready(const PreflightReady& /*request*/, PreflightPlan* out) {
+  if (out != nullptr) {
+    out->step = PreflightStep::skipped;
+    out->note = "the etcd rendezvous runs no reachability test";
+    out->targets.clear();
+  }
+  return Status::success();
+}
+
+Status Backend::preflight_report(const PreflightReport& /*request*/) { return Status::success(); }
+
+std::optional<PeerEvent> Backend::next_event(milliseconds timeout) {
+  Impl& i = *impl_;
+  std::unique_lock<std::mutex> lock(i.ev_mu);
+  if (!i.ev_cv.wait_for(lock, timeout, [&] { return !i.events.empty(); })) return std::nullopt;
+  PeerEvent e = std::move(i.events.front());
+  i.events.pop_front();
+  return e;
+}
+
+const std::string& Backend::endpoint() const { return impl_->endpoint_text; }
+
+}  // namespace cc::rv::etcd

@@ -1,0 +1,114 @@
+// The etcd backend's state, shared by backend.cpp (store, membership,
+// events) and backend_join.cpp (the join). Private to rendezvous/etcd.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "rendezvous/etcd/backend.hpp"
+#include "rendezvous/etcd/client.hpp"
+#include "rendezvous/etcd/keys.hpp"
+#include "rendezvous/etcd/records.hpp"
+
+namespace cc::rv::etcd {
+
+// Inside Backend, "Client" names its base, cc::rv::Client.
+using EtcdClient = Client;
+
+struct Backend::Impl {
+  static constexpr size_t kMaxAnnounced = 16;  // peer events per job, as cc's server
+
+  BackendOptions opt;
+  std::unique_ptr<EtcdClient> etcd;
+  Keys keys;
+  std::string endpoint_text;
+  std::string id_base;  // random: this backend's writes are told apart from others'
+  std::atomic<uint64_t> op_counter{0};
+
+  // Membership, under mu.
+  std::mutex mu;
+  std::chrono::milliseconds window;
+  int64_t lease = 0;
+  int64_t lease_ttl = 0;       // seconds, as granted
+  int64_t lease_revision = 0;  // the store's revision when it was granted
+  bool joining = false;        // a join is pending (for abort)
+  uint32_t join_gen = 0;
+  MemberInfo join_info;
+  bool member = false;      // joined, not left
+  bool leaving = false;     // its own member key's delete is expected
+  bool lease_lost = false;  // the lease expired while joining (the join claims again)
+  uint32_t gen = 0;
+  MemberInfo me;
+  int32_t world = 0;
+  std::vector<MemberSummary> members;
+  std::atomic<uint64_t> last_completed{0};
+
+  // The keepalive thread (also sends an abort asked without waiting).
+  std::thread keeper;
+  std::condition_variable keeper_cv;
+  bool stopping = false;
+  std::optional<std::string> pending_abort;
+
+  // The generation's watch thread: the join's result, then departures.
+  std::thread watcher;
+  std::unique_ptr<WatchCancel> watch_cancel;
+  std::optional<ResultRecord> join_result;  // under mu
+  Status watch_error;                       // the watch's last failure, under mu
+  std::condition_variable result_cv;
+
+  // Peer events for next_event().
+  std::mutex ev_mu;
+  std::condition_variable ev_cv;
+  std::deque<PeerEvent> events;
+
+  explicit Impl(const BackendOptions& o)
+      : opt(o), keys(o.prefix, o.job_id), window(o.heartbeat_window) {
+    std::random_device rd;
+    const uint64_t r = (uint64_t(rd()) << 32) ^ rd();
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(r));
+    id_base = buf;
+  }
+
+  static Deadline after(std::chrono::milliseconds d);
+  static int64_t ttl_seconds(std::chrono::milliseconds window);
+  std::string next_op_id();
+  void push_event(PeerEvent e);
+
+  Status ensure_lease(Deadline deadline);
+  void keep_alive();
+  void lost_membership(const std::string& how);
+  void watch_generation(uint32_t g, int32_t rank, int32_t world, int64_t from);
+  void on_result(uint32_t g, const WatchEvent& e, std::vector<WatchEvent>* early);
+  void on_departure(const WatchEvent& e, std::vector<bool>* told, size_t* announced);
+  void neighbour_gone(uint32_t g, int32_t rank, const WatchEvent& e);
+  Status announce(uint32_t g, const Departure& d, Deadline deadline);
+  void start_watcher(uint32_t g, int32_t rank, int32_t world, int64_t from);
+  void stop_watcher();
+  // Tells the others why this rank goes (failed, aborted or init_failed) and
+  // ends its membership: the lease is revoked.
+  Status announce_departure(PeerEventKind kind, const std::string& reason, Deadline deadline);
+  Status do_abort(const std::string& reason);
+
+  // backend_join.cpp
+  Status join(const Join& request, Joined* out);
+  Status fail_generation(uint32_t g, cc_result_t code, const std::string& words, Deadline deadline);
+  Status coordinate(uint32_t g, std::vector<KeyValue> before, int64_t revision, Deadline deadline,
+                    const Join& request, const MemberRecord& self);
+  Status renew_lease(int64_t old, Deadline deadline);
+  bool take_lease_lost();
+  Status reclaim(uint32_t g, const MemberRecord& rec, Deadline deadline);
+  // The result from the watch thread, until the deadline; nullopt at it.
+  // The result from the watch thread, until the deadline or until the lease
+  // is lost while joining; nullopt then.
+  std::optional<ResultRecord> wait_result(Deadline deadline);
+  Status join_timed_out(uint32_t g, const Join& request, Joined* out);
+  Status finish_join(uint32_t g, const MemberInfo& info, const ResultRecord& result, Joined* out);
+};
+
+}  // namespace cc::rv::etcd

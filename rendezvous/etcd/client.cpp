@@ -1,0 +1,1052 @@
+#include "rendezvous/etcd/client.hpp"
+
+#include <sys/stat.h>
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "common/log.hpp"
+#include "rendezvous/etcd/wire.hpp"
+
+namespace cc::rv::etcd {
+namespace {
+
+using json = nlohmann::json;
+using namespace wire;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kFirstBackoff{50};
+constexpr milliseconds kMaxBackoff{500};
+constexpr size_t kMaxIdlePerEndpoint = 8;
+constexpr int kMaxReauth = 2;
+// gRPC metadata "hasleader: true" through the gateway: a member without a
+// leader refuses requests at once (so the next endpoint is tried) and
+// cancels a watch when it loses its leader, rather than holding them.
+constexpr const char* kRequireLeader = "Grpc-Metadata-hasleader";
+
+long long ms_until(Deadline d) {
+  return std::chrono::duration_cast<milliseconds>(d - Clock::now()).count();
+}
+
+long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
+}
+
+// ---- what an answer means
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool contains(const std::string& haystack, const char* needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// etcd errors that one member gives while another may do better, or that pass
+// once a new leader is elected.
+bool transient_etcd_error(int grpc_code, const std::string& message) {
+  return grpc_code == 14 /* Unavailable */ || grpc_code == 4 /* DeadlineExceeded */ ||
+         contains(message, "leader changed") || contains(message, "no leader") ||
+         contains(message, "request timed out") || contains(message, "too many requests") ||
+         contains(message, "not capable") || contains(message, "stopped");
+}
+
+std::string describe_transport(httplib::Error e, long long waited_ms, long long limit_ms,
+                               const ClientOptions& o, const Endpoint& ep) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "cannot connect (connection refused or host unreachable)";
+    case httplib::Error::ConnectionTimeout:
+      return "no answer to the connection within " + std::to_string(limit_ms) + " ms";
+    case httplib::Error::Read:
+      return waited_ms + 20 >= limit_ms ? "no answer within " + std::to_string(limit_ms) + " ms"
+                                        : "the connection broke before the answer came";
+    case httplib::Error::Write:
+      return "the connection broke while the request was sent";
+    case httplib::Error::SSLConnection:
+      return "the TLS handshake failed (is this an etcds:// endpoint, with a certificate etcd "
+             "accepts?)";
+    case httplib::Error::SSLLoadingCerts:
+      return "cannot load the CA file '" + o.ca_file + "' or the client certificate";
+    case httplib::Error::SSLServerVerification:
+      return "its TLS certificate was not signed by the CA in '" +
+             (o.ca_file.empty() ? std::string("the system's CA store") : o.ca_file) +
+             "' or does not name " + ep.host;
+    case httplib::Error::Canceled:
+      return "cancelled";
+    default:
+      return "HTTP client error '" + httplib::to_string(e) + "'";
+  }
+}
+
+std::string strip_line_end(std::string s) {
+  while (!s.empty() &&
+         (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
+    s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+// ---- public helpers ----------------------------------------------------------
+
+std::string prefix_end(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    auto& last = reinterpret_cast<unsigned char&>(end.back());
+    if (last < 0xff) {
+      ++last;
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+Compare Compare::absent(std::string key) {
+  Compare c;
+  c.key = std::move(key);
+  c.target = Target::create;
+  c.number = 0;
+  return c;
+}
+
+Compare Compare::value_is(std::string key, std::string value) {
+  Compare c;
+  c.key = std::move(key);
+  c.target = Target::value;
+  c.value = std::move(value);
+  return c;
+}
+
+Compare Compare::mod_revision_is(std::string key, int64_t revision) {
+  Compare c;
+  c.key = std::move(key);
+  c.target = Target::mod;
+  c.number = revision;
+  return c;
+}
+
+Op Op::put(std::string key, std::string value, int64_t lease, bool prev_kv) {
+  Op op;
+  op.kind = Kind::put;
+  op.key = std::move(key);
+  op.value = std::move(value);
+  op.lease = lease;
+  op.prev_kv = prev_kv;
+  return op;
+}
+
+Op Op::get(std::string key) {
+  Op op;
+  op.kind = Kind::range;
+  op.key = std::move(key);
+  return op;
+}
+
+Op Op::get_prefix(std::string prefix, bool keys_only) {
+  Op op;
+  op.kind = Kind::range;
+  op.range_end = prefix_end(prefix);
+  op.key = std::move(prefix);
+  op.keys_only = keys_only;
+  return op;
+}
+
+Op Op::del(std::string key) {
+  Op op;
+  op.kind = Kind::del;
+  op.key = std::move(key);
+  return op;
+}
+
+Op Op::del_prefix(std::string prefix) {
+  Op op;
+  op.kind = Kind::del;
+  op.range_end = prefix_end(prefix);
+  op.key = std::move(prefix);
+  return op;
+}
+
+Op Op::nested(Txn txn) {
+  Op op;
+  op.kind = Kind::txn;
+  op.txn = std::make_shared<const Txn>(std::move(txn));
+  return op;
+}
+
+void WatchCancel::cancel() {
+  cancelled_.store(true);
+  std::unique_lock<std::mutex> lock(mu_);
+  // stop() shuts the socket down when a request is in flight; a request that
+  // has not opened its socket yet sees the flag, so repeat until it is out.
+  while (running_) {
+    if (active_ != nullptr) active_->stop();
+    cv_.wait_for(lock, milliseconds(5));
+  }
+}
+
+// ---- the client ----------------------------------------------------------------
+
+struct Client::Impl {
+  ClientOptions opt;
+  std::string user, password;  // from the auth file
+  std::atomic<size_t> preferred{0};
+  std::atomic<int> members{0};
+  std::atomic<Clock::rep> last_answer{0};
+
+  std::mutex token_mu;
+  std::string token;
+  uint64_t token_epoch = 0;  // bumped on every new token
+
+  std::mutex pool_mu;
+  std::vector<std::vector<std::unique_ptr<httplib::ClientImpl>>> idle;
+
+  // The outcome of one request on one endpoint.
+  struct Attempt {
+    enum class Kind { ok, retry, reauth, fatal } kind = Kind::ok;
+    json body;
+    std::string error;       // retry: what went wrong there
+    bool answered = false;   // retry: etcd runs there (it answered, or took the connection)
+    bool timed_out = false;  // retry: it took the request and did not answer in time
+    Status status;           // fatal
+  };
+
+  std::string where() const { return "etcd at " + opt.address.endpoint_list(); }
+
+  std::unique_ptr<httplib::ClientImpl> connect_to(size_t ep) {
+    const Endpoint& e = opt.address.endpoints[ep];
+    std::unique_ptr<httplib::ClientImpl> c;
+    if (opt.address.tls) {
+      std::unique_ptr<httplib::SSLClient> s;
+      if (!opt.cert_file.empty())
+        s = std::make_unique<httplib::SSLClient>(e.host, e.port, opt.cert_file, opt.key_file);
+      else
+        s = std::make_unique<httplib::SSLClient>(e.host, e.port);
+      if (!opt.ca_file.empty()) s->set_ca_cert_path(opt.ca_file);
+      s->enable_server_certificate_verification(true);
+      c = std::move(s);
+    } else {
+      c = std::make_unique<httplib::ClientImpl>(e.host, e.port);
+    }
+    c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);
+    return c;
+  }
+
+  std::unique_ptr<httplib::ClientImpl> borrow(size_t ep) {
+    {
+      std::lock_guard<std::mutex> lock(pool_mu);
+      auto& v = idle[ep];
+      if (!v.empty()) {
+        auto c = std::move(v.back());
+        v.pop_back();
+        return c;
+      }
+    }
+    return connect_to(ep);
+  }
+
+  void give_back(size_t ep, std::unique_ptr<httplib::ClientImpl> c) {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (idle[ep].size() < kMaxIdlePerEndpoint) idle[ep].push_back(std::move(c));
+  }
+
+  void heard() {
+    last_answer.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  }
+
+  static void set_timeouts(httplib::ClientImpl& c, Deadline until, milliseconds connect_cap) {
+    const auto left = std::max<milliseconds>(
+        milliseconds(1), std::chrono::duration_cast<milliseconds>(until - Clock::now()));
+    c.set_connection_timeout(std::min(left, connect_cap));
+    c.set_read_timeout(left);
+    c.set_write_timeout(left);
+  }
+
+  // What an HTTP answer with a gRPC error means for the request.
+  Attempt classify_error(int http_status, const std::string& body, const std::string& what) {
+    Attempt a;
+    json j = json::parse(body, nullptr, false);
+    int code = 0;
+    std::string message;
+    if (j.is_object()) {
+      const json* e = &j;
+      if (auto inner = j.find("error"); inner != j.end() && inner->is_object())
+        e = &*inner;  // a stream's error
+      code = static_cast<int>(num(*e, "code"));
+      if (code == 0) code = static_cast<int>(num(*e, "grpc_code"));
+      message = text(*e, "message");
+      if (message.empty()) message = text(*e, "error");
+    }
+    if (message.empty()) {
+      if (http_status == 404) {
+        a.kind = Attempt::Kind::fatal;
+        a.status =
+            make_status(CC_ERR_RENDEZVOUS,
+                        where() + ": the endpoint does not serve etcd's v3 API (HTTP 404 for " +
+                            what + "): is this etcd's client port, and etcd 3.4 or newer?");
+        return a;
+      }
+      a.kind = http_status >= 500 ? Attempt::Kind::retry : Attempt::Kind::fatal;
+      a.answered = true;
+      a.error = "HTTP " + std::to_string(http_status) + " without an etcd error";
+      a.status = make_status(CC_ERR_RENDEZVOUS, where() + " answered " + what + " with HTTP " +
+                                                    std::to_string(http_status) + ": " +
+                                                    body.substr(0, 200));
+      return a;
+    }
+    const std::string m = lower(message);
+    if (contains(m, "invalid auth token") || contains(m, "revision in header is old")) {
+      a.kind = Attempt::Kind::reauth;
+      a.error = message;
+      return a;
+    }
+    if (transient_etcd_error(code, m) || http_status >= 500) {
+      a.kind = Attempt::Kind::retry;
+      a.answered = true;
+      a.error = message;
+      return a;
+    }
+    a.kind = Attempt::Kind::fatal;
+    if (contains(m, "user name is empty")) {
+      a.status =
+          make_status(CC_ERR_AUTH, where() + " has authentication enabled and refused " + what +
+                                       " without a user: put 'user:password' in a file readable "
+                                       "only by you and name it with CC_ETCD_AUTH_FILE");
+    } else if (contains(m, "authentication failed")) {
+      a.status =
+          make_status(CC_ERR_AUTH, where() + " refused the user '" + user + "' of the auth file '" +
+                                       opt.auth_file + "': " + message +
+                                       ". Check the user and password in that file (one line, "
+                                       "user:password)");
+    } else if (contains(m, "authentication is not enabled")) {
+      a.status = make_status(CC_ERR_AUTH,
+                             where() + " has authentication disabled, but an auth file ('" +
+                                 opt.auth_file +
+                                 "') was given: unset CC_ETCD_AUTH_FILE, or enable auth in etcd");
+    } else if (contains(m, "permission denied")) {
+      a.status = make_status(
+          CC_ERR_AUTH, where() + " refused " + what + " to the user '" + user + "': " + message +
+                           ". Give that user a role with readwrite permission on the "
+                           "rendezvous prefix (etcdctl role grant-permission --prefix)");
+    } else {
+      a.status = make_status(CC_ERR_RENDEZVOUS, where() + " refused " + what + ": " + message);
+    }
+    return a;
+  }
+
+  struct Raw {
+    int status = 0;  // 0: no answer
+    std::string body;
+    httplib::Error error = httplib::Error::Success;
+  };
+
+  // One POST, its body read through a receiver rather than by the library:
+  // etcd's gateway ends a gRPC error's chunked body with HTTP trailers, which
+  // cpp-httplib 0.11 reports as a read error after the whole body arrived.
+  // With the receiver the status and body are kept; a body cut short fails
+  // to parse later and is treated as no answer.
+  static Raw post(httplib::ClientImpl& c, const std::string& path, httplib::Headers headers,
+                  const std::string& body) {
+    Raw raw;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.headers = std::move(headers);
+    req.body = body;
+    req.response_handler = [&](const httplib::Response& r) {
+      raw.status = r.status;
+      return true;
+    };
+    req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+      raw.body.append(data, len);
+      return true;
+    };
+    httplib::Response res;
+    if (!c.send(req, res, raw.error) && raw.error == httplib::Error::Success)
+      raw.error = httplib::Error::Unknown;
+    if (raw.error != httplib::Error::Success && raw.status != 0 &&
+        !json::accept(raw.body.substr(0, raw.body.find('\n'))))
+      raw.status = 0;  // cut short: no answer
+    return raw;
+  }
+
+  Attempt attempt(size_t ep, const std::string& path, const std::string& body,
+                  const std::string& tok, Deadline until, const std::string& what) {
+    Attempt a;
+    auto conn = borrow(ep);
+    if (!conn->is_valid()) {
+      a.kind = Attempt::Kind::fatal;
+      a.status =
+          make_status(CC_ERR_INVALID_ARGUMENT,
+                      where() + ": cannot set up TLS with the CA file '" + opt.ca_file +
+                          "', client certificate '" + opt.cert_file + "' and key '" + opt.key_file +
+                          "': check that they exist, are PEM files and belong together");
+      return a;
+    }
+    set_timeouts(*conn, until, opt.connect_timeout);
+    httplib::Headers headers{{"Host", opt.address.endpoints[ep].text()}, {kRequireLeader, "true"}};
+    if (!tok.empty()) headers.emplace("Authorization", tok);
+    headers.emplace("Content-Type", "application/json");
+    const auto t0 = Clock::now();
+    const long long limit = std::max<long long>(1, ms_until(until));
+    Raw res = post(*conn, path, std::move(headers), body);
+    if (res.status == 0) {
+      a.kind = Attempt::Kind::retry;
+      a.error = describe_transport(res.error, ms_since(t0), limit, opt, opt.address.endpoints[ep]);
+      // Connected but no answer: etcd runs there and cannot serve (no leader, say).
+      a.answered = res.error == httplib::Error::Read;
+      a.timed_out = a.answered && ms_since(t0) + 20 >= limit;
+      if (res.error == httplib::Error::SSLServerVerification ||
+          res.error == httplib::Error::SSLLoadingCerts) {
+        a.kind = Attempt::Kind::fatal;
+        a.status = make_status(CC_ERR_RENDEZVOUS,
+                               where() + ": " + opt.address.endpoints[ep].text() + ": " + a.error);
+      }
+      return a;  // the connection is dropped
+    }
+    heard();
+    // After an answer with trailers the connection cannot be reused (see post).
+    const bool reusable = res.error == httplib::Error::Success;
+    if (res.status != 200) {
+      a = classify_error(res.status, res.body, what);
+      if (reusable) give_back(ep, std::move(conn));
+      return a;
+    }
+    // A streaming method (lease keepalive) answers {"result": ...} or {"error": ...} lines.
+    std::string first = res.body.substr(0, res.body.find('\n'));
+    a.body = json::parse(first, nullptr, false);
+    if (a.body.is_discarded() || !a.body.is_object()) {
+      a.kind = Attempt::Kind::fatal;
+      a.status = make_status(CC_ERR_RENDEZVOUS, where() + ": " + opt.address.endpoints[ep].text() +
+                                                    " answered " + what +
+                                                    " with something that is not "
+                                                    "etcd's JSON: '" +
+                                                    res.body.substr(0, 120) + "'");
+      return a;
+    }
+    if (auto e = a.body.find("error"); e != a.body.end() && e->is_object()) {
+      a = classify_error(static_cast<int>(num(*e, "http_code")), first, what);
+      if (reusable) give_back(ep, std::move(conn));
+      return a;
+    }
+    if (auto r = a.body.find("result"); r != a.body.end() && r->is_object()) a.body = json(*r);
+    if (reusable) give_back(ep, std::move(conn));
+    a.kind = Attempt::Kind::ok;
+    return a;
+  }
+
+  // A new token from /v3/auth/authenticate, unless another thread already
+  // got one since `seen_epoch`.
+  Status reauthenticate(uint64_t seen_epoch, Deadline deadline) {
+    {
+      std::lock_guard<std::mutex> lock(token_mu);
+      if (token_epoch != seen_epoch) return Status::success();
+    }
+    json req{{"name", user}, {"password", password}};
+    json resp;
+    if (Status s = call("/v3/auth/authenticate", req, deadline, "authentication", &resp, false);
+        !s.ok())
+      return s;
+    std::lock_guard<std::mutex> lock(token_mu);
+    token = text(resp, "token");
+    ++token_epoch;
+    return Status::success();
+  }
+
+  Status quorum_words(const std::string& what, long long waited,
+                      const std::vector<std::string>& errors, bool answered) {
+    std::string each;
+    for (size_t i = 0; i < errors.size(); ++i) {
+      if (errors[i].empty()) continue;
+      each += (each.empty() ? "" : "; ") + opt.address.endpoints[i].text() + ": " + errors[i];
+    }
+    std::string words = where() + " did not complete " + what + " within " +
+                        std::to_string(waited) + " ms (" + each + ")";
+    // The members etcd listed, else the endpoints given (usually all of them).
+    const int known = members.load();
+    const int m = known > 0 ? known : static_cast<int>(opt.address.endpoints.size());
+    if (answered) {
+      const std::string quorum = "a cluster of " + std::to_string(m) + " members" +
+                                 (known > 0 ? "" : " (counting the endpoints given)") + " needs " +
+                                 std::to_string(m / 2 + 1) +
+                                 " of them (its quorum) running and in touch with each other";
+      words +=
+          ". Members that run did not serve it: etcd has lost its quorum or is electing a "
+          "leader; " +
+          quorum +
+          ". Start the members that are down or mend the network between them, and check with "
+          "'etcdctl endpoint status --cluster'";
+    } else {
+      words +=
+          ". No endpoint answered: is etcd running there? Check the etcd:// address (MASTER_ADDR) "
+          "and "
+          "firewalls";
+    }
+    return make_status(CC_ERR_RENDEZVOUS, words);
+  }
+
+  // One request with failover until the deadline. with_token: send (and get
+  // when needed) the auth token.
+  // first_attempt: the first attempt's limit, when not opt.attempt_timeout.
+  Status call(const std::string& path, const json& request, Deadline deadline,
+              const std::string& what, json* out, bool with_token = true,
+              milliseconds first_attempt = milliseconds(0)) {
+    const std::string body = request.dump();
+    const size_t n = opt.address.endpoints.size();
+    const auto start = Clock::now();
+    std::vector<std::string> errors(n);
+    bool answered = false;
+    size_t ep = preferred.load() % n;
+    size_t tried_this_round = 0;
+    milliseconds backoff = kFirstBackoff;
+    // Each attempt that found its endpoint running but got no answer gives
+    // the next one twice the time: a busy cluster is not made busier by
+    // every request being sent again and again.
+    milliseconds attempt_limit = first_attempt.count() > 0 ? first_attempt : opt.attempt_timeout;
+    int reauths = 0;
+    for (;;) {
+      std::string tok;
+      uint64_t epoch = 0;
+      if (with_token && !user.empty()) {
+        {
+          std::lock_guard<std::mutex> lock(token_mu);
+          tok = token;
+          epoch = token_epoch;
+        }
+        if (tok.empty()) {
+          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
+          continue;
+        }
+      }
+      if (Clock::now() >= deadline) break;
+      const Deadline until = std::min(deadline, Clock::now() + attempt_limit);
+      Attempt a = attempt(ep, path, body, tok, until, what);
+      switch (a.kind) {
+        case Attempt::Kind::ok:
+          preferred.store(ep);
+          *out = std::move(a.body);
+          return Status::success();
+        case Attempt::Kind::fatal:
+          return a.status;
+        case Attempt::Kind::reauth:
+          if (!with_token || user.empty()) {
+            return make_status(CC_ERR_AUTH, where() + " has authentication enabled and refused " +
+                                                what + " (" + a.error +
+                                                "): name a file holding 'user:password' with "
+                                                "CC_ETCD_AUTH_FILE");
+          }
+          if (++reauths > kMaxReauth) {
+            return make_status(CC_ERR_AUTH, where() + " refused the token it gave the user '" +
+                                                user + "' for " + what + ": " + a.error);
+          }
+          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
+          continue;
+        case Attempt::Kind::retry:
+          errors[ep] = a.error;
+          answered = answered || a.answered;
+          if (a.timed_out) attempt_limit *= 2;
+          break;
+      }
+      ep = (ep + 1) % n;
+      if (++tried_this_round >= n) {
+        tried_this_round = 0;
+        const auto left = deadline - Clock::now();
+        if (left <= Clock::duration::zero()) break;
+        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
+        backoff = std::min(backoff * 2, kMaxBackoff);
+      }
+    }
+    return quorum_words(what, ms_since(start), errors, answered);
+  }
+
+  // ---- watch ---------------------------------------------------------------
+
+  struct StreamState {
+    std::string buffer;
+    std::vector<int64_t>* next = nullptr;  // per spec: the revision to resume from
+    std::vector<size_t> spec_of_id;        // watch_id -> spec, in the order of creation
+    size_t created = 0;
+    bool done = false;    // on_events said stop
+    bool broken = false;  // an error line: open the stream again
+    std::string broken_why;
+    std::optional<Status> fatal;
+    bool reauth = false;
+  };
+
+  // One line of a watch stream. False stops reading.
+  bool on_watch_line(const std::string& line, const std::vector<WatchSpec>& specs, StreamState& st,
+                     const OnEvents& on_events) {
+    if (line.empty()) return true;
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_object()) {
+      st.broken = true;
+      st.broken_why = "a watch answer that is not JSON: '" + line.substr(0, 120) + "'";
+      return false;
+    }
+    if (auto e = j.find("error"); e != j.end()) {
+      Attempt a = classify_error(e->is_object() ? static_cast<int>(num(*e, "http_code")) : 500,
+                                 line, "a watch");
+      if (a.kind == Attempt::Kind::fatal) st.fatal = a.status;
+      if (a.kind == Attempt::Kind::reauth) st.reauth = true;
+      st.broken = true;
+      st.broken_why = a.error;
+      return false;
+    }
+    auto rit = j.find("result");
+    if (rit == j.end() || !rit->is_object()) return true;
+    const json& r = *rit;
+    const int64_t revision = r.contains("header") ? num(r["header"], "revision") : 0;
+    const int64_t id = num(r, "watch_id");
+    if (flag(r, "created")) {
+      if (id >= 0) {
+        const size_t spec = std::min(st.created, specs.size() - 1);
+        if (st.spec_of_id.size() <= static_cast<size_t>(id))
+          st.spec_of_id.resize(static_cast<size_t>(id) + 1, spec);
+        st.spec_of_id[static_cast<size_t>(id)] = spec;
+        if ((*st.next)[spec] == 0 && revision > 0) (*st.next)[spec] = revision + 1;
+      }
+      ++st.created;
+    }
+    if (flag(r, "canceled")) {
+      const std::string reason = text(r, "cancel_reason");
+      const int64_t compacted = num(r, "compact_revision");
+      if (compacted > 0) {
+        st.fatal = make_status(
+            CC_ERR_RENDEZVOUS,
+            where() + " compacted its history up to revision " + std::to_string(compacted) +
+                " while a watch needed it: raise etcd's --auto-compaction-retention");
+      } else if (contains(lower(reason), "invalid auth token")) {
+        st.reauth = true;
+      } else if (contains(lower(reason), "permission denied")) {
+        st.fatal = make_status(CC_ERR_AUTH,
+                               where() + " refused a watch to the user '" + user + "': " + reason);
+      } else {
+        st.broken = true;
+        st.broken_why = "etcd cancelled the watch: " + reason;
+      }
+      return false;
+    }
+    auto evs = r.find("events");
+    if (evs == r.end() || !evs->is_array() || evs->empty()) return true;
+    const size_t spec = id >= 0 && static_cast<size_t>(id) < st.spec_of_id.size()
+                            ? st.spec_of_id[static_cast<size_t>(id)]
+                            : 0;
+    std::vector<WatchEvent> events;
+    events.reserve(evs->size());
+    for (const auto& e : *evs) {
+      WatchEvent ev;
+      ev.type = text(e, "type") == "DELETE" ? WatchEvent::Type::del : WatchEvent::Type::put;
+      ev.spec = spec;
+      if (auto kv = e.find("kv"); kv != e.end()) ev.kv = parse_kv(*kv);
+      if (auto prev = e.find("prev_kv"); prev != e.end()) ev.prev_kv = parse_kv(*prev);
+      (*st.next)[spec] = std::max((*st.next)[spec], ev.kv.mod_revision + 1);
+      events.push_back(std::move(ev));
+    }
+    if (!on_events(events, revision)) {
+      st.done = true;
+      return false;
+    }
+    return true;
+  }
+
+  Status watch(const std::vector<WatchSpec>& specs, Deadline deadline, WatchCancel* cancel,
+               const OnEvents& on_events) {
+    const size_t n = opt.address.endpoints.size();
+    std::vector<int64_t> next;
+    for (const auto& s : specs) next.push_back(s.start_revision);
+    std::vector<std::string> errors(n);
+    bool answered = false;
+    size_t ep = preferred.load() % n;
+    size_t failures_this_round = 0;
+    milliseconds backoff = kFirstBackoff;
+    int reauths = 0;
+    const auto start = Clock::now();
+    const auto cancelled = [&] {
+      return make_status(CC_ERR_ABORTED, "the watch on " + where() + " was stopped");
+    };
+    for (;;) {
+      if (cancel != nullptr && cancel->cancelled()) return cancelled();
+      if (Clock::now() >= deadline)
+        return make_status(CC_ERR_TIMEOUT,
+                           "no matching event came from " + where() + " before the deadline");
+      std::string tok;
+      uint64_t epoch = 0;
+      if (!user.empty()) {
+        {
+          std::lock_guard<std::mutex> lock(token_mu);
+          tok = token;
+          epoch = token_epoch;
+        }
+        if (tok.empty()) {
+          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
+          continue;
+        }
+      }
+      std::string body;
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const WatchSpec& s = specs[i];
+        json c{{"key", b64(s.key)}};
+        if (!s.range_end.empty()) c["range_end"] = b64(s.range_end);
+        if (next[i] > 0) c["start_revision"] = std::to_string(next[i]);
+        json filters = json::array();
+        if (s.no_put) filters.push_back("NOPUT");
+        if (s.no_delete) filters.push_back("NODELETE");
+        if (!filters.empty()) c["filters"] = filters;
+        if (s.prev_kv) c["prev_kv"] = true;
+        body += json{{"create_request", c}}.dump();
+        body += '\n';
+      }
+      auto conn = connect_to(ep);
+      if (!conn->is_valid()) {
+        return make_status(CC_ERR_INVALID_ARGUMENT,
+                           where() + ": cannot set up TLS with the CA file '" + opt.ca_file +
+                               "' and the client certificate: check those files");
+      }
+      set_timeouts(*conn, deadline, opt.connect_timeout);
+      if (cancel != nullptr) {
+        std::lock_guard<std::mutex> lock(cancel->mu_);
+        if (cancel->cancelled()) return cancelled();
+        cancel->active_ = conn.get();
+        cancel->running_ = true;
+      }
+      StreamState st;
+      st.next = &next;
+      int http_status = 0;
+      std::string error_body;
+      bool timed_out = false;
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v3/watch";
+      req.headers = {{"Host", opt.address.endpoints[ep].text()},
+                     {"Content-Type", "application/json"},
+                     {kRequireLeader, "true"}};
+      if (!tok.empty()) req.headers.emplace("Authorization", tok);
+      req.body = body;
+      req.response_handler = [&](const httplib::Response& r) {
+        http_status = r.status;
+        return true;
+      };
+      req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+        if (http_status != 200) {
+          error_body.append(data, std::min(len, size_t(4096)));
+          return true;
+        }
+        heard();
+        st.buffer.append(data, len);
+        size_t pos = 0;
+        for (;;) {
+          const size_t nl = st.buffer.find('\n', pos);
+          if (nl == std::string::npos) break;
+          const bool go_on = on_watch_line(st.buffer.substr(pos, nl - pos), specs, st, on_events);
+          pos = nl + 1;
+          if (!go_on) return false;
+        }
+        st.buffer.erase(0, pos);
+        if (Clock::now() >= deadline) {
+          timed_out = true;
+          return false;
+        }
+        return !(cancel != nullptr && cancel->cancelled());
+      };
+      httplib::Response res;
+      httplib::Error err = httplib::Error::Success;
+      const auto t0 = Clock::now();
+      const long long limit = std::max<long long>(1, ms_until(deadline));
+      conn->send(req, res, err);
+      if (cancel != nullptr) {
+        std::lock_guard<std::mutex> lock(cancel->mu_);
+        cancel->active_ = nullptr;
+        cancel->running_ = false;
+        cancel->cv_.notify_all();
+      }
+      conn.reset();
+      // A last line without its newline (the stream ended).
+      if (!st.done && !st.broken && !st.fatal && !st.buffer.empty() && http_status == 200)
+        on_watch_line(strip_line_end(st.buffer), specs, st, on_events);
+      if (st.done) return Status::success();
+      if (st.fatal) return *st.fatal;
+      if (cancel != nullptr && cancel->cancelled()) return cancelled();
+      if (timed_out || Clock::now() >= deadline)
+        return make_status(CC_ERR_TIMEOUT,
+                           "no matching event came from " + where() + " before the deadline");
+      bool progressed = st.created > 0;
+      std::string why;
+      if (st.reauth) {
+        if (user.empty())
+          return make_status(CC_ERR_AUTH,
+                             where() +
+                                 " has authentication enabled and refused a watch: name a "
+                                 "file holding 'user:password' with CC_ETCD_AUTH_FILE");
+        if (++reauths > kMaxReauth)
+          return make_status(CC_ERR_AUTH, where() + " refused the token it gave the user '" + user +
+                                              "' for a watch");
+        if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
+        continue;
+      }
+      if (http_status != 0 && http_status != 200) {
+        Attempt a = classify_error(http_status, error_body, "a watch");
+        if (a.kind == Attempt::Kind::fatal) return a.status;
+        if (a.kind == Attempt::Kind::reauth) {
+          if (user.empty() || ++reauths > kMaxReauth)
+            return make_status(CC_ERR_AUTH,
+                               where() + " refused a watch: " + a.error +
+                                   " (name a file holding 'user:password' with CC_ETCD_AUTH_FILE)");
+          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
+          continue;
+        }
+        why = a.error;
+        answered = answered || a.answered;
+      } else if (st.broken) {
+        why = st.broken_why;
+        answered = true;
+      } else if (err != httplib::Error::Success) {
+        why = describe_transport(err, ms_since(t0), limit, opt, opt.address.endpoints[ep]);
+        answered = answered || err == httplib::Error::Read;
+      } else {
+        why = "the watch stream ended";
+      }
+      errors[ep] = why;
+      log().debug("etcd watch on {}: {}; trying the next endpoint",
+                  opt.address.endpoints[ep].text(), why);
+      ep = (ep + 1) % n;
+      if (progressed) {
+        failures_this_round = 0;  // it worked there for a while: no pause before the next
+        continue;
+      }
+      if (++failures_this_round >= n) {
+        failures_this_round = 0;
+        const auto left = deadline - Clock::now();
+        if (left <= Clock::duration::zero()) break;
+        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
+        backoff = std::min(backoff * 2, kMaxBackoff);
+        // Every endpoint failed and the time is spent: say so in etcd's words.
+        if (Clock::now() >= deadline) break;
+      }
+    }
+    return quorum_words("a watch", ms_since(start), errors, answered);
+  }
+};
+
+// ---- Client --------------------------------------------------------------------
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+namespace {
+
+Status check_readable(const std::string& path, const char* what, const char* variable) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return make_status(CC_ERR_INVALID_ARGUMENT, std::string("cannot read the etcd ") + what + " '" +
+                                                    path + "' (" + variable +
+                                                    "): " + std::strerror(errno) +
+                                                    ". Check the path and its permissions");
+  }
+  return Status::success();
+}
+
+Status read_auth_file(const std::string& path, std::string* user, std::string* password) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "cannot read the etcd auth file '" + path + "' (CC_ETCD_AUTH_FILE): " +
+                           std::strerror(errno) + ". Check the path and its permissions");
+  }
+  std::string line;
+  std::getline(in, line);
+  line = strip_line_end(line);
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos || colon == 0) {
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "the etcd auth file '" + path +
+                           "' (CC_ETCD_AUTH_FILE) must hold 'user:password' on its "
+                           "first line");
+  }
+  *user = line.substr(0, colon);
+  *password = line.substr(colon + 1);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    log().warn("the etcd auth file '{}' can be read by other users (mode {:o}): chmod 600 it", path,
+               st.st_mode & 0777);
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Status Client::create(ClientOptions options, std::unique_ptr<Client>* out) {
+  if (options.address.endpoints.empty())
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "no etcd endpoint given: use etcd://host:port[,host:port...]");
+  auto impl = std::make_unique<Impl>();
+  if (!options.address.tls && (!options.ca_file.empty() || !options.cert_file.empty()))
+    log().warn(
+        "an etcd CA or client certificate was given for {}, which is not TLS: use etcds:// to use "
+        "them",
+        options.address.text());
+  if (options.address.tls) {
+    if (!options.ca_file.empty())
+      if (Status s = check_readable(options.ca_file, "CA file", "CC_ETCD_CA_FILE"); !s.ok())
+        return s;
+    if (options.cert_file.empty() != options.key_file.empty())
+      return make_status(CC_ERR_INVALID_ARGUMENT,
+                         "an etcd client certificate needs both a certificate file "
+                         "(CC_ETCD_CERT_FILE) and its key (CC_ETCD_KEY_FILE)");
+    if (!options.cert_file.empty()) {
+      if (Status s = check_readable(options.cert_file, "client certificate", "CC_ETCD_CERT_FILE");
+          !s.ok())
+        return s;
+      if (Status s = check_readable(options.key_file, "client key", "CC_ETCD_KEY_FILE"); !s.ok())
+        return s;
+    }
+  }
+  if (!options.auth_file.empty())
+    if (Status s = read_auth_file(options.auth_file, &impl->user, &impl->password); !s.ok())
+      return s;
+  if (options.attempt_timeout.count() <= 0) options.attempt_timeout = milliseconds(2000);
+  if (options.connect_timeout.count() <= 0) options.connect_timeout = milliseconds(2000);
+  impl->idle.resize(options.address.endpoints.size());
+  // Clients start at different endpoints, so many ranks spread their load
+  // over the members (each member's gateway does the JSON work of its own
+  // requests) rather than all asking the first.
+  std::random_device rd;
+  impl->preferred.store(rd() % options.address.endpoints.size());
+  impl->opt = std::move(options);
+  out->reset(new Client(std::move(impl)));
+  return Status::success();
+}
+
+Status Client::check(Deadline deadline) {
+  json resp;
+  if (Status s =
+          impl_->call("/v3/cluster/member/list", json::object(), deadline, "a member list", &resp);
+      !s.ok())
+    return s;
+  if (auto m = resp.find("members"); m != resp.end() && m->is_array())
+    impl_->members.store(static_cast<int>(m->size()));
+  return Status::success();
+}
+
+Status Client::range(const std::string& key, const std::string& range_end, Deadline deadline,
+                     RangeResult* out, bool keys_only, int64_t limit) {
+  json resp;
+  if (Status s = impl_->call("/v3/kv/range", range_json(key, range_end, keys_only, limit), deadline,
+                             "a range read", &resp);
+      !s.ok())
+    return s;
+  try {
+    *out = parse_range(resp);
+  } catch (const std::exception& e) {
+    return make_status(CC_ERR_RENDEZVOUS,
+                       impl_->where() + " sent a range we cannot read: " + e.what());
+  }
+  return Status::success();
+}
+
+Status Client::get(const std::string& key, Deadline deadline, std::optional<KeyValue>* out,
+                   int64_t* revision) {
+  RangeResult r;
+  if (Status s = range(key, "", deadline, &r); !s.ok()) return s;
+  if (revision != nullptr) *revision = r.revision;
+  if (r.kvs.empty())
+    out->reset();
+  else
+    *out = std::move(r.kvs.front());
+  return Status::success();
+}
+
+Status Client::put(const std::string& key, const std::string& value, int64_t lease,
+                   Deadline deadline, int64_t* revision) {
+  json resp;
+  Op op = Op::put(key, value, lease);
+  if (Status s = impl_->call("/v3/kv/put", put_json(op), deadline, "a put", &resp); !s.ok())
+    return s;
+  if (revision != nullptr)
+    *revision = resp.contains("header") ? num(resp["header"], "revision") : 0;
+  return Status::success();
+}
+
+Status Client::delete_range(const std::string& key, const std::string& range_end, Deadline deadline,
+                            int64_t* deleted) {
+  json req{{"key", b64(key)}};
+  if (!range_end.empty()) req["range_end"] = b64(range_end);
+  json resp;
+  if (Status s = impl_->call("/v3/kv/deleterange", req, deadline, "a delete", &resp); !s.ok())
+    return s;
+  if (deleted != nullptr) *deleted = num(resp, "deleted");
+  return Status::success();
+}
+
+Status Client::txn(const Txn& t, Deadline deadline, TxnResult* out) {
+  json resp;
+  if (Status s = impl_->call("/v3/kv/txn", txn_json(t), deadline, "a transaction", &resp); !s.ok())
+    return s;
+  try {
+    *out = parse_txn(resp);
+  } catch (const std::exception& e) {
+    return make_status(CC_ERR_RENDEZVOUS,
+                       impl_->where() + " sent a transaction result we cannot read: " + e.what());
+  }
+  return Status::success();
+}
+
+Status Client::lease_grant(int64_t ttl_s, Deadline deadline, int64_t* id, int64_t* granted_ttl_s,
+                           int64_t* revision) {
+  json resp;
+  if (Status s = impl_->call("/v3/lease/grant", json{{"TTL", std::to_string(ttl_s)}}, deadline,
+                             "a lease grant", &resp);
+      !s.ok())
+    return s;
+  if (std::string e = text(resp, "error"); !e.empty())
+    return make_status(CC_ERR_RENDEZVOUS, impl_->where() + " refused a lease of " +
+                                              std::to_string(ttl_s) + " s: " + e);
+  *id = num(resp, "ID");
+  if (granted_ttl_s != nullptr) *granted_ttl_s = num(resp, "TTL");
+  if (revision != nullptr)
+    *revision = resp.contains("header") ? num(resp["header"], "revision") : 0;
+  return Status::success();
+}
+
+Status Client::lease_keepalive(int64_t id, Deadline deadline, int64_t* ttl_s) {
+  json resp;
+  if (Status s = impl_->call("/v3/lease/keepalive", json{{"ID", std::to_string(id)}}, deadline,
+                             "a lease keepalive", &resp);
+      !s.ok())
+    return s;
+  *ttl_s = num(resp, "TTL");
+  return Status::success();
+}
+
+Status Client::lease_revoke(int64_t id, Deadline deadline) {
+  json resp;
+  Status s = impl_->call("/v3/lease/revoke", json{{"ID", std::to_string(id)}}, deadline,
+                         "a lease revoke", &resp);
+  if (!s.ok() && contains(lower(s.message), "lease not found")) return Status::success();
+  return s;
+}
+
+Status Client::watch(const std::vector<WatchSpec>& specs, Deadline deadline, WatchCancel* cancel,
+                     const OnEvents& on_events) {
+  if (specs.empty()) return make_status(CC_ERR_INVALID_ARGUMENT, "a watch needs at least one key");
+  return impl_->watch(specs, deadline, cancel, on_events);
+}
+
+const Address& Client::address() const { return impl_->opt.address; }
+std::string Client::where() const { return impl_->where(); }
+int Client::cluster_size() const { return impl_->members.load(); }
+Clock::time_point Client::last_answer() const {
+  return Clock::time_point(Clock::duration(impl_->last_answer.load(std::memory_order_relaxed)));
+}
+
+}  // namespace cc::rv::etcd

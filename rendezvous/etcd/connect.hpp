@@ -1,0 +1,20 @@
+// Connecting to etcd from libcc, through the plugin (plugin.hpp): loaded once,
+// on the first etcd address, from the folder of the library or program that
+// holds this code, else by the dynamic loader's search path
+// (LD_LIBRARY_PATH, the run path). Kept loaded for the life of the process.
+#pragma once
+
+#include <memory>
+
+#include "common/status.hpp"
+#include "rendezvous/client.hpp"
+#include "rendezvous/etcd/backend.hpp"
+
+namespace cc::rv::etcd {
+
+// Backend::connect through the plugin. A plugin that cannot be loaded, or
+// comes from another version of cc, is CC_ERR_RENDEZVOUS with words naming
+// the file, the loader's reason and the fix.
+Status connect_backend(const BackendOptions& options, std::unique_ptr<Client>* out);
+
+}  // namespace cc::rv::etcd

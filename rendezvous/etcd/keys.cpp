@@ -1,0 +1,55 @@
+#include "rendezvous/etcd/keys.hpp"
+
+#include <charconv>
+
+namespace cc::rv::etcd {
+
+std::string escape_component(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c == '%')
+      out += "%25";
+    else if (c == '/')
+      out += "%2F";
+    else
+      out += c;
+  }
+  return out;
+}
+
+Keys::Keys(const std::string& prefix, const std::string& job_id) {
+  std::string p = prefix;
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  root_ = (p.empty() ? "" : p + "/") + escape_component(job_id) + "/";
+}
+
+std::string Keys::kv(const std::string& key) const { return root_ + "kv/" + key; }
+std::string Keys::writer(const std::string& key) const { return root_ + "writer/" + key; }
+std::string Keys::generation(uint32_t g) const { return root_ + "gen/" + std::to_string(g) + "/"; }
+std::string Keys::member_prefix(uint32_t g) const { return generation(g) + "member/"; }
+std::string Keys::member(uint32_t g, int32_t rank) const {
+  return member_prefix(g) + std::to_string(rank);
+}
+std::string Keys::result(uint32_t g) const { return generation(g) + "result"; }
+std::string Keys::roster(uint32_t g) const { return generation(g) + "roster"; }
+std::string Keys::closing(uint32_t g) const { return generation(g) + "closing"; }
+std::string Keys::events(uint32_t g) const { return generation(g) + "events"; }
+std::string Keys::gone(uint32_t g, int32_t rank) const {
+  return generation(g) + "gone/" + std::to_string(rank);
+}
+std::string Keys::leaves(uint32_t g) const { return generation(g) + "leaves"; }
+
+std::optional<int32_t> Keys::member_rank(uint32_t g, const std::string& key) const {
+  const std::string prefix = member_prefix(g);
+  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0)
+    return std::nullopt;
+  int32_t rank = 0;
+  const char* b = key.data() + prefix.size();
+  const char* e = key.data() + key.size();
+  auto [p, ec] = std::from_chars(b, e, rank);
+  if (ec != std::errc() || p != e) return std::nullopt;
+  return rank;
+}
+
+}  // namespace cc::rv::etcd

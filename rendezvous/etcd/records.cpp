@@ -1,0 +1,192 @@
+#include "rendezvous/etcd/records.hpp"
+
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+namespace cc::rv::etcd {
+namespace {
+
+using json = nlohmann::json;
+
+std::string hex(const std::vector<uint8_t>& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+bool unhex(const std::string& text, std::vector<uint8_t>* out) {
+  if (text.size() % 2 != 0) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  out->clear();
+  out->reserve(text.size() / 2);
+  for (size_t i = 0; i < text.size(); i += 2) {
+    const int hi = nibble(text[i]);
+    const int lo = nibble(text[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<uint8_t>(hi << 4 | lo));
+  }
+  return true;
+}
+
+json parse_object(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  return j.is_object() ? j : json();
+}
+
+// Reads fields with the types we wrote; a wrong type is a decode failure.
+template <typename F>
+bool guarded(F&& f) {
+  try {
+    return f();
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string encode(const MemberRecord& r) {
+  const MemberInfo& i = r.info;
+  json j{{"rank", i.rank},
+         {"world", i.world_size},
+         {"gen", i.generation},
+         {"host", i.host},
+         {"pid", i.pid},
+         {"nccl", i.nccl_version},
+         {"driver", i.cuda_driver},
+         {"runtime", i.cuda_runtime},
+         {"gpu", i.gpu_uuid},
+         {"addr", i.nccl_addr},
+         {"nonce", r.nonce}};
+  if (!r.unique_id.empty()) j["id"] = hex(r.unique_id);
+  return j.dump();
+}
+
+bool decode(const std::string& text, MemberRecord* out) {
+  json j = parse_object(text);
+  if (j.is_null()) return false;
+  return guarded([&] {
+    MemberRecord r;
+    r.info.rank = j.at("rank").get<int32_t>();
+    r.info.world_size = j.at("world").get<int32_t>();
+    r.info.generation = j.value("gen", 0u);
+    r.info.host = j.value("host", "");
+    r.info.pid = j.value("pid", 0u);
+    r.info.nccl_version = j.value("nccl", 0);
+    r.info.cuda_driver = j.value("driver", 0);
+    r.info.cuda_runtime = j.value("runtime", 0);
+    r.info.gpu_uuid = j.value("gpu", "");
+    r.info.nccl_addr = j.value("addr", "");
+    r.nonce = j.value("nonce", "");
+    if (!unhex(j.value("id", ""), &r.unique_id)) return false;
+    *out = std::move(r);
+    return true;
+  });
+}
+
+std::string encode(const ResultRecord& r) {
+  if (!r.ok) return json{{"ok", false}, {"code", r.code}, {"words", r.words}}.dump();
+  return json{{"ok", true},
+              {"id", hex(r.unique_id)},
+              {"world", r.world_size},
+              {"checked", r.checked_revision}}
+      .dump();
+}
+
+bool decode(const std::string& text, ResultRecord* out) {
+  json j = parse_object(text);
+  if (j.is_null()) return false;
+  return guarded([&] {
+    ResultRecord r;
+    r.ok = j.at("ok").get<bool>();
+    if (!r.ok) {
+      r.code = j.at("code").get<uint32_t>();
+      r.words = j.value("words", "");
+    } else {
+      if (!unhex(j.value("id", ""), &r.unique_id)) return false;
+      r.world_size = j.at("world").get<int32_t>();
+      r.checked_revision = j.value("checked", int64_t{0});
+    }
+    *out = std::move(r);
+    return true;
+  });
+}
+
+std::string encode(const RosterRecord& r) {
+  json hosts = json::array();
+  json members = json::array();
+  std::unordered_map<std::string, size_t> host_index;
+  for (const MemberSummary& m : r.members) {
+    auto [it, added] = host_index.try_emplace(m.host, host_index.size());
+    if (added) hosts.push_back(m.host);
+    members.push_back(json::array({it->second, m.pid}));
+  }
+  return json{{"hosts", hosts}, {"members", members}}.dump();
+}
+
+bool decode(const std::string& text, RosterRecord* out) {
+  json j = parse_object(text);
+  if (j.is_null()) return false;
+  return guarded([&] {
+    RosterRecord r;
+    const auto hosts = j.at("hosts").get<std::vector<std::string>>();
+    const json& members = j.at("members");
+    for (size_t rank = 0; rank < members.size(); ++rank) {
+      const size_t h = members[rank].at(0).get<size_t>();
+      if (h >= hosts.size()) return false;
+      r.members.push_back(
+          {static_cast<int32_t>(rank), hosts[h], members[rank].at(1).get<uint32_t>()});
+    }
+    *out = std::move(r);
+    return true;
+  });
+}
+
+const char* departure_word(PeerEventKind kind) {
+  switch (kind) {
+    case PeerEventKind::aborted:
+      return "aborted";
+    case PeerEventKind::init_failed:
+      return "init_failed";
+    default:
+      return "failed";
+  }
+}
+
+std::string encode(const Departure& d) {
+  return json{{"kind", departure_word(d.kind)},
+              {"rank", d.rank},
+              {"host", d.host},
+              {"pid", d.pid},
+              {"reason", d.reason}}
+      .dump();
+}
+
+bool decode(const std::string& text, Departure* out) {
+  json j = parse_object(text);
+  if (j.is_null()) return false;
+  return guarded([&] {
+    Departure d;
+    const std::string kind = j.at("kind").get<std::string>();
+    d.kind = kind == "aborted"       ? PeerEventKind::aborted
+             : kind == "init_failed" ? PeerEventKind::init_failed
+                                     : PeerEventKind::failed;
+    d.rank = j.at("rank").get<int32_t>();
+    d.host = j.value("host", "");
+    d.pid = j.value("pid", 0u);
+    d.reason = j.value("reason", "");
+    *out = std::move(d);
+    return true;
+  });
+}
+
+}  // namespace cc::rv::etcd

@@ -1,0 +1,544 @@
+// Joining a communicator through etcd: the id hand-out, each check with the
+// very words cc's own server uses, the ranks that never came named at the
+// deadline, aborts and departures as peer events, a rank killed (told within
+// the heartbeat window + 1 s), the leader killed mid-rendezvous (the job
+// completes), two of three members killed (a clear error within the
+// deadline), and a wrong etcd password.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include "rendezvous/etcd/backend.hpp"
+#include "rendezvous/etcd/client.hpp"
+#include "rendezvous/server.hpp"
+#include "tests/etcd/etcd_cluster.hpp"
+
+namespace etcd = cc::rv::etcd;
+using cc::test::EtcdCluster;
+using cc::test::EtcdClusterOptions;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
+}
+
+std::unique_ptr<EtcdCluster> start_cluster(int members = 1) {
+  EtcdClusterOptions o;
+  o.members = members;
+  std::unique_ptr<EtcdCluster> c;
+  const std::string why = EtcdCluster::start(o, &c);
+  INFO(why);
+  REQUIRE(why.empty());
+  return c;
+}
+
+// One shared one-member cluster for the cases that need nothing special.
+EtcdCluster& shared_cluster() {
+  static std::unique_ptr<EtcdCluster> one = start_cluster(1);
+  return *one;
+}
+
+etcd::BackendOptions backend_options(const std::string& address, const std::string& job,
+                                     int window_ms = 2000) {
+  etcd::BackendOptions o;
+  o.address = address;
+  o.job_id = job;
+  o.connect_timeout = milliseconds(5000);
+  o.request_timeout = milliseconds(5000);
+  o.heartbeat_window = milliseconds(window_ms);
+  o.member = true;
+  return o;
+}
+
+std::unique_ptr<etcd::Backend> connect_backend(const etcd::BackendOptions& o) {
+  std::unique_ptr<etcd::Backend> b;
+  const cc::Status s = etcd::Backend::connect(o, &b);
+  INFO(s.message);
+  REQUIRE(s.ok());
+  return b;
+}
+
+cc::rv::Join make_join(int rank, int world, int timeout_ms = 10000) {
+  cc::rv::Join j;
+  j.info.rank = rank;
+  j.info.world_size = world;
+  j.info.generation = 1;
+  j.info.host = "host-" + std::string(1, static_cast<char>('a' + rank % 26));
+  j.info.pid = static_cast<uint32_t>(1000 + rank);
+  j.info.nccl_version = 22809;
+  j.info.gpu_uuid = "GPU-" + std::to_string(rank);
+  if (rank == 0) j.unique_id = std::vector<uint8_t>(128, 0x42);
+  j.timeout_ms = static_cast<uint32_t>(timeout_ms);
+  return j;
+}
+
+struct Outcome {
+  cc::Status status;
+  cc::rv::Joined joined;
+};
+
+using Connect = std::function<std::unique_ptr<cc::rv::Client>()>;
+
+// Each join on its own connection and thread, each `later_ms` after the one
+// before (so they arrive in order). Connections stay open until every join
+// returned.
+std::vector<Outcome> run_joins(const Connect& connect, const std::vector<cc::rv::Join>& joins,
+                               int later_ms = 300) {
+  std::vector<std::unique_ptr<cc::rv::Client>> conns;
+  for (size_t i = 0; i < joins.size(); ++i) conns.push_back(connect());
+  std::vector<std::future<Outcome>> pending;
+  for (size_t i = 0; i < joins.size(); ++i) {
+    if (i > 0) std::this_thread::sleep_for(milliseconds(later_ms));
+    pending.push_back(std::async(std::launch::async, [&, i] {
+      Outcome o;
+      o.status = conns[i]->join(joins[i], &o.joined);
+      return o;
+    }));
+  }
+  std::vector<Outcome> out;
+  for (auto& p : pending) out.push_back(p.get());
+  return out;
+}
+
+Connect etcd_connect(const std::string& address, const std::string& job) {
+  return [address, job] {
+    return std::unique_ptr<cc::rv::Client>(connect_backend(backend_options(address, job)));
+  };
+}
+
+// cc's own server, for the words to compare with.
+struct TcpServer {
+  std::unique_ptr<cc::rv::Server> server;
+  TcpServer() {
+    cc::rv::ServerOptions o;
+    o.bind_addr = "127.0.0.1";
+    REQUIRE(cc::rv::Server::start(o, &server).ok());
+  }
+  Connect connect(const std::string& job) const {
+    const int port = server->port();
+    return [port, job] {
+      cc::rv::ClientOptions o;
+      o.addr = "127.0.0.1";
+      o.port = port;
+      o.job_id = job;
+      std::unique_ptr<cc::rv::Client> c;
+      REQUIRE(cc::rv::Client::connect(o, &c).ok());
+      return c;
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("etcd join: every rank gets rank 0's id and the members; a clean leave tells nobody") {
+  EtcdCluster& cluster = shared_cluster();
+  constexpr int kWorld = 4;
+  std::vector<std::unique_ptr<etcd::Backend>> ranks;
+  for (int r = 0; r < kWorld; ++r)
+    ranks.push_back(connect_backend(backend_options(cluster.address(), "ids")));
+  REQUIRE(ranks[0]->set("kept", std::vector<uint8_t>{1, 2, 3}).ok());
+  std::vector<std::future<Outcome>> joins;
+  for (int r = kWorld - 1; r >= 0; --r)  // rank 0 last: the others wait for its id
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      Outcome o;
+      o.status = ranks[static_cast<size_t>(r)]->join(make_join(r, kWorld), &o.joined);
+      return o;
+    }));
+  for (auto& j : joins) {
+    Outcome o = j.get();
+    INFO(o.status.message);
+    REQUIRE(o.status.ok());
+    CHECK(o.joined.unique_id == std::vector<uint8_t>(128, 0x42));
+  }
+  // every member's host and pid, for words
+  for (int r = 0; r < kWorld; ++r) {
+    cc::rv::Progress p;
+    REQUIRE(ranks[1]->progress(1, r, &p, milliseconds(1000)).ok());
+    REQUIRE(p.members.size() == 1);
+    CHECK(p.members[0].rank == r);
+    CHECK(p.members[0].host == make_join(r, kWorld).info.host);
+    CHECK(p.members[0].pid == static_cast<uint32_t>(1000 + r));
+  }
+  cc::rv::Progress p;
+  CHECK(ranks[1]->progress(1, -1, &p, milliseconds(1000)).code == CC_ERR_INVALID_USAGE);
+
+  for (int r = 1; r < kWorld; ++r) REQUIRE(ranks[static_cast<size_t>(r)]->leave().ok());
+  CHECK_FALSE(ranks[0]->next_event(milliseconds(1500)).has_value());
+  REQUIRE(ranks[0]->leave().ok());
+
+  // the last to leave removed the generation's keys; the store's data stay
+  etcd::ClientOptions co;
+  REQUIRE(etcd::parse_address(cluster.address(), &co.address).ok());
+  std::unique_ptr<etcd::Client> raw;
+  REQUIRE(etcd::Client::create(co, &raw).ok());
+  etcd::RangeResult left;
+  REQUIRE(raw->range("cc/ids/gen/", etcd::prefix_end("cc/ids/gen/"),
+                     Clock::now() + milliseconds(5000), &left)
+              .ok());
+  CHECK(left.kvs.empty());
+  std::vector<uint8_t> kept;
+  CHECK(ranks[0]->get("kept", &kept, 0).ok());
+  CHECK(kept == std::vector<uint8_t>{1, 2, 3});
+}
+
+TEST_CASE("etcd join: each check refuses every rank, in the words of cc's own server") {
+  EtcdCluster& cluster = shared_cluster();
+  TcpServer tcp;
+  struct Scenario {
+    const char* name;
+    std::vector<cc::rv::Join> joins;
+    cc_result_t code;
+    const char* words;
+  };
+  auto world = make_join(1, 3);
+  auto range = make_join(5, 2);
+  auto twice = make_join(1, 2);
+  twice.info.host = "host-z";
+  twice.info.pid = 4242;
+  twice.info.gpu_uuid = "GPU-other";
+  auto nccl = make_join(1, 2);
+  nccl.info.nccl_version = 22605;
+  auto gpu = make_join(1, 2);
+  gpu.info.host = "host-a";
+  gpu.info.gpu_uuid = "GPU-0";
+  const std::vector<Scenario> scenarios = {
+      {"world", {make_join(0, 2), world}, CC_ERR_MISMATCH, "ranks disagree on the world size"},
+      {"range", {make_join(0, 2), range}, CC_ERR_INVALID_ARGUMENT, "is out of range for job"},
+      {"twice",
+       {make_join(0, 3), make_join(1, 3),
+        [&] {
+          auto t = twice;
+          t.info.world_size = 3;
+          return t;
+        }()},
+       CC_ERR_MISMATCH,
+       "was claimed twice"},
+      {"nccl", {make_join(0, 2), nccl}, CC_ERR_MISMATCH, "load different NCCL versions"},
+      {"gpu", {make_join(0, 2), gpu}, CC_ERR_MISMATCH, "use the same GPU GPU-0"},
+  };
+  for (const Scenario& sc : scenarios) {
+    const std::string job = std::string("check-") + sc.name;
+    INFO(job);
+    std::vector<Outcome> on_etcd = run_joins(etcd_connect(cluster.address(), job), sc.joins);
+    std::vector<Outcome> on_tcp = run_joins(tcp.connect(job), sc.joins);
+    for (size_t i = 0; i < sc.joins.size(); ++i) {
+      INFO("join " << i << ": etcd: " << on_etcd[i].status.message
+                   << "\ntcp: " << on_tcp[i].status.message);
+      CHECK(on_etcd[i].status.code == sc.code);
+      CHECK_THAT(on_etcd[i].status.message, Catch::Contains(sc.words));
+      CHECK(on_etcd[i].status.message == on_tcp[i].status.message);
+    }
+  }
+}
+
+TEST_CASE("etcd join: at the deadline the ranks that never came are named") {
+  EtcdCluster& cluster = shared_cluster();
+  const auto t0 = Clock::now();
+  std::vector<Outcome> out = run_joins(etcd_connect(cluster.address(), "missing"),
+                                       {make_join(0, 4, 1500), make_join(2, 4, 1500)}, 0);
+  const long long elapsed = ms_since(t0);
+  for (const Outcome& o : out) {
+    INFO(o.status.message);
+    CHECK(o.status.code == CC_ERR_TIMEOUT);
+    CHECK_THAT(o.status.message,
+               Catch::Contains("ranks 1, 3 of 4 never joined job 'missing' (generation 1) within "
+                               "1500 ms (2 joined)") &&
+                   Catch::Contains(cluster.endpoint(0)));
+  }
+  CHECK(elapsed >= 1400);
+  CHECK(elapsed < 4000);
+
+  // a rank that comes afterwards is told the generation failed, and why
+  out = run_joins(etcd_connect(cluster.address(), "missing"), {make_join(1, 4, 1500)});
+  CHECK(out[0].status.code == CC_ERR_MISMATCH);
+  CHECK_THAT(out[0].status.message,
+             Catch::Contains("already failed: ranks 1, 3 of 4 never joined"));
+
+  // and one that comes after a generation completed is refused in words
+  out = run_joins(etcd_connect(cluster.address(), "late"), {make_join(0, 1)});
+  REQUIRE(out[0].status.ok());
+  out = run_joins(etcd_connect(cluster.address(), "late"), {make_join(0, 1)});
+  CHECK(out[0].status.code == CC_ERR_MISMATCH);
+  CHECK_THAT(out[0].status.message, Catch::Contains("after it had completed"));
+}
+
+TEST_CASE("etcd join: an abort while joining fails the generation for every rank") {
+  EtcdCluster& cluster = shared_cluster();
+  auto a = connect_backend(backend_options(cluster.address(), "abort-joining"));
+  auto b = connect_backend(backend_options(cluster.address(), "abort-joining"));
+  auto ja = std::async(std::launch::async, [&] {
+    cc::rv::Joined j;
+    return a->join(make_join(0, 3), &j);
+  });
+  auto jb = std::async(std::launch::async, [&] {
+    cc::rv::Joined j;
+    return b->join(make_join(1, 3), &j);
+  });
+  std::this_thread::sleep_for(milliseconds(500));
+  const auto t0 = Clock::now();
+  REQUIRE(a->abort("the test gives up").ok());
+  const cc::Status sa = ja.get();
+  const cc::Status sb = jb.get();
+  CHECK(ms_since(t0) < 3000);
+  for (const cc::Status& s : {sa, sb}) {
+    INFO(s.message);
+    CHECK(s.code == CC_ERR_ABORTED);
+    CHECK_THAT(
+        s.message,
+        Catch::Contains("rank 0 (host host-a, pid 1000) aborted while joining job 'abort-joining' "
+                        "(generation 1): the test gives up"));
+  }
+}
+
+TEST_CASE("etcd membership: an abort and a rank gone without leaving reach the others at once") {
+  EtcdCluster& cluster = shared_cluster();
+  std::vector<std::unique_ptr<etcd::Backend>> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(connect_backend(backend_options(cluster.address(), "departures", 5000)));
+  std::vector<std::future<cc::Status>> joins;
+  for (int r = 0; r < 3; ++r)
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      cc::rv::Joined j;
+      return ranks[static_cast<size_t>(r)]->join(make_join(r, 3), &j);
+    }));
+  for (auto& j : joins) REQUIRE(j.get().ok());
+
+  auto t0 = Clock::now();
+  REQUIRE(ranks[2]->abort("rank 2 saw a NaN").ok());
+  for (int r = 0; r < 2; ++r) {
+    auto e = ranks[static_cast<size_t>(r)]->next_event(milliseconds(3000));
+    REQUIRE(e.has_value());
+    CHECK(e->kind == cc::rv::PeerEventKind::aborted);
+    CHECK(e->rank == 2);
+    CHECK(e->host == "host-c");
+    CHECK(e->pid == 1002u);
+    CHECK(e->reason == "rank 2 saw a NaN");
+  }
+  CHECK(ms_since(t0) < 2000);  // not the 5 s lease: at once
+
+  t0 = Clock::now();
+  ranks[1].reset();  // gone without leave()
+  auto e = ranks[0]->next_event(milliseconds(3000));
+  REQUIRE(e.has_value());
+  CHECK(e->kind == cc::rv::PeerEventKind::failed);
+  CHECK(e->rank == 1);
+  CHECK_THAT(e->reason, Catch::Contains("without leaving"));
+  CHECK(ms_since(t0) < 2000);
+  CHECK_FALSE(ranks[0]->next_event(milliseconds(200)).has_value());
+}
+
+TEST_CASE("etcd membership: a rank's failed init reaches the others at once, in its words") {
+  EtcdCluster& cluster = shared_cluster();
+  std::vector<std::unique_ptr<etcd::Backend>> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(connect_backend(backend_options(cluster.address(), "init-failed", 5000)));
+  std::vector<std::future<cc::Status>> joins;
+  for (int r = 0; r < 3; ++r)
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      cc::rv::Joined j;
+      return ranks[static_cast<size_t>(r)]->join(make_join(r, 3), &j);
+    }));
+  for (auto& j : joins) REQUIRE(j.get().ok());
+
+  // No reachability test on etcd: the plan says so, the report is taken.
+  cc::rv::PreflightReady ready;
+  ready.generation = 1;
+  cc::rv::PreflightPlan plan;
+  REQUIRE(ranks[0]->preflight_ready(ready, &plan).ok());
+  CHECK(plan.step == cc::rv::PreflightStep::skipped);
+  CHECK_THAT(plan.note, Catch::Contains("etcd rendezvous runs no reachability test"));
+  CHECK(ranks[0]->preflight_report(cc::rv::PreflightReport{}).ok());
+
+  const auto t0 = Clock::now();
+  REQUIRE(ranks[1]
+              ->init_failed(1, "rank 1: cudaSetDevice(3) failed: invalid device ordinal",
+                            milliseconds(3000))
+              .ok());
+  for (int r : {0, 2}) {
+    auto e = ranks[static_cast<size_t>(r)]->next_event(milliseconds(3000));
+    REQUIRE(e.has_value());
+    CHECK(e->kind == cc::rv::PeerEventKind::init_failed);
+    CHECK(e->rank == 1);
+    CHECK(e->host == "host-b");
+    CHECK(e->pid == 1001u);
+    CHECK(e->reason == "rank 1: cudaSetDevice(3) failed: invalid device ordinal");
+  }
+  CHECK(ms_since(t0) < 2000);  // not the 5 s lease: at once
+
+  // Its membership ended with the news: dropping it tells nobody again.
+  ranks[1].reset();
+  CHECK_FALSE(ranks[0]->next_event(milliseconds(500)).has_value());
+}
+
+TEST_CASE(
+    "etcd membership: a killed rank is told to the others within the heartbeat window + 1 s") {
+  EtcdCluster& cluster = shared_cluster();
+  const char* member = std::getenv("ETCD_MEMBER");
+  REQUIRE(member != nullptr);
+  constexpr int kWindowMs = 2000;
+  int out_pipe[2];
+  REQUIRE(::pipe(out_pipe) == 0);
+  const std::string address = cluster.address();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::dup2(out_pipe[1], 1);
+    ::close(out_pipe[0]);
+    ::execl(member, member, address.c_str(), "killed", "1", "2", std::to_string(kWindowMs).c_str(),
+            nullptr);
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  auto survivor = connect_backend(backend_options(address, "killed", kWindowMs));
+  cc::rv::Joined joined;
+  const cc::Status s = survivor->join(make_join(0, 2), &joined);
+  INFO(s.message);
+  REQUIRE(s.ok());
+  char buf[16] = {};
+  REQUIRE(::read(out_pipe[0], buf, sizeof(buf) - 1) > 0);
+  CHECK(std::string(buf).rfind("joined", 0) == 0);
+  ::close(out_pipe[0]);
+
+  std::this_thread::sleep_for(milliseconds(700));  // after a keepalive or two
+  const auto t0 = Clock::now();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  auto e = survivor->next_event(milliseconds(kWindowMs + 5000));
+  const long long told_after = ms_since(t0);
+  REQUIRE(e.has_value());
+  CHECK(e->kind == cc::rv::PeerEventKind::failed);
+  CHECK(e->rank == 1);
+  CHECK(e->host == "member-host");
+  CHECK_THAT(e->reason,
+             Catch::Contains("lease expired") && Catch::Contains("2 s heartbeat window"));
+  CHECK(told_after <= kWindowMs + 1000);
+}
+
+TEST_CASE("etcd join: the leader killed mid-rendezvous, the job completes") {
+  auto cluster = start_cluster(3);
+  constexpr int kWorld = 16;
+  std::vector<std::unique_ptr<etcd::Backend>> ranks;
+  for (int r = 0; r < kWorld; ++r)
+    ranks.push_back(connect_backend(backend_options(cluster->address(), "leader-dies")));
+  std::vector<std::future<Outcome>> joins;
+  auto start = [&](int r) {
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      Outcome o;
+      o.status = ranks[static_cast<size_t>(r)]->join(make_join(r, kWorld, 20000), &o.joined);
+      return o;
+    }));
+  };
+  for (int r = 0; r < kWorld / 2; ++r) start(r);
+  std::this_thread::sleep_for(milliseconds(500));
+  const int leader = cluster->leader();
+  REQUIRE(leader >= 0);
+  cluster->kill(leader);
+  for (int r = kWorld / 2; r < kWorld; ++r) start(r);
+  std::vector<Outcome> outcomes;
+  for (auto& j : joins) outcomes.push_back(j.get());
+  for (size_t r = 0; r < outcomes.size(); ++r) {
+    const Outcome& o = outcomes[r];
+    INFO("rank " << r << ": " << o.status.message);
+    CHECK(o.status.ok());
+    CHECK(o.joined.unique_id == std::vector<uint8_t>(128, 0x42));
+  }
+  // and the job's store still works
+  int64_t n = 0;
+  CHECK(ranks[3]->add("after", 1, &n).ok());
+}
+
+TEST_CASE("etcd join: two of three members killed, a clear error within the deadline") {
+  auto cluster = start_cluster(3);
+  std::vector<std::unique_ptr<etcd::Backend>> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.push_back(connect_backend(backend_options(cluster->address(), "quorum-lost")));
+  constexpr int kTimeoutMs = 4000;
+  std::vector<std::future<Outcome>> joins;
+  const auto t0 = Clock::now();
+  for (int r = 0; r < 2; ++r)
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      Outcome o;
+      o.status = ranks[static_cast<size_t>(r)]->join(make_join(r, 4, kTimeoutMs), &o.joined);
+      return o;
+    }));
+  std::this_thread::sleep_for(milliseconds(500));
+  int killed = 0;
+  for (int m = 0; m < 3 && killed < 2; ++m, ++killed) cluster->kill(m);
+  for (int r = 2; r < 4; ++r)
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      Outcome o;
+      o.status = ranks[static_cast<size_t>(r)]->join(make_join(r, 4, kTimeoutMs), &o.joined);
+      return o;
+    }));
+  for (auto& j : joins) {
+    Outcome o = j.get();
+    INFO(o.status.message);
+    CHECK_FALSE(o.status.ok());
+    CHECK_THAT(o.status.message,
+               Catch::Contains("etcd at " + cluster->endpoint(0)) &&
+                   Catch::Contains(cluster->endpoint(2)) && Catch::Contains("quorum") &&
+                   Catch::Contains("a cluster of 3 members") && Catch::Contains("needs 2"));
+  }
+  CHECK(ms_since(t0) < kTimeoutMs + 2500);
+}
+
+TEST_CASE("etcd connect: a wrong etcd password is refused with words") {
+  auto cluster = start_cluster(1);
+  std::string out;
+  REQUIRE(cluster->etcdctl({"user", "add", "root:secret-root"}, &out) == 0);
+  REQUIRE(cluster->etcdctl({"role", "add", "root"}, &out) == 0);
+  REQUIRE(cluster->etcdctl({"user", "grant-role", "root", "root"}, &out) == 0);
+  REQUIRE(cluster->etcdctl({"user", "add", "trainer:right-one"}, &out) == 0);
+  REQUIRE(cluster->etcdctl({"role", "add", "cc-jobs"}, &out) == 0);
+  REQUIRE(cluster->etcdctl(
+              {"role", "grant-permission", "cc-jobs", "--prefix=true", "readwrite", "cc/"}, &out) ==
+          0);
+  REQUIRE(cluster->etcdctl({"user", "grant-role", "trainer", "cc-jobs"}, &out) == 0);
+  INFO(out);
+  REQUIRE(cluster->etcdctl({"auth", "enable"}, &out) == 0);
+
+  const std::string wrong = cluster->dir() + "/wrong-auth";
+  std::ofstream(wrong) << "trainer:not-it\n";
+  ::chmod(wrong.c_str(), 0600);
+  auto o = backend_options(cluster->address(), "secured");
+  o.auth_file = wrong;
+  std::unique_ptr<etcd::Backend> b;
+  const auto t0 = Clock::now();
+  cc::Status s = etcd::Backend::connect(o, &b);
+  CHECK(s.code == CC_ERR_AUTH);
+  CHECK(ms_since(t0) < 3000);
+  CHECK_THAT(s.message, Catch::Contains("refused the user 'trainer'") && Catch::Contains(wrong) &&
+                            Catch::Contains("invalid user ID or password"));
+
+  const std::string right = cluster->dir() + "/right-auth";
+  std::ofstream(right) << "trainer:right-one\n";
+  ::chmod(right.c_str(), 0600);
+  o.auth_file = right;
+  b = connect_backend(o);
+  REQUIRE(b->set("k", std::vector<uint8_t>{1}).ok());
+  cc::rv::Joined joined;
+  cc::Status js = b->join(make_join(0, 1), &joined);
+  INFO(js.message);
+  CHECK(js.ok());
+
+  // a user without a role on cc's prefix is refused in words
+  o.prefix = "elsewhere";
+  auto outside = connect_backend(o);
+  s = outside->set("k", std::vector<uint8_t>{1});
+  CHECK(s.code == CC_ERR_AUTH);
+  CHECK_THAT(s.message, Catch::Contains("permission denied") && Catch::Contains("'trainer'"));
+}

@@ -1,0 +1,120 @@
+// The store cases (store_cases.cpp) on every backend: cc's own server, and
+// etcd with one member and with three.
+#include <catch2/catch.hpp>
+
+#include "rendezvous/etcd/backend.hpp"
+#include "rendezvous/server.hpp"
+#include "tests/etcd/etcd_cluster.hpp"
+#include "tests/etcd/store_cases.hpp"
+
+namespace {
+
+using cc::test::EtcdCluster;
+using cc::test::StoreBackend;
+using std::chrono::milliseconds;
+
+class TcpStore final : public StoreBackend {
+ public:
+  static TcpStore& instance() {
+    static TcpStore one;
+    return one;
+  }
+  std::string name() const override { return "cc-rendezvous"; }
+  std::unique_ptr<cc::rv::Client> connect(const std::string& job) override {
+    cc::rv::ClientOptions o;
+    o.addr = "127.0.0.1";
+    o.port = server_->port();
+    o.job_id = job;
+    o.connect_timeout = milliseconds(5000);
+    o.request_timeout = milliseconds(5000);
+    std::unique_ptr<cc::rv::Client> c;
+    const cc::Status s = cc::rv::Client::connect(o, &c);
+    INFO(s.message);
+    REQUIRE(s.ok());
+    return c;
+  }
+
+ private:
+  TcpStore() {
+    cc::rv::ServerOptions o;
+    o.bind_addr = "127.0.0.1";
+    const cc::Status s = cc::rv::Server::start(o, &server_);
+    if (!s.ok()) FAIL(s.message);
+  }
+  std::unique_ptr<cc::rv::Server> server_;
+};
+
+template <int Members>
+class EtcdStore final : public StoreBackend {
+ public:
+  static EtcdStore& instance() {
+    static EtcdStore one;
+    return one;
+  }
+  std::string name() const override { return "etcd (" + std::to_string(Members) + " members)"; }
+  std::unique_ptr<cc::rv::Client> connect(const std::string& job) override {
+    cc::rv::etcd::BackendOptions o;
+    o.address = cluster_->address();
+    o.job_id = job;
+    o.prefix = "store-cases";
+    o.connect_timeout = milliseconds(5000);
+    o.request_timeout = milliseconds(5000);
+    std::unique_ptr<cc::rv::etcd::Backend> c;
+    const cc::Status s = cc::rv::etcd::Backend::connect(o, &c);
+    INFO(s.message);
+    REQUIRE(s.ok());
+    return c;
+  }
+  bool has_compare_set() const override { return true; }
+  cc::Status compare_set(cc::rv::Client& c, const std::string& key,
+                         const std::vector<uint8_t>* expected, std::span<const uint8_t> desired,
+                         bool* swapped) override {
+    return dynamic_cast<cc::rv::etcd::Backend&>(c).compare_set(key, expected, desired, swapped);
+  }
+
+ private:
+  EtcdStore() {
+    cc::test::EtcdClusterOptions o;
+    o.members = Members;
+    const std::string why = EtcdCluster::start(o, &cluster_);
+    if (!why.empty()) FAIL(why);
+  }
+  std::unique_ptr<EtcdCluster> cluster_;
+};
+
+using EtcdOne = EtcdStore<1>;
+using EtcdThree = EtcdStore<3>;
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("store: set, get, add and wait", "[store]", TcpStore, EtcdOne, EtcdThree) {
+  cc::test::store_case_set_get_add_wait(TestType::instance());
+}
+TEMPLATE_TEST_CASE("store: deadlines and their words", "[store]", TcpStore, EtcdOne, EtcdThree) {
+  cc::test::store_case_deadlines_and_words(TestType::instance());
+}
+TEMPLATE_TEST_CASE("store: binary, large and replaced values", "[store]", TcpStore, EtcdOne,
+                   EtcdThree) {
+  cc::test::store_case_values(TestType::instance());
+}
+TEMPLATE_TEST_CASE("store: add refuses text and overflow", "[store]", TcpStore, EtcdOne,
+                   EtcdThree) {
+  cc::test::store_case_add_refusals(TestType::instance());
+}
+TEMPLATE_TEST_CASE("store: delete", "[store]", TcpStore, EtcdOne, EtcdThree) {
+  cc::test::store_case_delete(TestType::instance());
+}
+TEMPLATE_TEST_CASE("store: jobs keep apart", "[store]", TcpStore, EtcdOne, EtcdThree) {
+  cc::test::store_case_jobs_apart(TestType::instance());
+}
+TEMPLATE_TEST_CASE("store: concurrent adders lose nothing", "[store]", TcpStore, EtcdOne,
+                   EtcdThree) {
+  cc::test::store_case_concurrent_adders(TestType::instance());
+}
+TEMPLATE_TEST_CASE("store: compare-set", "[store]", EtcdOne, EtcdThree) {
+  cc::test::store_case_compare_set(TestType::instance());
+}
+TEMPLATE_TEST_CASE("store: 64 racing compare-sets have exactly one winner", "[store]", EtcdOne,
+                   EtcdThree) {
+  cc::test::store_case_racing_compare_sets(TestType::instance());
+}
