@@ -94,7 +94,7 @@ kill_loop() {  # kill_loop [VAR=VALUE...]: both ranks get the variables
   PORT=$(free_port)
   start 0 2 kill-loop "$@"
   start 1 2 kill-loop "$@"
-  if ! wait_for "$WORK/r1" "LOOPING 1" 120 || ! wait_for "$WORK/r0" "LOOPING 0" 30; then
+  if ! wait_for "$WORK/r1" "LOOPING 1" 45 || ! wait_for "$WORK/r0" "LOOPING 0" 30; then
     echo "   FAILED: the ranks did not start looping"; sed 's/^/   | /' "$WORK/r0" "$WORK/r1"; bad=1; return
   fi
   sleep 0.5
@@ -168,7 +168,7 @@ status_of_a_running_job() {
   # A 20 s heartbeat window: the stopped rank shows as behind well before it is dropped.
   start 0 2 kill-loop CC_HEARTBEAT_MISSES=20
   start 1 2 kill-loop CC_HEARTBEAT_MISSES=20
-  if ! wait_for "$WORK/r1" "LOOPING 1" 120 || ! wait_for "$WORK/r0" "LOOPING 0" 30; then
+  if ! wait_for "$WORK/r1" "LOOPING 1" 45 || ! wait_for "$WORK/r0" "LOOPING 0" 30; then
     echo "   FAILED: the ranks did not start looping"; sed 's/^/   | /' "$WORK/r0" "$WORK/r1"; bad=1; return
   fi
   # poll SECONDS WANT: asks the server until check_status WANT passes.
