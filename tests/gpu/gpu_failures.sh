@@ -225,7 +225,7 @@ init_spread() {
   show 0
   show 1
   [ $rc0 -eq 3 ] || { echo "   FAILED: rank 0 exited with $rc0, not 3 (a failed init)"; bad=1; }
-  check "rank 1 failed with its own words" "$WORK/r1" "^ERROR_AT [0-9]* CC_ERR_[A-Z]* .*$words"
+  check "rank 1 failed with its own words" "$WORK/r1" "^ERROR_AT [0-9]* CC_ERR_[A-Z_]*.*$words"
   check "rank 0: CC_ERR_PEER_FAILED" "$WORK/r0" "^ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
   check "rank 0 names rank 1, host and pid" "$WORK/r0" "rank 1 (host [^ ]* pid $PID1) could not start"
   check "rank 0 carries rank 1's words" "$WORK/r0" "Its words: .*$words"
