@@ -20,6 +20,7 @@
 
 #include "cc/cc.h"
 #include "tests/etcd/etcd_cluster.hpp"
+#include "tests/rendezvous/child_process.hpp"
 
 using cc::test::EtcdCluster;
 using cc::test::EtcdClusterOptions;
@@ -58,81 +59,19 @@ std::string member_exe(const char* variable) {
 
 // One rank: etcd_comm_member (or the program and arguments given) with a pipe
 // to its stdin and one from its stdout, and the variables given.
-class Member {
+class Member : public cc::test::ChildProcess {
  public:
   Member(const std::string& address, const std::string& job, int rank, int world,
          const std::vector<std::string>& env)
-      : Member({member_exe("ETCD_COMM_MEMBER"), address, job, std::to_string(rank),
-                std::to_string(world)},
-               env) {}
-  Member(std::vector<std::string> args, const std::vector<std::string>& env) {
-    int in[2], out[2];
-    REQUIRE(pipe(in) == 0);
-    REQUIRE(pipe(out) == 0);
-    pid_ = fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      close(in[1]);
-      close(out[0]);
-      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = out[0];
-  }
-  ~Member() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(to_);
-    close(from_);
-  }
-  Member(const Member&) = delete;
-  Member& operator=(const Member&) = delete;
-
-  pid_t pid() const { return pid_; }
-  std::optional<std::string> line(milliseconds timeout) {
-    const auto until = Clock::now() + timeout;
-    for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string l = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return l;
-      }
-      const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
-      if (left <= 0) return std::nullopt;
-      pollfd p{from_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-      char b[4096];
-      const ssize_t n = read(from_, b, sizeof b);
-      if (n <= 0) return std::nullopt;
-      buf_.append(b, static_cast<size_t>(n));
-    }
-  }
-  void say(const std::string& s) {
-    const std::string l = s + "\n";
-    REQUIRE(write(to_, l.data(), l.size()) == static_cast<ssize_t>(l.size()));
-  }
+      : ChildProcess({member_exe("ETCD_COMM_MEMBER"), address, job, std::to_string(rank),
+                      std::to_string(world)},
+                     env) {}
+  Member(std::vector<std::string> args, const std::vector<std::string>& env)
+      : ChildProcess(std::move(args), env) {}
   void kill_now() {
-    REQUIRE(kill(pid_, SIGKILL) == 0);
-    REQUIRE(waitpid(pid_, nullptr, 0) == pid_);
-    pid_ = -1;
+    signal(SIGKILL);
+    reap();
   }
-
- private:
-  pid_t pid_ = -1;
-  int to_ = -1;
-  int from_ = -1;
-  std::string buf_;
 };
 
 using Members = std::vector<std::unique_ptr<Member>>;

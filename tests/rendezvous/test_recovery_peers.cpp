@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "rendezvous/server.hpp"
+#include "tests/rendezvous/child_process.hpp"
 
 namespace {
 
@@ -32,65 +33,11 @@ std::string member_exe() {
 }
 
 // A recovery_member process with a pipe to its stdin and one from its stdout.
-class Member {
+class Member : public cc::test::ChildProcess {
  public:
   Member(int port, const std::string& job, int rank, int world,
-         std::vector<std::string> extra = {}) {
-    int in[2], out[2];
-    REQUIRE(pipe(in) == 0);
-    REQUIRE(pipe(out) == 0);
-    pid_ = fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      close(in[1]);
-      close(out[0]);
-      std::vector<std::string> args = {member_exe(), "127.0.0.1",          std::to_string(port),
-                                       job,          std::to_string(rank), std::to_string(world)};
-      args.insert(args.end(), extra.begin(), extra.end());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = out[0];
-  }
-  ~Member() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(to_);
-    close(from_);
-  }
-  Member(const Member&) = delete;
-  Member& operator=(const Member&) = delete;
-
-  pid_t pid() const { return pid_; }
-  // The next line, or nullopt at the deadline or the end of the stream.
-  std::optional<std::string> line(milliseconds timeout) {
-    const auto until = Clock::now() + timeout;
-    for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string l = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return l;
-      }
-      const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
-      if (left <= 0) return std::nullopt;
-      pollfd p{from_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-      char b[4096];
-      const ssize_t n = read(from_, b, sizeof b);
-      if (n <= 0) return std::nullopt;
-      buf_.append(b, static_cast<size_t>(n));
-    }
-  }
+         const std::vector<std::string>& extra = {})
+      : ChildProcess(args(port, job, rank, world, extra)) {}
   // The next line starting with `prefix`, skipping others (FAILED notes).
   std::string next(const std::string& prefix, milliseconds timeout = milliseconds(15000)) {
     const auto until = Clock::now() + timeout;
@@ -107,21 +54,16 @@ class Member {
     for (const auto& s : seen_) out += "[" + s + "] ";
     return out;
   }
-  void say(const std::string& s) {
-    const std::string l = s + "\n";
-    REQUIRE(write(to_, l.data(), l.size()) == static_cast<ssize_t>(l.size()));
-  }
-  void kill_now(int sig = SIGKILL) { REQUIRE(kill(pid_, sig) == 0); }
-  void reap() {
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void kill_now(int sig = SIGKILL) { signal(sig); }
 
  private:
-  pid_t pid_ = -1;
-  int to_ = -1;
-  int from_ = -1;
-  std::string buf_;
+  static std::vector<std::string> args(int port, const std::string& job, int rank, int world,
+                                       const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {member_exe(), "127.0.0.1",          std::to_string(port),
+                                  job,          std::to_string(rank), std::to_string(world)};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
   std::vector<std::string> seen_;
 };
 
@@ -215,8 +157,8 @@ TEST_CASE("regrow: replacements fill the holes, early or late") {
   Members fresh;
   auto start_replacements = [&] {
     for (int r : {1, 3})
-      fresh[r] = std::make_unique<Member>(server->port(), early ? "regrow-early" : "regrow-late",
-                                          r, 4);
+      fresh[r] =
+          std::make_unique<Member>(server->port(), early ? "regrow-early" : "regrow-late", r, 4);
   };
   if (early) start_replacements();
   for (int r : {0, 2}) ms[r]->say("regrow 4 15000");
