@@ -42,7 +42,7 @@ for how in default new-id; do
   echo "== death to the first correct collective on the shrunk communicator ($how, $TRIALS trials)"
   : >"$OUT/shrink-$how.txt"
   for ((t = 1; t <= TRIALS; t++)); do
-    env $([ $how = new-id ] && echo CC_NCCL_SHRINK=0) timeout --kill-after=10 180 \
+    env $([ $how = new-id ] && echo CC_NCCL_SHRINK=0) RECOVERY_LOGS="$OUT/shrink-$how-$t" timeout --kill-after=10 180 \
       bash "$HERE/tests/gpu/gpu_recovery.sh" "$BUILD" shrink-by-hand >"$OUT/shrink-$how-$t.log" 2>&1
     rc=$?
     ms=$(awk '/^RECOVER_MS/{print $2; exit}' "$OUT/shrink-$how-$t.log")

@@ -47,7 +47,11 @@ void destroy(std::unique_ptr<cc_comm> c) {
   } else {
     core::abort_nccl(*c);  // no-op when already aborted or nothing to abort
   }
-  core::abort_kept_ctl(*c);  // the control communicator a failure kept for a shrink
+  // The control communicator a failure kept for a shrink: aborted in the
+  // background, as it may take a second with a dead peer. An abort still
+  // running on the watchdog's thread decides first whether it is kept.
+  core::wait_abort_done(*c, Clock::now() + c->timeout);
+  core::abort_kept_ctl(*c, /*in_background=*/true);
   c->nccl = nullptr;
   c->nccl_ctl = nullptr;
   {

@@ -171,6 +171,11 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   req.epoch = parent->epoch;
   req.kind = kind;
   req.nranks = nranks;
+  // The watchdog may still be aborting the parent's working communicator; it
+  // keeps the control communicator for ncclCommShrink once that is done.
+  if (kind == rv::RecoverKind::shrink && parent->keep_ctl && parent->abort_requested.load())
+    core::wait_abort_done(*parent, deadline);
+  const auto asked = Clock::now();
   req.can_shrink = kind == rv::RecoverKind::shrink && parent->keep_ctl &&
                    !parent->nccl_shrink_failed && core::ctl_usable(*parent) &&
                    nccl_comm_shrink() != nullptr;
@@ -212,9 +217,11 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
                                    " of " + std::to_string(c->nranks) +
                                    (by_shrink ? " by ncclCommShrink" : "") +
                                    ": is it a cc-rendezvous of the same version?"));
+  const auto decided = Clock::now();
   Build build{parent, c.get(), kind, deadline, Status::success()};
   st = by_shrink ? shrink_nccl(build, joined.failed) : init_nccl(build, joined.unique_id);
   if (!st.ok()) return give_up(st);
+  const auto built = Clock::now();
   int nccl_rank = -1;
   if (ncclCommUserRank(c->nccl_ctl, &nccl_rank) != ncclSuccess || nccl_rank != c->rank)
     return give_up(make_status(CC_ERR_INTERNAL, "NCCL numbered this rank " +
@@ -226,6 +233,11 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   if (Status s = new_generation_events(*c->client, kind, c->epoch); !s.ok()) return give_up(s);
   if (Status s = start_watch(c.get(), embedded); !s.ok()) return give_up(s);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+  auto ms = [](Clock::duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); };
+  log().debug("{}: {} took {} ms waiting for the parent's abort, {} ms at the rendezvous, {} ms "
+              "in NCCL, {} ms setting up the rest",
+              c->who(), call, ms(asked - start), ms(decided - asked), ms(built - decided),
+              ms(Clock::now() - built));
   log().info("{}: communicator ready: rank {} of {}, generation {} ({} from {} ranks; ranks left "
              "out or replaced: {}), by {}, in {} ms",
              c->who(), c->rank, c->nranks, c->epoch,

@@ -6,6 +6,7 @@
 
 #include "common/log.hpp"
 #include "common/who.hpp"
+#include "lib/core/late_abort.hpp"
 
 namespace cc::core {
 
@@ -45,23 +46,41 @@ bool fail(Core& c, State state, const std::string& story, int calls_held) {
 void abort_nccl(Core& c, int calls_held) {
   if (c.abort_requested.exchange(true, std::memory_order_seq_cst)) return;
   fast::request_abort(c.fast);  // its kernels poll for this; NCCL's abort won't reach them
-  if (c.nccl == nullptr && c.nccl_ctl == nullptr) return;
+  if (c.nccl == nullptr && c.nccl_ctl == nullptr) {
+    c.abort_done.store(true, std::memory_order_release);
+    return;
+  }
   const auto until = Clock::now() + std::chrono::milliseconds(500);
   while (c.calls_in_flight.load(std::memory_order_seq_cst) > calls_held && Clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  const auto start = Clock::now();
   if (c.nccl != nullptr) ncclCommAbort(c.nccl);
   if (c.nccl_ctl != nullptr && c.keep_ctl)
     c.ctl_kept.store(true, std::memory_order_release);
   else if (c.nccl_ctl != nullptr)
     ncclCommAbort(c.nccl_ctl);
-  log().debug("{}: NCCL communicator aborted{}", c.who(),
+  c.abort_done.store(true, std::memory_order_release);
+  log().debug("{}: NCCL communicator aborted in {} ms{}", c.who(),
+              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
               c.ctl_kept.load() ? " (its control communicator kept for a shrink)" : "");
 }
 
-void abort_kept_ctl(Core& c) {
-  if (c.ctl_kept.exchange(false, std::memory_order_acq_rel) && c.nccl_ctl != nullptr)
+void abort_kept_ctl(Core& c, bool in_background) {
+  if (!c.ctl_kept.exchange(false, std::memory_order_acq_rel) || c.nccl_ctl == nullptr) return;
+  if (in_background)
+    abort_later(c.nccl_ctl, c.device);
+  else
     ncclCommAbort(c.nccl_ctl);
+}
+
+bool wait_abort_done(const Core& c, Clock::time_point deadline) {
+  if (!c.abort_requested.load(std::memory_order_acquire)) return true;  // none begun
+  while (!c.abort_done.load(std::memory_order_acquire)) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
 }
 
 bool ctl_usable(const Core& c) {

@@ -59,6 +59,7 @@ struct Core {
   // Set before ncclCommAbort; calls in flight (counted by CallGuard) see it
   // and stop touching `nccl`, and abort waits (bounded) for them to leave.
   std::atomic<bool> abort_requested{false};
+  std::atomic<bool> abort_done{false};  // abort_nccl has returned from NCCL
   std::atomic<int> calls_in_flight{0};
   // Operations enqueued so far; the watchdog compares it with completions.
   std::atomic<uint64_t> ops_enqueued{0};
@@ -95,8 +96,13 @@ bool fail(Core& c, State state, const std::string& story, int calls_held = 0);
 // flight (beyond the caller's own `calls_held`) to notice and leave NCCL
 // alone.
 void abort_nccl(Core& c, int calls_held = 0);
-// Aborts nccl_ctl when abort_nccl kept it; a no-op otherwise.
-void abort_kept_ctl(Core& c);
+// Aborts nccl_ctl when abort_nccl kept it; a no-op otherwise. In the
+// background (late_abort.hpp) when asked: a dead peer makes it slow.
+void abort_kept_ctl(Core& c, bool in_background = false);
+// Waits until abort_nccl, begun on another thread, has finished (true), or
+// the deadline passed (false); true at once when it finished earlier or
+// none was begun.
+bool wait_abort_done(const Core& c, Clock::time_point deadline);
 // True while nccl_ctl is alive after a failure (kept for a shrink), or the
 // communicator works.
 bool ctl_usable(const Core& c);

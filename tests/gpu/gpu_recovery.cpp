@@ -200,7 +200,10 @@ int survive(cc_comm_t comm, const std::string& mode, cudaStream_t s) {
   cc_comm_rank(next, &new_rank);
   cc_comm_size(next, &size);
   const std::vector<int> gone(failed, failed + (count < 64 ? count : 64));
+  const auto destroy_start = Clock::now();
   if (cc_comm_destroy(comm) != CC_SUCCESS) return fail("destroying the failed communicator: " + words(r));
+  std::printf("DESTROY_MS %lld\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(Clock::now() - destroy_start).count()));
   const std::string where = "generation=" + std::to_string(generation) +
                             " rank=" + std::to_string(new_rank) + " size=" + std::to_string(size) +
                             " failed=" + list(gone);

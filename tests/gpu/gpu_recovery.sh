@@ -74,7 +74,7 @@ shrink_by_hand() {  # rank 0 hosts the server (embedded); the script kills rank 
   port=$(free_port)
   for r in 0 1; do
     env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      RECOVERY_KILL_AT=-1 CC_LOG_LEVEL=info "$BIN" shrink >"$WORK/r$r" 2>&1 &
+      RECOVERY_KILL_AT=-1 CC_LOG_LEVEL=${RECOVERY_LOG_LEVEL:-info} "$BIN" shrink >"$WORK/r$r" 2>&1 &
     eval "PID$r=$!"
   done
   local i
@@ -94,9 +94,14 @@ shrink_by_hand() {  # rank 0 hosts the server (embedded); the script kills rank 
   check "rank 0 shrank to generation 1" "$WORK/r0" "^RECOVERED generation=1 rank=0 size=1 failed=1$"
   check "its all-reduces are right" "$WORK/r0" "^OK shrunk"
   how "$WORK/r0"
-  local at
+  local at failed_at
   at=$(awk '/^RECOVERED_AT/{print $2; exit}' "$WORK/r0")
+  failed_at=$(awk '/^FAILED_AT/{print $2; exit}' "$WORK/r0")
+  [ -n "$failed_at" ] && echo "DETECT_MS $(((failed_at - killed) / 1000000))"
   [ -n "$at" ] && echo "RECOVER_MS $(((at - killed) / 1000000))"
+  grep -m1 "^DESTROY_MS" "$WORK/r0"  # cc_comm_destroy of the failed communicator
+  # The ranks' own logs, for where the time went (RECOVERY_LOGS=DIR).
+  [ -n "${RECOVERY_LOGS:-}" ] && mkdir -p "$RECOVERY_LOGS" && cp "$WORK/r0" "$WORK/r1" "$RECOVERY_LOGS/"
 }
 
 regrow_cc_run() {
