@@ -24,14 +24,8 @@ class LateAborts {
   void add(ncclComm_t nccl, int device) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(nccl, device);
-    ++handed_;
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
     wake_.notify_all();
-  }
-
-  void wait_all() {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [this] { return done_ == handed_; });
   }
 
   ~LateAborts() {
@@ -61,17 +55,12 @@ class LateAborts {
                       std::chrono::steady_clock::now() - start)
                       .count());
       lock.lock();
-      ++done_;
-      done_cv_.notify_all();
     }
   }
 
   std::mutex mu_;
   std::condition_variable wake_;
-  std::condition_variable done_cv_;
   std::deque<std::pair<ncclComm_t, int>> queue_;
-  unsigned long handed_ = 0;
-  unsigned long done_ = 0;
   bool stopping_ = false;
   std::thread thread_;
 };
@@ -81,7 +70,5 @@ class LateAborts {
 void abort_later(ncclComm_t nccl, int device) {
   if (nccl != nullptr) LateAborts::instance().add(nccl, device);
 }
-
-void wait_for_late_aborts() { LateAborts::instance().wait_all(); }
 
 }  // namespace cc::core

@@ -13,7 +13,4 @@ namespace cc::core {
 // with `device` current.
 void abort_later(ncclComm_t nccl, int device);
 
-// Blocks until everything handed over so far is aborted (tests, exit).
-void wait_for_late_aborts();
-
 }  // namespace cc::core
