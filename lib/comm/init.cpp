@@ -103,14 +103,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   RendezvousResult joined;
   Status st = start(
       std::move(request),
-      [&](std::vector<uint8_t>* id_bytes) {
-        ncclUniqueId id;
-        if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-          return core::nccl_failure("ncclGetUniqueId", *c, r);
-        id_bytes->assign(id.internal, id.internal + sizeof id.internal);
-        return Status::success();
-      },
-      &joined);
+      [&](std::vector<uint8_t>* id_bytes) { return make_unique_id(*c, id_bytes); }, &joined);
   c->server = std::move(joined.server);
   c->client = std::move(joined.client);
   c->generation = joined.generation;

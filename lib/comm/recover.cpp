@@ -182,14 +182,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   req.deadline = deadline;
   RecoverResult result;
   Status st = rendezvous_recover(
-      req,
-      [&](std::vector<uint8_t>* id_bytes) {
-        ncclUniqueId id;
-        if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-          return core::nccl_failure("ncclGetUniqueId", *parent, r);
-        id_bytes->assign(id.internal, id.internal + sizeof id.internal);
-        return Status::success();
-      },
+      req, [&](std::vector<uint8_t>* id_bytes) { return make_unique_id(*parent, id_bytes); },
       &result);
   c->client = std::move(result.client);
   if (!st.ok()) {
