@@ -34,13 +34,7 @@ using std::chrono::milliseconds;
 // the rendezvous (`interrupted`) ends the waits; the caller has its words.
 Status init_nccl(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline,
                  const core::Interrupt& interrupted) {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t nccl = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
-  c->nccl_ctl = nccl;
-  if (r == ncclInProgress || r == ncclSuccess)
-    r = core::wait_ready(*c, nccl, deadline, interrupted);
+  const ncclResult_t r = make_ctl_comm(c, id, deadline, interrupted);
   if (r == ncclSuccess) return make_work_comm(c, deadline, interrupted);
   if (r == ncclInProgress) {
     return make_status(CC_ERR_TIMEOUT,
