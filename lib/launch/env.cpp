@@ -6,6 +6,17 @@
 namespace cc::launch {
 namespace {
 
+// The words when the environment lacks what every rank needs.
+constexpr const char* kNoRank =
+    "no rank in the environment: set RANK (or CC_RANK; launchers set OMPI_COMM_WORLD_RANK, "
+    "PMI_RANK, SLURM_PROCID), or run the program under cc-run, mpirun or srun";
+constexpr const char* kNoWorldSize =
+    "no world size in the environment: set WORLD_SIZE (or CC_WORLD_SIZE; launchers set "
+    "OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)";
+constexpr const char* kNoPort =
+    "no rendezvous port in the environment: set MASTER_PORT (or CC_MASTER_PORT) to the TCP "
+    "port rank 0 (or cc-rendezvous) listens on, e.g. 29500";
+
 Status invalid(std::string message) {
   return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
 }
@@ -41,18 +52,10 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   using settings::Id;
   LaunchInfo info;
 
-  if (Status s = read_required(
-          Id::rank, getenv,
-          "no rank in the environment: set RANK (or CC_RANK; launchers set OMPI_COMM_WORLD_RANK, "
-          "PMI_RANK, SLURM_PROCID), or run the program under cc-run, mpirun or srun",
-          &info.rank, &info.rank_var);
-      !s.ok())
+  if (Status s = read_required(Id::rank, getenv, kNoRank, &info.rank, &info.rank_var); !s.ok())
     return s;
-  if (Status s = read_required(
-          Id::world_size, getenv,
-          "no world size in the environment: set WORLD_SIZE (or CC_WORLD_SIZE; launchers set "
-          "OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)",
-          &info.world_size, &info.world_size_var);
+  if (Status s = read_required(Id::world_size, getenv, kNoWorldSize, &info.world_size,
+                               &info.world_size_var);
       !s.ok())
     return s;
 
@@ -90,11 +93,7 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
     return Status::success();
   }
 
-  if (Status s = read_required(
-          Id::master_port, getenv,
-          "no rendezvous port in the environment: set MASTER_PORT (or CC_MASTER_PORT) to the TCP "
-          "port rank 0 (or cc-rendezvous) listens on, e.g. 29500",
-          &info.master_port, &info.port_var);
+  if (Status s = read_required(Id::master_port, getenv, kNoPort, &info.master_port, &info.port_var);
       !s.ok())
     return s;
 
