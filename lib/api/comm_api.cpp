@@ -28,6 +28,18 @@ cc_result_t read_field(const char* call, cc_comm_t c, const char* out_name, int*
   return succeed();
 }
 
+// cc_comm_split, _shrink, _regrow: a live handle, and somewhere to put the
+// new one (cleared first, so that it is NULL on every failure).
+Status check_newcomm(const char* call, cc_comm_t comm, cc_comm_t* newcomm) {
+  if (newcomm != nullptr) *newcomm = nullptr;
+  if (Status st = cc::comm::check_handle(call, comm); !st.ok()) return st;
+  if (newcomm == nullptr)
+    return cc::make_status(CC_ERR_INVALID_ARGUMENT,
+                           std::string(call) + " on " + comm->who() +
+                               ": newcomm is NULL; pass the address of a cc_comm_t");
+  return Status::success();
+}
+
 }  // namespace
 
 extern "C" {
@@ -65,11 +77,7 @@ CC_API cc_result_t cc_comm_init_from_env(cc_comm_t* comm, const cc_config_t* con
 CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* newcomm,
                                  const cc_config_t* config) {
   CC_API_GUARD_BEGIN
-  if (newcomm != nullptr) *newcomm = nullptr;
-  if (Status st = cc::comm::check_handle("cc_comm_split", comm); !st.ok()) return fail(st);
-  if (newcomm == nullptr)
-    return fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_split on " + comm->who() +
-                                             ": newcomm is NULL; pass the address of a cc_comm_t");
+  if (Status st = check_newcomm("cc_comm_split", comm, newcomm); !st.ok()) return fail(st);
   if (!cc::core::usable(*comm)) return fail(cc::core::state_status("cc_comm_split", *comm));
   return fail(cc::comm::split(comm, color, key, newcomm, config));
   CC_API_GUARD_END
@@ -130,22 +138,14 @@ CC_API cc_result_t cc_comm_allreduce_plan(cc_comm_t comm, char* plan, size_t cap
 
 CC_API cc_result_t cc_comm_shrink(cc_comm_t comm, int timeout_ms, cc_comm_t* newcomm) {
   CC_API_GUARD_BEGIN
-  if (newcomm != nullptr) *newcomm = nullptr;
-  if (Status st = cc::comm::check_handle("cc_comm_shrink", comm); !st.ok()) return fail(st);
-  if (newcomm == nullptr)
-    return fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_shrink on " + comm->who() +
-                                             ": newcomm is NULL; pass the address of a cc_comm_t");
+  if (Status st = check_newcomm("cc_comm_shrink", comm, newcomm); !st.ok()) return fail(st);
   return fail(cc::comm::shrink(comm, timeout_ms, newcomm));
   CC_API_GUARD_END
 }
 
 CC_API cc_result_t cc_comm_regrow(cc_comm_t comm, int nranks, int timeout_ms, cc_comm_t* newcomm) {
   CC_API_GUARD_BEGIN
-  if (newcomm != nullptr) *newcomm = nullptr;
-  if (Status st = cc::comm::check_handle("cc_comm_regrow", comm); !st.ok()) return fail(st);
-  if (newcomm == nullptr)
-    return fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_regrow on " + comm->who() +
-                                             ": newcomm is NULL; pass the address of a cc_comm_t");
+  if (Status st = check_newcomm("cc_comm_regrow", comm, newcomm); !st.ok()) return fail(st);
   if (nranks < 1)
     return fail(CC_ERR_INVALID_ARGUMENT, "cc_comm_regrow on " + comm->who() + ": nranks " +
                                              std::to_string(nranks) +

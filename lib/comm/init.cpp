@@ -34,13 +34,7 @@ using std::chrono::milliseconds;
 // the rendezvous (`interrupted`) ends the waits; the caller has its words.
 Status init_nccl(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline,
                  const core::Interrupt& interrupted) {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t nccl = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
-  c->nccl_ctl = nccl;
-  if (r == ncclInProgress || r == ncclSuccess)
-    r = core::wait_ready(*c, nccl, deadline, interrupted);
+  const ncclResult_t r = make_ctl_comm(c, id, deadline, interrupted);
   if (r == ncclSuccess) return make_work_comm(c, deadline, interrupted);
   if (r == ncclInProgress) {
     return make_status(CC_ERR_TIMEOUT,
@@ -103,14 +97,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   RendezvousResult joined;
   Status st = start(
       std::move(request),
-      [&](std::vector<uint8_t>* id_bytes) {
-        ncclUniqueId id;
-        if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-          return core::nccl_failure("ncclGetUniqueId", *c, r);
-        id_bytes->assign(id.internal, id.internal + sizeof id.internal);
-        return Status::success();
-      },
-      &joined);
+      [&](std::vector<uint8_t>* id_bytes) { return make_unique_id(*c, id_bytes); }, &joined);
   c->server = std::move(joined.server);
   c->client = std::move(joined.client);
   c->generation = joined.generation;

@@ -11,6 +11,26 @@ namespace cc::comm {
 
 using std::chrono::milliseconds;
 
+Status make_unique_id(const cc_comm& c, std::vector<uint8_t>* id_bytes) {
+  ncclUniqueId id;
+  if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+    return core::nccl_failure("ncclGetUniqueId", c, r);
+  id_bytes->assign(id.internal, id.internal + sizeof id.internal);
+  return Status::success();
+}
+
+ncclResult_t make_ctl_comm(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline,
+                           const core::Interrupt& interrupted) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t nccl = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
+  c->nccl_ctl = nccl;
+  if (r == ncclInProgress || r == ncclSuccess)
+    r = core::wait_ready(*c, nccl, deadline, interrupted);
+  return r;
+}
+
 Status make_work_comm(cc_comm* c, Clock::time_point deadline, const core::Interrupt& interrupted) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;

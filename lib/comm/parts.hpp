@@ -1,10 +1,12 @@
-// The parts a communicator is made of, shared by init, split and destroy:
-// the working NCCL communicator, the barrier's scratch int, the watchdog's
-// view, and taking a half-made communicator apart again.
+// The parts a communicator is made of, shared by init, split, recovery and
+// destroy: the NCCL id, the two NCCL communicators, the barrier's scratch
+// int, the watchdog's view, and taking a half-made communicator apart again.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "common/status.hpp"
 #include "lib/comm/comm.hpp"
@@ -12,6 +14,17 @@
 namespace cc::comm {
 
 using Clock = std::chrono::steady_clock;
+
+// A new NCCL id (ncclGetUniqueId) as the bytes the rendezvous hands out;
+// a failure is told as c's.
+Status make_unique_id(const cc_comm& c, std::vector<uint8_t>* id_bytes);
+
+// Makes c->nccl_ctl from `id`, non-blocking so that the deadline holds, and
+// waits until it is ready. Returns NCCL's result: ncclInProgress when the
+// deadline passed, the communicator is being aborted or `interrupted` ended
+// the wait.
+ncclResult_t make_ctl_comm(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline,
+                           const core::Interrupt& interrupted);
 
 // Makes c->nccl, the blocking communicator that does the work, by splitting
 // the non-blocking c->nccl_ctl with every rank in one colour. The split runs

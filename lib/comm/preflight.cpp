@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/log.hpp"
+#include "lib/comm/deadline.hpp"
 
 namespace cc::comm {
 namespace {
@@ -18,8 +19,7 @@ constexpr milliseconds kReadyWindow{10000};
 constexpr milliseconds kReportWindow{5000};
 
 uint32_t window(milliseconds w, Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  return static_cast<uint32_t>(std::clamp(left, milliseconds(1), w).count());
+  return static_cast<uint32_t>(std::min(remaining(deadline), w).count());
 }
 
 }  // namespace

@@ -99,13 +99,7 @@ Status init_nccl(Build& b, const std::vector<uint8_t>& id_bytes) {
                                               std::to_string(sizeof id.internal) +
                                               "; is it a cc-rendezvous of the same version?");
   std::memcpy(id.internal, id_bytes.data(), sizeof id.internal);
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t nccl = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
-  c->nccl_ctl = nccl;
-  if (r == ncclInProgress || r == ncclSuccess)
-    r = core::wait_ready(*c, nccl, b.deadline, b.interrupted());
+  const ncclResult_t r = make_ctl_comm(c, id, b.deadline, b.interrupted());
   if (r == ncclSuccess) return make_work_comm(c, b.deadline, b.interrupted());
   if (!b.heard.ok()) return b.heard;
   if (r == ncclInProgress) return late(b, "ncclCommInitRankConfig");
@@ -182,14 +176,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   req.deadline = deadline;
   RecoverResult result;
   Status st = rendezvous_recover(
-      req,
-      [&](std::vector<uint8_t>* id_bytes) {
-        ncclUniqueId id;
-        if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-          return core::nccl_failure("ncclGetUniqueId", *parent, r);
-        id_bytes->assign(id.internal, id.internal + sizeof id.internal);
-        return Status::success();
-      },
+      req, [&](std::vector<uint8_t>* id_bytes) { return make_unique_id(*parent, id_bytes); },
       &result);
   c->client = std::move(result.client);
   if (!st.ok()) {

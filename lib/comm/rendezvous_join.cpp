@@ -8,18 +8,13 @@
 #include "common/log.hpp"
 #include "common/settings.hpp"
 #include "common/who.hpp"
+#include "lib/comm/deadline.hpp"
 #include "lib/launch/etcd.hpp"
 
 namespace cc::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-milliseconds remaining(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  return std::max(left, milliseconds(1));
-}
 
 bool is_ipv6_literal(const std::string& addr) { return addr.find(':') != std::string::npos; }
 

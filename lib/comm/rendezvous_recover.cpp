@@ -3,19 +3,11 @@
 #include <algorithm>
 
 #include "common/who.hpp"
+#include "lib/comm/deadline.hpp"
 
 namespace cc::comm {
-namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-milliseconds remaining(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  return std::max(left, milliseconds(1));
-}
-
-}  // namespace
 
 const char* recover_call(rv::RecoverKind kind) {
   return kind == rv::RecoverKind::shrink ? "cc_comm_shrink" : "cc_comm_regrow";

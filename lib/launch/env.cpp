@@ -6,8 +6,32 @@
 namespace cc::launch {
 namespace {
 
+// The words when the environment lacks what every rank needs.
+constexpr const char* kNoRank =
+    "no rank in the environment: set RANK (or CC_RANK; launchers set OMPI_COMM_WORLD_RANK, "
+    "PMI_RANK, SLURM_PROCID), or run the program under cc-run, mpirun or srun";
+constexpr const char* kNoWorldSize =
+    "no world size in the environment: set WORLD_SIZE (or CC_WORLD_SIZE; launchers set "
+    "OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)";
+constexpr const char* kNoPort =
+    "no rendezvous port in the environment: set MASTER_PORT (or CC_MASTER_PORT) to the TCP "
+    "port rank 0 (or cc-rendezvous) listens on, e.g. 29500";
+
 Status invalid(std::string message) {
   return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
+}
+
+// A whole number the launch cannot do without, and the variable that held
+// it; `missing` is the error when no variable does.
+Status read_required(settings::Id id, const Getenv& getenv, const char* missing, int* value,
+                     std::string* var) {
+  long long v = 0;
+  settings::Found found;
+  if (Status s = settings::read_int(id, getenv, &v, &found); !s.ok()) return s;
+  if (found.var == nullptr) return invalid(missing);
+  *value = static_cast<int>(v);
+  *var = found.var;
+  return Status::success();
 }
 
 }  // namespace
@@ -27,26 +51,13 @@ Status read_local_rank(const Getenv& getenv, int* local_rank, std::string* var) 
 Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   using settings::Id;
   LaunchInfo info;
-  long long v = 0;
-  settings::Found found;
 
-  if (Status s = settings::read_int(Id::rank, getenv, &v, &found); !s.ok()) return s;
-  if (found.var == nullptr) {
-    return invalid(
-        "no rank in the environment: set RANK (or CC_RANK; launchers set OMPI_COMM_WORLD_RANK, "
-        "PMI_RANK, SLURM_PROCID), or run the program under cc-run, mpirun or srun");
-  }
-  info.rank = static_cast<int>(v);
-  info.rank_var = found.var;
-
-  if (Status s = settings::read_int(Id::world_size, getenv, &v, &found); !s.ok()) return s;
-  if (found.var == nullptr) {
-    return invalid(
-        "no world size in the environment: set WORLD_SIZE (or CC_WORLD_SIZE; launchers set "
-        "OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)");
-  }
-  info.world_size = static_cast<int>(v);
-  info.world_size_var = found.var;
+  if (Status s = read_required(Id::rank, getenv, kNoRank, &info.rank, &info.rank_var); !s.ok())
+    return s;
+  if (Status s = read_required(Id::world_size, getenv, kNoWorldSize, &info.world_size,
+                               &info.world_size_var);
+      !s.ok())
+    return s;
 
   if (info.rank >= info.world_size) {
     return invalid("rank " + std::to_string(info.rank) + " (from " + info.rank_var +
@@ -82,14 +93,9 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
     return Status::success();
   }
 
-  if (Status s = settings::read_int(Id::master_port, getenv, &v, &found); !s.ok()) return s;
-  if (found.var == nullptr) {
-    return invalid(
-        "no rendezvous port in the environment: set MASTER_PORT (or CC_MASTER_PORT) to the TCP "
-        "port rank 0 (or cc-rendezvous) listens on, e.g. 29500");
-  }
-  info.master_port = static_cast<int>(v);
-  info.port_var = found.var;
+  if (Status s = read_required(Id::master_port, getenv, kNoPort, &info.master_port, &info.port_var);
+      !s.ok())
+    return s;
 
   *out = std::move(info);
   return Status::success();

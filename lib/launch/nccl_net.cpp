@@ -1,6 +1,5 @@
 #include "lib/launch/nccl_net.hpp"
 
-#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -23,16 +22,6 @@ struct IfaddrsFree {
   void operator()(ifaddrs* p) const { freeifaddrs(p); }
 };
 
-std::string numeric(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  const void* src =
-      sa->sa_family == AF_INET
-          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
-          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
-  if (inet_ntop(sa->sa_family, src, buf, sizeof buf) == nullptr) return {};
-  return buf;
-}
-
 // NCCL's findInterfaces with one result: the first entry of getifaddrs that
 // is IPv4/IPv6, running, of the forced family, not IPv6 loopback, and whose
 // name `spec` selects.
@@ -48,7 +37,7 @@ bool find_first(ifaddrs* list, const std::string& spec, int family, NcclSocket* 
       continue;
     if (!nccl_ifname_matches(spec, i->ifa_name)) continue;
     out->ifname = i->ifa_name;
-    out->addr = numeric(i->ifa_addr);
+    out->addr = numeric_address(i->ifa_addr);
     out->family = f;
     out->link_local =
         f == AF_INET6 &&

@@ -23,16 +23,6 @@ std::string local_host() {
   return buf;
 }
 
-std::string numeric(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  const void* src =
-      sa->sa_family == AF_INET
-          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
-          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
-  if (inet_ntop(sa->sa_family, src, buf, sizeof buf) == nullptr) return {};
-  return buf;
-}
-
 int prefix_of(const sockaddr* mask) {
   if (mask == nullptr) return -1;
   const unsigned char* p = nullptr;
@@ -91,6 +81,16 @@ std::string interface_holding(const sockaddr* source) {
 
 }  // namespace
 
+std::string numeric_address(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  const void* src =
+      sa->sa_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  if (inet_ntop(sa->sa_family, src, buf, sizeof buf) == nullptr) return {};
+  return buf;
+}
+
 std::string strip_brackets(const std::string& host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     return host.substr(1, host.size() - 2);
@@ -145,7 +145,7 @@ Status list_interfaces(std::vector<Interface>* out) {
     if (i->ifa_addr == nullptr) continue;
     int family = i->ifa_addr->sa_family;
     if (family != AF_INET && family != AF_INET6) continue;
-    itf->addresses.push_back({family, numeric(i->ifa_addr), prefix_of(i->ifa_netmask)});
+    itf->addresses.push_back({family, numeric_address(i->ifa_addr), prefix_of(i->ifa_netmask)});
   }
   return Status::success();
 }
@@ -181,7 +181,7 @@ Status route_source_for(const std::string& host_in, Route* out) {
       continue;
     }
     if (connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      last_error = numeric(ai->ai_addr) + ": " + std::strerror(errno);
+      last_error = numeric_address(ai->ai_addr) + ": " + std::strerror(errno);
       continue;
     }
     sockaddr_storage local{};
@@ -193,11 +193,11 @@ Status route_source_for(const std::string& host_in, Route* out) {
     const sockaddr* src = reinterpret_cast<const sockaddr*>(&local);
     std::string ifname = interface_holding(src);
     if (ifname.empty()) {
-      last_error = "source address " + numeric(src) + " is on no interface";
+      last_error = "source address " + numeric_address(src) + " is on no interface";
       continue;
     }
-    out->target = numeric(ai->ai_addr);
-    out->source_address = numeric(src);
+    out->target = numeric_address(ai->ai_addr);
+    out->source_address = numeric_address(src);
     out->ifname = ifname;
     out->family = ai->ai_family;
     return Status::success();

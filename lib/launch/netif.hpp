@@ -9,6 +9,8 @@
 #include "common/settings.hpp"
 #include "common/status.hpp"
 
+struct sockaddr;
+
 namespace cc::launch {
 
 struct Address {
@@ -55,6 +57,10 @@ Status choose_nccl_socket_ifname(const std::string& master_addr, const settings:
 // Whether NCCL would use `ifname` under NCCL_SOCKET_IFNAME=spec: a comma
 // list of prefixes, "=" for exact names, a leading "^" to exclude instead.
 bool nccl_ifname_matches(const std::string& spec, const std::string& ifname);
+
+// An IPv4 or IPv6 socket address as numeric text ("192.0.2.1", "fe80::1"),
+// without port or scope; empty when it cannot be written.
+std::string numeric_address(const sockaddr* sa);
 
 // "[::1]" -> "::1"; anything else unchanged.
 std::string strip_brackets(const std::string& host);
