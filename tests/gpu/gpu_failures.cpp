@@ -159,11 +159,7 @@ int allreduce_once(cc_comm_t comm, int rank, cudaStream_t s) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
-    std::printf("SKIP no CUDA device here\n");
-    return 77;
-  }
+  if (no_cuda_device()) return 77;
   if (mode == "probe") return 0;
   const int rank = env_int("RANK", 0);
   cc_comm_t comm = nullptr;

@@ -178,11 +178,7 @@ int survive(cc_comm_t comm, const std::string& mode, cudaStream_t s) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
-    std::printf("SKIP no CUDA device here\n");
-    return 77;
-  }
+  if (no_cuda_device()) return 77;
   if (mode == "probe") {
     using GetVersion = int (*)(int*);  // ncclGetVersion, from the libnccl libcc loaded
     const auto get = reinterpret_cast<GetVersion>(dlsym(RTLD_DEFAULT, "ncclGetVersion"));

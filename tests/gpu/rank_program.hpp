@@ -24,6 +24,15 @@ inline long long realtime_ns() {
   return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
+// Prints "SKIP no CUDA device here" when there is none (the program then
+// exits 77, skipped).
+inline bool no_cuda_device() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices >= 1) return false;
+  std::printf("SKIP no CUDA device here\n");
+  return true;
+}
+
 // Prints "FAIL <why>"; the program's exit status.
 inline int fail(const std::string& why) {
   std::printf("FAIL %s\n", why.c_str());
