@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
@@ -152,28 +153,28 @@ TEST_CASE("env: no local rank is -1, not an error") {
 }
 
 TEST_CASE("env: missing variables are named with what to set") {
-  LaunchInfo info;
-  FakeEnv none;
-  cc::Status s = read(none, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("no rank in the environment: set RANK (or CC_RANK; launchers set "
-                                 "OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"));
-
-  FakeEnv no_world{{{"RANK", "0"}}};
-  s = read(no_world, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message,
-             Contains("no world size") && Contains("WORLD_SIZE") && Contains("SLURM_NTASKS"));
-
-  FakeEnv no_addr{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}};
-  s = read(no_addr, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("set MASTER_ADDR (or CC_MASTER_ADDR)"));
-
-  FakeEnv no_port{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}};
-  s = read(no_port, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("set MASTER_PORT (or CC_MASTER_PORT)"));
+  struct Case {
+    std::map<std::string, std::string> vars;
+    std::vector<std::string> words;
+  };
+  const Case cases[] = {
+      {{},
+       {"no rank in the environment: set RANK (or CC_RANK; launchers set "
+        "OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"}},
+      {{{"RANK", "0"}}, {"no world size", "WORLD_SIZE", "SLURM_NTASKS"}},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}},
+       {"set MASTER_ADDR (or CC_MASTER_ADDR)"}},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}},
+       {"set MASTER_PORT (or CC_MASTER_PORT)"}},
+  };
+  for (const Case& c : cases) {
+    FakeEnv env{c.vars};
+    LaunchInfo info;
+    const cc::Status s = read(env, &info);
+    INFO(s.message);
+    CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+    for (const std::string& w : c.words) CHECK_THAT(s.message, Contains(w));
+  }
 }
 
 TEST_CASE("env: malformed values name the variable") {
