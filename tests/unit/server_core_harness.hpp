@@ -65,6 +65,17 @@ struct Harness {
     REQUIRE(v.size() == 1);
     return v[0].message;
   }
+  // The one message sent to id since the last take, which must be a T (the
+  // words of an Error in its place are shown).
+  template <class T>
+  T one_as(rv::ConnId id) {
+    const rv::Message m = one(id);
+    INFO("connection " << id << " got " << rv::type_name(rv::type_of(m)) << ": "
+                       << (std::holds_alternative<rv::Error>(m) ? std::get<rv::Error>(m).message
+                                                                : std::string()));
+    REQUIRE(std::holds_alternative<T>(m));
+    return std::get<T>(m);
+  }
   rv::Error error_of(const rv::Message& m) {
     INFO("message type " << rv::type_name(rv::type_of(m)));
     REQUIRE(std::holds_alternative<rv::Error>(m));

@@ -47,9 +47,7 @@ struct Harness : cc::test::Harness {
   }
   rv::StatusReport status(rv::ConnId observer) {
     feed(observer, rv::StatusQuery{});
-    auto m = one(observer);
-    REQUIRE(std::holds_alternative<rv::StatusReport>(m));
-    return std::get<rv::StatusReport>(m);
+    return one_as<rv::StatusReport>(observer);
   }
   rv::ServerMetrics metrics() const { return core.metrics(now); }
 };
