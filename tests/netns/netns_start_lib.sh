@@ -3,7 +3,8 @@
 # helpers) and adds: a NAT router with a private "container" behind it, a
 # decoy interface, a firewall rule, and ranks of init_member (cc_comm_init's
 # path up to NCCL, then a stand-in init) each on its own host name (a UTS
-# namespace), as on real hosts. Sourced with the arguments
+# namespace), as on real hosts, and the checks of their words. Sourced with
+# the arguments
 #   STORE_TOOL MEMBER CC_DOCTOR CC_RENDEZVOUS INIT_MEMBER
 # Extra hosts: "nat" (the router: 198.18.0.4 on the bridge, 172.18.0.1
 # inside) and "c" (the container: 172.18.0.2, default route via the router,
