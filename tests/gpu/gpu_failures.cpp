@@ -30,61 +30,13 @@
 #include <cuda_runtime_api.h>
 
 #include "cc/cc.h"
+#include "tests/gpu/rank_program.hpp"
 
 namespace {
 
+using namespace cc::test;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-long long realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
-
-int fail(const std::string& why) {
-  std::printf("FAIL %s\n", why.c_str());
-  std::fflush(stdout);
-  return 1;
-}
-
-std::string words(cc_result_t r) {
-  return std::string(cc_result_string(r)) + ": " + cc_last_error();
-}
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
-
-// Waits for the stream, polling, up to `limit`; the watchdog's abort is
-// what releases a stream stuck on a dead peer.
-bool wait_stream(cudaStream_t s, milliseconds limit) {
-  const auto until = Clock::now() + limit;
-  for (;;) {
-    const cudaError_t e = cudaStreamQuery(s);
-    if (e != cudaErrorNotReady) {
-      cudaGetLastError();
-      return true;
-    }
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
-
-struct Buffers {
-  float* send = nullptr;
-  float* recv = nullptr;
-  explicit Buffers(size_t count) {
-    cudaMalloc(reinterpret_cast<void**>(&send), count * sizeof(float));
-    cudaMalloc(reinterpret_cast<void**>(&recv), count * sizeof(float));
-    cudaMemset(send, 0, count * sizeof(float));
-  }
-  ~Buffers() {
-    cudaFree(send);
-    cudaFree(recv);
-  }
-};
 
 // Loops all-reduces until one fails; prints when and how.
 int kill_loop(cc_comm_t comm, int rank, cudaStream_t s) {
@@ -207,11 +159,7 @@ int allreduce_once(cc_comm_t comm, int rank, cudaStream_t s) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
-    std::printf("SKIP no CUDA device here\n");
-    return 77;
-  }
+  if (no_cuda_device()) return 77;
   if (mode == "probe") return 0;
   const int rank = env_int("RANK", 0);
   cc_comm_t comm = nullptr;

@@ -29,24 +29,9 @@ SCENARIOS=("$@")
                                          skip-oneshot skip-twoshot abort-threads init-missing status
                                          init-fail init-nosock)
 
-"$BIN" probe >/dev/null 2>&1
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "gpu_failures: no CUDA device here; skipped"
-  exit 77
-fi
-[ $rc -ne 0 ] && { echo "gpu_failures: $BIN probe failed ($rc)"; exit 1; }
-
-WORK=$(mktemp -d)
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
+. "$(dirname "$0")/gpu_ranks_lib.sh" gpu_failures
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 export CC_LOG_LEVEL=${CC_LOG_LEVEL:-warn}
-bad=0
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-now_ns() { date +%s%N; }
 
 # start RANK WORLD MODE [VAR=VALUE...]: one rank in the background, output in $WORK/rRANK.
 start() {
@@ -78,15 +63,6 @@ wait_pid() {
   kill -9 "$1" 2>/dev/null
   wait "$1" 2>/dev/null
   return 124
-}
-check() {  # check NAME FILE PATTERN
-  if grep -q -- "$3" "$2"; then
-    echo "   ok: $1"
-  else
-    echo "   FAILED: $1: no '$3' in:"
-    sed 's/^/   | /' "$2"
-    bad=1
-  fi
 }
 show() { echo "   rank $1: $(grep -E '^(ERROR_AT|OK|FAIL)' "$WORK/r$1" | head -3)"; }
 

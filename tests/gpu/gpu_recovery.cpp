@@ -34,67 +34,19 @@
 #include <cuda_runtime_api.h>
 
 #include "cc/cc.h"
+#include "tests/gpu/rank_program.hpp"
 
 namespace {
 
+using namespace cc::test;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-long long realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
-
 const long long g_start_ns = realtime_ns();  // as early as this process can tell
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
-
-std::string words(cc_result_t r) {
-  return std::string(cc_result_string(r)) + ": " + cc_last_error();
-}
-
-int fail(const std::string& why) {
-  std::printf("FAIL %s\n", why.c_str());
-  std::fflush(stdout);
-  return 1;
-}
 
 bool is_failure(cc_result_t r) {
   return r == CC_ERR_PEER_FAILED || r == CC_ERR_TIMEOUT || r == CC_ERR_ABORTED;
 }
-
-// Waits for the stream, polling, up to `limit`; the watchdog's abort is
-// what releases a stream stuck on a dead peer.
-bool wait_stream(cudaStream_t s, milliseconds limit) {
-  const auto until = Clock::now() + limit;
-  for (;;) {
-    const cudaError_t e = cudaStreamQuery(s);
-    if (e != cudaErrorNotReady) {
-      cudaGetLastError();
-      return true;
-    }
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-}
-
-struct Buffers {
-  float* send = nullptr;
-  float* recv = nullptr;
-  size_t count;
-  explicit Buffers(size_t n) : count(n) {
-    cudaMalloc(reinterpret_cast<void**>(&send), n * sizeof(float));
-    cudaMalloc(reinterpret_cast<void**>(&recv), n * sizeof(float));
-  }
-  ~Buffers() {
-    cudaFree(send);
-    cudaFree(recv);
-  }
-};
 
 // Every rank contributes job_rank + 1 (the rank it was started with) to a
 // sum; `want` is the sum over the communicator's members. Returns CC_SUCCESS
@@ -226,11 +178,7 @@ int survive(cc_comm_t comm, const std::string& mode, cudaStream_t s) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
-    std::printf("SKIP no CUDA device here\n");
-    return 77;
-  }
+  if (no_cuda_device()) return 77;
   if (mode == "probe") {
     using GetVersion = int (*)(int*);  // ncclGetVersion, from the libnccl libcc loaded
     const auto get = reinterpret_cast<GetVersion>(dlsym(RTLD_DEFAULT, "ncclGetVersion"));

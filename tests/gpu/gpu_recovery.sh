@@ -23,34 +23,10 @@ BIN=$BUILD/tests/gpu/gpu_recovery
 CC_RUN=$BUILD/tools/cc-run
 TRAIN=$BUILD/examples/train_recover
 
-"$BIN" probe >/dev/null 2>&1
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "gpu_recovery: no CUDA device here; skipped"
-  exit 77
-fi
-[ $rc -ne 0 ] && { echo "gpu_recovery: $BIN probe failed ($rc)"; exit 1; }
+. "$(dirname "$0")/gpu_ranks_lib.sh" gpu_recovery
 "$BIN" probe
-
-WORK=$(mktemp -d)
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-60000}
-bad=0
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-now_ns() { date +%s%N; }
-check() {  # check NAME FILE PATTERN
-  if grep -q -- "$3" "$2"; then
-    echo "   ok: $1"
-  else
-    echo "   FAILED: $1: no '$3' in:"
-    sed 's/^/   | /' "$2" | tail -n 60
-    bad=1
-  fi
-}
 status() {  # status NAME GOT WANT
   if [ "$2" -eq "$3" ]; then echo "   ok: $1 exit status $2"; else echo "   FAILED: $1 exit status $2, want $3"; bad=1; fi
 }

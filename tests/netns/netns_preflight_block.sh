@@ -15,25 +15,15 @@ wait_up "$NS_A" cceth0
 wait_up "$NS_B" cceth0
 wait_up "$NS_B" ccmgmt1
 
-# blocked NAME...: each rank failed within 2 s of the last arrival, all with
-# the same words, which name rank 0 unable to reach rank 1 at ADDR.
+# blocked ADDR NAME...: each rank failed within 2 s of the last arrival, all
+# with the same words, which name rank 0 unable to reach rank 1 at ADDR.
 blocked() {
   local addr=$1
   shift
-  local last n words first=""
-  last=$(last_start "$@") || fail "a rank never started: $*"
-  for n in "$@"; do
-    wait_line "$n" '^ERROR' 15 || fail "$n never stopped"
-    ends_within "$n" "$last" 2000 "the last rank's arrival"
-    says "$n" "code 6: "
-    says "$n" "rank 0 (host $HOST_A, pid "
-    says "$n" "cannot connect to rank 1 (host $HOST_B, pid "
-    says "$n" "at $addr:"
-    words=$(sed -nE 's/^ERROR .*cc_comm_init cannot finish: //p' "$WORK/$n.out")
-    [ -n "$first" ] || first=$words
-    [ "$words" = "$first" ] || fail "the ranks got different words"
-  done
-  note "words: $first"
+  refused "$@"
+  says_all "rank 0 (host $HOST_A, pid " "$@"
+  says_all "cannot connect to rank 1 (host $HOST_B, pid " "$@"
+  says_all "at $addr:" "$@"
 }
 
 note "1. a one-way firewall: host b drops new TCP connections from host a"

@@ -21,23 +21,13 @@ wait_up "$NS_RV" cceth0
 # verdict NAME...: every rank failed within 2 s of the last arrival, with
 # the same words naming the NAT.
 verdict() {
-  local last n words first=""
-  last=$(last_start "$@") || fail "a rank never started: $*"
-  for n in "$@"; do
-    wait_line "$n" '^ERROR' 15 || fail "$n never stopped"
-    ends_within "$n" "$last" 2000 "the last rank's arrival"
-    says "$n" "code 6: "
-    says "$n" "cannot connect to rank 1 (host $HOST_C, pid "
-    says "$n" "at $ADDR_C:"
-    says "$n" "Network is unreachable"
-    says "$n" "a NAT (a Docker bridge network, say) sits between host $HOST_C and the other hosts"
-    says "$n" "arrived from $ADDR_NAT"
-    says "$n" "--network host"
-    words=$(sed -nE 's/^ERROR .*cc_comm_init cannot finish: //p' "$WORK/$n.out")
-    [ -n "$first" ] || first=$words
-    [ "$words" = "$first" ] || fail "the ranks got different words"
-  done
-  note "words: $first"
+  refused "$@"
+  says_all "cannot connect to rank 1 (host $HOST_C, pid " "$@"
+  says_all "at $ADDR_C:" "$@"
+  says_all "Network is unreachable" "$@"
+  says_all "a NAT (a Docker bridge network, say) sits between host $HOST_C and the other hosts" "$@"
+  says_all "arrived from $ADDR_NAT" "$@"
+  says_all "--network host" "$@"
 }
 
 note "1. rank 0 on host a hosts the server; rank 1 behind the NAT"
@@ -56,18 +46,15 @@ finish_ranks
 note "3. CC_PREFLIGHT=0: nothing is tested, the ranks go on to NCCL's init"
 rank o0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" natoff CC_PREFLIGHT=0 -- ok
 rank o1 "$NS_C" "$HOST_C" 1 2 "$ADDR_A" natoff CC_PREFLIGHT=0 -- ok
-for n in o0 o1; do wait_line "$n" '^(READY|ERROR)' 15; says "$n" READY; done
+ready o0 o1
 finish_ranks
 
 note "4. the NAT matched: host a routes the container network through the router"
 ip -n "$NS_A" route add 172.18.0.0/24 via "$ADDR_NAT" || fail "route to the container network"
 rank m0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" natok CC_LOG_LEVEL=debug -- ok
 rank m1 "$NS_C" "$HOST_C" 1 2 "$ADDR_A" natok CC_LOG_LEVEL=debug -- ok
-for n in m0 m1; do
-  wait_line "$n" '^(READY|ERROR)' 15
-  says "$n" READY
-  says "$n" "reachability test passed"
-done
+ready m0 m1
+says_all "reachability test passed" m0 m1
 says m0 "will have NCCL use the address $ADDR_C"  # the NAT notice still warns
 finish_ranks
 
@@ -93,11 +80,8 @@ table ip ccpub {
 NFT
 rank p0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" natfwd CC_LOG_LEVEL=debug -- ok
 rank p1 "$NS_C" "$HOST_C" 1 2 "$ADDR_A" natfwd CC_LOG_LEVEL=debug -- ok
-for n in p0 p1; do
-  wait_line "$n" '^(READY|ERROR)' 15
-  says "$n" READY
-  says "$n" "reachability test passed"
-done
+ready p0 p1
+says_all "reachability test passed" p0 p1
 says p0 "will have NCCL use the address $ADDR_C"
 finish_ranks
 

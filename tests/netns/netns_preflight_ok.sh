@@ -25,22 +25,16 @@ case "$order" in *ccdecoy0*cceth0*) ;; *) fail "the decoy is not listed first: $
 note "1. two ranks on one host: nothing to test"
 rank s0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" onehost CC_LOG_LEVEL=debug -- ok
 rank s1 "$NS_A" "$HOST_A" 1 2 "$ADDR_A" onehost CC_LOG_LEVEL=debug -- ok
-for n in s0 s1; do
-  wait_line "$n" '^(READY|ERROR)' 15
-  says "$n" READY
-  says "$n" "(0 connection(s) from here)"
-done
+ready s0 s1
+says_all "(0 connection(s) from here)" s0 s1
 finish_ranks
 
 note "2. two hosts, a decoy management interface listed first on host b"
 rank t0 "$NS_A" "$HOST_A" 0 2 "$ADDR_A" decoy CC_LOG_LEVEL=debug -- ok
 rank t1 "$NS_B" "$HOST_B" 1 2 "$ADDR_A" decoy CC_LOG_LEVEL=debug -- ok
-for n in t0 t1; do
-  wait_line "$n" '^(READY|ERROR)' 15
-  says "$n" READY
-  says "$n" "reachability test passed"
-  says "$n" "(1 connection(s) from here)"
-done
+ready t0 t1
+says_all "reachability test passed" t0 t1
+says_all "(1 connection(s) from here)" t0 t1
 says t1 "NCCL_SOCKET_IFNAME==cceth0"
 finish_ranks
 note "all passed"

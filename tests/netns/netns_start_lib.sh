@@ -3,7 +3,8 @@
 # helpers) and adds: a NAT router with a private "container" behind it, a
 # decoy interface, a firewall rule, and ranks of init_member (cc_comm_init's
 # path up to NCCL, then a stand-in init) each on its own host name (a UTS
-# namespace), as on real hosts. Sourced with the arguments
+# namespace), as on real hosts, and the checks of their words. Sourced with
+# the arguments
 #   STORE_TOOL MEMBER CC_DOCTOR CC_RENDEZVOUS INIT_MEMBER
 # Extra hosts: "nat" (the router: 198.18.0.4 on the bridge, 172.18.0.1
 # inside) and "c" (the container: 172.18.0.2, default route via the router,
@@ -133,3 +134,35 @@ last_start() {
 
 # says NAME TEXT: the rank's output holds TEXT.
 says() { grep -qF -- "$2" "$WORK/$1.out" || fail "$1 does not say '$2'"; }
+
+# says_all TEXT NAME...: every rank's output holds TEXT.
+says_all() {
+  local text=$1 n
+  shift
+  for n in "$@"; do says "$n" "$text"; done
+}
+
+# ready NAME...: every rank got through its start (READY, not ERROR).
+ready() {
+  local n
+  for n in "$@"; do
+    wait_line "$n" '^(READY|ERROR)' 15
+    says "$n" READY
+  done
+}
+
+# refused NAME...: every rank failed (code 6) within 2 s of the last one's
+# arrival, all with the same words.
+refused() {
+  local last n words first=""
+  last=$(last_start "$@") || fail "a rank never started: $*"
+  for n in "$@"; do
+    wait_line "$n" '^ERROR' 15 || fail "$n never stopped"
+    ends_within "$n" "$last" 2000 "the last rank's arrival"
+    says "$n" "code 6: "
+    words=$(sed -nE 's/^ERROR .*cc_comm_init cannot finish: //p' "$WORK/$n.out")
+    [ -n "$first" ] || first=$words
+    [ "$words" = "$first" ] || fail "the ranks got different words"
+  done
+  note "words: $first"
+}

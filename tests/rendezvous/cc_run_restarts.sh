@@ -12,13 +12,20 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output:"; cat "$dir/out"; exit 1; }
 expect() { grep -q -- "$1" "$dir/out" || fail "no '$1'"; }
+# job STEP WANT CMD...: runs the step's job, its output in $dir/out; its exit
+# status must be WANT.
+job() {
+  local step=$1 want=$2
+  shift 2
+  "$@" >"$dir/out" 2>&1
+  local rc=$?
+  [ $rc -eq "$want" ] || fail "$step: exit status $rc, want $want"
+}
 
 # 1. Rank 1 dies once and is started again; the job ends well.
-timeout 60 "$run" -n 3 --max-restarts 1 -- sh -c \
+job 1 0 timeout 60 "$run" -n 3 --max-restarts 1 -- sh -c \
   'if [ "$RANK" = 1 ] && [ -z "${CC_RESTART_COUNT:-}" ]; then kill -9 $$; fi; sleep 0.3;
-   echo "rank $RANK restart ${CC_RESTART_COUNT:-none}"' >"$dir/out" 2>&1
-rc=$?
-[ $rc -eq 0 ] || fail "1: exit status $rc, want 0"
+   echo "rank $RANK restart ${CC_RESTART_COUNT:-none}"'
 expect "^\[rank 1\] rank 1 restart 1$"
 expect "^\[rank 0\] rank 0 restart none$"
 expect "^\[rank 2\] rank 2 restart none$"
@@ -26,11 +33,9 @@ expect "cc-run: rank 1 (pid [0-9]*) exited with status 137 (killed by signal 9: 
 
 # 2. Rank 1 dies every time: two restarts, then it stays down; rank 0 is never
 # stopped (it outlives the grace period) and cc-run exits with rank 1's status.
-timeout 60 "$run" -n 2 --max-restarts 2 --grace-ms 100 -- sh -c \
+job 2 137 timeout 60 "$run" -n 2 --max-restarts 2 --grace-ms 100 -- sh -c \
   'if [ "$RANK" = 1 ]; then echo "start ${CC_RESTART_COUNT:-0}"; kill -9 $$; fi; sleep 1.5;
-   echo "rank 0 lived"' >"$dir/out" 2>&1
-rc=$?
-[ $rc -eq 137 ] || fail "2: exit status $rc, want 137"
+   echo "rank 0 lived"'
 expect "^\[rank 1\] start 0$"
 expect "^\[rank 1\] start 1$"
 expect "^\[rank 1\] start 2$"
@@ -39,17 +44,13 @@ expect "no restart left (2 used); the other ranks run on"
 expect "^\[rank 0\] rank 0 lived$"
 
 # 3. --max-restarts 0: no restart, and the others still run on.
-timeout 60 "$run" -n 2 --max-restarts 0 --grace-ms 100 -- sh -c \
-  'if [ "$RANK" = 0 ]; then exit 3; fi; sleep 1; echo "rank 1 lived"' >"$dir/out" 2>&1
-rc=$?
-[ $rc -eq 3 ] || fail "3: exit status $rc, want 3"
+job 3 3 timeout 60 "$run" -n 2 --max-restarts 0 --grace-ms 100 -- sh -c \
+  'if [ "$RANK" = 0 ]; then exit 3; fi; sleep 1; echo "rank 1 lived"'
 expect "^\[rank 1\] rank 1 lived$"
 
 # 4. A job that recovers: rank 1 killed, started again, taken back by regrow.
-CC_LOG_LEVEL=error timeout 90 "$run" -n 4 --max-restarts 1 -- "$member" env --auto regrow --die-rank 1 \
-  >"$dir/out" 2>&1
-rc=$?
-[ $rc -eq 0 ] || fail "4: exit status $rc, want 0"
+job 4 0 env CC_LOG_LEVEL=error timeout 90 "$run" -n 4 --max-restarts 1 -- \
+  "$member" env --auto regrow --die-rank 1
 for r in 0 2 3; do
   expect "^\[rank $r\] RECOVERED gen=1 rank=$r size=4 members=0,1,2,3 failed=1 "
 done
@@ -57,10 +58,8 @@ expect "^\[rank 1\] READY rank=1 gen=1 size=4 failed=1$"
 [ "$(grep -c '\] LEFT$' "$dir/out")" -eq 4 ] || fail "4: not every rank left"
 
 # 5. Rank 0 killed: the server lives in cc-run, so the others shrink and go on.
-CC_LOG_LEVEL=error timeout 90 "$run" -n 3 --max-restarts 0 -- "$member" env --auto shrink --die-rank 0 \
-  >"$dir/out" 2>&1
-rc=$?
-[ $rc -eq 137 ] || fail "5: exit status $rc, want 137 (rank 0's)"
+job 5 137 env CC_LOG_LEVEL=error timeout 90 "$run" -n 3 --max-restarts 0 -- \
+  "$member" env --auto shrink --die-rank 0  # rank 0's status
 expect "^\[rank 1\] RECOVERED gen=1 rank=0 size=2 members=1,2 failed=0 "
 expect "^\[rank 2\] RECOVERED gen=1 rank=1 size=2 members=1,2 failed=0 "
 echo "ok"

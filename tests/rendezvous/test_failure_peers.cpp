@@ -17,18 +17,12 @@
 #include <vector>
 
 #include "rendezvous/server.hpp"
-#include "tests/rendezvous/child_process.hpp"
+#include "tests/rendezvous/member_process.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-std::string member_exe() {
-  const char* p = std::getenv("FAILURE_MEMBER");
-  REQUIRE(p != nullptr);
-  return p;
-}
 
 std::string this_host() {
   char buf[256] = {};
@@ -41,29 +35,9 @@ class Member : public cc::test::ChildProcess {
  public:
   Member(int port, const std::string& job, int rank, int world,
          const std::vector<std::string>& extra = {})
-      : ChildProcess(args(port, job, rank, world, extra)) {}
+      : ChildProcess(cc::test::member_args("FAILURE_MEMBER", port, job, rank, world, extra)) {}
   void kill_now(int sig) { signal(sig); }
-
- private:
-  static std::vector<std::string> args(int port, const std::string& job, int rank, int world,
-                                       const std::vector<std::string>& extra) {
-    std::vector<std::string> a = {member_exe(), "127.0.0.1",          std::to_string(port),
-                                  job,          std::to_string(rank), std::to_string(world)};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  }
 };
-
-std::unique_ptr<cc::rv::Server> start_server() {
-  cc::rv::ServerOptions o;
-  o.bind_addr = "127.0.0.1";
-  o.port = 0;
-  std::unique_ptr<cc::rv::Server> s;
-  cc::Status st = cc::rv::Server::start(o, &s);
-  INFO(st.message);
-  REQUIRE(st.ok());
-  return s;
-}
 
 std::vector<std::unique_ptr<Member>> start_job(int port, const std::string& job, int world,
                                                std::vector<std::string> extra = {}) {
@@ -85,7 +59,7 @@ long long ms_since(Clock::time_point t) {
 }  // namespace
 
 TEST_CASE("a rank killed with SIGKILL is named to every other rank within 200 ms") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   auto ms = start_job(server->port(), "kill-one", 4);
   const pid_t victim = ms[2]->pid();
   const auto t0 = Clock::now();
@@ -105,7 +79,7 @@ TEST_CASE("a rank killed with SIGKILL is named to every other rank within 200 ms
 }
 
 TEST_CASE("an abort is announced once to every other rank, in its own words") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   auto ms = start_job(server->port(), "abort-one", 3);
   const auto t0 = Clock::now();
   ms[1]->say("abort rank 1 gave up: CUDA out of memory");
@@ -128,7 +102,7 @@ TEST_CASE("an abort is announced once to every other rank, in its own words") {
 }
 
 TEST_CASE("a clean leave is not a failure, and a member that never heartbeats is not dropped") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   // Rank 2 is a plain client: it joins but never asks to be watched.
   auto ms = start_job(server->port(), "leave-one", 3);
   Member plain(server->port(), "leave-plain", 0, 1, {"--no-watch"});
@@ -146,7 +120,7 @@ TEST_CASE("a clean leave is not a failure, and a member that never heartbeats is
 
 TEST_CASE("a server that dies releases every rank, named as rank 0 when it lived there") {
   SECTION("embedded in rank 0") {
-    auto server = start_server();
+    auto server = cc::test::start_local_server();
     auto ms = start_job(server->port(), "server-dies", 3);
     const pid_t rank0 = ms[0]->pid();
     const auto t0 = Clock::now();
@@ -162,7 +136,7 @@ TEST_CASE("a server that dies releases every rank, named as rank 0 when it lived
     }
   }
   SECTION("a separate server (cc-run, cc-rendezvous)") {
-    auto server = start_server();
+    auto server = cc::test::start_local_server();
     auto ms = start_job(server->port(), "daemon-dies", 2, {"--external"});
     server->stop();
     for (int r : {0, 1}) {
@@ -176,7 +150,7 @@ TEST_CASE("a server that dies releases every rank, named as rank 0 when it lived
 }
 
 TEST_CASE("a stopped rank (no heartbeats) is named after its heartbeat window") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   // 100 ms x 3 misses: a 300 ms window.
   auto ms = start_job(server->port(), "silent-one", 3, {"--interval", "100", "--misses", "3"});
   const pid_t victim = ms[1]->pid();
@@ -197,7 +171,7 @@ TEST_CASE("a stopped rank (no heartbeats) is named after its heartbeat window") 
 }
 
 TEST_CASE("the rendezvous names the rank that is behind") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   std::vector<std::unique_ptr<Member>> ms;
   const std::vector<std::string> done = {"42", "41", "42"};
   for (int r = 0; r < 3; ++r)

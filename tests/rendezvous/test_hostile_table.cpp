@@ -100,6 +100,19 @@ Outcome send_and_watch(int port, const std::vector<uint8_t>& bytes, bool after_h
   return o;
 }
 
+// An attack on one connection: `steps` talk on it, then the server's close
+// is awaited.
+std::function<Outcome(int)> on_one_connection(std::function<void(RawClient&)> steps) {
+  return [steps](int port) {
+    RawClient c(port);
+    Outcome o;
+    o.peer = local_name(c);
+    steps(c);
+    o.closed = c.closed_within(3s, &o.seen);
+    return o;
+  };
+}
+
 struct Case {
   std::string name;
   bool token = false;  // the server requires kToken
@@ -225,32 +238,22 @@ std::vector<Case> cases() {
   t.push_back({"wrong token",
                true,
                nullptr,
-               [](int port) {
-                 RawClient c(port);
-                 Outcome o;
-                 o.peer = local_name(c);
+               on_one_connection([](RawClient& c) {
                  auto r = c.call(rv::Hello{"table", "host-t", 7, "c"});
                  REQUIRE(r);
                  const auto nonce = std::get<rv::Challenge>(*r).nonce;
                  c.send(2, rv::Auth{rv::auth_mac("not-the-token", nonce, "table")});
-                 o.closed = c.closed_within(3s, &o.seen);
-                 return o;
-               },
+               }),
                CC_ERR_AUTH,
                "token was refused",
                {"[warning] dropping PEER: the rendezvous token was refused"}});
   t.push_back({"missing token",
                true,
                nullptr,
-               [](int port) {
-                 RawClient c(port);
-                 Outcome o;
-                 o.peer = local_name(c);
+               on_one_connection([](RawClient& c) {
                  REQUIRE(c.call(rv::Hello{"table", "host-t", 7, "c"}));
                  c.send(2, rv::Get{"k", 0});  // skipping Auth reads nothing
-                 o.closed = c.closed_within(3s, &o.seen);
-                 return o;
-               },
+               }),
                CC_ERR_AUTH,
                "requires a token",
                {"[warning] dropping PEER: the rendezvous server requires a token"}});

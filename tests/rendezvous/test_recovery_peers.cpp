@@ -19,25 +19,19 @@
 #include <vector>
 
 #include "rendezvous/server.hpp"
-#include "tests/rendezvous/child_process.hpp"
+#include "tests/rendezvous/member_process.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-std::string member_exe() {
-  const char* p = std::getenv("RECOVERY_MEMBER");
-  REQUIRE(p != nullptr);
-  return p;
-}
-
 // A recovery_member process with a pipe to its stdin and one from its stdout.
 class Member : public cc::test::ChildProcess {
  public:
   Member(int port, const std::string& job, int rank, int world,
          const std::vector<std::string>& extra = {})
-      : ChildProcess(args(port, job, rank, world, extra)) {}
+      : ChildProcess(cc::test::member_args("RECOVERY_MEMBER", port, job, rank, world, extra)) {}
   // The next line starting with `prefix`, skipping others (FAILED notes).
   std::string next(const std::string& prefix, milliseconds timeout = milliseconds(15000)) {
     const auto until = Clock::now() + timeout;
@@ -57,26 +51,8 @@ class Member : public cc::test::ChildProcess {
   void kill_now(int sig = SIGKILL) { signal(sig); }
 
  private:
-  static std::vector<std::string> args(int port, const std::string& job, int rank, int world,
-                                       const std::vector<std::string>& extra) {
-    std::vector<std::string> a = {member_exe(), "127.0.0.1",          std::to_string(port),
-                                  job,          std::to_string(rank), std::to_string(world)};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  }
   std::vector<std::string> seen_;
 };
-
-std::unique_ptr<cc::rv::Server> start_server() {
-  cc::rv::ServerOptions o;
-  o.bind_addr = "127.0.0.1";
-  o.port = 0;
-  std::unique_ptr<cc::rv::Server> s;
-  cc::Status st = cc::rv::Server::start(o, &s);
-  INFO(st.message);
-  REQUIRE(st.ok());
-  return s;
-}
 
 using Members = std::map<int, std::unique_ptr<Member>>;
 
@@ -115,7 +91,7 @@ void kill_ranks(Members& ms, const std::vector<int>& ranks) {
 }  // namespace
 
 TEST_CASE("8 ranks, 2 killed: every survivor shrinks to the same membership") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   auto ms = start_job(server->port(), "shrink-8", 8);
   kill_ranks(ms, {2, 5});
   for (auto& [r, m] : ms) {
@@ -149,7 +125,7 @@ TEST_CASE("8 ranks, 2 killed: every survivor shrinks to the same membership") {
 }
 
 TEST_CASE("regrow: replacements fill the holes, early or late") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   const bool early = GENERATE(true, false);
   INFO((early ? "replacements first" : "survivors first"));
   auto ms = start_job(server->port(), early ? "regrow-early" : "regrow-late", 4);
@@ -189,7 +165,7 @@ TEST_CASE("regrow: replacements fill the holes, early or late") {
 }
 
 TEST_CASE("a second death during a shrink") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   SECTION("before the rendezvous decided: left out too") {
     auto ms = start_job(server->port(), "second-early", 5);
     kill_ranks(ms, {4});
@@ -231,7 +207,7 @@ TEST_CASE("a second death during a shrink") {
 }
 
 TEST_CASE("a replacement that never comes is named at the deadline") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   auto ms = start_job(server->port(), "never", 4);
   kill_ranks(ms, {2});
   const auto t0 = Clock::now();
@@ -253,7 +229,7 @@ TEST_CASE("a replacement that never comes is named at the deadline") {
 }
 
 TEST_CASE("stale processes are refused with words") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   SECTION("a second start of a rank that is alive") {
     auto ms = start_job(server->port(), "stale-alive", 3);
     Member again(server->port(), "stale-alive", 1, 3);
@@ -293,7 +269,7 @@ TEST_CASE("stale processes are refused with words") {
 }
 
 TEST_CASE("two jobs on one server recover independently") {
-  auto server = start_server();
+  auto server = cc::test::start_local_server();
   auto a = start_job(server->port(), "job-a", 3);
   auto b = start_job(server->port(), "job-b", 3);
   kill_ranks(a, {0});

@@ -18,6 +18,7 @@
 #include "cc/cc.h"
 #include "rendezvous/client.hpp"
 #include "rendezvous/server.hpp"
+#include "tests/common/free_port.hpp"
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -59,15 +60,9 @@ cc_store_t connect(int port, const char* job = "test", const char* token = nullp
 
 // A port nobody listens on (bound, then released).
 int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = cc::test::free_port();
+  REQUIRE(port > 0);
+  return port;
 }
 
 }  // namespace

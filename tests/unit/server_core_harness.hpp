@@ -65,6 +65,17 @@ struct Harness {
     REQUIRE(v.size() == 1);
     return v[0].message;
   }
+  // The one message sent to id since the last take, which must be a T (the
+  // words of an Error in its place are shown).
+  template <class T>
+  T one_as(rv::ConnId id) {
+    const rv::Message m = one(id);
+    INFO("connection " << id << " got " << rv::type_name(rv::type_of(m)) << ": "
+                       << (std::holds_alternative<rv::Error>(m) ? std::get<rv::Error>(m).message
+                                                                : std::string()));
+    REQUIRE(std::holds_alternative<T>(m));
+    return std::get<T>(m);
+  }
   rv::Error error_of(const rv::Message& m) {
     INFO("message type " << rv::type_name(rv::type_of(m)));
     REQUIRE(std::holds_alternative<rv::Error>(m));
@@ -91,6 +102,19 @@ inline rv::Join join_msg(int rank, int world, const std::string& host, uint32_t 
   if (rank == 0) j.unique_id = {4, 2};
   j.timeout_ms = timeout_ms;
   return j;
+}
+
+// CHECKs that `m` comes back from its frame with every field: decoded, it
+// encodes to the same bytes.
+inline void check_round_trip(const rv::Message& m) {
+  INFO("type " << rv::type_name(rv::type_of(m)));
+  const auto bytes = rv::encode_frame(9, m);
+  rv::FrameReader r;
+  r.feed(bytes);
+  auto f = r.next();
+  REQUIRE(f);
+  CHECK(f->message.index() == m.index());
+  CHECK(rv::encode_frame(9, f->message) == bytes);
 }
 
 // The text of a Value.

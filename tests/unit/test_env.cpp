@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
@@ -73,45 +74,32 @@ TEST_CASE("env: torchrun-style variables") {
 }
 
 TEST_CASE("env: Open MPI, PMI and Slurm variables") {
-  LaunchInfo info;
-  FakeEnv ompi{{{"OMPI_COMM_WORLD_RANK", "3"},
-                {"OMPI_COMM_WORLD_SIZE", "4"},
-                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                {"MASTER_ADDR", "node0"},
-                {"MASTER_PORT", "29500"}}};
-  REQUIRE(read(ompi, &info).ok());
-  CHECK(info.rank == 3);
-  CHECK(info.world_size == 4);
-  CHECK(info.local_rank == 1);
-  CHECK(info.rank_var == "OMPI_COMM_WORLD_RANK");
-  CHECK(info.world_size_var == "OMPI_COMM_WORLD_SIZE");
-  CHECK(info.local_rank_var == "OMPI_COMM_WORLD_LOCAL_RANK");
-
-  FakeEnv pmi{{{"PMI_RANK", "5"},
-               {"PMI_SIZE", "8"},
-               {"MPI_LOCALRANKID", "2"},
-               {"MASTER_ADDR", "h"},
-               {"MASTER_PORT", "1"}}};
-  REQUIRE(read(pmi, &info).ok());
-  CHECK(info.rank == 5);
-  CHECK(info.world_size == 8);
-  CHECK(info.local_rank == 2);
-  CHECK(info.rank_var == "PMI_RANK");
-  CHECK(info.local_rank_var == "MPI_LOCALRANKID");
-
-  FakeEnv slurm{{{"SLURM_PROCID", "7"},
-                 {"SLURM_NTASKS", "16"},
-                 {"SLURM_LOCALID", "3"},
-                 {"MASTER_ADDR", "h"},
+  struct Launcher {
+    std::string rank_var, world_size_var, local_rank_var;
+    int rank, world_size, local_rank;
+  };
+  for (const Launcher& l : {
+           Launcher{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", 3,
+                    4, 1},
+           Launcher{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", 5, 8, 2},
+           Launcher{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 7, 16, 3},
+       }) {
+    INFO(l.rank_var);
+    FakeEnv env{{{l.rank_var, std::to_string(l.rank)},
+                 {l.world_size_var, std::to_string(l.world_size)},
+                 {l.local_rank_var, std::to_string(l.local_rank)},
+                 {"MASTER_ADDR", "node0"},
                  {"MASTER_PORT", "65535"}}};
-  REQUIRE(read(slurm, &info).ok());
-  CHECK(info.rank == 7);
-  CHECK(info.world_size == 16);
-  CHECK(info.local_rank == 3);
-  CHECK(info.master_port == 65535);
-  CHECK(info.rank_var == "SLURM_PROCID");
-  CHECK(info.world_size_var == "SLURM_NTASKS");
-  CHECK(info.local_rank_var == "SLURM_LOCALID");
+    LaunchInfo info;
+    REQUIRE(read(env, &info).ok());
+    CHECK(info.rank == l.rank);
+    CHECK(info.world_size == l.world_size);
+    CHECK(info.local_rank == l.local_rank);
+    CHECK(info.master_port == 65535);
+    CHECK(info.rank_var == l.rank_var);
+    CHECK(info.world_size_var == l.world_size_var);
+    CHECK(info.local_rank_var == l.local_rank_var);
+  }
 }
 
 TEST_CASE("env: CC_* variables win over every other, first found wins") {
@@ -165,28 +153,28 @@ TEST_CASE("env: no local rank is -1, not an error") {
 }
 
 TEST_CASE("env: missing variables are named with what to set") {
-  LaunchInfo info;
-  FakeEnv none;
-  cc::Status s = read(none, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("no rank in the environment: set RANK (or CC_RANK; launchers set "
-                                 "OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"));
-
-  FakeEnv no_world{{{"RANK", "0"}}};
-  s = read(no_world, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message,
-             Contains("no world size") && Contains("WORLD_SIZE") && Contains("SLURM_NTASKS"));
-
-  FakeEnv no_addr{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}};
-  s = read(no_addr, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("set MASTER_ADDR (or CC_MASTER_ADDR)"));
-
-  FakeEnv no_port{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}};
-  s = read(no_port, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("set MASTER_PORT (or CC_MASTER_PORT)"));
+  struct Case {
+    std::map<std::string, std::string> vars;
+    std::vector<std::string> words;
+  };
+  const Case cases[] = {
+      {{},
+       {"no rank in the environment: set RANK (or CC_RANK; launchers set "
+        "OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"}},
+      {{{"RANK", "0"}}, {"no world size", "WORLD_SIZE", "SLURM_NTASKS"}},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}},
+       {"set MASTER_ADDR (or CC_MASTER_ADDR)"}},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}},
+       {"set MASTER_PORT (or CC_MASTER_PORT)"}},
+  };
+  for (const Case& c : cases) {
+    FakeEnv env{c.vars};
+    LaunchInfo info;
+    const cc::Status s = read(env, &info);
+    INFO(s.message);
+    CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+    for (const std::string& w : c.words) CHECK_THAT(s.message, Contains(w));
+  }
 }
 
 TEST_CASE("env: malformed values name the variable") {

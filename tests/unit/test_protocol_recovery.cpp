@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "rendezvous/protocol.hpp"
+#include "tests/unit/server_core_harness.hpp"
 
 namespace rv = cc::rv;
 
@@ -46,16 +47,7 @@ TEST_CASE("recovery messages round-trip") {
   const std::vector<rv::Message> all = {a_recover(), rv::RecoverId{3, {1, 2, 3}, 500},
                                         rv::RecoverIdWanted{3}, joined,
                                         rv::ProgressQuery{4, 2, 3}};
-  for (const auto& m : all) {
-    INFO("type " << rv::type_name(rv::type_of(m)));
-    const auto bytes = rv::encode_frame(9, m);
-    rv::FrameReader r;
-    r.feed(bytes);
-    auto f = r.next();
-    REQUIRE(f);
-    CHECK(f->message.index() == m.index());
-    CHECK(rv::encode_frame(9, f->message) == bytes);
-  }
+  for (const auto& m : all) cc::test::check_round_trip(m);
   const auto back = std::get<rv::Joined>(decode(rv::MsgType::joined, payload_of(joined)));
   CHECK(back.epoch == 3);
   CHECK(back.rank == 1);

@@ -15,6 +15,20 @@ namespace rv = cc::rv;
 
 using namespace cc::test;
 
+namespace {
+
+// A client of `job` sets key "k" to `value` and goes away: the job keeps the
+// key and has no connection.
+void leave_a_key(Harness& h, rv::ConnId id, const std::string& job,
+                 std::vector<uint8_t> value = {'v'}) {
+  h.client(id, job);
+  h.feed(id, rv::Set{"k", std::move(value)});
+  h.take(id);
+  h.core.on_disconnect(id, "end of stream");
+}
+
+}  // namespace
+
 TEST_CASE("core: handshake without a token") {
   Harness h;
   h.connect(1);
@@ -403,10 +417,7 @@ TEST_CASE("core: a job without a connection is forgotten when its TTL passes") {
   rv::ServerOptions o;
   o.job_ttl = 10s;
   Harness h(o);
-  h.client(1, "kept");
-  h.feed(1, rv::Set{"k", {'v'}});
-  h.take(1);
-  h.core.on_disconnect(1, "end of stream");
+  leave_a_key(h, 1, "kept");
   REQUIRE(h.core.next_deadline());
   CHECK(*h.core.next_deadline() == h.now + 10s);
 
@@ -434,10 +445,7 @@ TEST_CASE("core: job TTL 0 keeps a job's keys for the server's lifetime") {
   rv::ServerOptions o;
   o.job_ttl = 0ms;
   Harness h(o);
-  h.client(1, "forever");
-  h.feed(1, rv::Set{"k", {'v'}});
-  h.take(1);
-  h.core.on_disconnect(1, "end of stream");
+  leave_a_key(h, 1, "forever");
   CHECK_FALSE(h.core.next_deadline());
   h.advance(24h * 30);
   h.client(2, "forever");
@@ -520,10 +528,7 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     rv::ServerOptions o;
     o.max_jobs = 1;
     Harness h(o);
-    h.client(1, "a");
-    h.feed(1, rv::Set{"k", {1}});
-    h.take(1);
-    h.core.on_disconnect(1, "end of stream");
+    leave_a_key(h, 1, "a", {1});
     h.connect(2);
     h.feed(2, rv::Hello{"b", "h", 1, "t"});
     auto v = h.take(2);
@@ -652,10 +657,7 @@ TEST_CASE("core: communicator state is forgotten with the last rank; keys are no
     h.feed(first, j0);
     h.feed(first + 1, join_msg(1, 2, "b"));
     for (rv::ConnId i = first; i < first + 2; ++i) {
-      auto m = h.one(i);
-      INFO((std::holds_alternative<rv::Error>(m) ? std::get<rv::Error>(m).message : ""));
-      REQUIRE(std::holds_alternative<rv::Joined>(m));
-      CHECK(std::get<rv::Joined>(m).unique_id == std::vector<uint8_t>{id_byte});
+      CHECK(h.one_as<rv::Joined>(i).unique_id == std::vector<uint8_t>{id_byte});
     }
   };
   run(1, 7);

@@ -38,11 +38,7 @@ rv::PreflightReady ready(const std::string& host_key, const std::string& addr, u
   return m;
 }
 
-rv::PreflightPlan plan_of(Harness& h, rv::ConnId id) {
-  const rv::Message m = h.one(id);
-  REQUIRE(std::holds_alternative<rv::PreflightPlan>(m));
-  return std::get<rv::PreflightPlan>(m);
-}
+rv::PreflightPlan plan_of(Harness& h, rv::ConnId id) { return h.one_as<rv::PreflightPlan>(id); }
 
 std::set<int> target_ranks(const rv::PreflightPlan& p) {
   std::set<int> out;

@@ -11,6 +11,7 @@
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server_core.hpp"
 #include "rendezvous/server_metrics.hpp"
+#include "tests/unit/server_core_harness.hpp"
 #include "tools/cc-rendezvous/status_render.hpp"
 
 using namespace std::chrono_literals;
@@ -18,36 +19,13 @@ namespace rv = cc::rv;
 
 namespace {
 
-class FakeSink : public rv::Sink {
- public:
-  void send(rv::ConnId conn, uint32_t, const rv::Message& m) override {
-    // As a real connection carries it: every message encodes and decodes.
-    rv::FrameReader r;
-    r.feed(rv::encode_frame(1, m));
-    auto f = r.next();
-    REQUIRE(f);
-    out[conn].push_back(f->message);
-  }
-  void close(rv::ConnId conn, const std::string& reason) override { closed[conn] = reason; }
+struct Harness : cc::test::Harness {
+  using cc::test::Harness::Harness;
 
-  std::map<rv::ConnId, std::vector<rv::Message>> out;
-  std::map<rv::ConnId, std::string> closed;
-};
-
-struct Harness {
-  explicit Harness(rv::ServerOptions o = {}) : options(std::move(o)), core(options, sink) {}
-
-  void feed(rv::ConnId id, const rv::Message& m) { core.on_bytes(id, rv::encode_frame(1, m), now); }
-  rv::Message one(rv::ConnId id) {
-    auto v = std::move(sink.out[id]);
-    sink.out[id].clear();
-    REQUIRE(v.size() == 1);
-    return v[0];
-  }
   void drain(rv::ConnId id) { sink.out[id].clear(); }
   // Connects and says hello; with a token, authenticates with `token`.
   void client(rv::ConnId id, const std::string& job, const std::string& token = "") {
-    REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now));
+    connect(id);
     feed(id, rv::Hello{job, "host-" + std::to_string(id), static_cast<uint32_t>(100 + id), "test"});
     auto ch = std::get<rv::Challenge>(one(id));
     if (ch.auth_required) {
@@ -69,16 +47,9 @@ struct Harness {
   }
   rv::StatusReport status(rv::ConnId observer) {
     feed(observer, rv::StatusQuery{});
-    auto m = one(observer);
-    REQUIRE(std::holds_alternative<rv::StatusReport>(m));
-    return std::get<rv::StatusReport>(m);
+    return one_as<rv::StatusReport>(observer);
   }
   rv::ServerMetrics metrics() const { return core.metrics(now); }
-
-  rv::ServerOptions options;
-  FakeSink sink;
-  rv::ServerCore core;
-  rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;
 };
 
 const rv::MemberStatus& member(const rv::GenerationStatus& g, int rank) {
@@ -115,15 +86,8 @@ TEST_CASE("ops: the status messages round-trip through a frame") {
                        "connection reset by peer"});
   r.jobs.push_back({"train", 3, 12, 4321, 0, {g}});
   r.jobs.push_back({"kept", 0, 2, 80, 59000, {}});
-  for (const rv::Message& m : {rv::Message(rv::StatusQuery{"train"}), rv::Message(r)}) {
-    const auto bytes = rv::encode_frame(9, m);
-    rv::FrameReader reader;
-    reader.feed(bytes);
-    auto f = reader.next();
-    REQUIRE(f);
-    CHECK(f->message.index() == m.index());
-    CHECK(rv::encode_frame(9, f->message) == bytes);  // every field came back
-  }
+  cc::test::check_round_trip(rv::StatusQuery{"train"});
+  cc::test::check_round_trip(r);
   CHECK(std::string(rv::type_name(rv::MsgType::status_report)) == "status-report");
   // A member state out of range is refused.
   auto bytes = rv::encode_frame(1, r);

@@ -70,14 +70,7 @@ rv::Join replacement(int r, int world, uint32_t timeout_ms = 1000) {
   return j;
 }
 
-rv::Joined joined_of(Harness& h, rv::ConnId c) {
-  const rv::Message m = h.one(c);
-  INFO("connection " << c << " got " << rv::type_name(rv::type_of(m)) << ": "
-                     << (std::holds_alternative<rv::Error>(m) ? std::get<rv::Error>(m).message
-                                                               : std::string()));
-  REQUIRE(std::holds_alternative<rv::Joined>(m));
-  return std::get<rv::Joined>(m);
-}
+rv::Joined joined_of(Harness& h, rv::ConnId c) { return h.one_as<rv::Joined>(c); }
 
 std::vector<int32_t> job_ranks(const rv::Joined& j) {
   std::vector<int32_t> out;

@@ -16,26 +16,16 @@
 #include <string>
 #include <vector>
 
-#include "common/unique_fd.hpp"
 #include "lib/comm/init_watch.hpp"
 #include "lib/comm/preflight_probe.hpp"
 #include "lib/comm/startup.hpp"
+#include "tests/common/free_port.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-int free_port() {
-  cc::UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
-}
+using cc::test::free_port;
 
 cc::settings::Getenv env_of(std::map<std::string, std::string> vars) {
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));

@@ -8,31 +8,19 @@
 #include <vector>
 
 #include "rendezvous/server_core.hpp"
+#include "tests/unit/server_core_harness.hpp"
 
 using namespace std::chrono_literals;
 namespace rv = cc::rv;
 
 namespace {
 
-class Sink : public rv::Sink {
- public:
-  void send(rv::ConnId conn, uint32_t rid, const rv::Message& m) override {
-    rv::FrameReader r;
-    r.feed(rv::encode_frame(rid, m));
-    auto f = r.next();
-    REQUIRE(f);
-    out[conn].push_back(f->message);
-  }
-  void close(rv::ConnId conn, const std::string& reason) override { closed[conn] = reason; }
-  std::map<rv::ConnId, std::vector<rv::Message>> out;
-  std::map<rv::ConnId, std::string> closed;
-};
-
-struct Job {
-  explicit Job(int world, rv::ServerOptions o = {}) : options(o), core(options, sink) {
+// A job of `world` members joined (connection r + 1 is rank r, on host-r).
+struct Job : cc::test::Harness {
+  explicit Job(int world, rv::ServerOptions o = {}) : Harness(std::move(o)) {
     for (int r = 0; r < world; ++r) {
       const auto id = static_cast<rv::ConnId>(r + 1);
-      REQUIRE(core.on_connect(id, "10.0.0." + std::to_string(id) + ":5000", now));
+      connect(id);
       feed(id,
            rv::Hello{"job", "host-" + std::to_string(r), 100u + static_cast<uint32_t>(r), "test"});
       rv::Join j;
@@ -47,26 +35,16 @@ struct Job {
     }
     for (int r = 0; r < world; ++r) {
       auto& v = sink.out[static_cast<rv::ConnId>(r + 1)];
-      REQUIRE(std::holds_alternative<rv::Joined>(v.back()));
+      REQUIRE(std::holds_alternative<rv::Joined>(v.back().message));
       v.clear();
     }
   }
-  void feed(rv::ConnId id, const rv::Message& m) { core.on_bytes(id, rv::encode_frame(7, m), now); }
-  void advance(std::chrono::milliseconds d) {
-    now += d;
-    core.expire(now);
-  }
   std::vector<rv::PeerEvent> events(rv::ConnId id) {
     std::vector<rv::PeerEvent> ev;
-    for (const auto& m : sink.out[id])
-      if (auto* e = std::get_if<rv::PeerEvent>(&m)) ev.push_back(*e);
+    for (const auto& s : sink.out[id])
+      if (auto* e = std::get_if<rv::PeerEvent>(&s.message)) ev.push_back(*e);
     return ev;
   }
-
-  rv::ServerOptions options;
-  Sink sink;
-  rv::ServerCore core;
-  rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;
 };
 
 }  // namespace
@@ -81,10 +59,10 @@ TEST_CASE("members that never heartbeat are never dropped (no server-side timeou
 TEST_CASE("a member that asked to be watched is announced after its own window") {
   Job job(3);
   job.feed(2, rv::Watch{1500});
-  REQUIRE(std::holds_alternative<rv::Ok>(job.sink.out[2].back()));
+  REQUIRE(std::holds_alternative<rv::Ok>(job.sink.out[2].back().message));
   job.advance(1000ms);
   job.feed(2, rv::Heartbeat{5});
-  REQUIRE(std::holds_alternative<rv::HeartbeatAck>(job.sink.out[2].back()));
+  REQUIRE(std::holds_alternative<rv::HeartbeatAck>(job.sink.out[2].back().message));
   job.advance(1400ms);  // 1400 ms since the last heartbeat: still inside the window
   CHECK(job.sink.closed.count(2) == 0);
   job.advance(200ms);
@@ -130,7 +108,7 @@ TEST_CASE("progress names the other members furthest behind, or one rank") {
   job.sink.out[1].clear();
   job.feed(1, rv::ProgressQuery{1, -1});
   REQUIRE(job.sink.out[1].size() == 1);
-  const auto* p = std::get_if<rv::Progress>(&job.sink.out[1][0]);
+  const auto* p = std::get_if<rv::Progress>(&job.sink.out[1][0].message);
   REQUIRE(p != nullptr);
   REQUIRE(p->members.size() == 2);  // ranks 1 and 3 at #41, sorted by rank
   CHECK(p->members[0].rank == 1);
@@ -143,17 +121,17 @@ TEST_CASE("progress names the other members furthest behind, or one rank") {
   // One rank by number, the asker included.
   job.sink.out[1].clear();
   job.feed(1, rv::ProgressQuery{1, 2});
-  const auto* two = std::get_if<rv::Progress>(&job.sink.out[1].at(0));
+  const auto* two = std::get_if<rv::Progress>(&job.sink.out[1].at(0).message);
   REQUIRE(two != nullptr);
   REQUIRE(two->members.size() == 1);
   CHECK(two->members[0].last_completed == 42);
   job.sink.out[1].clear();
   job.feed(1, rv::ProgressQuery{1, 0});
-  CHECK(std::get<rv::Progress>(job.sink.out[1].at(0)).members.at(0).last_completed == 40);
+  CHECK(std::get<rv::Progress>(job.sink.out[1].at(0).message).members.at(0).last_completed == 40);
   // Another generation of the job: nobody.
   job.sink.out[1].clear();
   job.feed(1, rv::ProgressQuery{9, -1});
-  const auto* none = std::get_if<rv::Progress>(&job.sink.out[1].at(0));
+  const auto* none = std::get_if<rv::Progress>(&job.sink.out[1].at(0).message);
   REQUIRE(none != nullptr);
   CHECK(none->members.empty());
 }
