@@ -99,15 +99,11 @@ int main(int argc, char** argv) {
       ->option_text("MS");
   command_line.add_help();
 
-  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
-  if (parsed.help) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  }
-  if (!parsed.ok) {
-    std::fprintf(stderr, "cc-doctor: %s\n%s", parsed.error.c_str(), app.help().c_str());
-    return 2;
-  }
+  if (const auto exit_status =
+          command_line.parse_or_exit(argc, argv, "argument", [&](const std::string& words) {
+            std::fprintf(stderr, "cc-doctor: %s\n%s", words.c_str(), app.help().c_str());
+          }))
+    return *exit_status;
 
   collect_system(&report);
   collect_gpu(&report);

@@ -532,15 +532,11 @@ int main(int argc, char** argv) {
          "with it and K without, medians")
       ->option_text("K");
   command_line.add_help();
-  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
-  if (parsed.help) {
-    std::fputs(command_line.help().c_str(), stdout);
-    return 0;
-  }
-  if (!parsed.ok) {
-    std::fprintf(stderr, "cc-rendezvous-bench: %s (see --help)\n", parsed.error.c_str());
-    return 2;
-  }
+  if (const auto exit_status =
+          command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
+            std::fprintf(stderr, "cc-rendezvous-bench: %s (see --help)\n", words.c_str());
+          }))
+    return *exit_status;
   if (pair_rounds > 0) return cc_bench::run_start_pair(pair_rounds) ? 0 : 1;
   if (sizes.empty()) sizes = start ? std::vector<int>{1024} : std::vector<int>{1024, 4096, 16384};
   for (int n : sizes)

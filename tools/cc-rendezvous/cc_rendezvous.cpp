@@ -287,12 +287,9 @@ int main(int argc, char** argv) {
   command_line.add_help();
   app.add_flag("--version", version, "the cc version");
 
-  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
-  if (parsed.help) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  }
-  if (!parsed.ok) return usage_error(parsed.error);
+  if (const auto exit_status = command_line.parse_or_exit(
+          argc, argv, "argument", [](const std::string& words) { usage_error(words); }))
+    return *exit_status;
   if (version) {
     std::printf("cc-rendezvous %s\n", CC_VERSION_STRING);
     return 0;

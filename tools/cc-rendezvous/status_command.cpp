@@ -78,12 +78,9 @@ int status_command(int argc, char** argv) {
       ->option_text("N");
   command_line.add_help();
 
-  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "argument");
-  if (parsed.help) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  }
-  if (!parsed.ok) return usage_error(parsed.error);
+  if (const auto exit_status = command_line.parse_or_exit(
+          argc, argv, "argument", [](const std::string& words) { usage_error(words); }))
+    return *exit_status;
 
   if (port < 0) {
     long long from_env = 29500;

@@ -156,12 +156,8 @@ Options parse_args(int argc, char** argv) {
       ->option_text("K");
   command_line.add_help();
 
-  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "option");
-  if (parsed.help) {
-    std::fputs(app.help().c_str(), stdout);
-    std::exit(0);
-  }
-  if (!parsed.ok) usage_error(parsed.error);
+  if (const auto exit_status = command_line.parse_or_exit(argc, argv, "option", usage_error))
+    std::exit(*exit_status);
   o.command = app.remaining();
   if (!o.command.empty() && o.command.front() == "--") {
     o.command.erase(o.command.begin());

@@ -1,5 +1,6 @@
 #include "tools/cli/cli.hpp"
 
+#include <cstdio>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -110,6 +111,21 @@ Parsed CommandLine::parse(int argc, const char* const* argv, const std::string& 
     p.error = e.what();
   }
   return p;
+}
+
+std::optional<int> CommandLine::parse_or_exit(
+    int argc, const char* const* argv, const std::string& noun,
+    const std::function<void(const std::string&)>& usage_error) {
+  const Parsed parsed = parse(argc, argv, noun);
+  if (parsed.help) {
+    std::fputs(help().c_str(), stdout);
+    return 0;
+  }
+  if (!parsed.ok) {
+    usage_error(parsed.error);
+    return 2;
+  }
+  return std::nullopt;
 }
 
 std::string CommandLine::spelled(const std::string& name) const {

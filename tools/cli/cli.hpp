@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace cc::cli {
@@ -37,6 +39,13 @@ class CommandLine {
   // no option takes (`noun` is "option" or "argument"), "FLAG needs a value",
   // or the words an option's callback rejected its value with.
   Parsed parse(int argc, const char* const* argv, const std::string& noun);
+
+  // parse(), then what a program does when it is not to run: -h or --help
+  // prints help() on stdout and gives exit status 0; a bad command line hands
+  // the error's words to `usage_error` (which writes them to stderr) and gives
+  // 2. Gives nothing when the options are set and the program runs.
+  std::optional<int> parse_or_exit(int argc, const char* const* argv, const std::string& noun,
+                                   const std::function<void(const std::string&)>& usage_error);
 
   // The option named `name` ("-n") as the command line spelled it
   // ("--iters"), so that messages quote the user; `name` when not given.
