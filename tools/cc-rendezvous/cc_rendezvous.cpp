@@ -58,6 +58,18 @@ long long number(const std::string& text, long long min, long long max, const st
   return v;
 }
 
+// An option taking a whole number N from min to max into *target (a count or
+// milliseconds); a bad value is "FLAG needs a positive number" ("a number"
+// when 0 is allowed).
+template <typename T>
+void add_number(CLI::App& app, const std::string& flag, long long min, long long max, T* target,
+                const std::string& help) {
+  const std::string words = flag + (min > 0 ? " needs a positive number" : " needs a number");
+  app.add_option_function<std::string>(
+         flag, [=](const std::string& v) { *target = T(number(v, min, max, words)); }, help)
+      ->option_text("N");
+}
+
 // "64MiB", "64M", "65536": a number of bytes with an optional binary unit,
 // or the option's words for a bad value.
 size_t size_in_bytes(const std::string& text, const std::string& words) {
@@ -162,7 +174,6 @@ int main(int argc, char** argv) {
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
-  using ms = std::chrono::milliseconds;
   app.add_option_function<std::string>(
          "--bind",
          [&](const std::string& v) {
@@ -197,30 +208,12 @@ int main(int argc, char** argv) {
       ->option_text("[ADDR:]PORT");
   app.add_option("--log-level", level, "trace, debug, info (default), warn, error, off")
       ->option_text("LEVEL");
-  app.add_option_function<std::string>(
-         "--max-connections",
-         [&](const std::string& v) {
-           options.max_connections = static_cast<size_t>(
-               number(v, 1, 10000000, "--max-connections needs a positive number"));
-         },
-         "refuse connections above N (default 100000)")
-      ->option_text("N");
-  app.add_option_function<std::string>(
-         "--max-jobs",
-         [&](const std::string& v) {
-           options.max_jobs =
-               static_cast<size_t>(number(v, 1, 10000000, "--max-jobs needs a positive number"));
-         },
-         "refuse new jobs above N (default 10000)")
-      ->option_text("N");
-  app.add_option_function<std::string>(
-         "--max-keys-per-job",
-         [&](const std::string& v) {
-           options.max_keys_per_job = static_cast<size_t>(
-               number(v, 1, 100000000, "--max-keys-per-job needs a positive number"));
-         },
-         "refuse new keys above N per job (default 100000)")
-      ->option_text("N");
+  add_number(app, "--max-connections", 1, 10000000, &options.max_connections,
+             "refuse connections above N (default 100000)");
+  add_number(app, "--max-jobs", 1, 10000000, &options.max_jobs,
+             "refuse new jobs above N (default 10000)");
+  add_number(app, "--max-keys-per-job", 1, 100000000, &options.max_keys_per_job,
+             "refuse new keys above N per job (default 100000)");
   app.add_option_function<std::string>(
          "--max-bytes-per-job",
          [&](const std::string& v) {
@@ -249,41 +242,18 @@ int main(int argc, char** argv) {
          "DURATION, then forget the job (default 1h;\n"
          "0 = until deleted or the daemon stops)")
       ->option_text("DURATION");
-  app.add_option_function<std::string>(
-         "--handshake-timeout-ms",
-         [&](const std::string& v) {
-           options.handshake_timeout =
-               ms(number(v, 1, 86400000, "--handshake-timeout-ms needs a positive number"));
-         },
-         "drop a client that has not said hello (and\n"
-         "authenticated) within N ms (default 10000)")
-      ->option_text("N");
-  app.add_option_function<std::string>(
-         "--frame-timeout-ms",
-         [&](const std::string& v) {
-           options.frame_timeout =
-               ms(number(v, 1, 86400000, "--frame-timeout-ms needs a positive number"));
-         },
-         "drop a client stalling inside a frame (default 10000)")
-      ->option_text("N");
-  app.add_option_function<std::string>(
-         "--heartbeat-timeout-ms",
-         [&](const std::string& v) {
-           options.heartbeat_timeout =
-               ms(number(v, 0, 86400000, "--heartbeat-timeout-ms needs a number"));
-         },
-         "announce a member silent for N ms as failed\n"
-         "(default 0 = off)")
-      ->option_text("N");
-  app.add_option_function<std::string>(
-         "--idle-timeout-ms",
-         [&](const std::string& v) {
-           options.idle_timeout = ms(number(v, 0, 86400000, "--idle-timeout-ms needs a number"));
-         },
-         "close a connection that holds nothing (no\n"
-         "membership, pending join, get or wait) and sent\n"
-         "nothing for N ms (default 0 = never)")
-      ->option_text("N");
+  add_number(app, "--handshake-timeout-ms", 1, 86400000, &options.handshake_timeout,
+             "drop a client that has not said hello (and\n"
+             "authenticated) within N ms (default 10000)");
+  add_number(app, "--frame-timeout-ms", 1, 86400000, &options.frame_timeout,
+             "drop a client stalling inside a frame (default 10000)");
+  add_number(app, "--heartbeat-timeout-ms", 0, 86400000, &options.heartbeat_timeout,
+             "announce a member silent for N ms as failed\n"
+             "(default 0 = off)");
+  add_number(app, "--idle-timeout-ms", 0, 86400000, &options.idle_timeout,
+             "close a connection that holds nothing (no\n"
+             "membership, pending join, get or wait) and sent\n"
+             "nothing for N ms (default 0 = never)");
   command_line.add_help();
   app.add_flag("--version", version, "the cc version");
 
