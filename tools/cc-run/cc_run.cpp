@@ -82,6 +82,29 @@ int number(const std::string& flag, const std::string& text, long long min, long
   return static_cast<int>(v);
 }
 
+// An option taking a whole number from min to max into *target, named
+// `value_name` in --help.
+CLI::Option* add_number(CLI::App& app, const std::string& flag, long long min, long long max,
+                        int* target, const std::string& help, const std::string& value_name) {
+  return app
+      .add_option_function<std::string>(
+          flag, [=](const std::string& v) { *target = number(flag, v, min, max); }, help)
+      ->option_text(value_name);
+}
+
+// An option taking a value that must not be empty ("FLAG is empty").
+void add_text(CLI::App& app, const std::string& flag, std::string* target, const std::string& help,
+              const std::string& value_name) {
+  app.add_option_function<std::string>(
+         flag,
+         [=](const std::string& v) {
+           if (v.empty()) cc::cli::reject(flag + " is empty");
+           *target = v;
+         },
+         help)
+      ->option_text(value_name);
+}
+
 Options parse_args(int argc, char** argv) {
   Options o;
   cc::cli::CommandLine command_line("usage: cc-run -n N [options] -- PROGRAM [ARGS...]", 25);
@@ -98,62 +121,37 @@ Options parse_args(int argc, char** argv) {
                        },
                        "ranks on this node (required)")
                     ->option_text("N");
-  app.add_option_function<std::string>(
-         "--nnodes", [&](const std::string& v) { o.nnodes = number("--nnodes", v, 1, 100000); },
-         "nodes in the job (default 1); world size = K * N")
-      ->option_text("K");
+  add_number(app, "--nnodes", 1, 100000, &o.nnodes,
+             "nodes in the job (default 1); world size = K * N", "K");
   auto* node_rank =
-      app.add_option_function<std::string>(
-             "--node-rank",
-             [&](const std::string& v) { o.node_rank = number("--node-rank", v, 0, 100000); },
-             "this node's index, 0..K-1 (default 0); node 0 hosts the server")
-          ->option_text("I");
-  app.add_option_function<std::string>(
-         "--master-addr",
-         [&](const std::string& v) {
-           if (v.empty()) cc::cli::reject("--master-addr is empty");
-           o.master_addr = v;
-         },
-         "the rendezvous address the ranks use (default 127.0.0.1;\n"
-         "required on nodes other than 0)")
-      ->option_text("A");
-  auto* master_port =
-      app.add_option_function<std::string>(
-             "--master-port",
-             [&](const std::string& v) { o.master_port = number("--master-port", v, 0, 65535); },
-             "port of the rendezvous (node 0: 0 = any free port, the default;\n"
-             "required on nodes other than 0)")
-          ->option_text("P");
-  app.add_option_function<std::string>(
-         "--job-id",
-         [&](const std::string& v) {
-           if (v.empty()) cc::cli::reject("--job-id is empty");
-           o.job_id = v;
-         },
-         "job id (default: CC_JOB_ID, else a fresh one for one node,\n"
-         "else \"default\")")
-      ->option_text("J");
-  app.add_option_function<std::string>(
-         "--grace-ms",
-         [&](const std::string& v) { o.grace_ms = number("--grace-ms", v, 0, INT_MAX); },
-         "after a rank fails, wait MS before SIGTERM, and MS more before\n"
-         "SIGKILL (default 2000)")
-      ->option_text("MS");
-  app.add_option_function<std::string>(
-         "--timeout-ms",
-         [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, INT_MAX); },
-         "exported to the ranks as CC_TIMEOUT_MS (init and store deadline)")
-      ->option_text("MS");
-  app.add_option_function<std::string>(
-         "--max-restarts",
-         [&](const std::string& v) { o.max_restarts = number("--max-restarts", v, 0, INT_MAX); },
-         "the job survives failed ranks: a rank that fails is started\n"
-         "again (same environment plus CC_RESTART_COUNT=n, the n-th\n"
-         "restart of the job), up to K restarts in the job; the other\n"
-         "ranks are never stopped for it (they recover with\n"
-         "cc_comm_regrow or cc_comm_shrink). The exit status is that of\n"
-         "the first rank that failed and was not started again")
-      ->option_text("K");
+      add_number(app, "--node-rank", 0, 100000, &o.node_rank,
+                 "this node's index, 0..K-1 (default 0); node 0 hosts the server", "I");
+  add_text(app, "--master-addr", &o.master_addr,
+           "the rendezvous address the ranks use (default 127.0.0.1;\n"
+           "required on nodes other than 0)",
+           "A");
+  auto* master_port = add_number(app, "--master-port", 0, 65535, &o.master_port,
+                                 "port of the rendezvous (node 0: 0 = any free port, the default;\n"
+                                 "required on nodes other than 0)",
+                                 "P");
+  add_text(app, "--job-id", &o.job_id,
+           "job id (default: CC_JOB_ID, else a fresh one for one node,\n"
+           "else \"default\")",
+           "J");
+  add_number(app, "--grace-ms", 0, INT_MAX, &o.grace_ms,
+             "after a rank fails, wait MS before SIGTERM, and MS more before\n"
+             "SIGKILL (default 2000)",
+             "MS");
+  add_number(app, "--timeout-ms", 1, INT_MAX, &o.timeout_ms,
+             "exported to the ranks as CC_TIMEOUT_MS (init and store deadline)", "MS");
+  add_number(app, "--max-restarts", 0, INT_MAX, &o.max_restarts,
+             "the job survives failed ranks: a rank that fails is started\n"
+             "again (same environment plus CC_RESTART_COUNT=n, the n-th\n"
+             "restart of the job), up to K restarts in the job; the other\n"
+             "ranks are never stopped for it (they recover with\n"
+             "cc_comm_regrow or cc_comm_shrink). The exit status is that of\n"
+             "the first rank that failed and was not started again",
+             "K");
   command_line.add_help();
 
   if (const auto exit_status = command_line.parse_or_exit(argc, argv, "option", usage_error))
