@@ -111,6 +111,17 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
     if (!parse_int(value, lo, hi, &n)) bad(flag, value, what);
     return static_cast<int>(n);
   };
+  // An option taking an integer in [lo, hi] into *target, N in --help; the
+  // first of `names` is the flag its words name.
+  auto add_integer = [&app, integer](const std::string& names, long lo, long hi, const char* what,
+                                     int* target, const char* help) {
+    const std::string flag = names.substr(0, names.find(','));
+    return app
+        .add_option_function<std::string>(
+            names, [=](const std::string& v) { *target = integer(flag.c_str(), v, lo, hi, what); },
+            help)
+        ->option_text("N");
+  };
   app.add_option_function<std::vector<std::string>>(
          "-C,--coll,--collective",
          [o, bad](const std::vector<std::string>& values) {
@@ -184,36 +195,16 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
          },
          "sum prod max min avg (default sum)")
       ->option_text("OP");
-  app.add_option_function<std::string>(
-         "-r,--root",
-         [o, integer](const std::string& v) {
-           o->root = integer("-r", v, 0, 1 << 24, "not a rank");
-         },
-         "root of broadcast and reduce (default 0)")
+  add_integer("-r,--root", 0, 1 << 24, "not a rank", &o->root,
+              "root of broadcast and reduce (default 0)")
       ->option_text("R");
-  app.add_option_function<std::string>(
-         "-n,--iters",
-         [o, integer](const std::string& v) {
-           o->iters = integer("-n", v, 1, 100000000, "iterations must be 1 or more");
-         },
-         "timed iterations per size (default 20)")
-      ->option_text("N");
-  app.add_option_function<std::string>(
-         "-w,--warmup_iters",
-         [o, integer](const std::string& v) {
-           o->warmup = integer("-w", v, 0, 100000000, "warm-up iterations must be 0 or more");
-         },
-         "untimed iterations per size first (default 5)")
-      ->option_text("N");
-  app.add_option_function<std::string>(
-         "--small-iters",
-         [o, integer](const std::string& v) {
-           o->small_iters =
-               integer("--small-iters", v, 1, 100000000, "iterations must be 1 or more");
-         },
-         "timed iterations for sizes up to 64K (default: -n); their\n"
-         "warm-up is at least N/10")
-      ->option_text("N");
+  add_integer("-n,--iters", 1, 100000000, "iterations must be 1 or more", &o->iters,
+              "timed iterations per size (default 20)");
+  add_integer("-w,--warmup_iters", 0, 100000000, "warm-up iterations must be 0 or more", &o->warmup,
+              "untimed iterations per size first (default 5)");
+  add_integer("--small-iters", 1, 100000000, "iterations must be 1 or more", &o->small_iters,
+              "timed iterations for sizes up to 64K (default: -n); their\n"
+              "warm-up is at least N/10");
   app.add_option_function<std::string>(
          "-c,--check",
          [o, integer](const std::string& v) {
@@ -238,13 +229,8 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   app.add_flag("--raw", o->raw,
                "also time the same loop on a second, raw NCCL communicator\n"
                "and print cc next to raw with the ratio");
-  app.add_option_function<std::string>(
-         "-G,--cudagraph",
-         [o, integer](const std::string& v) {
-           o->graph = integer("-G", v, 0, 100000, "graph iterations must be 0 or more");
-         },
-         "capture N iterations in a CUDA graph and time its replays")
-      ->option_text("N");
+  add_integer("-G,--cudagraph", 0, 100000, "graph iterations must be 0 or more", &o->graph,
+              "capture N iterations in a CUDA graph and time its replays");
   app.add_option_function<std::string>(
          "--mem",
          [o, bad](const std::string& v) {
