@@ -480,6 +480,15 @@ pid_t fork_server(int* port) {
   return pid;
 }
 
+// An option whose value is read with atoi into *target, named `value_name`
+// in --help.
+void add_int(CLI::App& app, const std::string& flag, int* target, const std::string& help,
+             const std::string& value_name) {
+  app.add_option_function<std::string>(
+         flag, [target](const std::string& v) { *target = std::atoi(v.c_str()); }, help)
+      ->option_text(value_name);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -506,16 +515,12 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   app.add_option("--addr", addr, "the server to run against (with --port)")->option_text("ADDR");
-  app.add_option_function<std::string>(
-         "--port", [&](const std::string& v) { port = std::atoi(v.c_str()); },
-         "its port (with --addr)")
-      ->option_text("PORT");
-  app.add_option_function<std::string>(
-         "--window", [&](const std::string& v) { window = std::atoi(v.c_str()); },
-         "ranks between connect and the server's first answer at once\n"
-         "(default 1024): beyond the kernel's listen backlog (somaxconn)\n"
-         "SYNs are dropped and cost a 1 s retransmit")
-      ->option_text("W");
+  add_int(app, "--port", &port, "its port (with --addr)", "PORT");
+  add_int(app, "--window", &window,
+          "ranks between connect and the server's first answer at once\n"
+          "(default 1024): beyond the kernel's listen backlog (somaxconn)\n"
+          "SYNs are dropped and cost a 1 s retransmit",
+          "W");
   app.add_flag("--start", start,
                "a communicator's start instead (default N: 1024): the join, then\n"
                "the join and the reachability test's two steps; prints what the\n"
@@ -525,12 +530,11 @@ int main(int argc, char** argv) {
          [&](const std::string& v) { per_host = std::max(1, std::atoi(v.c_str())); },
          "with --start: ranks on one simulated host (default 8)")
       ->option_text("R");
-  app.add_option_function<std::string>(
-         "--start-pair", [&](const std::string& v) { pair_rounds = std::atoi(v.c_str()); },
-         "what the reachability test adds to a healthy start of 2 ranks on\n"
-         "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"
-         "with it and K without, medians")
-      ->option_text("K");
+  add_int(app, "--start-pair", &pair_rounds,
+          "what the reachability test adds to a healthy start of 2 ranks on\n"
+          "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"
+          "with it and K without, medians",
+          "K");
   command_line.add_help();
   if (const auto exit_status =
           command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
