@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common/who.hpp"
+#include "rendezvous/server_core/words.hpp"
 
 namespace cc::daemon {
 namespace {
@@ -48,21 +49,6 @@ std::string job_line(const rv::JobStatus& j) {
   return "no connection; " + keys +
          (j.expires_in_ms > 0 ? " kept " + span_text(j.expires_in_ms) + " more (job TTL)"
                               : " kept until deleted");
-}
-
-// "2, 3, 5-9" for a sorted list of ranks.
-std::string ranges(const std::vector<int32_t>& ranks) {
-  std::string out;
-  size_t i = 0;
-  while (i < ranks.size()) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(ranks[i]);
-    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
 }
 
 std::string pad(std::string s, size_t width) {
@@ -163,7 +149,8 @@ std::string status_text(const rv::StatusReport& r, const std::string& endpoint) 
       }
       if (g.state == rv::GenerationState::joining && g.world_size > g.joined) {
         const int32_t n = g.world_size - g.joined;
-        out += "    missing: " + std::string(n == 1 ? "rank " : "ranks ") + ranges(g.missing) +
+        out += "    missing: " + std::string(n == 1 ? "rank " : "ranks ") +
+               rv::server_core::rank_ranges(g.missing) +
                (static_cast<size_t>(n) > g.missing.size() ? " and more" : "") + " (" +
                std::to_string(n) + " of " + std::to_string(g.world_size) + ") not joined yet\n";
       }
