@@ -87,6 +87,9 @@ bool parse_int(const std::string& text, long lo, long hi, long* out) {
   return true;
 }
 
+// "-n" of "-n,--iters": the name an option's words quote.
+std::string first_name(const std::string& names) { return names.substr(0, names.find(',')); }
+
 constexpr const char* kUsage =
     "usage: cc-bench [options]   (one process per rank: under cc-run, mpirun, or with\n"
     "       RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/LOCAL_RANK set by hand)";
@@ -111,16 +114,26 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
     if (!parse_int(value, lo, hi, &n)) bad(flag, value, what);
     return static_cast<int>(n);
   };
-  // An option taking an integer in [lo, hi] into *target, N in --help; the
-  // first of `names` is the flag its words name.
+  // An option taking an integer in [lo, hi] into *target, N in --help.
   auto add_integer = [&app, integer](const std::string& names, long lo, long hi, const char* what,
                                      int* target, const char* help) {
-    const std::string flag = names.substr(0, names.find(','));
+    const std::string flag = first_name(names);
     return app
         .add_option_function<std::string>(
             names, [=](const std::string& v) { *target = integer(flag.c_str(), v, lo, hi, what); },
             help)
         ->option_text("N");
+  };
+  // An option taking a size ("64K") into *target, SIZE in --help.
+  auto add_size = [&app, bad](const std::string& names, size_t* target, const char* help) {
+    const std::string flag = first_name(names);
+    app.add_option_function<std::string>(
+           names,
+           [=](const std::string& v) {
+             if (!parse_size(v, target)) bad(flag.c_str(), v, "not a size (e.g. 8, 64K, 32M, 1G)");
+           },
+           help)
+        ->option_text("SIZE");
   };
   app.add_option_function<std::vector<std::string>>(
          "-C,--coll,--collective",
@@ -151,20 +164,9 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
       ->option_text("NAME")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
-  app.add_option_function<std::string>(
-         "-b,--minbytes",
-         [o, bad](const std::string& v) {
-           if (!parse_size(v, &o->min_bytes)) bad("-b", v, "not a size (e.g. 8, 64K, 32M, 1G)");
-         },
-         "smallest size (default 8); K, M, G suffixes (powers of 1024)")
-      ->option_text("SIZE");
-  app.add_option_function<std::string>(
-         "-e,--maxbytes",
-         [o, bad](const std::string& v) {
-           if (!parse_size(v, &o->max_bytes)) bad("-e", v, "not a size (e.g. 8, 64K, 32M, 1G)");
-         },
-         "largest size (default 64M)")
-      ->option_text("SIZE");
+  add_size("-b,--minbytes", &o->min_bytes,
+           "smallest size (default 8); K, M, G suffixes (powers of 1024)");
+  add_size("-e,--maxbytes", &o->max_bytes, "largest size (default 64M)");
   app.add_option_function<std::string>(
          "-f,--stepfactor",
          [o, bad](const std::string& v) {
