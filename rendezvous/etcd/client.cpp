@@ -112,70 +112,64 @@ std::string prefix_end(const std::string& prefix) {
   return std::string(1, '\0');  // every key
 }
 
-Compare Compare::absent(std::string key) {
+namespace {
+
+// A comparison of one key's `target` (equal, the default result).
+Compare compare_on(std::string key, Compare::Target target) {
   Compare c;
   c.key = std::move(key);
-  c.target = Target::create;
+  c.target = target;
+  return c;
+}
+
+// An operation on one key, or on every key under it (`prefix`).
+Op key_op(Op::Kind kind, std::string key, bool prefix) {
+  Op op;
+  op.kind = kind;
+  if (prefix) op.range_end = prefix_end(key);
+  op.key = std::move(key);
+  return op;
+}
+
+}  // namespace
+
+Compare Compare::absent(std::string key) {
+  Compare c = compare_on(std::move(key), Target::create);
   c.number = 0;
   return c;
 }
 
 Compare Compare::value_is(std::string key, std::string value) {
-  Compare c;
-  c.key = std::move(key);
-  c.target = Target::value;
+  Compare c = compare_on(std::move(key), Target::value);
   c.value = std::move(value);
   return c;
 }
 
 Compare Compare::mod_revision_is(std::string key, int64_t revision) {
-  Compare c;
-  c.key = std::move(key);
-  c.target = Target::mod;
+  Compare c = compare_on(std::move(key), Target::mod);
   c.number = revision;
   return c;
 }
 
 Op Op::put(std::string key, std::string value, int64_t lease, bool prev_kv) {
-  Op op;
-  op.kind = Kind::put;
-  op.key = std::move(key);
+  Op op = key_op(Kind::put, std::move(key), false);
   op.value = std::move(value);
   op.lease = lease;
   op.prev_kv = prev_kv;
   return op;
 }
 
-Op Op::get(std::string key) {
-  Op op;
-  op.kind = Kind::range;
-  op.key = std::move(key);
-  return op;
-}
+Op Op::get(std::string key) { return key_op(Kind::range, std::move(key), false); }
 
 Op Op::get_prefix(std::string prefix, bool keys_only) {
-  Op op;
-  op.kind = Kind::range;
-  op.range_end = prefix_end(prefix);
-  op.key = std::move(prefix);
+  Op op = key_op(Kind::range, std::move(prefix), true);
   op.keys_only = keys_only;
   return op;
 }
 
-Op Op::del(std::string key) {
-  Op op;
-  op.kind = Kind::del;
-  op.key = std::move(key);
-  return op;
-}
+Op Op::del(std::string key) { return key_op(Kind::del, std::move(key), false); }
 
-Op Op::del_prefix(std::string prefix) {
-  Op op;
-  op.kind = Kind::del;
-  op.range_end = prefix_end(prefix);
-  op.key = std::move(prefix);
-  return op;
-}
+Op Op::del_prefix(std::string prefix) { return key_op(Kind::del, std::move(prefix), true); }
 
 Op Op::nested(Txn txn) {
   Op op;
