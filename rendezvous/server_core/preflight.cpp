@@ -101,14 +101,9 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
     if (pf.disabled_by < 0) pf.disabled_by = ms->rank;
     send(c.id, rid, Ok{});  // nobody waits for it
   } else {
-    Parked p;
-    p.kind = Parked::Kind::preflight;
-    p.request_id = rid;
-    p.job = &job;
-    p.timeout_ms = m.timeout_ms;
-    p.generation = m.generation;
-    p.rank = ms->rank;
-    me.parked = park(c, std::move(p), now);
+    me.parked =
+        park(c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.generation, ms->rank),
+             now);
   }
   if (pf.ready == gen.world_size) preflight_plan(job, m.generation, gen);
   return true;
@@ -208,14 +203,8 @@ bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const Prefligh
   me.reported = true;
   me.results = m.results;
   ++pf.reported;
-  Parked p;
-  p.kind = Parked::Kind::preflight;
-  p.request_id = rid;
-  p.job = &job;
-  p.timeout_ms = m.timeout_ms;
-  p.generation = m.generation;
-  p.rank = ms->rank;
-  me.parked = park(c, std::move(p), now);
+  me.parked = park(
+      c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.generation, ms->rank), now);
   if (pf.reported == gen.world_size) preflight_verdict(job, m.generation, gen);
   return true;
 }

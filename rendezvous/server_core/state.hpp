@@ -99,6 +99,20 @@ struct Parked {
   int32_t rank = -1;              // join, preflight; recover: the job rank
   bool replacement = false;       // recover: a replacement's Join
   Timer timer;
+
+  // A request waiting for its answer (park() sets the connection); a
+  // member's waits name its generation and rank.
+  static Parked of(Kind kind, uint32_t request_id, Job& job, uint32_t timeout_ms,
+                   uint32_t generation = 0, int32_t rank = -1) {
+    Parked p;
+    p.kind = kind;
+    p.request_id = request_id;
+    p.job = &job;
+    p.timeout_ms = timeout_ms;
+    p.generation = generation;
+    p.rank = rank;
+    return p;
+  }
 };
 
 struct Slot {
