@@ -307,6 +307,8 @@ struct ServerCore::Impl {
   void preflight_fail(Job& job, Generation& gen, cc_result_t code, const std::string& words);
   void preflight_expired(const Parked& p);
   const Membership* membership_of(const Conn& c, uint32_t generation) const;
+  Generation* preflight_of(Conn& c, uint32_t rid, uint32_t generation, const std::string& did,
+                           const std::string& advice, const Membership** ms);
 };
 
 }  // namespace cc::rv
