@@ -602,14 +602,9 @@ Status Backend::leave() {
   // The member key leaves the lease first (a put the others' watch filters
   // out), so revoking the lease deletes nothing they watch.
   Txn t;
-  Compare on_lease;
-  on_lease.key = i.keys.member(g, rank);
-  on_lease.target = Compare::Target::lease;
-  on_lease.number = id;
-  t.compare = {on_lease};
-  Op detach = Op::put(i.keys.member(g, rank), "", 0);
-  detach.ignore_value = true;
-  t.success = {detach, Op::put(i.keys.leaves(g), "", 0, true)};
+  t.compare = {Compare::lease_is(i.keys.member(g, rank), id)};
+  t.success = {Op::move_to_lease(i.keys.member(g, rank), 0),
+               Op::put(i.keys.leaves(g), "", 0, true)};
   TxnResult r;
   Status s = i.etcd->txn(t, d, &r);
   if (id != 0) {
@@ -660,14 +655,8 @@ Status Backend::watch(milliseconds window) {
   if (Status s = i.etcd->lease_grant(Impl::ttl_seconds(window), d, &fresh, &granted); !s.ok())
     return s;
   Txn t;
-  Compare on_lease;
-  on_lease.key = i.keys.member(g, rank);
-  on_lease.target = Compare::Target::lease;
-  on_lease.number = old;
-  t.compare = {on_lease};
-  Op move = Op::put(i.keys.member(g, rank), "", fresh);
-  move.ignore_value = true;
-  t.success = {move};
+  t.compare = {Compare::lease_is(i.keys.member(g, rank), old)};
+  t.success = {Op::move_to_lease(i.keys.member(g, rank), fresh)};
   TxnResult r;
   if (Status s = i.etcd->txn(t, d, &r); !s.ok()) {
     (void)i.etcd->lease_revoke(fresh, d);

@@ -151,11 +151,23 @@ Compare Compare::mod_revision_is(std::string key, int64_t revision) {
   return c;
 }
 
+Compare Compare::lease_is(std::string key, int64_t lease) {
+  Compare c = compare_on(std::move(key), Target::lease);
+  c.number = lease;
+  return c;
+}
+
 Op Op::put(std::string key, std::string value, int64_t lease, bool prev_kv) {
   Op op = key_op(Kind::put, std::move(key), false);
   op.value = std::move(value);
   op.lease = lease;
   op.prev_kv = prev_kv;
+  return op;
+}
+
+Op Op::move_to_lease(std::string key, int64_t lease) {
+  Op op = put(std::move(key), "", lease);
+  op.ignore_value = true;
   return op;
 }
 
@@ -216,6 +228,19 @@ struct Client::Impl {
   };
 
   std::string where() const { return "etcd at " + opt.address.endpoint_list(); }
+
+  // Reads an answer with `parse`; one it cannot read is an error that says
+  // `what` it was.
+  template <class T>
+  Status read_answer(const json& resp, T (*parse)(const json&), const char* what, T* out) const {
+    try {
+      *out = parse(resp);
+    } catch (const std::exception& e) {
+      return make_status(CC_ERR_RENDEZVOUS,
+                         where() + " sent " + what + " we cannot read: " + e.what());
+    }
+    return Status::success();
+  }
 
   std::unique_ptr<httplib::ClientImpl> connect_to(size_t ep) {
     const Endpoint& e = opt.address.endpoints[ep];
@@ -939,13 +964,7 @@ Status Client::range(const std::string& key, const std::string& range_end, Deadl
                              "a range read", &resp);
       !s.ok())
     return s;
-  try {
-    *out = parse_range(resp);
-  } catch (const std::exception& e) {
-    return make_status(CC_ERR_RENDEZVOUS,
-                       impl_->where() + " sent a range we cannot read: " + e.what());
-  }
-  return Status::success();
+  return impl_->read_answer(resp, parse_range, "a range", out);
 }
 
 Status Client::get(const std::string& key, Deadline deadline, std::optional<KeyValue>* out,
@@ -986,13 +1005,7 @@ Status Client::txn(const Txn& t, Deadline deadline, TxnResult* out) {
   json resp;
   if (Status s = impl_->call("/v3/kv/txn", txn_json(t), deadline, "a transaction", &resp); !s.ok())
     return s;
-  try {
-    *out = parse_txn(resp);
-  } catch (const std::exception& e) {
-    return make_status(CC_ERR_RENDEZVOUS,
-                       impl_->where() + " sent a transaction result we cannot read: " + e.what());
-  }
-  return Status::success();
+  return impl_->read_answer(resp, parse_txn, "a transaction result", out);
 }
 
 Status Client::lease_grant(int64_t ttl_s, Deadline deadline, int64_t* id, int64_t* granted_ttl_s,
