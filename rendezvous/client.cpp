@@ -381,15 +381,7 @@ class TcpClient final : public Client {
       }
       const auto now = Clock::now();
       if (now >= deadline) return std::nullopt;
-      const auto slice = std::min(deadline, now + kReadSlice);
-      if (read_mu_.try_lock()) {
-        read_once(slice);
-        read_mu_.unlock();
-        cv_.notify_all();
-      } else {
-        std::unique_lock<std::mutex> lock(state_mu_);
-        cv_.wait_until(lock, slice, [&] { return !events_.empty() || !broken_.ok(); });
-      }
+      read_or_wait(std::min(deadline, now + kReadSlice), [&] { return !events_.empty(); });
     }
   }
 
@@ -518,15 +510,23 @@ class TcpClient final : public Client {
                                                  " ms: is the server overloaded or stuck?");
         }
       }
-      const auto slice = std::min(deadline, Clock::now() + kReadSlice);
-      if (read_mu_.try_lock()) {
-        read_once(slice);
-        read_mu_.unlock();
-        cv_.notify_all();
-      } else {
-        std::unique_lock<std::mutex> lock(state_mu_);
-        cv_.wait_until(lock, slice, [&] { return replies_.count(id) != 0 || !broken_.ok(); });
-      }
+      read_or_wait(std::min(deadline, Clock::now() + kReadSlice),
+                   [&] { return replies_.count(id) != 0; });
+    }
+  }
+
+  // Reads until `slice` when no other thread is reading; else waits until
+  // `slice` for what that thread files (`arrived`, asked under state_mu_) or
+  // for the connection to break.
+  template <class Arrived>
+  void read_or_wait(Clock::time_point slice, const Arrived& arrived) {
+    if (read_mu_.try_lock()) {
+      read_once(slice);
+      read_mu_.unlock();
+      cv_.notify_all();
+    } else {
+      std::unique_lock<std::mutex> lock(state_mu_);
+      cv_.wait_until(lock, slice, [&] { return arrived() || !broken_.ok(); });
     }
   }
 
