@@ -24,6 +24,7 @@
 
 #include "cc/cc.h"
 #include "lib/launch/env.hpp"
+#include "tests/rendezvous/free_port.hpp"
 
 namespace {
 
@@ -59,21 +60,6 @@ void barrier(cc_store_t store, const std::string& prefix, int world) {
 long long ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
       .count();
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    return -1;
-  }
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
 }
 
 void basic(cc_store_t store, int world, const cc::launch::LaunchInfo& info) {
@@ -168,8 +154,8 @@ void adders(cc_store_t store, int world) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "basic";
   if (mode == "--free-port") {
-    const int port = free_port();
-    if (port < 0) return 1;
+    const int port = cc::test::free_port();
+    if (port <= 0) return 1;
     std::printf("%d\n", port);
     return 0;
   }

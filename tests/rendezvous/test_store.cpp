@@ -18,6 +18,7 @@
 #include "cc/cc.h"
 #include "rendezvous/client.hpp"
 #include "rendezvous/server.hpp"
+#include "tests/rendezvous/free_port.hpp"
 #include "tests/rendezvous/loopback_client.hpp"
 #include "tests/rendezvous/store_api_cases.hpp"
 
@@ -66,17 +67,11 @@ cc::test::StoreApiTarget target(const TestServer& srv) {
   return {[port] { return connect(port); }, "127.0.0.1:" + std::to_string(port)};
 }
 
-// A port nobody listens on (bound, then released).
+// A port nobody listens on.
 int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = cc::test::free_port();
+  REQUIRE(port > 0);
+  return port;
 }
 
 }  // namespace
