@@ -132,6 +132,14 @@ class Reader {
 template <typename T>
 struct Codec;
 
+// A message without fields: its type is all there is.
+template <typename T, MsgType Type>
+struct EmptyCodec {
+  static constexpr MsgType type = Type;
+  static void put(Writer&, const T&) {}
+  static bool get(Reader&, T&) { return true; }
+};
+
 template <>
 struct Codec<Hello> {
   static constexpr MsgType type = MsgType::hello;
@@ -250,11 +258,7 @@ struct Codec<Join> {
   }
 };
 template <>
-struct Codec<Leave> {
-  static constexpr MsgType type = MsgType::leave;
-  static void put(Writer&, const Leave&) {}
-  static bool get(Reader&, Leave&) { return true; }
-};
+struct Codec<Leave> : EmptyCodec<Leave, MsgType::leave> {};
 template <>
 struct Codec<Heartbeat> {
   static constexpr MsgType type = MsgType::heartbeat;
@@ -268,11 +272,7 @@ struct Codec<Abort> {
   static bool get(Reader& r, Abort& m) { return r.text(m.reason); }
 };
 template <>
-struct Codec<Ok> {
-  static constexpr MsgType type = MsgType::ok;
-  static void put(Writer&, const Ok&) {}
-  static bool get(Reader&, Ok&) { return true; }
-};
+struct Codec<Ok> : EmptyCodec<Ok, MsgType::ok> {};
 template <>
 struct Codec<Error> {
   static constexpr MsgType type = MsgType::error;
@@ -355,11 +355,7 @@ struct Codec<PeerEvent> {
   }
 };
 template <>
-struct Codec<HeartbeatAck> {
-  static constexpr MsgType type = MsgType::heartbeat_ack;
-  static void put(Writer&, const HeartbeatAck&) {}
-  static bool get(Reader&, HeartbeatAck&) { return true; }
-};
+struct Codec<HeartbeatAck> : EmptyCodec<HeartbeatAck, MsgType::heartbeat_ack> {};
 
 template <>
 struct Codec<Watch> {
