@@ -108,6 +108,17 @@ std::vector<std::unique_ptr<etcd::Backend>> joined_ranks(const std::string& job,
   return ranks;
 }
 
+// The next peer event on `b`, within 3 s, is `want`.
+void check_next_event(etcd::Backend& b, const cc::rv::PeerEvent& want) {
+  auto e = b.next_event(milliseconds(3000));
+  REQUIRE(e.has_value());
+  CHECK(e->kind == want.kind);
+  CHECK(e->rank == want.rank);
+  CHECK(e->host == want.host);
+  CHECK(e->pid == want.pid);
+  CHECK(e->reason == want.reason);
+}
+
 Connect etcd_connect(const std::string& address, const std::string& job) {
   return [address, job] {
     return std::unique_ptr<cc::rv::Client>(connect_backend(backend_options(address, job)));
@@ -303,15 +314,9 @@ TEST_CASE("etcd membership: an abort and a rank gone without leaving reach the o
 
   auto t0 = Clock::now();
   REQUIRE(ranks[2]->abort("rank 2 saw a NaN").ok());
-  for (int r = 0; r < 2; ++r) {
-    auto e = ranks[static_cast<size_t>(r)]->next_event(milliseconds(3000));
-    REQUIRE(e.has_value());
-    CHECK(e->kind == cc::rv::PeerEventKind::aborted);
-    CHECK(e->rank == 2);
-    CHECK(e->host == "host-c");
-    CHECK(e->pid == 1002u);
-    CHECK(e->reason == "rank 2 saw a NaN");
-  }
+  for (int r = 0; r < 2; ++r)
+    check_next_event(*ranks[static_cast<size_t>(r)],
+                     {cc::rv::PeerEventKind::aborted, 2, "host-c", 1002, "rank 2 saw a NaN"});
   CHECK(ms_since(t0) < 2000);  // not the 5 s lease: at once
 
   t0 = Clock::now();
@@ -342,15 +347,10 @@ TEST_CASE("etcd membership: a rank's failed init reaches the others at once, in 
               ->init_failed(1, "rank 1: cudaSetDevice(3) failed: invalid device ordinal",
                             milliseconds(3000))
               .ok());
-  for (int r : {0, 2}) {
-    auto e = ranks[static_cast<size_t>(r)]->next_event(milliseconds(3000));
-    REQUIRE(e.has_value());
-    CHECK(e->kind == cc::rv::PeerEventKind::init_failed);
-    CHECK(e->rank == 1);
-    CHECK(e->host == "host-b");
-    CHECK(e->pid == 1001u);
-    CHECK(e->reason == "rank 1: cudaSetDevice(3) failed: invalid device ordinal");
-  }
+  for (int r : {0, 2})
+    check_next_event(*ranks[static_cast<size_t>(r)],
+                     {cc::rv::PeerEventKind::init_failed, 1, "host-b", 1001,
+                      "rank 1: cudaSetDevice(3) failed: invalid device ordinal"});
   CHECK(ms_since(t0) < 2000);  // not the 5 s lease: at once
 
   // Its membership ended with the news: dropping it tells nobody again.
