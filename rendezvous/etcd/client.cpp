@@ -465,6 +465,17 @@ struct Client::Impl {
     return a;
   }
 
+  // The token to send and the epoch it belongs to. When there is none, this
+  // authenticates again and leaves *tok empty: the caller asks once more.
+  Status current_token(Deadline deadline, std::string* tok, uint64_t* epoch) {
+    {
+      std::lock_guard<std::mutex> lock(token_mu);
+      *tok = token;
+      *epoch = token_epoch;
+    }
+    return tok->empty() ? reauthenticate(*epoch, deadline) : Status::success();
+  }
+
   // A new token from /v3/auth/authenticate, unless another thread already
   // got one since `seen_epoch`.
   Status reauthenticate(uint64_t seen_epoch, Deadline deadline) {
@@ -538,15 +549,8 @@ struct Client::Impl {
       std::string tok;
       uint64_t epoch = 0;
       if (with_token && !user.empty()) {
-        {
-          std::lock_guard<std::mutex> lock(token_mu);
-          tok = token;
-          epoch = token_epoch;
-        }
-        if (tok.empty()) {
-          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
-          continue;
-        }
+        if (Status s = current_token(deadline, &tok, &epoch); !s.ok()) return s;
+        if (tok.empty()) continue;  // authenticated again: take the new token
       }
       if (Clock::now() >= deadline) break;
       const Deadline until = std::min(deadline, Clock::now() + attempt_limit);
@@ -702,15 +706,8 @@ struct Client::Impl {
       std::string tok;
       uint64_t epoch = 0;
       if (!user.empty()) {
-        {
-          std::lock_guard<std::mutex> lock(token_mu);
-          tok = token;
-          epoch = token_epoch;
-        }
-        if (tok.empty()) {
-          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
-          continue;
-        }
+        if (Status s = current_token(deadline, &tok, &epoch); !s.ok()) return s;
+        if (tok.empty()) continue;  // authenticated again: take the new token
       }
       std::string body;
       for (size_t i = 0; i < specs.size(); ++i) {
