@@ -32,6 +32,16 @@ constexpr int kMaxReauth = 2;
 // cancels a watch when it loses its leader, rather than holding them.
 constexpr const char* kRequireLeader = "Grpc-Metadata-hasleader";
 
+// After a round in which every endpoint failed: sleeps the backoff (not past
+// the deadline) and doubles it, up to kMaxBackoff; false when no time is left.
+bool pause_between_rounds(Deadline deadline, milliseconds* backoff) {
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return false;
+  std::this_thread::sleep_for(std::min<Clock::duration>(*backoff, left));
+  *backoff = std::min(*backoff * 2, kMaxBackoff);
+  return true;
+}
+
 long long ms_until(Deadline d) {
   return std::chrono::duration_cast<milliseconds>(d - Clock::now()).count();
 }
@@ -584,10 +594,7 @@ struct Client::Impl {
       ep = (ep + 1) % n;
       if (++tried_this_round >= n) {
         tried_this_round = 0;
-        const auto left = deadline - Clock::now();
-        if (left <= Clock::duration::zero()) break;
-        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-        backoff = std::min(backoff * 2, kMaxBackoff);
+        if (!pause_between_rounds(deadline, &backoff)) break;
       }
     }
     return quorum_words(what, ms_since(start), errors, answered);
@@ -842,10 +849,7 @@ struct Client::Impl {
       }
       if (++failures_this_round >= n) {
         failures_this_round = 0;
-        const auto left = deadline - Clock::now();
-        if (left <= Clock::duration::zero()) break;
-        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-        backoff = std::min(backoff * 2, kMaxBackoff);
+        if (!pause_between_rounds(deadline, &backoff)) break;
         // Every endpoint failed and the time is spent: say so in etcd's words.
         if (Clock::now() >= deadline) break;
       }
