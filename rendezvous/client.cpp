@@ -188,20 +188,16 @@ class TcpClient final : public Client {
     hello.host = local_hostname();
     hello.pid = static_cast<uint32_t>(::getpid());
     hello.client = options_.client;
-    Message reply;
-    if (Status s = transact(hello, deadline, "the handshake (hello)", &reply); !s.ok()) return s;
-    const auto* challenge = std::get_if<Challenge>(&reply);
-    if (challenge == nullptr) return unexpected(reply, "hello");
-    if (!challenge->auth_required) return Status::success();
+    Challenge challenge;
+    if (Status s = expect(hello, deadline, "the handshake (hello)", &challenge); !s.ok()) return s;
+    if (!challenge.auth_required) return Status::success();
     if (options_.token.empty()) {
       return make_status(CC_ERR_AUTH, "the rendezvous at " + endpoint_ +
                                           " requires a token: set CC_RENDEZVOUS_TOKEN or "
                                           "CC_RENDEZVOUS_TOKEN_FILE (or the config's token)");
     }
-    Auth auth{auth_mac(options_.token, challenge->nonce, options_.job_id)};
-    if (Status s = transact(auth, deadline, "the handshake (auth)", &reply); !s.ok()) return s;
-    if (!std::holds_alternative<Ok>(reply)) return unexpected(reply, "auth");
-    return Status::success();
+    Auth auth{auth_mac(options_.token, challenge.nonce, options_.job_id)};
+    return expect_ok(auth, deadline, "the handshake (auth)");
   }
 
   Status set(const std::string& key, std::span<const uint8_t> value) override {
@@ -210,28 +206,24 @@ class TcpClient final : public Client {
   }
 
   Status get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) override {
-    Message reply;
-    if (Status s = transact(Get{key, timeout_ms}, waiting_deadline(timeout_ms),
-                            "a get of key '" + key + "'", &reply);
+    Value v;
+    if (Status s = expect(Get{key, timeout_ms}, waiting_deadline(timeout_ms),
+                          "a get of key '" + key + "'", &v);
         !s.ok()) {
       return s;
     }
-    auto* v = std::get_if<Value>(&reply);
-    if (v == nullptr) return unexpected(reply, "get");
-    if (value != nullptr) *value = std::move(v->value);
+    if (value != nullptr) *value = std::move(v.value);
     return Status::success();
   }
 
   Status add(const std::string& key, int64_t delta, int64_t* result) override {
-    Message reply;
-    if (Status s = transact(Add{key, delta}, after(options_.request_timeout),
-                            "an add to key '" + key + "'", &reply);
+    Integer v;
+    if (Status s = expect(Add{key, delta}, after(options_.request_timeout),
+                          "an add to key '" + key + "'", &v);
         !s.ok()) {
       return s;
     }
-    const auto* v = std::get_if<Integer>(&reply);
-    if (v == nullptr) return unexpected(reply, "add");
-    if (result != nullptr) *result = v->value;
+    if (result != nullptr) *result = v.value;
     return Status::success();
   }
 
@@ -251,31 +243,20 @@ class TcpClient final : public Client {
     m.has_expected = expected != nullptr;
     if (expected != nullptr) m.expected = *expected;
     m.value.assign(desired.begin(), desired.end());
-    Message reply;
-    if (Status s = transact(m, after(options_.request_timeout),
-                            "a compare-set of key '" + key + "'", &reply);
+    CompareSetResult r;
+    if (Status s =
+            expect(m, after(options_.request_timeout), "a compare-set of key '" + key + "'", &r);
         !s.ok()) {
       return s;
     }
-    const auto* r = std::get_if<CompareSetResult>(&reply);
-    if (r == nullptr) return unexpected(reply, "compare-set");
-    if (swapped != nullptr) *swapped = r->swapped;
+    if (swapped != nullptr) *swapped = r.swapped;
     return Status::success();
   }
 
   Status join(const Join& request, Joined* out) override {
     // timeout_ms 0: the server waits without a deadline, and so do we.
     const auto deadline = request.timeout_ms == 0 ? kNever : waiting_deadline(request.timeout_ms);
-    Message reply;
-    if (Status s = transact(request, deadline,
-                            "the join of rank " + std::to_string(request.info.rank), &reply);
-        !s.ok()) {
-      return s;
-    }
-    auto* joined = std::get_if<Joined>(&reply);
-    if (joined == nullptr) return unexpected(reply, "join");
-    if (out != nullptr) *out = std::move(*joined);
-    return Status::success();
+    return expect(request, deadline, "the join of rank " + std::to_string(request.info.rank), out);
   }
 
   Status leave() override { return expect_ok(Leave{}, after(options_.request_timeout), "a leave"); }
@@ -285,9 +266,9 @@ class TcpClient final : public Client {
   Status recover(const Recover& request, const MakeId& make_id, Joined* out) override {
     const auto start = Clock::now();
     const auto deadline = waiting_deadline(request.timeout_ms);
-    const std::string what = std::string(request.kind == RecoverKind::shrink ? "cc_comm_shrink"
-                                                                             : "cc_comm_regrow") +
-                             " of rank " + std::to_string(request.info.rank);
+    const std::string what =
+        std::string(request.kind == RecoverKind::shrink ? "cc_comm_shrink" : "cc_comm_regrow") +
+        " of rank " + std::to_string(request.info.rank);
     Message reply;
     if (Status s = transact(request, deadline, what, &reply); !s.ok()) return s;
     if (const auto* wanted = std::get_if<RecoverIdWanted>(&reply)) {
@@ -307,14 +288,8 @@ class TcpClient final : public Client {
   }
 
   Status heartbeat(uint64_t last_completed) override {
-    Message reply;
-    if (Status s = transact(Heartbeat{last_completed}, after(options_.request_timeout),
-                            "a heartbeat", &reply);
-        !s.ok()) {
-      return s;
-    }
-    if (!std::holds_alternative<HeartbeatAck>(reply)) return unexpected(reply, "heartbeat");
-    return Status::success();
+    return expect<HeartbeatAck>(Heartbeat{last_completed}, after(options_.request_timeout),
+                                "a heartbeat");
   }
 
   Status heartbeat_nowait(uint64_t last_completed) override {
@@ -351,24 +326,11 @@ class TcpClient final : public Client {
 
   Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
                      milliseconds timeout) override {
-    Message reply;
-    if (Status s = transact(ProgressQuery{generation, rank, epoch}, after(timeout),
-                            "a progress query", &reply);
-        !s.ok())
-      return s;
-    auto* p = std::get_if<Progress>(&reply);
-    if (p == nullptr) return unexpected(reply, "progress-query");
-    *out = std::move(*p);
-    return Status::success();
+    return expect(ProgressQuery{generation, rank, epoch}, after(timeout), "a progress query", out);
   }
 
   Status status(const StatusQuery& query, StatusReport* out, milliseconds timeout) override {
-    Message reply;
-    if (Status s = transact(query, after(timeout), "a status query", &reply); !s.ok()) return s;
-    auto* r = std::get_if<StatusReport>(&reply);
-    if (r == nullptr) return unexpected(reply, "status-query");
-    *out = std::move(*r);
-    return Status::success();
+    return expect(query, after(timeout), "a status query", out);
   }
 
   Status init_failed(uint32_t generation, const std::string& reason,
@@ -381,15 +343,8 @@ class TcpClient final : public Client {
       *out = PreflightPlan{PreflightStep::skipped, "CC_PREFLIGHT=0", {}};
       return send_nowait(request, "a reachability test opt-out");
     }
-    Message reply;
-    if (Status s = transact(request, waiting_deadline(request.timeout_ms),
-                            "the reachability test's start", &reply);
-        !s.ok())
-      return s;
-    auto* plan = std::get_if<PreflightPlan>(&reply);
-    if (plan == nullptr) return unexpected(reply, "preflight-ready");
-    *out = std::move(*plan);
-    return Status::success();
+    return expect(request, waiting_deadline(request.timeout_ms), "the reachability test's start",
+                  out);
   }
 
   Status preflight_report(const PreflightReport& request) override {
@@ -426,15 +381,7 @@ class TcpClient final : public Client {
       }
       const auto now = Clock::now();
       if (now >= deadline) return std::nullopt;
-      const auto slice = std::min(deadline, now + kReadSlice);
-      if (read_mu_.try_lock()) {
-        read_once(slice);
-        read_mu_.unlock();
-        cv_.notify_all();
-      } else {
-        std::unique_lock<std::mutex> lock(state_mu_);
-        cv_.wait_until(lock, slice, [&] { return !events_.empty() || !broken_.ok(); });
-      }
+      read_or_wait(std::min(deadline, now + kReadSlice), [&] { return !events_.empty(); });
     }
   }
 
@@ -453,11 +400,21 @@ class TcpClient final : public Client {
                                               "' message: is it a server of another cc version?");
   }
 
-  Status expect_ok(const Message& request, Clock::time_point deadline, const std::string& what) {
+  // Sends one request and takes its answer, which must be an R (kept in *out
+  // unless out is null); any other answer is unexpected for that request.
+  template <class R>
+  Status expect(const Message& request, Clock::time_point deadline, const std::string& what,
+                R* out = nullptr) {
     Message reply;
     if (Status s = transact(request, deadline, what, &reply); !s.ok()) return s;
-    if (!std::holds_alternative<Ok>(reply)) return unexpected(reply, type_name(type_of(request)));
+    auto* r = std::get_if<R>(&reply);
+    if (r == nullptr) return unexpected(reply, type_name(type_of(request)));
+    if (out != nullptr) *out = std::move(*r);
     return Status::success();
+  }
+
+  Status expect_ok(const Message& request, Clock::time_point deadline, const std::string& what) {
+    return expect<Ok>(request, deadline, what);
   }
 
   // Sends one request and waits for its reply; an Error reply becomes the
@@ -553,15 +510,23 @@ class TcpClient final : public Client {
                                                  " ms: is the server overloaded or stuck?");
         }
       }
-      const auto slice = std::min(deadline, Clock::now() + kReadSlice);
-      if (read_mu_.try_lock()) {
-        read_once(slice);
-        read_mu_.unlock();
-        cv_.notify_all();
-      } else {
-        std::unique_lock<std::mutex> lock(state_mu_);
-        cv_.wait_until(lock, slice, [&] { return replies_.count(id) != 0 || !broken_.ok(); });
-      }
+      read_or_wait(std::min(deadline, Clock::now() + kReadSlice),
+                   [&] { return replies_.count(id) != 0; });
+    }
+  }
+
+  // Reads until `slice` when no other thread is reading; else waits until
+  // `slice` for what that thread files (`arrived`, asked under state_mu_) or
+  // for the connection to break.
+  template <class Arrived>
+  void read_or_wait(Clock::time_point slice, const Arrived& arrived) {
+    if (read_mu_.try_lock()) {
+      read_once(slice);
+      read_mu_.unlock();
+      cv_.notify_all();
+    } else {
+      std::unique_lock<std::mutex> lock(state_mu_);
+      cv_.wait_until(lock, slice, [&] { return arrived() || !broken_.ok(); });
     }
   }
 

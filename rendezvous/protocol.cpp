@@ -25,6 +25,12 @@ class Writer {
     u32(static_cast<uint32_t>(s.size()));
     out_.insert(out_.end(), s.begin(), s.end());
   }
+  // A list: its count, then each element as put_one writes it.
+  template <typename T, typename F>
+  void list(const std::vector<T>& v, F put_one) {
+    u32(static_cast<uint32_t>(v.size()));
+    for (const T& x : v) put_one(x);
+  }
 
  private:
   template <typename T>
@@ -86,6 +92,16 @@ class Reader {
     if (n > max) return fail(DecodeError::field_too_large);
     return true;
   }
+  // A list of at most `max` elements, each as get_one reads it.
+  template <typename T, typename F>
+  bool list(std::vector<T>& v, uint32_t max, F get_one) {
+    uint32_t n = 0;
+    if (!count(n, max)) return false;
+    v.resize(n);
+    for (T& x : v)
+      if (!get_one(x)) return false;
+    return true;
+  }
 
   bool fail(DecodeError e) {
     if (error_ == DecodeError::none) error_ = e;
@@ -131,6 +147,14 @@ class Reader {
 
 template <typename T>
 struct Codec;
+
+// A message without fields: its type is all there is.
+template <typename T, MsgType Type>
+struct EmptyCodec {
+  static constexpr MsgType type = Type;
+  static void put(Writer&, const T&) {}
+  static bool get(Reader&, T&) { return true; }
+};
 
 template <>
 struct Codec<Hello> {
@@ -197,17 +221,12 @@ template <>
 struct Codec<Wait> {
   static constexpr MsgType type = MsgType::wait;
   static void put(Writer& w, const Wait& m) {
-    w.u32(static_cast<uint32_t>(m.keys.size()));
-    for (const auto& k : m.keys) w.str(k);
+    w.list(m.keys, [&](const std::string& k) { w.str(k); });
     w.u32(m.timeout_ms);
   }
   static bool get(Reader& r, Wait& m) {
-    uint32_t n = 0;
-    if (!r.count(n, r.limits().max_wait_keys)) return false;
-    m.keys.resize(n);
-    for (auto& k : m.keys)
-      if (!r.key(k)) return false;
-    return r.u32(m.timeout_ms);
+    return r.list(m.keys, r.limits().max_wait_keys, [&](std::string& k) { return r.key(k); }) &&
+           r.u32(m.timeout_ms);
   }
 };
 template <>
@@ -250,11 +269,7 @@ struct Codec<Join> {
   }
 };
 template <>
-struct Codec<Leave> {
-  static constexpr MsgType type = MsgType::leave;
-  static void put(Writer&, const Leave&) {}
-  static bool get(Reader&, Leave&) { return true; }
-};
+struct Codec<Leave> : EmptyCodec<Leave, MsgType::leave> {};
 template <>
 struct Codec<Heartbeat> {
   static constexpr MsgType type = MsgType::heartbeat;
@@ -268,11 +283,7 @@ struct Codec<Abort> {
   static bool get(Reader& r, Abort& m) { return r.text(m.reason); }
 };
 template <>
-struct Codec<Ok> {
-  static constexpr MsgType type = MsgType::ok;
-  static void put(Writer&, const Ok&) {}
-  static bool get(Reader&, Ok&) { return true; }
-};
+struct Codec<Ok> : EmptyCodec<Ok, MsgType::ok> {};
 template <>
 struct Codec<Error> {
   static constexpr MsgType type = MsgType::error;
@@ -302,34 +313,28 @@ struct Codec<Joined> {
   static constexpr MsgType type = MsgType::joined;
   static void put(Writer& w, const Joined& m) {
     w.bytes(m.unique_id);
-    w.u32(static_cast<uint32_t>(m.members.size()));
-    for (const auto& s : m.members) {
+    w.list(m.members, [&](const auto& s) {
       w.i32(s.rank);
       w.str(s.host);
       w.u32(s.pid);
-    }
+    });
     w.str(m.notice);
     w.u32(m.epoch);
     w.i32(m.rank);
-    w.u32(static_cast<uint32_t>(m.failed.size()));
-    for (int32_t f : m.failed) w.i32(f);
+    w.list(m.failed, [&](int32_t f) { w.i32(f); });
     w.u8(static_cast<uint8_t>(m.method));
   }
   static bool get(Reader& r, Joined& m) {
-    uint32_t n = 0;
-    if (!(r.bytes(m.unique_id, 1024) && r.count(n, r.limits().max_frame / 9))) return false;
-    m.members.resize(n);
-    for (auto& s : m.members)
-      if (!(r.i32(s.rank) && r.text(s.host) && r.u32(s.pid))) return false;
+    auto member = [&](auto& s) { return r.i32(s.rank) && r.text(s.host) && r.u32(s.pid); };
+    if (!(r.bytes(m.unique_id, 1024) && r.list(m.members, r.limits().max_frame / 9, member)))
+      return false;
     if (!r.str(m.notice, r.limits().max_frame)) return false;
     if (r.at_end()) return true;  // a server without recovery
-    uint32_t nf = 0;
     uint8_t method = 0;
-    if (!(r.u32(m.epoch) && r.i32(m.rank) && r.count(nf, r.limits().max_frame / 4))) return false;
-    m.failed.resize(nf);
-    for (auto& f : m.failed)
-      if (!r.i32(f)) return false;
-    if (!r.u8(method)) return false;
+    if (!(r.u32(m.epoch) && r.i32(m.rank) &&
+          r.list(m.failed, r.limits().max_frame / 4, [&](int32_t& f) { return r.i32(f); }) &&
+          r.u8(method)))
+      return false;
     if (method > 1) return r.fail(DecodeError::bad_field);
     m.method = static_cast<RecoverMethod>(method);
     return true;
@@ -355,11 +360,7 @@ struct Codec<PeerEvent> {
   }
 };
 template <>
-struct Codec<HeartbeatAck> {
-  static constexpr MsgType type = MsgType::heartbeat_ack;
-  static void put(Writer&, const HeartbeatAck&) {}
-  static bool get(Reader&, HeartbeatAck&) { return true; }
-};
+struct Codec<HeartbeatAck> : EmptyCodec<HeartbeatAck, MsgType::heartbeat_ack> {};
 
 template <>
 struct Codec<Watch> {
@@ -384,24 +385,19 @@ template <>
 struct Codec<Progress> {
   static constexpr MsgType type = MsgType::progress;
   static void put(Writer& w, const Progress& m) {
-    w.u32(static_cast<uint32_t>(m.members.size()));
-    for (const auto& p : m.members) {
+    w.list(m.members, [&](const auto& p) {
       w.i32(p.rank);
       w.str(p.host);
       w.u32(p.pid);
       w.u64(p.last_completed);
       w.u32(p.silent_ms);
-    }
+    });
   }
   static bool get(Reader& r, Progress& m) {
-    uint32_t n = 0;
-    if (!r.count(n, r.limits().max_frame / 24)) return false;
-    m.members.resize(n);
-    for (auto& p : m.members)
-      if (!(r.i32(p.rank) && r.text(p.host) && r.u32(p.pid) && r.u64(p.last_completed) &&
-            r.u32(p.silent_ms)))
-        return false;
-    return true;
+    return r.list(m.members, r.limits().max_frame / 24, [&](auto& p) {
+      return r.i32(p.rank) && r.text(p.host) && r.u32(p.pid) && r.u64(p.last_completed) &&
+             r.u32(p.silent_ms);
+    });
   }
 };
 
@@ -497,26 +493,22 @@ struct Codec<StatusReport> {
     w.u32(m.members_omitted);
     w.u64(m.store_bytes);
     w.u64(m.store_bytes_limit);
-    w.u32(static_cast<uint32_t>(m.jobs.size()));
-    for (const JobStatus& j : m.jobs) {
+    w.list(m.jobs, [&](const JobStatus& j) {
       w.str(j.id);
       w.u32(j.connections);
       w.u32(j.keys);
       w.u64(j.bytes);
       w.u64(j.expires_in_ms);
-      w.u32(static_cast<uint32_t>(j.generations.size()));
-      for (const GenerationStatus& g : j.generations) {
+      w.list(j.generations, [&](const GenerationStatus& g) {
         w.u32(g.generation);
         w.u8(static_cast<uint8_t>(g.state));
         w.i32(g.world_size);
         w.i32(g.joined);
         w.str(g.failure);
-        w.u32(static_cast<uint32_t>(g.missing.size()));
-        for (int32_t r : g.missing) w.i32(r);
-        w.u32(static_cast<uint32_t>(g.members.size()));
-        for (const MemberStatus& s : g.members) put_member(w, s);
-      }
-    }
+        w.list(g.missing, [&](int32_t r) { w.i32(r); });
+        w.list(g.members, [&](const MemberStatus& s) { put_member(w, s); });
+      });
+    });
   }
   static bool get_member(Reader& r, MemberStatus& m) {
     uint8_t state = 0;
@@ -539,29 +531,17 @@ struct Codec<StatusReport> {
     g.missing.resize(n);
     for (int32_t& rank : g.missing)
       if (!r.i32(rank)) return false;
-    if (!r.count(n, r.remaining() / 41)) return false;
-    g.members.resize(n);
-    for (MemberStatus& m : g.members)
-      if (!get_member(r, m)) return false;
-    return true;
+    return r.list(g.members, r.remaining() / 41, [&](MemberStatus& m) { return get_member(r, m); });
   }
   static bool get(Reader& r, StatusReport& m) {
-    uint32_t n = 0;
-    if (!(r.text(m.server) && r.u64(m.uptime_ms) && r.u32(m.jobs_total) &&
-          r.u32(m.members_omitted) && r.u64(m.store_bytes) && r.u64(m.store_bytes_limit) &&
-          r.count(n, r.remaining() / 32)))
-      return false;
-    m.jobs.resize(n);
-    for (JobStatus& j : m.jobs) {
-      uint32_t generations = 0;
-      if (!(r.str(j.id, r.limits().max_key) && r.u32(j.connections) && r.u32(j.keys) &&
-            r.u64(j.bytes) && r.u64(j.expires_in_ms) && r.count(generations, r.remaining() / 25)))
-        return false;
-      j.generations.resize(generations);
-      for (GenerationStatus& g : j.generations)
-        if (!get_generation(r, g)) return false;
-    }
-    return true;
+    return r.text(m.server) && r.u64(m.uptime_ms) && r.u32(m.jobs_total) &&
+           r.u32(m.members_omitted) && r.u64(m.store_bytes) && r.u64(m.store_bytes_limit) &&
+           r.list(m.jobs, r.remaining() / 32, [&](JobStatus& j) {
+             return r.str(j.id, r.limits().max_key) && r.u32(j.connections) && r.u32(j.keys) &&
+                    r.u64(j.bytes) && r.u64(j.expires_in_ms) &&
+                    r.list(j.generations, r.remaining() / 25,
+                           [&](GenerationStatus& g) { return get_generation(r, g); });
+           });
   }
 };
 template <>
@@ -605,23 +585,22 @@ struct Codec<PreflightReport> {
   static constexpr MsgType type = MsgType::preflight_report;
   static void put(Writer& w, const PreflightReport& m) {
     w.u32(m.generation);
-    w.u32(static_cast<uint32_t>(m.results.size()));
-    for (const auto& p : m.results) {
+    w.list(m.results, [&](const auto& p) {
       w.i32(p.rank);
       w.u8(p.reached ? 1 : 0);
       w.i32(p.error);
       w.str(p.words);
-    }
+    });
     w.u32(m.timeout_ms);
   }
   static bool get(Reader& r, PreflightReport& m) {
-    uint32_t n = 0;
-    if (!(r.u32(m.generation) && r.count(n, static_cast<uint32_t>(kMaxProbeTargets)))) return false;
-    m.results.resize(n);
-    for (auto& p : m.results)
-      if (!(r.i32(p.rank) && r.boolean(p.reached) && r.i32(p.error) && r.text(p.words)))
-        return false;
-    return r.u32(m.timeout_ms);
+    return r.u32(m.generation) &&
+           r.list(m.results, static_cast<uint32_t>(kMaxProbeTargets),
+                  [&](auto& p) {
+                    return r.i32(p.rank) && r.boolean(p.reached) && r.i32(p.error) &&
+                           r.text(p.words);
+                  }) &&
+           r.u32(m.timeout_ms);
   }
 };
 template <>
@@ -630,14 +609,13 @@ struct Codec<PreflightPlan> {
   static void put(Writer& w, const PreflightPlan& m) {
     w.u8(static_cast<uint8_t>(m.step));
     w.str(m.note);
-    w.u32(static_cast<uint32_t>(m.targets.size()));
-    for (const auto& t : m.targets) {
+    w.list(m.targets, [&](const auto& t) {
       w.i32(t.rank);
       w.str(t.host);
       w.u32(t.pid);
       w.str(t.addr);
       w.u32(t.port);
-    }
+    });
   }
   static bool get(Reader& r, PreflightPlan& m) {
     uint8_t step = 0;

@@ -9,17 +9,8 @@
 
 #include "common/log.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
-#include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv::etcd {
-
-using server_core::key_list;
-using server_core::member_who;
-using server_core::nccl_text;
-using server_core::quote;
-using server_core::rank_ranges;
-
-using std::chrono::milliseconds;
 
 namespace {
 
@@ -171,29 +162,21 @@ void Backend::Impl::watch_generation(uint32_t g, int32_t rank, int32_t world, in
       std::lock_guard<std::mutex> lock(mu);
       result_known = join_result.has_value();
     }
-    if (!result_known) {
+    // The result and the events are puts; the neighbour's member key matters
+    // when it goes, with what it held.
+    auto watch = [&](Role role, std::string key, int64_t start, bool deletes) {
       WatchSpec spec;
-      spec.key = keys.result(g);
-      spec.start_revision = next_result;
-      spec.no_delete = true;
-      specs.push_back(spec);
-      roles.push_back(Role::result);
-    }
-    WatchSpec events;
-    events.key = keys.events(g);
-    events.start_revision = next_events;
-    events.no_delete = true;
-    specs.push_back(events);
-    roles.push_back(Role::events);
-    if (neighbour >= 0) {
-      WatchSpec spec;
-      spec.key = keys.member(g, neighbour);
-      spec.start_revision = next_neighbour;
-      spec.no_put = true;
-      spec.prev_kv = true;
-      specs.push_back(spec);
-      roles.push_back(Role::neighbour);
-    }
+      spec.key = std::move(key);
+      spec.start_revision = start;
+      spec.no_delete = !deletes;
+      spec.no_put = deletes;
+      spec.prev_kv = deletes;
+      specs.push_back(std::move(spec));
+      roles.push_back(role);
+    };
+    if (!result_known) watch(Role::result, keys.result(g), next_result, false);
+    watch(Role::events, keys.events(g), next_events, false);
+    if (neighbour >= 0) watch(Role::neighbour, keys.member(g, neighbour), next_neighbour, true);
     Status s = etcd->watch(specs, Clock::now() + kWatchSlice, watch_cancel.get(),
                            [&](const std::vector<WatchEvent>& evs, int64_t) {
                              for (const WatchEvent& e : evs) {
@@ -273,7 +256,7 @@ void Backend::Impl::on_departure(const WatchEvent& e, std::vector<bool>* told, s
   ++*announced;
   log().warn("etcd: job {}: rank {} ({} pid {}) {}: {}", quote(opt.job_id), d.rank, d.host, d.pid,
              departure_word(d.kind), d.reason);
-  push_event(PeerEvent{d.kind, d.rank, d.host, d.pid, d.reason});
+  push_event(std::move(d));
 }
 
 // The next rank's member key went with its lease: announce it, unless it (or
@@ -619,14 +602,9 @@ Status Backend::leave() {
   // The member key leaves the lease first (a put the others' watch filters
   // out), so revoking the lease deletes nothing they watch.
   Txn t;
-  Compare on_lease;
-  on_lease.key = i.keys.member(g, rank);
-  on_lease.target = Compare::Target::lease;
-  on_lease.number = id;
-  t.compare = {on_lease};
-  Op detach = Op::put(i.keys.member(g, rank), "", 0);
-  detach.ignore_value = true;
-  t.success = {detach, Op::put(i.keys.leaves(g), "", 0, true)};
+  t.compare = {Compare::lease_is(i.keys.member(g, rank), id)};
+  t.success = {Op::move_to_lease(i.keys.member(g, rank), 0),
+               Op::put(i.keys.leaves(g), "", 0, true)};
   TxnResult r;
   Status s = i.etcd->txn(t, d, &r);
   if (id != 0) {
@@ -677,14 +655,8 @@ Status Backend::watch(milliseconds window) {
   if (Status s = i.etcd->lease_grant(Impl::ttl_seconds(window), d, &fresh, &granted); !s.ok())
     return s;
   Txn t;
-  Compare on_lease;
-  on_lease.key = i.keys.member(g, rank);
-  on_lease.target = Compare::Target::lease;
-  on_lease.number = old;
-  t.compare = {on_lease};
-  Op move = Op::put(i.keys.member(g, rank), "", fresh);
-  move.ignore_value = true;
-  t.success = {move};
+  t.compare = {Compare::lease_is(i.keys.member(g, rank), old)};
+  t.success = {Op::move_to_lease(i.keys.member(g, rank), fresh)};
   TxnResult r;
   if (Status s = i.etcd->txn(t, d, &r); !s.ok()) {
     (void)i.etcd->lease_revoke(fresh, d);

@@ -10,17 +10,8 @@
 #include "common/log.hpp"
 #include "common/who.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
-#include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv::etcd {
-
-using server_core::key_list;
-using server_core::member_who;
-using server_core::nccl_text;
-using server_core::quote;
-using server_core::rank_ranges;
-
-using std::chrono::milliseconds;
 
 namespace {
 

@@ -32,6 +32,16 @@ constexpr int kMaxReauth = 2;
 // cancels a watch when it loses its leader, rather than holding them.
 constexpr const char* kRequireLeader = "Grpc-Metadata-hasleader";
 
+// After a round in which every endpoint failed: sleeps the backoff (not past
+// the deadline) and doubles it, up to kMaxBackoff; false when no time is left.
+bool pause_between_rounds(Deadline deadline, milliseconds* backoff) {
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return false;
+  std::this_thread::sleep_for(std::min<Clock::duration>(*backoff, left));
+  *backoff = std::min(*backoff * 2, kMaxBackoff);
+  return true;
+}
+
 long long ms_until(Deadline d) {
   return std::chrono::duration_cast<milliseconds>(d - Clock::now()).count();
 }
@@ -112,70 +122,76 @@ std::string prefix_end(const std::string& prefix) {
   return std::string(1, '\0');  // every key
 }
 
-Compare Compare::absent(std::string key) {
+namespace {
+
+// A comparison of one key's `target` (equal, the default result).
+Compare compare_on(std::string key, Compare::Target target) {
   Compare c;
   c.key = std::move(key);
-  c.target = Target::create;
+  c.target = target;
+  return c;
+}
+
+// An operation on one key, or on every key under it (`prefix`).
+Op key_op(Op::Kind kind, std::string key, bool prefix) {
+  Op op;
+  op.kind = kind;
+  if (prefix) op.range_end = prefix_end(key);
+  op.key = std::move(key);
+  return op;
+}
+
+}  // namespace
+
+Compare Compare::absent(std::string key) {
+  Compare c = compare_on(std::move(key), Target::create);
   c.number = 0;
   return c;
 }
 
 Compare Compare::value_is(std::string key, std::string value) {
-  Compare c;
-  c.key = std::move(key);
-  c.target = Target::value;
+  Compare c = compare_on(std::move(key), Target::value);
   c.value = std::move(value);
   return c;
 }
 
 Compare Compare::mod_revision_is(std::string key, int64_t revision) {
-  Compare c;
-  c.key = std::move(key);
-  c.target = Target::mod;
+  Compare c = compare_on(std::move(key), Target::mod);
   c.number = revision;
   return c;
 }
 
+Compare Compare::lease_is(std::string key, int64_t lease) {
+  Compare c = compare_on(std::move(key), Target::lease);
+  c.number = lease;
+  return c;
+}
+
 Op Op::put(std::string key, std::string value, int64_t lease, bool prev_kv) {
-  Op op;
-  op.kind = Kind::put;
-  op.key = std::move(key);
+  Op op = key_op(Kind::put, std::move(key), false);
   op.value = std::move(value);
   op.lease = lease;
   op.prev_kv = prev_kv;
   return op;
 }
 
-Op Op::get(std::string key) {
-  Op op;
-  op.kind = Kind::range;
-  op.key = std::move(key);
+Op Op::move_to_lease(std::string key, int64_t lease) {
+  Op op = put(std::move(key), "", lease);
+  op.ignore_value = true;
   return op;
 }
 
+Op Op::get(std::string key) { return key_op(Kind::range, std::move(key), false); }
+
 Op Op::get_prefix(std::string prefix, bool keys_only) {
-  Op op;
-  op.kind = Kind::range;
-  op.range_end = prefix_end(prefix);
-  op.key = std::move(prefix);
+  Op op = key_op(Kind::range, std::move(prefix), true);
   op.keys_only = keys_only;
   return op;
 }
 
-Op Op::del(std::string key) {
-  Op op;
-  op.kind = Kind::del;
-  op.key = std::move(key);
-  return op;
-}
+Op Op::del(std::string key) { return key_op(Kind::del, std::move(key), false); }
 
-Op Op::del_prefix(std::string prefix) {
-  Op op;
-  op.kind = Kind::del;
-  op.range_end = prefix_end(prefix);
-  op.key = std::move(prefix);
-  return op;
-}
+Op Op::del_prefix(std::string prefix) { return key_op(Kind::del, std::move(prefix), true); }
 
 Op Op::nested(Txn txn) {
   Op op;
@@ -222,6 +238,19 @@ struct Client::Impl {
   };
 
   std::string where() const { return "etcd at " + opt.address.endpoint_list(); }
+
+  // Reads an answer with `parse`; one it cannot read is an error that says
+  // `what` it was.
+  template <class T>
+  Status read_answer(const json& resp, T (*parse)(const json&), const char* what, T* out) const {
+    try {
+      *out = parse(resp);
+    } catch (const std::exception& e) {
+      return make_status(CC_ERR_RENDEZVOUS,
+                         where() + " sent " + what + " we cannot read: " + e.what());
+    }
+    return Status::success();
+  }
 
   std::unique_ptr<httplib::ClientImpl> connect_to(size_t ep) {
     const Endpoint& e = opt.address.endpoints[ep];
@@ -446,6 +475,17 @@ struct Client::Impl {
     return a;
   }
 
+  // The token to send and the epoch it belongs to. When there is none, this
+  // authenticates again and leaves *tok empty: the caller asks once more.
+  Status current_token(Deadline deadline, std::string* tok, uint64_t* epoch) {
+    {
+      std::lock_guard<std::mutex> lock(token_mu);
+      *tok = token;
+      *epoch = token_epoch;
+    }
+    return tok->empty() ? reauthenticate(*epoch, deadline) : Status::success();
+  }
+
   // A new token from /v3/auth/authenticate, unless another thread already
   // got one since `seen_epoch`.
   Status reauthenticate(uint64_t seen_epoch, Deadline deadline) {
@@ -519,15 +559,8 @@ struct Client::Impl {
       std::string tok;
       uint64_t epoch = 0;
       if (with_token && !user.empty()) {
-        {
-          std::lock_guard<std::mutex> lock(token_mu);
-          tok = token;
-          epoch = token_epoch;
-        }
-        if (tok.empty()) {
-          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
-          continue;
-        }
+        if (Status s = current_token(deadline, &tok, &epoch); !s.ok()) return s;
+        if (tok.empty()) continue;  // authenticated again: take the new token
       }
       if (Clock::now() >= deadline) break;
       const Deadline until = std::min(deadline, Clock::now() + attempt_limit);
@@ -561,10 +594,7 @@ struct Client::Impl {
       ep = (ep + 1) % n;
       if (++tried_this_round >= n) {
         tried_this_round = 0;
-        const auto left = deadline - Clock::now();
-        if (left <= Clock::duration::zero()) break;
-        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-        backoff = std::min(backoff * 2, kMaxBackoff);
+        if (!pause_between_rounds(deadline, &backoff)) break;
       }
     }
     return quorum_words(what, ms_since(start), errors, answered);
@@ -683,15 +713,8 @@ struct Client::Impl {
       std::string tok;
       uint64_t epoch = 0;
       if (!user.empty()) {
-        {
-          std::lock_guard<std::mutex> lock(token_mu);
-          tok = token;
-          epoch = token_epoch;
-        }
-        if (tok.empty()) {
-          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
-          continue;
-        }
+        if (Status s = current_token(deadline, &tok, &epoch); !s.ok()) return s;
+        if (tok.empty()) continue;  // authenticated again: take the new token
       }
       std::string body;
       for (size_t i = 0; i < specs.size(); ++i) {
@@ -826,10 +849,7 @@ struct Client::Impl {
       }
       if (++failures_this_round >= n) {
         failures_this_round = 0;
-        const auto left = deadline - Clock::now();
-        if (left <= Clock::duration::zero()) break;
-        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-        backoff = std::min(backoff * 2, kMaxBackoff);
+        if (!pause_between_rounds(deadline, &backoff)) break;
         // Every endpoint failed and the time is spent: say so in etcd's words.
         if (Clock::now() >= deadline) break;
       }
@@ -945,13 +965,7 @@ Status Client::range(const std::string& key, const std::string& range_end, Deadl
                              "a range read", &resp);
       !s.ok())
     return s;
-  try {
-    *out = parse_range(resp);
-  } catch (const std::exception& e) {
-    return make_status(CC_ERR_RENDEZVOUS,
-                       impl_->where() + " sent a range we cannot read: " + e.what());
-  }
-  return Status::success();
+  return impl_->read_answer(resp, parse_range, "a range", out);
 }
 
 Status Client::get(const std::string& key, Deadline deadline, std::optional<KeyValue>* out,
@@ -992,13 +1006,7 @@ Status Client::txn(const Txn& t, Deadline deadline, TxnResult* out) {
   json resp;
   if (Status s = impl_->call("/v3/kv/txn", txn_json(t), deadline, "a transaction", &resp); !s.ok())
     return s;
-  try {
-    *out = parse_txn(resp);
-  } catch (const std::exception& e) {
-    return make_status(CC_ERR_RENDEZVOUS,
-                       impl_->where() + " sent a transaction result we cannot read: " + e.what());
-  }
-  return Status::success();
+  return impl_->read_answer(resp, parse_txn, "a transaction result", out);
 }
 
 Status Client::lease_grant(int64_t ttl_s, Deadline deadline, int64_t* id, int64_t* granted_ttl_s,

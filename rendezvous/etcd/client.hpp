@@ -104,6 +104,7 @@ struct Compare {
   static Compare absent(std::string key);  // create_revision == 0
   static Compare value_is(std::string key, std::string value);
   static Compare mod_revision_is(std::string key, int64_t revision);
+  static Compare lease_is(std::string key, int64_t lease);
 };
 
 struct Txn;
@@ -123,6 +124,7 @@ struct Op {
   std::shared_ptr<const Txn> txn;  // a nested transaction (etcd 3.3+)
 
   static Op put(std::string key, std::string value, int64_t lease = 0, bool prev_kv = false);
+  static Op move_to_lease(std::string key, int64_t lease);  // the value kept; 0: no lease
   static Op get(std::string key);
   static Op get_prefix(std::string prefix, bool keys_only = false);
   static Op del(std::string key);

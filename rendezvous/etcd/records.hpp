@@ -37,16 +37,11 @@ struct RosterRecord {
   std::vector<MemberSummary> members;
 };
 
-// events: a rank that went, as every other rank is told: failed (its lease
-// expired, or it went without leaving), aborted, or init_failed (its
-// communicator's init failed after the join; reason holds its words).
-struct Departure {
-  PeerEventKind kind = PeerEventKind::failed;
-  int32_t rank = -1;
-  std::string host;
-  uint32_t pid = 0;
-  std::string reason;
-};
+// events: a rank that went, as every other rank is told, the very peer event
+// they get: failed (its lease expired, or it went without leaving), aborted,
+// or init_failed (its communicator's init failed after the join; reason
+// holds its words).
+using Departure = PeerEvent;
 
 std::string encode(const MemberRecord& r);
 bool decode(const std::string& text, MemberRecord* out);

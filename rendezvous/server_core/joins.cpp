@@ -66,14 +66,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     gen.nccl_rank = in.rank;
   }
   // The joiner is parked first so a failure below reaches it with the others.
-  Parked p;
-  p.kind = Parked::Kind::join;
-  p.request_id = rid;
-  p.job = &job;
-  p.timeout_ms = j.timeout_ms;
-  p.generation = in.generation;
-  p.rank = in.rank;
-  const uint64_t id = park(c, std::move(p), now);
+  const uint64_t id =
+      park(c, Parked::of(Parked::Kind::join, rid, job, j.timeout_ms, in.generation, in.rank), now);
   ++job.joiners;
 
   if (in.world_size != gen.world_size) {

@@ -119,11 +119,7 @@ bool ServerCore::Impl::on_get(Conn& c, uint32_t rid, const Get& g, Clock::time_p
         "key " + quote(g.key) + " is not set in job " + quote(job.id) + " (get without waiting)");
     return true;
   }
-  Parked p;
-  p.kind = Parked::Kind::get;
-  p.request_id = rid;
-  p.job = &job;
-  p.timeout_ms = g.timeout_ms;
+  Parked p = Parked::of(Parked::Kind::get, rid, job, g.timeout_ms);
   p.key = g.key;
   const uint64_t id = park(c, std::move(p), now);
   job.waiters[g.key].push_back(id);
@@ -177,11 +173,7 @@ bool ServerCore::Impl::on_wait(Conn& c, uint32_t rid, const Wait& w, Clock::time
                "wait on job " + quote(job.id) + " without waiting: not set: " + key_list(names));
     return true;
   }
-  Parked p;
-  p.kind = Parked::Kind::wait;
-  p.request_id = rid;
-  p.job = &job;
-  p.timeout_ms = w.timeout_ms;
+  Parked p = Parked::of(Parked::Kind::wait, rid, job, w.timeout_ms);
   p.keys = w.keys;
   p.missing = missing.size();
   const uint64_t id = park(c, std::move(p), now);

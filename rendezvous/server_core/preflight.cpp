@@ -60,23 +60,40 @@ const ServerCore::Impl::Membership* ServerCore::Impl::membership_of(const Conn& 
   return nullptr;
 }
 
+// The generation whose reachability test a request is about, and c's
+// membership of it (*ms); null once answered: c is no member of it (the
+// words say what it `did`, then the `advice`), or the test already failed.
+ServerCore::Impl::Generation* ServerCore::Impl::preflight_of(Conn& c, uint32_t rid,
+                                                             uint32_t generation,
+                                                             const std::string& did,
+                                                             const std::string& advice,
+                                                             const Membership** ms) {
+  Job& job = *c.job;
+  *ms = membership_of(c, generation);
+  auto g = job.generations.find(generation);
+  if (*ms == nullptr || g == job.generations.end()) {
+    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
+               c.who() + " " + did + " " + where(job.id, generation) +
+                   ", of which it is no member" + advice);
+    return nullptr;
+  }
+  Preflight& pf = g->second.preflight;
+  if (pf.phase == Preflight::Phase::failed) {
+    send_error(c.id, rid, pf.code, pf.verdict);
+    return nullptr;
+  }
+  return &g->second;
+}
+
 bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const PreflightReady& m,
                                           Clock::time_point now) {
   Job& job = *c.job;
-  const Membership* ms = membership_of(c, m.generation);
-  auto g = job.generations.find(m.generation);
-  if (ms == nullptr || g == job.generations.end()) {
-    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
-               c.who() + " asked for the reachability test of " + where(job.id, m.generation) +
-                   ", of which it is no member; join first");
-    return true;
-  }
-  Generation& gen = g->second;
+  const Membership* ms = nullptr;
+  Generation* g =
+      preflight_of(c, rid, m.generation, "asked for the reachability test of", "; join first", &ms);
+  if (g == nullptr) return true;
+  Generation& gen = *g;
   Preflight& pf = gen.preflight;
-  if (pf.phase == Preflight::Phase::failed) {
-    send_error(c.id, rid, pf.code, pf.verdict);
-    return true;
-  }
   if (pf.decided()) {  // a late member: the answer is known
     PreflightPlan plan;
     plan.step =
@@ -101,14 +118,9 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
     if (pf.disabled_by < 0) pf.disabled_by = ms->rank;
     send(c.id, rid, Ok{});  // nobody waits for it
   } else {
-    Parked p;
-    p.kind = Parked::Kind::preflight;
-    p.request_id = rid;
-    p.job = &job;
-    p.timeout_ms = m.timeout_ms;
-    p.generation = m.generation;
-    p.rank = ms->rank;
-    me.parked = park(c, std::move(p), now);
+    me.parked =
+        park(c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.generation, ms->rank),
+             now);
   }
   if (pf.ready == gen.world_size) preflight_plan(job, m.generation, gen);
   return true;
@@ -180,20 +192,11 @@ void ServerCore::Impl::preflight_plan(Job& job, uint32_t generation, Generation&
 bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const PreflightReport& m,
                                            Clock::time_point now) {
   Job& job = *c.job;
-  const Membership* ms = membership_of(c, m.generation);
-  auto g = job.generations.find(m.generation);
-  if (ms == nullptr || g == job.generations.end()) {
-    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
-               c.who() + " reported a reachability test of " + where(job.id, m.generation) +
-                   ", of which it is no member");
-    return true;
-  }
-  Generation& gen = g->second;
+  const Membership* ms = nullptr;
+  Generation* g = preflight_of(c, rid, m.generation, "reported a reachability test of", "", &ms);
+  if (g == nullptr) return true;
+  Generation& gen = *g;
   Preflight& pf = gen.preflight;
-  if (pf.phase == Preflight::Phase::failed) {
-    send_error(c.id, rid, pf.code, pf.verdict);
-    return true;
-  }
   if (pf.decided()) {
     send(c.id, rid, Ok{});
     return true;
@@ -208,14 +211,8 @@ bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const Prefligh
   me.reported = true;
   me.results = m.results;
   ++pf.reported;
-  Parked p;
-  p.kind = Parked::Kind::preflight;
-  p.request_id = rid;
-  p.job = &job;
-  p.timeout_ms = m.timeout_ms;
-  p.generation = m.generation;
-  p.rank = ms->rank;
-  me.parked = park(c, std::move(p), now);
+  me.parked = park(
+      c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.generation, ms->rank), now);
   if (pf.reported == gen.world_size) preflight_verdict(job, m.generation, gen);
   return true;
 }

@@ -223,14 +223,8 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
     fail_recovery(job, g, l, CC_ERR_INVALID_ARGUMENT, words);
     return true;
   }
-  Parked p;
-  p.kind = Parked::Kind::recover;
-  p.request_id = rid;
-  p.job = &job;
-  p.timeout_ms = r.timeout_ms;
-  p.generation = g;
-  p.rank = r.info.rank;
-  const uint64_t id = park(c, std::move(p), now);
+  const uint64_t id =
+      park(c, Parked::of(Parked::Kind::recover, rid, job, r.timeout_ms, g, r.info.rank), now);
   ++job.joiners;
   job.ranks.insert(c.id);  // this connection holds the job's communicator state too
   change(l, seat, [&](Seat& s) {
@@ -266,14 +260,8 @@ bool ServerCore::Impl::on_recover_id(Conn& c, uint32_t rid, const RecoverId& m,
       return true;
     }
     l.unique_id = m.unique_id;
-    Parked p;
-    p.kind = Parked::Kind::recover;
-    p.request_id = rid;
-    p.job = &job;
-    p.timeout_ms = m.timeout_ms;
-    p.generation = g;
-    p.rank = seat.info.rank;
-    seat.parked = park(c, std::move(p), now);
+    seat.parked =
+        park(c, Parked::of(Parked::Kind::recover, rid, job, m.timeout_ms, g, seat.info.rank), now);
     ++job.joiners;
     job.unsettled.insert(g);
     settle(job);
@@ -319,14 +307,8 @@ bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Cloc
                    "; install the same NCCL major.minor everywhere");
     return true;
   }
-  Parked p;
-  p.kind = Parked::Kind::recover;
+  Parked p = Parked::of(Parked::Kind::recover, rid, job, j.timeout_ms, g, r);
   p.replacement = true;
-  p.request_id = rid;
-  p.job = &job;
-  p.timeout_ms = j.timeout_ms;
-  p.generation = g;
-  p.rank = r;
   const uint64_t id = park(c, std::move(p), now);
   ++job.joiners;
   l.replacements[r] = Replacement{c.id, id, j.info, j.unique_id};

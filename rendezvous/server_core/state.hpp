@@ -99,6 +99,20 @@ struct Parked {
   int32_t rank = -1;              // join, preflight; recover: the job rank
   bool replacement = false;       // recover: a replacement's Join
   Timer timer;
+
+  // A request waiting for its answer (park() sets the connection); a
+  // member's waits name its generation and rank.
+  static Parked of(Kind kind, uint32_t request_id, Job& job, uint32_t timeout_ms,
+                   uint32_t generation = 0, int32_t rank = -1) {
+    Parked p;
+    p.kind = kind;
+    p.request_id = request_id;
+    p.job = &job;
+    p.timeout_ms = timeout_ms;
+    p.generation = generation;
+    p.rank = rank;
+    return p;
+  }
 };
 
 struct Slot {
@@ -293,6 +307,8 @@ struct ServerCore::Impl {
   void preflight_fail(Job& job, Generation& gen, cc_result_t code, const std::string& words);
   void preflight_expired(const Parked& p);
   const Membership* membership_of(const Conn& c, uint32_t generation) const;
+  Generation* preflight_of(Conn& c, uint32_t rid, uint32_t generation, const std::string& did,
+                           const std::string& advice, const Membership** ms);
 };
 
 }  // namespace cc::rv

@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/common/free_port.hpp"
+
 namespace cc::test {
 namespace {
 
@@ -41,19 +43,10 @@ std::string on_path(const std::string& name) {
 
 // A port the kernel had free a moment ago. Ports handed out in one run are
 // never handed out twice.
-int free_port() {
+int fresh_port() {
   static std::set<int> given;
   for (int tries = 0; tries < 100; ++tries) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    int port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port = ntohs(a.sin_port);
-    ::close(fd);
+    const int port = cc::test::free_port();
     if (port > 0 && given.insert(port).second) return port;
   }
   return 0;
@@ -182,8 +175,8 @@ std::string EtcdCluster::start(const EtcdClusterOptions& options,
   for (int i = 0; i < options.members; ++i) {
     Member m;
     m.name = "m" + std::to_string(i);
-    m.client_port = free_port();
-    m.peer_port = free_port();
+    m.client_port = fresh_port();
+    m.peer_port = fresh_port();
     if (m.client_port == 0 || m.peer_port == 0) return "no free port on 127.0.0.1";
     m.log = c->dir_ + "/" + m.name + ".log";
     initial += (i ? "," : "") + m.name + "=http://127.0.0.1:" + std::to_string(m.peer_port);

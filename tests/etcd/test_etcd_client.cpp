@@ -12,36 +12,15 @@
 #include <thread>
 
 #include "rendezvous/etcd/client.hpp"
-#include "tests/etcd/etcd_cluster.hpp"
+#include "tests/etcd/etcd_test.hpp"
 
 namespace etcd = cc::rv::etcd;
-using cc::test::EtcdCluster;
-using cc::test::EtcdClusterOptions;
-using Clock = std::chrono::steady_clock;
+using namespace cc::test;
 using std::chrono::milliseconds;
 
 namespace {
 
-long long ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
-}
-
 Clock::time_point in(int ms) { return Clock::now() + milliseconds(ms); }
-
-EtcdClusterOptions members(int n, std::vector<std::string> extra = {}) {
-  EtcdClusterOptions o;
-  o.members = n;
-  o.extra_args = std::move(extra);
-  return o;
-}
-
-std::unique_ptr<EtcdCluster> start_cluster(EtcdClusterOptions o = {}) {
-  std::unique_ptr<EtcdCluster> c;
-  const std::string why = EtcdCluster::start(o, &c);
-  INFO(why);
-  REQUIRE(why.empty());
-  return c;
-}
 
 std::unique_ptr<etcd::Client> client_for(const std::string& address, etcd::ClientOptions o = {}) {
   REQUIRE(etcd::parse_address(address, &o.address).ok());

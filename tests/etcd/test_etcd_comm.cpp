@@ -19,35 +19,18 @@
 #include <vector>
 
 #include "cc/cc.h"
-#include "tests/etcd/etcd_cluster.hpp"
+#include "tests/etcd/etcd_test.hpp"
 #include "tests/rendezvous/child_process.hpp"
 
-using cc::test::EtcdCluster;
-using cc::test::EtcdClusterOptions;
-using Clock = std::chrono::steady_clock;
+using namespace cc::test;
 using std::chrono::milliseconds;
 
 namespace {
-
-long long ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
-}
 
 std::string this_host() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
   return buf;
-}
-
-EtcdCluster& shared_cluster() {
-  static std::unique_ptr<EtcdCluster> one = [] {
-    std::unique_ptr<EtcdCluster> c;
-    const std::string why = EtcdCluster::start(EtcdClusterOptions{}, &c);
-    INFO(why);
-    REQUIRE(why.empty());
-    return c;
-  }();
-  return *one;
 }
 
 std::string member_exe(const char* variable) {

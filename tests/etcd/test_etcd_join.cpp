@@ -21,35 +21,13 @@
 #include "rendezvous/etcd/backend.hpp"
 #include "rendezvous/etcd/client.hpp"
 #include "rendezvous/server.hpp"
-#include "tests/etcd/etcd_cluster.hpp"
+#include "tests/etcd/etcd_test.hpp"
 
 namespace etcd = cc::rv::etcd;
-using cc::test::EtcdCluster;
-using cc::test::EtcdClusterOptions;
-using Clock = std::chrono::steady_clock;
+using namespace cc::test;
 using std::chrono::milliseconds;
 
 namespace {
-
-long long ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
-}
-
-std::unique_ptr<EtcdCluster> start_cluster(int members = 1) {
-  EtcdClusterOptions o;
-  o.members = members;
-  std::unique_ptr<EtcdCluster> c;
-  const std::string why = EtcdCluster::start(o, &c);
-  INFO(why);
-  REQUIRE(why.empty());
-  return c;
-}
-
-// One shared one-member cluster for the cases that need nothing special.
-EtcdCluster& shared_cluster() {
-  static std::unique_ptr<EtcdCluster> one = start_cluster(1);
-  return *one;
-}
 
 etcd::BackendOptions backend_options(const std::string& address, const std::string& job,
                                      int window_ms = 2000) {
@@ -111,6 +89,34 @@ std::vector<Outcome> run_joins(const Connect& connect, const std::vector<cc::rv:
   std::vector<Outcome> out;
   for (auto& p : pending) out.push_back(p.get());
   return out;
+}
+
+// `world` ranks of `job` on the shared cluster, each on its own connection,
+// all joined.
+std::vector<std::unique_ptr<etcd::Backend>> joined_ranks(const std::string& job, int world,
+                                                         int window_ms) {
+  std::vector<std::unique_ptr<etcd::Backend>> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.push_back(connect_backend(backend_options(shared_cluster().address(), job, window_ms)));
+  std::vector<std::future<cc::Status>> joins;
+  for (int r = 0; r < world; ++r)
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      cc::rv::Joined j;
+      return ranks[static_cast<size_t>(r)]->join(make_join(r, world), &j);
+    }));
+  for (auto& j : joins) REQUIRE(j.get().ok());
+  return ranks;
+}
+
+// The next peer event on `b`, within 3 s, is `want`.
+void check_next_event(etcd::Backend& b, const cc::rv::PeerEvent& want) {
+  auto e = b.next_event(milliseconds(3000));
+  REQUIRE(e.has_value());
+  CHECK(e->kind == want.kind);
+  CHECK(e->rank == want.rank);
+  CHECK(e->host == want.host);
+  CHECK(e->pid == want.pid);
+  CHECK(e->reason == want.reason);
 }
 
 Connect etcd_connect(const std::string& address, const std::string& job) {
@@ -304,29 +310,13 @@ TEST_CASE("etcd join: an abort while joining fails the generation for every rank
 }
 
 TEST_CASE("etcd membership: an abort and a rank gone without leaving reach the others at once") {
-  EtcdCluster& cluster = shared_cluster();
-  std::vector<std::unique_ptr<etcd::Backend>> ranks;
-  for (int r = 0; r < 3; ++r)
-    ranks.push_back(connect_backend(backend_options(cluster.address(), "departures", 5000)));
-  std::vector<std::future<cc::Status>> joins;
-  for (int r = 0; r < 3; ++r)
-    joins.push_back(std::async(std::launch::async, [&, r] {
-      cc::rv::Joined j;
-      return ranks[static_cast<size_t>(r)]->join(make_join(r, 3), &j);
-    }));
-  for (auto& j : joins) REQUIRE(j.get().ok());
+  auto ranks = joined_ranks("departures", 3, 5000);
 
   auto t0 = Clock::now();
   REQUIRE(ranks[2]->abort("rank 2 saw a NaN").ok());
-  for (int r = 0; r < 2; ++r) {
-    auto e = ranks[static_cast<size_t>(r)]->next_event(milliseconds(3000));
-    REQUIRE(e.has_value());
-    CHECK(e->kind == cc::rv::PeerEventKind::aborted);
-    CHECK(e->rank == 2);
-    CHECK(e->host == "host-c");
-    CHECK(e->pid == 1002u);
-    CHECK(e->reason == "rank 2 saw a NaN");
-  }
+  for (int r = 0; r < 2; ++r)
+    check_next_event(*ranks[static_cast<size_t>(r)],
+                     {cc::rv::PeerEventKind::aborted, 2, "host-c", 1002, "rank 2 saw a NaN"});
   CHECK(ms_since(t0) < 2000);  // not the 5 s lease: at once
 
   t0 = Clock::now();
@@ -341,17 +331,7 @@ TEST_CASE("etcd membership: an abort and a rank gone without leaving reach the o
 }
 
 TEST_CASE("etcd membership: a rank's failed init reaches the others at once, in its words") {
-  EtcdCluster& cluster = shared_cluster();
-  std::vector<std::unique_ptr<etcd::Backend>> ranks;
-  for (int r = 0; r < 3; ++r)
-    ranks.push_back(connect_backend(backend_options(cluster.address(), "init-failed", 5000)));
-  std::vector<std::future<cc::Status>> joins;
-  for (int r = 0; r < 3; ++r)
-    joins.push_back(std::async(std::launch::async, [&, r] {
-      cc::rv::Joined j;
-      return ranks[static_cast<size_t>(r)]->join(make_join(r, 3), &j);
-    }));
-  for (auto& j : joins) REQUIRE(j.get().ok());
+  auto ranks = joined_ranks("init-failed", 3, 5000);
 
   // No reachability test on etcd: the plan says so, the report is taken.
   cc::rv::PreflightReady ready;
@@ -367,15 +347,10 @@ TEST_CASE("etcd membership: a rank's failed init reaches the others at once, in 
               ->init_failed(1, "rank 1: cudaSetDevice(3) failed: invalid device ordinal",
                             milliseconds(3000))
               .ok());
-  for (int r : {0, 2}) {
-    auto e = ranks[static_cast<size_t>(r)]->next_event(milliseconds(3000));
-    REQUIRE(e.has_value());
-    CHECK(e->kind == cc::rv::PeerEventKind::init_failed);
-    CHECK(e->rank == 1);
-    CHECK(e->host == "host-b");
-    CHECK(e->pid == 1001u);
-    CHECK(e->reason == "rank 1: cudaSetDevice(3) failed: invalid device ordinal");
-  }
+  for (int r : {0, 2})
+    check_next_event(*ranks[static_cast<size_t>(r)],
+                     {cc::rv::PeerEventKind::init_failed, 1, "host-b", 1001,
+                      "rank 1: cudaSetDevice(3) failed: invalid device ordinal"});
   CHECK(ms_since(t0) < 2000);  // not the 5 s lease: at once
 
   // Its membership ended with the news: dropping it tells nobody again.
@@ -429,7 +404,7 @@ TEST_CASE(
 }
 
 TEST_CASE("etcd join: the leader killed mid-rendezvous, the job completes") {
-  auto cluster = start_cluster(3);
+  auto cluster = start_cluster(members(3));
   constexpr int kWorld = 16;
   std::vector<std::unique_ptr<etcd::Backend>> ranks;
   for (int r = 0; r < kWorld; ++r)
@@ -462,7 +437,7 @@ TEST_CASE("etcd join: the leader killed mid-rendezvous, the job completes") {
 }
 
 TEST_CASE("etcd join: two of three members killed, a clear error within the deadline") {
-  auto cluster = start_cluster(3);
+  auto cluster = start_cluster(members(3));
   std::vector<std::unique_ptr<etcd::Backend>> ranks;
   for (int r = 0; r < 4; ++r)
     ranks.push_back(connect_backend(backend_options(cluster->address(), "quorum-lost")));
@@ -497,7 +472,7 @@ TEST_CASE("etcd join: two of three members killed, a clear error within the dead
 }
 
 TEST_CASE("etcd connect: a wrong etcd password is refused with words") {
-  auto cluster = start_cluster(1);
+  auto cluster = start_cluster();
   std::string out;
   REQUIRE(cluster->etcdctl({"user", "add", "root:secret-root"}, &out) == 0);
   REQUIRE(cluster->etcdctl({"role", "add", "root"}, &out) == 0);

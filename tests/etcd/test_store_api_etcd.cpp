@@ -18,32 +18,15 @@
 #include <vector>
 
 #include "cc/cc.h"
-#include "tests/etcd/etcd_cluster.hpp"
+#include "tests/etcd/etcd_test.hpp"
+#include "tests/rendezvous/store_api_cases.hpp"
 
-using cc::test::EtcdCluster;
-using cc::test::EtcdClusterOptions;
-using Clock = std::chrono::steady_clock;
+using namespace cc::test;
 using std::chrono::milliseconds;
 
 namespace {
 
-long long ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
-}
-
 std::string last_error() { return cc_last_error(); }
-
-EtcdCluster& shared_cluster() {
-  static std::unique_ptr<EtcdCluster> one = [] {
-    EtcdClusterOptions o;
-    std::unique_ptr<EtcdCluster> c;
-    const std::string why = EtcdCluster::start(o, &c);
-    INFO(why);
-    REQUIRE(why.empty());
-    return c;
-  }();
-  return *one;
-}
 
 // cc's own server on 127.0.0.1 for the whole run.
 int shared_server_port() {
@@ -89,95 +72,28 @@ cc_store_t connect(const Target& t, const std::string& job_id, int timeout_ms = 
   return store;
 }
 
+// A new job on the target for the shared store API cases.
+StoreApiTarget cases_target(const Target& t, const std::string& stem) {
+  return {[t, j = job(t, stem)] { return connect(t, j); }, t.where()};
+}
+
 }  // namespace
 
 TEST_CASE("store API on etcd and on cc's server: set, get, add, wait, a get that waits") {
   for (const Target& t : targets()) {
-    SECTION(t.name) {
-      const std::string j = job(t, "basic");
-      cc_store_t s = connect(t, j);
-      REQUIRE(cc_store_set(s, "k", "hello", 5) == CC_SUCCESS);
-      char buf[16] = {};
-      size_t len = 0;
-      REQUIRE(cc_store_get(s, "k", buf, sizeof(buf), &len, 0) == CC_SUCCESS);
-      CHECK(std::string(buf, len) == "hello");
-      int64_t v = 0;
-      REQUIRE(cc_store_add(s, "n", 5, &v) == CC_SUCCESS);
-      CHECK(v == 5);
-      REQUIRE(cc_store_add(s, "n", -7, &v) == CC_SUCCESS);
-      CHECK(v == -2);
-      REQUIRE(cc_store_set(s, "empty", nullptr, 0) == CC_SUCCESS);
-      len = 99;
-      REQUIRE(cc_store_get(s, "empty", nullptr, 0, &len, 0) == CC_SUCCESS);
-      CHECK(len == 0);
-      const char* keys[] = {"k", "n", "empty"};
-      CHECK(cc_store_wait(s, keys, 3, 1000) == CC_SUCCESS);
-
-      cc_store_t other = connect(t, j);
-      auto later = std::async(std::launch::async, [other] {
-        std::this_thread::sleep_for(milliseconds(200));
-        return cc_store_set(other, "late", "x", 1);
-      });
-      const auto t0 = Clock::now();
-      REQUIRE(cc_store_get(s, "late", buf, sizeof(buf), &len, 10000) == CC_SUCCESS);
-      CHECK(ms_since(t0) < 5000);
-      CHECK(std::string(buf, len) == "x");
-      CHECK(later.get() == CC_SUCCESS);
-      CHECK(cc_store_close(other) == CC_SUCCESS);
-      CHECK(cc_store_close(s) == CC_SUCCESS);
-    }
+    SECTION(t.name) { store_api_case_basics(cases_target(t, "basic")); }
   }
 }
 
 TEST_CASE("store API on etcd and on cc's server: timeouts name the keys and the rendezvous") {
   for (const Target& t : targets()) {
-    SECTION(t.name) {
-      cc_store_t s = connect(t, job(t, "deadlines"));
-      char buf[8];
-      size_t len = 0;
-      auto t0 = Clock::now();
-      CHECK(cc_store_get(s, "absent", buf, sizeof(buf), &len, 0) == CC_ERR_TIMEOUT);
-      CHECK(ms_since(t0) < 2000);
-      CHECK_THAT(last_error(), Catch::Contains("'absent'") && Catch::Contains("not set"));
-
-      t0 = Clock::now();
-      CHECK(cc_store_get(s, "absent", buf, sizeof(buf), &len, 500) == CC_ERR_TIMEOUT);
-      CHECK(ms_since(t0) >= 450);
-      CHECK(ms_since(t0) < 3000);
-      CHECK_THAT(last_error(), Catch::Contains("'absent'") && Catch::Contains("within 500 ms") &&
-                                   Catch::Contains("rendezvous at " + t.where()));
-
-      REQUIRE(cc_store_set(s, "present", "1", 1) == CC_SUCCESS);
-      const char* keys[] = {"present", "missing-one", "missing-two"};
-      t0 = Clock::now();
-      CHECK(cc_store_wait(s, keys, 3, 300) == CC_ERR_TIMEOUT);
-      CHECK(ms_since(t0) >= 250);
-      CHECK_THAT(last_error(), Catch::Contains("missing-one") && Catch::Contains("missing-two") &&
-                                   !Catch::Contains("'present'"));
-      CHECK(cc_store_close(s) == CC_SUCCESS);
-    }
+    SECTION(t.name) { store_api_case_deadlines(cases_target(t, "deadlines")); }
   }
 }
 
 TEST_CASE("store API on etcd and on cc's server: a buffer too small reports the length") {
   for (const Target& t : targets()) {
-    SECTION(t.name) {
-      cc_store_t s = connect(t, job(t, "buffer"));
-      std::vector<unsigned char> value(1000, 0);
-      value[500] = 7;
-      REQUIRE(cc_store_set(s, "big", value.data(), value.size()) == CC_SUCCESS);
-      unsigned char buf[10];
-      std::memset(buf, 0x5a, sizeof(buf));
-      size_t len = 0;
-      CHECK(cc_store_get(s, "big", buf, sizeof(buf), &len, 0) == CC_ERR_BUFFER_TOO_SMALL);
-      CHECK(len == 1000);
-      CHECK(buf[0] == 0x5a);
-      CHECK_THAT(last_error(), Catch::Contains("at least 1000 bytes"));
-      std::vector<unsigned char> right(len);
-      CHECK(cc_store_get(s, "big", right.data(), right.size(), &len, 0) == CC_SUCCESS);
-      CHECK(right == value);
-      CHECK(cc_store_close(s) == CC_SUCCESS);
-    }
+    SECTION(t.name) { store_api_case_small_buffer(cases_target(t, "buffer")); }
   }
 }
 
@@ -268,8 +184,7 @@ TEST_CASE("store API on etcd: the port is not used; addresses are checked with w
 
 TEST_CASE("store API on etcd: a cluster that is not there fails within the timeout, naming etcd") {
   // A member started and killed: its port is free, nothing listens there.
-  std::unique_ptr<EtcdCluster> gone;
-  REQUIRE(EtcdCluster::start(EtcdClusterOptions{}, &gone).empty());
+  auto gone = start_cluster();
   const std::string address = gone->address();
   gone->kill(0);
   cc_config_t config = CC_CONFIG_INIT;
@@ -312,8 +227,7 @@ TEST_CASE("cc-doctor with an etcd MASTER_ADDR says whether etcd answers") {
   const std::string address = shared_cluster().address();
   CHECK_THAT(run(address), Catch::Contains("etcd at " + address + " answers (job 'default')"));
   // A member started and killed: nothing listens on its port.
-  std::unique_ptr<EtcdCluster> gone;
-  REQUIRE(EtcdCluster::start(EtcdClusterOptions{}, &gone).empty());
+  auto gone = start_cluster();
   const std::string dead = gone->address();
   gone->kill(0);
   CHECK_THAT(run(dead),

@@ -4,8 +4,9 @@
 
 #include "rendezvous/etcd/backend.hpp"
 #include "rendezvous/server.hpp"
-#include "tests/etcd/etcd_cluster.hpp"
+#include "tests/etcd/etcd_test.hpp"
 #include "tests/etcd/store_cases.hpp"
+#include "tests/rendezvous/loopback_client.hpp"
 
 namespace {
 
@@ -21,17 +22,7 @@ class TcpStore final : public StoreBackend {
   }
   std::string name() const override { return "cc-rendezvous"; }
   std::unique_ptr<cc::rv::Client> connect(const std::string& job) override {
-    cc::rv::ClientOptions o;
-    o.addr = "127.0.0.1";
-    o.port = server_->port();
-    o.job_id = job;
-    o.connect_timeout = milliseconds(5000);
-    o.request_timeout = milliseconds(5000);
-    std::unique_ptr<cc::rv::Client> c;
-    const cc::Status s = cc::rv::Client::connect(o, &c);
-    INFO(s.message);
-    REQUIRE(s.ok());
-    return c;
+    return cc::test::loopback_client(server_->port(), job);
   }
 
  private:
@@ -73,12 +64,7 @@ class EtcdStore final : public StoreBackend {
   }
 
  private:
-  EtcdStore() {
-    cc::test::EtcdClusterOptions o;
-    o.members = Members;
-    const std::string why = EtcdCluster::start(o, &cluster_);
-    if (!why.empty()) FAIL(why);
-  }
+  EtcdStore() : cluster_(cc::test::start_cluster(cc::test::members(Members))) {}
   std::unique_ptr<EtcdCluster> cluster_;
 };
 

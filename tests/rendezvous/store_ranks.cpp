@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "basic";
   if (mode == "--free-port") {
     const int port = cc::test::free_port();
-    if (port < 0) return 1;
+    if (port <= 0) return 1;
     std::printf("%d\n", port);
     return 0;
   }

@@ -19,6 +19,8 @@
 #include "rendezvous/client.hpp"
 #include "rendezvous/server.hpp"
 #include "tests/common/free_port.hpp"
+#include "tests/rendezvous/loopback_client.hpp"
+#include "tests/rendezvous/store_api_cases.hpp"
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -58,7 +60,14 @@ cc_store_t connect(int port, const char* job = "test", const char* token = nullp
   return store;
 }
 
-// A port nobody listens on (bound, then released).
+// The store API cases' view of a server: connections to one job, and how
+// the store's messages name it.
+cc::test::StoreApiTarget target(const TestServer& srv) {
+  const int port = srv.port;
+  return {[port] { return connect(port); }, "127.0.0.1:" + std::to_string(port)};
+}
+
+// A port nobody listens on.
 int closed_port() {
   const int port = cc::test::free_port();
   REQUIRE(port > 0);
@@ -69,103 +78,17 @@ int closed_port() {
 
 TEST_CASE("store: set, get, add and wait in one process") {
   TestServer srv;
-  cc_store_t s = connect(srv.port);
-  REQUIRE(cc_store_set(s, "k", "hello", 5) == CC_SUCCESS);
-  char buf[16] = {};
-  size_t len = 0;
-  REQUIRE(cc_store_get(s, "k", buf, sizeof(buf), &len, 0) == CC_SUCCESS);
-  CHECK(std::string(buf, len) == "hello");
-  CHECK(std::string(cc_last_error()).empty());
-
-  int64_t v = 0;
-  REQUIRE(cc_store_add(s, "n", 5, &v) == CC_SUCCESS);
-  CHECK(v == 5);
-  REQUIRE(cc_store_add(s, "n", -7, &v) == CC_SUCCESS);
-  CHECK(v == -2);
-  REQUIRE(cc_store_add(s, "n", 0, nullptr) == CC_SUCCESS);
-
-  // an empty value is a value
-  REQUIRE(cc_store_set(s, "empty", nullptr, 0) == CC_SUCCESS);
-  len = 99;
-  REQUIRE(cc_store_get(s, "empty", nullptr, 0, &len, 0) == CC_SUCCESS);
-  CHECK(len == 0);
-
-  const char* keys[] = {"k", "n", "empty"};
-  CHECK(cc_store_wait(s, keys, 3, 1000) == CC_SUCCESS);
-  CHECK(cc_store_wait(s, nullptr, 0, 1000) == CC_SUCCESS);
-
-  // a get that waits is answered when another connection sets the key
-  cc_store_t other = connect(srv.port);
-  auto later = std::async(std::launch::async, [other] {
-    std::this_thread::sleep_for(milliseconds(200));
-    return cc_store_set(other, "late", "x", 1);
-  });
-  const auto t0 = Clock::now();
-  REQUIRE(cc_store_get(s, "late", buf, sizeof(buf), &len, 10000) == CC_SUCCESS);
-  CHECK(ms_since(t0) < 5000);
-  CHECK(std::string(buf, len) == "x");
-  CHECK(later.get() == CC_SUCCESS);
-  CHECK(cc_store_close(other) == CC_SUCCESS);
-  CHECK(cc_store_close(s) == CC_SUCCESS);
+  cc::test::store_api_case_basics(target(srv));
 }
 
 TEST_CASE("store: timeouts answer near their deadline and name the keys") {
   TestServer srv;
-  cc_store_t s = connect(srv.port, "deadlines");
-  char buf[8];
-  size_t len = 0;
-
-  auto t0 = Clock::now();
-  CHECK(cc_store_get(s, "absent", buf, sizeof(buf), &len, 0) == CC_ERR_TIMEOUT);
-  CHECK(ms_since(t0) < 1000);
-  CHECK_THAT(last_error(), Catch::Contains("'absent'") && Catch::Contains("not set"));
-
-  t0 = Clock::now();
-  CHECK(cc_store_get(s, "absent", buf, sizeof(buf), &len, 500) == CC_ERR_TIMEOUT);
-  const long long elapsed = ms_since(t0);
-  CHECK(elapsed >= 450);
-  CHECK(elapsed < 3000);
-  CHECK_THAT(last_error(), Catch::Contains("'absent'") && Catch::Contains("within 500 ms") &&
-                               Catch::Contains("127.0.0.1:" + std::to_string(srv.port)));
-
-  REQUIRE(cc_store_set(s, "present", "1", 1) == CC_SUCCESS);
-  const char* keys[] = {"present", "missing-one", "missing-two"};
-  t0 = Clock::now();
-  CHECK(cc_store_wait(s, keys, 3, 300) == CC_ERR_TIMEOUT);
-  CHECK(ms_since(t0) >= 250);
-  CHECK(ms_since(t0) < 3000);
-  CHECK_THAT(last_error(), Catch::Contains("missing-one") && Catch::Contains("missing-two"));
-
-  // timeout_ms < 0 takes the store's default deadline (the config's, 5 s here):
-  // a key set meanwhile is found
-  cc_store_t other = connect(srv.port, "deadlines");
-  auto later = std::async(std::launch::async, [other] {
-    std::this_thread::sleep_for(milliseconds(100));
-    return cc_store_set(other, "soon", "y", 1);
-  });
-  CHECK(cc_store_get(s, "soon", buf, sizeof(buf), &len, -1) == CC_SUCCESS);
-  CHECK(later.get() == CC_SUCCESS);
-  CHECK(cc_store_close(other) == CC_SUCCESS);
-  CHECK(cc_store_close(s) == CC_SUCCESS);
+  cc::test::store_api_case_deadlines(target(srv));
 }
 
 TEST_CASE("store: a buffer too small reports the needed length") {
   TestServer srv;
-  cc_store_t s = connect(srv.port);
-  std::vector<unsigned char> value(1000, 0);
-  value[500] = 7;
-  REQUIRE(cc_store_set(s, "big", value.data(), value.size()) == CC_SUCCESS);
-  unsigned char buf[10];
-  std::memset(buf, 0x5a, sizeof(buf));
-  size_t len = 0;
-  CHECK(cc_store_get(s, "big", buf, sizeof(buf), &len, 0) == CC_ERR_BUFFER_TOO_SMALL);
-  CHECK(len == 1000);
-  CHECK(buf[0] == 0x5a);
-  CHECK_THAT(last_error(), Catch::Contains("at least 1000 bytes"));
-  std::vector<unsigned char> right(len);
-  CHECK(cc_store_get(s, "big", right.data(), right.size(), &len, 0) == CC_SUCCESS);
-  CHECK(right == value);
-  CHECK(cc_store_close(s) == CC_SUCCESS);
+  cc::test::store_api_case_small_buffer(target(srv));
 }
 
 TEST_CASE("store: arguments are checked before anything is sent") {
@@ -418,19 +341,6 @@ std::pair<int, std::thread> fake_server(F after_hello) {
   return {ntohs(a.sin_port), std::move(t)};
 }
 
-std::unique_ptr<cc::rv::Client> fake_client(int port) {
-  cc::rv::ClientOptions o;
-  o.addr = "127.0.0.1";
-  o.port = port;
-  o.connect_timeout = milliseconds(5000);
-  o.request_timeout = milliseconds(5000);
-  std::unique_ptr<cc::rv::Client> c;
-  const cc::Status s = cc::rv::Client::connect(o, &c);
-  INFO(s.message);
-  REQUIRE(s.ok());
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("client: a server that closes mid-request is named, and the event reader learns it") {
@@ -438,7 +348,7 @@ TEST_CASE("client: a server that closes mid-request is named, and the event read
     uint8_t buf[256];
     (void)!::recv(fd, buf, sizeof(buf), 0);  // the request, then hang up
   });
-  auto c = fake_client(port);
+  auto c = cc::test::loopback_client(port);
   const auto t0 = Clock::now();
   const cc::Status s = c->add("k", 1, nullptr);
   thread.join();
@@ -463,7 +373,7 @@ TEST_CASE("client: a server that sends garbage, or never answers") {
       (void)!::send(fd, junk, sizeof(junk) - 1, MSG_NOSIGNAL);
       std::this_thread::sleep_for(milliseconds(200));
     });
-    auto c = fake_client(port);
+    auto c = cc::test::loopback_client(port);
     const cc::Status s = c->add("k", 1, nullptr);
     thread.join();
     CHECK(s.code == CC_ERR_RENDEZVOUS);
