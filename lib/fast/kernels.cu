@@ -247,6 +247,18 @@ __device__ __forceinline__ void finish_call(const KernelArgs& a, unsigned long l
     a.state->seq[j] = seq;
 }
 
+// This thread's packs of the input chunk that starts at pack `base` (those
+// past the end are left unset).
+template <class T>
+__device__ __forceinline__ void load_chunk(const KernelArgs& a, const T* send, bool aligned,
+                                           size_t packs, size_t base, uint4 (&v)[kUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const size_t j = base + u * kThreads + threadIdx.x;
+    if (j < packs) v[u] = load_pack(send, j, a.count, aligned);
+  }
+}
+
 // ---- LL ---------------------------------------------------------------------------
 
 template <class T>
@@ -374,11 +386,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
                        : nullptr;
     for (int c = first; c < chunks; c += half) {
       uint4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const size_t j = static_cast<size_t>(c) * kChunkPacks + u * kThreads + threadIdx.x;
-        if (j < packs) v[u] = load_pack(send, j, a.count, aligned);
-      }
+      load_chunk(a, send, aligned, packs, static_cast<size_t>(c) * kChunkPacks, v);
 #pragma unroll
       for (int q = 0; q < kMaxRanks; ++q) {
         if (q >= a.nranks || q == a.rank) continue;
@@ -466,11 +474,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
                    static_cast<size_t>(i) * kChunkPacks;
       const size_t base = static_cast<size_t>(q * per + i) * kChunkPacks;
       uint4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const size_t j = base + u * kThreads + threadIdx.x;
-        if (j < packs) v[u] = load_pack(send, j, a.count, aligned);
-      }
+      load_chunk(a, send, aligned, packs, base, v);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const size_t j = base + u * kThreads + threadIdx.x;
