@@ -18,6 +18,7 @@
 #include <asio.hpp>
 
 #include "common/log.hpp"
+#include "common/run_until_stopped.hpp"
 #include "rendezvous/server_core.hpp"
 
 namespace cc::rv {
@@ -214,16 +215,7 @@ class AsioServer final : public Server, private Sink {
     }
   }
 
-  void run() {
-    for (;;) {
-      try {
-        io_.run();
-        return;
-      } catch (const std::exception& e) {
-        log().error("rendezvous server: unexpected error, going on: {}", e.what());
-      }
-    }
-  }
+  void run() { run_until_stopped(io_, "rendezvous server"); }
 
   // ---- Sink ----------------------------------------------------------------
 

@@ -49,7 +49,8 @@ void destroy(std::unique_ptr<cc_comm> c) {
   }
   // The control communicator a failure kept for a shrink: aborted in the
   // background, as it may take a second with a dead peer. An abort still
-  // running on the watchdog's thread decides first whether it is kept.
+  // running on another thread (stop_watch above waited for the watchdog's)
+  // decides first whether it is kept.
   core::wait_abort_done(*c, Clock::now() + c->timeout);
   core::abort_kept_ctl(*c, /*in_background=*/true);
   c->nccl = nullptr;

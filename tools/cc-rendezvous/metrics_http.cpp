@@ -23,6 +23,7 @@
 #include <boost/beast/http/write.hpp>
 
 #include "common/log.hpp"
+#include "common/run_until_stopped.hpp"
 
 namespace cc::daemon {
 namespace {
@@ -129,16 +130,7 @@ class BeastMetricsServer final : public MetricsServer {
   }
 
  private:
-  void run() {
-    for (;;) {
-      try {
-        io_.run();
-        return;
-      } catch (const std::exception& e) {
-        log().error("metrics endpoint: unexpected error, going on: {}", e.what());
-      }
-    }
-  }
+  void run() { run_until_stopped(io_, "metrics endpoint"); }
 
   void accept() {
     acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
