@@ -71,6 +71,8 @@ const char* call_name(RecoverKind k) {
   return k == RecoverKind::shrink ? "cc_comm_shrink" : "cc_comm_regrow";
 }
 
+constexpr int32_t kMaxRegrowRanks = 1 << 16;
+
 std::string call_words(RecoverKind k, int32_t nranks) {
   return k == RecoverKind::shrink ? "cc_comm_shrink"
                                   : "cc_comm_regrow(nranks=" + std::to_string(nranks) + ")";
@@ -189,6 +191,14 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
   }
   Seat& seat = sit->second;
   const std::string who = seat_who(l, seat);
+  // The decision walks ranks 0..nranks-1: a size no job has is refused first.
+  if (r.kind == RecoverKind::regrow && r.nranks > kMaxRegrowRanks) {
+    send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
+               who + " called cc_comm_regrow(nranks=" + std::to_string(r.nranks) + ") on " +
+                   where(job.id, g, l.epoch) + ", more than the rendezvous's limit of " +
+                   std::to_string(kMaxRegrowRanks) + " ranks; pass the job's size");
+    return true;
+  }
   if (seat.taking_part) {
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
                who + " called " + call + " on " + where(job.id, g, l.epoch) +

@@ -444,6 +444,18 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
                                  "called cc_comm_regrow(nranks=3)"));
     }
   }
+  SECTION("a regrow to more ranks than any job has is refused, and the others go on") {
+    job.kill(2);
+    job.regrow(0, 1 << 30);
+    const auto e = h.error_of(h.one(job.recovery(0)));
+    CHECK(e.code == CC_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(e.message, Catch::Contains("called cc_comm_regrow(nranks=1073741824)") &&
+                              Catch::Contains("more than the rendezvous's limit of 65536 ranks"));
+    job.ask(0, 0, rv::RecoverKind::shrink, 0, true, 1000, 501);  // it calls again: a shrink
+    job.shrink(1, 0, true);
+    const auto joined = h.one_as<rv::Joined>(501);
+    CHECK(joined.members.size() == 2);
+  }
   SECTION("a communicator the server never completed") {
     h.client(401);
     rv::Recover r = job.recover(0, 0, rv::RecoverKind::shrink);
