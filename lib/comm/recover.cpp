@@ -111,14 +111,8 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   const auto start = Clock::now();
   const char* call = recover_call(kind);
   const std::string head = std::string(call) + " on " + parent->who();
-  // The etcd backend joins and watches but does not decide generations.
-  if (parent->client && launch::is_etcd_address(parent->rendezvous_addr))
-    return make_status(CC_ERR_INVALID_USAGE,
-                       head + ": the job's rendezvous is etcd (" + parent->rendezvous_addr +
-                           "), which does not shrink or regrow communicators: destroy this "
-                           "one and start the job again, or run jobs that recover on cc's own "
-                           "rendezvous (rank 0's, or cc-rendezvous)");
-  if (!parent->client || parent->rendezvous_port == 0)
+  const bool on_etcd = launch::is_etcd_address(parent->rendezvous_addr);
+  if (!parent->client || (parent->rendezvous_port == 0 && !on_etcd))
     return make_status(CC_ERR_INVALID_USAGE,
                        head + ": this communicator has no rendezvous connection of its own (it "
                               "was made by cc_comm_split): recover the communicator it was split "

@@ -41,23 +41,24 @@ Status connect_server(const RendezvousRequest& req, const std::string& addr,
   return rv::Client::connect(options, out);
 }
 
+}  // namespace
+
 // The rank's membership lease lives as long as the heartbeat window the
 // control channel asks for later, so that asking makes no second lease.
-Status connect_etcd(const RendezvousRequest& req, std::unique_ptr<rv::Client>* out) {
+Status connect_etcd_member(const std::string& addr, const launch::ResolvedConfig& config,
+                           std::chrono::steady_clock::time_point deadline,
+                           std::unique_ptr<rv::Client>* out) {
   rv::etcd::BackendOptions options;
-  if (Status st =
-          launch::etcd_options(req.addr, req.config.job_id, settings::process_env(), &options);
+  if (Status st = launch::etcd_options(addr, config.job_id, settings::process_env(), &options);
       !st.ok())
     return st;
-  options.connect_timeout = remaining(req.deadline);
-  options.request_timeout = request_timeout(req);
+  options.connect_timeout = remaining(deadline);
+  options.request_timeout = std::min(milliseconds(config.timeout_ms), milliseconds(10000));
   options.heartbeat_window =
-      milliseconds(static_cast<int64_t>(req.config.heartbeat_ms) * req.config.heartbeat_misses);
+      milliseconds(static_cast<int64_t>(config.heartbeat_ms) * config.heartbeat_misses);
   options.member = true;
   return launch::connect_etcd(options, out);
 }
-
-}  // namespace
 
 uint32_t next_generation(const std::string& job_id) {
   static std::mutex mu;
@@ -87,7 +88,8 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
   }
   out->connect_addr = connect_addr;
   const Status reached =
-      on_etcd ? connect_etcd(req, &out->client) : connect_server(req, connect_addr, &out->client);
+      on_etcd ? connect_etcd_member(req.addr, req.config, req.deadline, &out->client)
+              : connect_server(req, connect_addr, &out->client);
   if (!reached.ok())
     return make_status(reached.code, who + ": could not reach the rendezvous at " + where +
                                          " (job '" + req.config.job_id + "'): " + reached.message);

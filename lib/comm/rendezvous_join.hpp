@@ -52,4 +52,10 @@ uint32_t next_generation(const std::string& job_id);
 
 Status rendezvous_join(RendezvousRequest request, const MakeId& make_id, RendezvousResult* out);
 
+// A connection to an etcd rendezvous (etcd://...) that will hold a
+// membership: its lease's TTL is the config's heartbeat window.
+Status connect_etcd_member(const std::string& addr, const launch::ResolvedConfig& config,
+                           std::chrono::steady_clock::time_point deadline,
+                           std::unique_ptr<rv::Client>* out);
+
 }  // namespace cc::comm

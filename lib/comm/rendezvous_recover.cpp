@@ -4,6 +4,8 @@
 
 #include "common/who.hpp"
 #include "lib/comm/deadline.hpp"
+#include "lib/comm/rendezvous_join.hpp"
+#include "lib/launch/etcd.hpp"
 
 namespace cc::comm {
 
@@ -15,7 +17,22 @@ const char* recover_call(rv::RecoverKind kind) {
 
 Status rendezvous_recover(const RecoverRequest& req, const rv::Client::MakeId& make_id,
                           RecoverResult* out) {
-  const std::string where = req.addr + ":" + std::to_string(req.port);
+  const bool on_etcd = launch::is_etcd_address(req.addr);
+  const std::string where = on_etcd ? req.addr : req.addr + ":" + std::to_string(req.port);
+  rv::Recover r;
+  r.info = req.info;
+  r.epoch = req.epoch;
+  r.kind = req.kind;
+  r.nranks = req.kind == rv::RecoverKind::regrow ? req.nranks : 0;
+  r.can_shrink = req.can_shrink;
+  if (on_etcd) {  // a connection of its own: a lease of its own
+    if (Status st = connect_etcd_member(req.addr, req.config, req.deadline, &out->client);
+        !st.ok())
+      return make_status(st.code, "cannot reach the job's etcd rendezvous at " + where + " again: " +
+                                      st.message);
+    r.timeout_ms = static_cast<uint32_t>(remaining(req.deadline).count());
+    return out->client->recover(r, make_id, &out->joined);
+  }
   rv::ClientOptions options;
   options.addr = req.addr;
   options.port = req.port;
@@ -30,12 +47,6 @@ Status rendezvous_recover(const RecoverRequest& req, const rv::Client::MakeId& m
                        "cannot reach the job's rendezvous at " + where + " again: " + st.message +
                            ". Where the server lived in rank 0 (embedded) and rank 0 died, the "
                            "job cannot recover: run it under cc-run or with cc-rendezvous");
-  rv::Recover r;
-  r.info = req.info;
-  r.epoch = req.epoch;
-  r.kind = req.kind;
-  r.nranks = req.kind == rv::RecoverKind::regrow ? req.nranks : 0;
-  r.can_shrink = req.can_shrink;
   r.timeout_ms = static_cast<uint32_t>(remaining(req.deadline).count());
   return out->client->recover(r, make_id, &out->joined);
 }

@@ -147,10 +147,13 @@ void Backend::Impl::lost_membership(const std::string& how) {
 // departure, announced once), and the next rank's member key (its delete: a
 // lease expired). Ranks watch their neighbour in a ring, so a death is seen
 // by one rank, which announces it to all through the events key.
-void Backend::Impl::watch_generation(uint32_t g, int32_t rank, int32_t world, int64_t from) {
+void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
+  const Gen g = w.at;
   int64_t next_result = from, next_events = from, next_neighbour = from;
-  const int32_t neighbour = world > 1 ? (rank + 1) % world : -1;
-  std::vector<bool> told(static_cast<size_t>(std::max(world, 1)), false);
+  const int32_t neighbour = w.world > 1 ? (w.position + 1) % w.world : -1;
+  const int32_t neighbour_key =
+      neighbour < 0 || w.ring.empty() ? neighbour : w.ring[static_cast<size_t>(neighbour)];
+  std::vector<bool> told(static_cast<size_t>(std::max(w.world, 1)), false);
   size_t announced = 0;
   std::vector<WatchEvent> early;  // the neighbour's delete before the result came
   enum class Role { result, events, neighbour };
@@ -176,7 +179,8 @@ void Backend::Impl::watch_generation(uint32_t g, int32_t rank, int32_t world, in
     };
     if (!result_known) watch(Role::result, keys.result(g), next_result, false);
     watch(Role::events, keys.events(g), next_events, false);
-    if (neighbour >= 0) watch(Role::neighbour, keys.member(g, neighbour), next_neighbour, true);
+    if (neighbour >= 0)
+      watch(Role::neighbour, keys.member(g, neighbour_key), next_neighbour, true);
     Status s = etcd->watch(specs, Clock::now() + kWatchSlice, watch_cancel.get(),
                            [&](const std::vector<WatchEvent>& evs, int64_t) {
                              for (const WatchEvent& e : evs) {
@@ -209,7 +213,8 @@ void Backend::Impl::watch_generation(uint32_t g, int32_t rank, int32_t world, in
                            });
     if (s.code == CC_ERR_ABORTED) return;
     if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
-    log().debug("etcd: watching generation {} of job {}: {}", g, quote(opt.job_id), s.message);
+    log().debug("etcd: watching generation {}.{} of job {}: {}", g.g, g.epoch, quote(opt.job_id),
+                s.message);
     std::unique_lock<std::mutex> lock(mu);
     watch_error = s;
     result_cv.notify_all();
@@ -218,7 +223,7 @@ void Backend::Impl::watch_generation(uint32_t g, int32_t rank, int32_t world, in
   }
 }
 
-void Backend::Impl::on_result(uint32_t g, const WatchEvent& e, std::vector<WatchEvent>* early) {
+void Backend::Impl::on_result(Gen g, const WatchEvent& e, std::vector<WatchEvent>* early) {
   ResultRecord res;
   if (!decode(e.kv.value, &res)) return;
   std::vector<WatchEvent> departed;
@@ -242,7 +247,7 @@ void Backend::Impl::on_departure(const WatchEvent& e, std::vector<bool>* told, s
   if (!decode(e.kv.value, &d)) return;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (d.rank == me.rank) return;  // its own announcement
+    if (d.rank == position) return;  // its own announcement
   }
   if (d.rank < 0 || static_cast<size_t>(d.rank) >= told->size() ||
       (*told)[static_cast<size_t>(d.rank)])
@@ -261,7 +266,7 @@ void Backend::Impl::on_departure(const WatchEvent& e, std::vector<bool>* told, s
 
 // The next rank's member key went with its lease: announce it, unless it (or
 // another rank) already did.
-void Backend::Impl::neighbour_gone(uint32_t g, int32_t rank, const WatchEvent& e) {
+void Backend::Impl::neighbour_gone(Gen g, int32_t rank, const WatchEvent& e) {
   Departure d;
   d.rank = rank;
   MemberRecord rec;
@@ -279,7 +284,7 @@ void Backend::Impl::neighbour_gone(uint32_t g, int32_t rank, const WatchEvent& e
 }
 
 // Puts a departure on the events key, once per rank.
-Status Backend::Impl::announce(uint32_t g, const Departure& d, Deadline deadline) {
+Status Backend::Impl::announce(Gen g, const Departure& d, Deadline deadline) {
   Txn t;
   t.compare = {Compare::absent(keys.gone(g, d.rank))};
   t.success = {Op::put(keys.gone(g, d.rank), departure_word(d.kind)),
@@ -293,33 +298,36 @@ void Backend::Impl::stop_watcher() {
   if (watcher.joinable()) watcher.join();
 }
 
-void Backend::Impl::start_watcher(uint32_t g, int32_t rank, int32_t world, int64_t from) {
+void Backend::Impl::start_watcher(Watched w, int64_t from, std::optional<ResultRecord> known) {
   stop_watcher();
   {
     std::lock_guard<std::mutex> lock(mu);
-    join_result.reset();
+    join_result = std::move(known);
     watch_error = Status::success();
   }
   watch_cancel = std::make_unique<WatchCancel>();
-  watcher = std::thread([this, g, rank, world, from] { watch_generation(g, rank, world, from); });
+  watcher = std::thread([this, w = std::move(w), from] { watch_generation(w, from); });
 }
 
 // Tells every other rank why this rank goes (events key), then revokes its
 // lease.
 Status Backend::Impl::announce_departure(PeerEventKind kind, const std::string& reason,
                                          Deadline deadline) {
-  uint32_t g = 0;
+  Gen g{0};
   Departure d;
   int64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!member) return Status::success();
-    g = gen;
-    d = Departure{kind, me.rank, me.host, me.pid, reason};
-    id = lease;
-    leaving = true;
-    member = false;
+    g = current();
+    d = Departure{kind, position, me.host, me.pid, reason};
+    if (kind != PeerEventKind::aborted) {
+      id = lease;
+      leaving = true;
+      member = false;
+    }
   }
+  if (kind == PeerEventKind::aborted) return announce(g, d, deadline);
   stop_watcher();
   Status s = announce(g, d, deadline);
   if (id != 0) {
@@ -584,14 +592,14 @@ Status Backend::compare_set(const std::string& key, const std::vector<uint8_t>* 
 
 Status Backend::leave() {
   Impl& i = *impl_;
-  uint32_t g = 0;
+  Gen g{0};
   int32_t rank = -1, world = 0;
   int64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(i.mu);
     if (!i.member) return Status::success();
-    g = i.gen;
-    rank = i.me.rank;
+    g = i.current();
+    rank = i.key_rank();
     world = i.world;
     id = i.lease;
     i.leaving = true;
@@ -632,7 +640,7 @@ Status Backend::watch(milliseconds window) {
   Impl& i = *impl_;
   if (window.count() <= 0) return Status::success();
   int64_t old = 0;
-  uint32_t g = 0;
+  Gen g{0};
   int32_t rank = -1;
   {
     std::lock_guard<std::mutex> lock(i.mu);
@@ -640,12 +648,12 @@ Status Backend::watch(milliseconds window) {
     if (i.lease == 0 || Impl::ttl_seconds(window) == i.lease_ttl) return Status::success();
     old = i.lease;
     if (i.member) {
-      g = i.gen;
-      rank = i.me.rank;
+      g = i.current();
+      rank = i.key_rank();
     }
     if (!i.member) i.lease = 0;  // the next join takes a lease of the new length
   }
-  if (g == 0 && rank < 0) {
+  if (rank < 0) {
     (void)i.etcd->lease_revoke(old, i.after(i.opt.request_timeout));
     return Status::success();
   }
@@ -679,6 +687,16 @@ Status Backend::watch(milliseconds window) {
 }
 
 Status Backend::progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) {
+  uint32_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    epoch = impl_->epoch;
+  }
+  return progress_in(generation, epoch, rank, out, timeout);
+}
+
+Status Backend::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+                            milliseconds timeout) {
   Impl& i = *impl_;
   if (rank < 0)
     return make_status(
@@ -689,12 +707,13 @@ Status Backend::progress(uint32_t generation, int32_t rank, Progress* out, milli
   bool need_roster = false;
   {
     std::lock_guard<std::mutex> lock(i.mu);
-    if (!i.member || generation != i.gen) return Status::success();
+    if (!i.member || generation != i.gen || epoch != i.epoch) return Status::success();
     need_roster = i.members.empty();
   }
   if (need_roster) {  // read once, when a rank first needs another's host
     std::optional<KeyValue> kv;
-    if (Status s = i.etcd->get(i.keys.roster(generation), Clock::now() + timeout, &kv, nullptr);
+    if (Status s = i.etcd->get(i.keys.roster(Gen{generation, epoch}), Clock::now() + timeout, &kv,
+                               nullptr);
         !s.ok())
       return s;
     RosterRecord roster;
@@ -710,7 +729,7 @@ Status Backend::progress(uint32_t generation, int32_t rank, Progress* out, milli
     p.rank = m.rank;
     p.host = m.host;
     p.pid = m.pid;
-    p.last_completed = m.rank == i.me.rank ? i.last_completed.load() : 0;
+    p.last_completed = m.rank == i.position ? i.last_completed.load() : 0;
     out->members.push_back(p);
   }
   return Status::success();

@@ -93,6 +93,10 @@ class Backend final : public cc::rv::Client {
   // reading all n members would cost n^2 bytes): progress() names one.
   Status join(const Join& request, Joined* out) override;
   Status leave() override;
+  // cc_comm_shrink and cc_comm_regrow on etcd, by the rules of cc's server
+  // (rendezvous/server_core/recovery.cpp), on this connection's own lease
+  // (backend_recover.cpp has how).
+  Status recover(const Recover& request, const MakeId& make_id, Joined* out) override;
   // Heartbeats record the rank's progress here; the lease is kept alive by
   // the backend's own thread.
   Status heartbeat(uint64_t last_completed) override;
@@ -104,6 +108,9 @@ class Backend final : public cc::rv::Client {
   // heartbeat per rank): rank -1 says so.
   Status progress(uint32_t generation, int32_t rank, Progress* out,
                   std::chrono::milliseconds timeout) override;
+  // The same for the generation (epoch) this rank is a member of.
+  Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+                     std::chrono::milliseconds timeout) override;
   void pump() override {}
   // When etcd last answered (keepalives answer every TTL/3).
   std::chrono::steady_clock::time_point last_heard() const override;

@@ -53,8 +53,12 @@ struct Backend::Impl {
   bool leaving = false;     // its own member key's delete is expected
   bool lease_lost = false;  // the lease expired while joining (the join claims again)
   uint32_t gen = 0;
-  MemberInfo me;
+  uint32_t epoch = 0;  // the generation of join `gen` this rank is a member of
+  MemberInfo me;       // rank: the job rank (its member key's)
+  int32_t position = 0;  // its rank in that generation (in peer events)
   int32_t world = 0;
+  // Job ranks by rank in a generation made by a recovery (empty: the same).
+  std::vector<int32_t> ring;
   std::vector<MemberSummary> members;
   std::atomic<uint64_t> last_completed{0};
 
@@ -93,21 +97,33 @@ struct Backend::Impl {
   Status ensure_lease(Deadline deadline);
   void keep_alive();
   void lost_membership(const std::string& how);
-  void watch_generation(uint32_t g, int32_t rank, int32_t world, int64_t from);
-  void on_result(uint32_t g, const WatchEvent& e, std::vector<WatchEvent>* early);
+  // One generation's watch: `position` of `world` ranks; ring as above.
+  struct Watched {
+    Gen at{0};
+    int32_t position = 0;
+    int32_t world = 0;
+    std::vector<int32_t> ring;
+  };
+  void watch_generation(const Watched& w, int64_t from);
+  void on_result(Gen at, const WatchEvent& e, std::vector<WatchEvent>* early);
   void on_departure(const WatchEvent& e, std::vector<bool>* told, size_t* announced);
-  void neighbour_gone(uint32_t g, int32_t rank, const WatchEvent& e);
-  Status announce(uint32_t g, const Departure& d, Deadline deadline);
-  void start_watcher(uint32_t g, int32_t rank, int32_t world, int64_t from);
+  void neighbour_gone(Gen at, int32_t rank, const WatchEvent& e);
+  Status announce(Gen at, const Departure& d, Deadline deadline);
+  // known: the generation's result, when it came before the watch (a recovery).
+  void start_watcher(Watched w, int64_t from, std::optional<ResultRecord> known = std::nullopt);
   void stop_watcher();
-  // Tells the others why this rank goes (failed, aborted or init_failed) and
-  // ends its membership: the lease is revoked.
+  Gen current() const { return Gen{gen, epoch}; }  // under mu
+  int32_t key_rank() const { return ring.empty() ? position : me.rank; }  // under mu
+  // Tells the others why this rank goes (failed, aborted or init_failed). A
+  // failure or init failure ends its membership (the lease is revoked); an
+  // aborted rank stays a member, as on cc's server: it may take part in the
+  // recovery, and its lease still tells whether it lives.
   Status announce_departure(PeerEventKind kind, const std::string& reason, Deadline deadline);
   Status do_abort(const std::string& reason);
 
   // backend_join.cpp
   Status join(const Join& request, Joined* out);
-  Status fail_generation(uint32_t g, cc_result_t code, const std::string& words, Deadline deadline);
+  Status fail_generation(Gen g, cc_result_t code, const std::string& words, Deadline deadline);
   Status coordinate(uint32_t g, std::vector<KeyValue> before, int64_t revision, Deadline deadline,
                     const Join& request, const MemberRecord& self);
   Status renew_lease(int64_t old, Deadline deadline);
@@ -119,6 +135,20 @@ struct Backend::Impl {
   std::optional<ResultRecord> wait_result(Deadline deadline);
   Status join_timed_out(uint32_t g, const Join& request, Joined* out);
   Status finish_join(uint32_t g, const MemberInfo& info, const ResultRecord& result, Joined* out);
+
+  // backend_recover.cpp
+  Status recover(const Recover& request, const MakeId& make_id, Joined* out);
+  Status join_as_replacement(const Join& request, Joined* out);
+  Status wait_for_recovery(Gen from, const Recover& request, const MakeId& make_id,
+                           Deadline deadline, std::optional<ResultRecord>* out);
+  enum class ResultWait { result, cleared, coordinator_gone, deadline };
+  Status await_result(Gen next, Deadline deadline, ResultWait* how,
+                      std::optional<ResultRecord>* out);
+  Status coordinate_recovery(Gen from, const Recover& request, const MakeId& make_id,
+                             Deadline deadline);
+  Status give_up_recovery(Gen from, uint32_t timeout_ms, std::optional<ResultRecord>* out);
+  Status finish_recovery(Gen next, const MemberInfo& info, const ResultRecord& result,
+                         Joined* out);
 };
 
 }  // namespace cc::rv::etcd

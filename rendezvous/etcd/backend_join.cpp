@@ -154,7 +154,7 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
     since = lease_revision;
   }
   // The generation's watch opens while the claim below is sent.
-  start_watcher(g, in.rank, in.world_size, since + 1);
+  start_watcher(Watched{Gen(g), in.rank, in.world_size, {}}, since + 1);
   struct StopUnlessJoined {
     Impl& i;
     ~StopUnlessJoined() {
@@ -203,11 +203,8 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
     ours = !held.empty() && decode(held.front().value, &holder) && holder.nonce == nonce;
     if (const auto& done = r.responses.at(1).range.kvs; !done.empty() && !ours) {
       ResultRecord res;
-      if (decode(done.front().value, &res) && res.ok)
-        return make_status(CC_ERR_MISMATCH,
-                           me + " joined " + where +
-                               " after it had completed; a rank restarted late or two "
-                               "communicators use one generation: restart the whole job");
+      // A replacement for a failed rank waits for the survivors' regrow.
+      if (decode(done.front().value, &res) && res.ok) return join_as_replacement(req, out);
       return make_status(CC_ERR_MISMATCH,
                          where + " already failed: " + (res.ok ? std::string() : res.words));
     }
@@ -382,7 +379,7 @@ std::optional<ResultRecord> Backend::Impl::wait_result(Deadline deadline) {
 
 // Puts the generation's failure unless it already has a result; returns the
 // result that stands (so every rank reports the first failure).
-Status Backend::Impl::fail_generation(uint32_t g, cc_result_t code, const std::string& words,
+Status Backend::Impl::fail_generation(Gen g, cc_result_t code, const std::string& words,
                                       Deadline deadline) {
   ResultRecord failed;
   failed.ok = false;
@@ -394,7 +391,8 @@ Status Backend::Impl::fail_generation(uint32_t g, cc_result_t code, const std::s
   t.failure = {Op::get(keys.result(g))};
   TxnResult r;
   if (Status s = etcd->txn(t, deadline, &r); !s.ok()) {
-    log().warn("etcd: could not record the failure of {}: {}", where_of(opt.job_id, g), s.message);
+    log().warn("etcd: could not record the failure of {}: {}", where_of(opt.job_id, g.g),
+               s.message);
     return make_status(code, words);
   }
   if (!r.succeeded && !r.responses.at(0).range.kvs.empty()) {
@@ -402,11 +400,11 @@ Status Backend::Impl::fail_generation(uint32_t g, cc_result_t code, const std::s
     if (decode(r.responses[0].range.kvs.front().value, &standing)) {
       if (standing.ok)
         return make_status(CC_ERR_MISMATCH,
-                           where_of(opt.job_id, g) + " completed without this rank: " + words);
+                           where_of(opt.job_id, g.g) + " completed without this rank: " + words);
       return make_status(static_cast<cc_result_t>(standing.code), standing.words);
     }
   }
-  log().warn("etcd: {} failed: {}", where_of(opt.job_id, g), words);
+  log().warn("etcd: {} failed: {}", where_of(opt.job_id, g.g), words);
   return make_status(code, words);
 }
 
@@ -472,7 +470,10 @@ Status Backend::Impl::finish_join(uint32_t g, const MemberInfo& info, const Resu
   member = true;
   leaving = false;
   gen = g;
+  epoch = 0;
   me = info;
+  position = info.rank;
+  ring.clear();
   world = result.world_size;
   members.clear();
   return Status::success();

@@ -26,21 +26,26 @@ Keys::Keys(const std::string& prefix, const std::string& job_id) {
 
 std::string Keys::kv(const std::string& key) const { return root_ + "kv/" + key; }
 std::string Keys::writer(const std::string& key) const { return root_ + "writer/" + key; }
-std::string Keys::generation(uint32_t g) const { return root_ + "gen/" + std::to_string(g) + "/"; }
-std::string Keys::member_prefix(uint32_t g) const { return generation(g) + "member/"; }
-std::string Keys::member(uint32_t g, int32_t rank) const {
+std::string Keys::generation(Gen g) const {
+  return root_ + "gen/" + std::to_string(g.g) +
+         (g.epoch == 0 ? std::string() : "." + std::to_string(g.epoch)) + "/";
+}
+std::string Keys::member_prefix(Gen g) const { return generation(g) + "member/"; }
+std::string Keys::member(Gen g, int32_t rank) const {
   return member_prefix(g) + std::to_string(rank);
 }
-std::string Keys::result(uint32_t g) const { return generation(g) + "result"; }
-std::string Keys::roster(uint32_t g) const { return generation(g) + "roster"; }
-std::string Keys::closing(uint32_t g) const { return generation(g) + "closing"; }
-std::string Keys::events(uint32_t g) const { return generation(g) + "events"; }
-std::string Keys::gone(uint32_t g, int32_t rank) const {
+std::string Keys::result(Gen g) const { return generation(g) + "result"; }
+std::string Keys::roster(Gen g) const { return generation(g) + "roster"; }
+std::string Keys::closing(Gen g) const { return generation(g) + "closing"; }
+std::string Keys::events(Gen g) const { return generation(g) + "events"; }
+std::string Keys::gone(Gen g, int32_t rank) const {
   return generation(g) + "gone/" + std::to_string(rank);
 }
-std::string Keys::leaves(uint32_t g) const { return generation(g) + "leaves"; }
+std::string Keys::leaves(Gen g) const { return generation(g) + "leaves"; }
+std::string Keys::coordinator(Gen g) const { return generation(g) + "coordinator"; }
+std::string Keys::latest(uint32_t join) const { return root_ + "latest/" + std::to_string(join); }
 
-std::optional<int32_t> Keys::member_rank(uint32_t g, const std::string& key) const {
+std::optional<int32_t> Keys::member_rank(Gen g, const std::string& key) const {
   const std::string prefix = member_prefix(g);
   if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0)
     return std::nullopt;

@@ -9,6 +9,13 @@
 //   <prefix>/<job>/gen/<g>/events          each departure (abort, failure), put once per rank
 //   <prefix>/<job>/gen/<g>/gone/<rank>     that rank's departure was announced
 //   <prefix>/<job>/gen/<g>/leaves          one put per clean leave: the last one removes gen/<g>/
+//   <prefix>/<job>/gen/<g>/coordinator     a recovery's coordinator, on its lease (gen/<g>.<e>/ only)
+//   <prefix>/<job>/latest/<g>              the newest generation (epoch) a recovery made of join g
+//
+// Generation e > 0 of join g (made by cc_comm_shrink or cc_comm_regrow) has
+// the same keys under gen/<g>.<e>/, with member keys by job rank: a
+// survivor's or replacement's request to take part, on its lease, which
+// becomes its membership once the coordinator put the result.
 //
 // The job id is escaped ('%' and '/' as %25 and %2F), so no job's keys can
 // fall under another's prefix. Generations keep each communicator of a job
@@ -21,6 +28,15 @@
 
 namespace cc::rv::etcd {
 
+// A generation of a communicator: its join number and its epoch (0: made by
+// the join; each recovery adds one).
+struct Gen {
+  uint32_t g = 0;
+  uint32_t epoch = 0;
+  Gen(uint32_t join) : g(join) {}  // a join number alone names its first generation
+  Gen(uint32_t join, uint32_t e) : g(join), epoch(e) {}
+};
+
 class Keys {
  public:
   Keys(const std::string& prefix, const std::string& job_id);
@@ -30,18 +46,20 @@ class Keys {
   std::string writer(const std::string& key) const;
   std::string kv_prefix() const { return root_ + "kv/"; }
 
-  std::string generation(uint32_t g) const;  // "<root>gen/<g>/"
-  std::string member_prefix(uint32_t g) const;
-  std::string member(uint32_t g, int32_t rank) const;
-  std::string result(uint32_t g) const;
-  std::string roster(uint32_t g) const;
-  std::string closing(uint32_t g) const;
-  std::string events(uint32_t g) const;
-  std::string gone(uint32_t g, int32_t rank) const;
-  std::string leaves(uint32_t g) const;
+  std::string generation(Gen g) const;  // "<root>gen/<g>/"
+  std::string member_prefix(Gen g) const;
+  std::string member(Gen g, int32_t rank) const;
+  std::string result(Gen g) const;
+  std::string roster(Gen g) const;
+  std::string closing(Gen g) const;
+  std::string events(Gen g) const;
+  std::string gone(Gen g, int32_t rank) const;
+  std::string leaves(Gen g) const;
+  std::string coordinator(Gen g) const;
+  std::string latest(uint32_t join) const;
 
   // The rank of a key made by member(g, rank); nullopt for any other key.
-  std::optional<int32_t> member_rank(uint32_t g, const std::string& key) const;
+  std::optional<int32_t> member_rank(Gen g, const std::string& key) const;
 
  private:
   std::string root_;

@@ -68,6 +68,11 @@ std::string encode(const MemberRecord& r) {
          {"addr", i.nccl_addr},
          {"nonce", r.nonce}};
   if (!r.unique_id.empty()) j["id"] = hex(r.unique_id);
+  if (r.recovering)
+    j["recover"] = {{"kind", static_cast<int>(r.kind)},
+                    {"nranks", r.nranks},
+                    {"shrink", r.can_shrink},
+                    {"replacement", r.replacement}};
   return j.dump();
 }
 
@@ -88,6 +93,18 @@ bool decode(const std::string& text, MemberRecord* out) {
     r.info.nccl_addr = j.value("addr", "");
     r.nonce = j.value("nonce", "");
     if (!unhex(j.value("id", ""), &r.unique_id)) return false;
+    if (j.contains("recover")) {
+      const json& a = j.at("recover");
+      const int kind = a.at("kind").get<int>();
+      if (kind != static_cast<int>(RecoverKind::shrink) &&
+          kind != static_cast<int>(RecoverKind::regrow))
+        return false;
+      r.recovering = true;
+      r.kind = static_cast<RecoverKind>(kind);
+      r.nranks = a.at("nranks").get<int32_t>();
+      r.can_shrink = a.at("shrink").get<bool>();
+      r.replacement = a.at("replacement").get<bool>();
+    }
     *out = std::move(r);
     return true;
   });
@@ -95,11 +112,16 @@ bool decode(const std::string& text, MemberRecord* out) {
 
 std::string encode(const ResultRecord& r) {
   if (!r.ok) return json{{"ok", false}, {"code", r.code}, {"words", r.words}}.dump();
-  return json{{"ok", true},
-              {"id", hex(r.unique_id)},
-              {"world", r.world_size},
-              {"checked", r.checked_revision}}
-      .dump();
+  json j{{"ok", true},
+         {"id", hex(r.unique_id)},
+         {"world", r.world_size},
+         {"checked", r.checked_revision}};
+  if (!r.members.empty()) {
+    j["members"] = r.members;
+    j["failed"] = r.failed;
+    j["method"] = r.method;
+  }
+  return j.dump();
 }
 
 bool decode(const std::string& text, ResultRecord* out) {
@@ -115,6 +137,12 @@ bool decode(const std::string& text, ResultRecord* out) {
       if (!unhex(j.value("id", ""), &r.unique_id)) return false;
       r.world_size = j.at("world").get<int32_t>();
       r.checked_revision = j.value("checked", int64_t{0});
+      if (j.contains("members")) {
+        r.members = j.at("members").get<std::vector<int32_t>>();
+        r.failed = j.at("failed").get<std::vector<int32_t>>();
+        r.method = j.at("method").get<uint8_t>();
+        if (r.members.size() != static_cast<size_t>(r.world_size)) return false;
+      }
     }
     *out = std::move(r);
     return true;

@@ -11,11 +11,19 @@
 
 namespace cc::rv::etcd {
 
-// member/<rank>: who the rank is; rank 0's carries the unique id.
+// member/<rank>: who the rank is; rank 0's carries the unique id. In a
+// generation made by a recovery, what the process asked for: a survivor's
+// call (kind, nranks, whether its communicator can serve ncclCommShrink), or
+// a replacement's wish to fill its rank at the next regrow.
 struct MemberRecord {
   MemberInfo info;
   std::string nonce;  // this join attempt's own id (a retried write finds itself)
   std::vector<uint8_t> unique_id;
+  bool recovering = false;  // the fields below are set
+  RecoverKind kind = RecoverKind::shrink;
+  int32_t nranks = 0;  // regrow
+  bool can_shrink = false;
+  bool replacement = false;
 };
 
 // result: how the generation's join ended, for every rank. Small, since
@@ -29,6 +37,12 @@ struct ResultRecord {
   // The revision at which every member was seen: watching the members from
   // the one after it misses no departure.
   int64_t checked_revision = 0;
+  // A generation made by a recovery: its members' job ranks by rank, the
+  // previous generation's ranks it leaves out or replaces, and how NCCL
+  // makes it (method: a RecoverMethod).
+  std::vector<int32_t> members;
+  std::vector<int32_t> failed;
+  uint8_t method = 0;
 };
 
 // roster: every member's host and pid by rank, read only when a rank needs

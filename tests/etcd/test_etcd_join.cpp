@@ -273,12 +273,24 @@ TEST_CASE("etcd join: at the deadline the ranks that never came are named") {
   CHECK_THAT(out[0].status.message,
              Catch::Contains("already failed: ranks 1, 3 of 4 never joined"));
 
-  // and one that comes after a generation completed is refused in words
-  out = run_joins(etcd_connect(cluster.address(), "late"), {make_join(0, 1)});
-  REQUIRE(out[0].status.ok());
+  // one that comes after a generation completed, for a rank that is alive,
+  // is refused in words
+  auto alive = etcd_connect(cluster.address(), "late")();
+  cc::rv::Joined first;
+  REQUIRE(alive->join(make_join(0, 1), &first).ok());
   out = run_joins(etcd_connect(cluster.address(), "late"), {make_join(0, 1)});
   CHECK(out[0].status.code == CC_ERR_MISMATCH);
-  CHECK_THAT(out[0].status.message, Catch::Contains("after it had completed"));
+  CHECK_THAT(out[0].status.message,
+             Catch::Contains("after it had completed") && Catch::Contains("is alive"));
+
+  // and once that rank is gone without leaving, one that comes waits as its
+  // replacement, and names the regrow that never came at its deadline
+  alive.reset();
+  out = run_joins(etcd_connect(cluster.address(), "late"), {make_join(0, 1, 1000)});
+  CHECK(out[0].status.code == CC_ERR_TIMEOUT);
+  CHECK_THAT(out[0].status.message,
+             Catch::Contains("rank 0 waited 1000 ms as a replacement in job 'late'") &&
+                 Catch::Contains("no cc_comm_regrow took it"));
 }
 
 TEST_CASE("etcd join: an abort while joining fails the generation for every rank") {

@@ -15,17 +15,25 @@
 
 namespace cc::test {
 
-// The command line of one rank of the program named by `exe_var`.
-inline std::vector<std::string> member_args(const char* exe_var, int port, const std::string& job,
-                                            int rank, int world,
+// The command line of one rank of the program named by `exe_var`, whose
+// rendezvous is at addr:port (an etcd:// address ignores the port).
+inline std::vector<std::string> member_args(const char* exe_var, const std::string& addr, int port,
+                                            const std::string& job, int rank, int world,
                                             const std::vector<std::string>& extra) {
   const char* exe = std::getenv(exe_var);
   INFO(exe_var);
   REQUIRE(exe != nullptr);
-  std::vector<std::string> a = {exe, "127.0.0.1",          std::to_string(port),
-                                job, std::to_string(rank), std::to_string(world)};
+  std::vector<std::string> a = {exe, addr,
+                                std::to_string(port), job,
+                                std::to_string(rank), std::to_string(world)};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
+}
+
+inline std::vector<std::string> member_args(const char* exe_var, int port, const std::string& job,
+                                            int rank, int world,
+                                            const std::vector<std::string>& extra) {
+  return member_args(exe_var, "127.0.0.1", port, job, rank, world, extra);
 }
 
 // A server on 127.0.0.1, on a port of the system's choosing.

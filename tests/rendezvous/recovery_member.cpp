@@ -5,6 +5,7 @@
 // each generation's connection as a communicator would.
 //
 //   recovery_member ADDR PORT JOB RANK WORLD [--interval MS] [--misses N]
+//     (ADDR etcd://host:port,...: the rendezvous on etcd; PORT is ignored)
 //                   [--join-timeout MS]
 //   recovery_member env [--auto shrink|regrow] [--die-rank R] ...
 //     (env: rank, world and rendezvous from the environment, as under cc-run)
@@ -39,9 +40,11 @@
 #include <thread>
 #include <vector>
 
+#include "lib/comm/rendezvous_join.hpp"
 #include "lib/comm/rendezvous_recover.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
+#include "lib/launch/etcd.hpp"
 #include "lib/watch/control_channel.hpp"
 #include "lib/watch/watchdog.hpp"
 #include "rendezvous/client.hpp"
@@ -252,7 +255,15 @@ int main(int argc, char** argv) {
   m.co.connect_timeout = milliseconds(10000);
 
   Generation first;
-  if (cc::Status st = rv::Client::connect(m.co, &first.client); !st.ok()) {
+  m.config.heartbeat_ms = static_cast<int>(m.channel.interval.count());
+  m.config.heartbeat_misses = m.channel.misses;
+  const cc::Status reached =
+      cc::launch::is_etcd_address(m.co.addr)
+          ? cc::comm::connect_etcd_member(
+                m.co.addr, m.config,
+                std::chrono::steady_clock::now() + milliseconds(join_timeout), &first.client)
+          : rv::Client::connect(m.co, &first.client);
+  if (cc::Status st = reached; !st.ok()) {
     say("ERROR " + st.message);
     return 1;
   }

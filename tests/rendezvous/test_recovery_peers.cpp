@@ -19,73 +19,22 @@
 #include <vector>
 
 #include "rendezvous/server.hpp"
-#include "tests/rendezvous/member_process.hpp"
+#include "tests/rendezvous/recovery_process.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// A recovery_member process with a pipe to its stdin and one from its stdout.
-class Member : public cc::test::ChildProcess {
- public:
-  Member(int port, const std::string& job, int rank, int world,
-         const std::vector<std::string>& extra = {})
-      : ChildProcess(cc::test::member_args("RECOVERY_MEMBER", port, job, rank, world, extra)) {}
-  // The next line starting with `prefix`, skipping others (FAILED notes).
-  std::string next(const std::string& prefix, milliseconds timeout = milliseconds(15000)) {
-    const auto until = Clock::now() + timeout;
-    while (Clock::now() < until) {
-      auto l = line(std::chrono::duration_cast<milliseconds>(until - Clock::now()));
-      if (!l) break;
-      if (l->rfind(prefix, 0) == 0) return *l;
-      seen_.push_back(*l);
-    }
-    return "(no '" + prefix + "' line; other lines: " + seen() + ")";
-  }
-  std::string seen() const {
-    std::string out;
-    for (const auto& s : seen_) out += "[" + s + "] ";
-    return out;
-  }
-  void kill_now(int sig = SIGKILL) { signal(sig); }
-
- private:
-  std::vector<std::string> seen_;
-};
-
-using Members = std::map<int, std::unique_ptr<Member>>;
+using cc::test::field;
+using cc::test::kill_ranks;
+using cc::test::without_rank;
+using Member = cc::test::RecoveryMember;
+using Members = cc::test::RecoveryMembers;
 
 Members start_job(int port, const std::string& job, int world,
                   std::vector<std::string> extra = {}) {
-  Members ms;
-  for (int r = 0; r < world; ++r) ms[r] = std::make_unique<Member>(port, job, r, world, extra);
-  for (int r = 0; r < world; ++r) {
-    const std::string l = ms[r]->next("READY");
-    INFO("rank " << r << ": " << l);
-    REQUIRE(l.rfind("READY rank=" + std::to_string(r) + " gen=0", 0) == 0);
-  }
-  return ms;
-}
-
-// The value of `key=` in a RECOVERED or READY line.
-std::string field(const std::string& line, const std::string& key) {
-  const std::regex re("(^| )" + key + "=([^ ]*)");
-  std::smatch m;
-  return std::regex_search(line, m, re) ? m[2].str() : "(no " + key + ")";
-}
-
-// Every line but its rank= field: what all members of a generation agree on.
-std::string without_rank(const std::string& line) {
-  return std::regex_replace(line, std::regex(" rank=[0-9]+"), "");
-}
-
-void kill_ranks(Members& ms, const std::vector<int>& ranks) {
-  for (int r : ranks) {
-    ms[r]->kill_now();
-    ms[r]->reap();
-    ms.erase(r);
-  }
+  return cc::test::start_recovery_job("127.0.0.1", port, job, world, std::move(extra));
 }
 
 }  // namespace

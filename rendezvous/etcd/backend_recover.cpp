@@ -1,0 +1,847 @@
+// cc_comm_shrink and cc_comm_regrow on etcd, by the rules of cc's own server
+// (rendezvous/server_core/recovery.cpp lists them), with etcd's leases
+// standing in for the server's connections.
+//
+// Generation e+1 of join g is made under gen/<g>.<e+1>/ (keys.hpp):
+// - Each survivor, on a connection of its own, puts its request as
+//   member/<job rank> on that connection's lease, unless the generation
+//   already has a result. A replacement for a failed rank (a Join of g after
+//   its join completed) puts the same key, marked as a replacement.
+// - A process of generation e is alive while its member key of e is on a
+//   lease: a death deletes it (the lease expires or is revoked), a clean
+//   leave moves it off its lease, an abort leaves it where it is.
+// - One participant, the one whose transaction takes the coordinator key
+//   (on its lease: when it dies, another takes over), reads generation e's
+//   members and the requests, watches both, and decides once no living
+//   member of e is awaited (and, for a regrow, every rank has a survivor or a
+//   replacement): the result, with the members by new rank, the ranks of e
+//   left out or replaced, the method and the NCCL id it made when one is
+//   needed, goes in one transaction with the roster and latest/<g>.
+// - Every participant gets the result from a watch; a member of it then
+//   watches its ring neighbour and the events key as after a join, so a
+//   failure in the new generation is told as any failure.
+// - At a participant's deadline the generation gets a failed result naming
+//   who did not call and which ranks never got a replacement; a survivor's
+//   next call clears a failed attempt and starts again. A survivor whose
+//   earlier call was decided (and failed afterwards, in NCCL) recovers from
+//   the generation it was given.
+// Costs: per participant, a lease, a few transactions and one watch; the
+// coordinator alone reads the O(n) member lists, once per generation.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "common/log.hpp"
+#include "common/who.hpp"
+#include "rendezvous/etcd/backend_impl.hpp"
+
+namespace cc::rv::etcd {
+
+namespace {
+
+constexpr int32_t kMaxRegrowRanks = 1 << 16;  // as cc's server
+constexpr size_t kNamed = 16;                 // processes named in one message
+constexpr milliseconds kRetry{100};           // waiting for a failed attempt to be cleared
+constexpr milliseconds kGiveUpGrace{1500};    // past the deadline, to record why
+
+const char* call_name(RecoverKind k) {
+  return k == RecoverKind::shrink ? "cc_comm_shrink" : "cc_comm_regrow";
+}
+
+std::string call_words(RecoverKind k, int32_t nranks) {
+  return k == RecoverKind::shrink ? "cc_comm_shrink"
+                                  : "cc_comm_regrow(nranks=" + std::to_string(nranks) + ")";
+}
+
+std::string where(const std::string& job, uint32_t g, uint32_t epoch) {
+  return "job " + quote(job) + ", communicator " + std::to_string(g) + ", generation " +
+         std::to_string(epoch);
+}
+
+bool same_process(const MemberInfo& a, const MemberInfo& b) {
+  return a.host == b.host && a.pid == b.pid;
+}
+
+std::string named_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < kNamed; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kNamed) out += " and " + std::to_string(names.size() - kNamed) + " more";
+  return out;
+}
+
+std::optional<ResultRecord> result_of(const std::vector<KeyValue>& kvs) {
+  ResultRecord r;
+  if (kvs.empty() || !decode(kvs.front().value, &r)) return std::nullopt;
+  return r;
+}
+
+// What etcd holds of one recovery, from generation `from` to the next, read
+// in one transaction; the coordinator keeps it current from a watch.
+struct Snapshot {
+  int64_t revision = 0;
+  std::optional<ResultRecord> from_result;  // generation `from`'s result
+  std::optional<ResultRecord> next_result;  // the next one's, once decided (or failed)
+  int64_t next_result_revision = 0;
+  std::vector<int32_t> members;          // `from`'s job ranks by rank
+  std::map<int32_t, KeyValue> seats;     // `from`'s member keys by job rank
+  std::map<int32_t, MemberRecord> asks;  // the next generation's requests by job rank
+  std::map<int32_t, int64_t> ask_order;  // their create revisions (who asked first)
+};
+
+// The decision, as cc's server makes it, over a snapshot.
+class Decision {
+ public:
+  Decision(const Snapshot& s, std::string job, Gen from)
+      : s_(s), job_(std::move(job)), from_(from) {}
+
+  enum class SeatState { alive, gone, dead };
+  SeatState state(int32_t job_rank) const {
+    auto it = s_.seats.find(job_rank);
+    if (it == s_.seats.end()) return SeatState::dead;
+    return it->second.lease != 0 ? SeatState::alive : SeatState::gone;
+  }
+  std::optional<MemberRecord> seat_record(int32_t job_rank) const {
+    auto it = s_.seats.find(job_rank);
+    MemberRecord m;
+    if (it == s_.seats.end() || !decode(it->second.value, &m)) return std::nullopt;
+    return m;
+  }
+  // "rank 2 (host h, pid 7, generation 1)": its rank in generation `from`.
+  std::string seat_who(int32_t job_rank) const {
+    const auto at = std::find(s_.members.begin(), s_.members.end(), job_rank);
+    const int position = static_cast<int>(at - s_.members.begin());
+    const auto rec = seat_record(job_rank);
+    return cc::who(Who{position, rec ? rec->info.host : std::string(), rec ? rec->info.pid : 0u,
+                       static_cast<int>(from_.epoch)});
+  }
+  bool in_from(int32_t job_rank) const {
+    return std::find(s_.members.begin(), s_.members.end(), job_rank) != s_.members.end();
+  }
+  // A request from the living member of `from` that holds its rank.
+  bool survivor_ask(int32_t job_rank) const {
+    auto a = s_.asks.find(job_rank);
+    if (a == s_.asks.end() || a->second.replacement || !in_from(job_rank)) return false;
+    if (state(job_rank) != SeatState::alive) return false;
+    const auto rec = seat_record(job_rank);
+    return rec && same_process(rec->info, a->second.info);
+  }
+  bool replacement_ask(int32_t job_rank) const {
+    auto a = s_.asks.find(job_rank);
+    return a != s_.asks.end() && a->second.replacement &&
+           (!in_from(job_rank) || state(job_rank) != SeatState::alive);
+  }
+  std::vector<int32_t> survivors() const {
+    std::vector<int32_t> out;
+    for (const auto& [jr, a] : s_.asks)
+      if (survivor_ask(jr)) out.push_back(jr);
+    return out;
+  }
+  // The first survivor's request, which the others must match.
+  std::optional<MemberRecord> first() const {
+    std::optional<MemberRecord> f;
+    int64_t at = 0;
+    for (int32_t jr : survivors()) {
+      const int64_t rev = s_.ask_order.at(jr);
+      if (!f || rev < at) {
+        f = s_.asks.at(jr);
+        at = rev;
+      }
+    }
+    return f;
+  }
+  std::vector<std::string> awaited() const {
+    std::vector<std::string> out;
+    for (int32_t jr : s_.members)
+      if (state(jr) == SeatState::alive && !survivor_ask(jr)) out.push_back(seat_who(jr));
+    return out;
+  }
+  std::vector<int32_t> holes(int32_t nranks) const {
+    std::vector<int32_t> out;
+    for (int32_t r = 0; r < nranks; ++r)
+      if (!survivor_ask(r) && !replacement_ask(r)) out.push_back(r);
+    return out;
+  }
+
+  // Words that end this recovery at once (ranks that disagree, a regrow
+  // that cannot hold a survivor), or nullopt.
+  std::optional<std::pair<cc_result_t, std::string>> refusal() const {
+    const auto f = first();
+    if (!f) return std::nullopt;
+    const std::string at = where(job_, from_.g, from_.epoch);
+    const std::string first_words =
+        seat_who(f->info.rank) + " called " + call_words(f->kind, f->nranks);
+    for (int32_t jr : survivors()) {
+      const MemberRecord& a = s_.asks.at(jr);
+      if (a.kind != f->kind || (a.kind == RecoverKind::regrow && a.nranks != f->nranks))
+        return std::make_pair(CC_ERR_MISMATCH,
+                              "ranks disagree on how " + at + " goes on: " + first_words + ", " +
+                                  seat_who(jr) + " called " + call_words(a.kind, a.nranks) +
+                                  "; every survivor must make the same call");
+      if (a.kind == RecoverKind::regrow && (a.nranks < 1 || a.nranks > kMaxRegrowRanks))
+        return std::make_pair(CC_ERR_INVALID_ARGUMENT,
+                              seat_who(jr) + " called " + call_words(a.kind, a.nranks) + " on " +
+                                  at + "; pass the job's size (1 to " +
+                                  std::to_string(kMaxRegrowRanks) + " ranks)");
+      if (a.kind == RecoverKind::regrow && jr >= a.nranks)
+        return std::make_pair(
+            CC_ERR_INVALID_ARGUMENT,
+            seat_who(jr) + " called " + call_words(a.kind, a.nranks) + " on " + at +
+                ", but a survivor keeps its job rank " + std::to_string(jr) +
+                ", which a communicator of " + std::to_string(a.nranks) +
+                " ranks does not have; regrow to at least " + std::to_string(jr + 1) +
+                " ranks, or shrink");
+    }
+    if (f->kind == RecoverKind::regrow)
+      for (int32_t r = 0; r < f->nranks; ++r)
+        if (!survivor_ask(r) && replacement_ask(r) &&
+            s_.asks.at(r).info.world_size != f->nranks)
+          return std::make_pair(CC_ERR_MISMATCH,
+                                member_who(s_.asks.at(r).info) +
+                                    " came as a replacement with a world size of " +
+                                    std::to_string(s_.asks.at(r).info.world_size) +
+                                    ", but the survivors of " + at + " regrow to " +
+                                    std::to_string(f->nranks) + "; give it WORLD_SIZE=" +
+                                    std::to_string(f->nranks));
+    return std::nullopt;
+  }
+
+  // Every living member asked (and every rank of a regrow has a process).
+  bool ready() const {
+    const auto f = first();
+    if (!f || !awaited().empty()) return false;
+    return f->kind == RecoverKind::shrink || holes(f->nranks).empty();
+  }
+
+  // The next generation (call when ready() and no refusal()).
+  ResultRecord decide(bool* need_id, RosterRecord* roster) const {
+    const MemberRecord f = *first();
+    ResultRecord r;
+    r.ok = true;
+    bool all_can_shrink = true;
+    if (f.kind == RecoverKind::shrink) {
+      for (int32_t jr : survivors()) {
+        r.members.push_back(jr);
+        all_can_shrink = all_can_shrink && s_.asks.at(jr).can_shrink;
+      }
+    } else {
+      for (int32_t jr = 0; jr < f.nranks; ++jr) r.members.push_back(jr);
+      all_can_shrink = false;
+    }
+    for (size_t p = 0; p < s_.members.size(); ++p)
+      if (!survivor_ask(s_.members[p]) ||
+          std::find(r.members.begin(), r.members.end(), s_.members[p]) == r.members.end())
+        r.failed.push_back(static_cast<int32_t>(p));
+    r.world_size = static_cast<int32_t>(r.members.size());
+    r.method = static_cast<uint8_t>(all_can_shrink ? RecoverMethod::nccl_shrink
+                                                   : RecoverMethod::new_id);
+    *need_id = !all_can_shrink;
+    roster->members.clear();
+    for (size_t p = 0; p < r.members.size(); ++p) {
+      const MemberInfo& in = s_.asks.at(r.members[p]).info;
+      roster->members.push_back({static_cast<int32_t>(p), in.host, in.pid});
+    }
+    return r;
+  }
+
+  // Why the recovery did not complete by a deadline of `timeout_ms`.
+  std::string late_words(uint32_t timeout_ms) const {
+    const auto f = first();
+    const RecoverKind kind = f ? f->kind : RecoverKind::shrink;
+    const int32_t nranks = f ? f->nranks : 0;
+    std::string words = call_words(kind, nranks) + " on " + where(job_, from_.g, from_.epoch) +
+                        " did not complete within " + std::to_string(timeout_ms) + " ms";
+    std::string parts;
+    const std::vector<std::string> silent = awaited();
+    if (!silent.empty())
+      parts += named_list(silent) +
+               (silent.size() == 1 ? " is alive but did not call " : " are alive but did not call ") +
+               call_name(kind);
+    const std::vector<int32_t> missing =
+        kind == RecoverKind::regrow ? holes(nranks) : std::vector<int32_t>{};
+    if (!missing.empty())
+      parts += std::string(parts.empty() ? "" : "; ") + (missing.size() == 1 ? "rank " : "ranks ") +
+               rank_ranges(missing) + " never came: no replacement joined for " +
+               (missing.size() == 1 ? "it" : "them") +
+               "; start a process with RANK=" + std::to_string(missing.front()) +
+               (missing.size() == 1 ? "" : " (and the others)") +
+               " and the job's MASTER_ADDR and job id (cc-run --max-restarts does)";
+    if (parts.empty()) parts = "the coordinator (the first survivor to call) was still deciding";
+    return words + ": " + parts;
+  }
+
+ private:
+  const Snapshot& s_;
+  std::string job_;
+  Gen from_;
+};
+
+}  // namespace
+
+Status Backend::recover(const Recover& request, const MakeId& make_id, Joined* out) {
+  return impl_->recover(request, make_id, out);
+}
+
+namespace {
+
+// Applies one watched change to a snapshot: a member key of `from` or of
+// the next generation, or the next generation's result.
+void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
+  const Gen next{from.g, from.epoch + 1};
+  s->revision = std::max(s->revision, e.kv.mod_revision);
+  if (e.kv.key == keys.result(next)) {
+    if (e.type == WatchEvent::Type::put) {
+      s->next_result = result_of({e.kv});
+      s->next_result_revision = e.kv.mod_revision;
+    } else {
+      s->next_result.reset();
+    }
+    return;
+  }
+  if (auto jr = keys.member_rank(from, e.kv.key)) {
+    if (e.type == WatchEvent::Type::del)
+      s->seats.erase(*jr);
+    else
+      s->seats[*jr] = e.kv;
+    return;
+  }
+  if (auto jr = keys.member_rank(next, e.kv.key)) {
+    MemberRecord m;
+    if (e.type == WatchEvent::Type::del) {
+      s->asks.erase(*jr);
+      s->ask_order.erase(*jr);
+    } else if (decode(e.kv.value, &m) && m.recovering) {
+      s->asks[*jr] = std::move(m);
+      s->ask_order[*jr] = e.kv.create_revision;
+    }
+  }
+}
+
+// A recovery's state in one read: `from`'s result and member keys, the next
+// generation's requests and result.
+Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline deadline,
+                            Snapshot* out) {
+  const Gen next{from.g, from.epoch + 1};
+  Txn t;
+  t.success = {Op::get(keys.result(from)), Op::get_prefix(keys.member_prefix(from)),
+               Op::get_prefix(keys.member_prefix(next)), Op::get(keys.result(next))};
+  TxnResult r;
+  if (Status s = etcd.txn(t, deadline, &r); !s.ok()) return s;
+  Snapshot snap;
+  snap.revision = r.revision;
+  snap.from_result = result_of(r.responses.at(0).range.kvs);
+  snap.next_result = result_of(r.responses.at(3).range.kvs);
+  if (!r.responses.at(3).range.kvs.empty())
+    snap.next_result_revision = r.responses.at(3).range.kvs.front().mod_revision;
+  if (snap.from_result && snap.from_result->ok) {
+    if (!snap.from_result->members.empty())
+      snap.members = snap.from_result->members;
+    else
+      for (int32_t jr = 0; jr < snap.from_result->world_size; ++jr) snap.members.push_back(jr);
+  }
+  for (const KeyValue& kv : r.responses.at(1).range.kvs)
+    if (auto jr = keys.member_rank(from, kv.key)) snap.seats[*jr] = kv;
+  for (const KeyValue& kv : r.responses.at(2).range.kvs) {
+    MemberRecord m;
+    if (auto jr = keys.member_rank(next, kv.key); jr && decode(kv.value, &m) && m.recovering) {
+      snap.asks[*jr] = std::move(m);
+      snap.ask_order[*jr] = kv.create_revision;
+    }
+  }
+  *out = std::move(snap);
+  return Status::success();
+}
+
+}  // namespace
+
+Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined* out) {
+  const auto start = Clock::now();
+  const Deadline deadline =
+      req.timeout_ms == 0 ? after(opt.request_timeout) : start + milliseconds(req.timeout_ms);
+  const std::string me_words = member_who(req.info);
+  const std::string call = call_name(req.kind);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (joining || member)
+      return make_status(CC_ERR_INVALID_USAGE,
+                         call + " by " + me_words +
+                             ": a recovery needs a connection of its own, and this one is "
+                             "already a member or recovering (a client bug)");
+    joining = true;
+    join_gen = req.info.generation;
+    join_info = req.info;
+    me = req.info;
+  }
+  struct NotJoining {
+    Impl& i;
+    ~NotJoining() {
+      std::lock_guard<std::mutex> lock(i.mu);
+      i.joining = false;
+    }
+  } not_joining{*this};
+  if (req.kind == RecoverKind::regrow && (req.nranks < 1 || req.nranks > kMaxRegrowRanks))
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       me_words + " called " + call_words(req.kind, req.nranks) +
+                           "; pass the job's size (1 to " + std::to_string(kMaxRegrowRanks) +
+                           " ranks)");
+  if (Status s = ensure_lease(std::min(deadline, after(opt.request_timeout))); !s.ok()) return s;
+
+  Gen from{req.info.generation, req.epoch};
+  const int32_t jr = req.info.rank;
+  const std::string nonce = next_op_id();
+  for (;;) {
+    const Deadline requests = std::min(deadline, after(opt.request_timeout));
+    if (Clock::now() >= deadline)
+      return make_status(CC_ERR_TIMEOUT, call + " by " + me_words + " on " +
+                                             where(opt.job_id, from.g, from.epoch) +
+                                             " did not complete within " +
+                                             std::to_string(req.timeout_ms) + " ms");
+    Snapshot snap;
+    if (Status s = read_snapshot(*etcd, keys, from, requests, &snap); !s.ok())
+      return make_status(s.code, call + " by " + me_words + ": " + s.message);
+    const Gen next{from.g, from.epoch + 1};
+    const std::string at = where(opt.job_id, from.g, from.epoch);
+    if (!snap.from_result || !snap.from_result->ok)
+      return make_status(CC_ERR_INVALID_USAGE,
+                         call + " by " + me_words + ": " + at +
+                             " never completed on this etcd rendezvous, so it has nothing to "
+                             "recover; check MASTER_ADDR and the job id");
+    Decision d(snap, opt.job_id, from);
+    // An earlier call of this process was decided: recover from what it got.
+    auto mine = snap.asks.find(jr);
+    const bool asked_before = mine != snap.asks.end() && same_process(mine->second.info, req.info);
+    if (snap.next_result && snap.next_result->ok) {
+      const auto& m = snap.next_result->members;
+      if (asked_before && std::find(m.begin(), m.end(), jr) != m.end()) {
+        from = next;
+        continue;
+      }
+      return make_status(CC_ERR_MISMATCH,
+                         me_words + " cannot take part in the next generation of " + at +
+                             ": generation " + std::to_string(next.epoch) +
+                             " was made without it (it called after the others had decided, or "
+                             "was thought gone); stop it, and start a replacement with RANK=" +
+                             std::to_string(jr) + " for the survivors' next cc_comm_regrow");
+    }
+    if (snap.next_result) {  // a failed attempt: cleared, then tried again
+      Txn t;
+      t.compare = {Compare::mod_revision_is(keys.result(next), snap.next_result_revision)};
+      t.success = {Op::del_prefix(keys.generation(next))};
+      TxnResult r;
+      if (Status s = etcd->txn(t, requests, &r); !s.ok())
+        return make_status(s.code, call + " by " + me_words + ": " + s.message);
+      continue;
+    }
+    // Only a living member of `from` takes part.
+    const auto seat = d.seat_record(jr);
+    const bool member_of = d.in_from(jr) && seat && same_process(seat->info, req.info);
+    if (!member_of || d.state(jr) != Decision::SeatState::alive) {
+      std::string why;
+      if (member_of)
+        why = d.state(jr) == Decision::SeatState::gone
+                  ? "it left it (cc_comm_destroy) before calling"
+                  : "it was declared failed (its etcd lease expired)";
+      else if (seat)
+        why = "its rank is held by " + d.seat_who(jr);
+      else if (d.in_from(jr))
+        why = "it was declared failed (its etcd lease expired)";
+      else
+        why = "it is not one of its members";
+      return make_status(CC_ERR_MISMATCH,
+                         me_words + " cannot take part in the next generation of " + at + ": " +
+                             why +
+                             ". A process the job has given up on cannot come back: stop it; a "
+                             "new process started with RANK=" +
+                             std::to_string(jr) +
+                             " joins as a replacement when the survivors call cc_comm_regrow");
+    }
+    // The request, on this connection's lease.
+    int64_t my_lease = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      my_lease = lease;
+    }
+    MemberRecord ask{req.info, nonce, {}};
+    ask.recovering = true;
+    ask.kind = req.kind;
+    ask.nranks = req.kind == RecoverKind::regrow ? req.nranks : 0;
+    ask.can_shrink = req.can_shrink;
+    if (!asked_before) {
+      Txn t;
+      t.compare = {Compare::absent(keys.member(next, jr)), Compare::absent(keys.result(next))};
+      t.success = {Op::put(keys.member(next, jr), encode(ask), my_lease)};
+      t.failure = {Op::get(keys.member(next, jr))};
+      TxnResult r;
+      if (Status s = etcd->txn(t, requests, &r); !s.ok())
+        return make_status(s.code, call + " by " + me_words + ": " + s.message);
+      if (!r.succeeded) {
+        MemberRecord held;
+        const auto& kvs = r.responses.at(0).range.kvs;
+        if (!kvs.empty() && decode(kvs.front().value, &held) && held.nonce != nonce &&
+            !same_process(held.info, req.info))
+          return make_status(CC_ERR_MISMATCH, member_who(held.info) + " already asked for rank " +
+                                                  std::to_string(jr) + " in " + at + "; " +
+                                                  me_words + " holds it: stop the other process");
+        continue;  // the result came first: read it
+      }
+      log().info("etcd: {}: {} called {}", at, d.seat_who(jr), call_words(req.kind, req.nranks));
+    } else if (mine->second.kind != req.kind ||
+               (req.kind == RecoverKind::regrow && mine->second.nranks != req.nranks)) {
+      return make_status(CC_ERR_INVALID_USAGE,
+                         d.seat_who(jr) + " called " + call_words(req.kind, req.nranks) + " on " +
+                             at + " while its earlier call (" +
+                             call_words(mine->second.kind, mine->second.nranks) +
+                             ") is still in progress; call it once at a time");
+    }
+    // Coordinate, or wait for the coordinator's result.
+    std::optional<ResultRecord> result;
+    Status waited = wait_for_recovery(from, req, make_id, deadline, &result);
+    if (!waited.ok()) return waited;
+    if (!result) continue;  // a failed attempt was cleared meanwhile
+    if (!result->ok) return make_status(static_cast<cc_result_t>(result->code), result->words);
+    const auto& m = result->members;
+    if (std::find(m.begin(), m.end(), jr) == m.end()) continue;  // read again: left out
+    return finish_recovery(next, req.info, *result, out);
+  }
+}
+
+
+// Takes the coordinator key when nobody holds it, and coordinates; else
+// waits for the result, taking over when the coordinator goes.
+Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const MakeId& make_id,
+                                        Deadline deadline, std::optional<ResultRecord>* out) {
+  const Gen next{from.g, from.epoch + 1};
+  const std::string me_words = member_who(req.info);
+  for (;;) {
+    if (Clock::now() >= deadline) return give_up_recovery(from, req.timeout_ms, out);
+    const Deadline requests = std::min(deadline, after(opt.request_timeout));
+    int64_t my_lease = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      my_lease = lease;
+    }
+    Txn t;
+    t.compare = {Compare::absent(keys.coordinator(next))};
+    t.success = {Op::put(keys.coordinator(next), me_words, my_lease)};
+    t.failure = {Op::get(keys.coordinator(next))};
+    TxnResult r;
+    if (Status s = etcd->txn(t, requests, &r); !s.ok())
+      return make_status(s.code, call_name(req.kind) + std::string(" by ") + me_words + ": " +
+                                     s.message);
+    const auto& held = r.succeeded ? std::vector<KeyValue>{} : r.responses.at(0).range.kvs;
+    const bool coordinating =
+        r.succeeded || (!held.empty() && held.front().lease == my_lease && my_lease != 0);
+    if (coordinating) {
+      if (Status s = coordinate_recovery(from, req, make_id, deadline); !s.ok()) return s;
+    }
+    ResultWait w = ResultWait::deadline;
+    if (Status s = await_result(next, deadline, &w, out); !s.ok())
+      return make_status(s.code, call_name(req.kind) + std::string(" by ") + me_words + ": " +
+                                     s.message);
+    if (w == ResultWait::result || w == ResultWait::cleared) return Status::success();
+    // The coordinator went (or the deadline passed): loop.
+  }
+}
+
+// Waits for the next generation's result, or for its coordinator to go.
+Status Backend::Impl::await_result(Gen next, Deadline deadline, ResultWait* how,
+                                   std::optional<ResultRecord>* out) {
+  out->reset();
+  *how = ResultWait::deadline;
+  if (Clock::now() >= deadline) return Status::success();
+  Txn t;
+  t.success = {Op::get(keys.result(next)), Op::get(keys.coordinator(next))};
+  TxnResult r;
+  if (Status s = etcd->txn(t, std::min(deadline, after(opt.request_timeout)), &r); !s.ok())
+    return s;
+  if ((*out = result_of(r.responses.at(0).range.kvs))) {
+    *how = ResultWait::result;
+    return Status::success();
+  }
+  if (r.responses.at(1).range.kvs.empty()) {
+    *how = ResultWait::coordinator_gone;
+    return Status::success();
+  }
+  WatchSpec result;
+  result.key = keys.result(next);
+  result.start_revision = r.revision + 1;
+  WatchSpec coordinator;
+  coordinator.key = keys.coordinator(next);
+  coordinator.start_revision = r.revision + 1;
+  coordinator.no_put = true;
+  *how = ResultWait::deadline;
+  Status s = etcd->watch({result, coordinator}, deadline, nullptr,
+                         [&](const std::vector<WatchEvent>& evs, int64_t) {
+                           for (const WatchEvent& e : evs) {
+                             if (e.spec == 1) {
+                               *how = ResultWait::coordinator_gone;
+                               return false;
+                             }
+                             if (e.type == WatchEvent::Type::del) {
+                               *how = ResultWait::cleared;
+                               return false;
+                             }
+                             if ((*out = result_of({e.kv}))) {
+                               *how = ResultWait::result;
+                               return false;
+                             }
+                           }
+                           return true;
+                         });
+  if (s.code == CC_ERR_TIMEOUT) return Status::success();
+  return s;
+}
+
+// The coordinator's part: watches the members of `from` and the requests
+// until the decision can be made (or must be refused), then puts it.
+Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const MakeId& make_id,
+                                          Deadline deadline) {
+  const Gen next{from.g, from.epoch + 1};
+  const std::string me_words = member_who(req.info);
+  Snapshot snap;
+  if (Status s = read_snapshot(*etcd, keys, from, std::min(deadline, after(opt.request_timeout)),
+                               &snap);
+      !s.ok())
+    return make_status(s.code, me_words + " coordinating " + call_name(req.kind) + ": " + s.message);
+  auto settled = [&] {
+    Decision d(snap, opt.job_id, from);
+    return snap.next_result.has_value() || d.refusal().has_value() || d.ready();
+  };
+  if (!settled()) {
+    auto spec = [&](const std::string& key, bool prefix) {
+      WatchSpec w;
+      w.key = key;
+      if (prefix) w.range_end = prefix_end(key);
+      w.start_revision = snap.revision + 1;
+      return w;
+    };
+    Status s = etcd->watch(
+        {spec(keys.member_prefix(from), true), spec(keys.member_prefix(next), true),
+         spec(keys.result(next), false)},
+        deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
+          for (const WatchEvent& e : evs) apply(keys, from, e, &snap);
+          return !settled();
+        });
+    if (s.code == CC_ERR_TIMEOUT) return Status::success();  // the caller gives up in words
+    if (!s.ok())
+      return make_status(s.code,
+                         me_words + " coordinating " + call_name(req.kind) + ": " + s.message);
+  }
+  if (snap.next_result) return Status::success();
+  const Deadline requests = std::min(deadline, after(opt.request_timeout));
+  Decision d(snap, opt.job_id, from);
+  if (auto refused = d.refusal()) {
+    (void)fail_generation(next, refused->first, refused->second, requests);
+    return Status::success();
+  }
+  bool need_id = false;
+  RosterRecord roster;
+  ResultRecord done = d.decide(&need_id, &roster);
+  done.checked_revision = snap.revision;
+  if (need_id) {
+    if (Status s = make_id(&done.unique_id); !s.ok()) {
+      (void)fail_generation(next, s.code,
+                            me_words + " could not make the NCCL id of generation " +
+                                std::to_string(next.epoch) + ": " + s.message,
+                            requests);
+      return Status::success();
+    }
+  }
+  Txn t;
+  t.compare = {Compare::absent(keys.result(next))};
+  t.success = {Op::put(keys.roster(next), encode(roster)), Op::put(keys.result(next), encode(done)),
+               Op::put(keys.latest(from.g), std::to_string(next.epoch))};
+  TxnResult r;
+  if (Status s = etcd->txn(t, requests, &r); !s.ok())
+    return make_status(s.code, me_words + " completing " + call_name(req.kind) + ": " + s.message);
+  if (r.succeeded)
+    log().info("etcd: {}: {} ranks, from generation {} (ranks left out or replaced: {}), by {}",
+               where(opt.job_id, next.g, next.epoch), done.world_size, from.epoch,
+               done.failed.empty() ? std::string("none") : rank_ranges(done.failed),
+               need_id ? "a new NCCL id" : "ncclCommShrink");
+  return Status::success();
+}
+
+// A participant's deadline passed: the next generation fails with words
+// naming who did not call, unless it was decided meanwhile; *out is the
+// result that stands.
+Status Backend::Impl::give_up_recovery(Gen from, uint32_t timeout_ms,
+                                       std::optional<ResultRecord>* out) {
+  const Gen next{from.g, from.epoch + 1};
+  const Deadline grace = after(kGiveUpGrace);
+  Snapshot snap;
+  if (Status s = read_snapshot(*etcd, keys, from, grace, &snap); !s.ok()) return s;
+  if (!snap.next_result) {
+    Decision d(snap, opt.job_id, from);
+    (void)fail_generation(next, CC_ERR_TIMEOUT, d.late_words(timeout_ms), grace);
+    if (Status s = read_snapshot(*etcd, keys, from, grace, &snap); !s.ok()) return s;
+  }
+  *out = snap.next_result;
+  if (!*out)
+    return make_status(CC_ERR_TIMEOUT, "the recovery of " + where(opt.job_id, from.g, from.epoch) +
+                                           " did not complete within " +
+                                           std::to_string(timeout_ms) + " ms");
+  return Status::success();
+}
+
+// This process is a member of the generation `next` decided: its rank, and
+// the watch of its ring neighbour and of the events from the result on.
+Status Backend::Impl::finish_recovery(Gen next, const MemberInfo& info, const ResultRecord& result,
+                                      Joined* out) {
+  const auto& m = result.members;
+  const auto at = std::find(m.begin(), m.end(), info.rank);
+  if (at == m.end())
+    return make_status(CC_ERR_INTERNAL, member_who(info) + " is not a member of " +
+                                            where(opt.job_id, next.g, next.epoch));
+  const int32_t pos = static_cast<int32_t>(at - m.begin());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    member = true;
+    leaving = false;
+    gen = next.g;
+    epoch = next.epoch;
+    me = info;
+    position = pos;
+    ring = m;
+    world = result.world_size;
+    members.clear();
+  }
+  start_watcher(Watched{next, pos, result.world_size, m}, result.checked_revision + 1, result);
+  if (out != nullptr) {
+    out->unique_id = result.unique_id;
+    out->members.clear();
+    for (int32_t jr : m) out->members.push_back({jr, std::string(), 0});
+    out->notice.clear();
+    out->epoch = next.epoch;
+    out->rank = pos;
+    out->failed.assign(result.failed.begin(), result.failed.end());
+    out->method = static_cast<RecoverMethod>(result.method);
+  }
+  log().info("etcd: {}: {} is rank {} of {}", where(opt.job_id, next.g, next.epoch),
+             member_who(info), pos, result.world_size);
+  return Status::success();
+}
+
+// A Join of a communicator whose join completed: a replacement for a failed
+// rank, which waits (until its deadline) for a regrow to take it.
+Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
+  const auto start = Clock::now();
+  const Deadline deadline =
+      req.timeout_ms == 0 ? Deadline::max() : start + milliseconds(req.timeout_ms);
+  const MemberInfo& in = req.info;
+  const int32_t jr = in.rank;
+  const uint32_t g = in.generation;
+  const std::string me_words = member_who(in);
+  const std::string late =
+      me_words + " joined job " + quote(opt.job_id) + " (generation " + std::to_string(g) +
+      ") after it had completed";
+  const std::string nonce = next_op_id();
+  std::optional<Gen> asked;  // where this process's request stands
+  auto withdraw = [&] {
+    if (!asked) return;
+    // Only our own request goes: its value carries our nonce.
+    std::optional<KeyValue> kv;
+    const Gen next{asked->g, asked->epoch + 1};
+    if (etcd->get(keys.member(next, jr), after(opt.request_timeout), &kv, nullptr).ok() && kv) {
+      MemberRecord held;
+      if (decode(kv->value, &held) && held.nonce == nonce) {
+        Txn del;
+        del.compare = {Compare::mod_revision_is(keys.member(next, jr), kv->mod_revision)};
+        del.success = {Op::del(keys.member(next, jr))};
+        TxnResult r;
+        (void)etcd->txn(del, after(opt.request_timeout), &r);
+      }
+    }
+    asked.reset();
+  };
+  for (;;) {
+    if (Clock::now() >= deadline) {
+      withdraw();
+      return make_status(CC_ERR_TIMEOUT,
+                         "rank " + std::to_string(jr) + " waited " + std::to_string(req.timeout_ms) +
+                             " ms as a replacement in job " + quote(opt.job_id) +
+                             " (communicator " + std::to_string(g) +
+                             "), and no cc_comm_regrow took it: the survivors did not call "
+                             "cc_comm_regrow (or shrank instead) within that time");
+    }
+    const Deadline requests = std::min(deadline, after(opt.request_timeout));
+    std::optional<KeyValue> latest;
+    if (Status s = etcd->get(keys.latest(g), requests, &latest, nullptr); !s.ok())
+      return make_status(s.code, me_words + ": " + s.message);
+    uint32_t e = 0;
+    if (latest) e = static_cast<uint32_t>(std::strtoul(latest->value.c_str(), nullptr, 10));
+    const Gen from{g, e};
+    const Gen next{g, e + 1};
+    Snapshot snap;
+    if (Status s = read_snapshot(*etcd, keys, from, requests, &snap); !s.ok())
+      return make_status(s.code, me_words + ": " + s.message);
+    Decision d(snap, opt.job_id, from);
+    const std::string at = where(opt.job_id, g, e);
+    if (d.in_from(jr) && d.state(jr) == Decision::SeatState::alive)
+      return make_status(
+          CC_ERR_MISMATCH,
+          late + ", and rank " + std::to_string(jr) + " is alive in " + at + ": " +
+              d.seat_who(jr) +
+              ". A replacement is taken only for a rank that failed; this process came for an "
+              "older generation, or was started twice: stop it (or, if no rank failed, a rank "
+              "restarted late or two communicators use one generation: restart the whole job)");
+    if (snap.next_result) {  // decided (latest moves on) or failed (a survivor clears it)
+      std::this_thread::sleep_for(kRetry);
+      continue;
+    }
+    auto mine = snap.asks.find(jr);
+    if (mine != snap.asks.end() && mine->second.nonce != nonce)
+      return make_status(CC_ERR_MISMATCH, late + " as a replacement for rank " +
+                                              std::to_string(jr) + ", but one is already waiting: " +
+                                              member_who(mine->second.info) +
+                                              "; start one process per failed rank");
+    if (mine == snap.asks.end()) {
+      int64_t my_lease = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        my_lease = lease;
+      }
+      MemberRecord ask{in, nonce, {}};
+      ask.recovering = true;
+      ask.kind = RecoverKind::regrow;
+      ask.nranks = in.world_size;
+      ask.replacement = true;
+      Txn t;
+      t.compare = {Compare::absent(keys.member(next, jr)), Compare::absent(keys.result(next))};
+      t.success = {Op::put(keys.member(next, jr), encode(ask), my_lease)};
+      TxnResult r;
+      if (Status s = etcd->txn(t, requests, &r); !s.ok())
+        return make_status(s.code, me_words + ": " + s.message);
+      if (!r.succeeded) continue;
+      asked = from;
+      log().info("etcd: {}: {} waits as a replacement for rank {}", at, me_words, jr);
+    }
+    std::optional<ResultRecord> result;
+    ResultWait how = ResultWait::deadline;
+    // The coordinator key comes and goes with the survivors: only the result counts here.
+    if (Status s = await_result(next, deadline, &how, &result); !s.ok())
+      return make_status(s.code, me_words + ": " + s.message);
+    if (how == ResultWait::coordinator_gone && !result) {
+      // Nobody coordinates yet: wait for the result itself.
+      WatchSpec w;
+      w.key = keys.result(next);
+      Status s = etcd->watch({w}, deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
+        for (const WatchEvent& ev : evs)
+          if (ev.type == WatchEvent::Type::put && (result = result_of({ev.kv}))) return false;
+        return true;
+      });
+      if (!s.ok() && s.code != CC_ERR_TIMEOUT) return make_status(s.code, me_words + ": " + s.message);
+    }
+    if (!result || !result->ok) continue;  // the deadline, or a failed regrow: as above
+    const auto& m = result->members;
+    if (std::find(m.begin(), m.end(), jr) != m.end()) {
+      Status s = finish_recovery(next, in, *result, out);
+      if (s.ok())
+        log().info("etcd: {}: {} replaces rank {}", where(opt.job_id, g, next.epoch), me_words, jr);
+      return s;
+    }
+    withdraw();  // a shrink left it out: wait for the next regrow
+  }
+}
+
+}  // namespace cc::rv::etcd

@@ -1,0 +1,170 @@
+// cc_comm_shrink and cc_comm_regrow with the rendezvous on etcd: ranks are
+// recovery_member processes (the library's recovery step, the control
+// channel and the watchdog, no NCCL) on a real one-member etcd cluster, as
+// test_recovery_peers runs them on cc's own server. A killed rank is told
+// through its expired lease; the survivors shrink or regrow to the same
+// generation; a replacement fills a failed rank; a replacement that never
+// comes, ranks that disagree and a stale process get words.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/etcd/etcd_test.hpp"
+#include "tests/rendezvous/recovery_process.hpp"
+
+namespace {
+
+using cc::test::field;
+using cc::test::kill_ranks;
+using cc::test::RecoveryMember;
+using cc::test::RecoveryMembers;
+using cc::test::shared_cluster;
+using cc::test::without_rank;
+
+// Heartbeats every 100 ms, 5 missed: a 1 s lease (etcd's TTLs are whole seconds).
+const std::vector<std::string> kFast = {"--interval", "100", "--misses", "5"};
+
+RecoveryMembers start_job(const std::string& job, int world) {
+  return cc::test::start_recovery_job(shared_cluster().address(), 0, job, world, kFast);
+}
+
+std::unique_ptr<RecoveryMember> replacement(const std::string& job, int rank, int world) {
+  return std::make_unique<RecoveryMember>(shared_cluster().address(), 0, job, rank, world, kFast);
+}
+
+}  // namespace
+
+TEST_CASE("etcd: 5 ranks, 2 killed: every survivor shrinks to the same membership") {
+  auto ms = start_job("shrink-5", 5);
+  const auto killed = cc::test::Clock::now();
+  kill_ranks(ms, {1, 3});
+  for (auto& [r, m] : ms) {
+    const std::string f = m->next("FAILED");
+    INFO("rank " << r << ": " << f);
+    CHECK(f.find("gen=0 rank ") != std::string::npos);
+    CHECK(f.find("etcd lease expired") != std::string::npos);
+  }
+  // Told within the heartbeat window (1 s) + 1 s.
+  CHECK(cc::test::ms_since(killed) < 2000 + 500);
+  for (auto& [r, m] : ms) m->say("shrink 10000");
+  std::string agreed;
+  int expect_rank = 0;
+  for (auto& [r, m] : ms) {  // job-rank order: new ranks 0..2
+    const std::string l = m->next("RECOVERED");
+    INFO("rank " << r << ": " << l);
+    CHECK(field(l, "gen") == "1");
+    CHECK(field(l, "rank") == std::to_string(expect_rank++));
+    CHECK(field(l, "size") == "3");
+    CHECK(field(l, "members") == "0,2,4");
+    CHECK(field(l, "failed") == "1,3");
+    CHECK(field(l, "method") == "id");  // these members cannot serve ncclCommShrink
+    CHECK(field(l, "id") != "-");
+    if (agreed.empty()) agreed = without_rank(l);
+    CHECK(without_rank(l) == agreed);  // one decision, one id, for all
+  }
+  // The new generation is a membership: a death in it is heard there, by its numbers.
+  ms[4]->kill_now();
+  for (int r : {0, 2}) {
+    const std::string f = ms[r]->next("FAILED gen=1");
+    INFO(f);
+    CHECK(f.find("rank 2 (host") != std::string::npos);  // job rank 4 is rank 2 of generation 1
+  }
+  // And the survivors recover again, from generation 1.
+  ms[4]->reap();
+  ms.erase(4);
+  for (int r : {0, 2}) ms[r]->say("shrink 10000");
+  for (int r : {0, 2}) {
+    const std::string l = ms[r]->next("RECOVERED");
+    INFO(l);
+    CHECK(field(l, "gen") == "2");
+    CHECK(field(l, "members") == "0,2");
+    CHECK(field(l, "failed") == "2");
+  }
+}
+
+TEST_CASE("etcd: regrow: a replacement fills the hole, early or late") {
+  const bool early = GENERATE(true, false);
+  const std::string job = early ? "regrow-early" : "regrow-late";
+  INFO((early ? "replacement first" : "survivors first"));
+  auto ms = start_job(job, 3);
+  kill_ranks(ms, {1});
+  for (int r : {0, 2}) CHECK(ms[r]->next("FAILED").find("gen=0") != std::string::npos);
+  std::unique_ptr<RecoveryMember> fresh;
+  if (early) fresh = replacement(job, 1, 3);
+  for (int r : {0, 2}) ms[r]->say("regrow 3 15000");
+  if (!early) {
+    usleep(300000);
+    fresh = replacement(job, 1, 3);
+  }
+  for (int r : {0, 2}) {
+    const std::string l = ms[r]->next("RECOVERED");
+    INFO("survivor " << r << ": " << l);
+    CHECK(field(l, "gen") == "1");
+    CHECK(field(l, "rank") == std::to_string(r));  // survivors keep their numbers
+    CHECK(field(l, "members") == "0,1,2");
+    CHECK(field(l, "failed") == "1");
+  }
+  const std::string l = fresh->next("READY");
+  INFO("replacement: " << l);
+  CHECK(field(l, "rank") == "1");
+  CHECK(field(l, "gen") == "1");  // it knows to take its state from a survivor
+  CHECK(field(l, "size") == "3");
+  CHECK(field(l, "failed") == "1");
+  // The replacement is a member of generation 1: its death is heard.
+  fresh->kill_now();
+  for (int r : {0, 2}) CHECK(ms[r]->next("FAILED gen=1").find("rank 1 (host") != std::string::npos);
+}
+
+TEST_CASE("etcd: a recovery that cannot complete ends in words") {
+  SECTION("a replacement that never comes is named at the deadline") {
+    auto ms = start_job("never", 3);
+    kill_ranks(ms, {2});
+    for (int r : {0, 1}) ms[r]->next("FAILED");
+    const auto t0 = cc::test::Clock::now();
+    for (int r : {0, 1}) ms[r]->say("regrow 3 2000");
+    for (int r : {0, 1}) {
+      const std::string l = ms[r]->next("RECOVER_ERROR");
+      INFO(l);
+      CHECK(l.find("RECOVER_ERROR " + std::to_string(CC_ERR_TIMEOUT) + " ") == 0);
+      CHECK(l.find("cc_comm_regrow(nranks=3) on job 'never', communicator 1, generation 0 did not "
+                   "complete within") != std::string::npos);
+      CHECK(l.find("rank 2 never came: no replacement joined for it; start a process with "
+                   "RANK=2") != std::string::npos);
+    }
+    CHECK(cc::test::ms_since(t0) < 2000 + 3000);
+    // A later attempt starts afresh: with a replacement now, it completes.
+    auto fresh = replacement("never", 2, 3);
+    for (int r : {0, 1}) ms[r]->say("regrow 3 15000");
+    for (int r : {0, 1}) CHECK(field(ms[r]->next("RECOVERED"), "members") == "0,1,2");
+    CHECK(field(fresh->next("READY"), "gen") == "1");
+  }
+  SECTION("survivors that disagree all get the same words") {
+    auto ms = start_job("disagree", 3);
+    kill_ranks(ms, {0});
+    for (int r : {1, 2}) ms[r]->next("FAILED");
+    ms[1]->say("shrink 10000");
+    usleep(200000);
+    ms[2]->say("regrow 3 10000");
+    for (int r : {1, 2}) {
+      const std::string l = ms[r]->next("RECOVER_ERROR");
+      INFO(l);
+      CHECK(l.find("RECOVER_ERROR " + std::to_string(CC_ERR_MISMATCH) + " ") == 0);
+      CHECK(l.find("ranks disagree on how job 'disagree', communicator 1, generation 0 goes on: "
+                   "rank 1 (host") != std::string::npos);
+      CHECK(l.find("called cc_comm_shrink, rank 2 (host") != std::string::npos);
+      CHECK(l.find("called cc_comm_regrow(nranks=3); every survivor must make the same call") !=
+            std::string::npos);
+    }
+  }
+  SECTION("a second start of a rank that is alive is refused at once") {
+    auto ms = start_job("stale", 2);
+    auto twin = replacement("stale", 1, 2);
+    const std::string l = twin->next("ERROR");
+    INFO(l);
+    CHECK(l.find("ERROR " + std::to_string(CC_ERR_MISMATCH) + " ") == 0);
+    CHECK(l.find("after it had completed, and rank 1 is alive in job 'stale', communicator 1, "
+                 "generation 0") != std::string::npos);
+  }
+}
