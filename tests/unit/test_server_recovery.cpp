@@ -17,6 +17,13 @@ using cc::test::ranks_of;
 
 namespace {
 
+// A new process started with rank r: pid 2000 + r.
+rv::Join replacement(int r, int world, uint32_t timeout_ms = 1000) {
+  rv::Join j = join_msg(r, world, "h" + std::to_string(r), timeout_ms);
+  j.info.pid = static_cast<uint32_t>(2000 + r);
+  return j;
+}
+
 // Member r of a job joins on connection base + r, from host "h<r>" with pid 1000 + r;
 // its recovery connection is base + 100 + r.
 struct Job {
@@ -32,6 +39,11 @@ struct Job {
     for (int r = 0; r < world; ++r) h.client(member(r), id);
     for (int r = 0; r < world; ++r) h.feed(member(r), join_msg(r, world, "h" + std::to_string(r)));
     for (int r = 0; r < world; ++r) REQUIRE(std::holds_alternative<rv::Joined>(h.one(member(r))));
+  }
+  // A replacement() for rank r connects on `conn` and joins.
+  void replace(rv::ConnId conn, int r, uint32_t timeout_ms = 1000, uint32_t request_id = 1) {
+    h.client(conn, id);
+    h.feed(conn, replacement(r, world, timeout_ms), request_id);
   }
   // The process of job rank r dies: every connection of it drops.
   void kill(int r, bool recovery_too = false) {
@@ -63,13 +75,6 @@ struct Job {
     ask(r, epoch, rv::RecoverKind::regrow, nranks, false, timeout_ms);
   }
 };
-
-// A new process started with rank r: pid 2000 + r, on connection `conn`.
-rv::Join replacement(int r, int world, uint32_t timeout_ms = 1000) {
-  rv::Join j = join_msg(r, world, "h" + std::to_string(r), timeout_ms);
-  j.info.pid = static_cast<uint32_t>(2000 + r);
-  return j;
-}
 
 rv::Joined joined_of(Harness& h, rv::ConnId c) { return h.one_as<rv::Joined>(c); }
 
@@ -257,10 +262,8 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
   job.kill(3);
   drain(h, {job.member(0), job.member(2)});
   SECTION("early: the replacements wait for the regrow") {
-    h.client(301);
-    h.feed(301, replacement(1, 4), 70);
-    h.client(303);
-    h.feed(303, replacement(3, 4), 71);
+    job.replace(301, 1, 1000, 70);
+    job.replace(303, 3, 1000, 71);
     CHECK(h.take(301).empty());
     job.regrow(2, 4);
     CHECK(h.take(303).empty());
@@ -270,11 +273,9 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
     job.regrow(0, 4);
     job.regrow(2, 4);
     h.advance(300ms);
-    h.client(303);
-    h.feed(303, replacement(3, 4), 71);
+    job.replace(303, 3, 1000, 71);
     CHECK(h.take(job.recovery(0)).empty());
-    h.client(301);
-    h.feed(301, replacement(1, 4), 70);
+    job.replace(301, 1, 1000, 70);
   }
   CHECK(std::holds_alternative<rv::RecoverIdWanted>(h.one(job.recovery(0))));
   h.feed(job.recovery(0), rv::RecoverId{1, {3, 3}, 1000});
@@ -291,8 +292,7 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
     CHECK(j.unique_id == std::vector<uint8_t>{3, 3});
   }
   // A second replacement for rank 1 is stale now.
-  h.client(401);
-  h.feed(401, replacement(1, 4));
+  job.replace(401, 1);
   CHECK_THAT(h.refusal(401, CC_ERR_MISMATCH),
              Catch::Contains("rank 1 is alive in job 'job', communicator 0, "
                              "generation 1: rank 1 (host h1, pid 2001, generation 1)") &&
@@ -304,8 +304,7 @@ TEST_CASE("recovery: a replacement for rank 0 brings the id") {
   Job job{h, 1, 3};
   job.join_all();
   job.kill(0);
-  h.client(300);
-  h.feed(300, replacement(0, 3));
+  job.replace(300, 0);
   job.regrow(1, 3);
   job.regrow(2, 3);
   for (rv::ConnId c : {rv::ConnId{300}, job.recovery(1), job.recovery(2)}) {
@@ -355,8 +354,7 @@ TEST_CASE("recovery: what never comes is named at the deadline") {
   }
   SECTION("a replacement that no regrow takes") {
     job.kill(1);
-    h.client(301);
-    h.feed(301, replacement(1, 4, 600));
+    job.replace(301, 1, 600);
     for (int r : {0, 2, 3}) job.shrink(r, 0, true);  // they shrink instead
     for (int r : {0, 2, 3}) CHECK(joined_of(h, job.recovery(r)).epoch == 1);
     h.advance(600ms);
@@ -373,8 +371,7 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   Job job{h, 1, 3};
   job.join_all();
   SECTION("a replacement for a rank that is alive") {
-    h.client(301);
-    h.feed(301, replacement(1, 3));
+    job.replace(301, 1);
     CHECK_THAT(h.refusal(301, CC_ERR_MISMATCH),
                Catch::Contains("rank 1 (host h1, pid 2001) joined job 'job' "
                                "(generation 0) after it had completed") &&
@@ -382,8 +379,7 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   }
   SECTION("two replacements for one rank") {
     job.kill(1);
-    h.client(301);
-    h.feed(301, replacement(1, 3));
+    job.replace(301, 1);
     h.client(302);
     rv::Join again = replacement(1, 3);
     again.info.pid = 3001;
@@ -471,11 +467,9 @@ TEST_CASE("recovery: two jobs stay independent") {
     CHECK(j.failed == std::vector<int32_t>{1});
   }
   // A replacement for b's rank 1 (alive) is refused; one for a's is taken.
-  h.client(901, "b");
-  h.feed(901, replacement(1, 3));
+  b.replace(901, 1);
   CHECK(h.error_of(h.one(901)).code == CC_ERR_MISMATCH);
-  h.client(902, "a");
-  h.feed(902, replacement(1, 3));
+  a.replace(902, 1);
   CHECK(h.take(902).empty());
 }
 
@@ -513,7 +507,6 @@ TEST_CASE("recovery: a recovered generation outlives the failed one's connection
     CHECK(j.failed == std::vector<int32_t>{1});  // in generation 1's numbering
   }
   // A new process with job rank 1 is a replacement (it waits), not a new join.
-  h.client(400, "job");
-  h.feed(400, replacement(1, 4));
+  job.replace(400, 1);
   CHECK(h.take(400).empty());
 }
