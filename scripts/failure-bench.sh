@@ -13,16 +13,10 @@
 # Exit status 0 when both goals are met.
 set -u
 BUILD=$(cd "${1:?usage: failure-bench.sh BUILD [OUT]}" && pwd) || exit 2
-OUT=${2:-$(mktemp -d)}
-mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-TRIALS=${TRIALS:-10}
+. "$(dirname "$0")/bench_lib.sh" "${2:-}"
 ROUNDS=${ROUNDS:-3}
-export NCCL_NVLS_ENABLE=0
 export CC_LOG_LEVEL=${CC_LOG_LEVEL:-warn}
 ok=0
-
-median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "== time from a rank's death to the survivor's error ($TRIALS trials)"
 : >"$OUT/detect_ms.txt"
@@ -35,10 +29,8 @@ for ((t = 1; t <= TRIALS; t++)); do
   [ $rc -eq 77 ] && { echo "no GPU here"; exit 77; }
   if [ -n "$ms" ]; then echo "$ms" >>"$OUT/detect_ms.txt"; else ok=1; fi
 done
-med=$(median <"$OUT/detect_ms.txt")
-worst=$(sort -n "$OUT/detect_ms.txt" | tail -n 1)
-echo "death to error: median $med ms, worst ${worst:-nan} ms over $(wc -l <"$OUT/detect_ms.txt") trials"
-awk -v m="$med" -v w="${worst:-999999}" 'BEGIN {exit !(m <= 1000 && w <= 2000)}' || { echo "!! over the goal (median <= 1000, worst <= 2000)"; ok=1; }
+summary "$OUT/detect_ms.txt" "death to error"
+awk -v m="$MED" -v w="${WORST:-999999}" 'BEGIN {exit !(m <= 1000 && w <= 2000)}' || { echo "!! over the goal (median <= 1000, worst <= 2000)"; ok=1; }
 
 echo "== watchdog cost on small all-reduces (cc-bench, CC_WATCHDOG=1 vs 0, $ROUNDS rounds)"
 for ((r = 1; r <= ROUNDS; r++)); do

@@ -205,23 +205,24 @@ def verdict(ok):
 
 def goals(runs):
     lines = ["| goal | measured | result |", "|---|---|---|"]
+
+    def row(values, pick, goal, measured, met):
+        """The goal's row from its worst value, pick(values); none without values."""
+        if values:
+            worst = pick(values)
+            lines.append(f"| {goal} | {measured.format(worst)} | {verdict(met(worst))} |")
+
     plain = lambda r: (r.get("graph", 0) == 0 and r.get("mem") == "default" and r.get("raw")
                        and not r["_name"].endswith("-alt"))
     run, ar = find(runs, "allreduce", plain)
     if ar:
         cc, raw = out_of_place(ar, "cc"), out_of_place(ar, "raw")
-        large = [raw[s]["time_us"] / cc[s]["time_us"] for s in cc if s >= 32 * MIB and s in raw]
-        if large:
-            worst = min(large)
-            lines.append(f"| allreduce busbw ≥ {BW_RATIO_MIN} × raw, sizes ≥ 32 MiB "
-                         f"| lowest cc/raw {worst:.4f} | {verdict(worst >= BW_RATIO_MIN)} |")
-        small = [cc[s]["time_us"] - raw[s]["time_us"] for s in cc
-                 if 8 <= s <= 64 * KIB and s in raw]
-        if small:
-            worst = max(small)
-            lines.append(f"| allreduce time ≤ raw + {LATENCY_DELTA_MAX} µs, 8 B – 64 KiB "
-                         f"| largest cc − raw {worst:+.2f} µs "
-                         f"| {verdict(worst <= LATENCY_DELTA_MAX)} |")
+        row([raw[s]["time_us"] / cc[s]["time_us"] for s in cc if s >= 32 * MIB and s in raw], min,
+            f"allreduce busbw ≥ {BW_RATIO_MIN} × raw, sizes ≥ 32 MiB", "lowest cc/raw {:.4f}",
+            lambda worst: worst >= BW_RATIO_MIN)
+        row([cc[s]["time_us"] - raw[s]["time_us"] for s in cc if 8 <= s <= 64 * KIB and s in raw],
+            max, f"allreduce time ≤ raw + {LATENCY_DELTA_MAX} µs, 8 B – 64 KiB",
+            "largest cc − raw {:+.2f} µs", lambda worst: worst <= LATENCY_DELTA_MAX)
         init_run = init_source(runs)
         init = init_run.get("init_ms", {})
         cc_ms, raw_ms = init.get("cc_comm_init"), init.get("raw_nccl_comm_init_rank")
@@ -238,19 +239,14 @@ def goals(runs):
             _, mem = find(runs, "allreduce", mem_run)
         if mem:
             mcc = out_of_place(mem, "cc")
-            small = [mcc[s]["time_us"] / raw[s]["time_us"] for s in mcc
-                     if 8 <= s <= 64 * KIB and s in raw]
-            if small:
-                worst = max(small)
-                lines.append(f"| cc_mem_alloc: small time ≤ {MEM_CC_LATENCY_RATIO} × raw "
-                             f"default, 8 B – 64 KiB | largest ratio {worst:.3f} "
-                             f"| {verdict(worst <= MEM_CC_LATENCY_RATIO)} |")
-            large = [mcc[s]["busbw_gbs"] / raw[s]["busbw_gbs"] for s in mcc
-                     if s >= 32 * MIB and s in raw and raw[s]["busbw_gbs"]]
-            if large:
-                worst = min(large)
-                lines.append(f"| cc_mem_alloc: busbw ≥ raw default, sizes ≥ 32 MiB "
-                             f"| lowest ratio {worst:.4f} | {verdict(worst >= 1.0)} |")
+            row([mcc[s]["time_us"] / raw[s]["time_us"] for s in mcc
+                 if 8 <= s <= 64 * KIB and s in raw],
+                max, f"cc_mem_alloc: small time ≤ {MEM_CC_LATENCY_RATIO} × raw default, "
+                "8 B – 64 KiB", "largest ratio {:.3f}", lambda worst: worst <= MEM_CC_LATENCY_RATIO)
+            row([mcc[s]["busbw_gbs"] / raw[s]["busbw_gbs"] for s in mcc
+                 if s >= 32 * MIB and s in raw and raw[s]["busbw_gbs"]],
+                min, "cc_mem_alloc: busbw ≥ raw default, sizes ≥ 32 MiB", "lowest ratio {:.4f}",
+                lambda worst: worst >= 1.0)
     if len(lines) == 2:
         return "No allreduce run with --raw was found, so the goals cannot be judged."
     return "\n".join(lines)

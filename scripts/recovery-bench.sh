@@ -19,22 +19,10 @@
 # scripts/gpu-session.sh (recovery-bench).
 set -u
 BUILD=$(cd "${1:?usage: recovery-bench.sh BUILD [OUT]}" && pwd) || exit 2
-OUT=${2:-$(mktemp -d)}
-mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-TRIALS=${TRIALS:-10}
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/bench_lib.sh" "${2:-}"
 export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-60000}
 BIN=$BUILD/tests/gpu/gpu_recovery
 ok=0
-
-median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-summary() {  # summary FILE WHAT -> prints and sets MED
-  MED=$(median <"$1")
-  local worst
-  worst=$(sort -n "$1" | tail -n 1)
-  echo "$2: median $MED ms, worst ${worst:-nan} ms over $(wc -l <"$1") trials"
-}
 
 "$BIN" probe || { [ $? -eq 77 ] && { echo "no GPU here"; exit 77; }; echo "gpu_recovery probe failed"; exit 1; }
 

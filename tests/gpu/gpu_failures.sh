@@ -30,6 +30,7 @@ SCENARIOS=("$@")
                                          init-fail init-nosock)
 
 . "$(dirname "$0")/gpu_ranks_lib.sh" gpu_failures
+. "$(dirname "$0")/../common/poll.sh"
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 export CC_LOG_LEVEL=${CC_LOG_LEVEL:-warn}
 
@@ -42,14 +43,7 @@ start() {
   eval "PID$rank=$!"
 }
 # wait_for FILE PATTERN SECONDS
-wait_for() {
-  local i
-  for ((i = 0; i < $3 * 20; i++)); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
+wait_for() { poll "$3" grep -qs -- "$2" "$1"; }
 # wait_pid PID SECONDS: its exit status, or 124 after SECONDS (then it is killed).
 wait_pid() {
   local i

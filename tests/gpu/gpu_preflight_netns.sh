@@ -22,6 +22,7 @@
 # the later error). Exit 0 when every scenario passed, 77 when it cannot run
 # here (says why), 1 otherwise.
 set -u
+. "$(dirname "$0")/../common/poll.sh"
 BIN=${1:?usage: gpu_preflight_netns.sh GPU_FAILURES_BINARY [SCENARIO...]}
 shift
 SCENARIOS=("$@")
@@ -59,14 +60,9 @@ command -v unshare >/dev/null || skip "no unshare"
 [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] || skip "needs 2 GPUs"
 
 netns() { ipc netns add "$1" || die "ip netns add $1"; MADE+=("$1"); ipc -n "$1" link set lo up; }
-wait_up() {  # NS IFNAME: a link without carrier is no interface NCCL uses
-  local i
-  for ((i = 0; i < 50; i++)); do
-    [ "$(ipc netns exec "$1" cat "/sys/class/net/$2/operstate" 2>/dev/null)" = up ] && return 0
-    sleep 0.1
-  done
-  die "$2 in $1 never came up"
-}
+is_up() { [ "$(ipc netns exec "$1" cat "/sys/class/net/$2/operstate" 2>/dev/null)" = up ]; }
+# wait_up NS IFNAME: a link without carrier is no interface NCCL uses.
+wait_up() { poll 5 is_up "$1" "$2" || die "$2 in $1 never came up"; }
 plug() {  # NS ADDR: a host on the switch, its cable cceth0
   netns "$1"
   ipc link add "p-$1" netns "$NS_SW" type veth peer name cceth0 netns "$1" || die "veth for $1"

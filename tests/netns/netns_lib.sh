@@ -70,6 +70,17 @@ in_ns() {
   timeout "${TMO:-20}" ip netns exec "$ns" "$@"
 }
 
+# connect_fails DEADLINE_MS WHY: a store client on host a connecting to the
+# rendezvous within DEADLINE_MS must fail (else "connect succeeded WHY");
+# notes and sets out (its words) and took (its milliseconds).
+connect_fails() {
+  local t0
+  t0=$(now_ms)
+  out=$(in_ns "$NS_A" "$STORE_TOOL" "$HOST_RV" "$RV_PORT" "$1" connect 2>&1) && fail "connect succeeded $2: $out"
+  took=$(( $(now_ms) - t0 ))
+  note "connect failed after $took ms: $out"
+}
+
 # bg NS NAME CMD...: starts CMD in NS in the background, output in $WORK/NAME.out.
 bg() {
   local ns=$1 name=$2

@@ -4,10 +4,7 @@
 . "$(dirname "$0")/netns_lib.sh"
 netns_setup
 
-t0=$(now_ms)
-out=$(in_ns "$NS_A" "$STORE_TOOL" "$HOST_RV" "$RV_PORT" 1500 connect 2>&1) && fail "connect succeeded with nothing listening: $out"
-took=$(( $(now_ms) - t0 ))
-note "refused after $took ms: $out"
+connect_fails 1500 "with nothing listening"
 echo "$out" | grep -q "CC_ERR_RENDEZVOUS" || fail "expected CC_ERR_RENDEZVOUS: $out"
 echo "$out" | grep -qi "refused" || fail "the error does not say 'refused': $out"
 echo "$out" | grep -q "$HOST_RV:$RV_PORT" || fail "the error does not name $HOST_RV:$RV_PORT: $out"

@@ -10,6 +10,7 @@
 # inside) and "c" (the container: 172.18.0.2, default route via the router,
 # masqueraded on the way out, as Docker's default bridge network does).
 . "$(dirname "$0")/netns_lib.sh"
+. "$(dirname "$0")/../common/poll.sh"
 INIT_MEMBER=$5
 
 NS_NAT=ccns-nat-$S
@@ -73,14 +74,8 @@ NFT
 
 # wait_up NS IFNAME: until the link's carrier is up (a link that is not yet
 # running is no interface NCCL, nor cc's mirror of it, would use).
-wait_up() {
-  local i
-  for ((i = 0; i < 50; i++)); do
-    [ "$(ip netns exec "$1" cat "/sys/class/net/$2/operstate" 2>/dev/null)" = up ] && return 0
-    sleep 0.1
-  done
-  fail "$2 in $1 never came up"
-}
+is_up() { [ "$(ip netns exec "$1" cat "/sys/class/net/$2/operstate" 2>/dev/null)" = up ]; }
+wait_up() { poll 5 is_up "$1" "$2" || fail "$2 in $1 never came up"; }
 
 # rank NAME NS HOSTNAME RANK WORLD MASTER JOB [VAR=VALUE...] -- ARGS...:
 # one init_member in the background on its own host name; output in $WORK/NAME.out.

@@ -89,6 +89,17 @@ Result run_cc_run(const std::vector<std::string>& args, int limit_ms = 30000, in
   return r;
 }
 
+// cc-run with args (and `signal_after` sent after `signal_ms`), which must end
+// within 10 s with exit status `code`; its output is shown when not.
+Result run_ending(const std::vector<std::string>& args, int code, int signal_after = 0,
+                  int signal_ms = 0) {
+  Result r = run_cc_run(args, 30000, signal_after, signal_ms);
+  INFO(r.out << r.err);
+  CHECK(r.code == code);
+  CHECK(r.ms < 10000);
+  return r;
+}
+
 }  // namespace
 
 using Catch::Contains;
@@ -148,40 +159,30 @@ TEST_CASE("cc-run: every line is prefixed, stdout and stderr, partial lines too"
 }
 
 TEST_CASE("cc-run: a failing rank stops the others and sets the exit status") {
-  const Result r = run_cc_run({"-n", "3", "--grace-ms", "300", "--", "sh", "-c",
-                               "if [ \"$RANK\" = 1 ]; then echo dying; exit 3; fi; sleep 60"});
-  INFO(r.out << r.err);
-  CHECK(r.code == 3);
-  CHECK(r.ms < 10000);
+  const Result r = run_ending({"-n", "3", "--grace-ms", "300", "--", "sh", "-c",
+                               "if [ \"$RANK\" = 1 ]; then echo dying; exit 3; fi; sleep 60"},
+                              3);
   CHECK_THAT(r.out, Contains("[rank 1] dying"));
   CHECK_THAT(r.err, Contains("cc-run: rank 1 (pid ") &&
                         Contains(") exited with status 3; stopping the other ranks"));
 }
 
 TEST_CASE("cc-run: a rank killed by a signal gives 128+signal") {
-  const Result r = run_cc_run({"-n", "2", "--grace-ms", "200", "--", "sh", "-c",
-                               "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; sleep 60"});
-  INFO(r.out << r.err);
-  CHECK(r.code == 137);
-  CHECK(r.ms < 10000);
+  const Result r = run_ending({"-n", "2", "--grace-ms", "200", "--", "sh", "-c",
+                               "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; sleep 60"},
+                              137);
   CHECK_THAT(r.err, Contains("rank 0 (pid ") && Contains("status 137 (killed by signal 9"));
 }
 
 TEST_CASE("cc-run: ranks that ignore SIGTERM are killed after the grace period") {
-  const Result r = run_cc_run({"-n", "2", "--grace-ms", "300", "--", "sh", "-c",
-                               "trap '' TERM; if [ \"$RANK\" = 0 ]; then exit 5; fi; "
-                               "while :; do sleep 0.1; done"});
-  INFO(r.out << r.err);
-  CHECK(r.code == 5);
-  CHECK(r.ms < 10000);
+  run_ending({"-n", "2", "--grace-ms", "300", "--", "sh", "-c",
+              "trap '' TERM; if [ \"$RANK\" = 0 ]; then exit 5; fi; while :; do sleep 0.1; done"},
+             5);
 }
 
 TEST_CASE("cc-run: SIGTERM is passed to the ranks") {
-  const Result r =
-      run_cc_run({"-n", "2", "--", "sh", "-c", "echo started; sleep 60"}, 30000, SIGTERM, 500);
-  INFO(r.out << r.err);
-  CHECK(r.code == 128 + SIGTERM);
-  CHECK(r.ms < 10000);
+  const Result r = run_ending({"-n", "2", "--", "sh", "-c", "echo started; sleep 60"},
+                              128 + SIGTERM, SIGTERM, 500);
   CHECK_THAT(r.err, Contains("passing it to the ranks"));
 }
 

@@ -9,6 +9,7 @@
 #
 #   test_init_failures.sh INIT_MEMBER CC_RENDEZVOUS CC_RUN
 set -u
+. "$(dirname "$0")/../common/poll.sh"
 MEMBER=$1
 DAEMON=$2
 CC_RUN=$3
@@ -54,14 +55,7 @@ rank() {
   eval "PID_$name=$!"
 }
 # wait_line NAME PATTERN SECONDS
-wait_line() {
-  local i
-  for ((i = 0; i < $3 * 20; i++)); do
-    grep -qE -- "$2" "$WORK/$1.out" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
+wait_line() { poll "$3" grep -qsE -- "$2" "$WORK/$1.out"; }
 at_ms() { sed -nE "s/^.*$2 at_ms ([0-9]+).*/\1/p" "$WORK/$1.out" | head -1; }
 # within NAME FROM_MS LIMIT_MS WHAT: NAME's ERROR came within LIMIT_MS of FROM_MS.
 within() {

@@ -81,6 +81,14 @@ struct Harness {
     REQUIRE(std::holds_alternative<rv::Error>(m));
     return std::get<rv::Error>(m);
   }
+  // The one message sent to id since the last take, an Error with `code`:
+  // its words.
+  std::string refusal(rv::ConnId id, uint32_t code) {
+    const rv::Error e = error_of(one(id));
+    INFO("connection " << id << ": " << e.message);
+    CHECK(e.code == code);
+    return e.message;
+  }
   void advance(std::chrono::milliseconds d) {
     now += d;
     core.expire(now);
@@ -102,6 +110,15 @@ inline rv::Join join_msg(int rank, int world, const std::string& host, uint32_t 
   if (rank == 0) j.unique_id = {4, 2};
   j.timeout_ms = timeout_ms;
   return j;
+}
+
+// The ranks of a Joined's members or of a preflight plan's targets, in their
+// order (or as a std::set<int>, when the order is not what a test checks).
+template <class Ranks = std::vector<int32_t>, class Items>
+Ranks ranks_of(const Items& items) {
+  Ranks out;
+  for (const auto& i : items) out.insert(out.end(), i.rank);
+  return out;
 }
 
 // CHECKs that `m` comes back from its frame with every field: decoded, it

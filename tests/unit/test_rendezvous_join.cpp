@@ -16,6 +16,7 @@
 #include "lib/comm/rendezvous_join.hpp"
 #include "rendezvous/server.hpp"
 #include "tests/common/free_port.hpp"
+#include "tests/unit/rendezvous_request.hpp"
 
 namespace {
 
@@ -25,21 +26,11 @@ using cc::test::free_port;
 
 const std::vector<uint8_t> kId(128, 0xab);
 
+// Rank `rank` of `world`, with a GPU of its own.
 cc::comm::RendezvousRequest request(int rank, int world, int port,
                                     std::chrono::milliseconds timeout, const std::string& job) {
-  cc::comm::RendezvousRequest r;
-  r.addr = "127.0.0.1";
-  r.port = port;
-  r.config.job_id = job;
-  r.config.timeout_ms = static_cast<int>(timeout.count());
-  r.info.rank = rank;
-  r.info.world_size = world;
-  r.info.host = "host" + std::to_string(rank);
-  r.info.pid = 1000u + static_cast<uint32_t>(rank);
-  r.info.nccl_version = 22803;
+  cc::comm::RendezvousRequest r = cc::test::rendezvous_request(rank, world, port, job, timeout);
   r.info.gpu_uuid = "GPU-" + std::to_string(rank);
-  r.generation = 1;
-  r.deadline = Clock::now() + timeout;
   return r;
 }
 

@@ -73,9 +73,7 @@ TEST_CASE("core: authentication with a token") {
   auto n2 = start(2);
   CHECK(n2 != n1);                                      // fresh nonce: a recorded answer is useless
   h.feed(2, rv::Auth{rv::auth_mac("tok", n1, "job")});  // replayed
-  const auto& e = h.error_of(h.one(2));
-  CHECK(e.code == CC_ERR_AUTH);
-  CHECK_THAT(e.message, Catch::Contains("token was refused"));
+  CHECK_THAT(h.refusal(2, CC_ERR_AUTH), Catch::Contains("token was refused"));
   CHECK(h.sink.closed.count(2));
 
   start(3);
@@ -95,9 +93,8 @@ TEST_CASE("core: set, get, add, wait, delete") {
   h.feed(1, rv::Get{"k", 0});
   CHECK(std::get<rv::Value>(h.one(1)).value == std::vector<uint8_t>{0, 9});
   h.feed(1, rv::Get{"missing", 0});
-  const auto& e = h.error_of(h.one(1));
-  CHECK(e.code == CC_ERR_TIMEOUT);
-  CHECK_THAT(e.message, Catch::Contains("'missing'") && Catch::Contains("not set"));
+  CHECK_THAT(h.refusal(1, CC_ERR_TIMEOUT),
+             Catch::Contains("'missing'") && Catch::Contains("not set"));
 
   h.feed(1, rv::Add{"n", 5});
   CHECK(std::get<rv::Integer>(h.one(1)).value == 5);
@@ -244,10 +241,9 @@ TEST_CASE("core: join checks") {
     h.feed(1, join_msg(0, 2, "a"));
     h.feed(2, join_msg(1, 3, "b"));
     for (rv::ConnId i : {1, 2}) {
-      const auto& e = h.error_of(h.one(i));
-      CHECK(e.code == CC_ERR_MISMATCH);
-      CHECK_THAT(e.message, Catch::Contains("rank 0 (host a, pid 1000) said 2") &&
-                                Catch::Contains("rank 1 (host b, pid 1001) said 3"));
+      CHECK_THAT(h.refusal(i, CC_ERR_MISMATCH),
+                 Catch::Contains("rank 0 (host a, pid 1000) said 2") &&
+                     Catch::Contains("rank 1 (host b, pid 1001) said 3"));
     }
     h.feed(3, join_msg(1, 2, "c"));  // the failed generation hands out nothing
     CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("already failed"));
@@ -257,9 +253,8 @@ TEST_CASE("core: join checks") {
     h.feed(1, join_msg(0, 2, "a"));
     h.feed(2, join_msg(5, 2, "b"));
     for (rv::ConnId i : {1, 2}) {
-      const auto& e = h.error_of(h.one(i));
-      CHECK(e.code == CC_ERR_INVALID_ARGUMENT);
-      CHECK_THAT(e.message, Catch::Contains("out of range") && Catch::Contains("0-1"));
+      CHECK_THAT(h.refusal(i, CC_ERR_INVALID_ARGUMENT),
+                 Catch::Contains("out of range") && Catch::Contains("0-1"));
     }
   }
   SECTION("rank taken twice") {
@@ -305,9 +300,7 @@ TEST_CASE("core: join checks") {
     CHECK(h.take(1).empty());
     h.advance(1ms);
     for (rv::ConnId i : {1, 2, 3}) {
-      const auto& e = h.error_of(h.one(i));
-      CHECK(e.code == CC_ERR_TIMEOUT);
-      CHECK_THAT(e.message,
+      CHECK_THAT(h.refusal(i, CC_ERR_TIMEOUT),
                  Catch::Contains("ranks 1, 4, 5 of 6 never joined job 'job' (generation 0)"));
     }
   }
@@ -315,11 +308,10 @@ TEST_CASE("core: join checks") {
     h.feed(1, join_msg(0, 3, "a"));
     h.feed(2, join_msg(1, 3, "b"));
     h.core.on_disconnect(2, "end of stream");
-    const auto e = h.error_of(h.one(1));
-    CHECK(e.code == CC_ERR_PEER_FAILED);
-    CHECK_THAT(e.message, Catch::Contains("rank 1 (host b, pid 1001) was lost while joining "
-                                          "job 'job' (generation 0)") &&
-                              Catch::Contains("end of stream") && Catch::Contains("2 of 3"));
+    CHECK_THAT(h.refusal(1, CC_ERR_PEER_FAILED),
+               Catch::Contains("rank 1 (host b, pid 1001) was lost while joining "
+                               "job 'job' (generation 0)") &&
+                   Catch::Contains("end of stream") && Catch::Contains("2 of 3"));
     h.feed(3, join_msg(2, 3, "c"));  // a late rank learns the same
     CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("was lost while joining"));
     CHECK_FALSE(h.core.job_busy("job"));
@@ -466,11 +458,10 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     for (const rv::Message& m : std::vector<rv::Message>{rv::Set{"k3", {1}}, rv::Add{"k3", 1},
                                                          rv::CompareSet{"k3", false, {}, {1}}}) {
       h.feed(1, m);
-      const auto e = h.error_of(h.one(1));
-      CHECK(e.code == CC_ERR_RENDEZVOUS);
-      CHECK_THAT(e.message, Catch::Contains("store is full") &&
-                                Catch::Contains("limit of 2 keys") && Catch::Contains("'k3'") &&
-                                Catch::Contains("cc-rendezvous --max-keys-per-job"));
+      CHECK_THAT(h.refusal(1, CC_ERR_RENDEZVOUS),
+                 Catch::Contains("store is full") && Catch::Contains("limit of 2 keys") &&
+                     Catch::Contains("'k3'") &&
+                     Catch::Contains("cc-rendezvous --max-keys-per-job"));
     }
     h.feed(1, rv::Get{"k1", 0});
     CHECK(std::get<rv::Value>(h.one(1)).value == std::vector<uint8_t>{1});
@@ -762,10 +753,8 @@ TEST_CASE("core: abort while joining fails the generation for every joiner") {
   CHECK(h.error_of(v[0].message).code == CC_ERR_ABORTED);
   CHECK(v[1].request_id == 9);
   CHECK(std::holds_alternative<rv::Ok>(v[1].message));
-  const auto e = h.error_of(h.one(1));
-  CHECK(e.code == CC_ERR_ABORTED);
-  CHECK_THAT(e.message, Catch::Contains("rank 1 (host b, pid 1001) aborted") &&
-                            Catch::Contains("init failed"));
+  CHECK_THAT(h.refusal(1, CC_ERR_ABORTED), Catch::Contains("rank 1 (host b, pid 1001) aborted") &&
+                                               Catch::Contains("init failed"));
   CHECK_FALSE(h.core.job_busy("job"));
 }
 

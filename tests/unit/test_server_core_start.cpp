@@ -40,12 +40,6 @@ rv::PreflightReady ready(const std::string& host_key, const std::string& addr, u
 
 rv::PreflightPlan plan_of(Harness& h, rv::ConnId id) { return h.one_as<rv::PreflightPlan>(id); }
 
-std::set<int> target_ranks(const rv::PreflightPlan& p) {
-  std::set<int> out;
-  for (const auto& t : p.targets) out.insert(t.rank);
-  return out;
-}
-
 rv::PreflightReport report(std::vector<rv::ProbeResult> results) {
   return rv::PreflightReport{0, std::move(results), 5000};
 }
@@ -111,12 +105,12 @@ TEST_CASE("start: plans test ring successors and the root once per host, then pa
   std::vector<rv::PreflightPlan> plans;
   for (rv::ConnId i = 1; i <= 6; ++i) plans.push_back(plan_of(h, i));
   for (const auto& p : plans) CHECK(p.step == rv::PreflightStep::probe);
-  CHECK(target_ranks(plans[0]).empty());              // 0->1 same host
-  CHECK(target_ranks(plans[1]) == std::set<int>{2});  // ring to host B
-  CHECK(target_ranks(plans[2]) == std::set<int>{0});  // first of B: the root
-  CHECK(target_ranks(plans[3]) == std::set<int>{4});  // ring to host C
-  CHECK(target_ranks(plans[4]) == std::set<int>{0});  // first of C: the root
-  CHECK(target_ranks(plans[5]) == std::set<int>{0});  // ring wraps to the root
+  CHECK(ranks_of<std::set<int>>(plans[0].targets).empty());              // 0->1 same host
+  CHECK(ranks_of<std::set<int>>(plans[1].targets) == std::set<int>{2});  // ring to host B
+  CHECK(ranks_of<std::set<int>>(plans[2].targets) == std::set<int>{0});  // first of B: the root
+  CHECK(ranks_of<std::set<int>>(plans[3].targets) == std::set<int>{4});  // ring to host C
+  CHECK(ranks_of<std::set<int>>(plans[4].targets) == std::set<int>{0});  // first of C: the root
+  CHECK(ranks_of<std::set<int>>(plans[5].targets) == std::set<int>{0});  // ring wraps to the root
   CHECK(plans[1].targets[0].addr == "10.0.0.3");
   CHECK(plans[1].targets[0].port == 7002);
   CHECK(plans[1].targets[0].host == "b");
@@ -143,8 +137,8 @@ TEST_CASE("start: a failed connection gives every rank the same words with cause
     h.feed(1, ready("A", "10.0.0.1", 7000), 20);
     rv::PreflightReady b = ready("B", "172.18.0.2", 7001);  // its connection came from 10.0.0.2
     h.feed(2, b, 20);
-    CHECK(target_ranks(plan_of(h, 1)) == std::set<int>{1});
-    CHECK(target_ranks(plan_of(h, 2)) == std::set<int>{0});
+    CHECK(ranks_of<std::set<int>>(plan_of(h, 1).targets) == std::set<int>{1});
+    CHECK(ranks_of<std::set<int>>(plan_of(h, 2).targets) == std::set<int>{0});
     h.feed(1, report({{1, false, ENETUNREACH, "connect: Network is unreachable"}}), 30);
     h.feed(2, report({{0, true, 0, "reached"}}), 31);
     const auto e1 = h.error_of(h.one(1));

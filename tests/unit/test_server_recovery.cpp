@@ -13,8 +13,16 @@ using namespace std::chrono_literals;
 namespace rv = cc::rv;
 using cc::test::Harness;
 using cc::test::join_msg;
+using cc::test::ranks_of;
 
 namespace {
+
+// A new process started with rank r: pid 2000 + r.
+rv::Join replacement(int r, int world, uint32_t timeout_ms = 1000) {
+  rv::Join j = join_msg(r, world, "h" + std::to_string(r), timeout_ms);
+  j.info.pid = static_cast<uint32_t>(2000 + r);
+  return j;
+}
 
 // Member r of a job joins on connection base + r, from host "h<r>" with pid 1000 + r;
 // its recovery connection is base + 100 + r.
@@ -31,6 +39,11 @@ struct Job {
     for (int r = 0; r < world; ++r) h.client(member(r), id);
     for (int r = 0; r < world; ++r) h.feed(member(r), join_msg(r, world, "h" + std::to_string(r)));
     for (int r = 0; r < world; ++r) REQUIRE(std::holds_alternative<rv::Joined>(h.one(member(r))));
+  }
+  // A replacement() for rank r connects on `conn` and joins.
+  void replace(rv::ConnId conn, int r, uint32_t timeout_ms = 1000, uint32_t request_id = 1) {
+    h.client(conn, id);
+    h.feed(conn, replacement(r, world, timeout_ms), request_id);
   }
   // The process of job rank r dies: every connection of it drops.
   void kill(int r, bool recovery_too = false) {
@@ -63,20 +76,7 @@ struct Job {
   }
 };
 
-// A new process started with rank r: pid 2000 + r, on connection `conn`.
-rv::Join replacement(int r, int world, uint32_t timeout_ms = 1000) {
-  rv::Join j = join_msg(r, world, "h" + std::to_string(r), timeout_ms);
-  j.info.pid = static_cast<uint32_t>(2000 + r);
-  return j;
-}
-
 rv::Joined joined_of(Harness& h, rv::ConnId c) { return h.one_as<rv::Joined>(c); }
-
-std::vector<int32_t> job_ranks(const rv::Joined& j) {
-  std::vector<int32_t> out;
-  for (const auto& m : j.members) out.push_back(m.rank);
-  return out;
-}
 
 void drain(Harness& h, const std::vector<rv::ConnId>& conns) {
   for (rv::ConnId c : conns) h.take(c);
@@ -121,7 +121,7 @@ TEST_CASE("recovery: 8 ranks, 2 killed: every survivor gets the same membership"
     const rv::Joined& j = got[i];
     CHECK(j.epoch == 1);
     CHECK(j.rank == static_cast<int32_t>(i));  // dense, in job-rank order
-    CHECK(job_ranks(j) == std::vector<int32_t>{0, 1, 3, 4, 6, 7});
+    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 3, 4, 6, 7});
     CHECK(j.failed == std::vector<int32_t>{2, 5});
     CHECK(j.unique_id == std::vector<uint8_t>{9, 8, 7});
     CHECK(j.method == rv::RecoverMethod::new_id);
@@ -168,7 +168,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     job.kill(2);
     for (int r : {0, 1}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
-      CHECK(job_ranks(j) == std::vector<int32_t>{0, 1});
+      CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1});
       CHECK(j.failed == std::vector<int32_t>{2, 3});
     }
   }
@@ -179,7 +179,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     job.shrink(2, 0, true);
     for (int r : {0, 2}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
-      CHECK(job_ranks(j) == std::vector<int32_t>{0, 2});
+      CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 2});
       CHECK(j.failed == std::vector<int32_t>{1, 3});
     }
   }
@@ -193,7 +193,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     h.feed(job.recovery(1), rv::RecoverId{1, {5}, 1000});
     for (int r : {1, 2}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
-      CHECK(job_ranks(j) == std::vector<int32_t>{1, 2});
+      CHECK(ranks_of(j.members) == std::vector<int32_t>{1, 2});
       CHECK(j.failed == std::vector<int32_t>{0, 3});
       CHECK(j.unique_id == std::vector<uint8_t>{5});
     }
@@ -222,7 +222,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     for (int r : {0, 1}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
       CHECK(j.epoch == 2);
-      CHECK(job_ranks(j) == std::vector<int32_t>{0, 1});
+      CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1});
       CHECK(j.failed == std::vector<int32_t>{2});  // in generation 1's numbering
     }
   }
@@ -251,9 +251,7 @@ TEST_CASE("recovery: failures reach only their own generation; progress is per g
   CHECK(p.members[0].last_completed == 7);
   // Losing the parent connection without a leave made rank 1's process dead.
   job.ask(1, 1, rv::RecoverKind::shrink, 0, true, 1000, 601);
-  const auto e = h.error_of(h.one(601));
-  CHECK(e.code == CC_ERR_MISMATCH);
-  CHECK_THAT(e.message, Catch::Contains("declared failed"));
+  CHECK_THAT(h.refusal(601, CC_ERR_MISMATCH), Catch::Contains("declared failed"));
 }
 
 TEST_CASE("recovery: regrow takes replacements that come early or late") {
@@ -264,10 +262,8 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
   job.kill(3);
   drain(h, {job.member(0), job.member(2)});
   SECTION("early: the replacements wait for the regrow") {
-    h.client(301);
-    h.feed(301, replacement(1, 4), 70);
-    h.client(303);
-    h.feed(303, replacement(3, 4), 71);
+    job.replace(301, 1, 1000, 70);
+    job.replace(303, 3, 1000, 71);
     CHECK(h.take(301).empty());
     job.regrow(2, 4);
     CHECK(h.take(303).empty());
@@ -277,11 +273,9 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
     job.regrow(0, 4);
     job.regrow(2, 4);
     h.advance(300ms);
-    h.client(303);
-    h.feed(303, replacement(3, 4), 71);
+    job.replace(303, 3, 1000, 71);
     CHECK(h.take(job.recovery(0)).empty());
-    h.client(301);
-    h.feed(301, replacement(1, 4), 70);
+    job.replace(301, 1, 1000, 70);
   }
   CHECK(std::holds_alternative<rv::RecoverIdWanted>(h.one(job.recovery(0))));
   h.feed(job.recovery(0), rv::RecoverId{1, {3, 3}, 1000});
@@ -291,20 +285,18 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
     const rv::Joined j = joined_of(h, conn);
     CHECK(j.epoch == 1);
     CHECK(j.rank == r);  // survivors keep their numbers; replacements take the failed ones
-    CHECK(job_ranks(j) == std::vector<int32_t>{0, 1, 2, 3});
+    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 2, 3});
     CHECK(j.members[1].pid == 2001);
     CHECK(j.members[2].pid == 1002);
     CHECK(j.failed == std::vector<int32_t>{1, 3});
     CHECK(j.unique_id == std::vector<uint8_t>{3, 3});
   }
   // A second replacement for rank 1 is stale now.
-  h.client(401);
-  h.feed(401, replacement(1, 4));
-  const auto e = h.error_of(h.one(401));
-  CHECK(e.code == CC_ERR_MISMATCH);
-  CHECK_THAT(e.message, Catch::Contains("rank 1 is alive in job 'job', communicator 0, "
-                                        "generation 1: rank 1 (host h1, pid 2001, generation 1)") &&
-                            Catch::Contains("came for an older generation"));
+  job.replace(401, 1);
+  CHECK_THAT(h.refusal(401, CC_ERR_MISMATCH),
+             Catch::Contains("rank 1 is alive in job 'job', communicator 0, "
+                             "generation 1: rank 1 (host h1, pid 2001, generation 1)") &&
+                 Catch::Contains("came for an older generation"));
 }
 
 TEST_CASE("recovery: a replacement for rank 0 brings the id") {
@@ -312,8 +304,7 @@ TEST_CASE("recovery: a replacement for rank 0 brings the id") {
   Job job{h, 1, 3};
   job.join_all();
   job.kill(0);
-  h.client(300);
-  h.feed(300, replacement(0, 3));
+  job.replace(300, 0);
   job.regrow(1, 3);
   job.regrow(2, 3);
   for (rv::ConnId c : {rv::ConnId{300}, job.recovery(1), job.recovery(2)}) {
@@ -334,9 +325,7 @@ TEST_CASE("recovery: what never comes is named at the deadline") {
     CHECK(h.take(job.recovery(0)).empty());
     h.advance(1ms);
     for (int r : {0, 1, 3}) {
-      const auto e = h.error_of(h.one(job.recovery(r)));
-      CHECK(e.code == CC_ERR_TIMEOUT);
-      CHECK_THAT(e.message,
+      CHECK_THAT(h.refusal(job.recovery(r), CC_ERR_TIMEOUT),
                  Catch::StartsWith("cc_comm_regrow(nranks=4) on job 'job', communicator 0, "
                                    "generation 0 did not complete within 500 ms: rank 2 never "
                                    "came: no replacement joined for it; start a process with "
@@ -358,23 +347,20 @@ TEST_CASE("recovery: what never comes is named at the deadline") {
     job.shrink(1, 0, false, 400);
     h.advance(300ms);
     for (int r : {0, 1}) {
-      const auto e = h.error_of(h.one(job.recovery(r)));
-      CHECK(e.code == CC_ERR_TIMEOUT);
-      CHECK_THAT(e.message, Catch::Contains("rank 2 (host h2, pid 1002, generation 0) is alive but "
-                                            "did not call cc_comm_shrink"));
+      CHECK_THAT(h.refusal(job.recovery(r), CC_ERR_TIMEOUT),
+                 Catch::Contains("rank 2 (host h2, pid 1002, generation 0) is alive but "
+                                 "did not call cc_comm_shrink"));
     }
   }
   SECTION("a replacement that no regrow takes") {
     job.kill(1);
-    h.client(301);
-    h.feed(301, replacement(1, 4, 600));
+    job.replace(301, 1, 600);
     for (int r : {0, 2, 3}) job.shrink(r, 0, true);  // they shrink instead
     for (int r : {0, 2, 3}) CHECK(joined_of(h, job.recovery(r)).epoch == 1);
     h.advance(600ms);
-    const auto e = h.error_of(h.one(301));
-    CHECK(e.code == CC_ERR_TIMEOUT);
-    CHECK_THAT(e.message, Catch::Contains("rank 1 waited 600 ms as a replacement") &&
-                              Catch::Contains("no cc_comm_regrow took it"));
+    CHECK_THAT(h.refusal(301, CC_ERR_TIMEOUT),
+               Catch::Contains("rank 1 waited 600 ms as a replacement") &&
+                   Catch::Contains("no cc_comm_regrow took it"));
   }
 }
 
@@ -385,18 +371,15 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   Job job{h, 1, 3};
   job.join_all();
   SECTION("a replacement for a rank that is alive") {
-    h.client(301);
-    h.feed(301, replacement(1, 3));
-    const auto e = h.error_of(h.one(301));
-    CHECK(e.code == CC_ERR_MISMATCH);
-    CHECK_THAT(e.message, Catch::Contains("rank 1 (host h1, pid 2001) joined job 'job' "
-                                          "(generation 0) after it had completed") &&
-                              Catch::Contains("stop it"));
+    job.replace(301, 1);
+    CHECK_THAT(h.refusal(301, CC_ERR_MISMATCH),
+               Catch::Contains("rank 1 (host h1, pid 2001) joined job 'job' "
+                               "(generation 0) after it had completed") &&
+                   Catch::Contains("stop it"));
   }
   SECTION("two replacements for one rank") {
     job.kill(1);
-    h.client(301);
-    h.feed(301, replacement(1, 3));
+    job.replace(301, 1);
     h.client(302);
     rv::Join again = replacement(1, 3);
     again.info.pid = 3001;
@@ -412,12 +395,11 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
     h.advance(100ms);
     CHECK_THAT(h.sink.closed[job.member(1)], Catch::Contains("no heartbeat for 300 ms"));
     job.shrink(1);
-    const auto e = h.error_of(h.one(job.recovery(1)));
-    CHECK(e.code == CC_ERR_MISMATCH);
-    CHECK_THAT(e.message, Catch::Contains("rank 1 (host h1, pid 1001) cannot take part in the "
-                                          "next generation of job 'job', communicator 0, "
-                                          "generation 0: it was declared failed (no heartbeat") &&
-                              Catch::Contains("RANK=1"));
+    CHECK_THAT(h.refusal(job.recovery(1), CC_ERR_MISMATCH),
+               Catch::Contains("rank 1 (host h1, pid 1001) cannot take part in the "
+                               "next generation of job 'job', communicator 0, "
+                               "generation 0: it was declared failed (no heartbeat") &&
+                   Catch::Contains("RANK=1"));
   }
   SECTION("a rank left out of the latest generation") {
     h.core.on_disconnect(job.member(2), "gone");
@@ -435,9 +417,7 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
     job.shrink(0);
     job.regrow(1, 3);
     for (int r : {0, 1}) {
-      const auto e = h.error_of(h.one(job.recovery(r)));
-      CHECK(e.code == CC_ERR_MISMATCH);
-      CHECK_THAT(e.message,
+      CHECK_THAT(h.refusal(job.recovery(r), CC_ERR_MISMATCH),
                  Catch::Contains("ranks disagree on how job 'job', communicator 0, generation 0 "
                                  "goes on: rank 0 (host h0, pid 1000, generation 0) called "
                                  "cc_comm_shrink, rank 1 (host h1, pid 1001, generation 0) "
@@ -447,10 +427,9 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   SECTION("a regrow to more ranks than any job has is refused, and the others go on") {
     job.kill(2);
     job.regrow(0, 1 << 30);
-    const auto e = h.error_of(h.one(job.recovery(0)));
-    CHECK(e.code == CC_ERR_INVALID_ARGUMENT);
-    CHECK_THAT(e.message, Catch::Contains("called cc_comm_regrow(nranks=1073741824)") &&
-                              Catch::Contains("more than the rendezvous's limit of 65536 ranks"));
+    CHECK_THAT(h.refusal(job.recovery(0), CC_ERR_INVALID_ARGUMENT),
+               Catch::Contains("called cc_comm_regrow(nranks=1073741824)") &&
+                   Catch::Contains("more than the rendezvous's limit of 65536 ranks"));
     job.ask(0, 0, rv::RecoverKind::shrink, 0, true, 1000, 501);  // it calls again: a shrink
     job.shrink(1, 0, true);
     const auto joined = h.one_as<rv::Joined>(501);
@@ -479,20 +458,18 @@ TEST_CASE("recovery: two jobs stay independent") {
   for (int r : {0, 1, 2}) {
     const rv::Joined j = joined_of(h, b.recovery(r));
     CHECK(j.epoch == 1);
-    CHECK(job_ranks(j) == std::vector<int32_t>{0, 1, 2});
+    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 2});
     CHECK(j.failed.empty());
   }
   for (int r : {0, 2}) {
     const rv::Joined j = joined_of(h, a.recovery(r));
-    CHECK(job_ranks(j) == std::vector<int32_t>{0, 2});
+    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 2});
     CHECK(j.failed == std::vector<int32_t>{1});
   }
   // A replacement for b's rank 1 (alive) is refused; one for a's is taken.
-  h.client(901, "b");
-  h.feed(901, replacement(1, 3));
+  b.replace(901, 1);
   CHECK(h.error_of(h.one(901)).code == CC_ERR_MISMATCH);
-  h.client(902, "a");
-  h.feed(902, replacement(1, 3));
+  a.replace(902, 1);
   CHECK(h.take(902).empty());
 }
 
@@ -526,11 +503,10 @@ TEST_CASE("recovery: a recovered generation outlives the failed one's connection
   for (rv::ConnId c : {rv::ConnId{300}, rv::ConnId{303}}) {
     const rv::Joined j = joined_of(h, c);
     CHECK(j.epoch == 2);
-    CHECK(job_ranks(j) == std::vector<int32_t>{0, 3});
+    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 3});
     CHECK(j.failed == std::vector<int32_t>{1});  // in generation 1's numbering
   }
   // A new process with job rank 1 is a replacement (it waits), not a new join.
-  h.client(400, "job");
-  h.feed(400, replacement(1, 4));
+  job.replace(400, 1);
   CHECK(h.take(400).empty());
 }

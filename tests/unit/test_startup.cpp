@@ -20,11 +20,11 @@
 #include "lib/comm/preflight_probe.hpp"
 #include "lib/comm/startup.hpp"
 #include "tests/common/free_port.hpp"
+#include "tests/unit/rendezvous_request.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 using cc::test::free_port;
 
 cc::settings::Getenv env_of(std::map<std::string, std::string> vars) {
@@ -43,17 +43,7 @@ cc::comm::StartRequest request(int rank, int world, int port, const std::string&
                                const std::string& host_key,
                                std::map<std::string, std::string> vars = {}) {
   cc::comm::StartRequest r;
-  r.rendezvous.addr = "127.0.0.1";
-  r.rendezvous.port = port;
-  r.rendezvous.config.job_id = job;
-  r.rendezvous.config.timeout_ms = 10000;
-  r.rendezvous.info.rank = rank;
-  r.rendezvous.info.world_size = world;
-  r.rendezvous.info.host = "host" + std::to_string(rank);
-  r.rendezvous.info.pid = 1000u + static_cast<uint32_t>(rank);
-  r.rendezvous.info.nccl_version = 22809;
-  r.rendezvous.generation = 1;
-  r.rendezvous.deadline = Clock::now() + 10s;
+  r.rendezvous = cc::test::rendezvous_request(rank, world, port, job, 10s);
   r.getenv = env_of(std::move(vars));
   r.set_env = false;
   r.host_key_override = host_key;

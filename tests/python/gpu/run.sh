@@ -219,11 +219,16 @@ PY
 
 SEEDING=$HERE/seed_seeding
 
-# The unchanged guide (backend "nccl") for the losses to compare with.
+# The unchanged guide (backend "nccl") for the losses to compare with: the
+# DDP script and the setup it imports, side by side (the script's folder comes
+# first on its path).
 seed_ddp_nccl() {
   mkdir -p "$OUT/seeds-nccl"
-  sed -e '/^import cc\.torch$/d' -e 's/init_process_group("cc"/init_process_group("nccl"/' \
-    "$HERE/seed_ddp.py" >"$OUT/seeds-nccl/seed_ddp.py"
+  local f
+  for f in seed_ddp.py seed_common.py; do
+    sed -e '/^import cc\.torch$/d' -e 's/init_process_group("cc"/init_process_group("nccl"/' \
+      "$HERE/$f" >"$OUT/seeds-nccl/$f"
+  done
   run seed-ddp-nccl env CC_SEED_TORCH=1234 PYTHONPATH="$SEEDING:$PYTHONPATH" \
     "$PYTHON" "$OUT/seeds-nccl/seed_ddp.py"
 }

@@ -1,26 +1,11 @@
 # The seed guide's broadcast example ("PyTorch NCCL", Common NCCL Operations),
-# with its setup/cleanup (section 1) and a main in the form of its section 3.
+# with its setup/cleanup (section 1) and a main in the form of its section 3
+# (both in seed_common.py, which the three seed scripts share).
 # Changed from the guide: `import cc.torch`, and "nccl" -> "cc". Nothing else.
-import os
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import cc.torch
-
-def setup(rank, world_size):
-    """Initialize the distributed environment."""
-    os.environ['MASTER_ADDR'] = 'localhost'
-    os.environ['MASTER_PORT'] = '12355'
-    
-    # Initialize the process group with NCCL backend
-    dist.init_process_group("cc", rank=rank, world_size=world_size)
-    
-    # Set device for this process
-    torch.cuda.set_device(rank)
-
-def cleanup():
-    """Clean up the distributed environment."""
-    dist.destroy_process_group()
+from seed_common import setup, cleanup, main
 
 # Broadcast operation
 def broadcast_example(rank, world_size):
@@ -41,13 +26,5 @@ def broadcast_example(rank, world_size):
     
     cleanup()
 
-def main():
-    # Number of GPUs available
-    world_size = torch.cuda.device_count()
-    print(f"Using {world_size} GPUs for training")
-    
-    # Spawn processes
-    mp.spawn(broadcast_example, args=(world_size,), nprocs=world_size, join=True)
-
 if __name__ == "__main__":
-    main()
+    main(broadcast_example)

@@ -1,27 +1,11 @@
 # The seed guide's DDP training example ("PyTorch NCCL", Setting Up
-# NCCL-Based Distributed Training, sections 1-3).
+# NCCL-Based Distributed Training, sections 1-3), with its setup, cleanup and
+# main in seed_common.py, which the three seed scripts share.
 # Changed from the guide: `import cc.torch`, and "nccl" -> "cc". Nothing else.
-import os
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 import cc.torch
-
-def setup(rank, world_size):
-    """Initialize the distributed environment."""
-    os.environ['MASTER_ADDR'] = 'localhost'
-    os.environ['MASTER_PORT'] = '12355'
-    
-    # Initialize the process group with NCCL backend
-    dist.init_process_group("cc", rank=rank, world_size=world_size)
-    
-    # Set device for this process
-    torch.cuda.set_device(rank)
-
-def cleanup():
-    """Clean up the distributed environment."""
-    dist.destroy_process_group()
+from seed_common import setup, cleanup, main
 
 def train(rank, world_size):
     # Setup the process group
@@ -58,13 +42,5 @@ def train(rank, world_size):
     # Cleanup
     cleanup()
 
-def main():
-    # Number of GPUs available
-    world_size = torch.cuda.device_count()
-    print(f"Using {world_size} GPUs for training")
-    
-    # Spawn processes
-    mp.spawn(train, args=(world_size,), nprocs=world_size, join=True)
-
 if __name__ == "__main__":
-    main()
+    main(train)
