@@ -2,9 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
-#include <utility>
 
 #include "common/settings.hpp"
 #include "lib/launch/env.hpp"
@@ -12,6 +10,8 @@
 #include "tools/cli/cli.hpp"
 
 namespace {
+
+using cc::cli::add_value;
 
 constexpr const char* kUsage =
     "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] "
@@ -29,12 +29,6 @@ int number(const char* flag, const std::string& text, long long min, long long m
   if (cc::Status s = cc::settings::parse_int(flag, text.c_str(), min, max, &v); !s.ok())
     cc::cli::reject(s.message);
   return static_cast<int>(v);
-}
-
-// An option taking one value, handed to `set`; `value_name` stands for it in --help.
-void add_value(CLI::App& app, const char* flag, const char* value_name, const char* help,
-               std::function<void(const std::string&)> set) {
-  app.add_option_function<std::string>(flag, std::move(set), help)->option_text(value_name);
 }
 
 // A setting's value when one of its variables is set and not empty.
