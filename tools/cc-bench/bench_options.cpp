@@ -134,37 +134,27 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   auto add_integer = [&app, integer](const std::string& names, long lo, long hi, const char* what,
                                      int* target, const char* help) {
     const std::string flag = first_name(names);
-    return app
-        .add_option_function<std::string>(
-            names, [=](const std::string& v) { *target = integer(flag.c_str(), v, lo, hi, what); },
-            help)
-        ->option_text("N");
+    return cc::cli::add_value(app, names, "N", help, [=](const std::string& v) {
+      *target = integer(flag.c_str(), v, lo, hi, what);
+    });
   };
   // An option taking a size ("64K") into *target, SIZE in --help.
   auto add_size = [&app, bad](const std::string& names, size_t* target, const char* help) {
     const std::string flag = first_name(names);
-    app.add_option_function<std::string>(
-           names,
-           [=](const std::string& v) {
-             if (!parse_size(v, target)) bad(flag.c_str(), v, "not a size (e.g. 8, 64K, 32M, 1G)");
-           },
-           help)
-        ->option_text("SIZE");
+    cc::cli::add_value(app, names, "SIZE", help, [=](const std::string& v) {
+      if (!parse_size(v, target)) bad(flag.c_str(), v, "not a size (e.g. 8, 64K, 32M, 1G)");
+    });
   };
   // An option taking one of `table`'s names into *target; `what` for anything else.
   auto add_choice = [&app, bad]<typename T, size_t N>(
                         const std::string& names, const Named(&table)[N], T* target,
                         const std::string& what, const char* help, const char* value_name) {
     const std::string flag = first_name(names);
-    app.add_option_function<std::string>(
-           names,
-           [=, &table](const std::string& v) {
-             int value = 0;
-             if (!lookup(table, v, &value)) bad(flag.c_str(), v, what);
-             *target = static_cast<T>(value);
-           },
-           help)
-        ->option_text(value_name);
+    cc::cli::add_value(app, names, value_name, help, [=, &table](const std::string& v) {
+      int value = 0;
+      if (!lookup(table, v, &value)) bad(flag.c_str(), v, what);
+      *target = static_cast<T>(value);
+    });
   };
   app.add_option_function<std::vector<std::string>>(
          "-C,--coll,--collective",
@@ -198,16 +188,13 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   add_size("-b,--minbytes", &o->min_bytes,
            "smallest size (default 8); K, M, G suffixes (powers of 1024)");
   add_size("-e,--maxbytes", &o->max_bytes, "largest size (default 64M)");
-  app.add_option_function<std::string>(
-         "-f,--stepfactor",
-         [o, bad](const std::string& v) {
-           char* end = nullptr;
-           o->factor = std::strtod(v.c_str(), &end);
-           if (*end != '\0' || !(o->factor > 1.0) || o->factor > 1024)
-             bad("-f", v, "the step factor must be a number above 1");
-         },
-         "size multiplier between rows (default 2)")
-      ->option_text("F");
+  cc::cli::add_value(app, "-f,--stepfactor", "F", "size multiplier between rows (default 2)",
+                     [o, bad](const std::string& v) {
+                       char* end = nullptr;
+                       o->factor = std::strtod(v.c_str(), &end);
+                       if (*end != '\0' || !(o->factor > 1.0) || o->factor > 1024)
+                         bad("-f", v, "the step factor must be a number above 1");
+                     });
   add_choice("-d,--datatype", kTypes, &o->dtype,
              "unknown datatype; use one of " + names(kTypes, 12),
              "int8 uint8 int32 uint32 int64 uint64 half float double\n"
@@ -225,13 +212,9 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   add_integer("--small-iters", 1, 100000000, "iterations must be 1 or more", &o->small_iters,
               "timed iterations for sizes up to 64K (default: -n); their\n"
               "warm-up is at least N/10");
-  app.add_option_function<std::string>(
-         "-c,--check",
-         [o, integer](const std::string& v) {
-           o->check = integer("-c", v, 0, 1, "use 0 or 1") == 1;
-         },
-         "check every result (default 1); #wrong counts bad elements")
-      ->option_text("0|1");
+  cc::cli::add_value(
+      app, "-c,--check", "0|1", "check every result (default 1); #wrong counts bad elements",
+      [o, integer](const std::string& v) { o->check = integer("-c", v, 0, 1, "use 0 or 1") == 1; });
   add_choice("-i,--inplace", kModes, &o->modes, "use 0 (out-of-place), 1 (in-place) or 2 (both)",
              "0 = out-of-place only, 1 = in-place only, 2 = both (default)", "MODE");
   app.add_flag("--raw", o->raw,
