@@ -6,7 +6,6 @@
 namespace cc::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // NCCL on the survivors often fails a moment before the news of the cause
@@ -69,29 +68,28 @@ Status InitWatch::from_event(const rv::PeerEvent& e) const {
   return make_status(CC_ERR_PEER_FAILED, who_ + ": cc_comm_init cannot finish: " + story);
 }
 
+std::optional<Status> InitWatch::news_from(const rv::PeerEvent& e) {
+  if (e.kind == rv::PeerEventKind::left) return std::nullopt;
+  if (e.kind != rv::PeerEventKind::server_stopping && e.rank == rank_) return std::nullopt;
+  heard_ = true;
+  return from_event(e);
+}
+
 std::optional<Status> InitWatch::news() {
   client_.pump();
-  while (auto e = client_.next_event(milliseconds(0))) {
-    if (e->kind == rv::PeerEventKind::left) continue;
-    if (e->kind != rv::PeerEventKind::server_stopping && e->rank == rank_) continue;
-    heard_ = true;
-    return from_event(*e);
-  }
+  while (auto e = client_.next_event(milliseconds(0)))
+    if (auto st = news_from(*e)) return st;
   return std::nullopt;
 }
 
 std::optional<Status> InitWatch::news_within(milliseconds wait) {
-  const auto until = Clock::now() + wait;
+  const auto until = std::chrono::steady_clock::now() + wait;
   for (;;) {
     if (auto st = news()) return st;
-    const auto now = Clock::now();
+    const auto now = std::chrono::steady_clock::now();
     if (now >= until) return std::nullopt;
-    if (auto e = client_.next_event(std::chrono::duration_cast<milliseconds>(until - now))) {
-      if (e->kind == rv::PeerEventKind::left) continue;
-      if (e->kind != rv::PeerEventKind::server_stopping && e->rank == rank_) continue;
-      heard_ = true;
-      return from_event(*e);
-    }
+    if (auto e = client_.next_event(std::chrono::duration_cast<milliseconds>(until - now)))
+      if (auto st = news_from(*e)) return st;
   }
 }
 

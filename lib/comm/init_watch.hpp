@@ -45,6 +45,9 @@ class InitWatch {
   Status conclude(Status st, bool from_rendezvous = false);
 
  private:
+  // The news in `e`, marked heard; none in a member's leaving or in this
+  // rank's own events.
+  std::optional<Status> news_from(const rv::PeerEvent& e);
   Status from_event(const rv::PeerEvent& e) const;
   std::string rank0_words() const;
 

@@ -170,6 +170,11 @@ size_t parallel_sum(size_t n, F&& body) {
   return total;
 }
 
+// A buffer of one block of `count` elements, or of one such block per rank.
+size_t elems(const Shape& s, bool block_per_rank) {
+  return block_per_rank ? s.count * static_cast<size_t>(s.nranks) : s.count;
+}
+
 }  // namespace
 
 void encode(cc_datatype_t t, double v, uint8_t* out) {
@@ -265,27 +270,12 @@ double decode(cc_datatype_t t, const uint8_t* in) {
 }
 
 size_t send_elems(const Shape& s) {
-  const size_t n = static_cast<size_t>(s.nranks);
-  switch (s.coll) {
-    case Coll::reducescatter:
-    case Coll::alltoall:
-      return s.count * n;
-    default:
-      return s.count;
-  }
+  return elems(s, s.coll == Coll::reducescatter || s.coll == Coll::alltoall);
 }
 
 size_t recv_elems(const Shape& s) {
-  const size_t n = static_cast<size_t>(s.nranks);
-  switch (s.coll) {
-    case Coll::allgather:
-    case Coll::alltoall:
-      return s.count * n;
-    case Coll::reduce:
-      return s.rank == s.root ? s.count : 0;
-    default:
-      return s.count;
-  }
+  if (s.coll == Coll::reduce && s.rank != s.root) return 0;
+  return elems(s, s.coll == Coll::allgather || s.coll == Coll::alltoall);
 }
 
 double input_value(const Shape& s, int rank, size_t i) {

@@ -59,6 +59,22 @@ constexpr Named kColls[] = {
     {"reduce_scatter", static_cast<int>(Coll::reducescatter)},
     {"all_to_all", static_cast<int>(Coll::alltoall)},
 };
+constexpr Named kModes[] = {
+    {"0", static_cast<int>(Modes::out_of_place)}, {"out", static_cast<int>(Modes::out_of_place)},
+    {"1", static_cast<int>(Modes::in_place)},     {"in", static_cast<int>(Modes::in_place)},
+    {"2", static_cast<int>(Modes::both)},         {"both", static_cast<int>(Modes::both)},
+};
+constexpr Named kMems[] = {
+    {"default", static_cast<int>(Mem::device)},
+    {"cuda", static_cast<int>(Mem::device)},
+    {"cc", static_cast<int>(Mem::cc)},
+};
+constexpr Named kRegs[] = {
+    {"auto", static_cast<int>(Reg::automatic)},
+    {"none", static_cast<int>(Reg::none)},
+    {"local", static_cast<int>(Reg::local)},
+    {"window", static_cast<int>(Reg::window)},
+};
 
 template <size_t N>
 bool lookup(const Named (&table)[N], const std::string& name, int* value) {
@@ -118,22 +134,27 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   auto add_integer = [&app, integer](const std::string& names, long lo, long hi, const char* what,
                                      int* target, const char* help) {
     const std::string flag = first_name(names);
-    return app
-        .add_option_function<std::string>(
-            names, [=](const std::string& v) { *target = integer(flag.c_str(), v, lo, hi, what); },
-            help)
-        ->option_text("N");
+    return cc::cli::add_value(app, names, "N", help, [=](const std::string& v) {
+      *target = integer(flag.c_str(), v, lo, hi, what);
+    });
   };
   // An option taking a size ("64K") into *target, SIZE in --help.
   auto add_size = [&app, bad](const std::string& names, size_t* target, const char* help) {
     const std::string flag = first_name(names);
-    app.add_option_function<std::string>(
-           names,
-           [=](const std::string& v) {
-             if (!parse_size(v, target)) bad(flag.c_str(), v, "not a size (e.g. 8, 64K, 32M, 1G)");
-           },
-           help)
-        ->option_text("SIZE");
+    cc::cli::add_value(app, names, "SIZE", help, [=](const std::string& v) {
+      if (!parse_size(v, target)) bad(flag.c_str(), v, "not a size (e.g. 8, 64K, 32M, 1G)");
+    });
+  };
+  // An option taking one of `table`'s names into *target; `what` for anything else.
+  auto add_choice = [&app, bad]<typename T, size_t N>(
+                        const std::string& names, const Named(&table)[N], T* target,
+                        const std::string& what, const char* help, const char* value_name) {
+    const std::string flag = first_name(names);
+    cc::cli::add_value(app, names, value_name, help, [=, &table](const std::string& v) {
+      int value = 0;
+      if (!lookup(table, v, &value)) bad(flag.c_str(), v, what);
+      *target = static_cast<T>(value);
+    });
   };
   app.add_option_function<std::vector<std::string>>(
          "-C,--coll,--collective",
@@ -167,36 +188,20 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   add_size("-b,--minbytes", &o->min_bytes,
            "smallest size (default 8); K, M, G suffixes (powers of 1024)");
   add_size("-e,--maxbytes", &o->max_bytes, "largest size (default 64M)");
-  app.add_option_function<std::string>(
-         "-f,--stepfactor",
-         [o, bad](const std::string& v) {
-           char* end = nullptr;
-           o->factor = std::strtod(v.c_str(), &end);
-           if (*end != '\0' || !(o->factor > 1.0) || o->factor > 1024)
-             bad("-f", v, "the step factor must be a number above 1");
-         },
-         "size multiplier between rows (default 2)")
-      ->option_text("F");
-  app.add_option_function<std::string>(
-         "-d,--datatype",
-         [o, bad](const std::string& v) {
-           int t = 0;
-           if (!lookup(kTypes, v, &t))
-             bad("-d", v, "unknown datatype; use one of " + names(kTypes, 12));
-           o->dtype = static_cast<cc_datatype_t>(t);
-         },
-         "int8 uint8 int32 uint32 int64 uint64 half float double\n"
-         "bfloat16 f8e4m3 f8e5m2 (default float)")
-      ->option_text("T");
-  app.add_option_function<std::string>(
-         "-o,--op",
-         [o, bad](const std::string& v) {
-           int op = 0;
-           if (!lookup(kOps, v, &op)) bad("-o", v, "unknown op; use one of " + names(kOps, 5));
-           o->op = static_cast<cc_redop_t>(op);
-         },
-         "sum prod max min avg (default sum)")
-      ->option_text("OP");
+  cc::cli::add_value(app, "-f,--stepfactor", "F", "size multiplier between rows (default 2)",
+                     [o, bad](const std::string& v) {
+                       char* end = nullptr;
+                       o->factor = std::strtod(v.c_str(), &end);
+                       if (*end != '\0' || !(o->factor > 1.0) || o->factor > 1024)
+                         bad("-f", v, "the step factor must be a number above 1");
+                     });
+  add_choice("-d,--datatype", kTypes, &o->dtype,
+             "unknown datatype; use one of " + names(kTypes, 12),
+             "int8 uint8 int32 uint32 int64 uint64 half float double\n"
+             "bfloat16 f8e4m3 f8e5m2 (default float)",
+             "T");
+  add_choice("-o,--op", kOps, &o->op, "unknown op; use one of " + names(kOps, 5),
+             "sum prod max min avg (default sum)", "OP");
   add_integer("-r,--root", 0, 1 << 24, "not a rank", &o->root,
               "root of broadcast and reduce (default 0)")
       ->option_text("R");
@@ -207,61 +212,22 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   add_integer("--small-iters", 1, 100000000, "iterations must be 1 or more", &o->small_iters,
               "timed iterations for sizes up to 64K (default: -n); their\n"
               "warm-up is at least N/10");
-  app.add_option_function<std::string>(
-         "-c,--check",
-         [o, integer](const std::string& v) {
-           o->check = integer("-c", v, 0, 1, "use 0 or 1") == 1;
-         },
-         "check every result (default 1); #wrong counts bad elements")
-      ->option_text("0|1");
-  app.add_option_function<std::string>(
-         "-i,--inplace",
-         [o, bad](const std::string& v) {
-           if (v == "0" || v == "out")
-             o->modes = Modes::out_of_place;
-           else if (v == "1" || v == "in")
-             o->modes = Modes::in_place;
-           else if (v == "2" || v == "both")
-             o->modes = Modes::both;
-           else
-             bad("-i", v, "use 0 (out-of-place), 1 (in-place) or 2 (both)");
-         },
-         "0 = out-of-place only, 1 = in-place only, 2 = both (default)")
-      ->option_text("MODE");
+  cc::cli::add_value(
+      app, "-c,--check", "0|1", "check every result (default 1); #wrong counts bad elements",
+      [o, integer](const std::string& v) { o->check = integer("-c", v, 0, 1, "use 0 or 1") == 1; });
+  add_choice("-i,--inplace", kModes, &o->modes, "use 0 (out-of-place), 1 (in-place) or 2 (both)",
+             "0 = out-of-place only, 1 = in-place only, 2 = both (default)", "MODE");
   app.add_flag("--raw", o->raw,
                "also time the same loop on a second, raw NCCL communicator\n"
                "and print cc next to raw with the ratio");
   add_integer("-G,--cudagraph", 0, 100000, "graph iterations must be 0 or more", &o->graph,
               "capture N iterations in a CUDA graph and time its replays");
-  app.add_option_function<std::string>(
-         "--mem",
-         [o, bad](const std::string& v) {
-           if (v == "default" || v == "cuda")
-             o->mem = Mem::device;
-           else if (v == "cc")
-             o->mem = Mem::cc;
-           else
-             bad("--mem", v, "use default (cudaMalloc) or cc (cc_mem_alloc)");
-         },
-         "buffers from cudaMalloc (default) or cc_mem_alloc, registered")
-      ->option_text("default|cc");
-  app.add_option_function<std::string>(
-         "--reg",
-         [o, bad](const std::string& v) {
-           if (v == "auto")
-             o->reg = Reg::automatic;
-           else if (v == "none")
-             o->reg = Reg::none;
-           else if (v == "local")
-             o->reg = Reg::local;
-           else if (v == "window")
-             o->reg = Reg::window;
-           else
-             bad("--reg", v, "use auto, none, local or window");
-         },
-         "with --mem cc: symmetric window when NCCL >= 2.27\n"
-         "(auto), ncclCommRegister (local) or nothing")
-      ->option_text("auto|none|local|window");
+  add_choice("--mem", kMems, &o->mem, "use default (cudaMalloc) or cc (cc_mem_alloc)",
+             "buffers from cudaMalloc (default) or cc_mem_alloc, registered", "default|cc");
+  add_choice("--reg", kRegs, &o->reg, "use auto, none, local or window",
+             "with --mem cc: symmetric window when NCCL >= 2.27\n"
+             "(auto), ncclCommRegister (local) or nothing",
+             "auto|none|local|window");
   app.add_option("--csv", o->csv, "the table as CSV (written by rank 0)")->option_text("FILE");
   app.add_option("--json", o->json, "the run as JSON (written by rank 0)")->option_text("FILE");
   app.add_option("--plot", o->plot, "bandwidth and latency plots (written by rank 0)")

@@ -11,6 +11,12 @@
 
 namespace {
 
+using cc::cli::add_value;
+
+constexpr const char* kUsage =
+    "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] "
+    "[--job-id ID] [--timeout-ms MS]";
+
 constexpr const char* kAbout =
     "Reports versions, GPUs and their links, network interfaces, the route to\n"
     "MASTER_ADDR, what answers at MASTER_ADDR:MASTER_PORT, /dev/shm, the open-file\n"
@@ -60,43 +66,30 @@ int main(int argc, char** argv) {
     }
   }
 
-  cc::cli::CommandLine command_line(
-      "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] "
-      "[--job-id ID] [--timeout-ms MS]",
-      22);
+  cc::cli::CommandLine command_line(kUsage, 22);
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.add_flag("--json", o.json, "the report as one JSON object");
-  app.add_option_function<std::string>(
-         "--master-addr",
-         [&](const std::string& v) {
-           if (v.empty()) cc::cli::reject("--master-addr needs a host");
-           o.master_addr = v;
-           o.master_addr_var = "--master-addr";
-         },
-         "the rendezvous host (default CC_MASTER_ADDR, else MASTER_ADDR)")
-      ->option_text("ADDR");
-  app.add_option_function<std::string>(
-         "--master-port",
-         [&](const std::string& v) {
-           o.master_port = number("--master-port", v, 1, 65535);
-           o.master_port_var = "--master-port";
-         },
-         "its TCP port (default CC_MASTER_PORT, else MASTER_PORT)")
-      ->option_text("PORT");
-  app.add_option_function<std::string>(
-         "--job-id",
-         [&](const std::string& v) {
-           if (v.empty()) cc::cli::reject("--job-id needs a value");
-           o.job_id = v;
-         },
-         "the job the probe says hello for (default CC_JOB_ID, else\n\"default\")")
-      ->option_text("ID");
-  app.add_option_function<std::string>(
-         "--timeout-ms",
-         [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, 600000); },
-         "the probe's deadline (default 3000)")
-      ->option_text("MS");
+  add_value(app, "--master-addr", "ADDR",
+            "the rendezvous host (default CC_MASTER_ADDR, else MASTER_ADDR)",
+            [&](const std::string& v) {
+              if (v.empty()) cc::cli::reject("--master-addr needs a host");
+              o.master_addr = v;
+              o.master_addr_var = "--master-addr";
+            });
+  add_value(app, "--master-port", "PORT", "its TCP port (default CC_MASTER_PORT, else MASTER_PORT)",
+            [&](const std::string& v) {
+              o.master_port = number("--master-port", v, 1, 65535);
+              o.master_port_var = "--master-port";
+            });
+  add_value(app, "--job-id", "ID",
+            "the job the probe says hello for (default CC_JOB_ID, else\n\"default\")",
+            [&](const std::string& v) {
+              if (v.empty()) cc::cli::reject("--job-id needs a value");
+              o.job_id = v;
+            });
+  add_value(app, "--timeout-ms", "MS", "the probe's deadline (default 3000)",
+            [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, 600000); });
   command_line.add_help();
 
   if (const auto exit_status =

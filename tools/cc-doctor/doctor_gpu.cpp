@@ -139,19 +139,18 @@ void collect_gpu(Report* r) {
   for (int i = 0; i < r->device_count; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-    Gpu g;
-    g.index = i;
-    g.name = p.name;
-    g.uuid = uuid_text(p.uuid);
     char bus[32] = {};
-    if (cudaDeviceGetPCIBusId(bus, sizeof bus, i) == cudaSuccess) g.pci_bus_id = bus;
-    g.pci_domain = p.pciDomainID;
-    g.pci_bus = p.pciBusID;
-    g.pci_device = p.pciDeviceID;
-    g.memory_bytes = p.totalGlobalMem;
-    g.cc_major = p.major;
-    g.cc_minor = p.minor;
-    r->gpus.push_back(g);
+    const bool has_bus = cudaDeviceGetPCIBusId(bus, sizeof bus, i) == cudaSuccess;
+    r->gpus.push_back({.index = i,
+                       .name = p.name,
+                       .uuid = uuid_text(p.uuid),
+                       .pci_bus_id = has_bus ? bus : "",
+                       .pci_domain = p.pciDomainID,
+                       .pci_bus = p.pciBusID,
+                       .pci_device = p.pciDeviceID,
+                       .memory_bytes = p.totalGlobalMem,
+                       .cc_major = p.major,
+                       .cc_minor = p.minor});
   }
   for (auto& g : r->gpus) {
     for (const auto& other : r->gpus) {

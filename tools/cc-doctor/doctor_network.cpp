@@ -64,7 +64,10 @@ void check_probe(Report* r, const Options& o) {
   r->probe = probe_rendezvous(r->master_addr, r->master_port, o.job_id, o.timeout_ms);
   const std::string where = r->master_addr + ":" + std::to_string(r->master_port);
   const Probe& p = r->probe;
+  const char* fix = "";
   switch (p.answer) {
+    case Answer::not_tried:
+      return;
     case Answer::cc_rendezvous:
       r->add("rendezvous", Level::info, where + " is reachable: " + p.detail);
       if (p.auth_required &&
@@ -75,32 +78,27 @@ void check_probe(Report* r, const Options& o) {
                "set CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE to the token cc-rendezvous was "
                "given");
       }
-      break;
+      return;
     case Answer::refused:
-      r->add("rendezvous", Level::error, where + ": " + p.detail,
-             "nothing listens there: start rank 0 or cc-rendezvous first, or check the port");
+      fix = "nothing listens there: start rank 0 or cc-rendezvous first, or check the port";
       break;
     case Answer::unreachable:
-      r->add("rendezvous", Level::error, where + " is " + p.detail,
-             "unreachable: firewall, wrong address, or Docker bridge without --network host");
+      fix = "unreachable: firewall, wrong address, or Docker bridge without --network host";
       break;
     case Answer::other_program:
     case Answer::silent:
     case Answer::closed:
-      r->add("rendezvous", Level::error, where + ": " + p.detail,
-             "another program holds the port: choose another MASTER_PORT or stop that program");
+      fix = "another program holds the port: choose another MASTER_PORT or stop that program";
       break;
     case Answer::cc_refused:
-      r->add("rendezvous", Level::error, where + ": " + p.detail,
-             "check CC_JOB_ID and the token, and the rendezvous's log");
+      fix = "check CC_JOB_ID and the token, and the rendezvous's log";
       break;
     case Answer::unresolved:
-      r->add("rendezvous", Level::error, where + ": " + p.detail,
-             "check the spelling of MASTER_ADDR, /etc/hosts or DNS, or give a numeric address");
-      break;
-    case Answer::not_tried:
+      fix = "check the spelling of MASTER_ADDR, /etc/hosts or DNS, or give a numeric address";
       break;
   }
+  const char* joint = p.answer == Answer::unreachable ? " is " : ": ";
+  r->add("rendezvous", Level::error, where + joint + p.detail, fix);
 }
 
 // An etcd address: connects as a store of the job would (auth, TLS and the

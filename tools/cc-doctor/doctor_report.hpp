@@ -29,9 +29,9 @@ struct Gpu {
   int pci_domain = 0, pci_bus = 0, pci_device = 0;
   uint64_t memory_bytes = 0;
   int cc_major = 0, cc_minor = 0;
-  std::vector<int> p2p_peers;                   // devices this one can access directly
-  int nvlinks_active = -1;                      // -1: unknown (no NVML)
-  std::vector<std::pair<int, int>> nvlinks_to;  // (peer index or -1 for a switch, link count)
+  std::vector<int> p2p_peers{};                   // devices this one can access directly
+  int nvlinks_active = -1;                        // -1: unknown (no NVML)
+  std::vector<std::pair<int, int>> nvlinks_to{};  // (peer index or -1 for a switch, link count)
 };
 
 enum class Answer {

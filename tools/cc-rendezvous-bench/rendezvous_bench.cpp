@@ -484,9 +484,8 @@ pid_t fork_server(int* port) {
 // in --help.
 void add_int(CLI::App& app, const std::string& flag, int* target, const std::string& help,
              const std::string& value_name) {
-  app.add_option_function<std::string>(
-         flag, [target](const std::string& v) { *target = std::atoi(v.c_str()); }, help)
-      ->option_text(value_name);
+  cc::cli::add_value(app, flag, value_name, help,
+                     [target](const std::string& v) { *target = std::atoi(v.c_str()); });
 }
 
 }  // namespace
@@ -525,11 +524,9 @@ int main(int argc, char** argv) {
                "a communicator's start instead (default N: 1024): the join, then\n"
                "the join and the reachability test's two steps; prints what the\n"
                "test adds per rank");
-  app.add_option_function<std::string>(
-         "--ranks-per-host",
-         [&](const std::string& v) { per_host = std::max(1, std::atoi(v.c_str())); },
-         "with --start: ranks on one simulated host (default 8)")
-      ->option_text("R");
+  cc::cli::add_value(app, "--ranks-per-host", "R",
+                     "with --start: ranks on one simulated host (default 8)",
+                     [&](const std::string& v) { per_host = std::max(1, std::atoi(v.c_str())); });
   add_int(app, "--start-pair", &pair_rounds,
           "what the reachability test adds to a healthy start of 2 ranks on\n"
           "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"

@@ -28,6 +28,8 @@
 
 namespace {
 
+using cc::cli::add_value;
+
 constexpr const char* kAbout =
     "The cc rendezvous daemon: hands every rank of a job the NCCL id and its\n"
     "keys, checks that ranks agree, and tells a job at once when a rank fails.\n"
@@ -65,9 +67,8 @@ template <typename T>
 void add_number(CLI::App& app, const std::string& flag, long long min, long long max, T* target,
                 const std::string& help) {
   const std::string words = flag + (min > 0 ? " needs a positive number" : " needs a number");
-  app.add_option_function<std::string>(
-         flag, [=](const std::string& v) { *target = T(number(v, min, max, words)); }, help)
-      ->option_text("N");
+  add_value(app, flag, "N", help,
+            [=](const std::string& v) { *target = T(number(v, min, max, words)); });
 }
 
 // "64MiB", "64M", "65536": a number of bytes with an optional binary unit,
@@ -174,38 +175,31 @@ int main(int argc, char** argv) {
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
-  app.add_option_function<std::string>(
-         "--bind",
-         [&](const std::string& v) {
-           if (v.empty()) cc::cli::reject("--bind needs an address");
-           options.bind_addr = v;
-         },
-         "address to listen on (default 0.0.0.0; :: for IPv6\n"
-         "and IPv4, 127.0.0.1, ::1 or a host name)")
-      ->option_text("ADDR");
-  app.add_option_function<std::string>(
-         "--port",
-         [&](const std::string& v) {
-           options.port =
-               static_cast<int>(number(v, 0, 65535, "--port needs a number from 0 to 65535"));
-         },
-         "TCP port (default 29500; 0 = any free port)")
-      ->option_text("PORT");
+  add_value(app, "--bind", "ADDR",
+            "address to listen on (default 0.0.0.0; :: for IPv6\n"
+            "and IPv4, 127.0.0.1, ::1 or a host name)",
+            [&](const std::string& v) {
+              if (v.empty()) cc::cli::reject("--bind needs an address");
+              options.bind_addr = v;
+            });
+  add_value(app, "--port", "PORT", "TCP port (default 29500; 0 = any free port)",
+            [&](const std::string& v) {
+              options.port =
+                  static_cast<int>(number(v, 0, 65535, "--port needs a number from 0 to 65535"));
+            });
   app.add_option("--token-file", token_file,
                  "require clients to prove they know the token in\n"
                  "FILE (CC_RENDEZVOUS_TOKEN on the ranks)")
       ->option_text("FILE");
-  app.add_option_function<std::string>(
-         "--metrics",
-         [&](const std::string& v) {
-           cc::daemon::MetricsEndpoint ep;
-           std::string error;
-           if (!cc::daemon::parse_metrics_endpoint(v, &ep, &error)) cc::cli::reject(error);
-           metrics = ep;
-         },
-         "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
-         "(PORT alone: 127.0.0.1, loopback only; no token)")
-      ->option_text("[ADDR:]PORT");
+  add_value(app, "--metrics", "[ADDR:]PORT",
+            "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+            "(PORT alone: 127.0.0.1, loopback only; no token)",
+            [&](const std::string& v) {
+              cc::daemon::MetricsEndpoint ep;
+              std::string error;
+              if (!cc::daemon::parse_metrics_endpoint(v, &ep, &error)) cc::cli::reject(error);
+              metrics = ep;
+            });
   app.add_option("--log-level", level, "trace, debug, info (default), warn, error, off")
       ->option_text("LEVEL");
   add_number(app, "--max-connections", 1, 10000000, &options.max_connections,
@@ -214,34 +208,27 @@ int main(int argc, char** argv) {
              "refuse new jobs above N (default 10000)");
   add_number(app, "--max-keys-per-job", 1, 100000000, &options.max_keys_per_job,
              "refuse new keys above N per job (default 100000)");
-  app.add_option_function<std::string>(
-         "--max-bytes-per-job",
-         [&](const std::string& v) {
-           options.max_bytes_per_job = size_in_bytes(
-               v, "--max-bytes-per-job needs a size in bytes, such as 67108864 or 64MiB");
-         },
-         "refuse a write that would take a job's keys and\n"
-         "values above SIZE (default 64MiB)")
-      ->option_text("SIZE");
-  app.add_option_function<std::string>(
-         "--max-total-bytes",
-         [&](const std::string& v) {
-           options.max_total_bytes = size_in_bytes(
-               v, "--max-total-bytes needs a size in bytes, such as 1073741824 or 1GiB");
-         },
-         "the same over every job (default 1GiB)")
-      ->option_text("SIZE");
-  app.add_option_function<std::string>(
-         "--job-ttl",
-         [&](const std::string& v) {
-           options.job_ttl = duration(v,
-                                      "--job-ttl needs a duration such as 1h, 30m, 90s or 500ms "
-                                      "(0 = keep a job's keys until deleted)");
-         },
-         "keep the keys of a job with no connection for\n"
-         "DURATION, then forget the job (default 1h;\n"
-         "0 = until deleted or the daemon stops)")
-      ->option_text("DURATION");
+  add_value(app, "--max-bytes-per-job", "SIZE",
+            "refuse a write that would take a job's keys and\n"
+            "values above SIZE (default 64MiB)",
+            [&](const std::string& v) {
+              options.max_bytes_per_job = size_in_bytes(
+                  v, "--max-bytes-per-job needs a size in bytes, such as 67108864 or 64MiB");
+            });
+  add_value(app, "--max-total-bytes", "SIZE", "the same over every job (default 1GiB)",
+            [&](const std::string& v) {
+              options.max_total_bytes = size_in_bytes(
+                  v, "--max-total-bytes needs a size in bytes, such as 1073741824 or 1GiB");
+            });
+  add_value(app, "--job-ttl", "DURATION",
+            "keep the keys of a job with no connection for\n"
+            "DURATION, then forget the job (default 1h;\n"
+            "0 = until deleted or the daemon stops)",
+            [&](const std::string& v) {
+              options.job_ttl = duration(v,
+                                         "--job-ttl needs a duration such as 1h, 30m, 90s or 500ms "
+                                         "(0 = keep a job's keys until deleted)");
+            });
   add_number(app, "--handshake-timeout-ms", 1, 86400000, &options.handshake_timeout,
              "drop a client that has not said hello (and\n"
              "authenticated) within N ms (default 10000)");

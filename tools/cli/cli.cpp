@@ -44,6 +44,11 @@ bool takes_value(const CLI::Option* opt) { return opt != nullptr && opt->get_typ
 
 void reject(const std::string& words) { throw CLI::ValidationError(words); }
 
+CLI::Option* add_value(CLI::App& app, const std::string& flag, const std::string& value_name,
+                       const std::string& help, std::function<void(const std::string&)> set) {
+  return app.add_option_function<std::string>(flag, std::move(set), help)->option_text(value_name);
+}
+
 CommandLine::CommandLine(std::string usage, std::size_t column) {
   auto formatter = std::make_shared<Formatter>(std::move(usage));
   formatter->column_width(column);

@@ -15,6 +15,12 @@ namespace cc::cli {
 // For option callbacks: rejects the value with `words` as the whole message.
 [[noreturn]] void reject(const std::string& words);
 
+// Adds option `flag` ("--port", "-n,--nproc") taking one value, handed to
+// `set` (which may reject() it); `value_name` ("PORT") stands for the value
+// in --help.
+CLI::Option* add_value(CLI::App& app, const std::string& flag, const std::string& value_name,
+                       const std::string& help, std::function<void(const std::string&)> set);
+
 struct Parsed {
   bool ok = false;    // the options are set: run
   bool help = false;  // -h or --help: print help() and exit 0
