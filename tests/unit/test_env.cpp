@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lib/launch/config.hpp"
@@ -33,6 +34,41 @@ struct FakeEnv {
 
 cc::Status read(const FakeEnv& env, LaunchInfo* info) {
   return cc::launch::read_launch_info(env.getenv(), info);
+}
+
+// What `env` gives, which must be no error.
+LaunchInfo read_ok(const FakeEnv& env) {
+  LaunchInfo info;
+  const cc::Status s = read(env, &info);
+  INFO(s.message);
+  REQUIRE(s.ok());
+  return info;
+}
+
+// CHECKs every field of `got` against `want`.
+void check_info(const LaunchInfo& got, const LaunchInfo& want) {
+  CHECK(got.rank == want.rank);
+  CHECK(got.world_size == want.world_size);
+  CHECK(got.local_rank == want.local_rank);
+  CHECK(got.master_addr == want.master_addr);
+  CHECK(got.master_port == want.master_port);
+  CHECK(got.rank_var == want.rank_var);
+  CHECK(got.world_size_var == want.world_size_var);
+  CHECK(got.local_rank_var == want.local_rank_var);
+  CHECK(got.addr_var == want.addr_var);
+  CHECK(got.port_var == want.port_var);
+}
+
+// CHECKs that `s` refuses an invalid argument in words that contain `words`
+// (text) or match it (a matcher).
+template <class Words>
+void check_refused(const cc::Status& s, const Words& words) {
+  INFO(s.message);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  if constexpr (std::is_convertible_v<Words, std::string>)
+    CHECK_THAT(s.message, Contains(std::string(words)));
+  else
+    CHECK_THAT(s.message, words);
 }
 
 // A file in the system's temporary directory, removed at the end of the scope.
@@ -59,18 +95,8 @@ TEST_CASE("env: torchrun-style variables") {
                {"LOCAL_RANK", "0"},
                {"MASTER_ADDR", "10.10.10.2"},
                {"MASTER_PORT", "12345"}}};
-  LaunchInfo info;
-  REQUIRE(read(env, &info).ok());
-  CHECK(info.rank == 1);
-  CHECK(info.world_size == 2);
-  CHECK(info.local_rank == 0);
-  CHECK(info.master_addr == "10.10.10.2");
-  CHECK(info.master_port == 12345);
-  CHECK(info.rank_var == "RANK");
-  CHECK(info.world_size_var == "WORLD_SIZE");
-  CHECK(info.local_rank_var == "LOCAL_RANK");
-  CHECK(info.addr_var == "MASTER_ADDR");
-  CHECK(info.port_var == "MASTER_PORT");
+  check_info(read_ok(env), {1, 2, 0, "10.10.10.2", 12345, "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                            "MASTER_ADDR", "MASTER_PORT"});
 }
 
 TEST_CASE("env: Open MPI, PMI and Slurm variables") {
@@ -90,15 +116,8 @@ TEST_CASE("env: Open MPI, PMI and Slurm variables") {
                  {l.local_rank_var, std::to_string(l.local_rank)},
                  {"MASTER_ADDR", "node0"},
                  {"MASTER_PORT", "65535"}}};
-    LaunchInfo info;
-    REQUIRE(read(env, &info).ok());
-    CHECK(info.rank == l.rank);
-    CHECK(info.world_size == l.world_size);
-    CHECK(info.local_rank == l.local_rank);
-    CHECK(info.master_port == 65535);
-    CHECK(info.rank_var == l.rank_var);
-    CHECK(info.world_size_var == l.world_size_var);
-    CHECK(info.local_rank_var == l.local_rank_var);
+    check_info(read_ok(env), {l.rank, l.world_size, l.local_rank, "node0", 65535, l.rank_var,
+                              l.world_size_var, l.local_rank_var, "MASTER_ADDR", "MASTER_PORT"});
   }
 }
 
@@ -117,37 +136,29 @@ TEST_CASE("env: CC_* variables win over every other, first found wins") {
                {"MASTER_ADDR", "other-host"},
                {"CC_MASTER_PORT", "2000"},
                {"MASTER_PORT", "3000"}}};
-  LaunchInfo info;
-  REQUIRE(read(env, &info).ok());
-  CHECK(info.rank == 0);
-  CHECK(info.world_size == 6);
-  CHECK(info.local_rank == 5);
-  CHECK(info.master_addr == "cc-host");
-  CHECK(info.master_port == 2000);
-  CHECK(info.rank_var == "CC_RANK");
-  CHECK(info.addr_var == "CC_MASTER_ADDR");
-  CHECK(info.port_var == "CC_MASTER_PORT");
+  check_info(read_ok(env), {0, 6, 5, "cc-host", 2000, "CC_RANK", "CC_WORLD_SIZE", "CC_LOCAL_RANK",
+                            "CC_MASTER_ADDR", "CC_MASTER_PORT"});
 
   // without CC_*: RANK before OMPI before PMI before Slurm
-  env.vars.erase("CC_RANK");
-  REQUIRE(read(env, &info).ok());
-  CHECK(info.rank == 1);
-  env.vars.erase("RANK");
-  REQUIRE(read(env, &info).ok());
-  CHECK(info.rank == 2);
-  env.vars.erase("OMPI_COMM_WORLD_RANK");
-  REQUIRE(read(env, &info).ok());
-  CHECK(info.rank == 3);
-  env.vars.erase("PMI_RANK");
-  REQUIRE(read(env, &info).ok());
-  CHECK(info.rank == 4);
-  CHECK(info.rank_var == "SLURM_PROCID");
+  struct Next {
+    std::string removed;
+    int rank;
+    std::string rank_var;
+  };
+  for (const Next& n :
+       {Next{"CC_RANK", 1, "RANK"}, Next{"RANK", 2, "OMPI_COMM_WORLD_RANK"},
+        Next{"OMPI_COMM_WORLD_RANK", 3, "PMI_RANK"}, Next{"PMI_RANK", 4, "SLURM_PROCID"}}) {
+    INFO("without " << n.removed);
+    env.vars.erase(n.removed);
+    const LaunchInfo info = read_ok(env);
+    CHECK(info.rank == n.rank);
+    CHECK(info.rank_var == n.rank_var);
+  }
 }
 
 TEST_CASE("env: no local rank is -1, not an error") {
   FakeEnv env{{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}}};
-  LaunchInfo info;
-  REQUIRE(read(env, &info).ok());
+  const LaunchInfo info = read_ok(env);
   CHECK(info.local_rank == -1);
   CHECK(info.local_rank_var.empty());
 }
@@ -171,9 +182,7 @@ TEST_CASE("env: missing variables are named with what to set") {
     FakeEnv env{c.vars};
     LaunchInfo info;
     const cc::Status s = read(env, &info);
-    INFO(s.message);
-    CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-    for (const std::string& w : c.words) CHECK_THAT(s.message, Contains(w));
+    for (const std::string& w : c.words) check_refused(s, w);
   }
 }
 
@@ -206,18 +215,14 @@ TEST_CASE("env: malformed values name the variable") {
     FakeEnv env{good};
     env.vars[c.var] = c.value;
     LaunchInfo info;
-    const cc::Status s = read(env, &info);
-    INFO(c.var << "=" << c.value << " -> " << s.message);
-    CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-    CHECK_THAT(s.message, Contains(c.words));
+    INFO(c.var << "=" << c.value);
+    check_refused(read(env, &info), c.words);
   }
   // a malformed CC_* variable is an error even when a good RANK exists
   FakeEnv env{good};
   env.vars["CC_RANK"] = "";
   LaunchInfo info;
-  const cc::Status s = read(env, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("CC_RANK=''"));
+  check_refused(read(env, &info), "CC_RANK=''");
 }
 
 TEST_CASE("env: parse_int is strict") {
@@ -262,15 +267,12 @@ TEST_CASE("config: a struct not from CC_CONFIG_INIT is refused") {
   cc::launch::ResolvedConfig r;
   cc_config_t config = CC_CONFIG_INIT;
   config.magic = 12345;
-  cc::Status s = cc::launch::resolve_config(&config, env.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("config was not initialised with CC_CONFIG_INIT"));
+  check_refused(cc::launch::resolve_config(&config, env.getenv(), &r),
+                "config was not initialised with CC_CONFIG_INIT");
 
   config = CC_CONFIG_INIT;
   config.size = 3;
-  s = cc::launch::resolve_config(&config, env.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("impossible size 3"));
+  check_refused(cc::launch::resolve_config(&config, env.getenv(), &r), "impossible size 3");
 }
 
 TEST_CASE("config: the environment fills undefined fields; set fields win") {
@@ -356,9 +358,7 @@ TEST_CASE("config: the job TTL is unset unless the config or CC_JOB_TTL_MS sets 
   REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
   CHECK(r.job_ttl_or(3600000) == 0);
   config.job_ttl_ms = -1;
-  const cc::Status s = cc::launch::resolve_config(&config, env.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("config.job_ttl_ms=-1"));
+  check_refused(cc::launch::resolve_config(&config, env.getenv(), &r), "config.job_ttl_ms=-1");
   env.vars["CC_JOB_TTL_MS"] = "an hour";
   CHECK_THAT(cc::launch::resolve_config(nullptr, env.getenv(), &r).message,
              Contains("CC_JOB_TTL_MS='an hour' is not an integer"));
@@ -383,34 +383,27 @@ TEST_CASE("config: malformed values name the variable or field") {
   for (const Case& c : cases) {
     FakeEnv env{{{c.var, c.value}}};
     cc::launch::ResolvedConfig r;
-    const cc::Status s = cc::launch::resolve_config(nullptr, env.getenv(), &r);
-    INFO(c.var << "=" << c.value << " -> " << s.message);
-    CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-    CHECK_THAT(s.message, Contains(c.words));
+    INFO(c.var << "=" << c.value);
+    check_refused(cc::launch::resolve_config(nullptr, env.getenv(), &r), c.words);
   }
 
+  struct FieldCase {
+    void (*set)(cc_config_t*);
+    std::string words;
+  };
+  const FieldCase fields[] = {
+      {[](cc_config_t* c) { c->timeout_ms = -10; }, "config.timeout_ms=-10"},
+      {[](cc_config_t* c) { c->rendezvous = 9; }, "config.rendezvous=9"},
+      {[](cc_config_t* c) { c->fast_allreduce = 5; }, "config.fast_allreduce=5"},
+      {[](cc_config_t* c) { c->job_id = ""; }, "config.job_id is empty"},
+  };
   FakeEnv env;
-  cc::launch::ResolvedConfig r;
-  cc_config_t config = CC_CONFIG_INIT;
-  config.timeout_ms = -10;
-  cc::Status s = cc::launch::resolve_config(&config, env.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("config.timeout_ms=-10"));
-  config = CC_CONFIG_INIT;
-  config.rendezvous = 9;
-  s = cc::launch::resolve_config(&config, env.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("config.rendezvous=9"));
-  config = CC_CONFIG_INIT;
-  config.fast_allreduce = 5;
-  s = cc::launch::resolve_config(&config, env.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("config.fast_allreduce=5"));
-  config = CC_CONFIG_INIT;
-  config.job_id = "";
-  s = cc::launch::resolve_config(&config, env.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("config.job_id is empty"));
+  for (const FieldCase& f : fields) {
+    cc_config_t config = CC_CONFIG_INIT;
+    f.set(&config);
+    cc::launch::ResolvedConfig r;
+    check_refused(cc::launch::resolve_config(&config, env.getenv(), &r), f.words);
+  }
 }
 
 TEST_CASE("config: the token from a file, trailing whitespace stripped") {
@@ -435,16 +428,13 @@ TEST_CASE("config: the token from a file, trailing whitespace stripped") {
 
   TempFile empty(" \n", fs::perms::owner_read | fs::perms::owner_write);
   FakeEnv env3{{{"CC_RENDEZVOUS_TOKEN_FILE", empty.path.string()}}};
-  cc::Status s = cc::launch::resolve_config(nullptr, env3.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("is empty"));
+  check_refused(cc::launch::resolve_config(nullptr, env3.getenv(), &r), "is empty");
 
   const std::string missing = (fs::temp_directory_path() / "cc-test-no-such-token-file").string();
   FakeEnv env4{{{"CC_RENDEZVOUS_TOKEN_FILE", missing}}};
-  s = cc::launch::resolve_config(nullptr, env4.getenv(), &r);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("cannot read the token file '" + missing + "'") &&
-                            Contains("CC_RENDEZVOUS_TOKEN_FILE") && Contains("No such file"));
+  check_refused(cc::launch::resolve_config(nullptr, env4.getenv(), &r),
+                Contains("cannot read the token file '" + missing + "'") &&
+                    Contains("CC_RENDEZVOUS_TOKEN_FILE") && Contains("No such file"));
 }
 
 TEST_CASE("config: the all-reduce plan and the cache folder") {
@@ -488,9 +478,7 @@ TEST_CASE("env: an etcd address needs no MASTER_PORT; a malformed one names its 
   CHECK(info.master_addr == "etcds://[::1]:2379");
 
   env.vars["CC_MASTER_ADDR"] = "etcd://10.0.0.1";
-  s = read(env, &info);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("CC_MASTER_ADDR=etcd://10.0.0.1: ") && Contains("port"));
+  check_refused(read(env, &info), Contains("CC_MASTER_ADDR=etcd://10.0.0.1: ") && Contains("port"));
 }
 
 TEST_CASE("etcd options: the CC_ETCD_* settings, and a CA without TLS refused") {
@@ -517,14 +505,12 @@ TEST_CASE("etcd options: the CC_ETCD_* settings, and a CA without TLS refused") 
   CHECK(o.ca_file == "/ca.pem");
   CHECK(o.cert_file == "/c.pem");
   CHECK(o.key_file == "/k.pem");
-  s = cc::launch::etcd_options("etcd://h:1", "j", tls.getenv(), &o);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("etcds://") && Contains("CC_ETCD_CA_FILE"));
+  check_refused(cc::launch::etcd_options("etcd://h:1", "j", tls.getenv(), &o),
+                Contains("etcds://") && Contains("CC_ETCD_CA_FILE"));
 
   FakeEnv empty_prefix{{{"CC_ETCD_PREFIX", ""}}};
-  s = cc::launch::etcd_options("etcd://h:1", "j", empty_prefix.getenv(), &o);
-  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  CHECK_THAT(s.message, Contains("CC_ETCD_PREFIX=''"));
+  check_refused(cc::launch::etcd_options("etcd://h:1", "j", empty_prefix.getenv(), &o),
+                "CC_ETCD_PREFIX=''");
   CHECK(cc::launch::etcd_options("etcd://", "j", defaults.getenv(), &o).code ==
         CC_ERR_INVALID_ARGUMENT);
 }
