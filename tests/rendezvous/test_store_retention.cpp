@@ -204,6 +204,24 @@ cc_store_t connect(const Server& s, const char* job) {
 
 std::string last_error() { return cc_last_error(); }
 
+struct Waited {
+  cc_result_t result;
+  std::string value;  // empty unless result is CC_SUCCESS
+};
+
+// A get of `key` that waits up to 10 s, on a connection of its own, on a
+// thread of its own.
+std::future<Waited> wait_for(const Server& s, const char* job, const char* key) {
+  return std::async(std::launch::async, [&s, job, key] {
+    cc_store_t w = connect(s, job);
+    char got[64];
+    size_t n = 0;
+    const cc_result_t r = cc_store_get(w, key, got, sizeof(got), &n, 10000);
+    cc_store_close(w);
+    return Waited{r, std::string(got, r == CC_SUCCESS ? n : 0)};
+  });
+}
+
 std::string get_text(cc_store_t store, const char* key) {
   char buf[256];
   size_t len = 0;
@@ -421,22 +439,15 @@ TEST_CASE("retention: delete and compare-set through the C API") {
   CHECK(cc_store_get(s, "k", buf, sizeof(buf), &len, 0) == CC_ERR_TIMEOUT);
 
   // A get waiting on a key keeps waiting through a delete; a later set answers it.
-  auto waiter = std::async(std::launch::async, [&] {
-    cc_store_t w = connect(*server, "calls");
-    char got[64];
-    size_t n = 0;
-    const cc_result_t r = cc_store_get(w, "later", got, sizeof(got), &n, 10000);
-    cc_store_close(w);
-    return std::make_pair(r, std::string(got, r == CC_SUCCESS ? n : 0));
-  });
+  auto waiter = wait_for(*server, "calls", "later");
   std::this_thread::sleep_for(200ms);
   CHECK(cc_store_delete(s, "later") == CC_SUCCESS);
   std::this_thread::sleep_for(200ms);
   CHECK(waiter.wait_for(0ms) == std::future_status::timeout);
   REQUIRE(cc_store_set(s, "later", "now", 3) == CC_SUCCESS);
-  auto [r, got] = waiter.get();
-  CHECK(r == CC_SUCCESS);
-  CHECK(got == "now");
+  const Waited later = waiter.get();
+  CHECK(later.result == CC_SUCCESS);
+  CHECK(later.value == "now");
 
   int swapped = -1;
   CHECK(cc_store_compare_set(s, "leader", nullptr, 0, "rank-3", 6, &swapped) == CC_SUCCESS);
@@ -457,17 +468,10 @@ TEST_CASE("retention: delete and compare-set through the C API") {
   CHECK(swapped == 0);  // ... never an absent key
 
   // A compare-set that creates a key wakes the get waiting for it.
-  auto woken = std::async(std::launch::async, [&] {
-    cc_store_t w = connect(*server, "calls");
-    char got2[64];
-    size_t n = 0;
-    const cc_result_t rr = cc_store_get(w, "woken", got2, sizeof(got2), &n, 10000);
-    cc_store_close(w);
-    return std::string(got2, rr == CC_SUCCESS ? n : 0);
-  });
+  auto woken = wait_for(*server, "calls", "woken");
   std::this_thread::sleep_for(200ms);
   CHECK(cc_store_compare_set(s, "woken", nullptr, 0, "yes", 3, &swapped) == CC_SUCCESS);
-  CHECK(woken.get() == "yes");
+  CHECK(woken.get().value == "yes");
 
   // Argument checks, in words.
   CHECK(cc_store_compare_set(s, "k", nullptr, 3, "x", 1, &swapped) == CC_ERR_INVALID_ARGUMENT);
