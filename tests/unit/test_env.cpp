@@ -59,6 +59,20 @@ void check_info(const LaunchInfo& got, const LaunchInfo& want) {
   CHECK(got.port_var == want.port_var);
 }
 
+// CHECKs the settings that the environment and the config both give.
+void check_settings(const cc::launch::ResolvedConfig& r, int device, int timeout_ms,
+                    const std::string& job_id, const std::string& token, int rendezvous,
+                    int heartbeat_ms, int heartbeat_misses, int fast_allreduce) {
+  CHECK(r.device == device);
+  CHECK(r.timeout_ms == timeout_ms);
+  CHECK(r.job_id == job_id);
+  CHECK(r.token == token);
+  CHECK(r.rendezvous == rendezvous);
+  CHECK(r.heartbeat_ms == heartbeat_ms);
+  CHECK(r.heartbeat_misses == heartbeat_misses);
+  CHECK(r.fast_allreduce == fast_allreduce);
+}
+
 // CHECKs that `s` refuses an invalid argument in words that contain `words`
 // (text) or match it (a matcher).
 template <class Words>
@@ -69,6 +83,23 @@ void check_refused(const cc::Status& s, const Words& words) {
     CHECK_THAT(s.message, Contains(std::string(words)));
   else
     CHECK_THAT(s.message, words);
+}
+
+// One variable set to a malformed value, and the words of its refusal.
+struct Malformed {
+  std::string var, value, words;
+};
+
+// For each case, `call` refuses `base` with the case's variable set in words
+// that contain the case's.
+template <class Call>
+void check_each_refused(const FakeEnv& base, Call call, std::initializer_list<Malformed> cases) {
+  for (const Malformed& c : cases) {
+    FakeEnv env{base};
+    env.vars[c.var] = c.value;
+    INFO(c.var << "=" << c.value);
+    check_refused(call(env), c.words);
+  }
 }
 
 // A file in the system's temporary directory, removed at the end of the scope.
@@ -89,35 +120,29 @@ struct TempFile {
 
 }  // namespace
 
-TEST_CASE("env: torchrun-style variables") {
-  FakeEnv env{{{"RANK", "1"},
-               {"WORLD_SIZE", "2"},
-               {"LOCAL_RANK", "0"},
-               {"MASTER_ADDR", "10.10.10.2"},
-               {"MASTER_PORT", "12345"}}};
-  check_info(read_ok(env), {1, 2, 0, "10.10.10.2", 12345, "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                            "MASTER_ADDR", "MASTER_PORT"});
-}
-
-TEST_CASE("env: Open MPI, PMI and Slurm variables") {
+TEST_CASE("env: torchrun, Open MPI, PMI and Slurm variables") {
   struct Launcher {
     std::string rank_var, world_size_var, local_rank_var;
     int rank, world_size, local_rank;
+    std::string master_addr;
+    int master_port;
   };
   for (const Launcher& l : {
+           Launcher{"RANK", "WORLD_SIZE", "LOCAL_RANK", 1, 2, 0, "10.10.10.2", 12345},
            Launcher{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", 3,
-                    4, 1},
-           Launcher{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", 5, 8, 2},
-           Launcher{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 7, 16, 3},
+                    4, 1, "node0", 65535},
+           Launcher{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", 5, 8, 2, "node0", 65535},
+           Launcher{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 7, 16, 3, "node0", 65535},
        }) {
     INFO(l.rank_var);
     FakeEnv env{{{l.rank_var, std::to_string(l.rank)},
                  {l.world_size_var, std::to_string(l.world_size)},
                  {l.local_rank_var, std::to_string(l.local_rank)},
-                 {"MASTER_ADDR", "node0"},
-                 {"MASTER_PORT", "65535"}}};
-    check_info(read_ok(env), {l.rank, l.world_size, l.local_rank, "node0", 65535, l.rank_var,
-                              l.world_size_var, l.local_rank_var, "MASTER_ADDR", "MASTER_PORT"});
+                 {"MASTER_ADDR", l.master_addr},
+                 {"MASTER_PORT", std::to_string(l.master_port)}}};
+    check_info(read_ok(env),
+               {l.rank, l.world_size, l.local_rank, l.master_addr, l.master_port, l.rank_var,
+                l.world_size_var, l.local_rank_var, "MASTER_ADDR", "MASTER_PORT"});
   }
 }
 
@@ -187,37 +212,33 @@ TEST_CASE("env: missing variables are named with what to set") {
 }
 
 TEST_CASE("env: malformed values name the variable") {
-  const std::map<std::string, std::string> good{{"RANK", "0"},
-                                                {"WORLD_SIZE", "2"},
-                                                {"LOCAL_RANK", "0"},
-                                                {"MASTER_ADDR", "h"},
-                                                {"MASTER_PORT", "29500"}};
-  struct Case {
-    std::string var, value, words;
-  };
-  const Case cases[] = {
-      {"RANK", "abc", "RANK='abc' is not an integer"},
-      {"RANK", "1x", "RANK='1x' is not an integer"},
-      {"RANK", " 1", "RANK=' 1' is not an integer"},
-      {"RANK", "", "RANK='' is empty"},
-      {"RANK", "-1", "RANK=-1 is out of range 0.."},
-      {"RANK", "99999999999999999999", "RANK=99999999999999999999 is out of range"},
-      {"RANK", "2", "rank 2 (from RANK) is not below the world size 2 (from WORLD_SIZE)"},
-      {"WORLD_SIZE", "0", "WORLD_SIZE=0 is out of range 1.."},
-      {"WORLD_SIZE", "two", "WORLD_SIZE='two' is not an integer"},
-      {"LOCAL_RANK", "x", "LOCAL_RANK='x' is not an integer"},
-      {"MASTER_PORT", "70000", "MASTER_PORT=70000 is out of range 1..65535"},
-      {"MASTER_PORT", "0", "MASTER_PORT=0 is out of range 1..65535"},
-      {"MASTER_PORT", "29500 ", "MASTER_PORT='29500 ' is not an integer"},
-      {"MASTER_ADDR", "", "MASTER_ADDR='' is empty"},
-  };
-  for (const Case& c : cases) {
-    FakeEnv env{good};
-    env.vars[c.var] = c.value;
+  const FakeEnv good{{{"RANK", "0"},
+                      {"WORLD_SIZE", "2"},
+                      {"LOCAL_RANK", "0"},
+                      {"MASTER_ADDR", "h"},
+                      {"MASTER_PORT", "29500"}}};
+  const auto read_env = [](const FakeEnv& env) {
     LaunchInfo info;
-    INFO(c.var << "=" << c.value);
-    check_refused(read(env, &info), c.words);
-  }
+    return read(env, &info);
+  };
+  check_each_refused(
+      good, read_env,
+      {
+          {"RANK", "abc", "RANK='abc' is not an integer"},
+          {"RANK", "1x", "RANK='1x' is not an integer"},
+          {"RANK", " 1", "RANK=' 1' is not an integer"},
+          {"RANK", "", "RANK='' is empty"},
+          {"RANK", "-1", "RANK=-1 is out of range 0.."},
+          {"RANK", "99999999999999999999", "RANK=99999999999999999999 is out of range"},
+          {"RANK", "2", "rank 2 (from RANK) is not below the world size 2 (from WORLD_SIZE)"},
+          {"WORLD_SIZE", "0", "WORLD_SIZE=0 is out of range 1.."},
+          {"WORLD_SIZE", "two", "WORLD_SIZE='two' is not an integer"},
+          {"LOCAL_RANK", "x", "LOCAL_RANK='x' is not an integer"},
+          {"MASTER_PORT", "70000", "MASTER_PORT=70000 is out of range 1..65535"},
+          {"MASTER_PORT", "0", "MASTER_PORT=0 is out of range 1..65535"},
+          {"MASTER_PORT", "29500 ", "MASTER_PORT='29500 ' is not an integer"},
+          {"MASTER_ADDR", "", "MASTER_ADDR='' is empty"},
+      });
   // a malformed CC_* variable is an error even when a good RANK exists
   FakeEnv env{good};
   env.vars["CC_RANK"] = "";
@@ -290,14 +311,8 @@ TEST_CASE("config: the environment fills undefined fields; set fields win") {
   CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_REQUIRE);
   env.vars["CC_FAST_ALLREDUCE"] = "0";
   REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
-  CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_OFF);
-  CHECK(r.device == 3);
-  CHECK(r.timeout_ms == 1500);
-  CHECK(r.job_id == "job-env");
-  CHECK(r.token == "secret");
-  CHECK(r.rendezvous == CC_RENDEZVOUS_EXTERNAL);
-  CHECK(r.heartbeat_ms == 250);
-  CHECK(r.heartbeat_misses == 8);
+  check_settings(r, 3, 1500, "job-env", "secret", CC_RENDEZVOUS_EXTERNAL, 250, 8,
+                 CC_FAST_ALLREDUCE_OFF);
 
   cc_config_t config = CC_CONFIG_INIT;
   config.device = 1;
@@ -309,14 +324,8 @@ TEST_CASE("config: the environment fills undefined fields; set fields win") {
   config.heartbeat_misses = 2;
   config.fast_allreduce = CC_FAST_ALLREDUCE_AUTO;
   REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
-  CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_AUTO);
-  CHECK(r.device == 1);
-  CHECK(r.timeout_ms == 700);
-  CHECK(r.job_id == "job-config");
-  CHECK(r.token == "from-config");
-  CHECK(r.rendezvous == CC_RENDEZVOUS_EMBEDDED);
-  CHECK(r.heartbeat_ms == 100);
-  CHECK(r.heartbeat_misses == 2);
+  check_settings(r, 1, 700, "job-config", "from-config", CC_RENDEZVOUS_EMBEDDED, 100, 2,
+                 CC_FAST_ALLREDUCE_AUTO);
 
   // timeout 0 means the default, from the config or the environment
   config.timeout_ms = 0;
@@ -365,27 +374,24 @@ TEST_CASE("config: the job TTL is unset unless the config or CC_JOB_TTL_MS sets 
 }
 
 TEST_CASE("config: malformed values name the variable or field") {
-  struct Case {
-    std::string var, value, words;
-  };
-  const Case cases[] = {
-      {"CC_TIMEOUT_MS", "-1", "CC_TIMEOUT_MS=-1 is out of range 0.."},
-      {"CC_TIMEOUT_MS", "soon", "CC_TIMEOUT_MS='soon' is not an integer"},
-      {"CC_DEVICE", "gpu0", "CC_DEVICE='gpu0' is not an integer"},
-      {"CC_DEVICE", "-2", "CC_DEVICE=-2 is out of range"},
-      {"CC_JOB_ID", "", "CC_JOB_ID='' is empty"},
-      {"CC_RENDEZVOUS", "inside", "CC_RENDEZVOUS='inside' is none of embedded, external"},
-      {"CC_HEARTBEAT_MS", "0", "CC_HEARTBEAT_MS=0 is out of range 1.."},
-      {"CC_HEARTBEAT_MISSES", "x", "CC_HEARTBEAT_MISSES='x' is not an integer"},
-      {"CC_RENDEZVOUS_TOKEN", "", "CC_RENDEZVOUS_TOKEN='' is empty"},
-      {"CC_FAST_ALLREDUCE", "yes", "CC_FAST_ALLREDUCE='yes' is none of 0"},
-  };
-  for (const Case& c : cases) {
-    FakeEnv env{{{c.var, c.value}}};
+  const auto resolve_env = [](const FakeEnv& env) {
     cc::launch::ResolvedConfig r;
-    INFO(c.var << "=" << c.value);
-    check_refused(cc::launch::resolve_config(nullptr, env.getenv(), &r), c.words);
-  }
+    return cc::launch::resolve_config(nullptr, env.getenv(), &r);
+  };
+  check_each_refused(
+      FakeEnv{}, resolve_env,
+      {
+          {"CC_TIMEOUT_MS", "-1", "CC_TIMEOUT_MS=-1 is out of range 0.."},
+          {"CC_TIMEOUT_MS", "soon", "CC_TIMEOUT_MS='soon' is not an integer"},
+          {"CC_DEVICE", "gpu0", "CC_DEVICE='gpu0' is not an integer"},
+          {"CC_DEVICE", "-2", "CC_DEVICE=-2 is out of range"},
+          {"CC_JOB_ID", "", "CC_JOB_ID='' is empty"},
+          {"CC_RENDEZVOUS", "inside", "CC_RENDEZVOUS='inside' is none of embedded, external"},
+          {"CC_HEARTBEAT_MS", "0", "CC_HEARTBEAT_MS=0 is out of range 1.."},
+          {"CC_HEARTBEAT_MISSES", "x", "CC_HEARTBEAT_MISSES='x' is not an integer"},
+          {"CC_RENDEZVOUS_TOKEN", "", "CC_RENDEZVOUS_TOKEN='' is empty"},
+          {"CC_FAST_ALLREDUCE", "yes", "CC_FAST_ALLREDUCE='yes' is none of 0"},
+      });
 
   struct FieldCase {
     void (*set)(cc_config_t*);
