@@ -324,10 +324,7 @@ TEST_CASE("wait_job_idle follows members leaving") {
   auto server = start_server();
   const int port = server->port();
   RawClient r0(port), r1(port);
-  REQUIRE(r0.hello("idle"));
-  REQUIRE(r1.hello("idle"));
-  REQUIRE(r0.send(1, join_msg(0, 2, "host-a")));
-  REQUIRE(r1.send(1, join_msg(1, 2, "host-b")));
+  join_both(r0, r1, "idle", join_msg(0, 2, "host-a"), join_msg(1, 2, "host-b"));
   REQUIRE(r0.recv(3s));
   REQUIRE(r1.recv(3s));
   CHECK_FALSE(server->wait_job_idle("idle", 100ms));
@@ -348,10 +345,7 @@ TEST_CASE("stop releases parked waiters with an error and tells members") {
   const int port = server->port();
   RawClient waiter(port), m0(port), m1(port);
   REQUIRE(waiter.hello("stop"));
-  REQUIRE(m0.hello("stop"));
-  REQUIRE(m1.hello("stop"));
-  REQUIRE(m0.send(1, join_msg(0, 2, "host-a")));
-  REQUIRE(m1.send(1, join_msg(1, 2, "host-b")));
+  join_both(m0, m1, "stop", join_msg(0, 2, "host-a"), join_msg(1, 2, "host-b"));
   REQUIRE(m0.recv(3s));
   REQUIRE(m1.recv(3s));
   REQUIRE(waiter.send(42, rv::Get{"never", 30000}));
