@@ -171,8 +171,8 @@ class Embedded final : public Server {
 };
 
 struct Setup {
-  int job_ttl_ms = -1;                    // -1: the server's default
-  std::vector<std::string> daemon_flags;  // limits, for the daemon
+  int job_ttl_ms = -1;                         // -1: the server's default
+  std::vector<std::string> daemon_flags = {};  // limits, for the daemon
 };
 
 std::unique_ptr<Server> start(const std::string& kind, const Setup& setup, const TempDir& dir) {
@@ -184,6 +184,16 @@ std::unique_ptr<Server> start(const std::string& kind, const Setup& setup, const
   }
   return std::make_unique<Daemon>(flags, dir.path);
 }
+
+// The server a test runs on, "daemon" or "embedded", and the folder its
+// files go in.
+struct Run {
+  explicit Run(const std::string& server_kind, const Setup& setup = {})
+      : kind(server_kind), server(start(kind, setup, dir)) {}
+  const std::string kind;
+  TempDir dir;
+  std::unique_ptr<Server> server;
+};
 
 // Runs store_client with args and waits for it.
 Done client(const Server& s, const std::string& job, const std::vector<std::string>& args,
@@ -268,15 +278,13 @@ std::vector<std::string> race(const Server& s, const char* job, const std::strin
 }  // namespace
 
 TEST_CASE("retention: 64 processes each add 100 to a counter and close; a new one reads 6400") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  auto server = start(kind, {}, dir);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
+  INFO(run.kind);
   std::vector<Proc> adders;
   for (int i = 0; i < 64; ++i)
-    adders.push_back(spawn({env_path("STORE_CLIENT"), std::to_string(server->port()), "adders",
+    adders.push_back(spawn({env_path("STORE_CLIENT"), std::to_string(run.server->port()), "adders",
                             "add", "counter", "100"},
-                           dir.path, "adder-" + std::to_string(i)));
+                           run.dir.path, "adder-" + std::to_string(i)));
   std::set<std::string> results;
   for (const Proc& p : adders) {
     const Done d = finish(p, Clock::now() + 60s);
@@ -287,36 +295,32 @@ TEST_CASE("retention: 64 processes each add 100 to a counter and close; a new on
   // Every add saw its own total: 100, 200, ..., 6400.
   CHECK(results.size() == 64);
   CHECK(results.count("6400") == 1);
-  const Done reader = client(*server, "adders", {"get", "counter"}, dir);
+  const Done reader = client(*run.server, "adders", {"get", "counter"}, run.dir);
   INFO(reader.err);
   CHECK(reader.code == 0);
   CHECK(reader.out == "6400");
-  if (kind == "daemon") {
-    const std::string log = server->log();
+  if (run.kind == "daemon") {
+    const std::string log = run.server->log();
     CHECK_THAT(log, Catch::Contains("job 'adders' has no connection; its 1 key(s)"));
     CHECK_THAT(log, !Catch::Contains("job 'adders' forgotten"));
   }
 }
 
 TEST_CASE("retention: a job's keys survive its last disconnect, until its TTL passes") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  Setup setup;
-  setup.job_ttl_ms = 1500;
-  auto server = start(kind, setup, dir);
-  Done d = client(*server, "ttl", {"set", "config", "from the first phase"}, dir);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"), {.job_ttl_ms = 1500});
+  INFO(run.kind);
+  Done d = client(*run.server, "ttl", {"set", "config", "from the first phase"}, run.dir);
   INFO(d.err);
   REQUIRE(d.code == 0);
-  d = client(*server, "ttl", {"get", "config"}, dir);  // no connection since the set
+  d = client(*run.server, "ttl", {"get", "config"}, run.dir);  // no connection since the set
   CHECK(d.code == 0);
   CHECK(d.out == "from the first phase");
   // Nothing is connected to the job now; past the TTL it is forgotten.
   std::this_thread::sleep_for(1500ms + 1500ms);
-  d = client(*server, "ttl", {"get", "config"}, dir);
+  d = client(*run.server, "ttl", {"get", "config"}, run.dir);
   CHECK(d.code == 3);  // not set
-  if (kind == "daemon") {
-    const std::string log = server->log();
+  if (run.kind == "daemon") {
+    const std::string log = run.server->log();
     CHECK_THAT(log, Catch::Contains("job 'ttl' has no connection; its 1 key(s)") &&
                         Catch::Contains("are kept for 1500 ms (job TTL)"));
     CHECK_THAT(log, Catch::Contains("job 'ttl' forgotten (no connection for 1500 ms (job TTL)"));
@@ -324,22 +328,18 @@ TEST_CASE("retention: a job's keys survive its last disconnect, until its TTL pa
 }
 
 TEST_CASE("retention: with job TTL 0 a job's keys stay until deleted") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  Setup setup;
-  setup.job_ttl_ms = 0;
-  auto server = start(kind, setup, dir);
-  REQUIRE(client(*server, "kept", {"set", "k", "v"}, dir).code == 0);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"), {.job_ttl_ms = 0});
+  INFO(run.kind);
+  REQUIRE(client(*run.server, "kept", {"set", "k", "v"}, run.dir).code == 0);
   std::this_thread::sleep_for(1000ms);
-  Done d = client(*server, "kept", {"get", "k"}, dir);
+  Done d = client(*run.server, "kept", {"get", "k"}, run.dir);
   CHECK(d.out == "v");
-  cc_store_t s = connect(*server, "kept");
+  cc_store_t s = connect(*run.server, "kept");
   CHECK(cc_store_delete(s, "k") == CC_SUCCESS);
   cc_store_close(s);
-  CHECK(client(*server, "kept", {"get", "k"}, dir).code == 3);
-  if (kind == "daemon") {
-    CHECK_THAT(server->log(),
+  CHECK(client(*run.server, "kept", {"get", "k"}, run.dir).code == 3);
+  if (run.kind == "daemon") {
+    CHECK_THAT(run.server->log(),
                Catch::Contains("a job's keys are kept until deleted (--job-ttl 0)") &&
                    Catch::Contains("job 'kept' has no connection; its 1 key(s) "
                                    "(2 bytes) are kept until deleted"));
@@ -347,12 +347,11 @@ TEST_CASE("retention: with job TTL 0 a job's keys stay until deleted") {
 }
 
 TEST_CASE("retention: the daemon's full store refuses writes with words and evicts nothing") {
-  TempDir dir;
   Setup setup;
   setup.daemon_flags = {"--max-keys-per-job", "3",    "--max-bytes-per-job", "1KiB",
                         "--max-total-bytes",  "1536", "--max-jobs",          "2"};
-  auto server = start("daemon", setup, dir);
-  cc_store_t keys = connect(*server, "keys");
+  const Run run("daemon", setup);
+  cc_store_t keys = connect(*run.server, "keys");
   for (const char* k : {"k1", "k2", "k3"}) REQUIRE(cc_store_set(keys, k, "v", 1) == CC_SUCCESS);
   CHECK(cc_store_set(keys, "k4", "v", 1) == CC_ERR_RENDEZVOUS);
   CHECK_THAT(last_error(), Catch::Contains("cc_store_set of key 'k4'") &&
@@ -365,7 +364,7 @@ TEST_CASE("retention: the daemon's full store refuses writes with words and evic
   CHECK(swapped == 0);
   CHECK(get_text(keys, "k1") == "v");  // nothing was evicted
 
-  cc_store_t bytes = connect(*server, "bytes");
+  cc_store_t bytes = connect(*run.server, "bytes");
   const std::string kb(1000, 'x');
   REQUIRE(cc_store_set(bytes, "big", kb.data(), kb.size()) == CC_SUCCESS);  // 1003 bytes
   CHECK(cc_store_set(bytes, "more", kb.data(), 100) == CC_ERR_RENDEZVOUS);
@@ -385,11 +384,11 @@ TEST_CASE("retention: the daemon's full store refuses writes with words and evic
   cc_config_t config = CC_CONFIG_INIT;
   config.timeout_ms = 5000;
   cc_store_t third = nullptr;
-  CHECK(cc_store_connect(&third, "127.0.0.1", server->port(), "third", &config) ==
+  CHECK(cc_store_connect(&third, "127.0.0.1", run.server->port(), "third", &config) ==
         CC_ERR_RENDEZVOUS);
   CHECK_THAT(last_error(), Catch::Contains("limit of 2 jobs (1 of them have no connection") &&
                                Catch::Contains("cc-rendezvous --max-jobs"));
-  cc_store_t again = connect(*server, "bytes");  // the kept job is whole
+  cc_store_t again = connect(*run.server, "bytes");  // the kept job is whole
   std::vector<char> back(kb.size());
   size_t len = 0;
   CHECK(cc_store_get(again, "big", back.data(), back.size(), &len, 0) == CC_SUCCESS);
@@ -399,9 +398,8 @@ TEST_CASE("retention: the daemon's full store refuses writes with words and evic
 }
 
 TEST_CASE("retention: the embedded server's full store refuses at its default 64 MiB a job") {
-  TempDir dir;
-  auto server = start("embedded", {}, dir);
-  cc_store_t s = connect(*server, "full");
+  const Run run("embedded");
+  cc_store_t s = connect(*run.server, "full");
   const std::vector<char> mib(1u << 20, 'x');
   int stored = 0;
   cc_result_t r = CC_SUCCESS;
@@ -425,11 +423,9 @@ TEST_CASE("retention: the embedded server's full store refuses at its default 64
 }
 
 TEST_CASE("retention: delete and compare-set through the C API") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  auto server = start(kind, {}, dir);
-  cc_store_t s = connect(*server, "calls");
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
+  INFO(run.kind);
+  cc_store_t s = connect(*run.server, "calls");
 
   CHECK(cc_store_delete(s, "never-set") == CC_SUCCESS);
   REQUIRE(cc_store_set(s, "k", "v", 1) == CC_SUCCESS);
@@ -439,7 +435,7 @@ TEST_CASE("retention: delete and compare-set through the C API") {
   CHECK(cc_store_get(s, "k", buf, sizeof(buf), &len, 0) == CC_ERR_TIMEOUT);
 
   // A get waiting on a key keeps waiting through a delete; a later set answers it.
-  auto waiter = wait_for(*server, "calls", "later");
+  auto waiter = wait_for(*run.server, "calls", "later");
   std::this_thread::sleep_for(200ms);
   CHECK(cc_store_delete(s, "later") == CC_SUCCESS);
   std::this_thread::sleep_for(200ms);
@@ -468,7 +464,7 @@ TEST_CASE("retention: delete and compare-set through the C API") {
   CHECK(swapped == 0);  // ... never an absent key
 
   // A compare-set that creates a key wakes the get waiting for it.
-  auto woken = wait_for(*server, "calls", "woken");
+  auto woken = wait_for(*run.server, "calls", "woken");
   std::this_thread::sleep_for(200ms);
   CHECK(cc_store_compare_set(s, "woken", nullptr, 0, "yes", 3, &swapped) == CC_SUCCESS);
   CHECK(woken.get().value == "yes");
@@ -492,12 +488,10 @@ TEST_CASE("retention: delete and compare-set through the C API") {
 }
 
 TEST_CASE("retention: 64 processes racing compare-sets have exactly one winner") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  auto server = start(kind, {}, dir);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
+  INFO(run.kind);
   // Create-if-absent: leader election.
-  std::vector<std::string> out = race(*server, "election", "1", "leader", "-", dir);
+  std::vector<std::string> out = race(*run.server, "election", "1", "leader", "-", run.dir);
   int winners = 0;
   std::string winner;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -508,10 +502,10 @@ TEST_CASE("retention: 64 processes racing compare-sets have exactly one winner")
     }
   }
   CHECK(winners == 1);
-  cc_store_t s = connect(*server, "election");
+  cc_store_t s = connect(*run.server, "election");
   CHECK(get_text(s, "leader") == winner);
   // Replacing the winner's value: again exactly one.
-  out = race(*server, "election", "2", "leader", winner, dir);
+  out = race(*run.server, "election", "2", "leader", winner, run.dir);
   winners = 0;
   for (const std::string& o : out) winners += o == "1" ? 1 : 0;
   CHECK(winners == 1);
@@ -520,14 +514,12 @@ TEST_CASE("retention: 64 processes racing compare-sets have exactly one winner")
 }
 
 TEST_CASE("retention: communicator state is not handed out stale once a job's ranks left") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  auto server = start(kind, {}, dir);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
+  INFO(run.kind);
   auto rank = [&](int r, uint8_t id) {
     rv::ClientOptions o;
     o.addr = "127.0.0.1";
-    o.port = server->port();
+    o.port = run.server->port();
     o.job_id = "comm";
     o.connect_timeout = 10s;
     o.request_timeout = 10s;
@@ -549,7 +541,7 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
     return std::make_tuple(js, joined.unique_id, std::move(c));
   };
   // A store connection of the job stays all along, holding a key.
-  cc_store_t store = connect(*server, "comm");
+  cc_store_t store = connect(*run.server, "comm");
   REQUIRE(cc_store_set(store, "phase", "1", 1) == CC_SUCCESS);
 
   auto one = std::async(std::launch::async, [&] { return rank(1, 0); });
@@ -581,7 +573,7 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
   CHECK(nid1 == std::vector<uint8_t>{8});
   CHECK(get_text(store, "phase") == "1");  // the keys were never touched
   cc_store_close(store);
-  if (kind == "daemon")
-    CHECK_THAT(server->log(),
+  if (run.kind == "daemon")
+    CHECK_THAT(run.server->log(),
                Catch::Contains("job 'comm': communicator state forgotten (its last rank left)"));
 }
