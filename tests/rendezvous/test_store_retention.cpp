@@ -540,18 +540,24 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
     const cc::Status js = c->join(j, &joined);
     return std::make_tuple(js, joined.unique_id, std::move(c));
   };
+  // Ranks 0 and 1 join, rank 0 with the unique id `id`: both succeed and
+  // receive it. Their clients.
+  auto join_both = [&](uint8_t id) {
+    auto one = std::async(std::launch::async, [&] { return rank(1, 0); });
+    auto [s0, id0, c0] = rank(0, id);
+    auto [s1, id1, c1] = one.get();
+    INFO(s0.message << " / " << s1.message);
+    REQUIRE(s0.ok());
+    REQUIRE(s1.ok());
+    CHECK(id0 == std::vector<uint8_t>{id});
+    CHECK(id1 == std::vector<uint8_t>{id});
+    return std::make_pair(std::move(c0), std::move(c1));
+  };
   // A store connection of the job stays all along, holding a key.
   cc_store_t store = connect(*run.server, "comm");
   REQUIRE(cc_store_set(store, "phase", "1", 1) == CC_SUCCESS);
 
-  auto one = std::async(std::launch::async, [&] { return rank(1, 0); });
-  auto [s0, id0, c0] = rank(0, 7);
-  auto [s1, id1, c1] = one.get();
-  INFO(s0.message << " / " << s1.message);
-  REQUIRE(s0.ok());
-  REQUIRE(s1.ok());
-  CHECK(id0 == std::vector<uint8_t>{7});
-  CHECK(id1 == std::vector<uint8_t>{7});
+  auto [c0, c1] = join_both(7);
   // While a rank remains, the completed communicator is refused to a latecomer.
   CHECK(c0->leave().ok());
   c0.reset();
@@ -563,14 +569,7 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
   c1.reset();
 
   // Every rank left: the same job id and generation start fresh, with the new id.
-  auto two = std::async(std::launch::async, [&] { return rank(1, 0); });
-  auto [t0, nid0, d0] = rank(0, 8);
-  auto [t1, nid1, d1] = two.get();
-  INFO(t0.message << " / " << t1.message);
-  REQUIRE(t0.ok());
-  REQUIRE(t1.ok());
-  CHECK(nid0 == std::vector<uint8_t>{8});
-  CHECK(nid1 == std::vector<uint8_t>{8});
+  const auto fresh = join_both(8);
   CHECK(get_text(store, "phase") == "1");  // the keys were never touched
   cc_store_close(store);
   if (run.kind == "daemon")
