@@ -54,6 +54,54 @@ T get(const void* base, size_t i) {
   return v;
 }
 
+// How one datatype's elements are written and read, and how close a
+// floating-point result must come (integers must match exactly).
+struct Codec {
+  cc_datatype_t type;
+  void (*encode)(void* base, size_t i, double v);
+  double (*decode)(const void* base, size_t i);
+  double rel;
+};
+
+template <class T>
+constexpr Codec native(cc_datatype_t t, double rel = 0) {
+  return {t, [](void* base, size_t i, double v) { put<T>(base, i, static_cast<T>(v)); },
+          [](const void* base, size_t i) { return static_cast<double>(get<T>(base, i)); }, rel};
+}
+
+// A float of `ebits` exponent and `mbits` mantissa bits, stored in a Bits.
+template <class Bits, int ebits, int mbits>
+constexpr Codec minifloat(cc_datatype_t t, double rel) {
+  return {
+      t,
+      [](void* base, size_t i, double v) {
+        put<Bits>(base, i, static_cast<Bits>(encode_minifloat(v, ebits, mbits)));
+      },
+      [](const void* base, size_t i) { return decode_minifloat(get<Bits>(base, i), ebits, mbits); },
+      rel};
+}
+
+constexpr Codec kCodecs[] = {
+    native<int8_t>(CC_INT8),
+    native<uint8_t>(CC_UINT8),
+    native<int32_t>(CC_INT32),
+    native<uint32_t>(CC_UINT32),
+    native<int64_t>(CC_INT64),
+    native<uint64_t>(CC_UINT64),
+    native<float>(CC_FLOAT32, 1e-5),
+    native<double>(CC_FLOAT64, 1e-12),
+    minifloat<uint16_t, 5, 10>(CC_FLOAT16, 1e-3),
+    minifloat<uint16_t, 8, 7>(CC_BFLOAT16, 8e-3),
+    minifloat<uint8_t, 4, 3>(CC_FLOAT8_E4M3, 0.07),
+    minifloat<uint8_t, 5, 2>(CC_FLOAT8_E5M2, 0.13),
+};
+
+const Codec* codec_of(cc_datatype_t t) {
+  for (const Codec& c : kCodecs)
+    if (c.type == t) return &c;
+  return nullptr;
+}
+
 }  // namespace
 
 size_t elem_size(cc_datatype_t t) { return cc::datatype_size(t); }
@@ -73,101 +121,18 @@ const char* op_name(cc_redop_t op) {
 }
 
 void encode(cc_datatype_t t, void* base, size_t i, double v) {
-  switch (t) {
-    case CC_INT8:
-      put<int8_t>(base, i, static_cast<int8_t>(v));
-      break;
-    case CC_UINT8:
-      put<uint8_t>(base, i, static_cast<uint8_t>(v));
-      break;
-    case CC_INT32:
-      put<int32_t>(base, i, static_cast<int32_t>(v));
-      break;
-    case CC_UINT32:
-      put<uint32_t>(base, i, static_cast<uint32_t>(v));
-      break;
-    case CC_INT64:
-      put<int64_t>(base, i, static_cast<int64_t>(v));
-      break;
-    case CC_UINT64:
-      put<uint64_t>(base, i, static_cast<uint64_t>(v));
-      break;
-    case CC_FLOAT32:
-      put<float>(base, i, static_cast<float>(v));
-      break;
-    case CC_FLOAT64:
-      put<double>(base, i, v);
-      break;
-    case CC_FLOAT16:
-      put<uint16_t>(base, i, static_cast<uint16_t>(encode_minifloat(v, 5, 10)));
-      break;
-    case CC_BFLOAT16:
-      put<uint16_t>(base, i, static_cast<uint16_t>(encode_minifloat(v, 8, 7)));
-      break;
-    case CC_FLOAT8_E4M3:
-      put<uint8_t>(base, i, static_cast<uint8_t>(encode_minifloat(v, 4, 3)));
-      break;
-    case CC_FLOAT8_E5M2:
-      put<uint8_t>(base, i, static_cast<uint8_t>(encode_minifloat(v, 5, 2)));
-      break;
-    default:
-      break;
-  }
+  if (const Codec* c = codec_of(t)) c->encode(base, i, v);
 }
 
 double decode(cc_datatype_t t, const void* base, size_t i) {
-  switch (t) {
-    case CC_INT8:
-      return get<int8_t>(base, i);
-    case CC_UINT8:
-      return get<uint8_t>(base, i);
-    case CC_INT32:
-      return get<int32_t>(base, i);
-    case CC_UINT32:
-      return get<uint32_t>(base, i);
-    case CC_INT64:
-      return static_cast<double>(get<int64_t>(base, i));
-    case CC_UINT64:
-      return static_cast<double>(get<uint64_t>(base, i));
-    case CC_FLOAT32:
-      return get<float>(base, i);
-    case CC_FLOAT64:
-      return get<double>(base, i);
-    case CC_FLOAT16:
-      return decode_minifloat(get<uint16_t>(base, i), 5, 10);
-    case CC_BFLOAT16:
-      return decode_minifloat(get<uint16_t>(base, i), 8, 7);
-    case CC_FLOAT8_E4M3:
-      return decode_minifloat(get<uint8_t>(base, i), 4, 3);
-    case CC_FLOAT8_E5M2:
-      return decode_minifloat(get<uint8_t>(base, i), 5, 2);
-    default:
-      return std::nan("");
-  }
+  const Codec* c = codec_of(t);
+  return c ? c->decode(base, i) : std::nan("");
 }
 
 bool close_enough(cc_datatype_t t, double expected, double got) {
   if (is_integer(t)) return expected == got;
-  double rel = 1e-5;
-  switch (t) {
-    case CC_FLOAT64:
-      rel = 1e-12;
-      break;
-    case CC_FLOAT16:
-      rel = 1e-3;
-      break;
-    case CC_BFLOAT16:
-      rel = 8e-3;
-      break;
-    case CC_FLOAT8_E4M3:
-      rel = 0.07;
-      break;
-    case CC_FLOAT8_E5M2:
-      rel = 0.13;
-      break;
-    default:
-      break;
-  }
+  const Codec* c = codec_of(t);
+  const double rel = c ? c->rel : 1e-5;
   return std::fabs(got - expected) <= 1e-6 + rel * std::fabs(expected);
 }
 

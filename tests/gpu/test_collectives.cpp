@@ -79,47 +79,44 @@ double reduce_value(int rank, size_t i, const void* ctx) {
 }
 double plain_value(int rank, size_t i, const void*) { return plain_input(rank, i); }
 
-}  // namespace
-
-TEST_CASE("allreduce: every type, op, placement and count") {
+// Every type, op, placement and count of a reduction into `count` elements:
+// call(send, out, count, t, op) starts it; its result is checked where
+// `has_result` (every rank of an all-reduce, the root of a reduce).
+template <class Call>
+void each_reduction(const char* coll, bool has_result, Call call) {
   const int rank = world_rank(), n = world_size();
   for (cc_datatype_t t : all_types())
     for (cc_redop_t op : kOps)
       for (bool in_place : {false, true})
         for (size_t count : kCounts) {
-          const std::string what = label("allreduce", t, op_name(op), in_place, count);
+          const std::string what = label(coll, t, op_name(op), in_place, count);
           const size_t bytes = count * elem_size(t);
           DeviceBuffer send(bytes), recv(bytes);
           send.upload(fill(t, count, reduce_value, rank, &op));
           void* out = in_place ? send.get() : recv.get();
-          if (!call_and_wait(what,
-                             cc_allreduce(send.get(), out, count, t, op, world(), cc_stream())))
-            continue;
+          if (!call_and_wait(what, call(send.get(), out, count, t, op))) continue;
+          if (!has_result) continue;
           verify(
               what, t, (in_place ? send : recv).download(bytes), count,
               [&](size_t i) { return reduce_expected(op, i, n); }, op == CC_AVG && is_integer(t));
         }
 }
 
+}  // namespace
+
+TEST_CASE("allreduce: every type, op, placement and count") {
+  each_reduction("allreduce", true,
+                 [](const void* send, void* out, size_t count, cc_datatype_t t, cc_redop_t op) {
+                   return cc_allreduce(send, out, count, t, op, world(), cc_stream());
+                 });
+}
+
 TEST_CASE("reduce: every type, op, placement and count, to the last rank") {
-  const int rank = world_rank(), n = world_size(), root = n - 1;
-  for (cc_datatype_t t : all_types())
-    for (cc_redop_t op : kOps)
-      for (bool in_place : {false, true})
-        for (size_t count : kCounts) {
-          const std::string what = label("reduce", t, op_name(op), in_place, count);
-          const size_t bytes = count * elem_size(t);
-          DeviceBuffer send(bytes), recv(bytes);
-          send.upload(fill(t, count, reduce_value, rank, &op));
-          void* out = in_place ? send.get() : recv.get();
-          if (!call_and_wait(what,
-                             cc_reduce(send.get(), out, count, t, op, root, world(), cc_stream())))
-            continue;
-          if (rank != root) continue;
-          verify(
-              what, t, (in_place ? send : recv).download(bytes), count,
-              [&](size_t i) { return reduce_expected(op, i, n); }, op == CC_AVG && is_integer(t));
-        }
+  const int root = world_size() - 1;
+  each_reduction("reduce", world_rank() == root,
+                 [root](const void* send, void* out, size_t count, cc_datatype_t t, cc_redop_t op) {
+                   return cc_reduce(send, out, count, t, op, root, world(), cc_stream());
+                 });
 }
 
 TEST_CASE("reducescatter: every type, op, placement and count") {

@@ -73,6 +73,14 @@ struct CcMem {
   CcMem& operator=(const CcMem&) = delete;
 };
 
+// All-reduces n floats of round k from `send` into `recv` (which may be
+// `send`) and CHECKs every sum.
+void check_allreduce(void* send, void* recv, size_t n, int k) {
+  upload(send, inputs(n, k));
+  REQUIRE(cc_allreduce(send, recv, n, CC_FLOAT32, CC_SUM, world(), ccs()) == CC_SUCCESS);
+  CHECK(wrong_sums(download(recv, n), k) == 0);
+}
+
 bool nccl_has_windows() {
   int v = 0;
   return ncclGetVersion(&v) == ncclSuccess && v >= 22700;
@@ -106,15 +114,9 @@ TEST_CASE("all-reduce from registered cc_mem_alloc buffers is correct") {
     CHECK(hs != nullptr);
     CHECK(hr != nullptr);
 
-    upload(send.p, inputs(count, 0));
-    r = cc_allreduce(send.p, recv.p, count, CC_FLOAT32, CC_SUM, world(), ccs());
-    REQUIRE(r == CC_SUCCESS);
-    CHECK(wrong_sums(download(recv.p, count), 0) == 0);
-
+    check_allreduce(send.p, recv.p, count, 0);
     // In place, in the registered receive buffer.
-    upload(recv.p, inputs(count, 1));
-    REQUIRE(cc_allreduce(recv.p, recv.p, count, CC_FLOAT32, CC_SUM, world(), ccs()) == CC_SUCCESS);
-    CHECK(wrong_sums(download(recv.p, count), 1) == 0);
+    check_allreduce(recv.p, recv.p, count, 1);
 
     CHECK(cc_comm_deregister(world(), hs) == CC_SUCCESS);
     CHECK(cc_comm_deregister(world(), hr) == CC_SUCCESS);
@@ -139,9 +141,7 @@ TEST_CASE("symmetric windows where the NCCL loaded has them") {
   CHECK(wr != nullptr);
   for (size_t n : {size_t{1}, size_t{4096}, count}) {
     INFO("count " << n);
-    upload(send.p, inputs(n, 2));
-    REQUIRE(cc_allreduce(send.p, recv.p, n, CC_FLOAT32, CC_SUM, world(), ccs()) == CC_SUCCESS);
-    CHECK(wrong_sums(download(recv.p, n), 2) == 0);
+    check_allreduce(send.p, recv.p, n, 2);
   }
   CHECK(cc_comm_window_deregister(world(), ws) == CC_SUCCESS);
   CHECK(cc_comm_window_deregister(world(), wr) == CC_SUCCESS);
@@ -188,9 +188,7 @@ TEST_CASE("collectives captured in a CUDA graph replay correctly ten times") {
   CHECK(wrong == 0);
   CHECK(wrong_bcast == 0);
   // The comm still works directly after the replays.
-  upload(send, inputs(count, 20));
-  REQUIRE(cc_allreduce(send, recv, count, CC_FLOAT32, CC_SUM, world(), ccs()) == CC_SUCCESS);
-  CHECK(wrong_sums(download(recv, count), 20) == 0);
+  check_allreduce(send, recv, count, 20);
 
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

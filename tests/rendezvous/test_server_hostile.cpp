@@ -88,6 +88,29 @@ rv::Error next_error(RawClient& c) {
   return *e;
 }
 
+// a and b say hello to `job`, then send their joins ja and jb (under request
+// ids rid_a and rid_b); returns the time the joins were sent.
+std::chrono::steady_clock::time_point join_both(RawClient& a, RawClient& b, const std::string& job,
+                                                const rv::Join& ja, const rv::Join& jb,
+                                                uint32_t rid_a = 1, uint32_t rid_b = 1) {
+  REQUIRE(a.hello(job));
+  REQUIRE(b.hello(job));
+  const auto sent = std::chrono::steady_clock::now();
+  REQUIRE(a.send(rid_a, ja));
+  REQUIRE(b.send(rid_b, jb));
+  return sent;
+}
+
+// a and b both hear an Error next: `code`, in words that match.
+template <class Words>
+void both_hear(RawClient& a, RawClient& b, cc_result_t code, const Words& words) {
+  for (RawClient* c : {&a, &b}) {
+    const rv::Error e = next_error(*c);
+    CHECK(e.code == code);
+    CHECK_THAT(e.message, words);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("hostile input drops only the sender, with its reason") {
@@ -231,43 +254,24 @@ TEST_CASE("join checks through the real server") {
 
   SECTION("a rank claimed twice: both hear it, naming both hosts") {
     RawClient a(port), b(port);
-    REQUIRE(a.hello("twice"));
-    REQUIRE(b.hello("twice"));
-    REQUIRE(a.send(7, join_msg(1, 2, "host-a")));
-    REQUIRE(b.send(8, join_msg(1, 2, "host-b")));
-    for (RawClient* c : {&a, &b}) {
-      const rv::Error e = next_error(*c);
-      CHECK(e.code == CC_ERR_MISMATCH);
-      CHECK_THAT(e.message, Catch::Contains("claimed twice") && Catch::Contains("host-a") &&
-                                 Catch::Contains("host-b"));
-    }
+    join_both(a, b, "twice", join_msg(1, 2, "host-a"), join_msg(1, 2, "host-b"), 7, 8);
+    both_hear(
+        a, b, CC_ERR_MISMATCH,
+        Catch::Contains("claimed twice") && Catch::Contains("host-a") && Catch::Contains("host-b"));
   }
   SECTION("world sizes that differ") {
     RawClient a(port), b(port);
-    REQUIRE(a.hello("sizes"));
-    REQUIRE(b.hello("sizes"));
-    REQUIRE(a.send(1, join_msg(0, 2, "host-a")));
-    REQUIRE(b.send(1, join_msg(1, 3, "host-b")));
-    for (RawClient* c : {&a, &b}) {
-      const rv::Error e = next_error(*c);
-      CHECK(e.code == CC_ERR_MISMATCH);
-      CHECK_THAT(e.message, Catch::Contains("world size") && Catch::Contains("said 2") &&
-                                 Catch::Contains("said 3"));
-    }
+    join_both(a, b, "sizes", join_msg(0, 2, "host-a"), join_msg(1, 3, "host-b"));
+    both_hear(
+        a, b, CC_ERR_MISMATCH,
+        Catch::Contains("world size") && Catch::Contains("said 2") && Catch::Contains("said 3"));
   }
   SECTION("ranks that never come are named at the deadline") {
     RawClient a(port), b(port);
-    REQUIRE(a.hello("missing"));
-    REQUIRE(b.hello("missing"));
-    const auto t0 = std::chrono::steady_clock::now();
-    REQUIRE(a.send(1, join_msg(0, 4, "host-a", 300)));
-    REQUIRE(b.send(1, join_msg(1, 4, "host-b", 5000)));
-    for (RawClient* c : {&a, &b}) {
-      const rv::Error e = next_error(*c);
-      CHECK(e.code == CC_ERR_TIMEOUT);
-      CHECK_THAT(e.message,
-                 Catch::Contains("ranks 2, 3 of 4 never joined job 'missing' (generation 0)"));
-    }
+    const auto t0 =
+        join_both(a, b, "missing", join_msg(0, 4, "host-a", 300), join_msg(1, 4, "host-b", 5000));
+    both_hear(a, b, CC_ERR_TIMEOUT,
+              Catch::Contains("ranks 2, 3 of 4 never joined job 'missing' (generation 0)"));
     const auto took = std::chrono::steady_clock::now() - t0;
     CHECK(took >= 250ms);
     CHECK(took < 2s);
@@ -320,10 +324,7 @@ TEST_CASE("wait_job_idle follows members leaving") {
   auto server = start_server();
   const int port = server->port();
   RawClient r0(port), r1(port);
-  REQUIRE(r0.hello("idle"));
-  REQUIRE(r1.hello("idle"));
-  REQUIRE(r0.send(1, join_msg(0, 2, "host-a")));
-  REQUIRE(r1.send(1, join_msg(1, 2, "host-b")));
+  join_both(r0, r1, "idle", join_msg(0, 2, "host-a"), join_msg(1, 2, "host-b"));
   REQUIRE(r0.recv(3s));
   REQUIRE(r1.recv(3s));
   CHECK_FALSE(server->wait_job_idle("idle", 100ms));
@@ -344,10 +345,7 @@ TEST_CASE("stop releases parked waiters with an error and tells members") {
   const int port = server->port();
   RawClient waiter(port), m0(port), m1(port);
   REQUIRE(waiter.hello("stop"));
-  REQUIRE(m0.hello("stop"));
-  REQUIRE(m1.hello("stop"));
-  REQUIRE(m0.send(1, join_msg(0, 2, "host-a")));
-  REQUIRE(m1.send(1, join_msg(1, 2, "host-b")));
+  join_both(m0, m1, "stop", join_msg(0, 2, "host-a"), join_msg(1, 2, "host-b"));
   REQUIRE(m0.recv(3s));
   REQUIRE(m1.recv(3s));
   REQUIRE(waiter.send(42, rv::Get{"never", 30000}));

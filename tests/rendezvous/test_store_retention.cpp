@@ -171,8 +171,8 @@ class Embedded final : public Server {
 };
 
 struct Setup {
-  int job_ttl_ms = -1;                    // -1: the server's default
-  std::vector<std::string> daemon_flags;  // limits, for the daemon
+  int job_ttl_ms = -1;                         // -1: the server's default
+  std::vector<std::string> daemon_flags = {};  // limits, for the daemon
 };
 
 std::unique_ptr<Server> start(const std::string& kind, const Setup& setup, const TempDir& dir) {
@@ -184,6 +184,16 @@ std::unique_ptr<Server> start(const std::string& kind, const Setup& setup, const
   }
   return std::make_unique<Daemon>(flags, dir.path);
 }
+
+// The server a test runs on, "daemon" or "embedded", and the folder its
+// files go in.
+struct Run {
+  explicit Run(const std::string& server_kind, const Setup& setup = {})
+      : kind(server_kind), server(start(kind, setup, dir)) {}
+  const std::string kind;
+  TempDir dir;
+  std::unique_ptr<Server> server;
+};
 
 // Runs store_client with args and waits for it.
 Done client(const Server& s, const std::string& job, const std::vector<std::string>& args,
@@ -203,6 +213,24 @@ cc_store_t connect(const Server& s, const char* job) {
 }
 
 std::string last_error() { return cc_last_error(); }
+
+struct Waited {
+  cc_result_t result;
+  std::string value;  // empty unless result is CC_SUCCESS
+};
+
+// A get of `key` that waits up to 10 s, on a connection of its own, on a
+// thread of its own.
+std::future<Waited> wait_for(const Server& s, const char* job, const char* key) {
+  return std::async(std::launch::async, [&s, job, key] {
+    cc_store_t w = connect(s, job);
+    char got[64];
+    size_t n = 0;
+    const cc_result_t r = cc_store_get(w, key, got, sizeof(got), &n, 10000);
+    cc_store_close(w);
+    return Waited{r, std::string(got, r == CC_SUCCESS ? n : 0)};
+  });
+}
 
 std::string get_text(cc_store_t store, const char* key) {
   char buf[256];
@@ -250,15 +278,13 @@ std::vector<std::string> race(const Server& s, const char* job, const std::strin
 }  // namespace
 
 TEST_CASE("retention: 64 processes each add 100 to a counter and close; a new one reads 6400") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  auto server = start(kind, {}, dir);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
+  INFO(run.kind);
   std::vector<Proc> adders;
   for (int i = 0; i < 64; ++i)
-    adders.push_back(spawn({env_path("STORE_CLIENT"), std::to_string(server->port()), "adders",
+    adders.push_back(spawn({env_path("STORE_CLIENT"), std::to_string(run.server->port()), "adders",
                             "add", "counter", "100"},
-                           dir.path, "adder-" + std::to_string(i)));
+                           run.dir.path, "adder-" + std::to_string(i)));
   std::set<std::string> results;
   for (const Proc& p : adders) {
     const Done d = finish(p, Clock::now() + 60s);
@@ -269,36 +295,32 @@ TEST_CASE("retention: 64 processes each add 100 to a counter and close; a new on
   // Every add saw its own total: 100, 200, ..., 6400.
   CHECK(results.size() == 64);
   CHECK(results.count("6400") == 1);
-  const Done reader = client(*server, "adders", {"get", "counter"}, dir);
+  const Done reader = client(*run.server, "adders", {"get", "counter"}, run.dir);
   INFO(reader.err);
   CHECK(reader.code == 0);
   CHECK(reader.out == "6400");
-  if (kind == "daemon") {
-    const std::string log = server->log();
+  if (run.kind == "daemon") {
+    const std::string log = run.server->log();
     CHECK_THAT(log, Catch::Contains("job 'adders' has no connection; its 1 key(s)"));
     CHECK_THAT(log, !Catch::Contains("job 'adders' forgotten"));
   }
 }
 
 TEST_CASE("retention: a job's keys survive its last disconnect, until its TTL passes") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  Setup setup;
-  setup.job_ttl_ms = 1500;
-  auto server = start(kind, setup, dir);
-  Done d = client(*server, "ttl", {"set", "config", "from the first phase"}, dir);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"), {.job_ttl_ms = 1500});
+  INFO(run.kind);
+  Done d = client(*run.server, "ttl", {"set", "config", "from the first phase"}, run.dir);
   INFO(d.err);
   REQUIRE(d.code == 0);
-  d = client(*server, "ttl", {"get", "config"}, dir);  // no connection since the set
+  d = client(*run.server, "ttl", {"get", "config"}, run.dir);  // no connection since the set
   CHECK(d.code == 0);
   CHECK(d.out == "from the first phase");
   // Nothing is connected to the job now; past the TTL it is forgotten.
   std::this_thread::sleep_for(1500ms + 1500ms);
-  d = client(*server, "ttl", {"get", "config"}, dir);
+  d = client(*run.server, "ttl", {"get", "config"}, run.dir);
   CHECK(d.code == 3);  // not set
-  if (kind == "daemon") {
-    const std::string log = server->log();
+  if (run.kind == "daemon") {
+    const std::string log = run.server->log();
     CHECK_THAT(log, Catch::Contains("job 'ttl' has no connection; its 1 key(s)") &&
                         Catch::Contains("are kept for 1500 ms (job TTL)"));
     CHECK_THAT(log, Catch::Contains("job 'ttl' forgotten (no connection for 1500 ms (job TTL)"));
@@ -306,22 +328,18 @@ TEST_CASE("retention: a job's keys survive its last disconnect, until its TTL pa
 }
 
 TEST_CASE("retention: with job TTL 0 a job's keys stay until deleted") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  Setup setup;
-  setup.job_ttl_ms = 0;
-  auto server = start(kind, setup, dir);
-  REQUIRE(client(*server, "kept", {"set", "k", "v"}, dir).code == 0);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"), {.job_ttl_ms = 0});
+  INFO(run.kind);
+  REQUIRE(client(*run.server, "kept", {"set", "k", "v"}, run.dir).code == 0);
   std::this_thread::sleep_for(1000ms);
-  Done d = client(*server, "kept", {"get", "k"}, dir);
+  Done d = client(*run.server, "kept", {"get", "k"}, run.dir);
   CHECK(d.out == "v");
-  cc_store_t s = connect(*server, "kept");
+  cc_store_t s = connect(*run.server, "kept");
   CHECK(cc_store_delete(s, "k") == CC_SUCCESS);
   cc_store_close(s);
-  CHECK(client(*server, "kept", {"get", "k"}, dir).code == 3);
-  if (kind == "daemon") {
-    CHECK_THAT(server->log(),
+  CHECK(client(*run.server, "kept", {"get", "k"}, run.dir).code == 3);
+  if (run.kind == "daemon") {
+    CHECK_THAT(run.server->log(),
                Catch::Contains("a job's keys are kept until deleted (--job-ttl 0)") &&
                    Catch::Contains("job 'kept' has no connection; its 1 key(s) "
                                    "(2 bytes) are kept until deleted"));
@@ -329,12 +347,11 @@ TEST_CASE("retention: with job TTL 0 a job's keys stay until deleted") {
 }
 
 TEST_CASE("retention: the daemon's full store refuses writes with words and evicts nothing") {
-  TempDir dir;
   Setup setup;
   setup.daemon_flags = {"--max-keys-per-job", "3",    "--max-bytes-per-job", "1KiB",
                         "--max-total-bytes",  "1536", "--max-jobs",          "2"};
-  auto server = start("daemon", setup, dir);
-  cc_store_t keys = connect(*server, "keys");
+  const Run run("daemon", setup);
+  cc_store_t keys = connect(*run.server, "keys");
   for (const char* k : {"k1", "k2", "k3"}) REQUIRE(cc_store_set(keys, k, "v", 1) == CC_SUCCESS);
   CHECK(cc_store_set(keys, "k4", "v", 1) == CC_ERR_RENDEZVOUS);
   CHECK_THAT(last_error(), Catch::Contains("cc_store_set of key 'k4'") &&
@@ -347,7 +364,7 @@ TEST_CASE("retention: the daemon's full store refuses writes with words and evic
   CHECK(swapped == 0);
   CHECK(get_text(keys, "k1") == "v");  // nothing was evicted
 
-  cc_store_t bytes = connect(*server, "bytes");
+  cc_store_t bytes = connect(*run.server, "bytes");
   const std::string kb(1000, 'x');
   REQUIRE(cc_store_set(bytes, "big", kb.data(), kb.size()) == CC_SUCCESS);  // 1003 bytes
   CHECK(cc_store_set(bytes, "more", kb.data(), 100) == CC_ERR_RENDEZVOUS);
@@ -367,11 +384,11 @@ TEST_CASE("retention: the daemon's full store refuses writes with words and evic
   cc_config_t config = CC_CONFIG_INIT;
   config.timeout_ms = 5000;
   cc_store_t third = nullptr;
-  CHECK(cc_store_connect(&third, "127.0.0.1", server->port(), "third", &config) ==
+  CHECK(cc_store_connect(&third, "127.0.0.1", run.server->port(), "third", &config) ==
         CC_ERR_RENDEZVOUS);
   CHECK_THAT(last_error(), Catch::Contains("limit of 2 jobs (1 of them have no connection") &&
                                Catch::Contains("cc-rendezvous --max-jobs"));
-  cc_store_t again = connect(*server, "bytes");  // the kept job is whole
+  cc_store_t again = connect(*run.server, "bytes");  // the kept job is whole
   std::vector<char> back(kb.size());
   size_t len = 0;
   CHECK(cc_store_get(again, "big", back.data(), back.size(), &len, 0) == CC_SUCCESS);
@@ -381,9 +398,8 @@ TEST_CASE("retention: the daemon's full store refuses writes with words and evic
 }
 
 TEST_CASE("retention: the embedded server's full store refuses at its default 64 MiB a job") {
-  TempDir dir;
-  auto server = start("embedded", {}, dir);
-  cc_store_t s = connect(*server, "full");
+  const Run run("embedded");
+  cc_store_t s = connect(*run.server, "full");
   const std::vector<char> mib(1u << 20, 'x');
   int stored = 0;
   cc_result_t r = CC_SUCCESS;
@@ -407,11 +423,9 @@ TEST_CASE("retention: the embedded server's full store refuses at its default 64
 }
 
 TEST_CASE("retention: delete and compare-set through the C API") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  auto server = start(kind, {}, dir);
-  cc_store_t s = connect(*server, "calls");
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
+  INFO(run.kind);
+  cc_store_t s = connect(*run.server, "calls");
 
   CHECK(cc_store_delete(s, "never-set") == CC_SUCCESS);
   REQUIRE(cc_store_set(s, "k", "v", 1) == CC_SUCCESS);
@@ -421,22 +435,15 @@ TEST_CASE("retention: delete and compare-set through the C API") {
   CHECK(cc_store_get(s, "k", buf, sizeof(buf), &len, 0) == CC_ERR_TIMEOUT);
 
   // A get waiting on a key keeps waiting through a delete; a later set answers it.
-  auto waiter = std::async(std::launch::async, [&] {
-    cc_store_t w = connect(*server, "calls");
-    char got[64];
-    size_t n = 0;
-    const cc_result_t r = cc_store_get(w, "later", got, sizeof(got), &n, 10000);
-    cc_store_close(w);
-    return std::make_pair(r, std::string(got, r == CC_SUCCESS ? n : 0));
-  });
+  auto waiter = wait_for(*run.server, "calls", "later");
   std::this_thread::sleep_for(200ms);
   CHECK(cc_store_delete(s, "later") == CC_SUCCESS);
   std::this_thread::sleep_for(200ms);
   CHECK(waiter.wait_for(0ms) == std::future_status::timeout);
   REQUIRE(cc_store_set(s, "later", "now", 3) == CC_SUCCESS);
-  auto [r, got] = waiter.get();
-  CHECK(r == CC_SUCCESS);
-  CHECK(got == "now");
+  const Waited later = waiter.get();
+  CHECK(later.result == CC_SUCCESS);
+  CHECK(later.value == "now");
 
   int swapped = -1;
   CHECK(cc_store_compare_set(s, "leader", nullptr, 0, "rank-3", 6, &swapped) == CC_SUCCESS);
@@ -457,17 +464,10 @@ TEST_CASE("retention: delete and compare-set through the C API") {
   CHECK(swapped == 0);  // ... never an absent key
 
   // A compare-set that creates a key wakes the get waiting for it.
-  auto woken = std::async(std::launch::async, [&] {
-    cc_store_t w = connect(*server, "calls");
-    char got2[64];
-    size_t n = 0;
-    const cc_result_t rr = cc_store_get(w, "woken", got2, sizeof(got2), &n, 10000);
-    cc_store_close(w);
-    return std::string(got2, rr == CC_SUCCESS ? n : 0);
-  });
+  auto woken = wait_for(*run.server, "calls", "woken");
   std::this_thread::sleep_for(200ms);
   CHECK(cc_store_compare_set(s, "woken", nullptr, 0, "yes", 3, &swapped) == CC_SUCCESS);
-  CHECK(woken.get() == "yes");
+  CHECK(woken.get().value == "yes");
 
   // Argument checks, in words.
   CHECK(cc_store_compare_set(s, "k", nullptr, 3, "x", 1, &swapped) == CC_ERR_INVALID_ARGUMENT);
@@ -488,12 +488,10 @@ TEST_CASE("retention: delete and compare-set through the C API") {
 }
 
 TEST_CASE("retention: 64 processes racing compare-sets have exactly one winner") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  auto server = start(kind, {}, dir);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
+  INFO(run.kind);
   // Create-if-absent: leader election.
-  std::vector<std::string> out = race(*server, "election", "1", "leader", "-", dir);
+  std::vector<std::string> out = race(*run.server, "election", "1", "leader", "-", run.dir);
   int winners = 0;
   std::string winner;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -504,10 +502,10 @@ TEST_CASE("retention: 64 processes racing compare-sets have exactly one winner")
     }
   }
   CHECK(winners == 1);
-  cc_store_t s = connect(*server, "election");
+  cc_store_t s = connect(*run.server, "election");
   CHECK(get_text(s, "leader") == winner);
   // Replacing the winner's value: again exactly one.
-  out = race(*server, "election", "2", "leader", winner, dir);
+  out = race(*run.server, "election", "2", "leader", winner, run.dir);
   winners = 0;
   for (const std::string& o : out) winners += o == "1" ? 1 : 0;
   CHECK(winners == 1);
@@ -516,14 +514,12 @@ TEST_CASE("retention: 64 processes racing compare-sets have exactly one winner")
 }
 
 TEST_CASE("retention: communicator state is not handed out stale once a job's ranks left") {
-  const std::string kind = GENERATE(as<std::string>{}, "daemon", "embedded");
-  INFO(kind);
-  TempDir dir;
-  auto server = start(kind, {}, dir);
+  const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
+  INFO(run.kind);
   auto rank = [&](int r, uint8_t id) {
     rv::ClientOptions o;
     o.addr = "127.0.0.1";
-    o.port = server->port();
+    o.port = run.server->port();
     o.job_id = "comm";
     o.connect_timeout = 10s;
     o.request_timeout = 10s;
@@ -544,18 +540,24 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
     const cc::Status js = c->join(j, &joined);
     return std::make_tuple(js, joined.unique_id, std::move(c));
   };
+  // Ranks 0 and 1 join, rank 0 with the unique id `id`: both succeed and
+  // receive it. Their clients.
+  auto join_both = [&](uint8_t id) {
+    auto one = std::async(std::launch::async, [&] { return rank(1, 0); });
+    auto [s0, id0, c0] = rank(0, id);
+    auto [s1, id1, c1] = one.get();
+    INFO(s0.message << " / " << s1.message);
+    REQUIRE(s0.ok());
+    REQUIRE(s1.ok());
+    CHECK(id0 == std::vector<uint8_t>{id});
+    CHECK(id1 == std::vector<uint8_t>{id});
+    return std::make_pair(std::move(c0), std::move(c1));
+  };
   // A store connection of the job stays all along, holding a key.
-  cc_store_t store = connect(*server, "comm");
+  cc_store_t store = connect(*run.server, "comm");
   REQUIRE(cc_store_set(store, "phase", "1", 1) == CC_SUCCESS);
 
-  auto one = std::async(std::launch::async, [&] { return rank(1, 0); });
-  auto [s0, id0, c0] = rank(0, 7);
-  auto [s1, id1, c1] = one.get();
-  INFO(s0.message << " / " << s1.message);
-  REQUIRE(s0.ok());
-  REQUIRE(s1.ok());
-  CHECK(id0 == std::vector<uint8_t>{7});
-  CHECK(id1 == std::vector<uint8_t>{7});
+  auto [c0, c1] = join_both(7);
   // While a rank remains, the completed communicator is refused to a latecomer.
   CHECK(c0->leave().ok());
   c0.reset();
@@ -567,17 +569,10 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
   c1.reset();
 
   // Every rank left: the same job id and generation start fresh, with the new id.
-  auto two = std::async(std::launch::async, [&] { return rank(1, 0); });
-  auto [t0, nid0, d0] = rank(0, 8);
-  auto [t1, nid1, d1] = two.get();
-  INFO(t0.message << " / " << t1.message);
-  REQUIRE(t0.ok());
-  REQUIRE(t1.ok());
-  CHECK(nid0 == std::vector<uint8_t>{8});
-  CHECK(nid1 == std::vector<uint8_t>{8});
+  const auto fresh = join_both(8);
   CHECK(get_text(store, "phase") == "1");  // the keys were never touched
   cc_store_close(store);
-  if (kind == "daemon")
-    CHECK_THAT(server->log(),
+  if (run.kind == "daemon")
+    CHECK_THAT(run.server->log(),
                Catch::Contains("job 'comm': communicator state forgotten (its last rank left)"));
 }

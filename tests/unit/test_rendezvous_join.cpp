@@ -16,15 +16,14 @@
 #include "lib/comm/rendezvous_join.hpp"
 #include "rendezvous/server.hpp"
 #include "tests/common/free_port.hpp"
+#include "tests/unit/rank_thread.hpp"
 #include "tests/unit/rendezvous_request.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-using cc::test::free_port;
-
-const std::vector<uint8_t> kId(128, 0xab);
+using namespace cc::test;
 
 // Rank `rank` of `world`, with a GPU of its own.
 cc::comm::RendezvousRequest request(int rank, int world, int port,
@@ -34,33 +33,18 @@ cc::comm::RendezvousRequest request(int rank, int world, int port,
   return r;
 }
 
-struct Outcome {
-  cc::Status status;
-  cc::comm::RendezvousResult result;
-};
-
-std::future<Outcome> start_rank(cc::comm::RendezvousRequest r) {
-  return std::async(std::launch::async, [r]() mutable {
-    Outcome o;
-    o.status = cc::comm::rendezvous_join(
-        std::move(r),
-        [](std::vector<uint8_t>* id) {
-          *id = kId;
-          return cc::Status::success();
-        },
-        &o.result);
-    return o;
-  });
+std::future<RankOutcome> start_rank(cc::comm::RendezvousRequest r) {
+  return cc::test::start_rank_thread(cc::comm::rendezvous_join, std::move(r));
 }
 
 }  // namespace
 
 TEST_CASE("every rank receives rank 0's id through the embedded server") {
   const int port = free_port();
-  std::vector<std::future<Outcome>> ranks;
+  std::vector<std::future<RankOutcome>> ranks;
   // The others first: they retry until rank 0's server is up.
   for (int r = 2; r >= 0; --r) ranks.push_back(start_rank(request(r, 3, port, 10s, "job-a")));
-  std::vector<Outcome> out;
+  std::vector<RankOutcome> out;
   for (auto& f : ranks) out.push_back(f.get());
   for (auto& o : out) {
     INFO(o.status.message);
@@ -82,7 +66,7 @@ TEST_CASE("a rank that never comes is named to every rank that waits") {
   auto r1 = start_rank(request(1, 3, port, 1500ms, "job-b"));
   const auto t0 = Clock::now();
   for (auto* f : {&r0, &r1}) {
-    Outcome o = f->get();
+    RankOutcome o = f->get();
     CHECK(o.status.code == CC_ERR_TIMEOUT);
     CHECK_THAT(o.status.message, Catch::Contains("joining communicator 1 of job 'job-b' at "
                                                  "127.0.0.1:" +
@@ -96,7 +80,7 @@ TEST_CASE("ranks that disagree on the world size are refused with words") {
   const int port = free_port();
   auto r0 = start_rank(request(0, 2, port, 5s, "job-c"));
   auto r1 = start_rank(request(1, 3, port, 5s, "job-c"));
-  Outcome o0 = r0.get(), o1 = r1.get();
+  RankOutcome o0 = r0.get(), o1 = r1.get();
   CHECK_FALSE(o0.status.ok());
   CHECK(o1.status.code == CC_ERR_MISMATCH);
   CHECK_THAT(o1.status.message,
@@ -115,7 +99,7 @@ TEST_CASE("with an external server rank 0 starts none") {
   q1.config.rendezvous = CC_RENDEZVOUS_EXTERNAL;
   auto r0 = start_rank(q0);
   auto r1 = start_rank(q1);
-  Outcome o0 = r0.get(), o1 = r1.get();
+  RankOutcome o0 = r0.get(), o1 = r1.get();
   CHECK(o0.status.ok());
   CHECK(o1.status.ok());
   CHECK(o0.result.server == nullptr);
@@ -126,7 +110,7 @@ TEST_CASE("with an external server rank 0 starts none") {
 TEST_CASE("no server at the address: an error naming it, at the deadline") {
   const int port = free_port();
   const auto t0 = Clock::now();
-  Outcome o = start_rank(request(1, 2, port, 800ms, "job-e")).get();
+  RankOutcome o = start_rank(request(1, 2, port, 800ms, "job-e")).get();
   CHECK_FALSE(o.status.ok());
   CHECK_THAT(o.status.message,
              Catch::StartsWith(

@@ -133,12 +133,18 @@ TEST_CASE("start: plans test ring successors and the root once per host, then pa
 TEST_CASE("start: a failed connection gives every rank the same words with cause and fix") {
   Harness h;
   join_all(h, {"a", "b"});
-  SECTION("the target sits behind a NAT") {
-    h.feed(1, ready("A", "10.0.0.1", 7000), 20);
-    rv::PreflightReady b = ready("B", "172.18.0.2", 7001);  // its connection came from 10.0.0.2
+  // Rank 0 says `a` and rank 1 says `b`; the plans they get back.
+  const auto plans = [&h](const rv::PreflightReady& a, const rv::PreflightReady& b) {
+    h.feed(1, a, 20);
     h.feed(2, b, 20);
-    CHECK(ranks_of<std::set<int>>(plan_of(h, 1).targets) == std::set<int>{1});
-    CHECK(ranks_of<std::set<int>>(plan_of(h, 2).targets) == std::set<int>{0});
+    const rv::PreflightPlan p0 = plan_of(h, 1);
+    return std::make_pair(p0, plan_of(h, 2));
+  };
+  SECTION("the target sits behind a NAT") {
+    // B listens at 172.18.0.2, but its connection came from 10.0.0.2.
+    const auto [p0, p1] = plans(ready("A", "10.0.0.1", 7000), ready("B", "172.18.0.2", 7001));
+    CHECK(ranks_of<std::set<int>>(p0.targets) == std::set<int>{1});
+    CHECK(ranks_of<std::set<int>>(p1.targets) == std::set<int>{0});
     h.feed(1, report({{1, false, ENETUNREACH, "connect: Network is unreachable"}}), 30);
     h.feed(2, report({{0, true, 0, "reached"}}), 31);
     const auto e1 = h.error_of(h.one(1));
@@ -159,10 +165,7 @@ TEST_CASE("start: a failed connection gives every rank the same words with cause
     a.user_ifname = "ccmgmt0";
     a.route_ifname = "cceth0";
     a.route_addr = "10.0.0.1";
-    h.feed(1, a, 20);
-    h.feed(2, ready("B", "10.0.0.2", 7001), 20);
-    plan_of(h, 1);
-    plan_of(h, 2);
+    plans(a, ready("B", "10.0.0.2", 7001));
     h.feed(2, report({{0, false, ETIMEDOUT, "connect: no answer within 1200 ms (timed out)"}}));
     h.feed(1, report({{1, true, 0, "reached"}}));
     const auto e = h.error_of(h.one(2));
@@ -174,10 +177,7 @@ TEST_CASE("start: a failed connection gives every rank the same words with cause
                               Catch::Contains("set NCCL_SOCKET_IFNAME=cceth0"));
   }
   SECTION("a firewall drops connections one way") {
-    h.feed(1, ready("A", "10.0.0.1", 7000), 20);
-    h.feed(2, ready("B", "10.0.0.2", 7001), 20);
-    plan_of(h, 1);
-    plan_of(h, 2);
+    plans(ready("A", "10.0.0.1", 7000), ready("B", "10.0.0.2", 7001));
     h.feed(1, report({{1, false, ETIMEDOUT, "connect: no answer within 1200 ms (timed out)"}}));
     h.feed(2, report({{0, true, 0, "reached"}}));
     const auto e = h.error_of(h.one(1));

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server_core.hpp"
@@ -69,6 +70,14 @@ uint64_t limits(const rv::ServerMetrics& m, rv::LimitKind k) {
   return m.counters.limits[static_cast<size_t>(k)];
 }
 
+// Why a frame reader refuses `bytes`, which must not decode.
+rv::DecodeError refusal(const std::vector<uint8_t>& bytes) {
+  rv::FrameReader reader;
+  reader.feed(bytes);
+  CHECK_FALSE(reader.next());
+  return reader.error();
+}
+
 }  // namespace
 
 TEST_CASE("ops: the status messages round-trip through a frame") {
@@ -95,10 +104,7 @@ TEST_CASE("ops: the status messages round-trip through a frame") {
   auto at = std::search(bytes.begin(), bytes.end(), marker.begin(), marker.end());
   REQUIRE(at != bytes.end());
   *(at - 5) = 9;  // the state byte sits before the host's length
-  rv::FrameReader reader;
-  reader.feed(bytes);
-  CHECK_FALSE(reader.next());
-  CHECK(reader.error() == rv::DecodeError::bad_field);
+  CHECK(refusal(bytes) == rv::DecodeError::bad_field);
 }
 
 TEST_CASE("ops: a status report that claims more entries than its bytes hold is refused") {
@@ -109,10 +115,7 @@ TEST_CASE("ops: a status report that claims more entries than its bytes hold is 
   auto bytes = rv::encode_frame(1, r);
   const size_t count_at = bytes.size() - 4;
   for (int i = 0; i < 4; ++i) bytes[count_at + i] = static_cast<uint8_t>(100000u >> (8 * i));
-  rv::FrameReader reader;
-  reader.feed(bytes);
-  CHECK_FALSE(reader.next());
-  CHECK(reader.error() == rv::DecodeError::field_too_large);
+  CHECK(refusal(bytes) == rv::DecodeError::field_too_large);
 }
 
 TEST_CASE("ops: status is answered only after authentication, to a connection of no job") {

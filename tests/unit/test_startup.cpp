@@ -20,12 +20,14 @@
 #include "lib/comm/preflight_probe.hpp"
 #include "lib/comm/startup.hpp"
 #include "tests/common/free_port.hpp"
+#include "tests/unit/rank_thread.hpp"
 #include "tests/unit/rendezvous_request.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-using cc::test::free_port;
+using Clock = std::chrono::steady_clock;
+using namespace cc::test;
 
 cc::settings::Getenv env_of(std::map<std::string, std::string> vars) {
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
@@ -34,8 +36,6 @@ cc::settings::Getenv env_of(std::map<std::string, std::string> vars) {
     return it == shared->end() ? nullptr : it->second.c_str();
   };
 }
-
-const std::vector<uint8_t> kId(128, 0xab);
 
 // Rank `rank` of `world`; `host_key` is its host to NCCL (ranks of one key
 // are not tested against each other).
@@ -51,34 +51,19 @@ cc::comm::StartRequest request(int rank, int world, int port, const std::string&
   return r;
 }
 
-struct Rank {
-  cc::Status status;
-  cc::comm::RendezvousResult result;
-};
-
-std::future<Rank> start_rank(cc::comm::StartRequest r) {
-  return std::async(std::launch::async, [r = std::move(r)]() mutable {
-    Rank out;
-    out.status = cc::comm::start(
-        std::move(r),
-        [](std::vector<uint8_t>* id) {
-          *id = kId;
-          return cc::Status::success();
-        },
-        &out.result);
-    return out;
-  });
+std::future<RankOutcome> start_rank(cc::comm::StartRequest r) {
+  return cc::test::start_rank_thread(cc::comm::start, std::move(r));
 }
 
-std::vector<Rank> start_all(std::vector<cc::comm::StartRequest> requests) {
-  std::vector<std::future<Rank>> futures;
+std::vector<RankOutcome> start_all(std::vector<cc::comm::StartRequest> requests) {
+  std::vector<std::future<RankOutcome>> futures;
   for (auto& r : requests) futures.push_back(start_rank(std::move(r)));
-  std::vector<Rank> out;
+  std::vector<RankOutcome> out;
   for (auto& f : futures) out.push_back(f.get());
   return out;
 }
 
-void finish(std::vector<Rank>& ranks, const std::string& job) {
+void finish(std::vector<RankOutcome>& ranks, const std::string& job) {
   for (auto& r : ranks)
     if (r.result.client) (void)r.result.client->leave();
   for (auto& r : ranks) r.result.client.reset();
@@ -123,7 +108,8 @@ TEST_CASE("startup: ranks on one host have nothing to test; on several they test
 }
 
 TEST_CASE("startup: a malformed CC_PREFLIGHT is refused before anything waits") {
-  Rank r = start_rank(request(0, 1, free_port(), "bad", "A", {{"CC_PREFLIGHT", "maybe"}})).get();
+  RankOutcome r =
+      start_rank(request(0, 1, free_port(), "bad", "A", {{"CC_PREFLIGHT", "maybe"}})).get();
   CHECK(r.status.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(r.status.message, Catch::Contains("CC_PREFLIGHT='maybe'"));
 }
