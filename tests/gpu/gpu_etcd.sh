@@ -3,7 +3,10 @@
 # one-member etcd on 127.0.0.1 (free ports, data in a temporary folder), runs
 # examples/allreduce as two ranks by hand with MASTER_ADDR=etcd://..., and
 # checks both print the all-reduced value; then the same with a rank missing
-# (rank 1 never starts) and checks rank 0 names it at the deadline.
+# (rank 1 never starts) and checks rank 0 names it at the deadline; then
+# recovery on etcd with tests/gpu/gpu_recovery: rank 1 kills itself and
+# rank 0 shrinks to one rank, or rank 1 is started again and rank 0 regrows
+# with it (the all-reduces of the new communicator are checked).
 #
 #   tests/gpu/gpu_etcd.sh BUILD
 #
@@ -85,6 +88,46 @@ if [ $rc -ne 0 ] && grep -q "rank 1 of 2 never joined job 'gpu-etcd-missing'" "$
   echo "gpu_etcd: missing rank named: passed"
 else
   echo "gpu_etcd: missing rank named: FAILED (exit $rc)"
+  failed=1
+fi
+# Recovery on etcd: heartbeats every 200 ms, 5 missed (a 1 s lease).
+RECOVERY=$BUILD/tests/gpu/gpu_recovery
+recovery_on_etcd() {  # recovery_on_etcd shrink|regrow
+  local mode=$1 job=gpu-etcd-$1
+  for r in 0 1; do
+    env CC_JOB_ID=$job RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r CC_HEARTBEAT_MS=200 CC_HEARTBEAT_MISSES=5 \
+      CC_TIMEOUT_MS=60000 CC_LOG_LEVEL=info timeout 180 "$RECOVERY" "$mode" >"$DATA/$mode$r.log" 2>&1 &
+    eval "pid$r=$!"
+  done
+  wait "$pid1"
+  local rc1=$? rc1b=0
+  if [ "$mode" = regrow ]; then  # rank 1 again, as cc-run --max-restarts would start it
+    env CC_JOB_ID=$job RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 CC_HEARTBEAT_MS=200 CC_HEARTBEAT_MISSES=5 \
+      CC_RESTART_COUNT=1 CC_TIMEOUT_MS=60000 timeout 180 "$RECOVERY" "$mode" >"$DATA/${mode}1b.log" 2>&1
+    rc1b=$?
+  fi
+  wait "$pid0"
+  local rc0=$?
+  cat "$DATA/${mode}0.log" "$DATA/${mode}1.log"
+  [ "$mode" = regrow ] && cat "$DATA/${mode}1b.log"
+  local want="^RECOVERED generation=1 rank=0 size=1 failed=1$" ok=1
+  [ "$mode" = regrow ] && want="^RECOVERED generation=1 rank=0 size=2 failed=1$"
+  [ $rc0 -eq 0 ] && [ $rc1 -eq 137 ] && [ $rc1b -eq 0 ] || ok=0
+  grep -q "$want" "$DATA/${mode}0.log" || ok=0
+  [ "$mode" = regrow ] && { grep -q "^OK replacement: rank 1 of 2, generation 1" "$DATA/${mode}1b.log" || ok=0; }
+  grep -o "by ncclCommShrink\|by a new NCCL communicator" "$DATA/${mode}0.log" | head -1 | sed 's/^/gpu_etcd: made /'
+  if [ $ok -eq 1 ]; then
+    echo "gpu_etcd: $mode on etcd: passed"
+  else
+    echo "gpu_etcd: $mode on etcd: FAILED (exit $rc0, $rc1, $rc1b)"
+    failed=1
+  fi
+}
+if [ -x "$RECOVERY" ]; then
+  recovery_on_etcd shrink
+  recovery_on_etcd regrow
+else
+  echo "gpu_etcd: recovery on etcd: FAILED ($RECOVERY is missing)"
   failed=1
 fi
 [ $failed -eq 0 ] && echo "gpu_etcd: all passed"
