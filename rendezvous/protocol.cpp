@@ -1,9 +1,12 @@
 #include "rendezvous/protocol.hpp"
 
+#include <algorithm>
 #include <concepts>
 #include <cstring>
+#include <iterator>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 namespace cc::rv {
 namespace {
@@ -334,27 +337,55 @@ bool fields(auto& io, Is<PreflightPlan> auto& m) {
 
 // ---- message types -------------------------------------------------------
 
-template <MsgType Type, typename T>
+// A message's name as a template argument.
+template <size_t N>
+struct Name {
+  constexpr Name(const char (&s)[N]) { std::copy_n(s, N, text); }
+  char text[N];
+};
+template <MsgType Type, typename T, Name N>
 struct Kind {
   static constexpr MsgType type = Type;
+  static constexpr const char* name = N.text;
   using message = T;
 };
-// Every message: its type on the wire and its struct.
+// Every message: its type on the wire, its struct and its name in logs.
+// clang-format off
 using Kinds = std::tuple<
-    Kind<MsgType::hello, Hello>, Kind<MsgType::auth, Auth>, Kind<MsgType::set, Set>,
-    Kind<MsgType::get, Get>, Kind<MsgType::add, Add>, Kind<MsgType::wait, Wait>,
-    Kind<MsgType::del, Del>, Kind<MsgType::join, Join>, Kind<MsgType::leave, Leave>,
-    Kind<MsgType::heartbeat, Heartbeat>, Kind<MsgType::abort, Abort>,
-    Kind<MsgType::challenge, Challenge>, Kind<MsgType::ok, Ok>, Kind<MsgType::error, Error>,
-    Kind<MsgType::value, Value>, Kind<MsgType::integer, Integer>, Kind<MsgType::joined, Joined>,
-    Kind<MsgType::peer_event, PeerEvent>, Kind<MsgType::heartbeat_ack, HeartbeatAck>,
-    Kind<MsgType::watch, Watch>, Kind<MsgType::progress_query, ProgressQuery>,
-    Kind<MsgType::progress, Progress>, Kind<MsgType::compare_set, CompareSet>,
-    Kind<MsgType::compare_set_result, CompareSetResult>, Kind<MsgType::recover, Recover>,
-    Kind<MsgType::recover_id, RecoverId>, Kind<MsgType::recover_id_wanted, RecoverIdWanted>,
-    Kind<MsgType::status_query, StatusQuery>, Kind<MsgType::status_report, StatusReport>,
-    Kind<MsgType::init_failed, InitFailed>, Kind<MsgType::preflight_ready, PreflightReady>,
-    Kind<MsgType::preflight_report, PreflightReport>, Kind<MsgType::preflight_plan, PreflightPlan>>;
+    Kind<MsgType::hello, Hello, "hello">,
+    Kind<MsgType::auth, Auth, "auth">,
+    Kind<MsgType::set, Set, "set">,
+    Kind<MsgType::get, Get, "get">,
+    Kind<MsgType::add, Add, "add">,
+    Kind<MsgType::wait, Wait, "wait">,
+    Kind<MsgType::del, Del, "delete">,
+    Kind<MsgType::join, Join, "join">,
+    Kind<MsgType::leave, Leave, "leave">,
+    Kind<MsgType::heartbeat, Heartbeat, "heartbeat">,
+    Kind<MsgType::abort, Abort, "abort">,
+    Kind<MsgType::challenge, Challenge, "challenge">,
+    Kind<MsgType::ok, Ok, "ok">,
+    Kind<MsgType::error, Error, "error">,
+    Kind<MsgType::value, Value, "value">,
+    Kind<MsgType::integer, Integer, "integer">,
+    Kind<MsgType::joined, Joined, "joined">,
+    Kind<MsgType::peer_event, PeerEvent, "peer-event">,
+    Kind<MsgType::heartbeat_ack, HeartbeatAck, "heartbeat-ack">,
+    Kind<MsgType::watch, Watch, "watch">,
+    Kind<MsgType::progress_query, ProgressQuery, "progress-query">,
+    Kind<MsgType::progress, Progress, "progress">,
+    Kind<MsgType::compare_set, CompareSet, "compare-set">,
+    Kind<MsgType::compare_set_result, CompareSetResult, "compare-set-result">,
+    Kind<MsgType::recover, Recover, "recover">,
+    Kind<MsgType::recover_id, RecoverId, "recover-id">,
+    Kind<MsgType::recover_id_wanted, RecoverIdWanted, "recover-id-wanted">,
+    Kind<MsgType::status_query, StatusQuery, "status-query">,
+    Kind<MsgType::status_report, StatusReport, "status-report">,
+    Kind<MsgType::init_failed, InitFailed, "init-failed">,
+    Kind<MsgType::preflight_ready, PreflightReady, "preflight-ready">,
+    Kind<MsgType::preflight_report, PreflightReport, "preflight-report">,
+    Kind<MsgType::preflight_plan, PreflightPlan, "preflight-plan">>;
+// clang-format on
 static_assert(std::tuple_size_v<Kinds> == std::variant_size_v<Message>);
 
 template <typename T, typename... K>
@@ -366,6 +397,14 @@ constexpr MsgType type_in(std::tuple<K...>*) {
 }
 template <typename T>
 constexpr MsgType kType = type_in<T>(static_cast<Kinds*>(nullptr));
+
+// Calls f with the Kind of type t, if there is one.
+template <typename F>
+void with_kind(MsgType t, F f) {
+  [&]<typename... K>(std::tuple<K...>*) {
+    ((t == K::type ? (f(K{}), true) : false) || ...);
+  }(static_cast<Kinds*>(nullptr));
+}
 
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -386,15 +425,6 @@ DecodeError decode_as(std::span<const uint8_t> payload, const Limits& limits, Me
   return e;
 }
 
-template <typename... K>
-DecodeError decode_kind(MsgType type, std::span<const uint8_t> payload, const Limits& limits,
-                        Message* out, std::tuple<K...>*) {
-  DecodeError e = DecodeError::unknown_type;
-  ((type == K::type ? (e = decode_as<typename K::message>(payload, limits, out), true) : false) ||
-   ...);
-  return e;
-}
-
 }  // namespace
 
 MsgType type_of(const Message& m) {
@@ -402,98 +432,28 @@ MsgType type_of(const Message& m) {
 }
 
 const char* type_name(MsgType t) {
-  switch (t) {
-    case MsgType::hello:
-      return "hello";
-    case MsgType::auth:
-      return "auth";
-    case MsgType::set:
-      return "set";
-    case MsgType::get:
-      return "get";
-    case MsgType::add:
-      return "add";
-    case MsgType::wait:
-      return "wait";
-    case MsgType::del:
-      return "delete";
-    case MsgType::join:
-      return "join";
-    case MsgType::leave:
-      return "leave";
-    case MsgType::heartbeat:
-      return "heartbeat";
-    case MsgType::abort:
-      return "abort";
-    case MsgType::challenge:
-      return "challenge";
-    case MsgType::ok:
-      return "ok";
-    case MsgType::error:
-      return "error";
-    case MsgType::value:
-      return "value";
-    case MsgType::integer:
-      return "integer";
-    case MsgType::joined:
-      return "joined";
-    case MsgType::peer_event:
-      return "peer-event";
-    case MsgType::heartbeat_ack:
-      return "heartbeat-ack";
-    case MsgType::watch:
-      return "watch";
-    case MsgType::progress_query:
-      return "progress-query";
-    case MsgType::progress:
-      return "progress";
-    case MsgType::compare_set:
-      return "compare-set";
-    case MsgType::compare_set_result:
-      return "compare-set-result";
-    case MsgType::recover:
-      return "recover";
-    case MsgType::recover_id:
-      return "recover-id";
-    case MsgType::recover_id_wanted:
-      return "recover-id-wanted";
-    case MsgType::status_query:
-      return "status-query";
-    case MsgType::status_report:
-      return "status-report";
-    case MsgType::init_failed:
-      return "init-failed";
-    case MsgType::preflight_ready:
-      return "preflight-ready";
-    case MsgType::preflight_report:
-      return "preflight-report";
-    case MsgType::preflight_plan:
-      return "preflight-plan";
-  }
-  return "unknown";
+  const char* name = "unknown";
+  with_kind(t, [&](auto k) { name = k.name; });
+  return name;
 }
 
 const char* describe(DecodeError e) {
-  switch (e) {
-    case DecodeError::none:
-      return "no error";
-    case DecodeError::bad_magic:
-      return "bad magic (not a cc rendezvous frame: is another program using this port?)";
-    case DecodeError::bad_version:
-      return "unsupported protocol version (client and server are different cc versions)";
-    case DecodeError::frame_too_large:
-      return "frame length over the maximum frame size";
-    case DecodeError::truncated:
-      return "truncated message (a field runs past the end of the frame)";
-    case DecodeError::trailing_bytes:
-      return "trailing bytes after the message";
-    case DecodeError::unknown_type:
-      return "unknown message type";
-    case DecodeError::field_too_large:
-      return "a key, value, string or list over its size limit";
-    case DecodeError::bad_field:
-      return "a field with an invalid value";
-  }
+  static constexpr std::pair<DecodeError, const char*> kWords[] = {
+      {DecodeError::none, "no error"},
+      {DecodeError::bad_magic,
+       "bad magic (not a cc rendezvous frame: is another program using this port?)"},
+      {DecodeError::bad_version,
+       "unsupported protocol version (client and server are different cc versions)"},
+      {DecodeError::frame_too_large, "frame length over the maximum frame size"},
+      {DecodeError::truncated, "truncated message (a field runs past the end of the frame)"},
+      {DecodeError::trailing_bytes, "trailing bytes after the message"},
+      {DecodeError::unknown_type, "unknown message type"},
+      {DecodeError::field_too_large, "a key, value, string or list over its size limit"},
+      {DecodeError::bad_field, "a field with an invalid value"},
+  };
+  static_assert(std::size(kWords) == static_cast<size_t>(DecodeError::bad_field) + 1);
+  for (const auto& [error, words] : kWords)
+    if (error == e) return words;
   return "unknown decode error";
 }
 
@@ -536,8 +496,10 @@ std::vector<uint8_t> encode_frame(uint32_t request_id, const Message& m) {
 
 DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, const Limits& limits,
                            Message* out) {
-  return decode_kind(static_cast<MsgType>(type), payload, limits, out,
-                     static_cast<Kinds*>(nullptr));
+  DecodeError e = DecodeError::unknown_type;
+  with_kind(static_cast<MsgType>(type),
+            [&](auto k) { e = decode_as<typename decltype(k)::message>(payload, limits, out); });
+  return e;
 }
 
 void FrameReader::feed(std::span<const uint8_t> bytes) {
