@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <unordered_map>
+#include <utility>
 
 namespace cc::rv::etcd {
 namespace {
@@ -151,15 +152,17 @@ bool decode(const std::string& text, RosterRecord* out) {
   });
 }
 
+// The words a departure's kind is stored as; any other kind is stored, and
+// read back, as "failed".
+constexpr std::pair<PeerEventKind, const char*> kDepartureWords[] = {
+    {PeerEventKind::aborted, "aborted"},
+    {PeerEventKind::init_failed, "init_failed"},
+};
+
 const char* departure_word(PeerEventKind kind) {
-  switch (kind) {
-    case PeerEventKind::aborted:
-      return "aborted";
-    case PeerEventKind::init_failed:
-      return "init_failed";
-    default:
-      return "failed";
-  }
+  for (const auto& [k, word] : kDepartureWords)
+    if (k == kind) return word;
+  return "failed";
 }
 
 std::string encode(const Departure& d) {
@@ -177,9 +180,9 @@ bool decode(const std::string& text, Departure* out) {
   return guarded([&] {
     Departure d;
     const std::string kind = j.at("kind").get<std::string>();
-    d.kind = kind == "aborted"       ? PeerEventKind::aborted
-             : kind == "init_failed" ? PeerEventKind::init_failed
-                                     : PeerEventKind::failed;
+    d.kind = PeerEventKind::failed;
+    for (const auto& [k, word] : kDepartureWords)
+      if (kind == word) d.kind = k;
     d.rank = j.at("rank").get<int32_t>();
     d.host = j.value("host", "");
     d.pid = j.value("pid", 0u);
