@@ -38,16 +38,18 @@ bool unhex(const std::string& text, std::vector<uint8_t>* out) {
   return true;
 }
 
-json parse_object(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  return j.is_object() ? j : json();
-}
-
-// Reads fields with the types we wrote; a wrong type is a decode failure.
-template <typename F>
-bool guarded(F&& f) {
+// Reads text, a JSON object, into *out with read(j, value), which reads the
+// fields with the types we wrote: a wrong type or a missing field is a
+// decode failure, as is read returning false; then *out is left as it was.
+template <typename T, typename F>
+bool decode_object(const std::string& text, T* out, F read) {
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return false;
   try {
-    return f();
+    T value;
+    if (!read(j, value)) return false;
+    *out = std::move(value);
+    return true;
   } catch (const json::exception&) {
     return false;
   }
@@ -73,10 +75,7 @@ std::string encode(const MemberRecord& r) {
 }
 
 bool decode(const std::string& text, MemberRecord* out) {
-  json j = parse_object(text);
-  if (j.is_null()) return false;
-  return guarded([&] {
-    MemberRecord r;
+  return decode_object(text, out, [](const json& j, MemberRecord& r) {
     r.info.rank = j.at("rank").get<int32_t>();
     r.info.world_size = j.at("world").get<int32_t>();
     r.info.generation = j.value("gen", 0u);
@@ -89,7 +88,6 @@ bool decode(const std::string& text, MemberRecord* out) {
     r.info.nccl_addr = j.value("addr", "");
     r.nonce = j.value("nonce", "");
     if (!unhex(j.value("id", ""), &r.unique_id)) return false;
-    *out = std::move(r);
     return true;
   });
 }
@@ -104,10 +102,7 @@ std::string encode(const ResultRecord& r) {
 }
 
 bool decode(const std::string& text, ResultRecord* out) {
-  json j = parse_object(text);
-  if (j.is_null()) return false;
-  return guarded([&] {
-    ResultRecord r;
+  return decode_object(text, out, [](const json& j, ResultRecord& r) {
     r.ok = j.at("ok").get<bool>();
     if (!r.ok) {
       r.code = j.at("code").get<uint32_t>();
@@ -117,7 +112,6 @@ bool decode(const std::string& text, ResultRecord* out) {
       r.world_size = j.at("world").get<int32_t>();
       r.checked_revision = j.value("checked", int64_t{0});
     }
-    *out = std::move(r);
     return true;
   });
 }
@@ -135,10 +129,7 @@ std::string encode(const RosterRecord& r) {
 }
 
 bool decode(const std::string& text, RosterRecord* out) {
-  json j = parse_object(text);
-  if (j.is_null()) return false;
-  return guarded([&] {
-    RosterRecord r;
+  return decode_object(text, out, [](const json& j, RosterRecord& r) {
     const auto hosts = j.at("hosts").get<std::vector<std::string>>();
     const json& members = j.at("members");
     for (size_t rank = 0; rank < members.size(); ++rank) {
@@ -147,7 +138,6 @@ bool decode(const std::string& text, RosterRecord* out) {
       r.members.push_back(
           {static_cast<int32_t>(rank), hosts[h], members[rank].at(1).get<uint32_t>()});
     }
-    *out = std::move(r);
     return true;
   });
 }
@@ -175,10 +165,7 @@ std::string encode(const Departure& d) {
 }
 
 bool decode(const std::string& text, Departure* out) {
-  json j = parse_object(text);
-  if (j.is_null()) return false;
-  return guarded([&] {
-    Departure d;
+  return decode_object(text, out, [](const json& j, Departure& d) {
     const std::string kind = j.at("kind").get<std::string>();
     d.kind = PeerEventKind::failed;
     for (const auto& [k, word] : kDepartureWords)
@@ -187,7 +174,6 @@ bool decode(const std::string& text, Departure* out) {
     d.host = j.value("host", "");
     d.pid = j.value("pid", 0u);
     d.reason = j.value("reason", "");
-    *out = std::move(d);
     return true;
   });
 }
