@@ -392,7 +392,7 @@ template <typename T, typename... K>
 constexpr MsgType type_in(std::tuple<K...>*) {
   static_assert((std::is_same_v<T, typename K::message> + ...) == 1, "each message has one Kind");
   MsgType t{};
-  ((std::is_same_v<T, typename K::message> ? (t = K::type, true) : false) || ...);
+  (void)((std::is_same_v<T, typename K::message> && (t = K::type, true)) || ...);
   return t;
 }
 template <typename T>
@@ -402,7 +402,7 @@ constexpr MsgType kType = type_in<T>(static_cast<Kinds*>(nullptr));
 template <typename F>
 void with_kind(MsgType t, F f) {
   [&]<typename... K>(std::tuple<K...>*) {
-    ((t == K::type ? (f(K{}), true) : false) || ...);
+    (void)((t == K::type && (f(K{}), true)) || ...);
   }(static_cast<Kinds*>(nullptr));
 }
 
