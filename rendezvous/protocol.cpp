@@ -1,43 +1,75 @@
 #include "rendezvous/protocol.hpp"
 
+#include <algorithm>
+#include <concepts>
 #include <cstring>
+#include <iterator>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 namespace cc::rv {
 namespace {
 
 // ---- primitive writer / reader -------------------------------------------
+//
+// A message's fields are listed once, in wire order, by `fields(io, m)` below:
+// with a Writer it appends them, with a Reader it reads them into m. The two
+// classes have the same calls. Bounds (the `max` of a string, bytes or list)
+// and io.valid() checks matter to the Reader only: a Writer writes every
+// field and returns true.
 
 class Writer {
  public:
   explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
-  void u8(uint8_t v) { out_.push_back(v); }
-  void u16(uint16_t v) { le(v); }
-  void u32(uint32_t v) { le(v); }
-  void u64(uint64_t v) { le(v); }
-  void i32(int32_t v) { le(static_cast<uint32_t>(v)); }
-  void i64(int64_t v) { le(static_cast<uint64_t>(v)); }
-  void bytes(std::span<const uint8_t> b) {
-    u32(static_cast<uint32_t>(b.size()));
-    out_.insert(out_.end(), b.begin(), b.end());
+  bool u8(uint8_t v) { return le(v); }
+  bool u32(uint32_t v) { return le(v); }
+  bool u64(uint64_t v) { return le(v); }
+  bool i32(int32_t v) { return le(static_cast<uint32_t>(v)); }
+  bool i64(int64_t v) { return le(static_cast<uint64_t>(v)); }
+  bool boolean(bool v) { return u8(v ? 1 : 0); }
+  template <typename E>
+  bool enum8(E v) {
+    return u8(static_cast<uint8_t>(v));
   }
-  void str(std::string_view s) {
-    u32(static_cast<uint32_t>(s.size()));
-    out_.insert(out_.end(), s.begin(), s.end());
+  bool bytes(std::span<const uint8_t> b, uint32_t /*max*/) { return raw(b); }
+  bool str(std::string_view s, uint32_t /*max*/) {
+    return raw(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
   }
-  // A list: its count, then each element as put_one writes it.
+  bool key(std::string_view s) { return str(s, 0); }
+  bool text(std::string_view s) { return str(s, 0); }
+  // A list: its count, then each element as `each` writes it.
+  template <typename T>
+  bool count(const std::vector<T>& v, uint32_t /*max*/) {
+    return u32(static_cast<uint32_t>(v.size()));
+  }
   template <typename T, typename F>
-  void list(const std::vector<T>& v, F put_one) {
-    u32(static_cast<uint32_t>(v.size()));
-    for (const T& x : v) put_one(x);
+  bool items(const std::vector<T>& v, F each) {
+    for (const T& x : v) each(x);
+    return true;
   }
+  template <typename T, typename F>
+  bool list(const std::vector<T>& v, uint32_t max, F each) {
+    return count(v, max) && items(v, each);
+  }
+  static bool valid(bool) { return true; }
+  static bool at_end() { return false; }  // fields appended later are written too
+  const Limits& limits() const { return limits_; }
+  static uint32_t remaining() { return 0; }
 
  private:
   template <typename T>
-  void le(T v) {
+  bool le(T v) {
     for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    return true;
+  }
+  bool raw(std::span<const uint8_t> b) {
+    u32(static_cast<uint32_t>(b.size()));
+    out_.insert(out_.end(), b.begin(), b.end());
+    return true;
   }
   std::vector<uint8_t>& out_;
+  const Limits limits_{};
 };
 
 class Reader {
@@ -66,6 +98,14 @@ class Reader {
     v = b != 0;
     return true;
   }
+  // Any byte: io.valid() checks the range where the message's fields say.
+  template <typename E>
+  bool enum8(E& v) {
+    uint8_t b = 0;
+    if (!le(b)) return false;
+    v = static_cast<E>(b);
+    return true;
+  }
   bool bytes(std::vector<uint8_t>& v, uint32_t max) {
     uint32_t n = 0;
     if (!length(n, max)) return false;
@@ -87,21 +127,26 @@ class Reader {
     return true;
   }
   bool text(std::string& v) { return str(v, limits_.max_string); }
-  bool count(uint32_t& n, uint32_t max) {
+  // A list of at most `max` elements, each as `each` reads it.
+  template <typename T>
+  bool count(std::vector<T>& v, uint32_t max) {
+    uint32_t n = 0;
     if (!u32(n)) return false;
     if (n > max) return fail(DecodeError::field_too_large);
-    return true;
-  }
-  // A list of at most `max` elements, each as get_one reads it.
-  template <typename T, typename F>
-  bool list(std::vector<T>& v, uint32_t max, F get_one) {
-    uint32_t n = 0;
-    if (!count(n, max)) return false;
     v.resize(n);
-    for (T& x : v)
-      if (!get_one(x)) return false;
     return true;
   }
+  template <typename T, typename F>
+  bool items(std::vector<T>& v, F each) {
+    for (T& x : v)
+      if (!each(x)) return false;
+    return true;
+  }
+  template <typename T, typename F>
+  bool list(std::vector<T>& v, uint32_t max, F each) {
+    return count(v, max) && items(v, each);
+  }
+  bool valid(bool ok) { return ok || fail(DecodeError::bad_field); }
 
   bool fail(DecodeError e) {
     if (error_ == DecodeError::none) error_ = e;
@@ -143,495 +188,223 @@ class Reader {
   DecodeError error_ = DecodeError::none;
 };
 
-// ---- per-message encode/decode -------------------------------------------
+// ---- each message's fields -------------------------------------------------
 
-template <typename T>
-struct Codec;
+// M is T, or const T when a Writer writes it.
+template <typename M, typename T>
+concept Is = std::same_as<std::remove_const_t<M>, T>;
+
+template <typename E>
+constexpr bool in_range(E v, E lo, E hi) {
+  return lo <= v && v <= hi;
+}
 
 // A message without fields: its type is all there is.
-template <typename T, MsgType Type>
-struct EmptyCodec {
+template <typename M>
+requires std::is_empty_v<M>
+bool fields(auto&, M&) { return true; }
+bool fields(auto& io, Is<Hello> auto& m) {
+  return io.str(m.job_id, io.limits().max_key) && io.text(m.host) && io.u32(m.pid) &&
+         io.text(m.client);
+}
+bool fields(auto& io, Is<Challenge> auto& m) {
+  return io.boolean(m.auth_required) && io.bytes(m.nonce, 256) && io.text(m.server);
+}
+bool fields(auto& io, Is<Auth> auto& m) { return io.bytes(m.mac, 256); }
+bool fields(auto& io, Is<Set> auto& m) {
+  return io.key(m.key) && io.bytes(m.value, io.limits().max_value);
+}
+bool fields(auto& io, Is<Get> auto& m) { return io.key(m.key) && io.u32(m.timeout_ms); }
+bool fields(auto& io, Is<Add> auto& m) { return io.key(m.key) && io.i64(m.delta); }
+bool fields(auto& io, Is<Wait> auto& m) {
+  return io.list(m.keys, io.limits().max_wait_keys, [&](auto& k) { return io.key(k); }) &&
+         io.u32(m.timeout_ms);
+}
+bool fields(auto& io, Is<Del> auto& m) { return io.key(m.key); }
+bool fields(auto& io, Is<MemberInfo> auto& i) {
+  return io.i32(i.rank) && io.i32(i.world_size) && io.u32(i.generation) && io.text(i.host) &&
+         io.u32(i.pid) && io.i32(i.nccl_version) && io.i32(i.cuda_driver) &&
+         io.i32(i.cuda_runtime) && io.text(i.gpu_uuid) && io.text(i.nccl_addr);
+}
+bool fields(auto& io, Is<Join> auto& m) {
+  return fields(io, m.info) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms) &&
+         io.valid(m.info.world_size > 0 && m.info.rank >= 0);
+}
+bool fields(auto& io, Is<Heartbeat> auto& m) { return io.u64(m.last_completed); }
+bool fields(auto& io, Is<Abort> auto& m) { return io.text(m.reason); }
+// Error texts may be long (they list missing ranks): allow a whole frame.
+bool fields(auto& io, Is<Error> auto& m) {
+  return io.u32(m.code) && io.str(m.message, io.limits().max_frame);
+}
+bool fields(auto& io, Is<Value> auto& m) { return io.bytes(m.value, io.limits().max_value); }
+bool fields(auto& io, Is<Integer> auto& m) { return io.i64(m.value); }
+bool fields(auto& io, Is<Joined> auto& m) {
+  const Limits& l = io.limits();
+  auto member = [&](auto& s) { return io.i32(s.rank) && io.text(s.host) && io.u32(s.pid); };
+  auto rank = [&](auto& f) { return io.i32(f); };
+  return io.bytes(m.unique_id, 1024) && io.list(m.members, l.max_frame / 9, member) &&
+         io.str(m.notice, l.max_frame) &&
+         (io.at_end() ||  // a server without recovery
+          (io.u32(m.epoch) && io.i32(m.rank) && io.list(m.failed, l.max_frame / 4, rank) &&
+           io.enum8(m.method) && io.valid(m.method <= RecoverMethod::nccl_shrink)));
+}
+bool fields(auto& io, Is<PeerEvent> auto& m) {
+  return io.enum8(m.kind) && io.i32(m.rank) && io.text(m.host) && io.u32(m.pid) &&
+         io.text(m.reason) &&
+         io.valid(in_range(m.kind, PeerEventKind::failed, PeerEventKind::init_failed));
+}
+bool fields(auto& io, Is<Watch> auto& m) { return io.u32(m.window_ms); }
+bool fields(auto& io, Is<ProgressQuery> auto& m) {
+  return io.u32(m.generation) && io.i32(m.rank) &&
+         (io.at_end() || io.u32(m.epoch));  // older clients send no epoch
+}
+bool fields(auto& io, Is<Progress> auto& m) {
+  return io.list(m.members, io.limits().max_frame / 24, [&](auto& p) {
+    return io.i32(p.rank) && io.text(p.host) && io.u32(p.pid) && io.u64(p.last_completed) &&
+           io.u32(p.silent_ms);
+  });
+}
+bool fields(auto& io, Is<CompareSet> auto& m) {
+  const uint32_t max = io.limits().max_value;
+  return io.key(m.key) && io.boolean(m.has_expected) && io.bytes(m.expected, max) &&
+         io.bytes(m.value, max) && io.valid(m.has_expected || m.expected.empty());
+}
+bool fields(auto& io, Is<CompareSetResult> auto& m) { return io.boolean(m.swapped); }
+bool fields(auto& io, Is<Recover> auto& m) {
+  return fields(io, m.info) && io.u32(m.epoch) && io.enum8(m.kind) && io.i32(m.nranks) &&
+         io.boolean(m.can_shrink) && io.u32(m.timeout_ms) &&
+         io.valid(in_range(m.kind, RecoverKind::shrink, RecoverKind::regrow) && m.info.rank >= 0 &&
+                  m.info.world_size > 0) &&
+         io.valid(m.kind != RecoverKind::regrow || m.nranks > 0);
+}
+bool fields(auto& io, Is<RecoverId> auto& m) {
+  return io.u32(m.epoch) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms);
+}
+bool fields(auto& io, Is<RecoverIdWanted> auto& m) { return io.u32(m.epoch); }
+bool fields(auto& io, Is<StatusQuery> auto& m) { return io.str(m.job_id, io.limits().max_key); }
+bool fields(auto& io, Is<MemberStatus> auto& m) {
+  return io.i32(m.rank) && io.enum8(m.state) && io.text(m.host) && io.u32(m.pid) &&
+         io.text(m.peer) && io.text(m.nccl_addr) && io.u64(m.last_completed) &&
+         io.u32(m.heartbeat_age_ms) && io.u32(m.watch_window_ms) && io.text(m.reason) &&
+         io.valid(in_range(m.state, MemberState::joining, MemberState::aborted));
+}
+// The state is checked once the count of missing ranks is read, before them.
+bool fields(auto& io, Is<GenerationStatus> auto& g) {
+  return io.u32(g.generation) && io.enum8(g.state) && io.i32(g.world_size) && io.i32(g.joined) &&
+         io.text(g.failure) && io.count(g.missing, io.remaining() / 4) &&
+         io.valid(in_range(g.state, GenerationState::joining, GenerationState::failed)) &&
+         io.items(g.missing, [&](auto& rank) { return io.i32(rank); }) &&
+         io.list(g.members, io.remaining() / 41, [&](auto& s) { return fields(io, s); });
+}
+bool fields(auto& io, Is<JobStatus> auto& j) {
+  return io.str(j.id, io.limits().max_key) && io.u32(j.connections) && io.u32(j.keys) &&
+         io.u64(j.bytes) && io.u64(j.expires_in_ms) &&
+         io.list(j.generations, io.remaining() / 25, [&](auto& g) { return fields(io, g); });
+}
+bool fields(auto& io, Is<StatusReport> auto& m) {
+  return io.text(m.server) && io.u64(m.uptime_ms) && io.u32(m.jobs_total) &&
+         io.u32(m.members_omitted) && io.u64(m.store_bytes) && io.u64(m.store_bytes_limit) &&
+         io.list(m.jobs, io.remaining() / 32, [&](auto& j) { return fields(io, j); });
+}
+// A rank's own words may be long (NCCL's last error): allow a whole frame.
+bool fields(auto& io, Is<InitFailed> auto& m) {
+  return io.u32(m.generation) && io.str(m.reason, io.limits().max_frame);
+}
+bool fields(auto& io, Is<PreflightReady> auto& m) {
+  return io.u32(m.generation) && io.boolean(m.enabled) && io.text(m.host_key) && io.text(m.addr) &&
+         io.u32(m.port) && io.text(m.ifname) && io.text(m.user_ifname) && io.text(m.route_ifname) &&
+         io.text(m.route_addr) && io.u32(m.timeout_ms) && io.valid(m.port <= 65535);
+}
+bool fields(auto& io, Is<PreflightReport> auto& m) {
+  return io.u32(m.generation) &&
+         io.list(m.results, static_cast<uint32_t>(kMaxProbeTargets),
+                 [&](auto& p) {
+                   return io.i32(p.rank) && io.boolean(p.reached) && io.i32(p.error) &&
+                          io.text(p.words);
+                 }) &&
+         io.u32(m.timeout_ms);
+}
+// The step is checked once the count of targets is read, before them.
+bool fields(auto& io, Is<PreflightPlan> auto& m) {
+  return io.enum8(m.step) && io.str(m.note, io.limits().max_frame) &&
+         io.count(m.targets, static_cast<uint32_t>(kMaxProbeTargets)) &&
+         io.valid(in_range(m.step, PreflightStep::probe, PreflightStep::skipped)) &&
+         io.items(m.targets, [&](auto& t) {
+           return io.i32(t.rank) && io.text(t.host) && io.u32(t.pid) && io.text(t.addr) &&
+                  io.u32(t.port);
+         });
+}
+
+// ---- message types -------------------------------------------------------
+
+// A message's name as a template argument.
+template <size_t N>
+struct Name {
+  constexpr Name(const char (&s)[N]) { std::copy_n(s, N, text); }
+  char text[N];
+};
+template <MsgType Type, typename T, Name N>
+struct Kind {
   static constexpr MsgType type = Type;
-  static void put(Writer&, const T&) {}
-  static bool get(Reader&, T&) { return true; }
+  static constexpr const char* name = N.text;
+  using message = T;
 };
+// Every message: its type on the wire, its struct and its name in logs.
+// clang-format off
+using Kinds = std::tuple<
+    Kind<MsgType::hello, Hello, "hello">,
+    Kind<MsgType::auth, Auth, "auth">,
+    Kind<MsgType::set, Set, "set">,
+    Kind<MsgType::get, Get, "get">,
+    Kind<MsgType::add, Add, "add">,
+    Kind<MsgType::wait, Wait, "wait">,
+    Kind<MsgType::del, Del, "delete">,
+    Kind<MsgType::join, Join, "join">,
+    Kind<MsgType::leave, Leave, "leave">,
+    Kind<MsgType::heartbeat, Heartbeat, "heartbeat">,
+    Kind<MsgType::abort, Abort, "abort">,
+    Kind<MsgType::challenge, Challenge, "challenge">,
+    Kind<MsgType::ok, Ok, "ok">,
+    Kind<MsgType::error, Error, "error">,
+    Kind<MsgType::value, Value, "value">,
+    Kind<MsgType::integer, Integer, "integer">,
+    Kind<MsgType::joined, Joined, "joined">,
+    Kind<MsgType::peer_event, PeerEvent, "peer-event">,
+    Kind<MsgType::heartbeat_ack, HeartbeatAck, "heartbeat-ack">,
+    Kind<MsgType::watch, Watch, "watch">,
+    Kind<MsgType::progress_query, ProgressQuery, "progress-query">,
+    Kind<MsgType::progress, Progress, "progress">,
+    Kind<MsgType::compare_set, CompareSet, "compare-set">,
+    Kind<MsgType::compare_set_result, CompareSetResult, "compare-set-result">,
+    Kind<MsgType::recover, Recover, "recover">,
+    Kind<MsgType::recover_id, RecoverId, "recover-id">,
+    Kind<MsgType::recover_id_wanted, RecoverIdWanted, "recover-id-wanted">,
+    Kind<MsgType::status_query, StatusQuery, "status-query">,
+    Kind<MsgType::status_report, StatusReport, "status-report">,
+    Kind<MsgType::init_failed, InitFailed, "init-failed">,
+    Kind<MsgType::preflight_ready, PreflightReady, "preflight-ready">,
+    Kind<MsgType::preflight_report, PreflightReport, "preflight-report">,
+    Kind<MsgType::preflight_plan, PreflightPlan, "preflight-plan">>;
+// clang-format on
+static_assert(std::tuple_size_v<Kinds> == std::variant_size_v<Message>);
 
-template <>
-struct Codec<Hello> {
-  static constexpr MsgType type = MsgType::hello;
-  static void put(Writer& w, const Hello& m) {
-    w.str(m.job_id);
-    w.str(m.host);
-    w.u32(m.pid);
-    w.str(m.client);
-  }
-  static bool get(Reader& r, Hello& m) {
-    return r.str(m.job_id, r.limits().max_key) && r.text(m.host) && r.u32(m.pid) &&
-           r.text(m.client);
-  }
-};
-template <>
-struct Codec<Challenge> {
-  static constexpr MsgType type = MsgType::challenge;
-  static void put(Writer& w, const Challenge& m) {
-    w.u8(m.auth_required ? 1 : 0);
-    w.bytes(m.nonce);
-    w.str(m.server);
-  }
-  static bool get(Reader& r, Challenge& m) {
-    return r.boolean(m.auth_required) && r.bytes(m.nonce, 256) && r.text(m.server);
-  }
-};
-template <>
-struct Codec<Auth> {
-  static constexpr MsgType type = MsgType::auth;
-  static void put(Writer& w, const Auth& m) { w.bytes(m.mac); }
-  static bool get(Reader& r, Auth& m) { return r.bytes(m.mac, 256); }
-};
-template <>
-struct Codec<Set> {
-  static constexpr MsgType type = MsgType::set;
-  static void put(Writer& w, const Set& m) {
-    w.str(m.key);
-    w.bytes(m.value);
-  }
-  static bool get(Reader& r, Set& m) {
-    return r.key(m.key) && r.bytes(m.value, r.limits().max_value);
-  }
-};
-template <>
-struct Codec<Get> {
-  static constexpr MsgType type = MsgType::get;
-  static void put(Writer& w, const Get& m) {
-    w.str(m.key);
-    w.u32(m.timeout_ms);
-  }
-  static bool get(Reader& r, Get& m) { return r.key(m.key) && r.u32(m.timeout_ms); }
-};
-template <>
-struct Codec<Add> {
-  static constexpr MsgType type = MsgType::add;
-  static void put(Writer& w, const Add& m) {
-    w.str(m.key);
-    w.i64(m.delta);
-  }
-  static bool get(Reader& r, Add& m) { return r.key(m.key) && r.i64(m.delta); }
-};
-template <>
-struct Codec<Wait> {
-  static constexpr MsgType type = MsgType::wait;
-  static void put(Writer& w, const Wait& m) {
-    w.list(m.keys, [&](const std::string& k) { w.str(k); });
-    w.u32(m.timeout_ms);
-  }
-  static bool get(Reader& r, Wait& m) {
-    return r.list(m.keys, r.limits().max_wait_keys, [&](std::string& k) { return r.key(k); }) &&
-           r.u32(m.timeout_ms);
-  }
-};
-template <>
-struct Codec<Del> {
-  static constexpr MsgType type = MsgType::del;
-  static void put(Writer& w, const Del& m) { w.str(m.key); }
-  static bool get(Reader& r, Del& m) { return r.key(m.key); }
-};
-void put_info(Writer& w, const MemberInfo& i) {
-  w.i32(i.rank);
-  w.i32(i.world_size);
-  w.u32(i.generation);
-  w.str(i.host);
-  w.u32(i.pid);
-  w.i32(i.nccl_version);
-  w.i32(i.cuda_driver);
-  w.i32(i.cuda_runtime);
-  w.str(i.gpu_uuid);
-  w.str(i.nccl_addr);
+template <typename T, typename... K>
+constexpr MsgType type_in(std::tuple<K...>*) {
+  static_assert((std::is_same_v<T, typename K::message> + ...) == 1, "each message has one Kind");
+  MsgType t{};
+  (void)((std::is_same_v<T, typename K::message> && (t = K::type, true)) || ...);
+  return t;
 }
-bool get_info(Reader& r, MemberInfo& i) {
-  return r.i32(i.rank) && r.i32(i.world_size) && r.u32(i.generation) && r.text(i.host) &&
-         r.u32(i.pid) && r.i32(i.nccl_version) && r.i32(i.cuda_driver) && r.i32(i.cuda_runtime) &&
-         r.text(i.gpu_uuid) && r.text(i.nccl_addr);
+template <typename T>
+constexpr MsgType kType = type_in<T>(static_cast<Kinds*>(nullptr));
+
+// Calls f with the Kind of type t, if there is one.
+template <typename F>
+void with_kind(MsgType t, F f) {
+  [&]<typename... K>(std::tuple<K...>*) {
+    (void)((t == K::type && (f(K{}), true)) || ...);
+  }(static_cast<Kinds*>(nullptr));
 }
-
-template <>
-struct Codec<Join> {
-  static constexpr MsgType type = MsgType::join;
-  static void put(Writer& w, const Join& m) {
-    put_info(w, m.info);
-    w.bytes(m.unique_id);
-    w.u32(m.timeout_ms);
-  }
-  static bool get(Reader& r, Join& m) {
-    const MemberInfo& i = m.info;
-    if (!(get_info(r, m.info) && r.bytes(m.unique_id, 1024) && r.u32(m.timeout_ms))) return false;
-    if (i.world_size <= 0 || i.rank < 0) return r.fail(DecodeError::bad_field);
-    return true;
-  }
-};
-template <>
-struct Codec<Leave> : EmptyCodec<Leave, MsgType::leave> {};
-template <>
-struct Codec<Heartbeat> {
-  static constexpr MsgType type = MsgType::heartbeat;
-  static void put(Writer& w, const Heartbeat& m) { w.u64(m.last_completed); }
-  static bool get(Reader& r, Heartbeat& m) { return r.u64(m.last_completed); }
-};
-template <>
-struct Codec<Abort> {
-  static constexpr MsgType type = MsgType::abort;
-  static void put(Writer& w, const Abort& m) { w.str(m.reason); }
-  static bool get(Reader& r, Abort& m) { return r.text(m.reason); }
-};
-template <>
-struct Codec<Ok> : EmptyCodec<Ok, MsgType::ok> {};
-template <>
-struct Codec<Error> {
-  static constexpr MsgType type = MsgType::error;
-  static void put(Writer& w, const Error& m) {
-    w.u32(m.code);
-    w.str(m.message);
-  }
-  // Error texts may be long (they list missing ranks): allow a whole frame.
-  static bool get(Reader& r, Error& m) {
-    return r.u32(m.code) && r.str(m.message, r.limits().max_frame);
-  }
-};
-template <>
-struct Codec<Value> {
-  static constexpr MsgType type = MsgType::value;
-  static void put(Writer& w, const Value& m) { w.bytes(m.value); }
-  static bool get(Reader& r, Value& m) { return r.bytes(m.value, r.limits().max_value); }
-};
-template <>
-struct Codec<Integer> {
-  static constexpr MsgType type = MsgType::integer;
-  static void put(Writer& w, const Integer& m) { w.i64(m.value); }
-  static bool get(Reader& r, Integer& m) { return r.i64(m.value); }
-};
-template <>
-struct Codec<Joined> {
-  static constexpr MsgType type = MsgType::joined;
-  static void put(Writer& w, const Joined& m) {
-    w.bytes(m.unique_id);
-    w.list(m.members, [&](const auto& s) {
-      w.i32(s.rank);
-      w.str(s.host);
-      w.u32(s.pid);
-    });
-    w.str(m.notice);
-    w.u32(m.epoch);
-    w.i32(m.rank);
-    w.list(m.failed, [&](int32_t f) { w.i32(f); });
-    w.u8(static_cast<uint8_t>(m.method));
-  }
-  static bool get(Reader& r, Joined& m) {
-    auto member = [&](auto& s) { return r.i32(s.rank) && r.text(s.host) && r.u32(s.pid); };
-    if (!(r.bytes(m.unique_id, 1024) && r.list(m.members, r.limits().max_frame / 9, member)))
-      return false;
-    if (!r.str(m.notice, r.limits().max_frame)) return false;
-    if (r.at_end()) return true;  // a server without recovery
-    uint8_t method = 0;
-    if (!(r.u32(m.epoch) && r.i32(m.rank) &&
-          r.list(m.failed, r.limits().max_frame / 4, [&](int32_t& f) { return r.i32(f); }) &&
-          r.u8(method)))
-      return false;
-    if (method > 1) return r.fail(DecodeError::bad_field);
-    m.method = static_cast<RecoverMethod>(method);
-    return true;
-  }
-};
-template <>
-struct Codec<PeerEvent> {
-  static constexpr MsgType type = MsgType::peer_event;
-  static void put(Writer& w, const PeerEvent& m) {
-    w.u8(static_cast<uint8_t>(m.kind));
-    w.i32(m.rank);
-    w.str(m.host);
-    w.u32(m.pid);
-    w.str(m.reason);
-  }
-  static bool get(Reader& r, PeerEvent& m) {
-    uint8_t k = 0;
-    if (!(r.u8(k) && r.i32(m.rank) && r.text(m.host) && r.u32(m.pid) && r.text(m.reason)))
-      return false;
-    if (k < 1 || k > 5) return r.fail(DecodeError::bad_field);
-    m.kind = static_cast<PeerEventKind>(k);
-    return true;
-  }
-};
-template <>
-struct Codec<HeartbeatAck> : EmptyCodec<HeartbeatAck, MsgType::heartbeat_ack> {};
-
-template <>
-struct Codec<Watch> {
-  static constexpr MsgType type = MsgType::watch;
-  static void put(Writer& w, const Watch& m) { w.u32(m.window_ms); }
-  static bool get(Reader& r, Watch& m) { return r.u32(m.window_ms); }
-};
-template <>
-struct Codec<ProgressQuery> {
-  static constexpr MsgType type = MsgType::progress_query;
-  static void put(Writer& w, const ProgressQuery& m) {
-    w.u32(m.generation);
-    w.i32(m.rank);
-    w.u32(m.epoch);
-  }
-  static bool get(Reader& r, ProgressQuery& m) {
-    if (!(r.u32(m.generation) && r.i32(m.rank))) return false;
-    return r.at_end() || r.u32(m.epoch);  // older clients send no epoch
-  }
-};
-template <>
-struct Codec<Progress> {
-  static constexpr MsgType type = MsgType::progress;
-  static void put(Writer& w, const Progress& m) {
-    w.list(m.members, [&](const auto& p) {
-      w.i32(p.rank);
-      w.str(p.host);
-      w.u32(p.pid);
-      w.u64(p.last_completed);
-      w.u32(p.silent_ms);
-    });
-  }
-  static bool get(Reader& r, Progress& m) {
-    return r.list(m.members, r.limits().max_frame / 24, [&](auto& p) {
-      return r.i32(p.rank) && r.text(p.host) && r.u32(p.pid) && r.u64(p.last_completed) &&
-             r.u32(p.silent_ms);
-    });
-  }
-};
-
-template <>
-struct Codec<CompareSet> {
-  static constexpr MsgType type = MsgType::compare_set;
-  static void put(Writer& w, const CompareSet& m) {
-    w.str(m.key);
-    w.u8(m.has_expected ? 1 : 0);
-    w.bytes(m.expected);
-    w.bytes(m.value);
-  }
-  static bool get(Reader& r, CompareSet& m) {
-    if (!(r.key(m.key) && r.boolean(m.has_expected) && r.bytes(m.expected, r.limits().max_value) &&
-          r.bytes(m.value, r.limits().max_value)))
-      return false;
-    if (!m.has_expected && !m.expected.empty()) return r.fail(DecodeError::bad_field);
-    return true;
-  }
-};
-template <>
-struct Codec<CompareSetResult> {
-  static constexpr MsgType type = MsgType::compare_set_result;
-  static void put(Writer& w, const CompareSetResult& m) { w.u8(m.swapped ? 1 : 0); }
-  static bool get(Reader& r, CompareSetResult& m) { return r.boolean(m.swapped); }
-};
-template <>
-struct Codec<Recover> {
-  static constexpr MsgType type = MsgType::recover;
-  static void put(Writer& w, const Recover& m) {
-    put_info(w, m.info);
-    w.u32(m.epoch);
-    w.u8(static_cast<uint8_t>(m.kind));
-    w.i32(m.nranks);
-    w.u8(m.can_shrink ? 1 : 0);
-    w.u32(m.timeout_ms);
-  }
-  static bool get(Reader& r, Recover& m) {
-    uint8_t kind = 0;
-    if (!(get_info(r, m.info) && r.u32(m.epoch) && r.u8(kind) && r.i32(m.nranks) &&
-          r.boolean(m.can_shrink) && r.u32(m.timeout_ms)))
-      return false;
-    if (kind < 1 || kind > 2 || m.info.rank < 0 || m.info.world_size <= 0)
-      return r.fail(DecodeError::bad_field);
-    m.kind = static_cast<RecoverKind>(kind);
-    if (m.kind == RecoverKind::regrow && m.nranks <= 0) return r.fail(DecodeError::bad_field);
-    return true;
-  }
-};
-template <>
-struct Codec<RecoverId> {
-  static constexpr MsgType type = MsgType::recover_id;
-  static void put(Writer& w, const RecoverId& m) {
-    w.u32(m.epoch);
-    w.bytes(m.unique_id);
-    w.u32(m.timeout_ms);
-  }
-  static bool get(Reader& r, RecoverId& m) {
-    return r.u32(m.epoch) && r.bytes(m.unique_id, 1024) && r.u32(m.timeout_ms);
-  }
-};
-template <>
-struct Codec<RecoverIdWanted> {
-  static constexpr MsgType type = MsgType::recover_id_wanted;
-  static void put(Writer& w, const RecoverIdWanted& m) { w.u32(m.epoch); }
-  static bool get(Reader& r, RecoverIdWanted& m) { return r.u32(m.epoch); }
-};
-template <>
-struct Codec<StatusQuery> {
-  static constexpr MsgType type = MsgType::status_query;
-  static void put(Writer& w, const StatusQuery& m) { w.str(m.job_id); }
-  static bool get(Reader& r, StatusQuery& m) { return r.str(m.job_id, r.limits().max_key); }
-};
-template <>
-struct Codec<StatusReport> {
-  static constexpr MsgType type = MsgType::status_report;
-  static void put_member(Writer& w, const MemberStatus& m) {
-    w.i32(m.rank);
-    w.u8(static_cast<uint8_t>(m.state));
-    w.str(m.host);
-    w.u32(m.pid);
-    w.str(m.peer);
-    w.str(m.nccl_addr);
-    w.u64(m.last_completed);
-    w.u32(m.heartbeat_age_ms);
-    w.u32(m.watch_window_ms);
-    w.str(m.reason);
-  }
-  static void put(Writer& w, const StatusReport& m) {
-    w.str(m.server);
-    w.u64(m.uptime_ms);
-    w.u32(m.jobs_total);
-    w.u32(m.members_omitted);
-    w.u64(m.store_bytes);
-    w.u64(m.store_bytes_limit);
-    w.list(m.jobs, [&](const JobStatus& j) {
-      w.str(j.id);
-      w.u32(j.connections);
-      w.u32(j.keys);
-      w.u64(j.bytes);
-      w.u64(j.expires_in_ms);
-      w.list(j.generations, [&](const GenerationStatus& g) {
-        w.u32(g.generation);
-        w.u8(static_cast<uint8_t>(g.state));
-        w.i32(g.world_size);
-        w.i32(g.joined);
-        w.str(g.failure);
-        w.list(g.missing, [&](int32_t r) { w.i32(r); });
-        w.list(g.members, [&](const MemberStatus& s) { put_member(w, s); });
-      });
-    });
-  }
-  static bool get_member(Reader& r, MemberStatus& m) {
-    uint8_t state = 0;
-    if (!(r.i32(m.rank) && r.u8(state) && r.text(m.host) && r.u32(m.pid) && r.text(m.peer) &&
-          r.text(m.nccl_addr) && r.u64(m.last_completed) && r.u32(m.heartbeat_age_ms) &&
-          r.u32(m.watch_window_ms) && r.text(m.reason)))
-      return false;
-    if (state < 1 || state > 5) return r.fail(DecodeError::bad_field);
-    m.state = static_cast<MemberState>(state);
-    return true;
-  }
-  static bool get_generation(Reader& r, GenerationStatus& g) {
-    uint8_t state = 0;
-    uint32_t n = 0;
-    if (!(r.u32(g.generation) && r.u8(state) && r.i32(g.world_size) && r.i32(g.joined) &&
-          r.text(g.failure) && r.count(n, r.remaining() / 4)))
-      return false;
-    if (state < 1 || state > 3) return r.fail(DecodeError::bad_field);
-    g.state = static_cast<GenerationState>(state);
-    g.missing.resize(n);
-    for (int32_t& rank : g.missing)
-      if (!r.i32(rank)) return false;
-    return r.list(g.members, r.remaining() / 41, [&](MemberStatus& m) { return get_member(r, m); });
-  }
-  static bool get(Reader& r, StatusReport& m) {
-    return r.text(m.server) && r.u64(m.uptime_ms) && r.u32(m.jobs_total) &&
-           r.u32(m.members_omitted) && r.u64(m.store_bytes) && r.u64(m.store_bytes_limit) &&
-           r.list(m.jobs, r.remaining() / 32, [&](JobStatus& j) {
-             return r.str(j.id, r.limits().max_key) && r.u32(j.connections) && r.u32(j.keys) &&
-                    r.u64(j.bytes) && r.u64(j.expires_in_ms) &&
-                    r.list(j.generations, r.remaining() / 25,
-                           [&](GenerationStatus& g) { return get_generation(r, g); });
-           });
-  }
-};
-template <>
-struct Codec<InitFailed> {
-  static constexpr MsgType type = MsgType::init_failed;
-  static void put(Writer& w, const InitFailed& m) {
-    w.u32(m.generation);
-    w.str(m.reason);
-  }
-  // A rank's own words may be long (NCCL's last error): allow a whole frame.
-  static bool get(Reader& r, InitFailed& m) {
-    return r.u32(m.generation) && r.str(m.reason, r.limits().max_frame);
-  }
-};
-template <>
-struct Codec<PreflightReady> {
-  static constexpr MsgType type = MsgType::preflight_ready;
-  static void put(Writer& w, const PreflightReady& m) {
-    w.u32(m.generation);
-    w.u8(m.enabled ? 1 : 0);
-    w.str(m.host_key);
-    w.str(m.addr);
-    w.u32(m.port);
-    w.str(m.ifname);
-    w.str(m.user_ifname);
-    w.str(m.route_ifname);
-    w.str(m.route_addr);
-    w.u32(m.timeout_ms);
-  }
-  static bool get(Reader& r, PreflightReady& m) {
-    if (!(r.u32(m.generation) && r.boolean(m.enabled) && r.text(m.host_key) && r.text(m.addr) &&
-          r.u32(m.port) && r.text(m.ifname) && r.text(m.user_ifname) && r.text(m.route_ifname) &&
-          r.text(m.route_addr) && r.u32(m.timeout_ms)))
-      return false;
-    if (m.port > 65535) return r.fail(DecodeError::bad_field);
-    return true;
-  }
-};
-template <>
-struct Codec<PreflightReport> {
-  static constexpr MsgType type = MsgType::preflight_report;
-  static void put(Writer& w, const PreflightReport& m) {
-    w.u32(m.generation);
-    w.list(m.results, [&](const auto& p) {
-      w.i32(p.rank);
-      w.u8(p.reached ? 1 : 0);
-      w.i32(p.error);
-      w.str(p.words);
-    });
-    w.u32(m.timeout_ms);
-  }
-  static bool get(Reader& r, PreflightReport& m) {
-    return r.u32(m.generation) &&
-           r.list(m.results, static_cast<uint32_t>(kMaxProbeTargets),
-                  [&](auto& p) {
-                    return r.i32(p.rank) && r.boolean(p.reached) && r.i32(p.error) &&
-                           r.text(p.words);
-                  }) &&
-           r.u32(m.timeout_ms);
-  }
-};
-template <>
-struct Codec<PreflightPlan> {
-  static constexpr MsgType type = MsgType::preflight_plan;
-  static void put(Writer& w, const PreflightPlan& m) {
-    w.u8(static_cast<uint8_t>(m.step));
-    w.str(m.note);
-    w.list(m.targets, [&](const auto& t) {
-      w.i32(t.rank);
-      w.str(t.host);
-      w.u32(t.pid);
-      w.str(t.addr);
-      w.u32(t.port);
-    });
-  }
-  static bool get(Reader& r, PreflightPlan& m) {
-    uint8_t step = 0;
-    uint32_t n = 0;
-    if (!(r.u8(step) && r.str(m.note, r.limits().max_frame) &&
-          r.count(n, static_cast<uint32_t>(kMaxProbeTargets))))
-      return false;
-    if (step < 1 || step > 3) return r.fail(DecodeError::bad_field);
-    m.step = static_cast<PreflightStep>(step);
-    m.targets.resize(n);
-    for (auto& t : m.targets)
-      if (!(r.i32(t.rank) && r.text(t.host) && r.u32(t.pid) && r.text(t.addr) && r.u32(t.port)))
-        return false;
-    return true;
-  }
-};
 
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -646,7 +419,7 @@ template <typename T>
 DecodeError decode_as(std::span<const uint8_t> payload, const Limits& limits, Message* out) {
   Reader r(payload, limits);
   T m{};
-  Codec<T>::get(r, m);
+  fields(r, m);
   DecodeError e = r.finish();
   if (e == DecodeError::none) *out = std::move(m);
   return e;
@@ -655,102 +428,32 @@ DecodeError decode_as(std::span<const uint8_t> payload, const Limits& limits, Me
 }  // namespace
 
 MsgType type_of(const Message& m) {
-  return std::visit([](const auto& v) { return Codec<std::decay_t<decltype(v)>>::type; }, m);
+  return std::visit([](const auto& v) { return kType<std::decay_t<decltype(v)>>; }, m);
 }
 
 const char* type_name(MsgType t) {
-  switch (t) {
-    case MsgType::hello:
-      return "hello";
-    case MsgType::auth:
-      return "auth";
-    case MsgType::set:
-      return "set";
-    case MsgType::get:
-      return "get";
-    case MsgType::add:
-      return "add";
-    case MsgType::wait:
-      return "wait";
-    case MsgType::del:
-      return "delete";
-    case MsgType::join:
-      return "join";
-    case MsgType::leave:
-      return "leave";
-    case MsgType::heartbeat:
-      return "heartbeat";
-    case MsgType::abort:
-      return "abort";
-    case MsgType::challenge:
-      return "challenge";
-    case MsgType::ok:
-      return "ok";
-    case MsgType::error:
-      return "error";
-    case MsgType::value:
-      return "value";
-    case MsgType::integer:
-      return "integer";
-    case MsgType::joined:
-      return "joined";
-    case MsgType::peer_event:
-      return "peer-event";
-    case MsgType::heartbeat_ack:
-      return "heartbeat-ack";
-    case MsgType::watch:
-      return "watch";
-    case MsgType::progress_query:
-      return "progress-query";
-    case MsgType::progress:
-      return "progress";
-    case MsgType::compare_set:
-      return "compare-set";
-    case MsgType::compare_set_result:
-      return "compare-set-result";
-    case MsgType::recover:
-      return "recover";
-    case MsgType::recover_id:
-      return "recover-id";
-    case MsgType::recover_id_wanted:
-      return "recover-id-wanted";
-    case MsgType::status_query:
-      return "status-query";
-    case MsgType::status_report:
-      return "status-report";
-    case MsgType::init_failed:
-      return "init-failed";
-    case MsgType::preflight_ready:
-      return "preflight-ready";
-    case MsgType::preflight_report:
-      return "preflight-report";
-    case MsgType::preflight_plan:
-      return "preflight-plan";
-  }
-  return "unknown";
+  const char* name = "unknown";
+  with_kind(t, [&](auto k) { name = k.name; });
+  return name;
 }
 
 const char* describe(DecodeError e) {
-  switch (e) {
-    case DecodeError::none:
-      return "no error";
-    case DecodeError::bad_magic:
-      return "bad magic (not a cc rendezvous frame: is another program using this port?)";
-    case DecodeError::bad_version:
-      return "unsupported protocol version (client and server are different cc versions)";
-    case DecodeError::frame_too_large:
-      return "frame length over the maximum frame size";
-    case DecodeError::truncated:
-      return "truncated message (a field runs past the end of the frame)";
-    case DecodeError::trailing_bytes:
-      return "trailing bytes after the message";
-    case DecodeError::unknown_type:
-      return "unknown message type";
-    case DecodeError::field_too_large:
-      return "a key, value, string or list over its size limit";
-    case DecodeError::bad_field:
-      return "a field with an invalid value";
-  }
+  static constexpr std::pair<DecodeError, const char*> kWords[] = {
+      {DecodeError::none, "no error"},
+      {DecodeError::bad_magic,
+       "bad magic (not a cc rendezvous frame: is another program using this port?)"},
+      {DecodeError::bad_version,
+       "unsupported protocol version (client and server are different cc versions)"},
+      {DecodeError::frame_too_large, "frame length over the maximum frame size"},
+      {DecodeError::truncated, "truncated message (a field runs past the end of the frame)"},
+      {DecodeError::trailing_bytes, "trailing bytes after the message"},
+      {DecodeError::unknown_type, "unknown message type"},
+      {DecodeError::field_too_large, "a key, value, string or list over its size limit"},
+      {DecodeError::bad_field, "a field with an invalid value"},
+  };
+  static_assert(std::size(kWords) == static_cast<size_t>(DecodeError::bad_field) + 1);
+  for (const auto& [error, words] : kWords)
+    if (error == e) return words;
   return "unknown decode error";
 }
 
@@ -773,7 +476,7 @@ void append_frame(std::vector<uint8_t>& out, uint32_t request_id, const Message&
   const size_t start = out.size();
   out.resize(start + kHeaderSize);
   Writer w(out);
-  std::visit([&](const auto& v) { Codec<std::decay_t<decltype(v)>>::put(w, v); }, m);
+  std::visit([&](const auto& v) { fields(w, v); }, m);
   uint8_t* h = out.data() + start;
   put_u32(h, kMagic);
   h[4] = static_cast<uint8_t>(kProtocolVersion);
@@ -793,75 +496,10 @@ std::vector<uint8_t> encode_frame(uint32_t request_id, const Message& m) {
 
 DecodeError decode_message(uint16_t type, std::span<const uint8_t> payload, const Limits& limits,
                            Message* out) {
-  switch (static_cast<MsgType>(type)) {
-    case MsgType::hello:
-      return decode_as<Hello>(payload, limits, out);
-    case MsgType::auth:
-      return decode_as<Auth>(payload, limits, out);
-    case MsgType::set:
-      return decode_as<Set>(payload, limits, out);
-    case MsgType::get:
-      return decode_as<Get>(payload, limits, out);
-    case MsgType::add:
-      return decode_as<Add>(payload, limits, out);
-    case MsgType::wait:
-      return decode_as<Wait>(payload, limits, out);
-    case MsgType::del:
-      return decode_as<Del>(payload, limits, out);
-    case MsgType::join:
-      return decode_as<Join>(payload, limits, out);
-    case MsgType::leave:
-      return decode_as<Leave>(payload, limits, out);
-    case MsgType::heartbeat:
-      return decode_as<Heartbeat>(payload, limits, out);
-    case MsgType::abort:
-      return decode_as<Abort>(payload, limits, out);
-    case MsgType::challenge:
-      return decode_as<Challenge>(payload, limits, out);
-    case MsgType::ok:
-      return decode_as<Ok>(payload, limits, out);
-    case MsgType::error:
-      return decode_as<Error>(payload, limits, out);
-    case MsgType::value:
-      return decode_as<Value>(payload, limits, out);
-    case MsgType::integer:
-      return decode_as<Integer>(payload, limits, out);
-    case MsgType::joined:
-      return decode_as<Joined>(payload, limits, out);
-    case MsgType::peer_event:
-      return decode_as<PeerEvent>(payload, limits, out);
-    case MsgType::heartbeat_ack:
-      return decode_as<HeartbeatAck>(payload, limits, out);
-    case MsgType::watch:
-      return decode_as<Watch>(payload, limits, out);
-    case MsgType::progress_query:
-      return decode_as<ProgressQuery>(payload, limits, out);
-    case MsgType::progress:
-      return decode_as<Progress>(payload, limits, out);
-    case MsgType::compare_set:
-      return decode_as<CompareSet>(payload, limits, out);
-    case MsgType::compare_set_result:
-      return decode_as<CompareSetResult>(payload, limits, out);
-    case MsgType::recover:
-      return decode_as<Recover>(payload, limits, out);
-    case MsgType::recover_id:
-      return decode_as<RecoverId>(payload, limits, out);
-    case MsgType::recover_id_wanted:
-      return decode_as<RecoverIdWanted>(payload, limits, out);
-    case MsgType::status_query:
-      return decode_as<StatusQuery>(payload, limits, out);
-    case MsgType::status_report:
-      return decode_as<StatusReport>(payload, limits, out);
-    case MsgType::init_failed:
-      return decode_as<InitFailed>(payload, limits, out);
-    case MsgType::preflight_ready:
-      return decode_as<PreflightReady>(payload, limits, out);
-    case MsgType::preflight_report:
-      return decode_as<PreflightReport>(payload, limits, out);
-    case MsgType::preflight_plan:
-      return decode_as<PreflightPlan>(payload, limits, out);
-  }
-  return DecodeError::unknown_type;
+  DecodeError e = DecodeError::unknown_type;
+  with_kind(static_cast<MsgType>(type),
+            [&](auto k) { e = decode_as<typename decltype(k)::message>(payload, limits, out); });
+  return e;
 }
 
 void FrameReader::feed(std::span<const uint8_t> bytes) {

@@ -25,6 +25,15 @@ void sample(std::string& out, const std::string& name, const std::string& labels
   out += " " + std::to_string(v) + "\n";
 }
 
+// The label value of a kind, from its enum's labels in the order of the enum
+// (whose last member is count).
+template <typename Kind, size_t N>
+const char* label_of(Kind k, const char* const (&labels)[N]) {
+  static_assert(N == static_cast<size_t>(Kind::count), "a label for each kind");
+  const auto i = static_cast<size_t>(k);
+  return i < N ? labels[i] : "unknown";
+}
+
 template <typename Kind, size_t N>
 void by_label(std::string& out, const std::string& name, const char* label_name,
               const std::string& help, const std::array<uint64_t, N>& values) {
@@ -37,71 +46,22 @@ void by_label(std::string& out, const std::string& name, const char* label_name,
 }  // namespace
 
 const char* label(FailureCause c) {
-  switch (c) {
-    case FailureCause::disconnect:
-      return "disconnect";
-    case FailureCause::heartbeat:
-      return "heartbeat";
-    case FailureCause::abort:
-      return "abort";
-    case FailureCause::init:
-      return "init";
-    case FailureCause::count:
-      break;
-  }
-  return "unknown";
+  static constexpr const char* kLabels[] = {"disconnect", "heartbeat", "abort", "init"};
+  return label_of(c, kLabels);
 }
 
 const char* label(LimitKind k) {
-  switch (k) {
-    case LimitKind::max_connections:
-      return "max_connections";
-    case LimitKind::max_jobs:
-      return "max_jobs";
-    case LimitKind::max_keys_per_job:
-      return "max_keys_per_job";
-    case LimitKind::max_bytes_per_job:
-      return "max_bytes_per_job";
-    case LimitKind::max_total_bytes:
-      return "max_total_bytes";
-    case LimitKind::write_queue:
-      return "write_queue";
-    case LimitKind::handshake_timeout:
-      return "handshake_timeout";
-    case LimitKind::idle_timeout:
-      return "idle_timeout";
-    case LimitKind::count:
-      break;
-  }
-  return "unknown";
+  static constexpr const char* kLabels[] = {
+      "max_connections", "max_jobs",    "max_keys_per_job",  "max_bytes_per_job",
+      "max_total_bytes", "write_queue", "handshake_timeout", "idle_timeout"};
+  return label_of(k, kLabels);
 }
 
 const char* label(FrameErrorKind k) {
-  switch (k) {
-    case FrameErrorKind::bad_magic:
-      return "bad_magic";
-    case FrameErrorKind::bad_version:
-      return "bad_version";
-    case FrameErrorKind::frame_too_large:
-      return "frame_too_large";
-    case FrameErrorKind::truncated:
-      return "truncated";
-    case FrameErrorKind::trailing_bytes:
-      return "trailing_bytes";
-    case FrameErrorKind::unknown_type:
-      return "unknown_type";
-    case FrameErrorKind::field_too_large:
-      return "field_too_large";
-    case FrameErrorKind::bad_field:
-      return "bad_field";
-    case FrameErrorKind::stalled:
-      return "stalled";
-    case FrameErrorKind::out_of_order:
-      return "out_of_order";
-    case FrameErrorKind::count:
-      break;
-  }
-  return "unknown";
+  static constexpr const char* kLabels[] = {
+      "bad_magic",    "bad_version",     "frame_too_large", "truncated", "trailing_bytes",
+      "unknown_type", "field_too_large", "bad_field",       "stalled",   "out_of_order"};
+  return label_of(k, kLabels);
 }
 
 FrameErrorKind frame_error_kind(DecodeError e) {

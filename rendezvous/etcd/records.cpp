@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <unordered_map>
+#include <utility>
 
 namespace cc::rv::etcd {
 namespace {
@@ -37,16 +38,18 @@ bool unhex(const std::string& text, std::vector<uint8_t>* out) {
   return true;
 }
 
-json parse_object(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  return j.is_object() ? j : json();
-}
-
-// Reads fields with the types we wrote; a wrong type is a decode failure.
-template <typename F>
-bool guarded(F&& f) {
+// Reads text, a JSON object, into *out with read(j, value), which reads the
+// fields with the types we wrote: a wrong type or a missing field is a
+// decode failure, as is read returning false; then *out is left as it was.
+template <typename T, typename F>
+bool decode_object(const std::string& text, T* out, F read) {
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return false;
   try {
-    return f();
+    T value;
+    if (!read(j, value)) return false;
+    *out = std::move(value);
+    return true;
   } catch (const json::exception&) {
     return false;
   }
@@ -77,10 +80,7 @@ std::string encode(const MemberRecord& r) {
 }
 
 bool decode(const std::string& text, MemberRecord* out) {
-  json j = parse_object(text);
-  if (j.is_null()) return false;
-  return guarded([&] {
-    MemberRecord r;
+  return decode_object(text, out, [](const json& j, MemberRecord& r) {
     r.info.rank = j.at("rank").get<int32_t>();
     r.info.world_size = j.at("world").get<int32_t>();
     r.info.generation = j.value("gen", 0u);
@@ -105,7 +105,6 @@ bool decode(const std::string& text, MemberRecord* out) {
       r.can_shrink = a.at("shrink").get<bool>();
       r.replacement = a.at("replacement").get<bool>();
     }
-    *out = std::move(r);
     return true;
   });
 }
@@ -125,10 +124,7 @@ std::string encode(const ResultRecord& r) {
 }
 
 bool decode(const std::string& text, ResultRecord* out) {
-  json j = parse_object(text);
-  if (j.is_null()) return false;
-  return guarded([&] {
-    ResultRecord r;
+  return decode_object(text, out, [](const json& j, ResultRecord& r) {
     r.ok = j.at("ok").get<bool>();
     if (!r.ok) {
       r.code = j.at("code").get<uint32_t>();
@@ -144,7 +140,6 @@ bool decode(const std::string& text, ResultRecord* out) {
         if (r.members.size() != static_cast<size_t>(r.world_size)) return false;
       }
     }
-    *out = std::move(r);
     return true;
   });
 }
@@ -162,10 +157,7 @@ std::string encode(const RosterRecord& r) {
 }
 
 bool decode(const std::string& text, RosterRecord* out) {
-  json j = parse_object(text);
-  if (j.is_null()) return false;
-  return guarded([&] {
-    RosterRecord r;
+  return decode_object(text, out, [](const json& j, RosterRecord& r) {
     const auto hosts = j.at("hosts").get<std::vector<std::string>>();
     const json& members = j.at("members");
     for (size_t rank = 0; rank < members.size(); ++rank) {
@@ -174,20 +166,21 @@ bool decode(const std::string& text, RosterRecord* out) {
       r.members.push_back(
           {static_cast<int32_t>(rank), hosts[h], members[rank].at(1).get<uint32_t>()});
     }
-    *out = std::move(r);
     return true;
   });
 }
 
+// The words a departure's kind is stored as; any other kind is stored, and
+// read back, as "failed".
+constexpr std::pair<PeerEventKind, const char*> kDepartureWords[] = {
+    {PeerEventKind::aborted, "aborted"},
+    {PeerEventKind::init_failed, "init_failed"},
+};
+
 const char* departure_word(PeerEventKind kind) {
-  switch (kind) {
-    case PeerEventKind::aborted:
-      return "aborted";
-    case PeerEventKind::init_failed:
-      return "init_failed";
-    default:
-      return "failed";
-  }
+  for (const auto& [k, word] : kDepartureWords)
+    if (k == kind) return word;
+  return "failed";
 }
 
 std::string encode(const Departure& d) {
@@ -200,19 +193,15 @@ std::string encode(const Departure& d) {
 }
 
 bool decode(const std::string& text, Departure* out) {
-  json j = parse_object(text);
-  if (j.is_null()) return false;
-  return guarded([&] {
-    Departure d;
+  return decode_object(text, out, [](const json& j, Departure& d) {
     const std::string kind = j.at("kind").get<std::string>();
-    d.kind = kind == "aborted"       ? PeerEventKind::aborted
-             : kind == "init_failed" ? PeerEventKind::init_failed
-                                     : PeerEventKind::failed;
+    d.kind = PeerEventKind::failed;
+    for (const auto& [k, word] : kDepartureWords)
+      if (kind == word) d.kind = k;
     d.rank = j.at("rank").get<int32_t>();
     d.host = j.value("host", "");
     d.pid = j.value("pid", 0u);
     d.reason = j.value("reason", "");
-    *out = std::move(d);
     return true;
   });
 }

@@ -119,20 +119,25 @@ TxnResult parse_txn(const json& j) {
 
 namespace {
 
-const char* target_name(Compare::Target t) {
+// What etcd calls a compare's target, and the field that holds its operand.
+struct TargetWords {
+  const char* name;
+  const char* field;
+};
+TargetWords target_words(Compare::Target t) {
   switch (t) {
     case Compare::Target::version:
-      return "VERSION";
+      return {"VERSION", "version"};
     case Compare::Target::create:
-      return "CREATE";
+      return {"CREATE", "create_revision"};
     case Compare::Target::mod:
-      return "MOD";
+      return {"MOD", "mod_revision"};
     case Compare::Target::value:
-      return "VALUE";
+      return {"VALUE", "value"};
     case Compare::Target::lease:
-      return "LEASE";
+      return {"LEASE", "lease"};
   }
-  return "CREATE";
+  return {"CREATE", nullptr};
 }
 
 const char* result_name(Compare::Result r) {
@@ -152,24 +157,10 @@ const char* result_name(Compare::Result r) {
 }  // namespace
 
 json compare_json(const Compare& c) {
-  json j{{"key", b64(c.key)}, {"target", target_name(c.target)}, {"result", result_name(c.result)}};
-  switch (c.target) {
-    case Compare::Target::version:
-      j["version"] = std::to_string(c.number);
-      break;
-    case Compare::Target::create:
-      j["create_revision"] = std::to_string(c.number);
-      break;
-    case Compare::Target::mod:
-      j["mod_revision"] = std::to_string(c.number);
-      break;
-    case Compare::Target::value:
-      j["value"] = b64(c.value);
-      break;
-    case Compare::Target::lease:
-      j["lease"] = std::to_string(c.number);
-      break;
-  }
+  const TargetWords w = target_words(c.target);
+  json j{{"key", b64(c.key)}, {"target", w.name}, {"result", result_name(c.result)}};
+  if (w.field)
+    j[w.field] = c.target == Compare::Target::value ? b64(c.value) : std::to_string(c.number);
   return j;
 }
 

@@ -168,3 +168,25 @@ TEST_CASE("etcd: a recovery that cannot complete ends in words") {
                  "generation 0") != std::string::npos);
   }
 }
+
+TEST_CASE("etcd: the leader killed while the survivors shrink: they agree, without an error") {
+  auto cluster = cc::test::start_cluster(cc::test::members(3));
+  auto ms = cc::test::start_recovery_job(cluster->address(), 0, "leader", 4, kFast);
+  kill_ranks(ms, {3});
+  for (auto& [r, m] : ms) CHECK(m->next("FAILED").find("gen=0") != std::string::npos);
+  ms[0]->say("shrink 20000");
+  const int leader = cluster->leader();
+  REQUIRE(leader >= 0);
+  cluster->kill(leader);
+  for (int r : {1, 2}) ms[r]->say("shrink 20000");
+  std::string agreed;
+  for (auto& [r, m] : ms) {
+    const std::string l = m->next("RECOVERED", std::chrono::milliseconds(25000));
+    INFO("rank " << r << ": " << l);
+    CHECK(field(l, "gen") == "1");
+    CHECK(field(l, "members") == "0,1,2");
+    CHECK(field(l, "failed") == "3");
+    if (agreed.empty()) agreed = without_rank(l);
+    CHECK(without_rank(l) == agreed);
+  }
+}
