@@ -121,6 +121,36 @@ struct Backend::Impl {
   Status announce_departure(PeerEventKind kind, const std::string& reason, Deadline deadline);
   Status do_abort(const std::string& reason);
 
+  // A join (or recovery) in progress on this connection, from its start to
+  // its return; started() is false when the connection is already joining
+  // or a member (*busy_with: the generation it holds).
+  class Joining {
+   public:
+    Joining(Impl& impl, const MemberInfo& in, uint32_t* busy_with = nullptr) : impl_(impl) {
+      std::lock_guard<std::mutex> lock(impl_.mu);
+      if (impl_.joining || impl_.member) {
+        if (busy_with != nullptr) *busy_with = impl_.joining ? impl_.join_gen : impl_.gen;
+        return;
+      }
+      impl_.joining = started_ = true;
+      impl_.join_gen = in.generation;
+      impl_.join_info = in;
+      impl_.me = in;
+    }
+    ~Joining() {
+      if (!started_) return;
+      std::lock_guard<std::mutex> lock(impl_.mu);
+      impl_.joining = false;
+    }
+    Joining(const Joining&) = delete;
+    Joining& operator=(const Joining&) = delete;
+    bool started() const { return started_; }
+
+   private:
+    Impl& impl_;
+    bool started_ = false;
+  };
+
   // backend_join.cpp
   Status join(const Join& request, Joined* out);
   Status fail_generation(Gen g, cc_result_t code, const std::string& words, Deadline deadline);

@@ -125,25 +125,13 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
   const uint32_t g = in.generation;
   const std::string where = where_of(opt.job_id, g);
   const std::string me = member_who(in);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (joining || member)
-      return make_status(CC_ERR_INVALID_USAGE,
-                         me + ": this etcd rendezvous connection already joined generation " +
-                             std::to_string(joining ? join_gen : gen) + " of job " +
-                             quote(opt.job_id) + "; use one connection per communicator");
-    joining = true;
-    join_gen = g;
-    join_info = in;
-    this->me = in;
-  }
-  struct NotJoining {
-    Impl& i;
-    ~NotJoining() {
-      std::lock_guard<std::mutex> lock(i.mu);
-      i.joining = false;
-    }
-  } not_joining{*this};
+  uint32_t busy_with = 0;
+  Joining joining_now(*this, in, &busy_with);
+  if (!joining_now.started())
+    return make_status(CC_ERR_INVALID_USAGE,
+                       me + ": this etcd rendezvous connection already joined generation " +
+                           std::to_string(busy_with) + " of job " + quote(opt.job_id) +
+                           "; use one connection per communicator");
 
   const Deadline requests = std::min(deadline, after(opt.request_timeout));
   if (Status s = ensure_lease(requests); !s.ok()) return s;

@@ -40,34 +40,17 @@ namespace cc::rv::etcd {
 
 namespace {
 
-constexpr int32_t kMaxRegrowRanks = 1 << 16;  // as cc's server
-constexpr size_t kNamed = 16;                 // processes named in one message
-constexpr milliseconds kRetry{100};           // waiting for a failed attempt to be cleared
-constexpr milliseconds kGiveUpGrace{1500};    // past the deadline, to record why
+constexpr milliseconds kRetry{100};         // waiting for a failed attempt to be cleared
+constexpr milliseconds kGiveUpGrace{1500};  // past the deadline, to record why
 
-const char* call_name(RecoverKind k) {
-  return k == RecoverKind::shrink ? "cc_comm_shrink" : "cc_comm_regrow";
-}
-
-std::string call_words(RecoverKind k, int32_t nranks) {
-  return k == RecoverKind::shrink ? "cc_comm_shrink"
-                                  : "cc_comm_regrow(nranks=" + std::to_string(nranks) + ")";
-}
-
-std::string where(const std::string& job, uint32_t g, uint32_t epoch) {
-  return "job " + quote(job) + ", communicator " + std::to_string(g) + ", generation " +
-         std::to_string(epoch);
-}
+using server_core::kMaxRegrowRanks;
+using server_core::named_list;
+const auto call_name = server_core::recover_call_name;
+const auto call_words = server_core::recover_call_words;
+const auto where = server_core::lineage_where;
 
 bool same_process(const MemberInfo& a, const MemberInfo& b) {
   return a.host == b.host && a.pid == b.pid;
-}
-
-std::string named_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < kNamed; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > kNamed) out += " and " + std::to_string(names.size() - kNamed) + " more";
-  return out;
 }
 
 std::optional<ResultRecord> result_of(const std::vector<KeyValue>& kvs) {
@@ -360,25 +343,12 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
       req.timeout_ms == 0 ? after(opt.request_timeout) : start + milliseconds(req.timeout_ms);
   const std::string me_words = member_who(req.info);
   const std::string call = call_name(req.kind);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (joining || member)
-      return make_status(CC_ERR_INVALID_USAGE,
-                         call + " by " + me_words +
-                             ": a recovery needs a connection of its own, and this one is "
-                             "already a member or recovering (a client bug)");
-    joining = true;
-    join_gen = req.info.generation;
-    join_info = req.info;
-    me = req.info;
-  }
-  struct NotJoining {
-    Impl& i;
-    ~NotJoining() {
-      std::lock_guard<std::mutex> lock(i.mu);
-      i.joining = false;
-    }
-  } not_joining{*this};
+  Joining joining_now(*this, req.info);
+  if (!joining_now.started())
+    return make_status(CC_ERR_INVALID_USAGE,
+                       call + " by " + me_words +
+                           ": a recovery needs a connection of its own, and this one is already "
+                           "a member or recovering (a client bug)");
   if (req.kind == RecoverKind::regrow && (req.nranks < 1 || req.nranks > kMaxRegrowRanks))
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        me_words + " called " + call_words(req.kind, req.nranks) +

@@ -56,7 +56,9 @@
 namespace cc::rv {
 
 using server_core::Lineage;
+using server_core::kMaxRegrowRanks;
 using server_core::member_who;
+using server_core::named_list;
 using server_core::nccl_text;
 using server_core::quote;
 using server_core::rank_ranges;
@@ -65,23 +67,9 @@ using server_core::Seat;
 
 namespace {
 
-constexpr size_t kNamed = 16;  // processes named in one message, then "and N more"
-
-const char* call_name(RecoverKind k) {
-  return k == RecoverKind::shrink ? "cc_comm_shrink" : "cc_comm_regrow";
-}
-
-constexpr int32_t kMaxRegrowRanks = 1 << 16;
-
-std::string call_words(RecoverKind k, int32_t nranks) {
-  return k == RecoverKind::shrink ? "cc_comm_shrink"
-                                  : "cc_comm_regrow(nranks=" + std::to_string(nranks) + ")";
-}
-
-std::string where(const std::string& job, uint32_t g, uint32_t epoch) {
-  return "job " + quote(job) + ", communicator " + std::to_string(g) + ", generation " +
-         std::to_string(epoch);
-}
+const auto call_name = server_core::recover_call_name;
+const auto call_words = server_core::recover_call_words;
+const auto where = server_core::lineage_where;
 
 bool same_process(const Seat& s, const std::string& host, uint32_t pid) {
   return s.info.host == host && s.info.pid == pid;
@@ -92,13 +80,6 @@ std::string seat_who(const Lineage& l, const Seat& s) {
   const auto at = l.seats.find(s.info.rank);
   const int position = static_cast<int>(std::distance(l.seats.begin(), at));
   return cc::who(Who{position, s.info.host, s.info.pid, static_cast<int>(l.epoch)});
-}
-
-std::string named_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < kNamed; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > kNamed) out += " and " + std::to_string(names.size() - kNamed) + " more";
-  return out;
 }
 
 // Changes a seat and keeps the lineage's count of awaited seats in step.

@@ -53,12 +53,38 @@ std::string rank_ranges(const std::vector<int32_t>& ranks) {
   return out;
 }
 
-std::string key_list(const std::vector<std::string>& keys) {
-  constexpr size_t kShown = 16;
+namespace {
+constexpr size_t kShown = 16;  // names in one message, then "and N more"
+}  // namespace
+
+std::string named_list(const std::vector<std::string>& names) {
   std::string out;
-  for (size_t i = 0; i < keys.size() && i < kShown; ++i) out += (i ? ", " : "") + quote(keys[i]);
-  if (keys.size() > kShown) out += " and " + std::to_string(keys.size() - kShown) + " more";
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kShown) out += " and " + std::to_string(names.size() - kShown) + " more";
   return out;
+}
+
+std::string key_list(const std::vector<std::string>& keys) {
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) shown.push_back(quote(keys[i]));
+  std::string out = named_list(shown);
+  if (keys.size() > shown.size())
+    out += " and " + std::to_string(keys.size() - shown.size()) + " more";
+  return out;
+}
+
+const char* recover_call_name(RecoverKind k) {
+  return k == RecoverKind::shrink ? "cc_comm_shrink" : "cc_comm_regrow";
+}
+
+std::string recover_call_words(RecoverKind k, int32_t nranks) {
+  return k == RecoverKind::shrink ? "cc_comm_shrink"
+                                  : "cc_comm_regrow(nranks=" + std::to_string(nranks) + ")";
+}
+
+std::string lineage_where(const std::string& job, uint32_t g, uint32_t epoch) {
+  return "job " + quote(job) + ", communicator " + std::to_string(g) + ", generation " +
+         std::to_string(epoch);
 }
 
 // A rank whose connection arrives from another address than the one it says

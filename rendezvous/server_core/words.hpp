@@ -26,8 +26,22 @@ std::string nccl_text(int32_t code);
 // "2, 3, 5-9" for a sorted list of ranks.
 std::string rank_ranges(const std::vector<int32_t>& ranks);
 
+// The first 16 names, then "and N more".
+std::string named_list(const std::vector<std::string>& names);
+
 // The first 16 keys quoted, then "and N more".
 std::string key_list(const std::vector<std::string>& keys);
+
+// A recovery's call: "cc_comm_shrink", "cc_comm_regrow"; with its argument:
+// "cc_comm_regrow(nranks=4)".
+const char* recover_call_name(RecoverKind k);
+std::string recover_call_words(RecoverKind k, int32_t nranks);
+
+// "job 'j', communicator 1, generation 2": a generation of a communicator.
+std::string lineage_where(const std::string& job, uint32_t g, uint32_t epoch);
+
+// The largest size a regrow may ask for: its decision walks every rank.
+inline constexpr int32_t kMaxRegrowRanks = 1 << 16;
 
 // The address part of a connection's peer: "1.2.3.4" of "1.2.3.4:5", "::1" of "[::1]:5".
 std::string peer_address(const std::string& peer);

@@ -21,7 +21,6 @@ using cc::test::kill_ranks;
 using cc::test::RecoveryMember;
 using cc::test::RecoveryMembers;
 using cc::test::shared_cluster;
-using cc::test::without_rank;
 
 // Heartbeats every 100 ms, 5 missed: a 1 s lease (etcd's TTLs are whole seconds).
 const std::vector<std::string> kFast = {"--interval", "100", "--misses", "5"};
@@ -49,20 +48,11 @@ TEST_CASE("etcd: 5 ranks, 2 killed: every survivor shrinks to the same membershi
   // Told within the heartbeat window (1 s) + 1 s.
   CHECK(cc::test::ms_since(killed) < 2000 + 500);
   for (auto& [r, m] : ms) m->say("shrink 10000");
-  std::string agreed;
-  int expect_rank = 0;
-  for (auto& [r, m] : ms) {  // job-rank order: new ranks 0..2
-    const std::string l = m->next("RECOVERED");
+  for (const auto& [r, l] : cc::test::check_shrunk(ms, "1", "0,2,4", "1,3")) {
     INFO("rank " << r << ": " << l);
-    CHECK(field(l, "gen") == "1");
-    CHECK(field(l, "rank") == std::to_string(expect_rank++));
     CHECK(field(l, "size") == "3");
-    CHECK(field(l, "members") == "0,2,4");
-    CHECK(field(l, "failed") == "1,3");
     CHECK(field(l, "method") == "id");  // these members cannot serve ncclCommShrink
     CHECK(field(l, "id") != "-");
-    if (agreed.empty()) agreed = without_rank(l);
-    CHECK(without_rank(l) == agreed);  // one decision, one id, for all
   }
   // The new generation is a membership: a death in it is heard there, by its numbers.
   ms[4]->kill_now();
@@ -75,13 +65,7 @@ TEST_CASE("etcd: 5 ranks, 2 killed: every survivor shrinks to the same membershi
   ms[4]->reap();
   ms.erase(4);
   for (int r : {0, 2}) ms[r]->say("shrink 10000");
-  for (int r : {0, 2}) {
-    const std::string l = ms[r]->next("RECOVERED");
-    INFO(l);
-    CHECK(field(l, "gen") == "2");
-    CHECK(field(l, "members") == "0,2");
-    CHECK(field(l, "failed") == "2");
-  }
+  cc::test::check_shrunk(ms, "2", "0,2", "2");
 }
 
 TEST_CASE("etcd: regrow: a replacement fills the hole, early or late") {
@@ -125,9 +109,8 @@ TEST_CASE("etcd: a recovery that cannot complete ends in words") {
     const auto t0 = cc::test::Clock::now();
     for (int r : {0, 1}) ms[r]->say("regrow 3 2000");
     for (int r : {0, 1}) {
-      const std::string l = ms[r]->next("RECOVER_ERROR");
+      const std::string l = cc::test::recover_error(*ms[r], CC_ERR_TIMEOUT);
       INFO(l);
-      CHECK(l.find("RECOVER_ERROR " + std::to_string(CC_ERR_TIMEOUT) + " ") == 0);
       CHECK(l.find("cc_comm_regrow(nranks=3) on job 'never', communicator 1, generation 0 did not "
                    "complete within") != std::string::npos);
       CHECK(l.find("rank 2 never came: no replacement joined for it; start a process with "
@@ -148,9 +131,8 @@ TEST_CASE("etcd: a recovery that cannot complete ends in words") {
     usleep(200000);
     ms[2]->say("regrow 3 10000");
     for (int r : {1, 2}) {
-      const std::string l = ms[r]->next("RECOVER_ERROR");
+      const std::string l = cc::test::recover_error(*ms[r], CC_ERR_MISMATCH);
       INFO(l);
-      CHECK(l.find("RECOVER_ERROR " + std::to_string(CC_ERR_MISMATCH) + " ") == 0);
       CHECK(l.find("ranks disagree on how job 'disagree', communicator 1, generation 0 goes on: "
                    "rank 1 (host") != std::string::npos);
       CHECK(l.find("called cc_comm_shrink, rank 2 (host") != std::string::npos);
@@ -179,14 +161,5 @@ TEST_CASE("etcd: the leader killed while the survivors shrink: they agree, witho
   REQUIRE(leader >= 0);
   cluster->kill(leader);
   for (int r : {1, 2}) ms[r]->say("shrink 20000");
-  std::string agreed;
-  for (auto& [r, m] : ms) {
-    const std::string l = m->next("RECOVERED", std::chrono::milliseconds(25000));
-    INFO("rank " << r << ": " << l);
-    CHECK(field(l, "gen") == "1");
-    CHECK(field(l, "members") == "0,1,2");
-    CHECK(field(l, "failed") == "3");
-    if (agreed.empty()) agreed = without_rank(l);
-    CHECK(without_rank(l) == agreed);
-  }
+  cc::test::check_shrunk(ms, "1", "0,1,2", "3");
 }

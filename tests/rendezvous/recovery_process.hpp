@@ -78,6 +78,37 @@ inline std::string without_rank(const std::string& line) {
   return std::regex_replace(line, std::regex(" rank=[0-9]+"), "");
 }
 
+// Every member's RECOVERED line after a shrink: generation `gen`, new ranks
+// 0, 1, ... in job-rank order, the members and failed ranks given, and the
+// same line on all but for the rank. Returns the lines by job rank.
+inline std::map<int, std::string> check_shrunk(RecoveryMembers& ms, const std::string& gen,
+                                               const std::string& members,
+                                               const std::string& failed) {
+  std::map<int, std::string> lines;
+  std::string agreed;
+  int expect_rank = 0;
+  for (auto& [r, m] : ms) {
+    const std::string l = m->next("RECOVERED", std::chrono::milliseconds(25000));
+    INFO("rank " << r << ": " << l);
+    CHECK(field(l, "gen") == gen);
+    CHECK(field(l, "rank") == std::to_string(expect_rank++));
+    CHECK(field(l, "members") == members);
+    CHECK(field(l, "failed") == failed);
+    if (agreed.empty()) agreed = without_rank(l);
+    CHECK(without_rank(l) == agreed);  // one decision, one id, for all
+    lines[r] = l;
+  }
+  return lines;
+}
+
+// A member's RECOVER_ERROR line, checked to carry `code`.
+inline std::string recover_error(RecoveryMember& m, int code) {
+  const std::string l = m.next("RECOVER_ERROR");
+  INFO(l);
+  CHECK(l.rfind("RECOVER_ERROR " + std::to_string(code) + " ", 0) == 0);
+  return l;
+}
+
 inline void kill_ranks(RecoveryMembers& ms, const std::vector<int>& ranks) {
   for (int r : ranks) {
     ms[r]->kill_now();
