@@ -90,6 +90,10 @@ struct Backend::Impl {
   }
 
   static Deadline after(std::chrono::milliseconds d);
+  // A request's deadline from its timeout_ms (0: none).
+  static Deadline within(uint32_t timeout_ms) {
+    return timeout_ms == 0 ? Deadline::max() : Clock::now() + milliseconds(timeout_ms);
+  }
   static int64_t ttl_seconds(std::chrono::milliseconds window);
   std::string next_op_id();
   void push_event(PeerEvent e);

@@ -118,9 +118,7 @@ std::string never_joined(const std::vector<int32_t>& missing, int32_t world, int
 Status Backend::join(const Join& request, Joined* out) { return impl_->join(request, out); }
 
 Status Backend::Impl::join(const Join& req, Joined* out) {
-  const auto start = Clock::now();
-  const Deadline deadline =
-      req.timeout_ms == 0 ? Deadline::max() : start + milliseconds(req.timeout_ms);
+  const Deadline deadline = within(req.timeout_ms);
   const MemberInfo& in = req.info;
   const uint32_t g = in.generation;
   const std::string where = where_of(opt.job_id, g);

@@ -44,7 +44,6 @@ constexpr milliseconds kRetry{100};         // waiting for a failed attempt to b
 constexpr milliseconds kGiveUpGrace{1500};  // past the deadline, to record why
 
 using server_core::kMaxRegrowRanks;
-using server_core::named_list;
 const auto call_name = server_core::recover_call_name;
 const auto call_words = server_core::recover_call_words;
 const auto where = server_core::lineage_where;
@@ -234,21 +233,9 @@ class Decision {
     const int32_t nranks = f ? f->nranks : 0;
     std::string words = call_words(kind, nranks) + " on " + where(job_, from_.g, from_.epoch) +
                         " did not complete within " + std::to_string(timeout_ms) + " ms";
-    std::string parts;
-    const std::vector<std::string> silent = awaited();
-    if (!silent.empty())
-      parts += named_list(silent) +
-               (silent.size() == 1 ? " is alive but did not call " : " are alive but did not call ") +
-               call_name(kind);
-    const std::vector<int32_t> missing =
-        kind == RecoverKind::regrow ? holes(nranks) : std::vector<int32_t>{};
-    if (!missing.empty())
-      parts += std::string(parts.empty() ? "" : "; ") + (missing.size() == 1 ? "rank " : "ranks ") +
-               rank_ranges(missing) + " never came: no replacement joined for " +
-               (missing.size() == 1 ? "it" : "them") +
-               "; start a process with RANK=" + std::to_string(missing.front()) +
-               (missing.size() == 1 ? "" : " (and the others)") +
-               " and the job's MASTER_ADDR and job id (cc-run --max-restarts does)";
+    std::string parts = server_core::recovery_missing_words(
+        awaited(), kind, kind == RecoverKind::regrow ? holes(nranks) : std::vector<int32_t>{},
+        "MASTER_ADDR and job id");
     if (parts.empty()) parts = "the coordinator (the first survivor to call) was still deciding";
     return words + ": " + parts;
   }
@@ -695,9 +682,7 @@ Status Backend::Impl::finish_recovery(Gen next, const MemberInfo& info, const Re
 // A Join of a communicator whose join completed: a replacement for a failed
 // rank, which waits (until its deadline) for a regrow to take it.
 Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
-  const auto start = Clock::now();
-  const Deadline deadline =
-      req.timeout_ms == 0 ? Deadline::max() : start + milliseconds(req.timeout_ms);
+  const Deadline deadline = within(req.timeout_ms);
   const MemberInfo& in = req.info;
   const int32_t jr = in.rank;
   const uint32_t g = in.generation;

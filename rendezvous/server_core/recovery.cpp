@@ -395,19 +395,8 @@ void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
     }
   std::string words = call_words(l.kind, l.nranks) + " on " + where(job.id, g, l.epoch) +
                       " did not complete within " + std::to_string(p.timeout_ms) + " ms";
-  std::string parts;
-  if (!silent.empty())
-    parts += named_list(silent) +
-             (silent.size() == 1 ? " is alive but did not call " : " are alive but did not call ") +
-             call_name(l.kind);
-  if (!holes.empty()) {
-    parts += std::string(parts.empty() ? "" : "; ") + (holes.size() == 1 ? "rank " : "ranks ") +
-             rank_ranges(holes) + " never came: no replacement joined for " +
-             (holes.size() == 1 ? "it" : "them") +
-             "; start a process with RANK=" + std::to_string(holes.front()) +
-             (holes.size() == 1 ? "" : " (and the others)") +
-             " and the job's MASTER_ADDR, MASTER_PORT and job id (cc-run --max-restarts does)";
-  }
+  std::string parts = server_core::recovery_missing_words(silent, l.kind, holes,
+                                                          "MASTER_ADDR, MASTER_PORT and job id");
   if (l.id_maker >= 0 && l.unique_id.empty())
     parts += std::string(parts.empty() ? "" : "; ") + seat_who(l, l.seats.at(l.id_maker)) +
              " was asked for the new NCCL id and did not send it";

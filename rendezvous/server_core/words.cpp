@@ -102,4 +102,22 @@ std::string nat_notice(const MemberInfo& in, const std::string& peer) {
          "interface the other hosts can reach";
 }
 
+std::string recovery_missing_words(const std::vector<std::string>& silent, RecoverKind kind,
+                                   const std::vector<int32_t>& holes,
+                                   const std::string& settings) {
+  std::string parts;
+  if (!silent.empty())
+    parts += named_list(silent) +
+             (silent.size() == 1 ? " is alive but did not call " : " are alive but did not call ") +
+             recover_call_name(kind);
+  if (!holes.empty())
+    parts += std::string(parts.empty() ? "" : "; ") + (holes.size() == 1 ? "rank " : "ranks ") +
+             rank_ranges(holes) + " never came: no replacement joined for " +
+             (holes.size() == 1 ? "it" : "them") +
+             "; start a process with RANK=" + std::to_string(holes.front()) +
+             (holes.size() == 1 ? "" : " (and the others)") + " and the job's " + settings +
+             " (cc-run --max-restarts does)";
+  return parts;
+}
+
 }  // namespace cc::rv::server_core

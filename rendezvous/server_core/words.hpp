@@ -40,6 +40,14 @@ std::string recover_call_words(RecoverKind k, int32_t nranks);
 // "job 'j', communicator 1, generation 2": a generation of a communicator.
 std::string lineage_where(const std::string& job, uint32_t g, uint32_t epoch);
 
+// Why a recovery is not decided at its deadline: the members alive that did
+// not call, and the ranks of a regrow no replacement came for (`settings`:
+// what a replacement must be given, "MASTER_ADDR, MASTER_PORT and job id").
+// Empty when neither.
+std::string recovery_missing_words(const std::vector<std::string>& silent, RecoverKind kind,
+                                   const std::vector<int32_t>& holes,
+                                   const std::string& settings);
+
 // The largest size a regrow may ask for: its decision walks every rank.
 inline constexpr int32_t kMaxRegrowRanks = 1 << 16;
 

@@ -82,14 +82,7 @@ TEST_CASE("etcd: regrow: a replacement fills the hole, early or late") {
     usleep(300000);
     fresh = replacement(job, 1, 3);
   }
-  for (int r : {0, 2}) {
-    const std::string l = ms[r]->next("RECOVERED");
-    INFO("survivor " << r << ": " << l);
-    CHECK(field(l, "gen") == "1");
-    CHECK(field(l, "rank") == std::to_string(r));  // survivors keep their numbers
-    CHECK(field(l, "members") == "0,1,2");
-    CHECK(field(l, "failed") == "1");
-  }
+  cc::test::check_regrown(ms, {0, 2}, "1", "0,1,2", "1");
   const std::string l = fresh->next("READY");
   INFO("replacement: " << l);
   CHECK(field(l, "rank") == "1");

@@ -101,6 +101,21 @@ inline std::map<int, std::string> check_shrunk(RecoveryMembers& ms, const std::s
   return lines;
 }
 
+// The RECOVERED lines of the survivors of a regrow to generation `gen`:
+// each keeps its rank, with the members and failed ranks given.
+inline void check_regrown(RecoveryMembers& ms, const std::vector<int>& survivors,
+                          const std::string& gen, const std::string& members,
+                          const std::string& failed) {
+  for (int r : survivors) {
+    const std::string l = ms[r]->next("RECOVERED");
+    INFO("survivor " << r << ": " << l);
+    CHECK(field(l, "gen") == gen);
+    CHECK(field(l, "rank") == std::to_string(r));  // survivors keep their numbers
+    CHECK(field(l, "members") == members);
+    CHECK(field(l, "failed") == failed);
+  }
+}
+
 // A member's RECOVER_ERROR line, checked to carry `code`.
 inline std::string recover_error(RecoveryMember& m, int code) {
   const std::string l = m.next("RECOVER_ERROR");

@@ -81,14 +81,7 @@ TEST_CASE("regrow: replacements fill the holes, early or late") {
     usleep(300000);
     start_replacements();
   }
-  for (int r : {0, 2}) {
-    const std::string l = ms[r]->next("RECOVERED");
-    INFO("survivor " << r << ": " << l);
-    CHECK(field(l, "gen") == "1");
-    CHECK(field(l, "rank") == std::to_string(r));  // survivors keep their numbers
-    CHECK(field(l, "members") == "0,1,2,3");
-    CHECK(field(l, "failed") == "1,3");
-  }
+  cc::test::check_regrown(ms, {0, 2}, "1", "0,1,2,3", "1,3");
   for (int r : {1, 3}) {
     const std::string l = fresh[r]->next("READY");
     INFO("replacement " << r << ": " << l);
