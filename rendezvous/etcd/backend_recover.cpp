@@ -69,6 +69,11 @@ struct Snapshot {
   std::map<int32_t, KeyValue> seats;     // `from`'s member keys by job rank
   std::map<int32_t, MemberRecord> asks;  // the next generation's requests by job rank
   std::map<int32_t, int64_t> ask_order;  // their create revisions (who asked first)
+  // For a seat of `from` (> 0) that left it cleanly: its member key in the
+  // generation before, through which its process may still be alive (a
+  // survivor whose attempt failed after the decision let go of that
+  // attempt, and holds the communicator it recovers from).
+  std::map<int32_t, KeyValue> parents;
 };
 
 // The decision, as cc's server makes it, over a snapshot.
@@ -77,11 +82,21 @@ class Decision {
   Decision(const Snapshot& s, std::string job, Gen from)
       : s_(s), job_(std::move(job)), from_(from) {}
 
+  // alive: its member key of `from` is on a lease, or it left `from`
+  // cleanly and its key of the generation before still is (the same
+  // process); gone: it left; dead: its key went with its lease.
   enum class SeatState { alive, gone, dead };
   SeatState state(int32_t job_rank) const {
     auto it = s_.seats.find(job_rank);
     if (it == s_.seats.end()) return SeatState::dead;
-    return it->second.lease != 0 ? SeatState::alive : SeatState::gone;
+    if (it->second.lease != 0) return SeatState::alive;
+    auto parent = s_.parents.find(job_rank);
+    MemberRecord here, before;
+    if (parent != s_.parents.end() && parent->second.lease != 0 &&
+        decode(it->second.value, &here) && decode(parent->second.value, &before) &&
+        same_process(here.info, before.info))
+      return SeatState::alive;
+    return SeatState::gone;
   }
   std::optional<MemberRecord> seat_record(int32_t job_rank) const {
     auto it = s_.seats.find(job_rank);
@@ -100,11 +115,13 @@ class Decision {
   bool in_from(int32_t job_rank) const {
     return std::find(s_.members.begin(), s_.members.end(), job_rank) != s_.members.end();
   }
-  // A request from the living member of `from` that holds its rank.
+  // A request from the member of `from` that holds its rank, alive or gone
+  // (left cleanly: a survivor whose earlier attempt failed after the
+  // decision let go of that attempt's connection), not dead.
   bool survivor_ask(int32_t job_rank) const {
     auto a = s_.asks.find(job_rank);
     if (a == s_.asks.end() || a->second.replacement || !in_from(job_rank)) return false;
-    if (state(job_rank) != SeatState::alive) return false;
+    if (state(job_rank) == SeatState::dead) return false;
     const auto rec = seat_record(job_rank);
     return rec && same_process(rec->info, a->second.info);
   }
@@ -275,6 +292,15 @@ void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
       s->seats[*jr] = e.kv;
     return;
   }
+  if (from.epoch > 0) {
+    if (auto jr = keys.member_rank(Gen{from.g, from.epoch - 1}, e.kv.key)) {
+      if (e.type == WatchEvent::Type::del)
+        s->parents.erase(*jr);
+      else
+        s->parents[*jr] = e.kv;
+      return;
+    }
+  }
   if (auto jr = keys.member_rank(next, e.kv.key)) {
     MemberRecord m;
     if (e.type == WatchEvent::Type::del) {
@@ -316,6 +342,19 @@ Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline dead
     if (auto jr = keys.member_rank(next, kv.key); jr && decode(kv.value, &m) && m.recovering) {
       snap.asks[*jr] = std::move(m);
       snap.ask_order[*jr] = kv.create_revision;
+    }
+  }
+  if (from.epoch > 0) {  // the seats that left: their keys of the generation before
+    const Gen before{from.g, from.epoch - 1};
+    Txn parents;
+    for (const auto& [jr, kv] : snap.seats)
+      if (kv.lease == 0) parents.success.push_back(Op::get(keys.member(before, jr)));
+    if (!parents.success.empty()) {
+      TxnResult p;
+      if (Status s = etcd.txn(parents, deadline, &p); !s.ok()) return s;
+      for (const OpResult& o : p.responses)
+        for (const KeyValue& kv : o.range.kvs)
+          if (auto jr = keys.member_rank(before, kv.key)) snap.parents[*jr] = kv;
     }
   }
   *out = std::move(snap);
@@ -389,16 +428,13 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
         return make_status(s.code, call + " by " + me_words + ": " + s.message);
       continue;
     }
-    // Only a living member of `from` takes part.
+    // Only a member of `from` that is not dead takes part (as on cc's
+    // server, one that left cleanly may: it is not waited for).
     const auto seat = d.seat_record(jr);
     const bool member_of = d.in_from(jr) && seat && same_process(seat->info, req.info);
-    if (!member_of || d.state(jr) != Decision::SeatState::alive) {
+    if (!member_of) {
       std::string why;
-      if (member_of)
-        why = d.state(jr) == Decision::SeatState::gone
-                  ? "it left it (cc_comm_destroy) before calling"
-                  : "it was declared failed (its etcd lease expired)";
-      else if (seat)
+      if (seat)
         why = "its rank is held by " + d.seat_who(jr);
       else if (d.in_from(jr))
         why = "it was declared failed (its etcd lease expired)";
@@ -556,15 +592,21 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
   const Gen next{from.g, from.epoch + 1};
   const std::string me_words = member_who(req.info);
   Snapshot snap;
-  if (Status s = read_snapshot(*etcd, keys, from, std::min(deadline, after(opt.request_timeout)),
-                               &snap);
-      !s.ok())
-    return make_status(s.code, me_words + " coordinating " + call_name(req.kind) + ": " + s.message);
   auto settled = [&] {
     Decision d(snap, opt.job_id, from);
     return snap.next_result.has_value() || d.refusal().has_value() || d.ready();
   };
-  if (!settled()) {
+  auto failed = [&](const Status& s) {
+    return make_status(s.code, me_words + " coordinating " + call_name(req.kind) + ": " + s.message);
+  };
+  // Read, then watch until settled; read again when a seat leaves (its key
+  // of the generation before is then watched too).
+  for (bool again = true; again;) {
+    if (Status s = read_snapshot(*etcd, keys, from,
+                                 std::min(deadline, after(opt.request_timeout)), &snap);
+        !s.ok())
+      return failed(s);
+    if (settled()) break;
     auto spec = [&](const std::string& key, bool prefix) {
       WatchSpec w;
       w.key = key;
@@ -572,17 +614,22 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
       w.start_revision = snap.revision + 1;
       return w;
     };
-    Status s = etcd->watch(
-        {spec(keys.member_prefix(from), true), spec(keys.member_prefix(next), true),
-         spec(keys.result(next), false)},
-        deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
-          for (const WatchEvent& e : evs) apply(keys, from, e, &snap);
-          return !settled();
-        });
+    std::vector<WatchSpec> specs = {spec(keys.member_prefix(from), true),
+                                    spec(keys.member_prefix(next), true),
+                                    spec(keys.result(next), false)};
+    for (const auto& [jr, kv] : snap.parents) specs.push_back(spec(kv.key, false));
+    again = false;
+    Status s = etcd->watch(specs, deadline, nullptr,
+                           [&](const std::vector<WatchEvent>& evs, int64_t) {
+                             for (const WatchEvent& e : evs) {
+                               apply(keys, from, e, &snap);
+                               again = again || (e.spec == 0 && e.type == WatchEvent::Type::put &&
+                                                 e.kv.lease == 0);
+                             }
+                             return !again && !settled();
+                           });
     if (s.code == CC_ERR_TIMEOUT) return Status::success();  // the caller gives up in words
-    if (!s.ok())
-      return make_status(s.code,
-                         me_words + " coordinating " + call_name(req.kind) + ": " + s.message);
+    if (!s.ok()) return failed(s);
   }
   if (snap.next_result) return Status::success();
   const Deadline requests = std::min(deadline, after(opt.request_timeout));

@@ -156,3 +156,25 @@ TEST_CASE("etcd: the leader killed while the survivors shrink: they agree, witho
   for (int r : {1, 2}) ms[r]->say("shrink 20000");
   cc::test::check_shrunk(ms, "1", "0,1,2", "3");
 }
+
+TEST_CASE("etcd: a death while the new communicator is made: the call fails, and again works") {
+  auto ms = start_job("second-late", 5);
+  kill_ranks(ms, {4});
+  for (int r : {0, 1, 2, 3}) ms[r]->next("FAILED");
+  // "settle": as while NCCL builds the new communicator, long enough for
+  // the death below to be told (its lease is 1 s).
+  for (int r : {0, 1, 2, 3}) ms[r]->say("shrink 10000 settle 4000");
+  usleep(500000);
+  kill_ranks(ms, {2});
+  for (int r : {0, 1, 3}) {
+    const std::string l = cc::test::recover_error(*ms[r], CC_ERR_PEER_FAILED);
+    INFO("rank " << r << ": " << l);
+    CHECK(l.find("rank 2 (host") != std::string::npos);
+    CHECK(l.find("generation 1") != std::string::npos);
+    CHECK(l.find("failed while the new communicator was being made") != std::string::npos);
+    CHECK(l.find("call cc_comm_shrink again") != std::string::npos);
+  }
+  // Each recovers from the generation it was given, whose rank 2 (job rank 2) is gone.
+  for (int r : {0, 1, 3}) ms[r]->say("shrink 10000");
+  cc::test::check_shrunk(ms, "2", "0,1,3", "2");
+}
