@@ -42,6 +42,7 @@ namespace {
 
 constexpr milliseconds kRetry{100};         // waiting for a failed attempt to be cleared
 constexpr milliseconds kGiveUpGrace{1500};  // past the deadline, to record why
+constexpr milliseconds kSeatGrace{1000};    // past a lease's TTL, for etcd to expire it
 
 using server_core::kMaxRegrowRanks;
 const auto call_name = server_core::recover_call_name;
@@ -739,6 +740,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
       ") after it had completed";
   const std::string nonce = next_op_id();
   std::optional<Gen> asked;  // where this process's request stands
+  std::optional<Deadline> seat_wait;  // until when a live holder of the rank may still die
   auto withdraw = [&] {
     if (!asked) return;
     // Only our own request goes: its value carries our nonce.
@@ -779,7 +781,22 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
       return make_status(s.code, me_words + ": " + s.message);
     Decision d(snap, opt.job_id, from);
     const std::string at = where(opt.job_id, g, e);
-    if (d.in_from(jr) && d.state(jr) == Decision::SeatState::alive)
+    if (d.in_from(jr) && d.state(jr) == Decision::SeatState::alive) {
+      // etcd learns of a death when its lease expires: a replacement started
+      // at once (cc-run --max-restarts) waits that long for the rank it
+      // replaces to be declared failed before it counts as a second start.
+      if (!seat_wait) {
+        int64_t ttl_s = 0;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ttl_s = lease_ttl;
+        }
+        seat_wait = std::min(deadline, Clock::now() + std::chrono::seconds(ttl_s) + kSeatGrace);
+      }
+      if (Clock::now() < *seat_wait) {
+        std::this_thread::sleep_for(kRetry);
+        continue;
+      }
       return make_status(
           CC_ERR_MISMATCH,
           late + ", and rank " + std::to_string(jr) + " is alive in " + at + ": " +
@@ -787,6 +804,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
               ". A replacement is taken only for a rank that failed; this process came for an "
               "older generation, or was started twice: stop it (or, if no rank failed, a rank "
               "restarted late or two communicators use one generation: restart the whole job)");
+    }
     if (snap.next_result) {  // decided (latest moves on) or failed (a survivor clears it)
       std::this_thread::sleep_for(kRetry);
       continue;

@@ -4,11 +4,15 @@
 // test_recovery_peers runs them on cc's own server. A killed rank is told
 // through its expired lease; the survivors shrink or regrow to the same
 // generation; a replacement fills a failed rank; a replacement that never
-// comes, ranks that disagree and a stale process get words.
+// comes, ranks that disagree and a stale process get words. cc-run with an
+// etcd:// --master-addr hosts no server: a job survives any rank's death.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/etcd/etcd_test.hpp"
@@ -177,4 +181,62 @@ TEST_CASE("etcd: a death while the new communicator is made: the call fails, and
   // Each recovers from the generation it was given, whose rank 2 (job rank 2) is gone.
   for (int r : {0, 1, 3}) ms[r]->say("shrink 10000");
   cc::test::check_shrunk(ms, "2", "0,1,3", "2");
+}
+
+namespace {
+
+// cc-run -n N --master-addr <the cluster> ARGS... -- recovery_member env RANK_ARGS...:
+// every output line, and cc-run's exit status.
+std::pair<std::vector<std::string>, int> cc_run_job(const std::vector<std::string>& run_args,
+                                                    const std::vector<std::string>& member_args) {
+  const char* run = std::getenv("CC_RUN");
+  const char* member = std::getenv("RECOVERY_MEMBER");
+  REQUIRE(run != nullptr);
+  REQUIRE(member != nullptr);
+  std::vector<std::string> args = {run, "--master-addr", shared_cluster().address()};
+  args.insert(args.end(), run_args.begin(), run_args.end());
+  args.insert(args.end(), {"--", member, "env"});
+  args.insert(args.end(), member_args.begin(), member_args.end());
+  cc::test::ChildProcess job(args);
+  std::vector<std::string> lines;
+  while (auto l = job.line(std::chrono::milliseconds(60000))) lines.push_back(*l);
+  const int status = job.reap();
+  return {lines, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+bool has_line(const std::vector<std::string>& lines, const std::string& prefix) {
+  for (const auto& l : lines)
+    if (l.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("etcd: cc-run with an etcd address: a rank killed and started again rejoins by regrow") {
+  auto [lines, code] = cc_run_job({"-n", "4", "--max-restarts", "1", "--job-id", "cc-run-regrow"},
+                                  {"--interval", "100", "--misses", "5", "--auto", "regrow",
+                                   "--die-rank", "1"});
+  INFO(joined(lines));
+  CHECK(code == 0);
+  for (int r : {0, 2, 3})
+    CHECK(has_line(lines, "[rank " + std::to_string(r) + "] RECOVERED gen=1 rank=" +
+                              std::to_string(r) + " size=4 members=0,1,2,3 failed=1 "));
+  CHECK(has_line(lines, "[rank 1] READY rank=1 gen=1 size=4 failed=1"));
+}
+
+TEST_CASE("etcd: cc-run with an etcd address: rank 0 killed, the others shrink and go on") {
+  // No rank and no cc-run hosts the rendezvous: rank 0's death takes nothing with it.
+  auto [lines, code] = cc_run_job({"-n", "3", "--max-restarts", "0", "--job-id", "cc-run-shrink"},
+                                  {"--interval", "100", "--misses", "5", "--auto", "shrink",
+                                   "--die-rank", "0"});
+  INFO(joined(lines));
+  CHECK(code == 137);  // rank 0's status
+  CHECK(has_line(lines, "[rank 1] RECOVERED gen=1 rank=0 size=2 members=1,2 failed=0 "));
+  CHECK(has_line(lines, "[rank 2] RECOVERED gen=1 rank=1 size=2 members=1,2 failed=0 "));
 }

@@ -85,10 +85,13 @@ class ChildProcess {
 
   void signal(int sig) { REQUIRE(kill(pid_, sig) == 0); }
 
-  // Waits for the process to end (after a signal); the destructor then leaves it alone.
-  void reap() {
-    waitpid(pid_, nullptr, 0);
+  // Waits for the process to end (after a signal, or on its own); the
+  // destructor then leaves it alone. Returns waitpid's status.
+  int reap() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
     pid_ = -1;
+    return status;
   }
 
  private:

@@ -28,6 +28,7 @@
 #include "cc/cc.h"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
+#include "lib/launch/etcd.hpp"
 #include "rendezvous/server.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -47,7 +48,7 @@ constexpr const char* kAbout =
     "CC_WORLD_SIZE/WORLD_SIZE, CC_LOCAL_RANK/LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
     "MASTER_PORT, CC_JOB_ID, CC_RENDEZVOUS=external). Node 0 hosts the rendezvous server\n"
     "(on 127.0.0.1 for one node without --master-addr, else on 0.0.0.0, or :: for an IPv6\n"
-    "--master-addr).\n"
+    "--master-addr), unless --master-addr names an etcd cluster.\n"
     "Every output line is prefixed with \"[rank R] \". When a rank fails, the others are\n"
     "stopped and cc-run exits with the failed rank's status (128+signal for a signal),\n"
     "unless --max-restarts lets the job survive it.";
@@ -128,7 +129,9 @@ Options parse_args(int argc, char** argv) {
                  "this node's index, 0..K-1 (default 0); node 0 hosts the server", "I");
   add_text(app, "--master-addr", &o.master_addr,
            "the rendezvous address the ranks use (default 127.0.0.1;\n"
-           "required on nodes other than 0)",
+           "required on nodes other than 0); etcd://host:port[,host:port...]\n"
+           "(or etcds://) puts the rendezvous in that etcd cluster: no node\n"
+           "hosts a server, so any node may fail, and --master-port is unused",
            "A");
   auto* master_port = add_number(app, "--master-port", 0, 65535, &o.master_port,
                                  "port of the rendezvous (node 0: 0 = any free port, the default;\n"
@@ -177,7 +180,8 @@ Options parse_args(int argc, char** argv) {
     if (o.master_addr.empty())
       usage_error("node " + std::to_string(o.node_rank) +
                   " needs --master-addr (node 0's address)");
-    if (master_port->count() == 0 || o.master_port == 0) {
+    if ((master_port->count() == 0 || o.master_port == 0) &&
+        !cc::launch::is_etcd_address(o.master_addr)) {
       usage_error("node " + std::to_string(o.node_rank) +
                   " needs --master-port (the port node 0's cc-run serves)");
     }
@@ -293,14 +297,15 @@ std::vector<std::string> rank_environment(const Options& o, int local, const std
       {"LOCAL_RANK", std::to_string(local)},
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
       {"MASTER_ADDR", addr},
-      {"MASTER_PORT", std::to_string(port)},
       {"CC_JOB_ID", job_id},
       {"CC_RENDEZVOUS", "external"},
   };
+  // An etcd address carries its ports.
+  if (!cc::launch::is_etcd_address(addr)) set["MASTER_PORT"] = std::to_string(port);
   if (o.timeout_ms > 0) set["CC_TIMEOUT_MS"] = std::to_string(o.timeout_ms);
   if (restart > 0) set["CC_RESTART_COUNT"] = std::to_string(restart);
   // Ours win over inherited ones, including CC_MASTER_* which would shadow them.
-  const char* shadowing[] = {"CC_MASTER_ADDR", "CC_MASTER_PORT", "CC_RESTART_COUNT"};
+  const char* shadowing[] = {"CC_MASTER_ADDR", "CC_MASTER_PORT", "CC_RESTART_COUNT", "MASTER_PORT"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -623,7 +628,8 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<cc::rv::Server> server;
   int port = o.master_port;
-  if (o.node_rank == 0) {
+  // On etcd the cluster is the rendezvous: no node hosts a server.
+  if (o.node_rank == 0 && !cc::launch::is_etcd_address(o.master_addr)) {
     cc::rv::ServerOptions so;
     // One node without --master-addr: the ranks are all here, so the job's
     // keys need not be reachable from the network.
