@@ -309,8 +309,8 @@ void Backend::Impl::start_watcher(Watched w, int64_t from, std::optional<ResultR
   watcher = std::thread([this, w = std::move(w), from] { watch_generation(w, from); });
 }
 
-// Tells every other rank why this rank goes (events key), then revokes its
-// lease.
+// Tells every other rank why this rank goes (events key), then, unless it
+// aborted, revokes its lease.
 Status Backend::Impl::announce_departure(PeerEventKind kind, const std::string& reason,
                                          Deadline deadline) {
   Gen g{0};

@@ -24,9 +24,11 @@
 //   or a rank that goes without leaving, announces itself.
 //   A clean leave first moves the member key off the lease, so it tells
 //   nobody, as cc's server does; the last rank to leave removes the
-//   generation's keys.
+//   generation's keys. An aborted rank keeps its lease (it may recover).
 // - deadline: the first rank whose join deadline passes (or rank 0's
 //   coordinator) names the ranks that never came.
+// - recover (cc_comm_shrink, cc_comm_regrow) and replacements: see
+//   backend_recover.cpp.
 //
 // Threads: calls may come from several threads at once (as with the TCP
 // client); peer events are queued for next_event().
