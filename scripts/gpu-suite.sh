@@ -6,7 +6,8 @@
 #   scripts/gpu-suite.sh BUILD OUT
 #
 # Prints the GPUs and the libraries the binaries load, runs the gpu test
-# binaries under cc-run -n 2 and mpirun -n 2 (when present), then the
+# binaries under cc-run -n 2 and mpirun -n 2 (when present), gpu_collectives
+# also as one rank, then the
 # examples, then the failure scenarios of tests/gpu/gpu_failures.sh (a killed
 # rank, a skipped collective, abort from threads, a missing rank, a rank
 # whose init fails, and `cc-rendezvous status` against rank 0's embedded
@@ -126,6 +127,8 @@ for t in "${GPU_TESTS[@]}"; do
   name=$(basename "$t")
   run "$name-cc-run" "$CC_RUN" -n 2 -- "$t"
 done
+# A communicator of one rank (a job's first try, a test): the same checks.
+run "gpu_collectives-one-rank" "$CC_RUN" -n 1 -- "$BUILD/tests/gpu/gpu_collectives"
 
 # The same binaries with the other NCCL.
 ALT=${NCCL_ALT_LIB_DIR:-$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)}

@@ -197,6 +197,22 @@ ncclResult_t alltoall(const Collective& coll, cc_comm* c, cudaStream_t s) {
   return r != ncclSuccess ? r : end;
 }
 
+// A reduction over one rank is its input, whatever the op: a copy when out
+// of place. NCCL is not asked: on one rank it refuses an average of fp8
+// values, and 2.28.3 leaves the tail of an out-of-place average of
+// 1048579 floats unwritten.
+cc_result_t single_rank_reduction(const Collective& coll, cc_comm* c, cc_stream_t stream) {
+  const size_t bytes = coll.count * datatype_size(coll.dtype);
+  return run(coll, "cudaMemcpyAsync (a reduction over one rank)", c, stream, [&] {
+    if (bytes == 0 || coll.send == coll.recv) return ncclSuccess;
+    const cudaError_t e = cudaMemcpyAsync(coll.recv, coll.send, bytes, cudaMemcpyDeviceToDevice,
+                                          to_cuda(stream));
+    if (e == cudaSuccess) return ncclSuccess;
+    (void)cudaGetLastError();
+    return ncclUnhandledCudaError;
+  });
+}
+
 }  // namespace
 
 cc_result_t enqueue(const Collective& coll, cc_comm* c, cc_stream_t stream) {
@@ -205,6 +221,9 @@ cc_result_t enqueue(const Collective& coll, cc_comm* c, cc_stream_t stream) {
   const cudaStream_t s = to_cuda(stream);
   const ncclDataType_t type = to_nccl(coll.dtype);
   const ncclRedOp_t op = to_nccl(coll.op);
+  if (c->nranks == 1 && (coll.kind == Kind::allreduce || coll.kind == Kind::reduce ||
+                         coll.kind == Kind::reducescatter))
+    return single_rank_reduction(coll, c, stream);
   switch (coll.kind) {
     case Kind::allreduce:
       if (group.depth == 0)
