@@ -99,6 +99,10 @@ struct Backend::Impl {
   void push_event(PeerEvent e);
 
   Status ensure_lease(Deadline deadline);
+  int64_t current_lease() {
+    std::lock_guard<std::mutex> lock(mu);
+    return lease;
+  }
   void keep_alive();
   void lost_membership(const std::string& how);
   // One generation's watch: `position` of `world` ranks; ring as above.
@@ -176,7 +180,8 @@ struct Backend::Impl {
   Status wait_for_recovery(Gen from, const Recover& request, const MakeId& make_id,
                            Deadline deadline, std::optional<ResultRecord>* out);
   enum class ResultWait { result, cleared, coordinator_gone, deadline };
-  Status await_result(Gen next, Deadline deadline, ResultWait* how,
+  // follow_coordinator: also end (coordinator_gone) when nobody coordinates.
+  Status await_result(Gen next, Deadline deadline, bool follow_coordinator, ResultWait* how,
                       std::optional<ResultRecord>* out);
   Status coordinate_recovery(Gen from, const Recover& request, const MakeId& make_id,
                              Deadline deadline);

@@ -159,10 +159,7 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
   const MemberRecord rec{in, nonce, in.rank == 0 ? req.unique_id : std::vector<uint8_t>{}};
   TxnResult r;
   for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      my_lease = lease;
-    }
+    my_lease = current_lease();
     Txn t;
     t.compare = {Compare::absent(keys.member(g, in.rank)), Compare::absent(keys.result(g))};
     t.success = {Op::put(keys.member(g, in.rank), encode(rec), my_lease)};
@@ -255,17 +252,9 @@ bool Backend::Impl::take_lease_lost() {
 // member key went with it). A generation that ended meanwhile is told by the
 // watch.
 Status Backend::Impl::reclaim(uint32_t g, const MemberRecord& rec, Deadline deadline) {
-  int64_t old = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    old = lease;
-  }
+  const int64_t old = current_lease();
   if (Status s = renew_lease(old, deadline); !s.ok()) return s;
-  int64_t fresh = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    fresh = lease;
-  }
+  const int64_t fresh = current_lease();
   Txn t;
   t.compare = {Compare::absent(keys.member(g, rec.info.rank)), Compare::absent(keys.result(g))};
   t.success = {Op::put(keys.member(g, rec.info.rank), encode(rec), fresh)};

@@ -59,6 +59,17 @@ std::optional<ResultRecord> result_of(const std::vector<KeyValue>& kvs) {
   return r;
 }
 
+// A member key as read, with its record decoded once (the coordinator
+// evaluates the decision after every watched change).
+struct Held {
+  KeyValue kv;
+  std::optional<MemberRecord> rec;
+  explicit Held(KeyValue k) : kv(std::move(k)) {
+    MemberRecord m;
+    if (decode(kv.value, &m)) rec = std::move(m);
+  }
+};
+
 // What etcd holds of one recovery, from generation `from` to the next, read
 // in one transaction; the coordinator keeps it current from a watch.
 struct Snapshot {
@@ -67,14 +78,14 @@ struct Snapshot {
   std::optional<ResultRecord> next_result;  // the next one's, once decided (or failed)
   int64_t next_result_revision = 0;
   std::vector<int32_t> members;          // `from`'s job ranks by rank
-  std::map<int32_t, KeyValue> seats;     // `from`'s member keys by job rank
+  std::map<int32_t, Held> seats;         // `from`'s member keys by job rank
   std::map<int32_t, MemberRecord> asks;  // the next generation's requests by job rank
   std::map<int32_t, int64_t> ask_order;  // their create revisions (who asked first)
   // For a seat of `from` (> 0) that left it cleanly: its member key in the
   // generation before, through which its process may still be alive (a
   // survivor whose attempt failed after the decision let go of that
   // attempt, and holds the communicator it recovers from).
-  std::map<int32_t, KeyValue> parents;
+  std::map<int32_t, Held> parents;
 };
 
 // The decision, as cc's server makes it, over a snapshot.
@@ -90,20 +101,18 @@ class Decision {
   SeatState state(int32_t job_rank) const {
     auto it = s_.seats.find(job_rank);
     if (it == s_.seats.end()) return SeatState::dead;
-    if (it->second.lease != 0) return SeatState::alive;
+    if (it->second.kv.lease != 0) return SeatState::alive;
     auto parent = s_.parents.find(job_rank);
-    MemberRecord here, before;
-    if (parent != s_.parents.end() && parent->second.lease != 0 &&
-        decode(it->second.value, &here) && decode(parent->second.value, &before) &&
-        same_process(here.info, before.info))
+    const auto& here = it->second.rec;
+    if (parent != s_.parents.end() && parent->second.kv.lease != 0 && here &&
+        parent->second.rec && same_process(here->info, parent->second.rec->info))
       return SeatState::alive;
     return SeatState::gone;
   }
-  std::optional<MemberRecord> seat_record(int32_t job_rank) const {
+  const std::optional<MemberRecord>& seat_record(int32_t job_rank) const {
+    static const std::optional<MemberRecord> none;
     auto it = s_.seats.find(job_rank);
-    MemberRecord m;
-    if (it == s_.seats.end() || !decode(it->second.value, &m)) return std::nullopt;
-    return m;
+    return it == s_.seats.end() ? none : it->second.rec;
   }
   // "rank 2 (host h, pid 7, generation 1)": its rank in generation `from`.
   std::string seat_who(int32_t job_rank) const {
@@ -290,7 +299,7 @@ void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
     if (e.type == WatchEvent::Type::del)
       s->seats.erase(*jr);
     else
-      s->seats[*jr] = e.kv;
+      s->seats.insert_or_assign(*jr, Held(e.kv));
     return;
   }
   if (from.epoch > 0) {
@@ -298,7 +307,7 @@ void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
       if (e.type == WatchEvent::Type::del)
         s->parents.erase(*jr);
       else
-        s->parents[*jr] = e.kv;
+        s->parents.insert_or_assign(*jr, Held(e.kv));
       return;
     }
   }
@@ -337,7 +346,7 @@ Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline dead
       for (int32_t jr = 0; jr < snap.from_result->world_size; ++jr) snap.members.push_back(jr);
   }
   for (const KeyValue& kv : r.responses.at(1).range.kvs)
-    if (auto jr = keys.member_rank(from, kv.key)) snap.seats[*jr] = kv;
+    if (auto jr = keys.member_rank(from, kv.key)) snap.seats.insert_or_assign(*jr, Held(kv));
   for (const KeyValue& kv : r.responses.at(2).range.kvs) {
     MemberRecord m;
     if (auto jr = keys.member_rank(next, kv.key); jr && decode(kv.value, &m) && m.recovering) {
@@ -348,14 +357,15 @@ Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline dead
   if (from.epoch > 0) {  // the seats that left: their keys of the generation before
     const Gen before{from.g, from.epoch - 1};
     Txn parents;
-    for (const auto& [jr, kv] : snap.seats)
-      if (kv.lease == 0) parents.success.push_back(Op::get(keys.member(before, jr)));
+    for (const auto& [jr, seat] : snap.seats)
+      if (seat.kv.lease == 0) parents.success.push_back(Op::get(keys.member(before, jr)));
     if (!parents.success.empty()) {
       TxnResult p;
       if (Status s = etcd.txn(parents, deadline, &p); !s.ok()) return s;
       for (const OpResult& o : p.responses)
         for (const KeyValue& kv : o.range.kvs)
-          if (auto jr = keys.member_rank(before, kv.key)) snap.parents[*jr] = kv;
+          if (auto jr = keys.member_rank(before, kv.key))
+            snap.parents.insert_or_assign(*jr, Held(kv));
     }
   }
   *out = std::move(snap);
@@ -450,11 +460,7 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
                              " joins as a replacement when the survivors call cc_comm_regrow");
     }
     // The request, on this connection's lease.
-    int64_t my_lease = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      my_lease = lease;
-    }
+    const int64_t my_lease = current_lease();
     MemberRecord ask{req.info, nonce, {}};
     ask.recovering = true;
     ask.kind = req.kind;
@@ -509,11 +515,7 @@ Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const Make
   for (;;) {
     if (Clock::now() >= deadline) return give_up_recovery(from, req.timeout_ms, out);
     const Deadline requests = std::min(deadline, after(opt.request_timeout));
-    int64_t my_lease = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      my_lease = lease;
-    }
+    const int64_t my_lease = current_lease();
     Txn t;
     t.compare = {Compare::absent(keys.coordinator(next))};
     t.success = {Op::put(keys.coordinator(next), me_words, my_lease)};
@@ -529,7 +531,7 @@ Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const Make
       if (Status s = coordinate_recovery(from, req, make_id, deadline); !s.ok()) return s;
     }
     ResultWait w = ResultWait::deadline;
-    if (Status s = await_result(next, deadline, &w, out); !s.ok())
+    if (Status s = await_result(next, deadline, true, &w, out); !s.ok())
       return make_status(s.code, call_name(req.kind) + std::string(" by ") + me_words + ": " +
                                      s.message);
     if (w == ResultWait::result || w == ResultWait::cleared) return Status::success();
@@ -538,8 +540,8 @@ Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const Make
 }
 
 // Waits for the next generation's result, or for its coordinator to go.
-Status Backend::Impl::await_result(Gen next, Deadline deadline, ResultWait* how,
-                                   std::optional<ResultRecord>* out) {
+Status Backend::Impl::await_result(Gen next, Deadline deadline, bool follow_coordinator,
+                                   ResultWait* how, std::optional<ResultRecord>* out) {
   out->reset();
   *how = ResultWait::deadline;
   if (Clock::now() >= deadline) return Status::success();
@@ -552,7 +554,7 @@ Status Backend::Impl::await_result(Gen next, Deadline deadline, ResultWait* how,
     *how = ResultWait::result;
     return Status::success();
   }
-  if (r.responses.at(1).range.kvs.empty()) {
+  if (follow_coordinator && r.responses.at(1).range.kvs.empty()) {
     *how = ResultWait::coordinator_gone;
     return Status::success();
   }
@@ -564,7 +566,9 @@ Status Backend::Impl::await_result(Gen next, Deadline deadline, ResultWait* how,
   coordinator.start_revision = r.revision + 1;
   coordinator.no_put = true;
   *how = ResultWait::deadline;
-  Status s = etcd->watch({result, coordinator}, deadline, nullptr,
+  std::vector<WatchSpec> specs = {result};
+  if (follow_coordinator) specs.push_back(coordinator);
+  Status s = etcd->watch(specs, deadline, nullptr,
                          [&](const std::vector<WatchEvent>& evs, int64_t) {
                            for (const WatchEvent& e : evs) {
                              if (e.spec == 1) {
@@ -618,7 +622,7 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
     std::vector<WatchSpec> specs = {spec(keys.member_prefix(from), true),
                                     spec(keys.member_prefix(next), true),
                                     spec(keys.result(next), false)};
-    for (const auto& [jr, kv] : snap.parents) specs.push_back(spec(kv.key, false));
+    for (const auto& [jr, parent] : snap.parents) specs.push_back(spec(parent.kv.key, false));
     again = false;
     Status s = etcd->watch(specs, deadline, nullptr,
                            [&](const std::vector<WatchEvent>& evs, int64_t) {
@@ -816,11 +820,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
                                               member_who(mine->second.info) +
                                               "; start one process per failed rank");
     if (mine == snap.asks.end()) {
-      int64_t my_lease = 0;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        my_lease = lease;
-      }
+      const int64_t my_lease = current_lease();
       MemberRecord ask{in, nonce, {}};
       ask.recovering = true;
       ask.kind = RecoverKind::regrow;
@@ -839,19 +839,8 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     std::optional<ResultRecord> result;
     ResultWait how = ResultWait::deadline;
     // The coordinator key comes and goes with the survivors: only the result counts here.
-    if (Status s = await_result(next, deadline, &how, &result); !s.ok())
+    if (Status s = await_result(next, deadline, false, &how, &result); !s.ok())
       return make_status(s.code, me_words + ": " + s.message);
-    if (how == ResultWait::coordinator_gone && !result) {
-      // Nobody coordinates yet: wait for the result itself.
-      WatchSpec w;
-      w.key = keys.result(next);
-      Status s = etcd->watch({w}, deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
-        for (const WatchEvent& ev : evs)
-          if (ev.type == WatchEvent::Type::put && (result = result_of({ev.kv}))) return false;
-        return true;
-      });
-      if (!s.ok() && s.code != CC_ERR_TIMEOUT) return make_status(s.code, me_words + ": " + s.message);
-    }
     if (!result || !result->ok) continue;  // the deadline, or a failed regrow: as above
     const auto& m = result->members;
     if (std::find(m.begin(), m.end(), jr) != m.end()) {
