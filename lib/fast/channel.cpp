@@ -100,6 +100,7 @@ Channel* prepare(int rank, int nranks, int device, const std::string& host, Peer
   if (cudaError_t e = cudaEventCreateWithFlags(&ch->order, cudaEventDisableTiming);
       e != cudaSuccess)
     return fail("cudaEventCreate", e);
+  if (cudaError_t e = load_kernels(); e != cudaSuccess) return fail("loading cc's kernels", e);
   return ch;
 }
 

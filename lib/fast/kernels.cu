@@ -577,9 +577,47 @@ cudaError_t launch_op(ncclRedOp_t op, Algo algo, int blocks, const KernelArgs& a
   }
 }
 
+// cudaFuncGetAttributes loads a kernel that is not loaded yet.
+template <class T, int OP>
+cudaError_t load_typed() {
+  const void* const kernels[] = {reinterpret_cast<const void*>(ll_kernel<T, OP>),
+                                 reinterpret_cast<const void*>(oneshot_kernel<T, OP>),
+                                 reinterpret_cast<const void*>(twoshot_kernel<T, OP>)};
+  for (const void* k : kernels) {
+    cudaFuncAttributes attributes;
+    if (cudaError_t e = cudaFuncGetAttributes(&attributes, k); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+template <class T>
+cudaError_t load_ops() {
+  cudaError_t e = load_typed<T, kSum>();
+  if (e == cudaSuccess) e = load_typed<T, kProd>();
+  if (e == cudaSuccess) e = load_typed<T, kMax>();
+  if (e == cudaSuccess) e = load_typed<T, kMin>();
+  if constexpr (!std::is_integral_v<T>)
+    if (e == cudaSuccess) e = load_typed<T, kAvg>();
+  return e;
+}
+
 }  // namespace
 
 bool kernels_built() { return true; }
+
+cudaError_t load_kernels() {
+  cudaError_t e = load_ops<int8_t>();
+  if (e == cudaSuccess) e = load_ops<uint8_t>();
+  if (e == cudaSuccess) e = load_ops<int32_t>();
+  if (e == cudaSuccess) e = load_ops<uint32_t>();
+  if (e == cudaSuccess) e = load_ops<int64_t>();
+  if (e == cudaSuccess) e = load_ops<uint64_t>();
+  if (e == cudaSuccess) e = load_ops<__half>();
+  if (e == cudaSuccess) e = load_ops<__nv_bfloat16>();
+  if (e == cudaSuccess) e = load_ops<float>();
+  if (e == cudaSuccess) e = load_ops<double>();
+  return e;
+}
 
 bool kernel_supports(ncclDataType_t type, ncclRedOp_t op, size_t* elem_size) {
   bool is_float = false;

@@ -144,6 +144,13 @@ constexpr int grid_blocks(Algo algo, size_t bytes, int nranks, int max_blocks) {
   return blocks < 1 ? 1 : static_cast<int>(blocks);
 }
 
+// Loads every kernel onto the current device now. CUDA loads a kernel at
+// its first launch by default (lazy loading), and a load waits for the
+// kernels running on the device: a first launch behind one of cc's kernels
+// that waits for a peer would wait with it, and the peer perhaps for this
+// launch. NCCL loads its kernels at init for the same reason.
+cudaError_t load_kernels();
+
 // Enqueues one all-reduce on `stream`. `algo` is ll, oneshot or twoshot and
 // the size within its capacity; `max_blocks` caps one-shot and two-shot.
 cudaError_t launch_allreduce(Algo algo, int max_blocks, const KernelArgs& args, ncclDataType_t type,

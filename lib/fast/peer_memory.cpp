@@ -100,13 +100,17 @@ bool PeerMemory::open(const std::vector<PeerRecord>& records, int rank, std::str
     }
     if (r.pid == me->pid) {
       // The same process (ranks on threads): the address is valid here; the
-      // peer's device must be reachable from this one.
+      // peer's device must be this one or reachable from it.
       int peer_device = -1, here = -1;
       cudaGetDevice(&here);
       if (cudaDeviceGetByPCIBusId(&peer_device, r.bus_id) != cudaSuccess) {
         cudaGetLastError();
         *why = who + " uses GPU " + text_of(r.bus_id) + ", which this process cannot see";
         return false;
+      }
+      if (peer_device == here) {  // ranks sharing a GPU (the kernels' one-GPU tests)
+        peers_[i] = reinterpret_cast<char*>(r.address);
+        continue;
       }
       int can = 0;
       cudaDeviceCanAccessPeer(&can, here, peer_device);
