@@ -12,6 +12,7 @@
 # PARTS (default: suite-system suite-torch python):
 #   suite-system   scripts/gpu-suite.sh against the system's libnccl
 #   suite-torch    the same against the NCCL that torch's wheel carries
+#   one-gpu        the gpu suite's steps that need only one GPU (both NCCLs)
 #   python         tests/python/gpu/run.sh (cc.Comm and the torch backend)
 #   bench-system   scripts/bench-gpu.sh against the system's libnccl
 #   bench-torch    the same against torch's NCCL
@@ -70,6 +71,7 @@ for p in "${PARTS[@]}"; do
   case $p in
     suite-system) part "$p" "$SRC/scripts/gpu-suite.sh" "$BUILD" "$LOGS/$p/logs" ;;
     suite-torch) part "$p" with_torch_nccl "$SRC/scripts/gpu-suite.sh" "$BUILD" "$LOGS/$p/logs" ;;
+    one-gpu) part "$p" env GPU_SUITE_ONE_GPU=1 "$SRC/scripts/gpu-suite.sh" "$BUILD" "$LOGS/$p/logs" ;;
     python) part "$p" env PYTHON="$PYTHON" "$SRC/tests/python/gpu/run.sh" "$BUILD" "$LOGS/$p/logs" ;;
     bench-system) part "$p" "$SRC/scripts/bench-gpu.sh" "$BUILD" "$LOGS/$p/bench" ;;
     bench-torch) part "$p" with_torch_nccl "$SRC/scripts/bench-gpu.sh" "$BUILD" "$LOGS/$p/bench" ;;

@@ -7,7 +7,8 @@
 #
 # Prints the GPUs and the libraries the binaries load, runs the gpu test
 # binaries under cc-run -n 2 and mpirun -n 2 (when present), gpu_collectives
-# also as one rank, then the
+# also as one rank, cc's kernels with several ranks on one GPU
+# (gpu_kernels_one_gpu; GPU_SUITE_ONE_GPU=1 runs only the one-GPU steps), then the
 # examples, then the failure scenarios of tests/gpu/gpu_failures.sh (a killed
 # rank, a skipped collective, abort from threads, a missing rank, a rank
 # whose init fails, and `cc-rendezvous status` against rank 0's embedded
@@ -123,15 +124,33 @@ if [ ! -x "$CC_RUN" ]; then
   exit 2
 fi
 
+# The other NCCL: NCCL_ALT_LIB_DIR, else the machine's PyTorch wheel's.
+ALT=${NCCL_ALT_LIB_DIR:-$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)}
+
+# What one GPU can check: cc's kernels with 2 to 8 ranks as streams of one
+# process, and a communicator of one rank (a job's first try, a test) with
+# each NCCL. GPU_SUITE_ONE_GPU=1 runs only these, for a machine of one GPU.
+run gpu_kernels_one_gpu "$BUILD/tests/gpu/gpu_kernels_one_gpu"
+run "gpu_collectives-one-rank" "$CC_RUN" -n 1 -- "$BUILD/tests/gpu/gpu_collectives"
+if [ "${GPU_SUITE_ONE_GPU:-0}" = 1 ]; then
+  if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
+    LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      run "gpu_collectives-one-rank-alt-nccl" "$CC_RUN" -n 1 -- "$BUILD/tests/gpu/gpu_collectives"
+  fi
+  echo
+  [ ${#failed_steps[@]} -gt 0 ] && printf 'failed: %s\n' "${failed_steps[@]}"
+  echo "logs: $OUT"
+  echo "gpu suite (one GPU): $passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit
+fi
+
 for t in "${GPU_TESTS[@]}"; do
   name=$(basename "$t")
   run "$name-cc-run" "$CC_RUN" -n 2 -- "$t"
 done
-# A communicator of one rank (a job's first try, a test): the same checks.
-run "gpu_collectives-one-rank" "$CC_RUN" -n 1 -- "$BUILD/tests/gpu/gpu_collectives"
 
 # The same binaries with the other NCCL.
-ALT=${NCCL_ALT_LIB_DIR:-$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)}
 if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
   for t in "${GPU_TESTS[@]}"; do
     name=$(basename "$t")
