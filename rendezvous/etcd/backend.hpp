@@ -28,7 +28,7 @@
 // - deadline: the first rank whose join deadline passes (or rank 0's
 //   coordinator) names the ranks that never came.
 // - recover (cc_comm_shrink, cc_comm_regrow) and replacements: see
-//   backend_recover.cpp.
+//   backend_recover.cpp; its rules alone are recovery_decision.hpp.
 //
 // Threads: calls may come from several threads at once (as with the TCP
 // client); peer events are queued for next_event().

@@ -28,13 +28,12 @@
 // Costs: per participant, a lease, a few transactions and one watch; the
 // coordinator alone reads the O(n) member lists, once per generation.
 #include <algorithm>
-#include <map>
-#include <set>
 #include <thread>
 
 #include "common/log.hpp"
 #include "common/who.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
+#include "rendezvous/etcd/recovery_decision.hpp"
 
 namespace cc::rv::etcd {
 
@@ -49,229 +48,11 @@ const auto call_name = server_core::recover_call_name;
 const auto call_words = server_core::recover_call_words;
 const auto where = server_core::lineage_where;
 
-bool same_process(const MemberInfo& a, const MemberInfo& b) {
-  return a.host == b.host && a.pid == b.pid;
-}
-
 std::optional<ResultRecord> result_of(const std::vector<KeyValue>& kvs) {
   ResultRecord r;
   if (kvs.empty() || !decode(kvs.front().value, &r)) return std::nullopt;
   return r;
 }
-
-// A member key as read, with its record decoded once (the coordinator
-// evaluates the decision after every watched change).
-struct Held {
-  KeyValue kv;
-  std::optional<MemberRecord> rec;
-  explicit Held(KeyValue k) : kv(std::move(k)) {
-    MemberRecord m;
-    if (decode(kv.value, &m)) rec = std::move(m);
-  }
-};
-
-// What etcd holds of one recovery, from generation `from` to the next, read
-// in one transaction; the coordinator keeps it current from a watch.
-struct Snapshot {
-  int64_t revision = 0;
-  std::optional<ResultRecord> from_result;  // generation `from`'s result
-  std::optional<ResultRecord> next_result;  // the next one's, once decided (or failed)
-  int64_t next_result_revision = 0;
-  std::vector<int32_t> members;          // `from`'s job ranks by rank
-  std::map<int32_t, Held> seats;         // `from`'s member keys by job rank
-  std::map<int32_t, MemberRecord> asks;  // the next generation's requests by job rank
-  std::map<int32_t, int64_t> ask_order;  // their create revisions (who asked first)
-  // For a seat of `from` (> 0) that left it cleanly: its member key in the
-  // generation before, through which its process may still be alive (a
-  // survivor whose attempt failed after the decision let go of that
-  // attempt, and holds the communicator it recovers from).
-  std::map<int32_t, Held> parents;
-};
-
-// The decision, as cc's server makes it, over a snapshot.
-class Decision {
- public:
-  Decision(const Snapshot& s, std::string job, Gen from)
-      : s_(s), job_(std::move(job)), from_(from) {}
-
-  // alive: its member key of `from` is on a lease, or it left `from`
-  // cleanly and its key of the generation before still is (the same
-  // process); gone: it left; dead: its key went with its lease.
-  enum class SeatState { alive, gone, dead };
-  SeatState state(int32_t job_rank) const {
-    auto it = s_.seats.find(job_rank);
-    if (it == s_.seats.end()) return SeatState::dead;
-    if (it->second.kv.lease != 0) return SeatState::alive;
-    auto parent = s_.parents.find(job_rank);
-    const auto& here = it->second.rec;
-    if (parent != s_.parents.end() && parent->second.kv.lease != 0 && here &&
-        parent->second.rec && same_process(here->info, parent->second.rec->info))
-      return SeatState::alive;
-    return SeatState::gone;
-  }
-  const std::optional<MemberRecord>& seat_record(int32_t job_rank) const {
-    static const std::optional<MemberRecord> none;
-    auto it = s_.seats.find(job_rank);
-    return it == s_.seats.end() ? none : it->second.rec;
-  }
-  // "rank 2 (host h, pid 7, generation 1)": its rank in generation `from`.
-  std::string seat_who(int32_t job_rank) const {
-    const auto at = std::find(s_.members.begin(), s_.members.end(), job_rank);
-    const int position = static_cast<int>(at - s_.members.begin());
-    const auto rec = seat_record(job_rank);
-    return cc::who(Who{position, rec ? rec->info.host : std::string(), rec ? rec->info.pid : 0u,
-                       static_cast<int>(from_.epoch)});
-  }
-  bool in_from(int32_t job_rank) const {
-    return std::find(s_.members.begin(), s_.members.end(), job_rank) != s_.members.end();
-  }
-  // A request from the member of `from` that holds its rank, alive or gone
-  // (left cleanly: a survivor whose earlier attempt failed after the
-  // decision let go of that attempt's connection), not dead.
-  bool survivor_ask(int32_t job_rank) const {
-    auto a = s_.asks.find(job_rank);
-    if (a == s_.asks.end() || a->second.replacement || !in_from(job_rank)) return false;
-    if (state(job_rank) == SeatState::dead) return false;
-    const auto rec = seat_record(job_rank);
-    return rec && same_process(rec->info, a->second.info);
-  }
-  bool replacement_ask(int32_t job_rank) const {
-    auto a = s_.asks.find(job_rank);
-    return a != s_.asks.end() && a->second.replacement &&
-           (!in_from(job_rank) || state(job_rank) != SeatState::alive);
-  }
-  std::vector<int32_t> survivors() const {
-    std::vector<int32_t> out;
-    for (const auto& [jr, a] : s_.asks)
-      if (survivor_ask(jr)) out.push_back(jr);
-    return out;
-  }
-  // The first survivor's request, which the others must match.
-  std::optional<MemberRecord> first() const {
-    std::optional<MemberRecord> f;
-    int64_t at = 0;
-    for (int32_t jr : survivors()) {
-      const int64_t rev = s_.ask_order.at(jr);
-      if (!f || rev < at) {
-        f = s_.asks.at(jr);
-        at = rev;
-      }
-    }
-    return f;
-  }
-  std::vector<std::string> awaited() const {
-    std::vector<std::string> out;
-    for (int32_t jr : s_.members)
-      if (state(jr) == SeatState::alive && !survivor_ask(jr)) out.push_back(seat_who(jr));
-    return out;
-  }
-  std::vector<int32_t> holes(int32_t nranks) const {
-    std::vector<int32_t> out;
-    for (int32_t r = 0; r < nranks; ++r)
-      if (!survivor_ask(r) && !replacement_ask(r)) out.push_back(r);
-    return out;
-  }
-
-  // Words that end this recovery at once (ranks that disagree, a regrow
-  // that cannot hold a survivor), or nullopt.
-  std::optional<std::pair<cc_result_t, std::string>> refusal() const {
-    const auto f = first();
-    if (!f) return std::nullopt;
-    const std::string at = where(job_, from_.g, from_.epoch);
-    const std::string first_words =
-        seat_who(f->info.rank) + " called " + call_words(f->kind, f->nranks);
-    for (int32_t jr : survivors()) {
-      const MemberRecord& a = s_.asks.at(jr);
-      if (a.kind != f->kind || (a.kind == RecoverKind::regrow && a.nranks != f->nranks))
-        return std::make_pair(CC_ERR_MISMATCH,
-                              "ranks disagree on how " + at + " goes on: " + first_words + ", " +
-                                  seat_who(jr) + " called " + call_words(a.kind, a.nranks) +
-                                  "; every survivor must make the same call");
-      if (a.kind == RecoverKind::regrow && (a.nranks < 1 || a.nranks > kMaxRegrowRanks))
-        return std::make_pair(CC_ERR_INVALID_ARGUMENT,
-                              seat_who(jr) + " called " + call_words(a.kind, a.nranks) + " on " +
-                                  at + "; pass the job's size (1 to " +
-                                  std::to_string(kMaxRegrowRanks) + " ranks)");
-      if (a.kind == RecoverKind::regrow && jr >= a.nranks)
-        return std::make_pair(
-            CC_ERR_INVALID_ARGUMENT,
-            seat_who(jr) + " called " + call_words(a.kind, a.nranks) + " on " + at +
-                ", but a survivor keeps its job rank " + std::to_string(jr) +
-                ", which a communicator of " + std::to_string(a.nranks) +
-                " ranks does not have; regrow to at least " + std::to_string(jr + 1) +
-                " ranks, or shrink");
-    }
-    if (f->kind == RecoverKind::regrow)
-      for (int32_t r = 0; r < f->nranks; ++r)
-        if (!survivor_ask(r) && replacement_ask(r) &&
-            s_.asks.at(r).info.world_size != f->nranks)
-          return std::make_pair(CC_ERR_MISMATCH,
-                                member_who(s_.asks.at(r).info) +
-                                    " came as a replacement with a world size of " +
-                                    std::to_string(s_.asks.at(r).info.world_size) +
-                                    ", but the survivors of " + at + " regrow to " +
-                                    std::to_string(f->nranks) + "; give it WORLD_SIZE=" +
-                                    std::to_string(f->nranks));
-    return std::nullopt;
-  }
-
-  // Every living member asked (and every rank of a regrow has a process).
-  bool ready() const {
-    const auto f = first();
-    if (!f || !awaited().empty()) return false;
-    return f->kind == RecoverKind::shrink || holes(f->nranks).empty();
-  }
-
-  // The next generation (call when ready() and no refusal()).
-  ResultRecord decide(bool* need_id, RosterRecord* roster) const {
-    const MemberRecord f = *first();
-    ResultRecord r;
-    r.ok = true;
-    bool all_can_shrink = true;
-    if (f.kind == RecoverKind::shrink) {
-      for (int32_t jr : survivors()) {
-        r.members.push_back(jr);
-        all_can_shrink = all_can_shrink && s_.asks.at(jr).can_shrink;
-      }
-    } else {
-      for (int32_t jr = 0; jr < f.nranks; ++jr) r.members.push_back(jr);
-      all_can_shrink = false;
-    }
-    for (size_t p = 0; p < s_.members.size(); ++p)
-      if (!survivor_ask(s_.members[p]) ||
-          std::find(r.members.begin(), r.members.end(), s_.members[p]) == r.members.end())
-        r.failed.push_back(static_cast<int32_t>(p));
-    r.world_size = static_cast<int32_t>(r.members.size());
-    r.method = static_cast<uint8_t>(all_can_shrink ? RecoverMethod::nccl_shrink
-                                                   : RecoverMethod::new_id);
-    *need_id = !all_can_shrink;
-    roster->members.clear();
-    for (size_t p = 0; p < r.members.size(); ++p) {
-      const MemberInfo& in = s_.asks.at(r.members[p]).info;
-      roster->members.push_back({static_cast<int32_t>(p), in.host, in.pid});
-    }
-    return r;
-  }
-
-  // Why the recovery did not complete by a deadline of `timeout_ms`.
-  std::string late_words(uint32_t timeout_ms) const {
-    const auto f = first();
-    const RecoverKind kind = f ? f->kind : RecoverKind::shrink;
-    const int32_t nranks = f ? f->nranks : 0;
-    std::string words = call_words(kind, nranks) + " on " + where(job_, from_.g, from_.epoch) +
-                        " did not complete within " + std::to_string(timeout_ms) + " ms";
-    std::string parts = server_core::recovery_missing_words(
-        awaited(), kind, kind == RecoverKind::regrow ? holes(nranks) : std::vector<int32_t>{},
-        "MASTER_ADDR and job id");
-    if (parts.empty()) parts = "the coordinator (the first survivor to call) was still deciding";
-    return words + ": " + parts;
-  }
-
- private:
-  const Snapshot& s_;
-  std::string job_;
-  Gen from_;
-};
 
 }  // namespace
 
@@ -326,7 +107,7 @@ void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
 // A recovery's state in one read: `from`'s result and member keys, the next
 // generation's requests and result.
 Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline deadline,
-                            Snapshot* out) {
+                     Snapshot* out) {
   const Gen next{from.g, from.epoch + 1};
   Txn t;
   t.success = {Op::get(keys.result(from)), Op::get_prefix(keys.member_prefix(from)),
@@ -387,10 +168,10 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
                            ": a recovery needs a connection of its own, and this one is already "
                            "a member or recovering (a client bug)");
   if (req.kind == RecoverKind::regrow && (req.nranks < 1 || req.nranks > kMaxRegrowRanks))
-    return make_status(CC_ERR_INVALID_ARGUMENT,
-                       me_words + " called " + call_words(req.kind, req.nranks) +
-                           "; pass the job's size (1 to " + std::to_string(kMaxRegrowRanks) +
-                           " ranks)");
+    return make_status(CC_ERR_INVALID_ARGUMENT, me_words + " called " +
+                                                    call_words(req.kind, req.nranks) +
+                                                    "; pass the job's size (1 to " +
+                                                    std::to_string(kMaxRegrowRanks) + " ranks)");
   if (Status s = ensure_lease(std::min(deadline, after(opt.request_timeout))); !s.ok()) return s;
 
   Gen from{req.info.generation, req.epoch};
@@ -399,10 +180,9 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
   for (;;) {
     const Deadline requests = std::min(deadline, after(opt.request_timeout));
     if (Clock::now() >= deadline)
-      return make_status(CC_ERR_TIMEOUT, call + " by " + me_words + " on " +
-                                             where(opt.job_id, from.g, from.epoch) +
-                                             " did not complete within " +
-                                             std::to_string(req.timeout_ms) + " ms");
+      return make_status(CC_ERR_TIMEOUT,
+                         call + " by " + me_words + " on " + where(opt.job_id, from.g, from.epoch) +
+                             " did not complete within " + std::to_string(req.timeout_ms) + " ms");
     Snapshot snap;
     if (Status s = read_snapshot(*etcd, keys, from, requests, &snap); !s.ok())
       return make_status(s.code, call + " by " + me_words + ": " + s.message);
@@ -505,7 +285,6 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
   }
 }
 
-
 // Takes the coordinator key when nobody holds it, and coordinates; else
 // waits for the result, taking over when the coordinator goes.
 Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const MakeId& make_id,
@@ -522,8 +301,8 @@ Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const Make
     t.failure = {Op::get(keys.coordinator(next))};
     TxnResult r;
     if (Status s = etcd->txn(t, requests, &r); !s.ok())
-      return make_status(s.code, call_name(req.kind) + std::string(" by ") + me_words + ": " +
-                                     s.message);
+      return make_status(s.code,
+                         call_name(req.kind) + std::string(" by ") + me_words + ": " + s.message);
     const auto& held = r.succeeded ? std::vector<KeyValue>{} : r.responses.at(0).range.kvs;
     const bool coordinating =
         r.succeeded || (!held.empty() && held.front().lease == my_lease && my_lease != 0);
@@ -532,8 +311,8 @@ Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const Make
     }
     ResultWait w = ResultWait::deadline;
     if (Status s = await_result(next, deadline, true, &w, out); !s.ok())
-      return make_status(s.code, call_name(req.kind) + std::string(" by ") + me_words + ": " +
-                                     s.message);
+      return make_status(s.code,
+                         call_name(req.kind) + std::string(" by ") + me_words + ": " + s.message);
     if (w == ResultWait::result || w == ResultWait::cleared) return Status::success();
     // The coordinator went (or the deadline passed): loop.
   }
@@ -568,24 +347,24 @@ Status Backend::Impl::await_result(Gen next, Deadline deadline, bool follow_coor
   *how = ResultWait::deadline;
   std::vector<WatchSpec> specs = {result};
   if (follow_coordinator) specs.push_back(coordinator);
-  Status s = etcd->watch(specs, deadline, nullptr,
-                         [&](const std::vector<WatchEvent>& evs, int64_t) {
-                           for (const WatchEvent& e : evs) {
-                             if (e.spec == 1) {
-                               *how = ResultWait::coordinator_gone;
-                               return false;
-                             }
-                             if (e.type == WatchEvent::Type::del) {
-                               *how = ResultWait::cleared;
-                               return false;
-                             }
-                             if ((*out = result_of({e.kv}))) {
-                               *how = ResultWait::result;
-                               return false;
-                             }
-                           }
-                           return true;
-                         });
+  Status s =
+      etcd->watch(specs, deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
+        for (const WatchEvent& e : evs) {
+          if (e.spec == 1) {
+            *how = ResultWait::coordinator_gone;
+            return false;
+          }
+          if (e.type == WatchEvent::Type::del) {
+            *how = ResultWait::cleared;
+            return false;
+          }
+          if ((*out = result_of({e.kv}))) {
+            *how = ResultWait::result;
+            return false;
+          }
+        }
+        return true;
+      });
   if (s.code == CC_ERR_TIMEOUT) return Status::success();
   return s;
 }
@@ -602,13 +381,14 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
     return snap.next_result.has_value() || d.refusal().has_value() || d.ready();
   };
   auto failed = [&](const Status& s) {
-    return make_status(s.code, me_words + " coordinating " + call_name(req.kind) + ": " + s.message);
+    return make_status(s.code,
+                       me_words + " coordinating " + call_name(req.kind) + ": " + s.message);
   };
   // Read, then watch until settled; read again when a seat leaves (its key
   // of the generation before is then watched too).
   for (bool again = true; again;) {
-    if (Status s = read_snapshot(*etcd, keys, from,
-                                 std::min(deadline, after(opt.request_timeout)), &snap);
+    if (Status s =
+            read_snapshot(*etcd, keys, from, std::min(deadline, after(opt.request_timeout)), &snap);
         !s.ok())
       return failed(s);
     if (settled()) break;
@@ -624,15 +404,14 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
                                     spec(keys.result(next), false)};
     for (const auto& [jr, parent] : snap.parents) specs.push_back(spec(parent.kv.key, false));
     again = false;
-    Status s = etcd->watch(specs, deadline, nullptr,
-                           [&](const std::vector<WatchEvent>& evs, int64_t) {
-                             for (const WatchEvent& e : evs) {
-                               apply(keys, from, e, &snap);
-                               again = again || (e.spec == 0 && e.type == WatchEvent::Type::put &&
-                                                 e.kv.lease == 0);
-                             }
-                             return !again && !settled();
-                           });
+    Status s =
+        etcd->watch(specs, deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
+          for (const WatchEvent& e : evs) {
+            apply(keys, from, e, &snap);
+            again = again || (e.spec == 0 && e.type == WatchEvent::Type::put && e.kv.lease == 0);
+          }
+          return !again && !settled();
+        });
     if (s.code == CC_ERR_TIMEOUT) return Status::success();  // the caller gives up in words
     if (!s.ok()) return failed(s);
   }
@@ -739,11 +518,10 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
   const int32_t jr = in.rank;
   const uint32_t g = in.generation;
   const std::string me_words = member_who(in);
-  const std::string late =
-      me_words + " joined job " + quote(opt.job_id) + " (generation " + std::to_string(g) +
-      ") after it had completed";
+  const std::string late = me_words + " joined job " + quote(opt.job_id) + " (generation " +
+                           std::to_string(g) + ") after it had completed";
   const std::string nonce = next_op_id();
-  std::optional<Gen> asked;  // where this process's request stands
+  std::optional<Gen> asked;           // where this process's request stands
   std::optional<Deadline> seat_wait;  // until when a live holder of the rank may still die
   auto withdraw = [&] {
     if (!asked) return;
@@ -766,9 +544,9 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     if (Clock::now() >= deadline) {
       withdraw();
       return make_status(CC_ERR_TIMEOUT,
-                         "rank " + std::to_string(jr) + " waited " + std::to_string(req.timeout_ms) +
-                             " ms as a replacement in job " + quote(opt.job_id) +
-                             " (communicator " + std::to_string(g) +
+                         "rank " + std::to_string(jr) + " waited " +
+                             std::to_string(req.timeout_ms) + " ms as a replacement in job " +
+                             quote(opt.job_id) + " (communicator " + std::to_string(g) +
                              "), and no cc_comm_regrow took it: the survivors did not call "
                              "cc_comm_regrow (or shrank instead) within that time");
     }
@@ -803,8 +581,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
       }
       return make_status(
           CC_ERR_MISMATCH,
-          late + ", and rank " + std::to_string(jr) + " is alive in " + at + ": " +
-              d.seat_who(jr) +
+          late + ", and rank " + std::to_string(jr) + " is alive in " + at + ": " + d.seat_who(jr) +
               ". A replacement is taken only for a rank that failed; this process came for an "
               "older generation, or was started twice: stop it (or, if no rank failed, a rank "
               "restarted late or two communicators use one generation: restart the whole job)");
@@ -815,10 +592,10 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     }
     auto mine = snap.asks.find(jr);
     if (mine != snap.asks.end() && mine->second.nonce != nonce)
-      return make_status(CC_ERR_MISMATCH, late + " as a replacement for rank " +
-                                              std::to_string(jr) + ", but one is already waiting: " +
-                                              member_who(mine->second.info) +
-                                              "; start one process per failed rank");
+      return make_status(CC_ERR_MISMATCH,
+                         late + " as a replacement for rank " + std::to_string(jr) +
+                             ", but one is already waiting: " + member_who(mine->second.info) +
+                             "; start one process per failed rank");
     if (mine == snap.asks.end()) {
       const int64_t my_lease = current_lease();
       MemberRecord ask{in, nonce, {}};
