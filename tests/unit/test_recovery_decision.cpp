@@ -64,6 +64,14 @@ void ask(Snapshot* s, int32_t rank, uint32_t pid, RecoverKind kind, int32_t nran
   s->ask_order.insert_or_assign(rank, revision);
 }
 
+// The words of the refusal `d` makes, which must be one with `code`.
+std::string refused(const Decision& d, cc_result_t code) {
+  const auto refusal = d.refusal();
+  REQUIRE(refusal);
+  CHECK(refusal->first == code);
+  return refusal->second;
+}
+
 std::string who_in_gen0(int rank) {
   return "rank " + std::to_string(rank) + " (host h, pid " + std::to_string(100 + rank) +
          ", generation 0)";
@@ -186,11 +194,9 @@ TEST_CASE("recovery decision: a regrow waits for a replacement for every rank wi
 
   SECTION("a replacement with another world size is refused in words") {
     ask(&s, 1, 777, RecoverKind::regrow, 0, 20, false, true, /*world_size=*/3);
-    const auto refusal = d.refusal();
-    REQUIRE(refusal);
-    CHECK(refusal->first == CC_ERR_MISMATCH);
-    CHECK_THAT(refusal->second, Contains("came as a replacement with a world size of 3") &&
-                                    Contains("regrow to 4; give it WORLD_SIZE=4"));
+    const std::string words = refused(d, CC_ERR_MISMATCH);
+    CHECK_THAT(words, Contains("came as a replacement with a world size of 3") &&
+                          Contains("regrow to 4; give it WORLD_SIZE=4"));
   }
 }
 
@@ -213,36 +219,29 @@ TEST_CASE("recovery decision: ranks that disagree, or a regrow that cannot be, a
   SECTION("shrink against regrow") {
     ask(&s, 2, 102, RecoverKind::regrow, 4, 9);
     ask(&s, 0, 100, RecoverKind::shrink, 0, 10);
-    const auto refusal = d.refusal();
-    REQUIRE(refusal);
-    CHECK(refusal->first == CC_ERR_MISMATCH);
-    CHECK(refusal->second ==
-          "ranks disagree on how job 'j', communicator 3, generation 0 goes on: " + who_in_gen0(2) +
-              " called cc_comm_regrow(nranks=4), " + who_in_gen0(0) +
-              " called cc_comm_shrink; every survivor must make the same call");
+    const std::string words = refused(d, CC_ERR_MISMATCH);
+    CHECK(words == "ranks disagree on how job 'j', communicator 3, generation 0 goes on: " +
+                       who_in_gen0(2) + " called cc_comm_regrow(nranks=4), " + who_in_gen0(0) +
+                       " called cc_comm_shrink; every survivor must make the same call");
   }
   SECTION("two regrow sizes") {
     ask(&s, 0, 100, RecoverKind::regrow, 4, 10);
     ask(&s, 1, 101, RecoverKind::regrow, 5, 11);
-    const auto refusal = d.refusal();
-    REQUIRE(refusal);
-    CHECK(refusal->first == CC_ERR_MISMATCH);
+    const std::string words = refused(d, CC_ERR_MISMATCH);
+    CHECK_THAT(words, Contains(who_in_gen0(0) + " called cc_comm_regrow(nranks=4), " +
+                               who_in_gen0(1) + " called cc_comm_regrow(nranks=5)"));
   }
   SECTION("a regrow too small for a survivor's job rank") {
     ask(&s, 3, 103, RecoverKind::regrow, 2, 10);
-    const auto refusal = d.refusal();
-    REQUIRE(refusal);
-    CHECK(refusal->first == CC_ERR_INVALID_ARGUMENT);
-    CHECK_THAT(refusal->second, Contains("a survivor keeps its job rank 3") &&
-                                    Contains("regrow to at least 4 ranks, or shrink"));
+    const std::string words = refused(d, CC_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(words, Contains("a survivor keeps its job rank 3") &&
+                          Contains("regrow to at least 4 ranks, or shrink"));
   }
   SECTION("a regrow past the limit") {
     ask(&s, 0, 100, RecoverKind::regrow, server_core::kMaxRegrowRanks + 1, 10);
-    const auto refusal = d.refusal();
-    REQUIRE(refusal);
-    CHECK(refusal->first == CC_ERR_INVALID_ARGUMENT);
-    CHECK_THAT(refusal->second, Contains("pass the job's size (1 to " +
-                                         std::to_string(server_core::kMaxRegrowRanks) + " ranks)"));
+    const std::string words = refused(d, CC_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(words, Contains("pass the job's size (1 to " +
+                               std::to_string(server_core::kMaxRegrowRanks) + " ranks)"));
   }
 }
 
