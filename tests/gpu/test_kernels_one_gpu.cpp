@@ -202,7 +202,7 @@ TEST_CASE("one GPU: sizes around every edge, in place and unaligned") {
     ncclRedOp_t op;
   };
   const TypeOp mixes[] = {{ncclFloat32, ncclSum}, {ncclInt8, ncclMax}, {ncclBfloat16, ncclAvg}};
-  for (int n : {2, 3, 4}) {
+  for (int n : {2, 3, 4, 5, 8}) {  // each rank count changes a capacity or a segment
     OneGpuRanks ranks(n);
     for (Algo algo : kAlgos) {
       const size_t top = max_bytes(ranks, algo);
