@@ -38,9 +38,8 @@ size_t max_bytes(const OneGpuRanks& ranks, Algo algo) {
   return algo == Algo::ll ? ranks.ll_max_bytes() : ranks.capacity().of(algo);
 }
 
-// One all-reduce on every rank of `ranks`, checked. `offset_elems` shifts
-// both buffers off their 256-byte alignment; `in_place` passes recv as send.
-// Returns "" or what went wrong, naming the case.
+// One all-reduce: `offset_elems` shifts both buffers off their 256-byte
+// alignment; `in_place` passes recv as send.
 struct Case {
   Algo algo;
   ncclDataType_t type;
@@ -58,6 +57,8 @@ std::string name_of(const OneGpuRanks& ranks, const Case& c) {
          (c.offset_elems > 0 ? ", offset by " + std::to_string(c.offset_elems) : "");
 }
 
+// Runs `c` on every rank of `ranks` and checks every rank's result: "" or
+// what went wrong, naming the case.
 std::string run_case(OneGpuRanks& ranks, const Case& c) {
   const int n = ranks.size();
   const size_t es = type_bytes(c.type);
@@ -67,7 +68,7 @@ std::string run_case(OneGpuRanks& ranks, const Case& c) {
   for (int r = 0; r < n; ++r) {
     inputs.push_back(make_input(c.type, c.op, r, c.count, c.seed));
     recv.push_back(&ranks.buffer(bytes + offset));
-    recv.back()->fill(0x7b);  // no correct result is made of these bytes everywhere
+    recv.back()->fill(0x7b);  // junk: an element the kernel skips stays wrong
     if (c.in_place) {
       recv.back()->upload(inputs.back(), offset);
     } else {
