@@ -148,7 +148,9 @@ constexpr int grid_blocks(Algo algo, size_t bytes, int nranks, int max_blocks) {
 // its first launch by default (lazy loading), and a load waits for the
 // kernels running on the device: a first launch behind one of cc's kernels
 // that waits for a peer would wait with it, and the peer perhaps for this
-// launch. NCCL loads its kernels at init for the same reason.
+// launch. NCCL loads its kernels at init for the same reason. The first
+// call in a process takes 42 to 76 ms on an H200 (the compressed code of
+// 135 kernels); later calls about 0.1 ms.
 cudaError_t load_kernels();
 
 // Enqueues one all-reduce on `stream`. `algo` is ll, oneshot or twoshot and
