@@ -557,20 +557,59 @@ cudaError_t launch_typed(Algo algo, int blocks, const KernelArgs& a, cudaStream_
   return cudaGetLastError();
 }
 
+// Calls f(TypeTag<T>{}) with T the element type of `type`, or says it is not
+// one of the kernels' types.
 template <class T>
-cudaError_t launch_op(ncclRedOp_t op, Algo algo, int blocks, const KernelArgs& a,
-                      cudaStream_t stream) {
+struct TypeTag {
+  using type = T;
+};
+template <class F>
+cudaError_t with_type(ncclDataType_t type, F&& f) {
+  switch (type) {
+    case ncclInt8:
+      return f(TypeTag<int8_t>{});
+    case ncclUint8:
+      return f(TypeTag<uint8_t>{});
+    case ncclInt32:
+      return f(TypeTag<int32_t>{});
+    case ncclUint32:
+      return f(TypeTag<uint32_t>{});
+    case ncclInt64:
+      return f(TypeTag<int64_t>{});
+    case ncclUint64:
+      return f(TypeTag<uint64_t>{});
+    case ncclFloat16:
+      return f(TypeTag<__half>{});
+    case ncclBfloat16:
+      return f(TypeTag<__nv_bfloat16>{});
+    case ncclFloat32:
+      return f(TypeTag<float>{});
+    case ncclFloat64:
+      return f(TypeTag<double>{});
+    default:
+      return cudaErrorNotSupported;
+  }
+}
+
+// Calls f(OpTag<OP>{}) for `op` over elements of T (an average: floating
+// types only).
+template <int OP>
+struct OpTag {
+  static constexpr int value = OP;
+};
+template <class T, class F>
+cudaError_t with_op(ncclRedOp_t op, F&& f) {
   switch (op) {
     case ncclSum:
-      return launch_typed<T, kSum>(algo, blocks, a, stream);
+      return f(OpTag<kSum>{});
     case ncclProd:
-      return launch_typed<T, kProd>(algo, blocks, a, stream);
+      return f(OpTag<kProd>{});
     case ncclMax:
-      return launch_typed<T, kMax>(algo, blocks, a, stream);
+      return f(OpTag<kMax>{});
     case ncclMin:
-      return launch_typed<T, kMin>(algo, blocks, a, stream);
+      return f(OpTag<kMin>{});
     case ncclAvg:
-      if constexpr (!std::is_integral_v<T>) return launch_typed<T, kAvg>(algo, blocks, a, stream);
+      if constexpr (!std::is_integral_v<T>) return f(OpTag<kAvg>{});
       return cudaErrorNotSupported;
     default:
       return cudaErrorNotSupported;
@@ -590,33 +629,24 @@ cudaError_t load_typed() {
   return cudaSuccess;
 }
 
-template <class T>
-cudaError_t load_ops() {
-  cudaError_t e = load_typed<T, kSum>();
-  if (e == cudaSuccess) e = load_typed<T, kProd>();
-  if (e == cudaSuccess) e = load_typed<T, kMax>();
-  if (e == cudaSuccess) e = load_typed<T, kMin>();
-  if constexpr (!std::is_integral_v<T>)
-    if (e == cudaSuccess) e = load_typed<T, kAvg>();
-  return e;
-}
-
 }  // namespace
 
 bool kernels_built() { return true; }
 
 cudaError_t load_kernels() {
-  cudaError_t e = load_ops<int8_t>();
-  if (e == cudaSuccess) e = load_ops<uint8_t>();
-  if (e == cudaSuccess) e = load_ops<int32_t>();
-  if (e == cudaSuccess) e = load_ops<uint32_t>();
-  if (e == cudaSuccess) e = load_ops<int64_t>();
-  if (e == cudaSuccess) e = load_ops<uint64_t>();
-  if (e == cudaSuccess) e = load_ops<__half>();
-  if (e == cudaSuccess) e = load_ops<__nv_bfloat16>();
-  if (e == cudaSuccess) e = load_ops<float>();
-  if (e == cudaSuccess) e = load_ops<double>();
-  return e;
+  for (int t = 0; t < ncclNumTypes; ++t)
+    for (int o = 0; o < ncclNumOps; ++o) {
+      const auto type = static_cast<ncclDataType_t>(t);
+      const auto op = static_cast<ncclRedOp_t>(o);
+      size_t es = 0;
+      if (!kernel_supports(type, op, &es)) continue;
+      const cudaError_t e = with_type(type, [&](auto tt) {
+        using T = typename decltype(tt)::type;
+        return with_op<T>(op, [](auto oo) { return load_typed<T, decltype(oo)::value>(); });
+      });
+      if (e != cudaSuccess) return e;
+    }
+  return cudaSuccess;
 }
 
 bool kernel_supports(ncclDataType_t type, ncclRedOp_t op, size_t* elem_size) {
@@ -659,30 +689,11 @@ cudaError_t launch_allreduce(Algo algo, int max_blocks, const KernelArgs& a, ncc
   size_t es = 0;
   if (!kernel_supports(type, op, &es)) return cudaErrorNotSupported;
   const int blocks = grid_blocks(algo, a.count * es, a.nranks, max_blocks);
-  switch (type) {
-    case ncclInt8:
-      return launch_op<int8_t>(op, algo, blocks, a, stream);
-    case ncclUint8:
-      return launch_op<uint8_t>(op, algo, blocks, a, stream);
-    case ncclInt32:
-      return launch_op<int32_t>(op, algo, blocks, a, stream);
-    case ncclUint32:
-      return launch_op<uint32_t>(op, algo, blocks, a, stream);
-    case ncclInt64:
-      return launch_op<int64_t>(op, algo, blocks, a, stream);
-    case ncclUint64:
-      return launch_op<uint64_t>(op, algo, blocks, a, stream);
-    case ncclFloat16:
-      return launch_op<__half>(op, algo, blocks, a, stream);
-    case ncclBfloat16:
-      return launch_op<__nv_bfloat16>(op, algo, blocks, a, stream);
-    case ncclFloat32:
-      return launch_op<float>(op, algo, blocks, a, stream);
-    case ncclFloat64:
-      return launch_op<double>(op, algo, blocks, a, stream);
-    default:
-      return cudaErrorNotSupported;
-  }
+  return with_type(type, [&](auto tt) {
+    using T = typename decltype(tt)::type;
+    return with_op<T>(
+        op, [&](auto oo) { return launch_typed<T, decltype(oo)::value>(algo, blocks, a, stream); });
+  });
 }
 
 }  // namespace cc::fast

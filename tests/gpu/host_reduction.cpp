@@ -5,6 +5,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "common/datatypes.hpp"
+
 namespace cc::test {
 namespace {
 
@@ -234,36 +236,6 @@ double as_double(const std::vector<uint8_t>& v, size_t i) {
 
 }  // namespace
 
-const std::vector<ncclDataType_t>& kernel_types() {
-  static const std::vector<ncclDataType_t> types = {
-      ncclInt8,   ncclUint8,   ncclInt32,    ncclUint32,  ncclInt64,
-      ncclUint64, ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64};
-  return types;
-}
-
-bool kernel_takes(ncclDataType_t type, ncclRedOp_t op) {
-  const bool floating =
-      type == ncclFloat16 || type == ncclBfloat16 || type == ncclFloat32 || type == ncclFloat64;
-  return op != ncclAvg || floating;
-}
-
-size_t type_bytes(ncclDataType_t type) {
-  return by_type(type, [](auto v) { return sizeof(v); });
-}
-
-std::string type_words(ncclDataType_t type) {
-  static const char* const names[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
-                                      "uint64", "float16", "float32", "float64", "bfloat16"};
-  const int i = static_cast<int>(type);
-  return i >= 0 && i < 10 ? names[i] : "type " + std::to_string(i);
-}
-
-std::string op_words(ncclRedOp_t op) {
-  static const char* const names[] = {"sum", "prod", "max", "min", "avg"};
-  const int i = static_cast<int>(op);
-  return i >= 0 && i < 5 ? names[i] : "op " + std::to_string(i);
-}
-
 std::vector<uint8_t> make_input(ncclDataType_t type, ncclRedOp_t op, int rank, size_t count,
                                 uint32_t seed) {
   Random rnd{(static_cast<uint64_t>(seed) << 32) ^ (static_cast<uint64_t>(rank) << 16) ^
@@ -278,7 +250,7 @@ Expected reduce_on_host(ncclDataType_t type, ncclRedOp_t op,
 
 std::string compare(ncclDataType_t type, const Expected& want, const std::vector<uint8_t>& got,
                     size_t count) {
-  const size_t es = type_bytes(type);
+  const size_t es = datatype_size(static_cast<cc_datatype_t>(type));
   if (got.size() < count * es) return "the result is shorter than " + std::to_string(count);
   size_t wrong = 0, first = 0;
   for (size_t i = 0; i < count; ++i) {

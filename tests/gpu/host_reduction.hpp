@@ -17,13 +17,6 @@
 
 namespace cc::test {
 
-// The types and ops cc's kernels take (ncclAvg with floating types only).
-const std::vector<ncclDataType_t>& kernel_types();
-bool kernel_takes(ncclDataType_t type, ncclRedOp_t op);
-size_t type_bytes(ncclDataType_t type);
-std::string type_words(ncclDataType_t type);
-std::string op_words(ncclRedOp_t op);
-
 // Rank `rank`'s input of `count` elements: values that keep every op finite
 // over 8 ranks (no NaN, no overflow of a floating type), with fractions
 // that make rounding matter. The same arguments give the same bytes.
