@@ -6,10 +6,10 @@
 # NCCL's peer-to-peer and shared-memory paths off, so torch's own "nccl"
 # backend works there as well as "cc" (CC_SHARE_GPU=1). Prints each node's
 # output in node order once all have ended (also when stopped by a signal).
-#   hosts_on_one_gpu.sh PYTHON N PORT SCRIPT [ARG...]
+#   hosts_on_one_gpu.sh PYTHON N PORT ADDR SCRIPT [ARG...]
 set -u
-python=$1 n=$2 port=$3
-shift 3
+python=$1 n=$2 port=$3 addr=$4
+shift 4
 tmp=$(mktemp -d)
 pids=()
 show() {
@@ -27,7 +27,7 @@ trap stopped TERM INT
 for ((i = 0; i < n; i++)); do
   env CC_SHARE_GPU=1 NCCL_HOSTID="${HOSTNAME:-host}-node$i" NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
     "$python" -m torch.distributed.run --nnodes "$n" --node-rank "$i" --nproc-per-node 1 \
-    --master-addr 127.0.0.1 --master-port "$port" "$@" >"$tmp/node$i" 2>&1 &
+    --master-addr "$addr" --master-port "$port" "$@" >"$tmp/node$i" 2>&1 &
   pids+=($!)
 done
 rc=0
