@@ -59,7 +59,7 @@ BUILD=$(cd "$1" && pwd) || { echo "python gpu: no build folder '$1'" >&2; exit 2
 mkdir -p "$2" && TOP=$(cd "$2" && pwd) || { echo "python gpu: cannot make '$2'" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
-WORK=$SRC/build-python  # kept between runs: the extension's build cache
+WORK=${PYTHON_GPU_WORK:-$SRC/build-python}  # kept between runs: the extension's build cache
 OUT=$TOP/logs           # where each step logs
 [ "${PYTHON_GPU_PACK_ONLY:-0}" = 1 ] && OUT=$WORK/logs
 rm -rf "$OUT" && mkdir -p "$OUT"
