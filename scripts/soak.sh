@@ -67,8 +67,17 @@ now_ns() { date +%s%N; }
 fail() { echo "soak: FAILED: $*"; exit 1; }
 ETCD_PIDS=()
 RUN_PID=
+# cc-run passes SIGTERM on to its ranks; SIGKILL would leave them behind.
+stop_job() {
+  kill -TERM "$RUN_PID" 2>/dev/null
+  local i
+  for ((i = 0; i < 50; i++)); do kill -0 "$RUN_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$RUN_PID" 2>/dev/null
+  wait "$RUN_PID" 2>/dev/null
+  RUN_PID=
+}
 cleanup() {
-  [ -n "$RUN_PID" ] && kill -9 "$RUN_PID" 2>/dev/null
+  [ -n "$RUN_PID" ] && stop_job
   local p
   for p in "${ETCD_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
   wait 2>/dev/null
@@ -154,11 +163,7 @@ start_job() {
 finish_job() {
   while kill -0 "$RUN_PID" 2>/dev/null; do
     if [ "$(date +%s)" -ge "$JOB_DEADLINE" ]; then
-      kill -TERM "$RUN_PID"
-      sleep 5
-      kill -9 "$RUN_PID" 2>/dev/null
-      wait "$RUN_PID" 2>/dev/null
-      RUN_PID=
+      stop_job
       tail -n 40 "$LOG"
       fail "the job ran past ${LIMIT_S} s (SOAK_LIMIT_S): see $LOG"
     fi
@@ -220,6 +225,7 @@ while [ "$killed" -lt "$KILLS" ]; do
     leader=$(etcd_leader)
     [ -n "$leader" ] || fail "etcd has no leader before failure $((killed + 1))"
     kill -9 "${ETCD_PIDS[leader]}"
+    wait "${ETCD_PIDS[leader]}" 2>/dev/null
     etcd_killed=m$leader
     ETCD_NOTE="its leader (m$leader) killed after failure $killed and not restarted"
     echo "soak: etcd member m$leader (the leader) killed after failure $killed; not restarted"
@@ -234,7 +240,7 @@ while [ "$killed" -lt "$KILLS" ]; do
   [ "$rank" -eq 0 ] && rank0=$((rank0 + 1))
   # Recovered: the replacement rejoined, and every rank did its first
   # collective of the new generation.
-  rejoin= coll=0 whole=0
+  rejoin='' coll=0 whole=0
   until [ "$whole" -eq 1 ]; do
     [ $(($(now_ns) - t)) -lt $((WAIT_S * 1000000000)) ] ||
       { tail -n 40 "$LOG"; fail "failure $killed (rank $rank) not recovered within ${WAIT_S} s"; }
@@ -281,7 +287,7 @@ where="cc's server in cc-run"
 {
   echo "| rendezvous | ranks | failures | death to the survivors' first correct collective (median / worst) | death to the replacement's rejoin (median / worst) | final weights |"
   echo "|---|---|---|---|---|---|"
-  echo "| $where | $RANKS (cc-run ${RUN_FLAGS:-without flags}) | $KILLS in one job ($rank0 of rank 0), every 1-3 s | $(summary 5) | $(summary 6) | $([ "$SOAK" = "$CLEAN" ] && echo "bit-identical to a run without failures" || echo DIFFER) |"
+  echo "| $where | $RANKS (cc-run ${RUN_FLAGS:-without flags}) | $KILLS in one job ($rank0 of rank 0), one every ${MIN_GAP}-${MAX_GAP} ms | $(summary 5) | $(summary 6) | $([ "$SOAK" = "$CLEAN" ] && echo "bit-identical to a run without failures" || echo DIFFER) |"
   echo
   echo "torchft's blog reports training through 1200-2000 synthetic failures; here $KILLS failures in one job of $RANKS ranks ($STEPS steps)."
 } >"$OUT/summary.md"

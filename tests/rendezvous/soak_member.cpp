@@ -24,6 +24,7 @@
 //   rank R: weights identical across N ranks after S steps (generation G); weights hash 0x...
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -346,27 +347,24 @@ class Trainer {
       mine << INT_MAX << " 0 0";
     std::vector<std::string> all;
     if (!exchange("agree", mine.str(), &all)) return false;
+    // Each member's steps committed (INT_MAX: none, a replacement), its
+    // weights, and its weights one step before.
+    struct Held {
+      long long done = INT_MAX;
+      uint64_t weights = 0, previous = 0;
+    };
+    std::vector<Held> held(all.size());
     int step = INT_MAX, root = -1;
-    uint64_t root_weights = 0;
-    for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-      std::istringstream in(all[static_cast<size_t>(r)]);
-      long long d = 0;
-      uint64_t w = 0, p = 0;
-      in >> d >> w >> p;
-      if (d == INT_MAX) continue;
-      if (root < 0) root = r;
-      if (d < step) step = static_cast<int>(d);
-      (void)w;
-      (void)p;
+    for (size_t r = 0; r < all.size(); ++r) {
+      std::istringstream in(all[r]);
+      in >> held[r].done >> held[r].weights >> held[r].previous;
+      if (held[r].done == INT_MAX) continue;
+      if (root < 0) root = static_cast<int>(r);
+      step = std::min(step, static_cast<int>(held[r].done));
     }
     if (root < 0) fatal("no rank holds weights: every rank was replaced at once");
-    {
-      std::istringstream in(all[static_cast<size_t>(root)]);
-      long long d = 0;
-      uint64_t w = 0, p = 0;
-      in >> d >> w >> p;
-      root_weights = d == step ? w : p;  // the root may have committed one more
-    }
+    const Held& from = held[static_cast<size_t>(root)];
+    const uint64_t root_weights = from.done == step ? from.weights : from.previous;
     say("rank %d: timing: recovered generation %u at %lld ns", shard_, gen_->epoch(), wall_ns());
     if (have_state_) {
       const uint64_t at_step = done_ == step ? weights_ : previous_;
