@@ -58,9 +58,14 @@ RANDOM=$SEED
 for f in "$CC_RUN" "$PROGRAM"; do
   [ -x "$f" ] || { echo "soak: FAILED: $f is missing"; exit 1; }
 done
-if [ "$(basename "$PROGRAM")" = train_recover ] && [ -x "$BUILD/tests/gpu/gpu_recovery" ]; then
-  "$BUILD/tests/gpu/gpu_recovery" probe >/dev/null 2>&1
-  [ $? -eq 77 ] && { echo "soak: SKIP: no CUDA device here for $PROGRAM"; exit 77; }
+if [ "$(basename "$PROGRAM")" = train_recover ]; then
+  if [ -x "$BUILD/tests/gpu/gpu_recovery" ]; then
+    "$BUILD/tests/gpu/gpu_recovery" probe >/dev/null 2>&1
+    gpu=$?
+  else
+    nvidia-smi -L >/dev/null 2>&1 && gpu=0 || gpu=77
+  fi
+  [ $gpu -eq 77 ] && { echo "soak: SKIP: no CUDA device here for $PROGRAM"; exit 77; }
 fi
 
 now_ns() { date +%s%N; }
