@@ -180,8 +180,9 @@ finish_job() {
 }
 # The pid of the process cc-run started for rank $1, from its environment.
 rank_pid() {
-  local p
-  for p in $(ps -o pid= --ppid "$RUN_PID"); do
+  local status p
+  for status in $(grep -l "^PPid:[[:space:]]*$RUN_PID\$" /proc/[0-9]*/status 2>/dev/null); do
+    p=${status#/proc/} p=${p%/status}
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$1" && { echo "$p"; return 0; }
   done
   return 1
