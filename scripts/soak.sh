@@ -6,8 +6,8 @@
 # bit-identical to a run of the same program without failures. A kill is
 # made only once the previous one was recovered (every rank back at work),
 # so each failure is measured alone: from the death to the survivors' first
-# correct collective of the regrown communicator, and to the replacement's
-# rejoin. Prints one line per failure, then median and worst as a table.
+# correct collective of the regrown communicator (on the last survivor to
+# finish it), and to the replacement's rejoin. Prints one line per failure, then median and worst as a table.
 #
 #   scripts/soak.sh BUILD OUT [server|etcd]
 #
