@@ -21,8 +21,16 @@
 //
 // --die-rank R --die-at S: rank R kills itself (SIGKILL) at step S, in its
 // first life only (not when restarted: CC_RESTART_COUNT, or generation > 0).
+// For a soak of many failures (scripts/soak.sh): --steps N (default 200),
+// --step-ms MS sleeps after each step (only while FILE exists, with
+// --pace-while FILE), and --report-times prints when this rank joined or
+// rejoined and when its first collective after each recovery completed:
+//   rank R: timing: joined|rejoined|recovered generation G at NS ns
+// (NS: CLOCK_REALTIME in nanoseconds).
 #include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +38,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -40,10 +49,10 @@ namespace {
 
 constexpr int kFeatures = 16;
 constexpr int kSamplesPerRank = 4096;
-constexpr int kSteps = 200;
 constexpr float kLearningRate = 0.1f;
 constexpr int kParams = kFeatures + 1;  // weights, then the bias
 constexpr int kThreads = 256;
+constexpr int kAttempts = 10;  // recoveries broken by a further failure, in a row
 
 // grad[p] for p < kParams, and grad[kParams] = the loss, each summed by one
 // block in a fixed order: the same bits on every run.
@@ -76,6 +85,10 @@ struct Options {
   bool shrink = false;
   int die_rank = -1;
   int die_at = -1;
+  int steps = 200;
+  int step_ms = 0;
+  std::string pace_while;
+  bool report_times = false;
 };
 
 bool is_failure(cc_result_t r) {
@@ -93,6 +106,12 @@ void cuda_check(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
+long long wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 uint64_t fnv1a(const void* data, size_t bytes) {
   uint64_t h = 1469598103934665603ull;
   const auto* p = static_cast<const unsigned char*>(data);
@@ -108,6 +127,7 @@ class Trainer {
     int generation = 0;
     cc_comm_generation(comm_, &generation);
     have_state_ = generation == 0;  // a replacement takes its state from a survivor
+    timing(have_state_ ? "joined" : "rejoined");
     make_data();
     cuda_check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     cuda_check(cudaMalloc(&params_, kParams * sizeof(float)), "cudaMalloc");
@@ -124,7 +144,7 @@ class Trainer {
   }
 
   void train() {
-    while (done_ < kSteps) {
+    while (done_ < o_.steps) {
       if (done_ == o_.die_at && shard_ == o_.die_rank && first_life()) {
         std::printf("rank %d: dying at step %d\n", shard_, done_);
         std::fflush(stdout);
@@ -133,6 +153,7 @@ class Trainer {
       cc_result_t r = step();
       if (r == CC_SUCCESS) {
         commit();
+        pace();
         continue;
       }
       if (!is_failure(r)) die("a training step", r);
@@ -181,6 +202,21 @@ class Trainer {
   }
 
  private:
+  void timing(const char* event) const {
+    if (!o_.report_times) return;
+    int generation = 0;
+    cc_comm_generation(comm_, &generation);
+    std::printf("rank %d: timing: %s generation %d at %lld ns\n", shard_, event, generation,
+                wall_ns());
+    std::fflush(stdout);
+  }
+
+  void pace() const {
+    if (o_.step_ms <= 0) return;
+    if (!o_.pace_while.empty() && access(o_.pace_while.c_str(), F_OK) != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(o_.step_ms));
+  }
+
   bool first_life() const {
     int generation = 0;
     cc_comm_generation(comm_, &generation);
@@ -224,7 +260,7 @@ class Trainer {
   void commit() {
     cudaMemcpyAsync(prev_, params_, kParams * sizeof(float), cudaMemcpyDeviceToDevice, stream_);
     sgd_step<<<1, 32, 0, stream_>>>(params_, grad_, kLearningRate);
-    if (done_ % 20 == 0 || done_ == kSteps - 1) {
+    if (done_ % 20 == 0 || done_ == o_.steps - 1) {
       float loss = 0;
       cudaMemcpyAsync(&loss, grad_ + kParams, sizeof loss, cudaMemcpyDeviceToHost, stream_);
       cuda_check(cudaStreamSynchronize(stream_), "a training step");
@@ -260,7 +296,8 @@ class Trainer {
         comm_ = next;
         return;
       }
-      if (!is_failure(r) || attempt == 3) die(o_.shrink ? "cc_comm_shrink" : "cc_comm_regrow", r);
+      if (!is_failure(r) || attempt == kAttempts)
+        die(o_.shrink ? "cc_comm_shrink" : "cc_comm_regrow", r);
       std::printf("rank %d: attempt %d failed (%s); again\n", shard_, attempt, cc_last_error());
     }
   }
@@ -282,6 +319,7 @@ class Trainer {
       r = cc_comm_check(comm_);
     }
     if (r != CC_SUCCESS) return after_failure(r);
+    timing("recovered");
     const int step = agreed[0], root = agreed[1];
     if (have_state_ && done_ == step + 1) {  // this rank committed the step the others did not
       cudaMemcpyAsync(params_, prev_, kParams * sizeof(float), cudaMemcpyDeviceToDevice, stream_);
@@ -330,8 +368,16 @@ Options parse(int argc, char** argv) {
       o.shrink = false;
     } else if ((a == "--die-rank" || a == "--die-at") && i + 1 < argc) {
       (a == "--die-rank" ? o.die_rank : o.die_at) = std::atoi(argv[++i]);
+    } else if ((a == "--steps" || a == "--step-ms") && i + 1 < argc) {
+      (a == "--steps" ? o.steps : o.step_ms) = std::atoi(argv[++i]);
+    } else if (a == "--pace-while" && i + 1 < argc) {
+      o.pace_while = argv[++i];
+    } else if (a == "--report-times") {
+      o.report_times = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--shrink | --regrow] [--die-rank R --die-at STEP]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--shrink | --regrow] [--die-rank R --die-at STEP] [--steps N]\n"
+                   "       [--step-ms MS [--pace-while FILE]] [--report-times]\n",
                    argv[0]);
       std::exit(2);
     }

@@ -29,6 +29,8 @@
 # collective steps run so, also with 4 and 8 ranks; the steps about cc's
 # kernels across processes are skipped, each listed with its reason, and the
 # last line is then "gpu suite: N passed, N failed, N skipped".
+# GPU_SUITE_SOAK=1 adds the soak of scripts/soak.sh (50 failures in one job,
+# on cc's server and on etcd), minutes each.
 set -u
 
 if [ $# -ne 2 ]; then
@@ -348,6 +350,22 @@ if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$PREFLIGHT_SH" ]; then
   else
     echo "gpu-suite: no ip here (scripts/netns-tools.sh BUILD/netns-tools on a machine with ip and nft, or set IP/IP_LIB and NFT/NFT_LIB): the namespace steps are left out"
   fi
+fi
+
+# The soak (scripts/soak.sh): 50 failures in one training job of 4 ranks, on
+# cc's server and on a 3-member etcd whose leader is killed midway; minutes
+# each, so only with GPU_SUITE_SOAK=1. Its figures: OUT/soak-*/summary.md.
+if [ "${GPU_SUITE_SOAK:-0}" = 1 ]; then
+  SOAK_SH=$(cd "$(dirname "$0")" && pwd)/soak.sh
+  for mode in server etcd; do
+    if [ $mode = etcd ] && [ ! -x "$BUILD/etcd-tools/etcd" ] && [ -z "${CC_ETCD_BIN:-}" ] &&
+      ! command -v etcd >/dev/null; then
+      skip "soak-etcd" "no etcd program (STAGE_ETCD=1 scripts/stage-build.sh, or CC_ETCD_BIN)"
+      continue
+    fi
+    SOAK_CC_RUN_FLAGS=$(share_for 4) run "soak-$mode" bash "$SOAK_SH" "$BUILD" "$OUT/soak-$mode" $mode &&
+      expect "soak-$mode" "soak: passed" 1
+  done
 fi
 
 echo
