@@ -4,8 +4,8 @@
 // rank in range and not claimed twice, the same NCCL major.minor, and no GPU
 // shared with another rank of its host. One failed check fails the whole
 // generation, and every pending joiner gets the same words. When the last
-// rank joins, each gets Joined (rank 0's unique id, the member list and any
-// NAT notice) and becomes a member of the job; when the join deadline
+// rank joins, each gets Joined (rank 0's unique id, rank 0's host and pid,
+// and any NAT notice) and becomes a member of the job; when the join deadline
 // passes first, the words name the ranks that never joined. A Join of a
 // generation that completed goes to recovery.cpp (a replacement for a failed
 // rank, or a stale one). Leave ends a membership without announcing anything.
@@ -27,6 +27,13 @@ using server_core::nat_notice;
 using server_core::nccl_text;
 using server_core::quote;
 using server_core::rank_ranges;
+
+namespace {
+
+// NAT notices Joined carries, one a rank; the others are counted.
+constexpr size_t kMaxNoticeLines = 8;
+
+}  // namespace
 
 bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now) {
   Job& job = *c.job;
@@ -121,7 +128,9 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   if (in.rank == 0) gen.unique_id = j.unique_id;
   if (std::string note = nat_notice(in, c.peer); !note.empty()) {
     log().warn("{}: {}", where, note);
-    gen.notice += (gen.notice.empty() ? "" : "\n") + note;
+    if (gen.notice_lines < kMaxNoticeLines)
+      gen.notice += (gen.notice.empty() ? "" : "\n") + note;
+    ++gen.notice_lines;
   }
   ++gen.joined;
   log().debug("{}: {} joined ({} of {})", where, me, gen.joined, gen.world_size);
@@ -131,6 +140,10 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
 
 // Every rank joined: each pending join is answered with Joined, and its
 // connection becomes a member, watched by heartbeat when it has a window.
+// Joined names rank 0 only, the one member a rank names without an event
+// (rank 0's embedded server going away); every event names its own rank,
+// host and pid. A list of every member in each Joined would cost O(W^2)
+// bytes for a join of W ranks.
 void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
                                 Clock::time_point now) {
   gen.state = Generation::State::complete;
@@ -138,11 +151,11 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
   Joined joined;
   joined.unique_id = gen.unique_id;
   joined.notice = gen.notice;
-  joined.members.reserve(gen.slots.size());
-  for (int32_t r = 0; r < gen.world_size; ++r) {
-    const MemberInfo& i = gen.slots.at(r).info;
-    joined.members.push_back({i.rank, i.host, i.pid});
-  }
+  if (gen.notice_lines > kMaxNoticeLines)
+    joined.notice += "\nand " + std::to_string(gen.notice_lines - kMaxNoticeLines) +
+                     " more ranks of this generation the same (the server's log names them)";
+  const MemberInfo& first = gen.slots.at(0).info;
+  joined.members.push_back({first.rank, first.host, first.pid});
   for (auto& [rank, s] : gen.slots) {
     auto pit = parked.find(s.parked);
     const uint32_t rid = pit != parked.end() ? pit->second.request_id : 0;

@@ -140,7 +140,8 @@ struct Generation {
   std::vector<uint8_t> unique_id;
   std::unordered_map<std::string, int32_t> gpu_owner;  // host '\n' uuid -> rank
   std::string failure;
-  std::string notice;  // lines every rank is told with Joined
+  std::string notice;       // lines every rank is told with Joined
+  size_t notice_lines = 0;  // notices of its ranks, those beyond the notice counted only
   server_core::Preflight preflight;
 };
 
@@ -153,7 +154,7 @@ struct Job {
   std::string id;
   uint64_t serial = 0;  // names the job in its TTL deadline
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
-  size_t bytes = 0;  // of keys and values, for the byte limits
+  size_t bytes = 0;  // what its keys hold (kv.cpp), for the byte limits
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked ids
   std::unordered_set<ConnId> conns;
   Timer ttl_timer;  // armed while the job has no connection and keeps keys
