@@ -128,8 +128,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   if (in.rank == 0) gen.unique_id = j.unique_id;
   if (std::string note = nat_notice(in, c.peer); !note.empty()) {
     log().warn("{}: {}", where, note);
-    if (gen.notice_lines < kMaxNoticeLines)
-      gen.notice += (gen.notice.empty() ? "" : "\n") + note;
+    if (gen.notice_lines < kMaxNoticeLines) gen.notice += (gen.notice.empty() ? "" : "\n") + note;
     ++gen.notice_lines;
   }
   ++gen.joined;

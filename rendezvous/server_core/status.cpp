@@ -151,8 +151,9 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
         std::vector<int32_t> joined;
         joined.reserve(slots.size());
         for (const auto* entry : slots) joined.push_back(entry->first);
-        gs.missing = missing_ranks(joined, gen.world_size,
-                                   std::min(kMaxMissingListed, (kMissingBudget - missing_used) / 4));
+        gs.missing =
+            missing_ranks(joined, gen.world_size,
+                          std::min(kMaxMissingListed, (kMissingBudget - missing_used) / 4));
         missing_used += 4 * gs.missing.size();
         used += 4 * gs.missing.size();
       }

@@ -353,8 +353,10 @@ TEST_CASE("retention: the daemon's full store refuses writes with words and evic
   // Each key holds kKeyOverhead bytes beyond its key and value.
   constexpr size_t k = rv::ServerCore::kKeyOverhead;
   const auto n = [](size_t v) { return std::to_string(v); };
-  setup.daemon_flags = {"--max-keys-per-job", "3",         "--max-bytes-per-job", n(1024 + k),
-                        "--max-total-bytes",  n(1536 + 4 * k), "--max-jobs",      "2"};
+  setup.daemon_flags = {"--max-keys-per-job",  "3",
+                        "--max-bytes-per-job", n(1024 + k),
+                        "--max-total-bytes",   n(1536 + 4 * k),
+                        "--max-jobs",          "2"};
   const Run run("daemon", setup);
   cc_store_t keys = connect(*run.server, "keys");
   for (const char* k : {"k1", "k2", "k3"}) REQUIRE(cc_store_set(keys, k, "v", 1) == CC_SUCCESS);

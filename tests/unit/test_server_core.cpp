@@ -484,11 +484,11 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
     h.feed(1, rv::Set{"j", std::vector<uint8_t>(39, 'x')});  // 101 and 2 k in all
     const auto e = h.error_of(h.one(1));
-    CHECK_THAT(e.message, Catch::Contains("store is full") && Catch::Contains("job 'a'") &&
-                              Catch::Contains("holds " + std::to_string(61 + k) + " bytes") &&
-                              Catch::Contains("limit of " + std::to_string(100 + 2 * k) +
-                                              " bytes per job") &&
-                              Catch::Contains("cc-rendezvous --max-bytes-per-job"));
+    CHECK_THAT(e.message,
+               Catch::Contains("store is full") && Catch::Contains("job 'a'") &&
+                   Catch::Contains("holds " + std::to_string(61 + k) + " bytes") &&
+                   Catch::Contains("limit of " + std::to_string(100 + 2 * k) + " bytes per job") &&
+                   Catch::Contains("cc-rendezvous --max-bytes-per-job"));
     h.feed(1, rv::Set{"j", std::vector<uint8_t>(38, 'x')});  // exactly the limit
     CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
     h.feed(1, rv::Set{"k", std::vector<uint8_t>(61, 'x')});  // growing a value counts too
@@ -510,11 +510,11 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
     h.feed(2, rv::Set{"k", std::vector<uint8_t>(59, 'x')});
     const auto e = h.error_of(h.one(2));
-    CHECK_THAT(e.message, Catch::Contains("store is full") && Catch::Contains("'k' of job 'b'") &&
-                              Catch::Contains("server holds " + std::to_string(60 + k) + " bytes") &&
-                              Catch::Contains("limit of " + std::to_string(100 + 2 * k) +
-                                              " bytes in all") &&
-                              Catch::Contains("cc-rendezvous --max-total-bytes"));
+    CHECK_THAT(e.message,
+               Catch::Contains("store is full") && Catch::Contains("'k' of job 'b'") &&
+                   Catch::Contains("server holds " + std::to_string(60 + k) + " bytes") &&
+                   Catch::Contains("limit of " + std::to_string(100 + 2 * k) + " bytes in all") &&
+                   Catch::Contains("cc-rendezvous --max-total-bytes"));
     // A job forgotten at its TTL gives its bytes back.
     h.core.on_disconnect(1, "end of stream");
     h.advance(1h);

@@ -351,8 +351,8 @@ TEST_CASE("ops: what the store holds, its limits hit and the jobs that expire") 
   CHECK(r.jobs[1].bytes == 60 + k);
   CHECK(r.jobs[1].expires_in_ms == 0);  // connected: not expiring
   const std::string text = cc::daemon::status_text(r, "127.0.0.1:29500");
-  CHECK_THAT(text, Catch::Contains("; store " + n(120 + 3 * k) + " B of " + n(150 + 3 * k) +
-                                   " B\n"));
+  CHECK_THAT(text,
+             Catch::Contains("; store " + n(120 + 3 * k) + " B of " + n(150 + 3 * k) + " B\n"));
   CHECK_THAT(text, Catch::Contains("job 'a': no connection; 2 keys (" + n(60 + 2 * k) +
                                    " B) kept 45 s more (job TTL)"));
   CHECK_THAT(text, Catch::Contains("job 'b': 1 connection, 1 key (" + n(60 + k) + " B)"));
