@@ -81,14 +81,16 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                     "ranks disagree on the world size of " + where + ": " + gen.first + " said " +
                         std::to_string(gen.world_size) + ", " + me + " said " +
-                        std::to_string(in.world_size) + "; give every rank the same WORLD_SIZE");
+                        std::to_string(in.world_size) + "; give every rank the same WORLD_SIZE",
+                    id);
     return true;
   }
   if (in.rank < 0 || in.rank >= gen.world_size) {
     fail_generation(job, in.generation, gen, CC_ERR_INVALID_ARGUMENT,
                     me + " is out of range for " + where + " of " + std::to_string(gen.world_size) +
                         " ranks (valid: 0-" + std::to_string(gen.world_size - 1) +
-                        "); check RANK and WORLD_SIZE");
+                        "); check RANK and WORLD_SIZE",
+                    id);
     return true;
   }
   if (auto taken = gen.slots.find(in.rank); taken != gen.slots.end()) {
@@ -96,7 +98,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                     "rank " + std::to_string(in.rank) + " of " + where + " was claimed twice: by " +
                         member_who(slot.info) + " and by " + me +
-                        "; give every process its own RANK");
+                        "; give every process its own RANK",
+                    id);
     return true;
   }
   if (in.nccl_version / 100 != gen.nccl_major_minor) {
@@ -107,7 +110,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
         "ranks of " + where +
             " load different NCCL versions: " + cc::who(gen.nccl_rank, ref.host, ref.pid) +
             " has " + nccl_text(gen.nccl_version) + ", " + me + " has " +
-            nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere");
+            nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere",
+        id);
     return true;
   }
   if (!in.gpu_uuid.empty()) {
@@ -117,7 +121,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                       member_who(other) + " and " + me + " of " + where + " use the same GPU " +
                           in.gpu_uuid +
-                          "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)");
+                          "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)",
+                      id);
       return true;
     }
   }
@@ -176,19 +181,25 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
 }
 
 // Answers every pending join of the generation with `words`; later joins of
-// it are refused with the same words.
+// it are refused with the same words. The pending joins are its slots' and
+// `joiner`, the join being checked (parked, not yet in a slot): what the
+// generation holds, not every request parked on the server.
 void ServerCore::Impl::fail_generation(Job& job, uint32_t generation, Generation& gen,
-                                       cc_result_t code, const std::string& words) {
+                                       cc_result_t code, const std::string& words,
+                                       uint64_t joiner) {
   gen.state = Generation::State::failed;
   gen.failure = words;
   ++counters.generations_failed;
   log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, words);
   std::vector<uint64_t> ids;
-  for (const auto& [id, p] : parked)
-    if (p.kind == Parked::Kind::join && p.job == &job && p.generation == generation)
-      ids.push_back(id);
+  ids.reserve(gen.slots.size() + 1);
+  for (const auto& [rank, s] : gen.slots)
+    if (s.parked != 0) ids.push_back(s.parked);
+  if (joiner != 0) ids.push_back(joiner);
   for (uint64_t id : ids) {
-    send_error(parked.at(id).conn, parked.at(id).request_id, code, words);
+    auto it = parked.find(id);
+    if (it == parked.end() || it->second.kind != Parked::Kind::join) continue;
+    send_error(it->second.conn, it->second.request_id, code, words);
     finish_parked(id);
     --job.joiners;
   }

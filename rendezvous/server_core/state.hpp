@@ -261,7 +261,7 @@ struct ServerCore::Impl {
   bool on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
   void complete(Job& job, uint32_t generation, Generation& gen, Clock::time_point now);
   void fail_generation(Job& job, uint32_t generation, Generation& gen, cc_result_t code,
-                       const std::string& words);
+                       const std::string& words, uint64_t joiner = 0);
   void join_timeout(Job& job, const Parked& p);
   bool on_leave(Conn& c, uint32_t rid);
   void end_memberships(Job& job, Conn& c);
