@@ -198,7 +198,7 @@ enum class RecoverMethod : uint8_t {
 };
 struct Joined {
   std::vector<uint8_t> unique_id;
-  std::vector<MemberSummary> members;  // indexed by rank; MemberSummary::rank is the job rank
+  std::vector<MemberSummary> members;  // by rank (a join's: rank 0 only); .rank: the job rank
   // Warnings every rank should log, one a line: e.g. a rank whose NCCL
   // address differs from the address its connection came from (NAT).
   std::string notice;
@@ -284,7 +284,7 @@ struct RecoverIdWanted {
 // A connection whose Hello names no job (an empty job id) enters no job: it
 // may only send StatusQuery (after authenticating when the server has a
 // token). The report is bounded: at most kMaxStatusJobs jobs and about
-// kStatusBudget bytes of members; what is left out is counted.
+// kStatusBudget bytes in all; the members left out are counted.
 inline constexpr size_t kMaxStatusJobs = 256;
 inline constexpr size_t kStatusBudget = 1u << 20;
 inline constexpr size_t kMaxStatusText = 512;  // a failure or a member's reason, cut to this

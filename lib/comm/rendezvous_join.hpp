@@ -41,7 +41,7 @@ struct RendezvousResult {
   uint32_t epoch = 0;
   int32_t rank = -1;
   std::vector<int32_t> failed;
-  std::vector<rv::MemberSummary> members;  // every rank's host and pid, by rank
+  std::vector<rv::MemberSummary> members;  // by rank, from rank 0 (cc's server: rank 0 only)
 };
 
 // make_id runs on rank 0 only, once connected (ncclGetUniqueId there).

@@ -4,8 +4,8 @@
 // rank in range and not claimed twice, the same NCCL major.minor, and no GPU
 // shared with another rank of its host. One failed check fails the whole
 // generation, and every pending joiner gets the same words. When the last
-// rank joins, each gets Joined (rank 0's unique id, the member list and any
-// NAT notice) and becomes a member of the job; when the join deadline
+// rank joins, each gets Joined (rank 0's unique id, rank 0's host and pid,
+// and any NAT notice) and becomes a member of the job; when the join deadline
 // passes first, the words name the ranks that never joined. A Join of a
 // generation that completed goes to recovery.cpp (a replacement for a failed
 // rank, or a stale one). Leave ends a membership without announcing anything.
@@ -27,6 +27,13 @@ using server_core::nat_notice;
 using server_core::nccl_text;
 using server_core::quote;
 using server_core::rank_ranges;
+
+namespace {
+
+// NAT notices Joined carries, one a rank; the others are counted.
+constexpr size_t kMaxNoticeLines = 8;
+
+}  // namespace
 
 bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now) {
   Job& job = *c.job;
@@ -74,14 +81,16 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                     "ranks disagree on the world size of " + where + ": " + gen.first + " said " +
                         std::to_string(gen.world_size) + ", " + me + " said " +
-                        std::to_string(in.world_size) + "; give every rank the same WORLD_SIZE");
+                        std::to_string(in.world_size) + "; give every rank the same WORLD_SIZE",
+                    id);
     return true;
   }
   if (in.rank < 0 || in.rank >= gen.world_size) {
     fail_generation(job, in.generation, gen, CC_ERR_INVALID_ARGUMENT,
                     me + " is out of range for " + where + " of " + std::to_string(gen.world_size) +
                         " ranks (valid: 0-" + std::to_string(gen.world_size - 1) +
-                        "); check RANK and WORLD_SIZE");
+                        "); check RANK and WORLD_SIZE",
+                    id);
     return true;
   }
   if (auto taken = gen.slots.find(in.rank); taken != gen.slots.end()) {
@@ -89,7 +98,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                     "rank " + std::to_string(in.rank) + " of " + where + " was claimed twice: by " +
                         member_who(slot.info) + " and by " + me +
-                        "; give every process its own RANK");
+                        "; give every process its own RANK",
+                    id);
     return true;
   }
   if (in.nccl_version / 100 != gen.nccl_major_minor) {
@@ -100,7 +110,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
         "ranks of " + where +
             " load different NCCL versions: " + cc::who(gen.nccl_rank, ref.host, ref.pid) +
             " has " + nccl_text(gen.nccl_version) + ", " + me + " has " +
-            nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere");
+            nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere",
+        id);
     return true;
   }
   if (!in.gpu_uuid.empty()) {
@@ -110,7 +121,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
                       member_who(other) + " and " + me + " of " + where + " use the same GPU " +
                           in.gpu_uuid +
-                          "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)");
+                          "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)",
+                      id);
       return true;
     }
   }
@@ -121,7 +133,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   if (in.rank == 0) gen.unique_id = j.unique_id;
   if (std::string note = nat_notice(in, c.peer); !note.empty()) {
     log().warn("{}: {}", where, note);
-    gen.notice += (gen.notice.empty() ? "" : "\n") + note;
+    if (gen.notice_lines < kMaxNoticeLines) gen.notice += (gen.notice.empty() ? "" : "\n") + note;
+    ++gen.notice_lines;
   }
   ++gen.joined;
   log().debug("{}: {} joined ({} of {})", where, me, gen.joined, gen.world_size);
@@ -131,6 +144,10 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
 
 // Every rank joined: each pending join is answered with Joined, and its
 // connection becomes a member, watched by heartbeat when it has a window.
+// Joined names rank 0 only, the one member a rank names without an event
+// (rank 0's embedded server going away); every event names its own rank,
+// host and pid. A list of every member in each Joined would cost O(W^2)
+// bytes for a join of W ranks.
 void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
                                 Clock::time_point now) {
   gen.state = Generation::State::complete;
@@ -138,11 +155,11 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
   Joined joined;
   joined.unique_id = gen.unique_id;
   joined.notice = gen.notice;
-  joined.members.reserve(gen.slots.size());
-  for (int32_t r = 0; r < gen.world_size; ++r) {
-    const MemberInfo& i = gen.slots.at(r).info;
-    joined.members.push_back({i.rank, i.host, i.pid});
-  }
+  if (gen.notice_lines > kMaxNoticeLines)
+    joined.notice += "\nand " + std::to_string(gen.notice_lines - kMaxNoticeLines) +
+                     " more ranks of this generation the same (the server's log names them)";
+  const MemberInfo& first = gen.slots.at(0).info;
+  joined.members.push_back({first.rank, first.host, first.pid});
   for (auto& [rank, s] : gen.slots) {
     auto pit = parked.find(s.parked);
     const uint32_t rid = pit != parked.end() ? pit->second.request_id : 0;
@@ -164,19 +181,25 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
 }
 
 // Answers every pending join of the generation with `words`; later joins of
-// it are refused with the same words.
+// it are refused with the same words. The pending joins are its slots' and
+// `joiner`, the join being checked (parked, not yet in a slot): what the
+// generation holds, not every request parked on the server.
 void ServerCore::Impl::fail_generation(Job& job, uint32_t generation, Generation& gen,
-                                       cc_result_t code, const std::string& words) {
+                                       cc_result_t code, const std::string& words,
+                                       uint64_t joiner) {
   gen.state = Generation::State::failed;
   gen.failure = words;
   ++counters.generations_failed;
   log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, words);
   std::vector<uint64_t> ids;
-  for (const auto& [id, p] : parked)
-    if (p.kind == Parked::Kind::join && p.job == &job && p.generation == generation)
-      ids.push_back(id);
+  ids.reserve(gen.slots.size() + 1);
+  for (const auto& [rank, s] : gen.slots)
+    if (s.parked != 0) ids.push_back(s.parked);
+  if (joiner != 0) ids.push_back(joiner);
   for (uint64_t id : ids) {
-    send_error(parked.at(id).conn, parked.at(id).request_id, code, words);
+    auto it = parked.find(id);
+    if (it == parked.end() || it->second.kind != Parked::Kind::join) continue;
+    send_error(it->second.conn, it->second.request_id, code, words);
     finish_parked(id);
     --job.joiners;
   }

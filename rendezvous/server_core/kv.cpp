@@ -2,6 +2,8 @@
 // CompareSet. A write that would pass a limit (max_keys_per_job,
 // max_bytes_per_job, max_total_bytes) is refused with words naming the limit
 // and the flag that raises it, and nothing is stored; no key is ever evicted.
+// The byte limits count what a key holds: its key and value bytes and
+// ServerCore::kKeyOverhead.
 // Add keeps a decimal 64-bit integer as the key's value and refuses a value
 // it did not write and an overflow. A Get or Wait whose keys are not all set
 // is answered at once when it has timeout_ms 0 (with Error(CC_ERR_TIMEOUT)),
@@ -29,6 +31,10 @@ std::optional<int64_t> parse_int64(const std::vector<uint8_t>& v) {
   return out;
 }
 
+size_t held(const std::string& key, size_t value_size) {
+  return ServerCore::kKeyOverhead + key.size() + value_size;
+}
+
 }  // namespace
 
 using server_core::key_list;
@@ -40,8 +46,8 @@ bool ServerCore::Impl::store_room(Conn& c, uint32_t rid, const std::string& key,
                                   size_t value_size) {
   Job& job = *c.job;
   auto it = job.keys.find(key);
-  const size_t before = it == job.keys.end() ? 0 : key.size() + it->second.size();
-  const size_t after = key.size() + value_size;
+  const size_t before = it == job.keys.end() ? 0 : held(key, it->second.size());
+  const size_t after = held(key, value_size);
   const std::string what = "key " + quote(key) + " of job " + quote(job.id);
   if (it == job.keys.end() && job.keys.size() >= opt.max_keys_per_job) {
     counters.limit(LimitKind::max_keys_per_job);
@@ -56,8 +62,8 @@ bool ServerCore::Impl::store_room(Conn& c, uint32_t rid, const std::string& key,
     counters.limit(LimitKind::max_bytes_per_job);
     send_error(c.id, rid, CC_ERR_RENDEZVOUS,
                "the store is full: job " + quote(job.id) + " holds " + std::to_string(job.bytes) +
-                   " bytes of keys and values, and " + what + " (" + std::to_string(after) +
-                   " bytes) would pass the server's limit of " +
+                   " bytes for its keys and values, and " + what + " (" + std::to_string(after) +
+                   " bytes with what a key costs the server) would pass the server's limit of " +
                    std::to_string(opt.max_bytes_per_job) +
                    " bytes per job; it was not stored (nothing is evicted). Delete keys the job "
                    "no longer needs (cc_store_delete) or raise the limit (cc-rendezvous "
@@ -68,8 +74,9 @@ bool ServerCore::Impl::store_room(Conn& c, uint32_t rid, const std::string& key,
     counters.limit(LimitKind::max_total_bytes);
     send_error(c.id, rid, CC_ERR_RENDEZVOUS,
                "the store is full: the rendezvous server holds " + std::to_string(total_bytes) +
-                   " bytes of keys and values in " + std::to_string(jobs.size()) + " jobs, and " +
-                   what + " (" + std::to_string(after) + " bytes) would pass its limit of " +
+                   " bytes for keys and values in " + std::to_string(jobs.size()) + " jobs, and " +
+                   what + " (" + std::to_string(after) +
+                   " bytes with what a key costs the server) would pass its limit of " +
                    std::to_string(opt.max_total_bytes) +
                    " bytes in all; it was not stored (nothing is evicted). Delete keys that are "
                    "no longer needed, let finished jobs expire (cc-rendezvous --job-ttl) or raise "
@@ -82,8 +89,8 @@ bool ServerCore::Impl::store_room(Conn& c, uint32_t rid, const std::string& key,
 // Stores the value (room was checked) and keeps the byte counts.
 void ServerCore::Impl::put_key(Job& job, const std::string& key, std::vector<uint8_t> value) {
   auto [it, fresh] = job.keys.try_emplace(key);
-  const size_t before = fresh ? 0 : key.size() + it->second.size();
-  const size_t after = key.size() + value.size();
+  const size_t before = fresh ? 0 : held(key, it->second.size());
+  const size_t after = held(key, value.size());
   it->second = std::move(value);
   job.bytes = job.bytes - before + after;
   total_bytes = total_bytes - before + after;
@@ -92,7 +99,7 @@ void ServerCore::Impl::put_key(Job& job, const std::string& key, std::vector<uin
 void ServerCore::Impl::erase_key(Job& job, const std::string& key) {
   auto it = job.keys.find(key);
   if (it == job.keys.end()) return;
-  const size_t size = key.size() + it->second.size();
+  const size_t size = held(key, it->second.size());
   job.bytes -= size;
   total_bytes -= size;
   job.keys.erase(it);

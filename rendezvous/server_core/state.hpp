@@ -140,7 +140,8 @@ struct Generation {
   std::vector<uint8_t> unique_id;
   std::unordered_map<std::string, int32_t> gpu_owner;  // gpu_owner_key -> rank
   std::string failure;
-  std::string notice;  // lines every rank is told with Joined
+  std::string notice;       // lines every rank is told with Joined
+  size_t notice_lines = 0;  // notices of its ranks, those beyond the notice counted only
   server_core::Preflight preflight;
 };
 
@@ -153,7 +154,7 @@ struct Job {
   std::string id;
   uint64_t serial = 0;  // names the job in its TTL deadline
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
-  size_t bytes = 0;  // of keys and values, for the byte limits
+  size_t bytes = 0;  // what its keys hold (kv.cpp), for the byte limits
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked ids
   std::unordered_set<ConnId> conns;
   Timer ttl_timer;  // armed while the job has no connection and keeps keys
@@ -260,7 +261,7 @@ struct ServerCore::Impl {
   bool on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
   void complete(Job& job, uint32_t generation, Generation& gen, Clock::time_point now);
   void fail_generation(Job& job, uint32_t generation, Generation& gen, cc_result_t code,
-                       const std::string& words);
+                       const std::string& words, uint64_t joiner = 0);
   void join_timeout(Job& job, const Parked& p);
   bool on_leave(Conn& c, uint32_t rid);
   void end_memberships(Job& job, Conn& c);

@@ -5,10 +5,15 @@
 // generation still misses; the bytes each job's keys hold and, for a job
 // kept without a connection, the time left of its job TTL. Only an
 // authenticated connection gets it (the handshake comes first), and it is
-// bounded: at most kMaxStatusJobs jobs and about kStatusBudget bytes of
-// members, the rest counted as omitted. record_end keeps, in a generation's
-// slots, how a member ended (left, failed, aborted) and why, so the report
-// names a killed rank's host and pid after its connection is gone.
+// bounded: at most kMaxStatusJobs jobs and about kStatusBudget bytes in all
+// (jobs, generations, missing ranks and members). The missing lists stop
+// where their share of the budget does (the count of missing ranks is
+// world_size - joined); members and whole generations past the budget are
+// counted as omitted members. Listing the missing ranks walks the slots in
+// rank order: it costs what is listed and joined, not the world size.
+// record_end keeps, in a generation's slots, how a member ended (left,
+// failed, aborted) and why, so the report names a killed rank's host and pid
+// after its connection is gone.
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -53,6 +58,26 @@ GenerationState state_of(const Generation& g) {
 
 // Ranks a joining generation still waits for, at most this many listed.
 constexpr size_t kMaxMissingListed = 4096;
+// What the report's budget counts for a job's and a generation's own fields.
+constexpr size_t kJobCost = 64;
+constexpr size_t kGenerationCost = 64;
+// The share of the budget the missing lists of every generation may take
+// together, so that the generations after them still get their own lines.
+constexpr size_t kMissingBudget = kStatusBudget / 4;
+
+// The first ranks below world_size that hold no slot, at most `cap`; `joined`
+// are the slots' ranks, sorted.
+std::vector<int32_t> missing_ranks(const std::vector<int32_t>& joined, int32_t world_size,
+                                   size_t cap) {
+  std::vector<int32_t> out;
+  int32_t next = 0;
+  for (size_t i = 0; next < world_size && out.size() < cap; ++next) {
+    while (i < joined.size() && joined[i] < next) ++i;
+    if (i < joined.size() && joined[i] == next) continue;
+    out.push_back(next);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -95,6 +120,7 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
   if (chosen.size() > kMaxStatusJobs) chosen.resize(kMaxStatusJobs);
 
   size_t used = 0;
+  size_t missing_used = 0;
   for (const Job* job : chosen) {
     JobStatus js;
     js.id = job->id;
@@ -102,7 +128,7 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
     js.keys = static_cast<uint32_t>(job->keys.size());
     js.bytes = job->bytes;
     if (job->ttl_timer) js.expires_in_ms = ms_left((*job->ttl_timer)->first, now);
-    used += 64 + job->id.size();
+    used += kJobCost + job->id.size();
     for (const auto& [number, gen] : job->generations) {
       GenerationStatus gs;
       gs.generation = number;
@@ -110,15 +136,27 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
       gs.world_size = gen.world_size;
       gs.joined = gen.joined;
       gs.failure = cut(gen.failure);
-      if (gen.state == Generation::State::joining)
-        for (int32_t r = 0; r < gen.world_size && gs.missing.size() < kMaxMissingListed; ++r)
-          if (!gen.slots.count(r)) gs.missing.push_back(r);
-      used += 64 + gs.failure.size() + 4 * gs.missing.size();
+      const size_t own = kGenerationCost + gs.failure.size();
+      if (used + own > kStatusBudget) {
+        report.members_omitted += static_cast<uint32_t>(gen.slots.size());
+        continue;
+      }
+      used += own;
 
       std::vector<const std::pair<const int32_t, Slot>*> slots;
       slots.reserve(gen.slots.size());
       for (const auto& entry : gen.slots) slots.push_back(&entry);
       std::sort(slots.begin(), slots.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      if (gen.state == Generation::State::joining) {
+        std::vector<int32_t> joined;
+        joined.reserve(slots.size());
+        for (const auto* entry : slots) joined.push_back(entry->first);
+        gs.missing =
+            missing_ranks(joined, gen.world_size,
+                          std::min(kMaxMissingListed, (kMissingBudget - missing_used) / 4));
+        missing_used += 4 * gs.missing.size();
+        used += 4 * gs.missing.size();
+      }
       for (const auto* entry : slots) {
         const Slot& slot = entry->second;
         MemberStatus ms;

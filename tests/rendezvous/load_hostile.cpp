@@ -201,7 +201,9 @@ int main(int argc, char** argv) {
       auto m = c.call(join_msg(r), 30s);
       if (!m || !std::holds_alternative<rv::Joined>(*m)) return;
       const auto& j = std::get<rv::Joined>(*m);
-      if (j.unique_id != std::vector<uint8_t>(128, 42) || j.members.size() != kRanks) return;
+      if (j.unique_id != std::vector<uint8_t>(128, 42) || j.members.size() != 1 ||
+          j.members[0].rank != 0)
+        return;
       ++joined;
       m = c.call(rv::Set{"addr-" + std::to_string(r), {static_cast<uint8_t>(r)}});
       if (!m || !std::holds_alternative<rv::Ok>(*m)) return;

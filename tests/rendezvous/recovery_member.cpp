@@ -283,7 +283,9 @@ int main(int argc, char** argv) {
   }
   first.epoch = joined.epoch;
   first.rank = joined.rank >= 0 ? joined.rank : m.job_rank;
-  first.size = static_cast<int>(joined.members.size());
+  // A replacement's join answers with its generation's members; a first
+  // join names rank 0 only.
+  first.size = joined.epoch > 0 ? static_cast<int>(joined.members.size()) : m.world;
   m.gens.push_back(std::move(first));
   m.gens.back().watch(m.channel);
   say("READY rank=" + std::to_string(m.gens.back().rank) + " gen=" +

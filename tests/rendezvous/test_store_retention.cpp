@@ -27,6 +27,7 @@
 
 #include "cc/cc.h"
 #include "rendezvous/client.hpp"
+#include "rendezvous/server_core.hpp"
 
 extern char** environ;
 
@@ -341,15 +342,21 @@ TEST_CASE("retention: with job TTL 0 a job's keys stay until deleted") {
   if (run.kind == "daemon") {
     CHECK_THAT(run.server->log(),
                Catch::Contains("a job's keys are kept until deleted (--job-ttl 0)") &&
-                   Catch::Contains("job 'kept' has no connection; its 1 key(s) "
-                                   "(2 bytes) are kept until deleted"));
+                   Catch::Contains("job 'kept' has no connection; its 1 key(s) (" +
+                                   std::to_string(2 + rv::ServerCore::kKeyOverhead) +
+                                   " bytes) are kept until deleted"));
   }
 }
 
 TEST_CASE("retention: the daemon's full store refuses writes with words and evicts nothing") {
   Setup setup;
-  setup.daemon_flags = {"--max-keys-per-job", "3",    "--max-bytes-per-job", "1KiB",
-                        "--max-total-bytes",  "1536", "--max-jobs",          "2"};
+  // Each key holds kKeyOverhead bytes beyond its key and value.
+  constexpr size_t k = rv::ServerCore::kKeyOverhead;
+  const auto n = [](size_t v) { return std::to_string(v); };
+  setup.daemon_flags = {"--max-keys-per-job",  "3",
+                        "--max-bytes-per-job", n(1024 + k),
+                        "--max-total-bytes",   n(1536 + 4 * k),
+                        "--max-jobs",          "2"};
   const Run run("daemon", setup);
   cc_store_t keys = connect(*run.server, "keys");
   for (const char* k : {"k1", "k2", "k3"}) REQUIRE(cc_store_set(keys, k, "v", 1) == CC_SUCCESS);
@@ -366,16 +373,16 @@ TEST_CASE("retention: the daemon's full store refuses writes with words and evic
 
   cc_store_t bytes = connect(*run.server, "bytes");
   const std::string kb(1000, 'x');
-  REQUIRE(cc_store_set(bytes, "big", kb.data(), kb.size()) == CC_SUCCESS);  // 1003 bytes
+  REQUIRE(cc_store_set(bytes, "big", kb.data(), kb.size()) == CC_SUCCESS);  // 1003 bytes and k
   CHECK(cc_store_set(bytes, "more", kb.data(), 100) == CC_ERR_RENDEZVOUS);
-  CHECK_THAT(last_error(), Catch::Contains("job 'bytes' holds 1003 bytes") &&
-                               Catch::Contains("limit of 1024 bytes per job") &&
+  CHECK_THAT(last_error(), Catch::Contains("job 'bytes' holds " + n(1003 + k) + " bytes") &&
+                               Catch::Contains("limit of " + n(1024 + k) + " bytes per job") &&
                                Catch::Contains("cc-rendezvous --max-bytes-per-job"));
 
-  // 1003 + 3 x 3 bytes held; 600 more pass the 1536 in all.
+  // 1003 + 3 x 3 bytes and 4 k held; 600 more pass the 1536 and 4 k in all.
   CHECK(cc_store_set(keys, "k1", kb.data(), 600) == CC_ERR_RENDEZVOUS);
-  CHECK_THAT(last_error(), Catch::Contains("server holds 1012 bytes") &&
-                               Catch::Contains("limit of 1536 bytes in all") &&
+  CHECK_THAT(last_error(), Catch::Contains("server holds " + n(1012 + 4 * k) + " bytes") &&
+                               Catch::Contains("limit of " + n(1536 + 4 * k) + " bytes in all") &&
                                Catch::Contains("cc-rendezvous --max-total-bytes"));
   CHECK(get_text(keys, "k1") == "v");
 

@@ -230,9 +230,10 @@ TEST_CASE("core: join checks") {
       CHECK(v[0].request_id == 19 + i);
       auto& j = std::get<rv::Joined>(v[0].message);
       CHECK(j.unique_id == std::vector<uint8_t>{4, 2});
-      REQUIRE(j.members.size() == 3);
-      CHECK(j.members[1].host == "b");
-      CHECK(j.members[2].pid == 1002);
+      REQUIRE(j.members.size() == 1);  // rank 0 only: the others come named in their events
+      CHECK(j.members[0].rank == 0);
+      CHECK(j.members[0].host == "a");
+      CHECK(j.members[0].pid == 1000);
     }
     h.feed(4, join_msg(1, 3, "late"));
     CHECK_THAT(h.error_of(h.one(4)).message, Catch::Contains("after it had completed"));
@@ -493,33 +494,37 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     REQUIRE(v.size() == 2);
     CHECK(std::holds_alternative<rv::Ok>(v[1].message));
   }
+  // Each key counts kKeyOverhead bytes beyond its key and value.
+  constexpr size_t k = rv::ServerCore::kKeyOverhead;
   SECTION("bytes per job") {
     rv::ServerOptions o;
-    o.max_bytes_per_job = 100;  // keys and values together
+    o.max_bytes_per_job = 100 + 2 * k;
     Harness h(o);
     h.client(1, "a");
     h.client(2, "b");
-    h.feed(1, rv::Set{"k", std::vector<uint8_t>(60, 'x')});  // 61 bytes
+    h.feed(1, rv::Set{"k", std::vector<uint8_t>(60, 'x')});  // 61 bytes and k
     CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
-    h.feed(1, rv::Set{"j", std::vector<uint8_t>(39, 'x')});  // 101 in all
+    h.feed(1, rv::Set{"j", std::vector<uint8_t>(39, 'x')});  // 101 and 2 k in all
     const auto e = h.error_of(h.one(1));
-    CHECK_THAT(e.message, Catch::Contains("store is full") && Catch::Contains("job 'a'") &&
-                              Catch::Contains("limit of 100 bytes per job") &&
-                              Catch::Contains("cc-rendezvous --max-bytes-per-job"));
-    h.feed(1, rv::Set{"j", std::vector<uint8_t>(38, 'x')});  // exactly 100
+    CHECK_THAT(e.message,
+               Catch::Contains("store is full") && Catch::Contains("job 'a'") &&
+                   Catch::Contains("holds " + std::to_string(61 + k) + " bytes") &&
+                   Catch::Contains("limit of " + std::to_string(100 + 2 * k) + " bytes per job") &&
+                   Catch::Contains("cc-rendezvous --max-bytes-per-job"));
+    h.feed(1, rv::Set{"j", std::vector<uint8_t>(38, 'x')});  // exactly the limit
     CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
     h.feed(1, rv::Set{"k", std::vector<uint8_t>(61, 'x')});  // growing a value counts too
     CHECK(h.error_of(h.one(1)).code == CC_ERR_RENDEZVOUS);
     h.feed(1, rv::Set{"k", std::vector<uint8_t>(10, 'x')});  // shrinking is fine
     CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
-    h.feed(2, rv::Set{"k", std::vector<uint8_t>(90, 'x')});  // another job has its own budget
+    h.feed(2, rv::Set{"k", std::vector<uint8_t>(90 + k, 'x')});  // another job: its own budget
     CHECK(std::holds_alternative<rv::Ok>(h.one(2)));
     h.feed(1, rv::Get{"j", 0});
     CHECK(std::get<rv::Value>(h.one(1)).value.size() == 38);
   }
   SECTION("bytes in all") {
     rv::ServerOptions o;
-    o.max_total_bytes = 100;
+    o.max_total_bytes = 100 + 2 * k;
     Harness h(o);
     h.client(1, "a");
     h.client(2, "b");
@@ -527,9 +532,11 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
     h.feed(2, rv::Set{"k", std::vector<uint8_t>(59, 'x')});
     const auto e = h.error_of(h.one(2));
-    CHECK_THAT(e.message, Catch::Contains("store is full") && Catch::Contains("'k' of job 'b'") &&
-                              Catch::Contains("limit of 100 bytes in all") &&
-                              Catch::Contains("cc-rendezvous --max-total-bytes"));
+    CHECK_THAT(e.message,
+               Catch::Contains("store is full") && Catch::Contains("'k' of job 'b'") &&
+                   Catch::Contains("server holds " + std::to_string(60 + k) + " bytes") &&
+                   Catch::Contains("limit of " + std::to_string(100 + 2 * k) + " bytes in all") &&
+                   Catch::Contains("cc-rendezvous --max-total-bytes"));
     // A job forgotten at its TTL gives its bytes back.
     h.core.on_disconnect(1, "end of stream");
     h.advance(1h);

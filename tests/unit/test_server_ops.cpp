@@ -305,22 +305,25 @@ TEST_CASE("ops: the counters move as jobs join, fail and leave") {
 }
 
 TEST_CASE("ops: what the store holds, its limits hit and the jobs that expire") {
+  // Each key holds kKeyOverhead bytes beyond its key and value.
+  constexpr size_t k = rv::ServerCore::kKeyOverhead;
+  const auto n = [](size_t v) { return std::to_string(v); };
   rv::ServerOptions o;
-  o.max_bytes_per_job = 100;
-  o.max_total_bytes = 150;
+  o.max_bytes_per_job = 100 + 2 * k;
+  o.max_total_bytes = 150 + 3 * k;
   o.job_ttl = 60s;
   Harness h(o);
   h.client(1, "a");
   h.client(2, "b");
-  h.feed(1, rv::Set{"k1", std::vector<uint8_t>(38, 1)});  // 40 bytes with its key
-  h.feed(1, rv::Set{"k2", std::vector<uint8_t>(18, 1)});  // 20
-  h.feed(2, rv::Set{"k1", std::vector<uint8_t>(58, 1)});  // 60
+  h.feed(1, rv::Set{"k1", std::vector<uint8_t>(38, 1)});  // 40 bytes with its key, and k
+  h.feed(1, rv::Set{"k2", std::vector<uint8_t>(18, 1)});  // 20 and k
+  h.feed(2, rv::Set{"k1", std::vector<uint8_t>(58, 1)});  // 60 and k
   h.drain(1);
   h.drain(2);
   rv::ServerMetrics m = h.metrics();
   CHECK(m.store_keys == 3);
-  CHECK(m.store_bytes == 120);
-  CHECK(m.store_bytes_limit == 150);
+  CHECK(m.store_bytes == 120 + 3 * k);
+  CHECK(m.store_bytes_limit == 150 + 3 * k);
   CHECK(m.jobs_without_connection == 0);
 
   h.feed(1, rv::Set{"k3", std::vector<uint8_t>(48, 1)});  // a's 60 + 50 > 100 per job
@@ -330,30 +333,31 @@ TEST_CASE("ops: what the store holds, its limits hit and the jobs that expire") 
   m = h.metrics();
   CHECK(limits(m, rv::LimitKind::max_bytes_per_job) == 1);
   CHECK(limits(m, rv::LimitKind::max_total_bytes) == 1);
-  CHECK(m.store_bytes == 120);
+  CHECK(m.store_bytes == 120 + 3 * k);
 
   // Job a loses its connection: kept for its keys, the TTL running.
   h.core.on_disconnect(1, "the client closed the connection", h.now);
   h.client(9, "");
   h.now += 15s;
   rv::StatusReport r = h.status(9);
-  CHECK(r.store_bytes == 120);
-  CHECK(r.store_bytes_limit == 150);
+  CHECK(r.store_bytes == 120 + 3 * k);
+  CHECK(r.store_bytes_limit == 150 + 3 * k);
   REQUIRE(r.jobs.size() == 2);
   CHECK(r.jobs[0].id == "a");
   CHECK(r.jobs[0].connections == 0);
   CHECK(r.jobs[0].keys == 2);
-  CHECK(r.jobs[0].bytes == 60);
+  CHECK(r.jobs[0].bytes == 60 + 2 * k);
   CHECK(r.jobs[0].expires_in_ms == 45000);
-  CHECK(r.jobs[1].bytes == 60);
+  CHECK(r.jobs[1].bytes == 60 + k);
   CHECK(r.jobs[1].expires_in_ms == 0);  // connected: not expiring
   const std::string text = cc::daemon::status_text(r, "127.0.0.1:29500");
-  CHECK_THAT(text, Catch::Contains("; store 120 B of 150 B\n"));
   CHECK_THAT(text,
-             Catch::Contains("job 'a': no connection; 2 keys (60 B) kept 45 s more (job TTL)"));
-  CHECK_THAT(text, Catch::Contains("job 'b': 1 connection, 1 key (60 B)"));
+             Catch::Contains("; store " + n(120 + 3 * k) + " B of " + n(150 + 3 * k) + " B\n"));
+  CHECK_THAT(text, Catch::Contains("job 'a': no connection; 2 keys (" + n(60 + 2 * k) +
+                                   " B) kept 45 s more (job TTL)"));
+  CHECK_THAT(text, Catch::Contains("job 'b': 1 connection, 1 key (" + n(60 + k) + " B)"));
   const auto json = cc::daemon::status_json(r, "127.0.0.1:29500");
-  CHECK(json["store_bytes"] == 120);
+  CHECK(json["store_bytes"] == 120 + 3 * k);
   CHECK(json["jobs"][0]["expires_in_ms"] == 45000);
   CHECK(json["jobs"][1]["expires_in_ms"].is_null());
   m = h.metrics();
@@ -368,10 +372,11 @@ TEST_CASE("ops: what the store holds, its limits hit and the jobs that expire") 
   CHECK(m.counters.jobs_expired == 1);
   CHECK(m.counters.keys_expired == 2);
   CHECK(m.store_keys == 1);
-  CHECK(m.store_bytes == 60);
+  CHECK(m.store_bytes == 60 + k);
   const std::string exposition = rv::prometheus_text(m);
-  CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_store_bytes 60\n"));
-  CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_store_bytes_limit 150\n"));
+  CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_store_bytes " + n(60 + k) + "\n"));
+  CHECK_THAT(exposition,
+             Catch::Contains("cc_rendezvous_store_bytes_limit " + n(150 + 3 * k) + "\n"));
   CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_jobs_expired_total 1\n"));
   CHECK_THAT(exposition, Catch::Contains("cc_rendezvous_keys_expired_total 2\n"));
   CHECK_THAT(exposition,
@@ -380,7 +385,8 @@ TEST_CASE("ops: what the store holds, its limits hit and the jobs that expire") 
   // Without a TTL a job is kept until deleted, and says so.
   r.jobs[0].expires_in_ms = 0;
   CHECK_THAT(cc::daemon::status_text(r, "x"),
-             Catch::Contains("job 'a': no connection; 2 keys (60 B) kept until deleted"));
+             Catch::Contains("job 'a': no connection; 2 keys (" + n(60 + 2 * k) +
+                             " B) kept until deleted"));
 }
 
 TEST_CASE("ops: label values are escaped, bounded and ASCII") {

@@ -149,10 +149,16 @@ std::string status_text(const rv::StatusReport& r, const std::string& endpoint) 
       }
       if (g.state == rv::GenerationState::joining && g.world_size > g.joined) {
         const int32_t n = g.world_size - g.joined;
-        out += "    missing: " + std::string(n == 1 ? "rank " : "ranks ") +
-               rv::server_core::rank_ranges(g.missing) +
-               (static_cast<size_t>(n) > g.missing.size() ? " and more" : "") + " (" +
-               std::to_string(n) + " of " + std::to_string(g.world_size) + ") not joined yet\n";
+        const size_t unlisted = static_cast<size_t>(n) - std::min(g.missing.size(), size_t(n));
+        if (g.missing.empty())
+          out += "    missing: " + std::to_string(n) + " of " + std::to_string(g.world_size) +
+                 " ranks not joined yet (not listed: the report is full; ask for this job with "
+                 "--job)\n";
+        else
+          out += "    missing: " + std::string(n == 1 ? "rank " : "ranks ") +
+                 rv::server_core::rank_ranges(g.missing) +
+                 (unlisted > 0 ? " and " + std::to_string(unlisted) + " more" : "") + " (" +
+                 std::to_string(n) + " of " + std::to_string(g.world_size) + ") not joined yet\n";
       }
       for (const rv::MemberStatus& m : g.members) {
         if (m.state == rv::MemberState::failed || m.state == rv::MemberState::aborted)
