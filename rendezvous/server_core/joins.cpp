@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
@@ -120,7 +121,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   slot.info = in;
   if (in.rank == 0) gen.unique_id = j.unique_id;
   if (std::string note = nat_notice(in, c.peer); !note.empty()) {
-    log().warn("{}: {}", where, note);
+    log().warn("{}: {}", where, printable(note));
     gen.notice += (gen.notice.empty() ? "" : "\n") + note;
   }
   ++gen.joined;
@@ -170,7 +171,7 @@ void ServerCore::Impl::fail_generation(Job& job, uint32_t generation, Generation
   gen.state = Generation::State::failed;
   gen.failure = words;
   ++counters.generations_failed;
-  log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, words);
+  log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, printable(words));
   std::vector<uint64_t> ids;
   for (const auto& [id, p] : parked)
     if (p.kind == Parked::Kind::join && p.job == &job && p.generation == generation)
