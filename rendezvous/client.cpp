@@ -28,7 +28,6 @@
 #include <random>
 #include <thread>
 
-#include "common/log.hpp"
 #include "common/unique_fd.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/client_inbox.hpp"
