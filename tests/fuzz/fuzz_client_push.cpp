@@ -11,6 +11,7 @@
 // printable.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <string>
 
