@@ -1,6 +1,7 @@
 // Who a message is about, spelled one way in every error text and log line:
 // "rank 3 (host gpu-a, pid 4242)". Parts that are not known are left out:
-// "rank 3 (host gpu-a)", "rank 3", "host gpu-a (pid 4242)".
+// "rank 3 (host gpu-a)", "rank 3", "host gpu-a (pid 4242)". A host name comes
+// from another machine, so it is shown printable (common/printable.hpp).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
 // The blocking rendezvous client: plain POSIX sockets with poll() deadlines.
 //
 // Threads: whole frames are written under write_mu_; one thread at a time
-// reads the socket (read_mu_) and files what arrives: replies under their
-// request_id for whoever waits for them, peer events in a queue. A thread
+// reads the socket (read_mu_) and files what arrives in the inbox
+// (client_inbox.hpp, under state_mu_): replies under their request_id for
+// whoever waits for them, peer events in a bounded queue. A thread
 // waiting for a reply while another reads sleeps on cv_ in short slices, so a
 // heartbeat from one thread and next_event() or a long join on another work
 // together.
@@ -23,16 +24,13 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <map>
 #include <mutex>
 #include <random>
-#include <set>
 #include <thread>
 
-#include "common/log.hpp"
 #include "common/unique_fd.hpp"
 #include "rendezvous/auth.hpp"
+#include "rendezvous/client_inbox.hpp"
 
 namespace cc::rv {
 namespace {
@@ -41,7 +39,10 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kReadSlice{50};
-constexpr milliseconds kWaitGrace{5000};   // for the server's own timeout answer
+// A request that waits by design (get, wait, join, ...) waits its timeout at
+// the server, which then answers with its words (the keys or ranks still
+// missing); this is all the client adds for that answer to arrive.
+constexpr milliseconds kAnswerGrace{250};
 constexpr milliseconds kAttemptCap{5000};  // one connect attempt to one address
 constexpr milliseconds kFirstBackoff{10};
 constexpr milliseconds kMaxBackoff{500};
@@ -106,6 +107,39 @@ int connect_one(const addrinfo* ai, Clock::time_point until, Fd* out) {
   ::setsockopt(fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
   *out = std::move(fd);
   return 0;
+}
+
+// The start of a name too long to show whole: "aaaa... (2000 bytes)".
+std::string shortened(std::string_view name) {
+  constexpr size_t kShown = 32;
+  if (name.size() <= kShown) return std::string(name);
+  return std::string(name.substr(0, kShown)) + "... (" + std::to_string(name.size()) + " bytes)";
+}
+
+// What the server would refuse by dropping the connection ("a field with an
+// invalid value", "a field over its limit") is refused here instead, so a
+// bad argument costs one call, not the connection.
+Status check_key(const std::string& key) {
+  const Limits limits;
+  if (key.empty())
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "the key is empty: a key needs at least one byte");
+  if (key.size() > limits.max_key) {
+    return make_status(CC_ERR_INVALID_ARGUMENT, "the key '" + shortened(key) +
+                                                    "' is over the limit of " +
+                                                    std::to_string(limits.max_key) +
+                                                    " bytes: use a shorter key");
+  }
+  return Status::success();
+}
+
+Status check_value(const std::string& key, size_t size) {
+  const Limits limits;
+  if (size <= limits.max_value) return Status::success();
+  return make_status(CC_ERR_INVALID_ARGUMENT,
+                     "the value of key '" + shortened(key) + "' is " + std::to_string(size) +
+                         " bytes, over the limit of " + std::to_string(limits.max_value) +
+                         " bytes: store large data elsewhere and put its location here");
 }
 
 std::string reach_advice() {
@@ -178,7 +212,7 @@ Status connect_with_retries(const ClientOptions& o, const std::string& endpoint,
 class TcpClient final : public Client {
  public:
   TcpClient(Fd fd, const ClientOptions& options, std::string endpoint)
-      : fd_(std::move(fd)), options_(options), endpoint_(std::move(endpoint)) {}
+      : fd_(std::move(fd)), options_(options), endpoint_(std::move(endpoint)), inbox_(endpoint_) {}
 
   ~TcpClient() override = default;
 
@@ -201,11 +235,14 @@ class TcpClient final : public Client {
   }
 
   Status set(const std::string& key, std::span<const uint8_t> value) override {
+    if (Status s = check_key(key); !s.ok()) return s;
+    if (Status s = check_value(key, value.size()); !s.ok()) return s;
     Set m{key, std::vector<uint8_t>(value.begin(), value.end())};
     return expect_ok(m, after(options_.request_timeout), "a set of key '" + key + "'");
   }
 
   Status get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) override {
+    if (Status s = check_key(key); !s.ok()) return s;
     Value v;
     if (Status s = expect(Get{key, timeout_ms}, waiting_deadline(timeout_ms),
                           "a get of key '" + key + "'", &v);
@@ -217,6 +254,7 @@ class TcpClient final : public Client {
   }
 
   Status add(const std::string& key, int64_t delta, int64_t* result) override {
+    if (Status s = check_key(key); !s.ok()) return s;
     Integer v;
     if (Status s = expect(Add{key, delta}, after(options_.request_timeout),
                           "an add to key '" + key + "'", &v);
@@ -228,16 +266,29 @@ class TcpClient final : public Client {
   }
 
   Status wait(const std::vector<std::string>& keys, uint32_t timeout_ms) override {
+    const Limits limits;
+    if (keys.size() > limits.max_wait_keys) {
+      return make_status(CC_ERR_INVALID_ARGUMENT,
+                         "a wait for " + std::to_string(keys.size()) + " keys is over the limit of " +
+                             std::to_string(limits.max_wait_keys) + " keys in one wait: split it");
+    }
+    for (const std::string& key : keys)
+      if (Status s = check_key(key); !s.ok()) return s;
     return expect_ok(Wait{keys, timeout_ms}, waiting_deadline(timeout_ms),
                      "a wait for " + std::to_string(keys.size()) + " key(s)");
   }
 
   Status del(const std::string& key) override {
+    if (Status s = check_key(key); !s.ok()) return s;
     return expect_ok(Del{key}, after(options_.request_timeout), "a delete of key '" + key + "'");
   }
 
   Status compare_set(const std::string& key, const std::vector<uint8_t>* expected,
                      std::span<const uint8_t> desired, bool* swapped) override {
+    if (Status s = check_key(key); !s.ok()) return s;
+    if (Status s = check_value(key, std::max(desired.size(), expected ? expected->size() : 0));
+        !s.ok())
+      return s;
     CompareSet m;
     m.key = key;
     m.has_expected = expected != nullptr;
@@ -306,7 +357,7 @@ class TcpClient final : public Client {
     if (id == 0) id = next_id_.fetch_add(1);
     {
       std::lock_guard<std::mutex> lock(state_mu_);
-      if (!broken_.ok()) return broken_;
+      if (!inbox_.usable()) return inbox_.broken();
     }
     const std::vector<uint8_t> frame = encode_frame(id, request);
     std::lock_guard<std::mutex> lock(write_mu_);
@@ -372,16 +423,12 @@ class TcpClient final : public Client {
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(state_mu_);
-        if (!events_.empty()) {
-          PeerEvent e = std::move(events_.front());
-          events_.pop_front();
-          return e;
-        }
-        if (!broken_.ok()) return std::nullopt;
+        if (auto e = inbox_.take_event()) return e;
+        if (!inbox_.usable()) return std::nullopt;
       }
       const auto now = Clock::now();
       if (now >= deadline) return std::nullopt;
-      read_or_wait(std::min(deadline, now + kReadSlice), [&] { return !events_.empty(); });
+      read_or_wait(std::min(deadline, now + kReadSlice), [&] { return inbox_.has_event(); });
     }
   }
 
@@ -390,7 +437,7 @@ class TcpClient final : public Client {
  private:
   Clock::time_point waiting_deadline(uint32_t timeout_ms) const {
     if (timeout_ms == 0) return after(options_.request_timeout);
-    return after(milliseconds(timeout_ms) + kWaitGrace);
+    return after(milliseconds(timeout_ms) + kAnswerGrace);
   }
 
   Status unexpected(const Message& reply, const char* request) const {
@@ -425,8 +472,8 @@ class TcpClient final : public Client {
     if (id == 0) id = next_id_.fetch_add(1);  // 0 is for server-pushed messages
     {
       std::lock_guard<std::mutex> lock(state_mu_);
-      if (!broken_.ok()) return broken_;
-      awaited_.insert(id);
+      if (!inbox_.usable()) return inbox_.broken();
+      inbox_.await(id);
     }
     const std::vector<uint8_t> frame = encode_frame(id, request);
     Status sent;
@@ -436,27 +483,13 @@ class TcpClient final : public Client {
     }
     if (!sent.ok()) {
       std::lock_guard<std::mutex> lock(state_mu_);
-      awaited_.erase(id);
+      inbox_.give_up(id);
       return sent;
     }
     Status s = await(id, deadline, what, reply);
     if (!s.ok()) return s;
-    if (auto* error = std::get_if<Error>(reply)) return from_error(*error);
+    if (auto* error = std::get_if<Error>(reply)) return server_error(*error, endpoint_);
     return Status::success();
-  }
-
-  Status from_error(const Error& e) const {
-    const auto code = e.code > CC_SUCCESS && e.code < CC_NUM_RESULTS
-                          ? static_cast<cc_result_t>(e.code)
-                          : CC_ERR_RENDEZVOUS;
-    if (code == CC_ERR_AUTH) {
-      // Never say which part was wrong.
-      return make_status(CC_ERR_AUTH, "the rendezvous at " + endpoint_ +
-                                          " refused our token: check that CC_RENDEZVOUS_TOKEN "
-                                          "(or CC_RENDEZVOUS_TOKEN_FILE) holds the same token as "
-                                          "the server");
-    }
-    return make_status(code, e.message);
   }
 
   Status send_all(std::span<const uint8_t> bytes, Clock::time_point deadline,
@@ -492,26 +525,25 @@ class TcpClient final : public Client {
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(state_mu_);
-        if (auto it = replies_.find(id); it != replies_.end()) {
-          *reply = std::move(it->second);
-          replies_.erase(it);
-          awaited_.erase(id);
+        if (auto m = inbox_.take_reply(id)) {
+          *reply = std::move(*m);
           return Status::success();
         }
-        if (!broken_.ok()) {
-          awaited_.erase(id);
-          return broken_;
+        if (!inbox_.usable()) {
+          inbox_.give_up(id);
+          return inbox_.broken();
         }
         if (Clock::now() >= deadline) {
-          awaited_.erase(id);  // a late reply is dropped
+          inbox_.give_up(id);  // a late reply is dropped
           return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint_ + " did not answer " +
                                                  what + " within " +
                                                  std::to_string(elapsed_ms(start)) +
-                                                 " ms: is the server overloaded or stuck?");
+                                                 " ms: is the server stopped, overloaded or "
+                                                 "stuck?");
         }
       }
       read_or_wait(std::min(deadline, Clock::now() + kReadSlice),
-                   [&] { return replies_.count(id) != 0; });
+                   [&] { return inbox_.has_reply(id); });
     }
   }
 
@@ -526,7 +558,7 @@ class TcpClient final : public Client {
       cv_.notify_all();
     } else {
       std::unique_lock<std::mutex> lock(state_mu_);
-      cv_.wait_until(lock, slice, [&] { return arrived() || !broken_.ok(); });
+      cv_.wait_until(lock, slice, [&] { return arrived() || !inbox_.usable(); });
     }
   }
 
@@ -534,7 +566,7 @@ class TcpClient final : public Client {
   void read_once(Clock::time_point until) {
     {
       std::lock_guard<std::mutex> lock(state_mu_);
-      if (!broken_.ok()) return;
+      if (!inbox_.usable()) return;
     }
     pollfd p{fd_.get(), POLLIN, 0};
     const int rc = ::poll(&p, 1, poll_ms(until));
@@ -555,37 +587,10 @@ class TcpClient final : public Client {
       return;
     }
     last_heard_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    reader_.feed(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
-    while (auto frame = reader_.next()) dispatch(std::move(*frame));
-    if (reader_.error() != DecodeError::none) {
-      (void)mark_broken(make_status(
-          CC_ERR_RENDEZVOUS, "the rendezvous at " + endpoint_ + " sent a frame we cannot read (" +
-                                 describe(reader_.error()) +
-                                 "): is it a cc rendezvous server of the same version?"));
-    }
-  }
-
-  void dispatch(FrameReader::Frame frame) {
     std::lock_guard<std::mutex> lock(state_mu_);
-    if (frame.request_id == 0) {
-      if (auto* event = std::get_if<PeerEvent>(&frame.message)) {
-        events_.push_back(std::move(*event));
-      } else if (auto* error = std::get_if<Error>(&frame.message)) {
-        // The server dropping us on its own: every waiter gets its words.
-        if (broken_.ok()) {
-          broken_ = from_error(*error);
-          PeerEvent e;
-          e.kind = PeerEventKind::server_stopping;
-          e.reason = broken_.message;
-          events_.push_back(std::move(e));
-        }
-      } else {
-        log().debug("rendezvous {}: ignoring an unsolicited '{}' message", endpoint_,
-                    type_name(type_of(frame.message)));
-      }
-    } else if (awaited_.count(frame.request_id) != 0) {
-      replies_[frame.request_id] = std::move(frame.message);
-    }
+    inbox_.receive(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
+    // A server we gave up on (garbage, a flood of events) hears so at once.
+    if (!inbox_.usable()) ::shutdown(fd_.get(), SHUT_RDWR);
   }
 
   Status closed_status() const {
@@ -603,13 +608,7 @@ class TcpClient final : public Client {
   Status mark_broken(Status s) {
     {
       std::lock_guard<std::mutex> lock(state_mu_);
-      if (broken_.ok()) {
-        broken_ = s;
-        PeerEvent e;
-        e.kind = PeerEventKind::server_stopping;
-        e.reason = s.message;
-        events_.push_back(std::move(e));
-      }
+      inbox_.break_with(s);
     }
     cv_.notify_all();
     return s;
@@ -622,15 +621,11 @@ class TcpClient final : public Client {
   std::atomic<Clock::rep> last_heard_{Clock::now().time_since_epoch().count()};
 
   std::mutex write_mu_;
-  std::mutex read_mu_;
-  FrameReader reader_;  // under read_mu_
+  std::mutex read_mu_;  // one thread at a time polls and reads the socket
 
   std::mutex state_mu_;
   std::condition_variable cv_;
-  std::set<uint32_t> awaited_;
-  std::map<uint32_t, Message> replies_;
-  std::deque<PeerEvent> events_;
-  Status broken_;
+  ClientInbox inbox_;  // under state_mu_
 };
 
 }  // namespace
@@ -658,8 +653,17 @@ Status Client::status(const StatusQuery&, StatusReport*, std::chrono::millisecon
                      "(cc-rendezvous, or rank 0's embedded server)");
 }
 
+Status check_job_id(std::string_view job_id, std::string_view named) {
+  const Limits limits;
+  if (job_id.size() <= limits.max_key) return Status::success();
+  return make_status(CC_ERR_INVALID_ARGUMENT,
+                     std::string(named) + " '" + shortened(job_id) + "' is over the limit of " +
+                         std::to_string(limits.max_key) + " bytes for a job id: use a shorter one");
+}
+
 Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>* out) {
   const std::string endpoint = make_endpoint(options.addr, options.port);
+  if (Status s = check_job_id(options.job_id, "the job id"); !s.ok()) return s;
   if (options.addr.empty()) {
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        "no rendezvous address given: set MASTER_ADDR (or pass an address)");

@@ -1,7 +1,8 @@
 // A blocking rendezvous client over one persistent TCP connection. Every call
 // has a deadline. Calls are serialised by an internal mutex, so one client may
-// be shared by threads; peer events the server pushes are queued and taken
-// with next_event().
+// be shared by threads; peer events the server pushes are queued (at most
+// ClientInbox::kMaxEvents, past which the connection is given up with words)
+// and taken with next_event().
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.hpp"
@@ -31,16 +33,28 @@ struct ClientOptions {
   std::chrono::milliseconds request_timeout{30000};
 };
 
+// A job id the server takes: at most Limits::max_key bytes. Else
+// CC_ERR_INVALID_ARGUMENT naming `named` ("CC_JOB_ID", "config.job_id"), the
+// id's first bytes and the limit.
+Status check_job_id(std::string_view job_id, std::string_view named);
+
 class Client {
  public:
   // Connects with retries and backoff until connect_timeout, then says Hello
-  // and authenticates. Errors: CC_ERR_RENDEZVOUS (naming addr:port and the
-  // cause), CC_ERR_AUTH, CC_ERR_TIMEOUT.
+  // and authenticates. Errors: CC_ERR_INVALID_ARGUMENT (a job id over its
+  // limit), CC_ERR_RENDEZVOUS (naming addr:port and the cause), CC_ERR_AUTH,
+  // CC_ERR_TIMEOUT.
   static Status connect(const ClientOptions& options, std::unique_ptr<Client>* out);
   virtual ~Client() = default;
 
+  // Keys: an empty key, or one over Limits::max_key bytes, is
+  // CC_ERR_INVALID_ARGUMENT before anything is sent; the connection stays
+  // usable.
   virtual Status set(const std::string& key, std::span<const uint8_t> value) = 0;
-  // Waits up to timeout_ms for the key (0 = no wait).
+  // Waits up to timeout_ms for the key (0 = no wait). A call that waits
+  // (get, wait, join, recover, the reachability test) gives the server 250 ms
+  // past its timeout for the server's answer to arrive, then returns
+  // CC_ERR_TIMEOUT saying that the server did not answer.
   virtual Status get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) = 0;
   virtual Status add(const std::string& key, int64_t delta, int64_t* result) = 0;
   virtual Status wait(const std::vector<std::string>& keys, uint32_t timeout_ms) = 0;

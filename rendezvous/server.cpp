@@ -195,24 +195,51 @@ class AsioServer final : public Server, private Sink {
  private:
   // Runs fn on the io thread (the core's only thread) and returns what it
   // returned; nullopt when the server has stopped or fn did not run within
-  // timeout.
+  // timeout. An fn that has not started by the timeout never runs, so a
+  // caller told nullopt knows that nothing was done.
   template <typename T, typename Fn>
   std::optional<T> on_io_thread(std::chrono::milliseconds timeout, Fn fn) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_requested_) return std::nullopt;
     }
-    auto done = std::make_shared<std::promise<std::optional<T>>>();
-    auto result = done->get_future();
-    asio::post(io_, [this, done, fn = std::move(fn)]() mutable {
-      done->set_value(stopping_ ? std::nullopt : std::optional<T>(fn()));
+    struct Call {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool abandoned = false;  // the caller gave up: fn must not run
+      bool dropped = false;    // the handler is gone, run or not
+      std::optional<std::optional<T>> result;
+    };
+    // Wakes the caller when the handler is destroyed, also unrun (the
+    // io_context went with it), so it need not wait out its timeout.
+    struct Wake {
+      std::shared_ptr<Call> call;
+      explicit Wake(std::shared_ptr<Call> c) : call(std::move(c)) {}
+      Wake(Wake&&) noexcept = default;
+      Wake& operator=(Wake&&) = delete;
+      ~Wake() {
+        if (!call) return;
+        std::lock_guard<std::mutex> lock(call->mu);
+        call->dropped = true;
+        call->cv.notify_all();
+      }
+    };
+    auto call = std::make_shared<Call>();
+    asio::post(io_, [this, wake = Wake(call), fn = std::move(fn)]() mutable {
+      Call& c = *wake.call;
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.abandoned) return;
+      c.result = stopping_ ? std::nullopt : std::optional<T>(fn());
+      c.cv.notify_all();
     });
-    if (result.wait_for(timeout) != std::future_status::ready) return std::nullopt;
-    try {
-      return result.get();
-    } catch (const std::future_error&) {  // the io_context went with fn unrun
+    std::unique_lock<std::mutex> lock(call->mu);
+    if (!call->cv.wait_for(lock, timeout,
+                           [&call] { return call->result.has_value() || call->dropped; }) ||
+        !call->result) {
+      call->abandoned = true;
       return std::nullopt;
     }
+    return *call->result;
   }
 
   void run() { run_until_stopped(io_, "rendezvous server"); }

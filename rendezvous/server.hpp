@@ -64,7 +64,8 @@ class Server {
   virtual std::optional<ServerMetrics> metrics(std::chrono::milliseconds timeout) = 0;
   // New connections must prove `token` from now on (empty: no token); those
   // already in keep going. False when the server has stopped or did not take
-  // it within timeout.
+  // it within timeout, and then the token in force stays: a change the io
+  // thread had not reached by the timeout is withdrawn, never applied later.
   virtual bool set_token(const std::string& token, std::chrono::milliseconds timeout) = 0;
 };
 

@@ -36,6 +36,8 @@ cc_result_t check_key(const char* func, const cc_store* store, const char* key, 
   if (key == nullptr)
     return invalid(func, std::string(name) + " is NULL: pass a NUL-terminated key");
   const size_t n = std::strlen(key);
+  if (n == 0)
+    return invalid(func, std::string(name) + " is empty: a key needs at least one byte");
   if (n > store->limits.max_key) {
     return invalid(func, std::string(name) + " is " + std::to_string(n) +
                              " bytes long, over the limit of " +
@@ -75,6 +77,10 @@ extern "C" CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* ad
   }
   if (job_id != nullptr && *job_id == '\0') {
     return invalid(func, "job_id is empty: pass NULL for the default or a non-empty name");
+  }
+  if (job_id != nullptr) {
+    if (cc::Status s = cc::rv::check_job_id(job_id, "job_id"); !s.ok())
+      return invalid(func, s.message);
   }
   cc::launch::ResolvedConfig cfg;
   if (cc::Status s = cc::launch::resolve_config(config, cc::settings::process_env(), &cfg);
@@ -148,17 +154,10 @@ extern "C" CC_API cc_result_t cc_store_get(cc_store_t store, const char* key, vo
   *len = 0;
   const uint32_t timeout = effective_timeout(store, timeout_ms);
   std::vector<uint8_t> value;
-  if (cc::Status s = store->client->get(key, &value, timeout); !s.ok()) {
-    if (s.code == CC_ERR_TIMEOUT) {
-      return fail(CC_ERR_TIMEOUT,
-                  std::string(func) + ": key '" + key + "' was not set " +
-                      (timeout == 0 ? std::string("(asked not to wait)")
-                                    : "within " + std::to_string(timeout) + " ms") +
-                      " " + store->where() +
-                      ": check that the rank that sets it is running and uses the same job id");
-    }
+  // A timeout's words are the server's ("was not set within 1000 ms"), or
+  // the client's when the server did not answer at all.
+  if (cc::Status s = store->client->get(key, &value, timeout); !s.ok())
     return fail_request(func, store, "of key '" + std::string(key) + "'", s);
-  }
   *len = value.size();
   if (value.size() > cap) {
     return fail(CC_ERR_BUFFER_TOO_SMALL, std::string(func) + ": the value of key '" + key +

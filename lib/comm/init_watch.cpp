@@ -1,6 +1,7 @@
 #include "lib/comm/init_watch.hpp"
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/who.hpp"
 
 namespace cc::comm {
@@ -41,26 +42,27 @@ Status InitWatch::from_event(const rv::PeerEvent& e) const {
       if (pid == 0) pid = m.pid;
     }
   const std::string peer = cc::who(e.rank, host, pid);
+  const std::string reason = printable(e.reason);  // from another machine
   std::string story;
   switch (e.kind) {
     case rv::PeerEventKind::init_failed:
-      story = peer + " could not start, so this communicator cannot either. Its words: " + e.reason;
+      story = peer + " could not start, so this communicator cannot either. Its words: " + reason;
       break;
     case rv::PeerEventKind::aborted:
-      story = peer + " aborted during init: " + e.reason + ". Look at that rank's output first";
+      story = peer + " aborted during init: " + reason + ". Look at that rank's output first";
       break;
     case rv::PeerEventKind::server_stopping:
       if (server_in_rank0_)
         story = rank0_words() + ", which hosts the job's rendezvous server (" + client_.endpoint() +
-                "), is gone during init: " + e.reason +
+                "), is gone during init: " + reason +
                 ". Rank 0 most likely failed or died: look at its output";
       else
         story = "the rendezvous server at " + client_.endpoint() +
-                " is gone during init: " + e.reason +
+                " is gone during init: " + reason +
                 ". Look at cc-run or cc-rendezvous, then start the job again";
       break;
     default:
-      story = peer + " was lost during init: " + e.reason +
+      story = peer + " was lost during init: " + reason +
               ". It crashed, was killed or lost its network: look at its output and its host's "
               "kernel log";
       break;

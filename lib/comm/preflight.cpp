@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "lib/comm/deadline.hpp"
 
 namespace cc::comm {
@@ -58,7 +59,7 @@ Status run_preflight(rv::Client& client, const std::string& job_id, uint32_t gen
   rv::PreflightPlan plan;
   if (Status st = client.preflight_ready(ready, &plan); !st.ok()) return st;
   if (plan.step == rv::PreflightStep::skipped) {
-    if (setup.enabled) log().warn("{}: {}", who, plan.note);
+    if (setup.enabled) log().warn("{}: {}", who, printable(plan.note));
     return Status::success();
   }
   if (plan.step == rv::PreflightStep::probe) {

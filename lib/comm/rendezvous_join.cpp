@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/settings.hpp"
 #include "common/who.hpp"
 #include "lib/comm/deadline.hpp"
@@ -119,7 +120,7 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
   for (size_t start = 0; start < joined.notice.size();) {
     size_t end = joined.notice.find('\n', start);
     if (end == std::string::npos) end = joined.notice.size();
-    log().warn("{}: {}", who, joined.notice.substr(start, end - start));
+    log().warn("{}: {}", who, printable(joined.notice.substr(start, end - start)));
     start = end + 1;
   }
   return Status::success();

@@ -1,15 +1,10 @@
 #include "lib/launch/config.hpp"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <climits>
 #include <cstddef>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
-#include "common/log.hpp"
+#include "common/token_file.hpp"
+#include "rendezvous/client.hpp"
 
 namespace cc::launch {
 namespace {
@@ -46,40 +41,6 @@ Status resolve_int(const cc_config_t* config, size_t end, int cc_config_t::*fiel
   long long v = *out;
   if (Status s = settings::read_int(id, getenv, &v); !s.ok()) return s;
   *out = static_cast<int>(v);
-  return Status::success();
-}
-
-std::string strip_trailing_space(std::string s) {
-  while (!s.empty() &&
-         (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) {
-    s.pop_back();
-  }
-  return s;
-}
-
-Status read_token_file(const char* path, std::string* token) {
-  if (*path == '\0') {
-    return invalid("CC_RENDEZVOUS_TOKEN_FILE='' is empty: set it to a file holding the token");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return invalid("cannot read the token file '" + std::string(path) +
-                   "' (from CC_RENDEZVOUS_TOKEN_FILE): " + std::strerror(err) +
-                   ". Check the path and its permissions");
-  }
-  std::ostringstream content;
-  content << in.rdbuf();
-  *token = strip_trailing_space(content.str());
-  if (token->empty()) {
-    return invalid("the token file '" + std::string(path) +
-                   "' (from CC_RENDEZVOUS_TOKEN_FILE) is empty: put the shared token in it");
-  }
-  struct stat st {};
-  if (::stat(path, &st) == 0 && (st.st_mode & 077) != 0) {
-    log().warn("the token file '{}' can be read by other users (mode {:o}): chmod 600 it", path,
-               st.st_mode & 0777);
-  }
   return Status::success();
 }
 
@@ -122,11 +83,13 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     if (*config->job_id == '\0') {
       return invalid("config.job_id is empty: use NULL for the default or a non-empty name");
     }
+    if (Status s = rv::check_job_id(config->job_id, "config.job_id"); !s.ok()) return s;
     r.job_id = config->job_id;
   } else if (const settings::Found job = settings::find(Id::job_id, getenv); job.var) {
     if (*job.value == '\0') {
       return invalid(std::string(job.var) + "='' is empty: unset it or give the job a name");
     }
+    if (Status s = rv::check_job_id(job.value, job.var); !s.ok()) return s;
     r.job_id = job.value;
   }
 
@@ -139,7 +102,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     }
     r.token = token.value;
   } else if (const settings::Found path = settings::find(Id::token_file, getenv); path.var) {
-    if (Status s = read_token_file(path.value, &r.token); !s.ok()) return s;
+    if (Status s = read_token_file(path.value, path.var, &r.token); !s.ok()) return s;
   }
 
   if (has_field(config, CC_FIELD_END(rendezvous)) && config->rendezvous != CC_CONFIG_UNDEF_INT) {

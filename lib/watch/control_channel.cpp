@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/etcd/endpoints.hpp"
 
@@ -50,7 +51,9 @@ std::string ControlChannel::member_words(int rank, const std::string& host, uint
 }
 
 ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
-  if (e.kind == rv::PeerEventKind::server_stopping) return server_lost(e.reason);
+  // The reason comes from another machine (the server, or etcd's records).
+  const std::string reason = printable(e.reason);
+  if (e.kind == rv::PeerEventKind::server_stopping) return server_lost(reason);
   ChannelFailure f;
   f.kind = e.kind == rv::PeerEventKind::aborted ? ChannelFailure::Kind::peer_aborted
                                                 : ChannelFailure::Kind::peer_failed;
@@ -59,10 +62,10 @@ ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
   f.pid = e.pid;
   const std::string peer = member_words(e.rank, e.host, e.pid);
   if (f.kind == ChannelFailure::Kind::peer_aborted)
-    f.story = peer + " aborted the job: " + e.reason + ". Look at that rank's output first";
+    f.story = peer + " aborted the job: " + reason + ". Look at that rank's output first";
   else
     f.story =
-        peer + " failed: " + e.reason +
+        peer + " failed: " + reason +
         ". Look at that rank's output and its host's kernel log (OOM killer, a crash, "
         "a lost node); this communicator cannot continue: go on without it (cc_comm_shrink) or "
         "with a replacement (cc_comm_regrow), or destroy it and restart the job";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server_core/state.hpp"
@@ -76,9 +77,9 @@ void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason, Clock
     why += " in the middle of a frame (" + std::to_string(c.reader.buffered()) +
            " bytes of a truncated frame)";
   if (!c.memberships.empty() || c.reader.mid_frame())
-    log().warn("{} disconnected: {}", c.who(), why);
+    log().warn("{} disconnected: {}", c.who(), printable(why));
   else
-    log().info("{} disconnected: {}", c.who(), why);
+    log().info("{} disconnected: {}", c.who(), printable(why));
   forget(c, why, true);
 }
 

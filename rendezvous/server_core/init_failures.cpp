@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
@@ -67,7 +68,8 @@ bool ServerCore::Impl::on_init_failed(Conn& c, uint32_t rid, const InitFailed& m
                    ", which it has not joined; report it after the join");
     return true;
   }
-  log().warn("{}: {} could not start: {}", generation_words(job.id, m.generation), c.who(), reason);
+  log().warn("{}: {} could not start: {}", generation_words(job.id, m.generation), c.who(),
+             printable(reason));
   if (!c.announced) announce(job, c, PeerEventKind::init_failed, reason);
   send(c.id, rid, Ok{});
   return true;

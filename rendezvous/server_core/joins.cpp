@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
@@ -132,7 +133,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   slot.info = in;
   if (in.rank == 0) gen.unique_id = j.unique_id;
   if (std::string note = nat_notice(in, c.peer); !note.empty()) {
-    log().warn("{}: {}", where, note);
+    log().warn("{}: {}", where, printable(note));
     if (gen.notice_lines < kMaxNoticeLines) gen.notice += (gen.notice.empty() ? "" : "\n") + note;
     ++gen.notice_lines;
   }
@@ -190,7 +191,7 @@ void ServerCore::Impl::fail_generation(Job& job, uint32_t generation, Generation
   gen.state = Generation::State::failed;
   gen.failure = words;
   ++counters.generations_failed;
-  log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, words);
+  log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, printable(words));
   std::vector<uint64_t> ids;
   ids.reserve(gen.slots.size() + 1);
   for (const auto& [rank, s] : gen.slots)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
@@ -24,7 +25,7 @@ void ServerCore::Impl::send_error(ConnId c, uint32_t rid, cc_result_t code, std:
 // Sends Error (when code != success), logs and forgets the connection.
 void ServerCore::Impl::drop(Conn& c, uint32_t rid, cc_result_t code, const std::string& reason) {
   if (code != CC_SUCCESS) send_error(c.id, rid, code, reason);
-  log().warn("dropping {}: {}", c.who(), reason);
+  log().warn("dropping {}: {}", c.who(), printable(reason));
   forget(c, reason, true);
 }
 
@@ -46,7 +47,7 @@ void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std
       log().warn(
           "job {}: {} {}: {} (not announced: generation {} of communicator {} already had "
           "{} failures)",
-          quote(job.id), c.who(), what, reason, m.epoch, m.generation, told);
+          quote(job.id), c.who(), what, printable(reason), m.epoch, m.generation, told);
       continue;
     }
     ++told;
@@ -64,8 +65,8 @@ void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std
         break;
       }
     }
-    log().warn("job {}: {} {}: {}; told {} other members", quote(job.id), c.who(), what, reason,
-               others);
+    log().warn("job {}: {} {}: {}; told {} other members", quote(job.id), c.who(), what,
+               printable(reason), others);
   }
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/preflight_words.hpp"
 #include "rendezvous/server_core/state.hpp"
@@ -144,7 +145,7 @@ void ServerCore::Impl::preflight_plan(Job& job, uint32_t generation, Generation&
     pf.phase = Preflight::Phase::skipped;
     pf.verdict = member_who(off) + " runs with CC_PREFLIGHT=0, so " + where(job.id, generation) +
                  " skips the reachability test before NCCL's init";
-    log().info("{}", pf.verdict);
+    log().info("{}", printable(pf.verdict));
     PreflightPlan plan{PreflightStep::skipped, pf.verdict, {}};
     for (int32_t r = 0; r < n; ++r) answer(r, plan);
     pf.members.clear();
@@ -261,7 +262,8 @@ void ServerCore::Impl::preflight_fail(Job& job, Generation& gen, cc_result_t cod
   pf.phase = Preflight::Phase::failed;
   pf.code = code;
   pf.verdict = words;
-  log().warn("job {}: reachability test before NCCL's init failed: {}", quote(job.id), words);
+  log().warn("job {}: reachability test before NCCL's init failed: {}", quote(job.id),
+             printable(words));
   for (PreflightMember& me : pf.members) {
     auto it = parked.find(me.parked);
     me.parked = 0;
@@ -293,7 +295,7 @@ void ServerCore::Impl::preflight_expired(const Parked& p) {
                " of " + where(job.id, generation) + " did not take part in the reachability " +
                "test within " + std::to_string(timeout_ms) +
                " ms (a cc without it?), so NCCL's init starts untested";
-  log().warn("{}", pf.verdict);
+  log().warn("{}", printable(pf.verdict));
   PreflightPlan plan{PreflightStep::skipped, pf.verdict, {}};
   for (PreflightMember& me : pf.members) {
     auto it = parked.find(me.parked);

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
@@ -566,7 +567,7 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod me
 // Every rank taking part gets the same words; the generation stays as it was.
 void ServerCore::Impl::fail_recovery(Job& job, uint32_t g, Lineage& l, cc_result_t code,
                                      const std::string& words) {
-  log().warn("{}: the recovery failed: {}", where(job.id, g, l.epoch), words);
+  log().warn("{}: the recovery failed: {}", where(job.id, g, l.epoch), printable(words));
   l.last_failure = words;
   l.last_failure_code = static_cast<uint32_t>(code);
   l.last_id_maker = 0;

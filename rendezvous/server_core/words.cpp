@@ -3,6 +3,7 @@
 #include "rendezvous/server_core/words.hpp"
 
 #include "common/who.hpp"
+#include "common/printable.hpp"
 #include "rendezvous/server_core/state.hpp"
 
 namespace cc::rv::server_core {
@@ -29,7 +30,7 @@ std::string Conn::who() const {
   return peer;
 }
 
-std::string quote(const std::string& s) { return "'" + s + "'"; }
+std::string quote(const std::string& s) { return "'" + printable(s) + "'"; }
 
 std::string member_who(const MemberInfo& i) { return cc::who(i.rank, i.host, i.pid); }
 
@@ -94,10 +95,11 @@ std::string lineage_where(const std::string& job, uint32_t g, uint32_t epoch) {
 std::string nat_notice(const MemberInfo& in, const std::string& peer) {
   const std::string from = peer_address(peer);
   if (in.nccl_addr.empty() || from.empty() || is_loopback(from) || from == in.nccl_addr) return {};
-  return member_who(in) + " will have NCCL use the address " + in.nccl_addr +
+  const std::string nccl_addr = printable(in.nccl_addr);
+  return member_who(in) + " will have NCCL use the address " + nccl_addr +
          ", but its connection to the rendezvous came from " + from +
          ": a NAT or a Docker bridge sits between them, and the other ranks may not reach " +
-         in.nccl_addr +
+         nccl_addr +
          ". Run the containers with --network host, or set NCCL_SOCKET_IFNAME to an "
          "interface the other hosts can reach";
 }

@@ -14,7 +14,7 @@
 
 namespace cc::rv::server_core {
 
-// 'name'
+// 'name', printable (common/printable.hpp): names come from clients.
 std::string quote(const std::string& s);
 
 // Who a rank that sent a Join is: "rank 3 (host gpu-a, pid 4242)".

@@ -1,5 +1,5 @@
 // Writes the seed corpus from real encoded frames:
-//   make_seeds DIR   -> DIR/frame/*, DIR/server_core/*
+//   make_seeds DIR   -> DIR/frame/*, DIR/server_core/*, DIR/hello/*, DIR/client_push/*
 // The seeds are committed under tests/fuzz/corpus; rerun this when the
 // protocol changes.
 #include <cstdio>
@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
   const fs::path dir = argv[1];
   fs::create_directories(dir / "frame");
   fs::create_directories(dir / "server_core");
+  fs::create_directories(dir / "hello");
+  fs::create_directories(dir / "client_push");
 
   const std::vector<std::pair<std::string, rv::Message>> messages = {
       {"hello", rv::Hello{"job", "host-a", 42, "cc 0.1.0 store"}},
@@ -207,6 +209,65 @@ int main(int argc, char** argv) {
     }
     tick(s, 30);
     write(dir / "server_core" / (kind == rv::RecoverKind::shrink ? "shrink.bin" : "regrow.bin"), s);
+  }
+  // hello: flags (1 raw, 2 the right MAC), piece size, then a built Hello's
+  // fields (length-prefixed job id, host, client; a pid byte) and what
+  // follows the handshake, or raw bytes.
+  auto hello_fields = [](const std::string& job, const std::string& host,
+                         const std::string& client) {
+    std::vector<uint8_t> out;
+    for (const std::string* f : {&job, &host, &client}) {
+      out.push_back(static_cast<uint8_t>(f->size()));
+      out.insert(out.end(), f->begin(), f->end());
+    }
+    out.push_back(42);
+    return out;
+  };
+  {
+    std::vector<uint8_t> s{2, 7};
+    const auto f = hello_fields("job", "host-a", "cc 0.1.0 store");
+    s.insert(s.end(), f.begin(), f.end());
+    rv::append_frame(s, 3, rv::Set{"k", {1}});
+    rv::append_frame(s, 4, rv::Get{"k", 0});
+    write(dir / "hello" / "right_mac.bin", s);
+  }
+  {
+    std::vector<uint8_t> s{0, 64};
+    const auto f = hello_fields("job", "host-b\x1b]0;x\x07", "c");
+    s.insert(s.end(), f.begin(), f.end());
+    rv::append_frame(s, 3, rv::Set{"k", {1}});
+    write(dir / "hello" / "wrong_mac.bin", s);
+  }
+  {
+    std::vector<uint8_t> s{1, 13};
+    rv::append_frame(s, 1, rv::Hello{"job", "h", 1, "c"});
+    rv::append_frame(s, 2, rv::Set{"k", {1}});
+    write(dir / "hello" / "raw_skip_auth.bin", s);
+    std::vector<uint8_t> big{1, 64};
+    rv::append_frame(big, 1, rv::Hello{std::string(1024, 'j'), std::string(4096, 'h'), 1,
+                                       std::string(4096, 'c')});
+    write(dir / "hello" / "raw_largest.bin", big);
+  }
+
+  // client_push: piece size, requests awaited (ids 1..n), how often an event
+  // is taken, then what the server sends.
+  {
+    std::vector<uint8_t> s{11, 3, 2};
+    rv::append_frame(s, 0, rv::PeerEvent{rv::PeerEventKind::failed, 1, "b", 2, "gone"});
+    rv::append_frame(s, 1, rv::Ok{});
+    rv::append_frame(s, 0, rv::PeerEvent{rv::PeerEventKind::aborted, 2, "c\x1b[2J", 3, "x"});
+    rv::append_frame(s, 2, rv::Value{{4, 5}});
+    rv::append_frame(s, 3, joined_seed());
+    rv::append_frame(s, 9, rv::Integer{1});
+    rv::append_frame(s, 0, rv::Error{3, "the rendezvous server is stopping"});
+    rv::append_frame(s, 0, rv::PeerEvent{rv::PeerEventKind::failed, 4, "d", 5, "late"});
+    write(dir / "client_push" / "mixed.bin", s);
+  }
+  {
+    std::vector<uint8_t> s{64, 0, 16};
+    for (int i = 0; i < 1100; ++i)
+      rv::append_frame(s, 0, rv::PeerEvent{rv::PeerEventKind::failed, i, "h", 1, "r"});
+    write(dir / "client_push" / "flood.bin", s);
   }
   std::printf("seeds written under %s\n", dir.c_str());
   return 0;

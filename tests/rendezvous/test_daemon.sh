@@ -51,7 +51,7 @@ printf 'secret\n' > "$dir/token"; chmod 644 "$dir/token"
 "$bin" --bind 127.0.0.1 --port 0 --token-file "$dir/token" 2>"$dir/tok2" &
 tpid=$!; pids+=("$tpid")
 for _ in $(seq 100); do grep -q "ready on port" "$dir/tok2" && break; sleep 0.05; done
-grep -q "can be read by group or others" "$dir/tok2" || fail "no warning for a 644 token file: $(cat "$dir/tok2")"
+grep -q "can be read by other users" "$dir/tok2" || fail "no warning for a 644 token file: $(cat "$dir/tok2")"
 grep -q "has no token" "$dir/tok2" && fail "a token was set, yet the daemon says it has none"
 kill -TERM "$tpid"; wait "$tpid"
 

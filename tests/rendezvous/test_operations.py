@@ -349,6 +349,27 @@ class TokenRotation(unittest.TestCase):
         again.expect("READY")
         self.assertEqual(d.scrape()["cc_rendezvous_token_reload_failures_total"], 1)
 
+    def test_one_token_file_gives_the_daemon_and_libcc_one_token(self):
+        # Trailing spaces, tabs, CR and LF are no part of the token, for the
+        # daemon (at start and on SIGHUP) and for a rank reading the same
+        # file through CC_RENDEZVOUS_TOKEN_FILE alike.
+        d = self.p.daemon(token="third-token ")
+        env = dict(os.environ, CC_RENDEZVOUS_TOKEN_FILE=d.token_file)
+        env.pop("CC_RENDEZVOUS_TOKEN", None)
+
+        def store(*args):
+            return subprocess.run([os.environ["STORE_CLIENT"], str(d.port), "tokens"] + list(args),
+                                  env=env, capture_output=True, text=True, timeout=60)
+
+        r = store("set", "k", "v")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        d.write_token("fourth-token\t\r")
+        d.signal(signal.SIGHUP)
+        wait_for("the daemon to reload its token", lambda: "token reloaded from" in d.text())
+        r = store("get", "k")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "v")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -251,6 +251,49 @@ TEST_CASE("token: a wrong answer is refused in words, the right one gets in") {
   CHECK(std::get<rv::Integer>(*r).value == 5);
 }
 
+namespace {
+
+// Whether a new connection proving `token` gets in.
+bool token_admits(int port, const std::string& token) {
+  RawClient c(port);
+  auto r = c.call(rv::Hello{"job", "h", 1, "c"});
+  REQUIRE(r);
+  const auto* challenge = std::get_if<rv::Challenge>(&*r);
+  REQUIRE(challenge != nullptr);
+  REQUIRE(challenge->auth_required);
+  r = c.call(rv::Auth{rv::auth_mac(token, challenge->nonce, "job")});
+  REQUIRE(r);
+  return std::holds_alternative<rv::Ok>(*r);
+}
+
+}  // namespace
+
+TEST_CASE("token: a new token the server did not take in time never takes effect later") {
+  rv::ServerOptions o;
+  o.token = "old";
+  auto server = start_server(o);
+  const int port = server->port();
+  std::string in_force = "old";
+  int withdrawn = 0;
+  for (int i = 0; i < 10; ++i) {
+    const std::string next = "new-" + std::to_string(i);
+    // No time at all: the io thread can rarely take it before the caller
+    // gives up, and what set_token says must then be what happens.
+    if (server->set_token(next, 0ms))
+      in_force = next;
+    else
+      ++withdrawn;
+    std::this_thread::sleep_for(20ms);  // room for a withdrawn change to land, were it kept
+    INFO("round " << i << ": in force '" << in_force << "'");
+    CHECK(token_admits(port, in_force));
+    if (in_force != next) CHECK_FALSE(token_admits(port, next));
+  }
+  INFO(withdrawn << " of 10 changes were withdrawn");
+  REQUIRE(server->set_token("final", 5s));
+  CHECK(token_admits(port, "final"));
+  CHECK_FALSE(token_admits(port, in_force));
+}
+
 TEST_CASE("join checks through the real server") {
   auto server = start_server();
   const int port = server->port();

@@ -2,6 +2,7 @@
 // embedded server on loopback: argument checks, deadlines, a stopped server,
 // a closed port, tokens, IPv6, and the client's peer events under threads.
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -402,4 +403,135 @@ TEST_CASE("client: a server that sends garbage, or never answers") {
     CHECK(elapsed < 3000);
     CHECK_THAT(s.message, Catch::Contains("did not answer a set of key 'k'"));
   }
+}
+
+TEST_CASE("store: an empty key is refused in words, and the handle keeps working") {
+  TestServer srv;
+  cc_store_t s = connect(srv.port);
+  char buf[4];
+  size_t len = 0;
+  int64_t sum = 0;
+  int swapped = 0;
+  CHECK(cc_store_set(s, "", "v", 1) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("cc_store_set: key is empty"));
+  CHECK(cc_store_get(s, "", buf, sizeof(buf), &len, 0) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("cc_store_get: key is empty"));
+  CHECK(cc_store_add(s, "", 1, &sum) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(cc_store_delete(s, "") == CC_ERR_INVALID_ARGUMENT);
+  CHECK(cc_store_compare_set(s, "", nullptr, 0, "v", 1, &swapped) == CC_ERR_INVALID_ARGUMENT);
+  const char* keys[] = {"a", ""};
+  CHECK(cc_store_wait(s, keys, 2, 0) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("keys[1] is empty"));
+  REQUIRE(cc_store_set(s, "k", "v", 1) == CC_SUCCESS);
+  REQUIRE(cc_store_get(s, "k", buf, sizeof(buf), &len, 0) == CC_SUCCESS);
+  CHECK(std::string(buf, len) == "v");
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+
+  // The client under the C API refuses it too, before anything is sent.
+  auto c = cc::test::loopback_client(srv.port, "test");
+  const cc::Status empty = c->set("", {});
+  CHECK(empty.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(empty.message, Catch::Contains("the key is empty"));
+  const std::vector<std::string> with_empty{"k", ""};
+  CHECK(c->wait(with_empty, 0).code == CC_ERR_INVALID_ARGUMENT);
+  std::vector<uint8_t> value;
+  const cc::Status got = c->get("k", &value, 0);
+  INFO(got.message);
+  CHECK(got.ok());
+  CHECK(value == std::vector<uint8_t>{'v'});
+}
+
+TEST_CASE("store: a job id over 1024 bytes is refused, naming its start and the limit") {
+  TestServer srv;
+  const std::string job = "job-" + std::string(1996, 'x');  // 2000 bytes
+  cc_store_t out = nullptr;
+  CHECK(cc_store_connect(&out, "127.0.0.1", srv.port, job.c_str(), nullptr) ==
+        CC_ERR_INVALID_ARGUMENT);
+  CHECK(out == nullptr);
+  const std::string words = last_error();
+  CHECK_THAT(words, Catch::Contains("cc_store_connect: job_id 'job-xxxx") &&
+                        Catch::Contains("(2000 bytes)") &&
+                        Catch::Contains("over the limit of 1024 bytes"));
+  CHECK(words.size() < 400);  // not the whole id
+
+  // The client itself refuses one too (cc_comm_init's path).
+  cc::rv::ClientOptions o;
+  o.addr = "127.0.0.1";
+  o.port = srv.port;
+  o.job_id = job;
+  std::unique_ptr<cc::rv::Client> c;
+  const cc::Status refused = cc::rv::Client::connect(o, &c);
+  CHECK(refused.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(refused.message, Catch::Contains("the job id 'job-x") &&
+                                  Catch::Contains("over the limit of 1024 bytes"));
+
+  const std::string longest(1024, 'y');
+  cc_store_t s = nullptr;
+  CHECK(cc_store_connect(&s, "127.0.0.1", srv.port, longest.c_str(), nullptr) == CC_SUCCESS);
+  CHECK(cc_store_set(s, "k", "v", 1) == CC_SUCCESS);
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+}
+
+TEST_CASE("store: a get from a server that never answers ends at its deadline, saying so") {
+  std::atomic<bool> done{false};
+  auto [port, thread] = fake_server([&done](int) {
+    while (!done) std::this_thread::sleep_for(milliseconds(10));
+  });
+  cc_config_t config = CC_CONFIG_INIT;
+  config.timeout_ms = 30000;
+  cc_store_t s = nullptr;
+  REQUIRE(cc_store_connect(&s, "127.0.0.1", port, "test", &config) == CC_SUCCESS);
+  char buf[4];
+  size_t len = 0;
+  const auto t0 = Clock::now();
+  const cc_result_t r = cc_store_get(s, "k", buf, sizeof(buf), &len, 1000);
+  const long long elapsed = ms_since(t0);
+  const std::string words = last_error();
+  done = true;
+  thread.join();
+  INFO(words);
+  CHECK(r == CC_ERR_TIMEOUT);
+  CHECK(elapsed >= 1000);
+  CHECK(elapsed < 2500);  // the timeout and 250 ms for an answer, not seconds more
+  CHECK_THAT(words, Catch::Contains("did not answer a get of key 'k'") &&
+                        !Catch::Contains("not set within"));
+  CHECK(cc_store_close(s) == CC_SUCCESS);
+}
+
+TEST_CASE("client: a server flooding it with peer events is given up in words at the bound") {
+  auto [port, thread] = fake_server([](int fd) {
+    std::this_thread::sleep_for(milliseconds(100));  // the handshake is over
+    std::vector<uint8_t> flood;
+    for (int i = 0; i < 3000; ++i) {
+      cc::rv::append_frame(flood, 0,
+                           cc::rv::PeerEvent{cc::rv::PeerEventKind::failed, i, "host", 1,
+                                             std::string(100, 'r')});
+    }
+    size_t done = 0;
+    while (done < flood.size()) {  // until the client gives up and closes
+      const ssize_t n = ::send(fd, flood.data() + done, flood.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    // Closing with the client's request unread would reset the connection
+    // under what it has not read yet: wait for the client to close first.
+    uint8_t buf[4096];
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0 && ::recv(fd, buf, sizeof(buf), 0) <= 0) break;
+    }
+  });
+  auto c = cc::test::loopback_client(port);
+  const cc::Status s = c->set("k", {});  // never answered
+  INFO(s.message);
+  CHECK(s.code == CC_ERR_RENDEZVOUS);
+  CHECK_THAT(s.message, Catch::Contains("the rendezvous at 127.0.0.1:" + std::to_string(port)) &&
+                            Catch::Contains("pushed more than 1024 peer events"));
+  size_t events = 0;
+  while (c->next_event(milliseconds(0))) ++events;
+  CHECK(events == 1025);  // the bound, then the news that the connection is given up
+  CHECK(c->add("n", 1, nullptr).code == CC_ERR_RENDEZVOUS);
+  c.reset();
+  thread.join();
 }

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/token_file.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
 #include "lib/launch/etcd.hpp"
@@ -442,6 +443,51 @@ TEST_CASE("config: the token from a file, trailing whitespace stripped") {
   check_refused(cc::launch::resolve_config(nullptr, env4.getenv(), &r),
                 Contains("cannot read the token file '" + missing + "'") &&
                     Contains("CC_RENDEZVOUS_TOKEN_FILE") && Contains("No such file"));
+}
+
+TEST_CASE("token file: one reader, one token for the daemon, the tools and every rank") {
+  namespace fs = std::filesystem;
+  const auto rw = fs::perms::owner_read | fs::perms::owner_write;
+  for (const char* content :
+       {"third-token \n", "third-token", "third-token\r\n", "third-token\t \n\n"}) {
+    TempFile file(content, rw);
+    std::string token;
+    const cc::Status read = cc::read_token_file(file.path.string(), "--token-file", &token);
+    INFO(read.message);
+    REQUIRE(read.ok());
+    CHECK(token == "third-token");
+    FakeEnv env{{{"CC_RENDEZVOUS_TOKEN_FILE", file.path.string()}}};
+    cc::launch::ResolvedConfig r;
+    REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+    CHECK(r.token == token);
+  }
+  CHECK(cc::token_of(" lead stays\n") == " lead stays");
+  const std::string missing = (fs::temp_directory_path() / "cc-test-no-such-token-file").string();
+  std::string token = "kept";
+  const cc::Status refused = cc::read_token_file(missing, "--token-file", &token);
+  CHECK(refused.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(refused.message, Contains("cannot read the token file '" + missing +
+                                       "' (from --token-file)") &&
+                                  Contains("No such file"));
+  CHECK(token == "kept");
+}
+
+TEST_CASE("config: a job id over 1024 bytes is refused naming its start and the limit") {
+  const std::string job = "job-" + std::string(1996, 'x');
+  FakeEnv env{{{"CC_JOB_ID", job}}};
+  cc::launch::ResolvedConfig r;
+  check_refused(cc::launch::resolve_config(nullptr, env.getenv(), &r),
+                Contains("CC_JOB_ID 'job-xxxx") && Contains("(2000 bytes)") &&
+                    Contains("over the limit of 1024 bytes"));
+  cc_config_t config = CC_CONFIG_INIT;
+  config.job_id = job.c_str();
+  const FakeEnv none;
+  check_refused(cc::launch::resolve_config(&config, none.getenv(), &r),
+                Contains("config.job_id 'job-xxxx") && Contains("over the limit of 1024 bytes"));
+  const std::string longest(1024, 'y');
+  FakeEnv fits{{{"CC_JOB_ID", longest}}};
+  REQUIRE(cc::launch::resolve_config(nullptr, fits.getenv(), &r).ok());
+  CHECK(r.job_id == longest);
 }
 
 TEST_CASE("config: the all-reduce plan and the cache folder") {

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "cc/cc.h"
+#include "common/printable.hpp"
 #include "common/unique_fd.hpp"
 #include "rendezvous/protocol.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
@@ -115,13 +116,13 @@ void read_answer(int fd, Clock::time_point deadline, Probe* out) {
     if (!frame) continue;
     if (auto* c = std::get_if<rv::Challenge>(&frame->message)) {
       out->answer = Answer::cc_rendezvous;
-      out->server = c->server;
+      out->server = printable(c->server);
       out->auth_required = c->auth_required;
-      out->detail = "a cc rendezvous answers: " + c->server +
+      out->detail = "a cc rendezvous answers: " + out->server +
                     (c->auth_required ? " (requires a token)" : " (no token required)");
     } else if (auto* e = std::get_if<rv::Error>(&frame->message)) {
       out->answer = Answer::cc_refused;
-      out->detail = "a cc rendezvous answers but refused the Hello: " + e->message;
+      out->detail = "a cc rendezvous answers but refused the Hello: " + printable(e->message);
     } else {
       out->answer = Answer::cc_refused;
       out->detail = std::string("a cc rendezvous answers with an unexpected '") +

@@ -19,11 +19,11 @@
 
 #include "cc/cc_version.h"
 #include "common/log.hpp"
+#include "common/token_file.hpp"
 #include "rendezvous/server.hpp"
 #include "rendezvous/server_metrics.hpp"
 #include "tools/cc-rendezvous/metrics_http.hpp"
 #include "tools/cc-rendezvous/status_command.hpp"
-#include "tools/cc-rendezvous/token_file.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace {
@@ -117,8 +117,9 @@ std::chrono::milliseconds duration(const std::string& text, const std::string& w
 std::atomic<uint64_t> token_reloads{0};
 std::atomic<uint64_t> token_reload_failures{0};
 
-// SIGHUP: the token file again. A file that cannot be read keeps the old
-// token (and says so); a server without a token file has nothing to reread.
+// SIGHUP: the token file again. A file that cannot be read, or a server
+// that does not take the token within 5 s, keeps the old token (and says
+// so); a server without a token file has nothing to reread.
 void reload_token(cc::rv::Server& server, const std::string& token_file) {
   if (token_file.empty()) {
     cc::log().warn(
@@ -127,15 +128,16 @@ void reload_token(cc::rv::Server& server, const std::string& token_file) {
     return;
   }
   std::string token;
-  std::string error;
-  if (!cc::daemon::read_token(token_file, &token, &error)) {
+  if (const cc::Status read = cc::read_token_file(token_file, "--token-file", &token); !read.ok()) {
     ++token_reload_failures;
-    cc::log().error("SIGHUP: {}; the old token stays in force", error);
+    cc::log().error("SIGHUP: {}; the old token stays in force", read.message);
     return;
   }
   if (!server.set_token(token, std::chrono::seconds(5))) {
     ++token_reload_failures;
-    cc::log().error("SIGHUP: the server did not take the new token; the old one stays in force");
+    cc::log().error(
+        "SIGHUP: the server's thread did not take the new token within 5 s (is it overloaded?); "
+        "the old one stays in force: send SIGHUP again");
     return;
   }
   ++token_reloads;
@@ -152,8 +154,8 @@ std::optional<std::string> render_metrics(cc::rv::Server& server) {
          cc::rv::prometheus_metric("cc_rendezvous_token_reloads_total", "counter",
                                    "Token files reread on SIGHUP and taken.", token_reloads) +
          cc::rv::prometheus_metric("cc_rendezvous_token_reload_failures_total", "counter",
-                                   "SIGHUPs whose token file could not be read (the old token "
-                                   "stayed).",
+                                   "SIGHUPs whose token file could not be read or whose token "
+                                   "the server did not take (the old token stayed).",
                                    token_reload_failures);
 }
 
@@ -258,9 +260,9 @@ int main(int argc, char** argv) {
   cc::log().set_level(lvl);  // the daemon owns its logging
 
   if (!token_file.empty()) {
-    std::string error;
-    if (!cc::daemon::read_token(token_file, &options.token, &error)) {
-      std::fprintf(stderr, "cc-rendezvous: %s\n", error.c_str());
+    if (const cc::Status read = cc::read_token_file(token_file, "--token-file", &options.token);
+        !read.ok()) {
+      std::fprintf(stderr, "cc-rendezvous: %s\n", read.message.c_str());
       return 1;
     }
   }

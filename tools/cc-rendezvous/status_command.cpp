@@ -7,9 +7,9 @@
 #include <string>
 
 #include "common/settings.hpp"
+#include "common/token_file.hpp"
 #include "rendezvous/client.hpp"
 #include "tools/cc-rendezvous/status_render.hpp"
-#include "tools/cc-rendezvous/token_file.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace cc::daemon {
@@ -91,19 +91,17 @@ int status_command(int argc, char** argv) {
   }
   options.port = static_cast<int>(port);
 
-  std::string error;
+  Status read;
   if (!token_file.empty()) {
-    if (!read_token(token_file, &options.token, &error)) {
-      std::fprintf(stderr, "cc-rendezvous status: %s\n", error.c_str());
-      return 1;
-    }
+    read = read_token_file(token_file, "--token-file", &options.token);
   } else if (const auto t = settings::find(settings::Id::token, env); t.var && *t.value) {
     options.token = t.value;
   } else if (const auto f = settings::find(settings::Id::token_file, env); f.var && *f.value) {
-    if (!read_token(f.value, &options.token, &error)) {
-      std::fprintf(stderr, "cc-rendezvous status: %s (from %s)\n", error.c_str(), f.var);
-      return 1;
-    }
+    read = read_token_file(f.value, f.var, &options.token);
+  }
+  if (!read.ok()) {
+    std::fprintf(stderr, "cc-rendezvous status: %s\n", read.message.c_str());
+    return 1;
   }
 
   const auto timeout = std::chrono::milliseconds(timeout_ms);
@@ -120,9 +118,11 @@ int status_command(int argc, char** argv) {
     return 1;
   }
   if (json) {
+    // ASCII only: a name the server sent cannot reach the terminal as a
+    // control character, whatever its encoding.
     const std::string text =
         status_json(report, client->endpoint())
-            .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+            .dump(2, ' ', true, nlohmann::ordered_json::error_handler_t::replace);
     std::printf("%s\n", text.c_str());
   } else {
     std::fputs(status_text(report, client->endpoint()).c_str(), stdout);

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 
+#include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/words.hpp"
 
@@ -119,7 +120,7 @@ std::vector<Behind> behind(const rv::GenerationStatus& g) {
 }
 
 std::string status_text(const rv::StatusReport& r, const std::string& endpoint) {
-  std::string out = r.server + " at " + endpoint + ", up " + span_text(r.uptime_ms) + "; " +
+  std::string out = printable(r.server) + " at " + endpoint + ", up " + span_text(r.uptime_ms) + "; " +
                     std::to_string(r.jobs_total) + (r.jobs_total == 1 ? " job" : " jobs");
   if (r.jobs.size() < r.jobs_total) out += " (" + std::to_string(r.jobs.size()) + " shown)";
   out += "; store " + size_text(r.store_bytes) + " of " + size_text(r.store_bytes_limit) + "\n";
@@ -127,22 +128,22 @@ std::string status_text(const rv::StatusReport& r, const std::string& endpoint) 
     out += std::to_string(r.members_omitted) +
            " members left out to keep the report small; ask for one job with --job\n";
   for (const rv::JobStatus& j : r.jobs) {
-    out += "\njob '" + j.id + "': " + job_line(j) + "\n";
+    out += "\njob '" + printable(j.id) + "': " + job_line(j) + "\n";
     if (j.generations.empty() && j.connections > 0)
       out += "  no communicator (store clients only)\n";
     for (const rv::GenerationStatus& g : j.generations) {
       out += "  generation " + std::to_string(g.generation) + ": " + state_name(g.state) + ", " +
              std::to_string(g.joined) + " of " + std::to_string(g.world_size) + " ranks joined\n";
-      if (!g.failure.empty()) out += "    failed: " + g.failure + "\n";
+      if (!g.failure.empty()) out += "    failed: " + printable(g.failure) + "\n";
       if (!g.members.empty()) {
         out += "    " + pad("rank", 5) + pad("state", 8) + pad("host", 16) + pad("pid", 8) +
                pad("address", 22) + pad("nccl address", 16) + pad("heartbeat", 10) + "last op\n";
         for (const rv::MemberStatus& m : g.members) {
           const bool live = m.state == rv::MemberState::member;
           out += "    " + pad(std::to_string(m.rank), 5) + pad(state_name(m.state), 8) +
-                 pad(m.host, 16) + pad(std::to_string(m.pid), 8) +
-                 pad(m.peer.empty() ? "-" : m.peer, 22) +
-                 pad(m.nccl_addr.empty() ? "-" : m.nccl_addr, 16) +
+                 pad(printable(m.host), 16) + pad(std::to_string(m.pid), 8) +
+                 pad(m.peer.empty() ? "-" : printable(m.peer), 22) +
+                 pad(m.nccl_addr.empty() ? "-" : printable(m.nccl_addr), 16) +
                  pad(live ? seconds(m.heartbeat_age_ms) : "-", 10) + "#" +
                  std::to_string(m.last_completed) + "\n";
         }
@@ -163,8 +164,8 @@ std::string status_text(const rv::StatusReport& r, const std::string& endpoint) 
       for (const rv::MemberStatus& m : g.members) {
         if (m.state == rv::MemberState::failed || m.state == rv::MemberState::aborted)
           out += "    " + std::string(state_name(m.state)) + ": " + member_who(m) +
-                 (m.peer.empty() ? "" : " at " + m.peer) + ": " +
-                 (m.reason.empty() ? "no reason given" : m.reason) + "\n";
+                 (m.peer.empty() ? "" : " at " + printable(m.peer)) + ": " +
+                 (m.reason.empty() ? "no reason given" : printable(m.reason)) + "\n";
         else if (m.state == rv::MemberState::left && g.state == rv::GenerationState::complete)
           out += "    left: " + member_who(m) + " (cleanly)\n";
       }

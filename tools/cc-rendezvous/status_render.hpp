@@ -31,7 +31,10 @@ std::vector<Behind> behind(const rv::GenerationStatus& g);
 const char* state_name(rv::MemberState s);
 const char* state_name(rv::GenerationState s);
 
-// `endpoint` is where the report came from ("127.0.0.1:29500").
+// `endpoint` is where the report came from ("127.0.0.1:29500"). The text
+// shows every name and reason the server sent printable
+// (common/printable.hpp); the JSON keeps them as sent (the status command
+// writes it as ASCII, with \u escapes).
 std::string status_text(const rv::StatusReport& r, const std::string& endpoint);
 nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string& endpoint);
 
