@@ -40,6 +40,13 @@ struct ServerOptions {
   // past a limit is refused with words; nothing is ever evicted.
   size_t max_bytes_per_job = size_t{64} << 20;
   size_t max_total_bytes = size_t{1} << 30;
+  // Gets and Waits parked until their keys are set, each counted as its
+  // keys' bytes plus ServerCore::kParkedCost: per connection, per job and
+  // over every job. One past a limit is refused with words; nothing parked
+  // is dropped.
+  size_t max_parked_bytes_per_connection = size_t{4} << 20;
+  size_t max_parked_bytes_per_job = size_t{64} << 20;
+  size_t max_parked_bytes_total = size_t{256} << 20;
 };
 
 class Server {

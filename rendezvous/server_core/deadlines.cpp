@@ -4,8 +4,9 @@
 // fires what is due, in time order: a handshake that did not finish, a frame
 // that stalled halfway, a member silent for longer than its heartbeat window
 // (dropped and announced), a parked request that timed out (parked.cpp), an
-// idle connection that holds nothing, and a job without a connection whose
-// TTL passed (retention.cpp).
+// idle connection that holds nothing, a job without a connection whose
+// TTL passed (retention.cpp), and the next turn of a Set's answers to its
+// waiters (parked.cpp).
 #include <string>
 
 #include "common/log.hpp"
@@ -23,11 +24,19 @@ void ServerCore::Impl::disarm(Timer& t) {
   t.reset();
 }
 
+// At most a turn's budget of deadlines fire per call; the next call takes
+// the rest (next_deadline() is then already due).
 void ServerCore::Impl::expire(Clock::time_point now) {
   current_time = now;
-  while (!deadlines.empty() && deadlines.begin()->first <= now) {
+  turn_budget = ServerCore::kAnswersPerTurn;
+  while (!deadlines.empty() && deadlines.begin()->first <= now && turn_budget > 0) {
     const DeadlineRef ref = deadlines.begin()->second;
     deadlines.erase(deadlines.begin());
+    if (ref.kind == DeadlineKind::wake) {
+      continue_wake(ref.id);
+      continue;
+    }
+    --turn_budget;
     if (ref.kind == DeadlineKind::parked) {
       expire_parked(ref.id);
       continue;
