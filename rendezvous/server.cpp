@@ -1,9 +1,9 @@
 // The Asio side of the rendezvous server: accepting, reading, writing and the
 // one timer. Every decision is ServerCore's; this file only moves bytes, and
-// bounds what moving them holds: a connection the core forgot has kLinger to
-// drain its last replies, then is closed, read or not (and counts as open
-// until then); replies queued for clients that do not read are bounded per
-// connection and in all; a stop takes at most kStopBound; out of descriptors,
+// bounds what moving them holds: a connection the core forgot has the drain
+// timeout to write its last replies, then is closed, read or not (and counts
+// as open until then); replies queued for clients that do not read are bounded per
+// connection and in all; a stop takes at most the drain timeout and a second; out of descriptors,
 // a spare one accepts each waiting connection to refuse it in words.
 #include "rendezvous/server.hpp"
 
@@ -75,16 +75,15 @@ struct Session {
 };
 using SessionPtr = std::shared_ptr<Session>;
 
-// How long a closing connection may take to drain its last frames.
-constexpr auto kLinger = std::chrono::seconds(2);
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
 constexpr int kReadsPerWake = 16;
 // A client that stops reading its replies is dropped once this much waits
 // for it, or once the replies waiting for every client pass kMaxQueuedTotal.
 constexpr size_t kMaxQueued = size_t{64} << 20;
 constexpr size_t kMaxQueuedTotal = size_t{1} << 30;
-// How long stop() waits for the io thread before stopping its loop outright.
-constexpr auto kStopBound = kLinger + std::chrono::seconds(1);
+// How long stop() waits for the io thread, beyond the drain timeout, before
+// stopping its loop outright.
+constexpr auto kStopMargin = std::chrono::seconds(1);
 
 class AsioServer final : public Server, private Sink {
  public:
@@ -168,10 +167,12 @@ class AsioServer final : public Server, private Sink {
       asio::post(io_, [this] { shutdown(); });
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (!cv_.wait_for(lock, kStopBound, [this] { return io_done_; })) {
-          log().warn("rendezvous server on port {}: the io thread did not end within {} ms of the "
-                     "stop; stopping its loop",
-                     port_, std::chrono::duration_cast<std::chrono::milliseconds>(kStopBound).count());
+        const auto bound = opt_.drain_timeout + kStopMargin;
+        if (!cv_.wait_for(lock, bound, [this] { return io_done_; })) {
+          log().warn(
+              "rendezvous server on port {}: the io thread did not end within {} ms of the stop; "
+              "stopping its loop",
+              port_, std::chrono::duration_cast<std::chrono::milliseconds>(bound).count());
           io_.stop();
         }
       }
@@ -380,7 +381,7 @@ class AsioServer final : public Server, private Sink {
 
   void start_linger(const SessionPtr& s) {
     if (s->linger) return;
-    s->linger.emplace(io_, kLinger);
+    s->linger.emplace(io_, opt_.drain_timeout);
     s->linger->async_wait([this, s](std::error_code ec) {
       if (!ec) finish_close(s);
     });

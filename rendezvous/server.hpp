@@ -23,6 +23,10 @@ struct ServerOptions {
   std::chrono::milliseconds handshake_timeout{10000};  // connect to authenticated Hello
   std::chrono::milliseconds frame_timeout{10000};      // first to last byte of one frame
   std::chrono::milliseconds heartbeat_timeout{0};      // 0 = do not track heartbeats
+  // A connection the server closes (a drop, a refusal, a stop) may take this
+  // long to write its last replies; then it is closed, read or not. A stop
+  // takes at most this long, and a second.
+  std::chrono::milliseconds drain_timeout{2000};
   // An authenticated connection that holds nothing on the server (no
   // communicator membership, no pending join, no parked get or wait) and has
   // sent no frame for this long is closed. 0 = never (the default: a store

@@ -56,7 +56,7 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
     FrameHeader h;
     if (parse_header(bytes.first(kHeaderSize), c.reader.limits(), &h) == DecodeError::none &&
         h.length > ServerCore::kMaxHandshakeFrame) {
-      handshake_frame_too_large(c, h.length);
+      handshake_frame_too_large(c, std::to_string(h.length) + " bytes");
       return;
     }
   }
@@ -73,7 +73,7 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
     return;
   }
   if (c.phase != Phase::ready && c.reader.buffered() > kHeaderSize + ServerCore::kMaxHandshakeFrame) {
-    handshake_frame_too_large(c, c.reader.buffered() - kHeaderSize);
+    handshake_frame_too_large(c, "over " + std::to_string(c.reader.buffered() - kHeaderSize) + " bytes");
     return;
   }
   // The frame deadline bounds each frame from its first byte to its last: a
@@ -86,11 +86,10 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
 
 // Before its handshake is done a connection holds at most one small frame:
 // a Hello is far smaller than kMaxHandshakeFrame.
-void ServerCore::Impl::handshake_frame_too_large(Conn& c, size_t length) {
+void ServerCore::Impl::handshake_frame_too_large(Conn& c, const std::string& size) {
   counters.frame_error(FrameErrorKind::frame_too_large);
   drop(c, 0, CC_ERR_RENDEZVOUS,
-       "a frame of " + std::string(length > ServerCore::kMaxHandshakeFrame ? "over " : "") +
-           std::to_string(length) + " bytes before the handshake was done, over the limit of " +
+       "a frame of " + size + " before the handshake was done, over the limit of " +
            std::to_string(ServerCore::kMaxHandshakeFrame) +
            " bytes until then (a hello is far smaller: a client of another protocol, or an "
            "attack)");

@@ -262,9 +262,10 @@ bool ServerCore::Impl::wake_listed(Job& job, const std::string& key, uint64_t be
     }
     if (--p.missing > 0) continue;
     // A key that was there when the wait was parked may have been deleted
-    // since: the wait goes on until every key exists at once.
+    // since: the wait goes on until every key exists at once (`key` counts
+    // as set: this is its Set's answer, in a later turn maybe).
     for (uint32_t i = 0; i < p.keys.size(); ++i) {
-      if (p.listed[i].active || job.keys.count(p.keys[i])) continue;
+      if (p.listed[i].active || p.keys[i] == key || job.keys.count(p.keys[i])) continue;
       list_waiter(job, first.parked, p, i);
       ++p.missing;
     }

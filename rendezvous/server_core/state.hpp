@@ -260,7 +260,7 @@ struct ServerCore::Impl {
   // ---- connections (connections.cpp) ---------------------------------------
   bool on_connect(ConnId id, const std::string& peer, Clock::time_point now, size_t closing);
   void on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now);
-  void handshake_frame_too_large(Conn& c, size_t length);
+  void handshake_frame_too_large(Conn& c, const std::string& size);
   void on_disconnect(ConnId id, const std::string& reason, Clock::time_point now);
   bool handle(Conn& c, uint32_t rid, const Message& m, Clock::time_point now);
   bool on_hello(Conn& c, uint32_t rid, const Hello& h);
