@@ -268,12 +268,14 @@ class AsioServer final : public Server, private Sink {
     mark_dirty(it->second);
     const size_t queued = s.pending.size() + s.writing.size();
     if (queued > kMaxQueued) {
-      overflow(it->second, "it does not read its replies (" + std::to_string(queued >> 20) +
-                               " MiB queued)");
+      overflow(it->second,
+               "it does not read its replies (" + std::to_string(queued >> 20) + " MiB queued)");
     } else if (queued_total_ > kMaxQueuedTotal) {
-      overflow(it->second, "the replies waiting for clients that do not read passed the server's "
-                           "bound of " + std::to_string(kMaxQueuedTotal >> 20) + " MiB in all (" +
-                           std::to_string(queued >> 20) + " MiB of them for this one)");
+      overflow(it->second,
+               "the replies waiting for clients that do not read passed the server's "
+               "bound of " +
+                   std::to_string(kMaxQueuedTotal >> 20) + " MiB in all (" +
+                   std::to_string(queued >> 20) + " MiB of them for this one)");
     }
   }
 
@@ -494,8 +496,8 @@ class AsioServer final : public Server, private Sink {
         "unit) or lower --max-connections";
     if (fd >= 0) {
       peer.resize(len);
-      const std::vector<uint8_t> frame = encode_frame(
-          0, Error{static_cast<uint32_t>(CC_ERR_RENDEZVOUS), why});
+      const std::vector<uint8_t> frame =
+          encode_frame(0, Error{static_cast<uint32_t>(CC_ERR_RENDEZVOUS), why});
       [[maybe_unused]] const ssize_t sent =
           ::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
       ::shutdown(fd, SHUT_WR);
@@ -585,7 +587,7 @@ class AsioServer final : public Server, private Sink {
   uint64_t descriptor_refusals_ = 0;
   Clock::time_point descriptor_refusal_logged_{};
   size_t queued_total_ = 0;  // replies queued over every session
-  bool stopping_ = false;  // io thread only
+  bool stopping_ = false;    // io thread only
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -83,8 +83,7 @@ class ServerCore {
   // was refused (over max_connections): an Error was sent and close called.
   // `closing`: connections the I/O layer still holds after the core forgot
   // them (their last replies draining); they count against max_connections.
-  bool on_connect(ConnId conn, const std::string& peer, Clock::time_point now,
-                  size_t closing = 0);
+  bool on_connect(ConnId conn, const std::string& peer, Clock::time_point now, size_t closing = 0);
   void on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now);
   // The peer closed or the socket failed; `reason` says how ("end of stream").
   void on_disconnect(ConnId conn, const std::string& reason, Clock::time_point now);

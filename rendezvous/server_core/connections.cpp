@@ -72,8 +72,10 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
     drop(c, 0, CC_ERR_RENDEZVOUS, describe(c.reader.error()));
     return;
   }
-  if (c.phase != Phase::ready && c.reader.buffered() > kHeaderSize + ServerCore::kMaxHandshakeFrame) {
-    handshake_frame_too_large(c, "over " + std::to_string(c.reader.buffered() - kHeaderSize) + " bytes");
+  if (c.phase != Phase::ready &&
+      c.reader.buffered() > kHeaderSize + ServerCore::kMaxHandshakeFrame) {
+    handshake_frame_too_large(
+        c, "over " + std::to_string(c.reader.buffered() - kHeaderSize) + " bytes");
     return;
   }
   // The frame deadline bounds each frame from its first byte to its last: a

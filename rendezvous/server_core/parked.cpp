@@ -57,8 +57,8 @@ bool ServerCore::Impl::parked_room(Conn& c, uint32_t rid, size_t cost, const std
   std::string flag;
   size_t limit = 0;
   if (c.parked_bytes + cost > opt.max_parked_bytes_per_connection) {
-    held = "this connection's parked gets and waits hold " + std::to_string(c.parked_bytes) +
-           " bytes";
+    held =
+        "this connection's parked gets and waits hold " + std::to_string(c.parked_bytes) + " bytes";
     limit = opt.max_parked_bytes_per_connection;
     flag = "--max-parked-bytes-per-connection";
   } else if (job.parked_bytes + cost > opt.max_parked_bytes_per_job) {

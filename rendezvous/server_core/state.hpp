@@ -85,7 +85,7 @@ struct Conn {
   std::vector<uint8_t> nonce;
   Job* job = nullptr;
   std::vector<Membership> memberships;
-  bool announced = false;        // its failure or abort was told to the job
+  bool announced = false;      // its failure or abort was told to the job
   std::list<uint64_t> parked;  // ids of its parked requests
   size_t parked_bytes = 0;     // what its parked Gets and Waits cost (Parked::cost)
   Timer handshake_timer, frame_timer, heartbeat_timer;
@@ -119,7 +119,7 @@ struct Parked {
   // get: its one key's listing; wait: one per key of keys, active while unset.
   std::vector<Listing> listed;
   std::list<uint64_t>::iterator conn_at;  // its entry in Conn::parked
-  size_t cost = 0;  // get and wait: counted against the parked limits
+  size_t cost = 0;                        // get and wait: counted against the parked limits
 
   // A request waiting for its answer (park() sets the connection); a
   // member's waits name its generation and rank.
@@ -184,7 +184,7 @@ struct Job {
   std::string id;
   uint64_t serial = 0;  // names the job in its TTL deadline
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
-  size_t bytes = 0;  // of keys and values, for the byte limits
+  size_t bytes = 0;                                     // of keys and values, for the byte limits
   std::unordered_map<std::string, WaiterList> waiters;  // in listing order
   size_t parked_bytes = 0;  // what its parked Gets and Waits cost (Parked::cost)
   std::unordered_set<ConnId> conns;

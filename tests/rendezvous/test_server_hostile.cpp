@@ -614,8 +614,8 @@ TEST_CASE("a hello larger than any real one is refused before authentication") {
   auto server = start_server(o);
   RawClient c(server->port());
   // A hello header that says 4 MiB, then 20 KiB of it.
-  auto bytes = header(rv::kMagic, rv::kProtocolVersion, static_cast<uint16_t>(rv::MsgType::hello),
-                      4u << 20);
+  auto bytes =
+      header(rv::kMagic, rv::kProtocolVersion, static_cast<uint16_t>(rv::MsgType::hello), 4u << 20);
   bytes.resize(bytes.size() + 20000, 'x');
   c.send_bytes(bytes);
   std::vector<rv::Message> seen;

@@ -98,8 +98,7 @@ TEST_CASE("bounds: parked gets and waits past a limit are refused in words") {
              Catch::Contains("wait for 2 keys of job 'b' was refused") &&
                  Catch::Contains("the parked gets and waits of every job hold") &&
                  Catch::Contains("--max-parked-bytes)"));
-  CHECK(h.core.metrics(h.now).counters.limits[static_cast<size_t>(rv::LimitKind::max_parked)] ==
-        3);
+  CHECK(h.core.metrics(h.now).counters.limits[static_cast<size_t>(rv::LimitKind::max_parked)] == 3);
 
   // What a closed connection had parked is given back: the job has room again.
   h.core.on_disconnect(1, "end of stream");
@@ -253,8 +252,9 @@ TEST_CASE("bounds: frames before the handshake is done are small") {
     REQUIRE(h.sink.closed.count(1));
     CHECK_THAT(h.sink.closed[1], Catch::Contains("a frame of 1048576 bytes before the handshake"));
     CHECK_THAT(h.refusal(1, CC_ERR_RENDEZVOUS), Catch::Contains("limit of 16384 bytes"));
-    CHECK(h.core.metrics(h.now).counters.frame_errors[static_cast<size_t>(
-              rv::FrameErrorKind::frame_too_large)] == 1);
+    CHECK(h.core.metrics(h.now)
+              .counters.frame_errors[static_cast<size_t>(rv::FrameErrorKind::frame_too_large)] ==
+          1);
   }
   SECTION("one that arrives a byte at a time is dropped past the limit") {
     Harness h;
