@@ -184,8 +184,9 @@ struct Job {
   std::string id;
   uint64_t serial = 0;  // names the job in its TTL deadline
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
-  size_t bytes = 0;                                     // of keys and values, for the byte limits
-  std::unordered_map<std::string, WaiterList> waiters;  // in listing order
+  size_t bytes = 0;  // of keys and values, for the byte limits
+  // Per key, the Gets and Waits parked on it, in listing order.
+  std::unordered_map<std::string, WaiterList> waiters;
   size_t parked_bytes = 0;  // what its parked Gets and Waits cost (Parked::cost)
   std::unordered_set<ConnId> conns;
   Timer ttl_timer;  // armed while the job has no connection and keeps keys
