@@ -73,6 +73,10 @@ class ServerCore {
   // The largest frame a connection may send before its handshake is done (a
   // Hello is at most about 12 KiB, an Auth 40 bytes).
   static constexpr size_t kMaxHandshakeFrame = size_t{16} << 10;
+  // The bytes of frames not yet complete, over every connection: past it, a
+  // connection that holds more than kSmallFrame of one is dropped.
+  static constexpr size_t kMaxIncompleteFrames = size_t{256} << 20;
+  static constexpr size_t kSmallFrame = size_t{64} << 10;
 
   ServerCore(const ServerOptions& options, Sink& sink);
   ~ServerCore();

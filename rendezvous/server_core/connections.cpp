@@ -78,6 +78,19 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
         c, "over " + std::to_string(c.reader.buffered() - kHeaderSize) + " bytes");
     return;
   }
+  const size_t incomplete = c.reader.buffered();
+  incomplete_bytes = incomplete_bytes - c.incomplete + incomplete;
+  c.incomplete = incomplete;
+  if (incomplete_bytes > ServerCore::kMaxIncompleteFrames && incomplete > ServerCore::kSmallFrame) {
+    counters.frame_error(FrameErrorKind::frame_too_large);
+    drop(c, 0, CC_ERR_RENDEZVOUS,
+         "the server holds " + std::to_string(incomplete_bytes >> 20) +
+             " MiB of frames not yet complete, over its bound of " +
+             std::to_string(ServerCore::kMaxIncompleteFrames >> 20) + " MiB, and " +
+             std::to_string(incomplete) +
+             " bytes of them are this connection's; send large values fewer at a time, or retry");
+    return;
+  }
   // The frame deadline bounds each frame from its first byte to its last: a
   // frame begun in this call (after one that ended in it) has its own.
   if (!c.reader.mid_frame())
@@ -250,6 +263,7 @@ bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
 // its last connection (retention.cpp).
 void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   const ConnId id = c.id;
+  incomplete_bytes -= c.incomplete;
   disarm(c.handshake_timer);
   disarm(c.frame_timer);
   disarm(c.heartbeat_timer);

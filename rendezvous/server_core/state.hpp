@@ -86,6 +86,7 @@ struct Conn {
   Job* job = nullptr;
   std::vector<Membership> memberships;
   bool announced = false;      // its failure or abort was told to the job
+  size_t incomplete = 0;       // bytes of its frame not yet complete, as last counted
   std::list<uint64_t> parked;  // ids of its parked requests
   size_t parked_bytes = 0;     // what its parked Gets and Waits cost (Parked::cost)
   Timer handshake_timer, frame_timer, heartbeat_timer;
@@ -236,7 +237,8 @@ struct ServerCore::Impl {
   uint64_t next_listing = 1;
   std::map<uint64_t, server_core::PendingWake> wakes;
   uint64_t next_wake = 1;
-  size_t turn_budget = 0;  // answers this call into the core may still give
+  size_t turn_budget = 0;       // answers this call into the core may still give
+  size_t incomplete_bytes = 0;  // Conn::incomplete over every connection
   Deadlines deadlines;
   Clock::time_point current_time{};  // the time of the call being handled
   bool stopped = false;
