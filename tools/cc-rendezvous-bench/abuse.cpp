@@ -437,7 +437,7 @@ std::pair<int, bool> steady_pipeline(int port) {
   const size_t got = read_frames(fd, r, kFrames, 30s);
   writer.join();
   ::close(fd);
-  return {static_cast<int>(got), got != kFrames};
+  return {static_cast<int>(got), got != static_cast<size_t>(kFrames)};
 }
 
 // ---- the core alone --------------------------------------------------------------
