@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -448,9 +449,10 @@ class AsioServer final : public Server, private Sink {
     // The peer's address comes with accept: no getpeername per connection.
     acceptor_.async_accept(peer_, [this](std::error_code ec, tcp::socket sock) {
       if (ec == asio::error::operation_aborted || stopping_) return;
-      if ((ec == std::errc::too_many_files_open ||
-           ec == std::errc::too_many_files_open_in_system) &&
-          refuse_for_descriptors()) {
+      const bool out_of_descriptors =
+          ec == asio::error::no_descriptors ||
+          (ec.category() == asio::error::get_system_category() && ec.value() == ENFILE);
+      if (out_of_descriptors && refuse_for_descriptors()) {
         accept();
         return;
       }
