@@ -513,7 +513,7 @@ class AsioServer final : public Server, private Sink {
       ++descriptor_refusals_;
       const auto now = Clock::now();
       if (now - descriptor_refusal_logged_ > std::chrono::seconds(5)) {
-        log().warn("refusing {} ({} connection(s) refused so since the last such line): {}",
+        log().warn("refusing {} ({} refused since the last such line): {}",
                    endpoint_text(peer), descriptor_refusals_, why);
         descriptor_refusal_logged_ = now;
         descriptor_refusals_ = 0;

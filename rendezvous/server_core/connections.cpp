@@ -112,6 +112,7 @@ void ServerCore::Impl::handshake_frame_too_large(Conn& c, const std::string& siz
 
 void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason, Clock::time_point now) {
   current_time = now;
+  turn_budget = ServerCore::kAnswersPerTurn;
   auto it = conns.find(id);
   if (it == conns.end()) return;
   Conn& c = *it->second;
@@ -269,7 +270,7 @@ void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   disarm(c.heartbeat_timer);
   disarm(c.idle_timer);
   if (failed && c.job != nullptr) joiner_lost(c, reason);
-  for (uint64_t pid : std::vector<uint64_t>(c.parked.begin(), c.parked.end())) cancel_parked(pid);
+  cancel_all_parked(c);
   Job* job = c.job;
   if (job != nullptr) {
     recovery_conn_ends(*job, c, failed, reason);
@@ -321,6 +322,9 @@ void ServerCore::Impl::stop() {
   }
   parked.clear();
   wakes.clear();
+  orphans.clear();
+  orphans_done = 0;
+  reap_timer.reset();
   deadlines.clear();  // job TTLs too: the jobs go with the server
   jobs_by_serial.clear();
   jobs.clear();

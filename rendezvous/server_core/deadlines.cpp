@@ -36,6 +36,10 @@ void ServerCore::Impl::expire(Clock::time_point now) {
       continue_wake(ref.id);
       continue;
     }
+    if (ref.kind == DeadlineKind::reap) {
+      reap_orphans();
+      continue;
+    }
     --turn_budget;
     if (ref.kind == DeadlineKind::parked) {
       expire_parked(ref.id);

@@ -12,11 +12,11 @@
 //
 // Every request holds handles on the lists it is in (its connection's, and
 // for a Get or Wait its keys' waiter lists), so taking it out costs O(1)
-// whatever those lists hold. Gets and Waits are counted against the limits
-// per connection, per job and in all (ServerOptions::max_parked_bytes_*). A
-// Set answers at most the turn's budget of waiters (kAnswersPerTurn) at once;
-// the rest are a PendingWake, answered in the next turns with the value the
-// Set left, so one Set never holds the I/O thread for long.
+// whatever those lists hold; a connection that closes takes out a turn's
+// budget of them at once and the rest in the next turns. Gets and Waits are counted against the
+// limits per connection, per job and in all (ServerOptions::max_parked_bytes_*). A Set answers at
+// most the turn's budget of waiters (kAnswersPerTurn) at once; the rest are a PendingWake, answered
+// in the next turns with the value the Set left, so one Set never holds the I/O thread for long.
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -74,14 +74,16 @@ bool ServerCore::Impl::parked_room(Conn& c, uint32_t rid, size_t cost, const std
     return true;
   }
   counters.limit(LimitKind::max_parked);
-  const std::string words = what + " was refused: " + held + ", and this one (" +
-                            std::to_string(cost) + " bytes) would pass the server's limit of " +
-                            std::to_string(limit) +
-                            " bytes; wait for fewer keys at once, or raise the limit "
-                            "(cc-rendezvous " +
-                            flag + ")";
-  log().warn("{}: {}", c.who(), words);
-  send_error(c.id, rid, CC_ERR_RENDEZVOUS, words);
+  std::string words = what + " was refused: " + held + ", and this one (" + std::to_string(cost) +
+                      " bytes) would pass the server's limit of " + std::to_string(limit) +
+                      " bytes; wait for fewer keys at once, or raise the limit "
+                      "(cc-rendezvous " +
+                      flag + ")";
+  if (!c.refused_parking)
+    log().warn("{}: {} (later refusals on this connection are counted, not logged)", c.who(),
+               words);
+  c.refused_parking = true;
+  send_error(c.id, rid, CC_ERR_RENDEZVOUS, std::move(words));
   return false;
 }
 
@@ -175,6 +177,53 @@ void ServerCore::Impl::cancel_parked(uint64_t id) {
   unpark(it);
 }
 
+// The connection is going: its requests are cancelled, its Gets and Waits
+// past the turn's budget later (reap_orphans), answered by no one meanwhile.
+void ServerCore::Impl::cancel_all_parked(Conn& c) {
+  for (uint64_t id : std::vector<uint64_t>(c.parked.begin(), c.parked.end())) {
+    auto it = parked.find(id);
+    if (it == parked.end()) continue;
+    const bool keys_only =
+        it->second.kind == Parked::Kind::get || it->second.kind == Parked::Kind::wait;
+    if (!keys_only) {
+      cancel_parked(id);
+    } else if (turn_budget > 0) {
+      --turn_budget;
+      unpark(it);
+    } else {
+      it->second.conn = 0;
+      orphans.push_back(id);
+    }
+  }
+  c.parked.clear();
+  if (orphans_done < orphans.size() && !reap_timer)
+    arm(reap_timer, current_time, DeadlineKind::reap, 0);
+}
+
+void ServerCore::Impl::reap_orphans() {
+  reap_timer.reset();  // already erased by expire()
+  while (orphans_done < orphans.size() && turn_budget > 0) {
+    --turn_budget;
+    auto it = parked.find(orphans[orphans_done++]);
+    if (it == parked.end()) continue;
+    Job& job = *it->second.job;
+    unpark(it);
+    orphan_gone(job);
+  }
+  if (orphans_done < orphans.size()) {
+    arm(reap_timer, current_time, DeadlineKind::reap, 0);
+    return;
+  }
+  orphans.clear();
+  orphans_done = 0;
+}
+
+// A job whose last connection went waits for its orphans before what it
+// keeps is decided (retention.cpp); the last orphan taken out decides it.
+void ServerCore::Impl::orphan_gone(Job& job) {
+  if (job.conns.empty() && job.parked_bytes == 0) job_unused(job);
+}
+
 void ServerCore::Impl::release_join_slot(const Parked& p) {
   Job& job = *p.job;
   auto g = job.generations.find(p.generation);
@@ -204,6 +253,7 @@ void ServerCore::Impl::expire_parked(uint64_t id) {
                    " ms; check that the rank that sets it is running and uses the same job id "
                    "and rendezvous server");
     finish_parked(id);
+    orphan_gone(job);
   } else if (p.kind == Parked::Kind::wait) {
     std::vector<std::string> missing;
     for (const auto& k : p.keys)
@@ -213,6 +263,7 @@ void ServerCore::Impl::expire_parked(uint64_t id) {
                    " ms; still missing: " + key_list(missing) +
                    "; check that the ranks that set them are running and use the same job id");
     finish_parked(id);
+    orphan_gone(job);
   } else if (p.kind == Parked::Kind::recover) {
     recovery_parked_expired(id, p);
   } else if (p.kind == Parked::Kind::preflight) {
@@ -283,12 +334,17 @@ void ServerCore::Impl::continue_wake(uint64_t id) {
   server_core::PendingWake& pending = it->second;
   pending.timer.reset();  // already erased by expire()
   auto j = jobs_by_serial.find(pending.job);
-  if (j == jobs_by_serial.end() ||
-      wake_listed(*j->second, pending.key, pending.before, *pending.value)) {
+  if (j == jobs_by_serial.end()) {
     wakes.erase(it);
     return;
   }
-  arm(pending.timer, current_time, DeadlineKind::wake, id);
+  Job& job = *j->second;
+  if (!wake_listed(job, pending.key, pending.before, *pending.value)) {
+    arm(pending.timer, current_time, DeadlineKind::wake, id);
+    return;
+  }
+  wakes.erase(it);
+  orphan_gone(job);
 }
 
 }  // namespace cc::rv

@@ -41,8 +41,18 @@ namespace cc::rv::server_core {
 
 enum class Phase : uint8_t { hello, auth, ready };
 // wake: a Set's answers to its key's waiters that did not fit the turn it
-// came in (parked.cpp).
-enum class DeadlineKind : uint8_t { handshake, frame, heartbeat, parked, idle, job_ttl, wake };
+// came in; reap: the parked Gets and Waits of closed connections that did
+// not fit the turn of the close (parked.cpp).
+enum class DeadlineKind : uint8_t {
+  handshake,
+  frame,
+  heartbeat,
+  parked,
+  idle,
+  job_ttl,
+  wake,
+  reap
+};
 
 struct DeadlineRef {
   DeadlineKind kind;
@@ -85,10 +95,11 @@ struct Conn {
   std::vector<uint8_t> nonce;
   Job* job = nullptr;
   std::vector<Membership> memberships;
-  bool announced = false;      // its failure or abort was told to the job
-  size_t incomplete = 0;       // bytes of its frame not yet complete, as last counted
-  std::list<uint64_t> parked;  // ids of its parked requests
-  size_t parked_bytes = 0;     // what its parked Gets and Waits cost (Parked::cost)
+  bool announced = false;        // its failure or abort was told to the job
+  size_t incomplete = 0;         // bytes of its frame not yet complete, as last counted
+  std::list<uint64_t> parked;    // ids of its parked requests
+  size_t parked_bytes = 0;       // what its parked Gets and Waits cost (Parked::cost)
+  bool refused_parking = false;  // a Get or Wait past a parked limit was logged
   Timer handshake_timer, frame_timer, heartbeat_timer;
   std::chrono::milliseconds watch_window{0};  // from Watch: silence allowed before a drop
   Clock::time_point last_heartbeat{};         // or the join, for Progress's silent_ms
@@ -106,7 +117,7 @@ struct Parked {
   // (recovery.cpp). preflight: a PreflightReady waiting for the plan, or a
   // PreflightReport waiting for the verdict (preflight.cpp).
   enum class Kind : uint8_t { get, wait, join, recover, preflight } kind = Kind::get;
-  ConnId conn = 0;
+  ConnId conn = 0;  // 0: its connection is gone and it waits to be taken out
   uint32_t request_id = 0;
   Job* job = nullptr;
   uint32_t timeout_ms = 0;
@@ -237,7 +248,10 @@ struct ServerCore::Impl {
   uint64_t next_listing = 1;
   std::map<uint64_t, server_core::PendingWake> wakes;
   uint64_t next_wake = 1;
-  size_t turn_budget = 0;       // answers this call into the core may still give
+  size_t turn_budget = 0;         // answers this call into the core may still give
+  std::vector<uint64_t> orphans;  // parked Gets and Waits of closed connections
+  size_t orphans_done = 0;
+  Timer reap_timer;
   size_t incomplete_bytes = 0;  // Conn::incomplete over every connection
   Deadlines deadlines;
   Clock::time_point current_time{};  // the time of the call being handled
@@ -287,6 +301,9 @@ struct ServerCore::Impl {
   bool wake_listed(Job& job, const std::string& key, uint64_t before,
                    const std::vector<uint8_t>& value);
   void continue_wake(uint64_t id);
+  void cancel_all_parked(Conn& c);
+  void reap_orphans();
+  void orphan_gone(Job& job);
 
   // ---- keys (kv.cpp) -------------------------------------------------------
   bool store_room(Conn& c, uint32_t rid, const std::string& key, size_t value_size);

@@ -207,6 +207,11 @@ TEST_CASE("bounds: a connection that closes holding many parked requests leaves 
   h.client(2);
   h.feed(2, rv::Get{"k", 60000}, 5);
   h.core.on_disconnect(1, "end of stream");
+  // A turn's budget is taken out at once, the rest in the next turns.
+  CHECK(parked_gets(h) == n + 1 - kTurn);
+  REQUIRE(h.core.next_deadline());
+  CHECK(*h.core.next_deadline() <= h.now);
+  CHECK(expire_until_done(h) == (n + 1 - kTurn + kTurn - 1) / kTurn);
   CHECK(parked_gets(h) == 1);
   CHECK(parked_waits(h) == 0);
   REQUIRE(h.core.next_deadline());
@@ -218,7 +223,35 @@ TEST_CASE("bounds: a connection that closes holding many parked requests leaves 
   REQUIRE(v.size() == 1);
   CHECK(v[0].request_id == 5);
   CHECK(h.sink.out[1].empty());
+  CHECK(h.sink.out[0].empty());  // nothing is answered for a connection that went
   CHECK_FALSE(h.core.next_deadline());
+}
+
+TEST_CASE("bounds: a job whose last connection left many parked gets goes once they are out") {
+  rv::ServerOptions o = roomy();
+  o.job_ttl = 0ms;
+  Harness h(o);
+  h.client(1, "gone");
+  park_gets(h, 1, "k", 3 * kTurn);
+  h.core.on_disconnect(1, "end of stream");
+  CHECK(h.core.job_exists("gone"));  // its gets are still being taken out
+  expire_until_done(h);
+  CHECK(parked_gets(h) == 0);
+  CHECK_FALSE(h.core.job_exists("gone"));  // no key, no connection: forgotten
+
+  // One with keys stays, for its TTL (here: for good), once they are out.
+  h.client(2, "kept");
+  h.feed(2, rv::Set{"x", {'1'}});
+  park_gets(h, 2, "k", 2 * kTurn);
+  h.take(2);
+  h.core.on_disconnect(2, "end of stream");
+  expire_until_done(h);
+  CHECK(parked_gets(h) == 0);
+  CHECK(h.core.job_key_count("kept") == 1);
+  // A deadline of a get that was left waits out nothing: they are all gone.
+  h.advance(120s);
+  CHECK(h.sink.out[2].empty());
+  CHECK(h.core.job_exists("kept"));
 }
 
 TEST_CASE("bounds: a wait goes on when a key it saw set is deleted before the last") {
