@@ -323,7 +323,6 @@ void ServerCore::Impl::stop() {
   parked.clear();
   wakes.clear();
   orphans.clear();
-  orphans_done = 0;
   reap_timer.reset();
   deadlines.clear();  // job TTLs too: the jobs go with the server
   jobs_by_serial.clear();

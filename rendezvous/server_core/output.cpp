@@ -15,14 +15,10 @@ namespace cc::rv {
 
 using server_core::quote;
 
-// Connection 0 is none: a parked request whose connection went is answered
-// by no one.
-void ServerCore::Impl::send(ConnId c, uint32_t rid, const Message& m) {
-  if (c != 0) sink.send(c, rid, m);
-}
+void ServerCore::Impl::send(ConnId c, uint32_t rid, const Message& m) { sink.send(c, rid, m); }
 
 void ServerCore::Impl::send_error(ConnId c, uint32_t rid, cc_result_t code, std::string words) {
-  if (c != 0) sink.send(c, rid, Error{static_cast<uint32_t>(code), std::move(words)});
+  sink.send(c, rid, Error{static_cast<uint32_t>(code), std::move(words)});
 }
 
 // Sends Error (when code != success), logs and forgets the connection.

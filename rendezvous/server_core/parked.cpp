@@ -12,11 +12,12 @@
 //
 // Every request holds handles on the lists it is in (its connection's, and
 // for a Get or Wait its keys' waiter lists), so taking it out costs O(1)
-// whatever those lists hold; a connection that closes takes out a turn's
-// budget of them at once and the rest in the next turns. Gets and Waits are counted against the
-// limits per connection, per job and in all (ServerOptions::max_parked_bytes_*). A Set answers at
-// most the turn's budget of waiters (kAnswersPerTurn) at once; the rest are a PendingWake, answered
-// in the next turns with the value the Set left, so one Set never holds the I/O thread for long.
+// whatever those lists hold. Gets and Waits are counted against the limits
+// per connection, per job and in all (ServerOptions::max_parked_bytes_*).
+// No call answers or takes out more than a turn's budget of them
+// (kAnswersPerTurn): a Set's other waiters are a PendingWake, answered in
+// the next turns with the value the Set left; a closed connection's others
+// are orphans, taken out in the next turns and answered by no one.
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -37,6 +38,10 @@ const std::string& waited_key(const server_core::Parked& p, size_t slot) {
   return p.kind == server_core::Parked::Kind::get ? p.key : p.keys[slot];
 }
 
+bool for_keys(const server_core::Parked& p) {
+  return p.kind == server_core::Parked::Kind::get || p.kind == server_core::Parked::Kind::wait;
+}
+
 }  // namespace
 
 uint64_t ServerCore::Impl::park(Conn& c, Parked p, Clock::time_point now) {
@@ -45,7 +50,8 @@ uint64_t ServerCore::Impl::park(Conn& c, Parked p, Clock::time_point now) {
   auto& slot = parked.emplace(id, std::move(p)).first->second;
   if (slot.timeout_ms > 0)
     arm(slot.timer, now + std::chrono::milliseconds(slot.timeout_ms), DeadlineKind::parked, id);
-  slot.conn_at = c.parked.insert(c.parked.end(), id);
+  auto& list = for_keys(slot) ? c.waiting : c.parked;
+  slot.conn_at = list.insert(list.end(), id);
   return id;
 }
 
@@ -144,9 +150,11 @@ void ServerCore::Impl::unpark(std::unordered_map<uint64_t, Parked>::iterator it)
   p.job->parked_bytes -= p.cost;
   parked_bytes -= p.cost;
   auto cit = conns.find(p.conn);
-  if (cit != conns.end()) {
+  if (cit == conns.end()) {
+    orphans.erase(p.conn_at);
+  } else {
     cit->second->parked_bytes -= p.cost;
-    cit->second->parked.erase(p.conn_at);
+    (for_keys(p) ? cit->second->waiting : cit->second->parked).erase(p.conn_at);
   }
   parked.erase(it);
 }
@@ -177,45 +185,34 @@ void ServerCore::Impl::cancel_parked(uint64_t id) {
   unpark(it);
 }
 
-// The connection is going: its requests are cancelled, its Gets and Waits
-// past the turn's budget later (reap_orphans), answered by no one meanwhile.
+// The connection is going: its requests are cancelled; of its Gets and
+// Waits a turn's budget at once, the rest (orphans) in the next turns
+// (reap_orphans), answered by no one meanwhile.
 void ServerCore::Impl::cancel_all_parked(Conn& c) {
-  for (uint64_t id : std::vector<uint64_t>(c.parked.begin(), c.parked.end())) {
-    auto it = parked.find(id);
-    if (it == parked.end()) continue;
-    const bool keys_only =
-        it->second.kind == Parked::Kind::get || it->second.kind == Parked::Kind::wait;
-    if (!keys_only) {
-      cancel_parked(id);
-    } else if (turn_budget > 0) {
-      --turn_budget;
-      unpark(it);
-    } else {
-      it->second.conn = 0;
-      orphans.push_back(id);
-    }
+  for (uint64_t id : std::vector<uint64_t>(c.parked.begin(), c.parked.end())) cancel_parked(id);
+  while (!c.waiting.empty() && turn_budget > 0) {
+    --turn_budget;
+    finish_parked(c.waiting.front());
   }
-  c.parked.clear();
-  if (orphans_done < orphans.size() && !reap_timer)
-    arm(reap_timer, current_time, DeadlineKind::reap, 0);
+  if (c.waiting.empty()) return;
+  orphans.splice(orphans.end(), c.waiting);
+  if (!reap_timer) arm(reap_timer, current_time, DeadlineKind::reap, 0);
 }
 
 void ServerCore::Impl::reap_orphans() {
   reap_timer.reset();  // already erased by expire()
-  while (orphans_done < orphans.size() && turn_budget > 0) {
+  while (!orphans.empty() && turn_budget > 0) {
     --turn_budget;
-    auto it = parked.find(orphans[orphans_done++]);
-    if (it == parked.end()) continue;
+    auto it = parked.find(orphans.front());
+    if (it == parked.end()) {
+      orphans.pop_front();
+      continue;
+    }
     Job& job = *it->second.job;
     unpark(it);
     orphan_gone(job);
   }
-  if (orphans_done < orphans.size()) {
-    arm(reap_timer, current_time, DeadlineKind::reap, 0);
-    return;
-  }
-  orphans.clear();
-  orphans_done = 0;
+  if (!orphans.empty()) arm(reap_timer, current_time, DeadlineKind::reap, 0);
 }
 
 // A job whose last connection went waits for its orphans before what it
@@ -246,22 +243,25 @@ void ServerCore::Impl::expire_parked(uint64_t id) {
   Parked& p = it->second;
   p.timer.reset();  // already erased by expire()
   Job& job = *p.job;
+  const bool answered = conns.count(p.conn) != 0;  // an orphan is answered by no one
   if (p.kind == Parked::Kind::get) {
-    send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
-               "key " + quote(p.key) + " of job " + quote(job.id) + " was not set within " +
-                   std::to_string(p.timeout_ms) +
-                   " ms; check that the rank that sets it is running and uses the same job id "
-                   "and rendezvous server");
+    if (answered)
+      send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
+                 "key " + quote(p.key) + " of job " + quote(job.id) + " was not set within " +
+                     std::to_string(p.timeout_ms) +
+                     " ms; check that the rank that sets it is running and uses the same job id "
+                     "and rendezvous server");
     finish_parked(id);
     orphan_gone(job);
   } else if (p.kind == Parked::Kind::wait) {
     std::vector<std::string> missing;
     for (const auto& k : p.keys)
       if (!job.keys.count(k)) missing.push_back(k);
-    send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
-               "wait on job " + quote(job.id) + " timed out after " + std::to_string(p.timeout_ms) +
-                   " ms; still missing: " + key_list(missing) +
-                   "; check that the ranks that set them are running and use the same job id");
+    if (answered)
+      send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
+                 "wait on job " + quote(job.id) + " timed out after " +
+                     std::to_string(p.timeout_ms) + " ms; still missing: " + key_list(missing) +
+                     "; check that the ranks that set them are running and use the same job id");
     finish_parked(id);
     orphan_gone(job);
   } else if (p.kind == Parked::Kind::recover) {
@@ -306,8 +306,9 @@ bool ServerCore::Impl::wake_listed(Job& job, const std::string& key, uint64_t be
     if (it == parked.end()) continue;
     Parked& p = it->second;
     p.listed[first.slot].active = false;
+    const bool answered = conns.count(p.conn) != 0;  // an orphan is answered by no one
     if (p.kind == Parked::Kind::get) {
-      send(p.conn, p.request_id, Value{value});
+      if (answered) send(p.conn, p.request_id, Value{value});
       unpark(it);
       continue;
     }
@@ -321,7 +322,7 @@ bool ServerCore::Impl::wake_listed(Job& job, const std::string& key, uint64_t be
       ++p.missing;
     }
     if (p.missing == 0) {
-      send(p.conn, p.request_id, Ok{});
+      if (answered) send(p.conn, p.request_id, Ok{});
       unpark(it);
     }
   }

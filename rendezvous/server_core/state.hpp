@@ -97,7 +97,8 @@ struct Conn {
   std::vector<Membership> memberships;
   bool announced = false;        // its failure or abort was told to the job
   size_t incomplete = 0;         // bytes of its frame not yet complete, as last counted
-  std::list<uint64_t> parked;    // ids of its parked requests
+  std::list<uint64_t> parked;    // ids of its parked joins, recoveries and test steps
+  std::list<uint64_t> waiting;   // ids of its parked Gets and Waits
   size_t parked_bytes = 0;       // what its parked Gets and Waits cost (Parked::cost)
   bool refused_parking = false;  // a Get or Wait past a parked limit was logged
   Timer handshake_timer, frame_timer, heartbeat_timer;
@@ -117,7 +118,7 @@ struct Parked {
   // (recovery.cpp). preflight: a PreflightReady waiting for the plan, or a
   // PreflightReport waiting for the verdict (preflight.cpp).
   enum class Kind : uint8_t { get, wait, join, recover, preflight } kind = Kind::get;
-  ConnId conn = 0;  // 0: its connection is gone and it waits to be taken out
+  ConnId conn = 0;
   uint32_t request_id = 0;
   Job* job = nullptr;
   uint32_t timeout_ms = 0;
@@ -130,8 +131,10 @@ struct Parked {
   Timer timer;
   // get: its one key's listing; wait: one per key of keys, active while unset.
   std::vector<Listing> listed;
-  std::list<uint64_t>::iterator conn_at;  // its entry in Conn::parked
-  size_t cost = 0;                        // get and wait: counted against the parked limits
+  // Its entry in Conn::parked or Conn::waiting, or in orphans once its
+  // connection is gone.
+  std::list<uint64_t>::iterator conn_at;
+  size_t cost = 0;  // get and wait: counted against the parked limits
 
   // A request waiting for its answer (park() sets the connection); a
   // member's waits name its generation and rank.
@@ -248,9 +251,8 @@ struct ServerCore::Impl {
   uint64_t next_listing = 1;
   std::map<uint64_t, server_core::PendingWake> wakes;
   uint64_t next_wake = 1;
-  size_t turn_budget = 0;         // answers this call into the core may still give
-  std::vector<uint64_t> orphans;  // parked Gets and Waits of closed connections
-  size_t orphans_done = 0;
+  size_t turn_budget = 0;       // answers this call into the core may still give
+  std::list<uint64_t> orphans;  // parked Gets and Waits of closed connections
   Timer reap_timer;
   size_t incomplete_bytes = 0;  // Conn::incomplete over every connection
   Deadlines deadlines;
