@@ -66,7 +66,7 @@ std::set<uint32_t> values_answered(Harness& h, rv::ConnId id, const std::string&
 
 }  // namespace
 
-TEST_CASE("bounds: parked gets and waits past a limit are refused in words") {
+TEST_CASE("abuse: parked gets and waits past a limit are refused in words") {
   rv::ServerOptions o;
   const size_t per_get = rv::ServerCore::kParkedCost + 1;  // key "k"
   o.max_parked_bytes_per_connection = 10 * per_get;
@@ -115,7 +115,7 @@ TEST_CASE("bounds: parked gets and waits past a limit are refused in words") {
   CHECK(h.take(2).empty());
 }
 
-TEST_CASE("bounds: one Set waking many waiters answers a turn's budget at a time") {
+TEST_CASE("abuse: one Set waking many waiters answers a turn's budget at a time") {
   Harness h(roomy());
   const size_t n = 100000;
   h.client(1);
@@ -163,7 +163,7 @@ TEST_CASE("bounds: one Set waking many waiters answers a turn's budget at a time
   CHECK_FALSE(h.core.next_deadline());
 }
 
-TEST_CASE("bounds: deadlines that pass together fire a turn's budget at a time") {
+TEST_CASE("abuse: deadlines that pass together fire a turn's budget at a time") {
   Harness h(roomy());
   const size_t n = 100000;
   for (rv::ConnId id = 1; id <= 4; ++id) {
@@ -197,7 +197,7 @@ TEST_CASE("bounds: deadlines that pass together fire a turn's budget at a time")
   CHECK_FALSE(h.core.next_deadline());
 }
 
-TEST_CASE("bounds: a connection that closes holding many parked requests leaves nothing") {
+TEST_CASE("abuse: a connection that closes holding many parked requests leaves nothing") {
   Harness h(roomy());
   const size_t n = 100000;
   h.client(1);
@@ -226,7 +226,7 @@ TEST_CASE("bounds: a connection that closes holding many parked requests leaves 
   CHECK_FALSE(h.core.next_deadline());
 }
 
-TEST_CASE("bounds: a job whose last connection left many parked gets goes once they are out") {
+TEST_CASE("abuse: a job whose last connection left many parked gets goes once they are out") {
   rv::ServerOptions o = roomy();
   o.job_ttl = 0ms;
   Harness h(o);
@@ -253,7 +253,7 @@ TEST_CASE("bounds: a job whose last connection left many parked gets goes once t
   CHECK(h.core.job_exists("kept"));
 }
 
-TEST_CASE("bounds: a wait goes on when a key it saw set is deleted before the last") {
+TEST_CASE("abuse: a wait goes on when a key it saw set is deleted before the last") {
   Harness h;
   h.client(1);
   h.client(2);
@@ -272,7 +272,7 @@ TEST_CASE("bounds: a wait goes on when a key it saw set is deleted before the la
   CHECK(parked_waits(h) == 0);
 }
 
-TEST_CASE("bounds: frames before the handshake is done are small") {
+TEST_CASE("abuse: frames before the handshake is done are small") {
   SECTION("a hello whose header says 1 MiB is dropped at its header") {
     Harness h;
     h.connect(1);
@@ -322,7 +322,7 @@ TEST_CASE("bounds: frames before the handshake is done are small") {
   }
 }
 
-TEST_CASE("bounds: the frame deadline is per frame, so a steady pipeline is never dropped") {
+TEST_CASE("abuse: the frame deadline is per frame, so a steady pipeline is never dropped") {
   rv::ServerOptions o;
   o.frame_timeout = 50ms;
   Harness h(o);
