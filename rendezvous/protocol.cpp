@@ -511,6 +511,9 @@ void FrameReader::feed(std::span<const uint8_t> bytes) {
     buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(pos_));
     pos_ = 0;
   }
+  // A large frame's room is given back once it is taken, so a connection
+  // that sent one holds no more than any other.
+  if (buf_.empty() && buf_.capacity() > 64 * 1024) std::vector<uint8_t>().swap(buf_);
   buf_.insert(buf_.end(), bytes.begin(), bytes.end());
 }
 

@@ -1,13 +1,20 @@
 // The Asio side of the rendezvous server: accepting, reading, writing and the
-// one timer. Every decision is ServerCore's; this file only moves bytes.
+// one timer. Every decision is ServerCore's; this file only moves bytes, and
+// bounds what moving them holds: a connection the core forgot has the drain
+// timeout to write its last replies, then is closed, read or not (and counts
+// as open until then); replies queued for clients that do not read are bounded per
+// connection and in all; a stop takes at most the drain timeout and a second; out of descriptors,
+// a spare one accepts each waiting connection to refuse it in words.
 #include "rendezvous/server.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -62,24 +69,32 @@ struct Session {
   bool dirty = false;    // in the server's flush list
   bool closing = false;  // the core forgot it: flush, then close
   bool closed = false;
-  bool overflowed = false;  // queued more than kMaxQueued: it does not read
+  bool overflowed = false;  // queued past a bound: it does not read
+  std::string overflow_reason;
+  size_t counted = 0;  // of pending and writing, in the server's total of queued bytes
   std::optional<asio::steady_timer> linger;
 };
 using SessionPtr = std::shared_ptr<Session>;
 
-// How long a closing connection may take to drain its last frames.
-constexpr auto kLinger = std::chrono::seconds(2);
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
 constexpr int kReadsPerWake = 16;
-// A client that stops reading its replies is dropped once this much waits.
+// A client that stops reading its replies is dropped once this much waits
+// for it, or once the replies waiting for every client pass kMaxQueuedTotal.
 constexpr size_t kMaxQueued = size_t{64} << 20;
+constexpr size_t kMaxQueuedTotal = size_t{1} << 30;
+// How long stop() waits for the io thread, beyond the drain timeout, before
+// stopping its loop outright.
+constexpr auto kStopMargin = std::chrono::seconds(1);
 
 class AsioServer final : public Server, private Sink {
  public:
   explicit AsioServer(const ServerOptions& o)
       : opt_(o), acceptor_(io_), timer_(io_), accept_backoff_(io_), core_(o, *this) {}
 
-  ~AsioServer() override { stop(); }
+  ~AsioServer() override {
+    stop();
+    if (spare_fd_ >= 0) ::close(spare_fd_);
+  }
 
   Status open() {
     std::error_code ec;
@@ -132,6 +147,7 @@ class AsioServer final : public Server, private Sink {
     log().info("listening on {}{}", shown,
                addr.to_string() == opt_.bind_addr ? "" : " (" + opt_.bind_addr + ")");
     reserve_descriptors(acceptor_.native_handle(), opt_.max_connections);
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     accept();
     thread_ = std::thread([this] { run(); });
     return Status::success();
@@ -150,6 +166,17 @@ class AsioServer final : public Server, private Sink {
     }
     if (thread_.joinable()) {
       asio::post(io_, [this] { shutdown(); });
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        const auto bound = opt_.drain_timeout + kStopMargin;
+        if (!cv_.wait_for(lock, bound, [this] { return io_done_; })) {
+          log().warn(
+              "rendezvous server on port {}: the io thread did not end within {} ms of the stop; "
+              "stopping its loop",
+              port_, std::chrono::duration_cast<std::chrono::milliseconds>(bound).count());
+          io_.stop();
+        }
+      }
       thread_.join();
     }
     {
@@ -165,7 +192,11 @@ class AsioServer final : public Server, private Sink {
   }
 
   std::optional<ServerMetrics> metrics(std::chrono::milliseconds timeout) override {
-    return on_io_thread<ServerMetrics>(timeout, [this] { return core_.metrics(Clock::now()); });
+    return on_io_thread<ServerMetrics>(timeout, [this] {
+      ServerMetrics m = core_.metrics(Clock::now());
+      m.connections_open = sessions_.size();  // with those still draining their last replies
+      return m;
+    });
   }
 
   bool set_token(const std::string& token, std::chrono::milliseconds timeout) override {
@@ -242,7 +273,14 @@ class AsioServer final : public Server, private Sink {
     return *call->result;
   }
 
-  void run() { run_until_stopped(io_, "rendezvous server"); }
+  void run() {
+    run_until_stopped(io_, "rendezvous server");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      io_done_ = true;
+    }
+    cv_.notify_all();
+  }
 
   // ---- Sink ----------------------------------------------------------------
 
@@ -254,11 +292,18 @@ class AsioServer final : public Server, private Sink {
     const size_t before = s.pending.size();
     append_frame(s.pending, request_id, message);
     core_.counters().bytes_out += s.pending.size() - before;
+    recount(s);
     mark_dirty(it->second);
-    if (!s.overflowed && s.pending.size() + s.writing.size() > kMaxQueued) {
-      s.overflowed = true;
-      core_.counters().limit(LimitKind::write_queue);
-      overflowed_.push_back(it->second);
+    const size_t queued = s.pending.size() + s.writing.size();
+    if (queued > kMaxQueued) {
+      overflow(it->second,
+               "it does not read its replies (" + std::to_string(queued >> 20) + " MiB queued)");
+    } else if (queued_total_ > kMaxQueuedTotal) {
+      overflow(it->second,
+               "the replies waiting for clients that do not read passed the server's "
+               "bound of " +
+                   std::to_string(kMaxQueuedTotal >> 20) + " MiB in all (" +
+                   std::to_string(queued >> 20) + " MiB of them for this one)");
     }
   }
 
@@ -266,6 +311,8 @@ class AsioServer final : public Server, private Sink {
     auto it = sessions_.find(conn);
     if (it == sessions_.end()) return;
     it->second->closing = true;
+    // A write in flight may never end if the client does not read.
+    if (it->second->write_busy) start_linger(it->second);
     mark_dirty(it->second);
   }
 
@@ -276,6 +323,20 @@ class AsioServer final : public Server, private Sink {
   }
 
   // ---- output ----------------------------------------------------------------
+
+  // Keeps queued_total_ in step with what s holds.
+  void recount(Session& s) {
+    const size_t now_held = s.pending.size() + s.writing.size();
+    queued_total_ = queued_total_ - s.counted + now_held;
+    s.counted = now_held;
+  }
+
+  void overflow(const SessionPtr& s, std::string reason) {
+    s->overflowed = true;
+    s->overflow_reason = std::move(reason);
+    core_.counters().limit(LimitKind::write_queue);
+    overflowed_.push_back(s);
+  }
 
   void mark_dirty(const SessionPtr& s) {
     if (s->dirty) return;
@@ -291,11 +352,9 @@ class AsioServer final : public Server, private Sink {
       list.swap(overflowed_);
       for (auto& s : list) {
         if (s->closing || s->closed) continue;
-        const size_t mib = (s->pending.size() + s->writing.size()) >> 20;
         s->pending.clear();
-        core_.on_disconnect(s->id,
-                            "it does not read its replies (" + std::to_string(mib) + " MiB queued)",
-                            Clock::now());
+        recount(*s);
+        core_.on_disconnect(s->id, s->overflow_reason, Clock::now());
         finish_close(s);
       }
     }
@@ -328,6 +387,7 @@ class AsioServer final : public Server, private Sink {
     }
     if (!ec && n == s->writing.size()) {
       s->writing.clear();
+      recount(*s);
       if (s->closing) finish_close(s);
       return;
     }
@@ -339,6 +399,7 @@ class AsioServer final : public Server, private Sink {
                         s->write_busy = false;
                         s->writing.clear();
                         if (s->writing.capacity() > (1u << 20)) s->writing.shrink_to_fit();
+                        recount(*s);
                         if (wec) {
                           socket_failed(s, wec);
                         } else {
@@ -350,7 +411,7 @@ class AsioServer final : public Server, private Sink {
 
   void start_linger(const SessionPtr& s) {
     if (s->linger) return;
-    s->linger.emplace(io_, kLinger);
+    s->linger.emplace(io_, opt_.drain_timeout);
     s->linger->async_wait([this, s](std::error_code ec) {
       if (!ec) finish_close(s);
     });
@@ -365,6 +426,9 @@ class AsioServer final : public Server, private Sink {
     if (!peer_gone) s->sock.shutdown(tcp::socket::shutdown_both, ec);
     s->sock.close(ec);
     if (s->linger) s->linger->cancel();
+    s->pending.clear();
+    s->pending.shrink_to_fit();
+    recount(*s);  // a write in flight gives its buffer back when it ends (the close ends it)
     sessions_.erase(s->id);
   }
 
@@ -412,9 +476,17 @@ class AsioServer final : public Server, private Sink {
     // The peer's address comes with accept: no getpeername per connection.
     acceptor_.async_accept(peer_, [this](std::error_code ec, tcp::socket sock) {
       if (ec == asio::error::operation_aborted || stopping_) return;
+      const bool out_of_descriptors =
+          ec == asio::error::no_descriptors ||
+          (ec.category() == asio::error::get_system_category() && ec.value() == ENFILE);
+      if (out_of_descriptors && refuse_for_descriptors()) {
+        accept();
+        return;
+      }
       if (ec) {
-        // EMFILE and friends: the loop must survive; back off a little and
-        // say so at most every few seconds.
+        // EMFILE without a spare descriptor, and other failures: the loop
+        // must survive; back off a little and say so at most every few
+        // seconds.
         ++accept_failures_;
         const auto now = Clock::now();
         if (now - accept_failure_logged_ > std::chrono::seconds(5)) {
@@ -436,6 +508,48 @@ class AsioServer final : public Server, private Sink {
     });
   }
 
+  // Out of descriptors: the spare one makes room to accept the connection
+  // that waits, tell it why in words and close it, so its client fails at
+  // once instead of waiting out its deadline. False when there is no spare.
+  bool refuse_for_descriptors() {
+    if (spare_fd_ < 0) return false;
+    ::close(spare_fd_);
+    spare_fd_ = -1;
+    tcp::endpoint peer;
+    socklen_t len = static_cast<socklen_t>(peer.capacity());
+    const int fd =
+        ::accept4(acceptor_.native_handle(), peer.data(), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const std::string why =
+        "the rendezvous server is out of file descriptors (too many open files) and refuses new "
+        "connections until some close; raise its limit (ulimit -n, LimitNOFILE= in its systemd "
+        "unit) or lower --max-connections";
+    if (fd >= 0) {
+      peer.resize(len);
+      const std::vector<uint8_t> frame =
+          encode_frame(0, Error{static_cast<uint32_t>(CC_ERR_RENDEZVOUS), why});
+      [[maybe_unused]] const ssize_t sent =
+          ::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      ::shutdown(fd, SHUT_WR);
+      // What the client sent is read first, so the close does not reset the
+      // connection before the client has read the words.
+      uint8_t scratch[4096];
+      while (::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {
+      }
+      ::close(fd);
+      core_.counters().limit(LimitKind::descriptors);
+      ++descriptor_refusals_;
+      const auto now = Clock::now();
+      if (now - descriptor_refusal_logged_ > std::chrono::seconds(5)) {
+        log().warn("refusing {} ({} refused since the last such line): {}",
+                   endpoint_text(peer), descriptor_refusals_, why);
+        descriptor_refusal_logged_ = now;
+        descriptor_refusals_ = 0;
+      }
+    }
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0 && spare_fd_ >= 0;
+  }
+
   void on_accepted(tcp::socket sock) {
     std::error_code ec;
 #ifndef __linux__
@@ -445,8 +559,9 @@ class AsioServer final : public Server, private Sink {
     const std::string peer = peer_.port() == 0 ? std::string("unknown peer") : endpoint_text(peer_);
     const ConnId id = next_id_++;
     auto s = std::make_shared<Session>(id, std::move(sock));
+    const size_t closing = sessions_.size() - core_.connection_count();
     sessions_.emplace(id, s);
-    if (core_.on_connect(id, peer, Clock::now())) start_read(s);
+    if (core_.on_connect(id, peer, Clock::now(), closing)) start_read(s);
     flush();
   }
 
@@ -497,12 +612,17 @@ class AsioServer final : public Server, private Sink {
   int port_ = 0;
   uint64_t accept_failures_ = 0;
   Clock::time_point accept_failure_logged_{};
-  bool stopping_ = false;  // io thread only
+  int spare_fd_ = -1;  // closed to make room for a refusal when out of descriptors
+  uint64_t descriptor_refusals_ = 0;
+  Clock::time_point descriptor_refusal_logged_{};
+  size_t queued_total_ = 0;  // replies queued over every session
+  bool stopping_ = false;    // io thread only
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_requested_ = false;
   bool stopped_ = false;
+  bool io_done_ = false;  // the io thread's loop returned
 };
 
 }  // namespace

@@ -23,6 +23,10 @@ struct ServerOptions {
   std::chrono::milliseconds handshake_timeout{10000};  // connect to authenticated Hello
   std::chrono::milliseconds frame_timeout{10000};      // first to last byte of one frame
   std::chrono::milliseconds heartbeat_timeout{0};      // 0 = do not track heartbeats
+  // A connection the server closes (a drop, a refusal, a stop) may take this
+  // long to write its last replies; then it is closed, read or not. A stop
+  // takes at most this long, and a second.
+  std::chrono::milliseconds drain_timeout{2000};
   // An authenticated connection that holds nothing on the server (no
   // communicator membership, no pending join, no parked get or wait) and has
   // sent no frame for this long is closed. 0 = never (the default: a store
@@ -40,6 +44,13 @@ struct ServerOptions {
   // past a limit is refused with words; nothing is ever evicted.
   size_t max_bytes_per_job = size_t{64} << 20;
   size_t max_total_bytes = size_t{1} << 30;
+  // Gets and Waits parked until their keys are set, each counted as its
+  // keys' bytes plus ServerCore::kParkedCost: per connection, per job and
+  // over every job. One past a limit is refused with words; nothing parked
+  // is dropped.
+  size_t max_parked_bytes_per_connection = size_t{4} << 20;
+  size_t max_parked_bytes_per_job = size_t{64} << 20;
+  size_t max_parked_bytes_total = size_t{256} << 20;
 };
 
 class Server {

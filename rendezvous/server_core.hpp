@@ -12,7 +12,8 @@
 //   Error(CC_ERR_AUTH) and a closed connection.
 // - Nothing of any job is readable or writable before that.
 // - Get/Wait with timeout_ms > 0 are parked and answered when their keys are
-//   set, or with Error(CC_ERR_TIMEOUT) at the deadline. Join with timeout_ms 0
+//   set, or with Error(CC_ERR_TIMEOUT) at the deadline; one past a limit on
+//   parked requests is refused with words. Join with timeout_ms 0
 //   waits without a server-side deadline.
 // - Leave ends a membership cleanly: no event is sent to the other members
 //   (so a job of N ranks that finishes costs O(N), not O(N^2) messages).
@@ -65,6 +66,21 @@ class ServerCore {
   // bytes: the server's hash node, bucket and heap chunks for it (measured:
   // 74 to 142 bytes with glibc 2.36 on x86-64, docs/RENDEZVOUS.md).
   static constexpr size_t kKeyOverhead = 128;
+  // Answers to parked requests, and deadlines fired, that one call into the
+  // core gives at most; the rest follow in the next calls of expire(), which
+  // next_deadline() asks for at once. So one Set that wakes 100k waiters, or
+  // 100k deadlines that pass together, never hold the I/O thread for long.
+  static constexpr size_t kAnswersPerTurn = 2048;
+  // What a parked Get or Wait counts as holding besides its keys' bytes, for
+  // the limits on parked requests (ServerOptions::max_parked_bytes_*).
+  static constexpr size_t kParkedCost = 512;
+  // The largest frame a connection may send before its handshake is done (a
+  // Hello is at most about 12 KiB, an Auth 40 bytes).
+  static constexpr size_t kMaxHandshakeFrame = size_t{16} << 10;
+  // The bytes of frames not yet complete, over every connection: past it, a
+  // connection that holds more than kSmallFrame of one is dropped.
+  static constexpr size_t kMaxIncompleteFrames = size_t{256} << 20;
+  static constexpr size_t kSmallFrame = size_t{64} << 10;
 
   ServerCore(const ServerOptions& options, Sink& sink);
   ~ServerCore();
@@ -73,7 +89,9 @@ class ServerCore {
 
   // A new connection; `peer` is "address:port" for messages. False when it
   // was refused (over max_connections): an Error was sent and close called.
-  bool on_connect(ConnId conn, const std::string& peer, Clock::time_point now);
+  // `closing`: connections the I/O layer still holds after the core forgot
+  // them (their last replies draining); they count against max_connections.
+  bool on_connect(ConnId conn, const std::string& peer, Clock::time_point now, size_t closing = 0);
   void on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now);
   // The peer closed or the socket failed; `reason` says how ("end of stream").
   void on_disconnect(ConnId conn, const std::string& reason, Clock::time_point now);

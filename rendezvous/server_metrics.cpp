@@ -53,7 +53,8 @@ const char* label(FailureCause c) {
 const char* label(LimitKind k) {
   static constexpr const char* kLabels[] = {
       "max_connections", "max_jobs",    "max_keys_per_job",  "max_bytes_per_job",
-      "max_total_bytes", "write_queue", "handshake_timeout", "idle_timeout"};
+      "max_total_bytes", "write_queue", "handshake_timeout", "idle_timeout",
+      "max_parked",      "descriptors"};
   return label_of(k, kLabels);
 }
 

@@ -29,6 +29,8 @@ enum class LimitKind : uint8_t {
   write_queue,  // a client that does not read its replies
   handshake_timeout,
   idle_timeout,
+  max_parked,   // a get or wait past a limit on parked requests
+  descriptors,  // a connection accepted only to be refused: the server is out of descriptors
   count
 };
 

@@ -1,7 +1,8 @@
 // A connection's life in the rendezvous server's core: accepted (or refused
 // over max_connections), fed bytes that are cut into frames, taken through
 // the handshake (Hello, answered with Challenge; with a token, Auth answered
-// with Ok or a drop) into its job, then each frame handed to its request
+// with Ok or a drop; frames until then at most kMaxHandshakeFrame) into its
+// job, then each frame handed to its request
 // (kv.cpp, joins.cpp, watch.cpp, init_failures.cpp, preflight.cpp); and its
 // end: a disconnect, a drop or the server stopping, after which forget
 // removes every trace of it (what its job keeps then is retention.cpp's
@@ -21,9 +22,10 @@ namespace cc::rv {
 
 using server_core::quote;
 
-bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::time_point now) {
+bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::time_point now,
+                                  size_t closing) {
   current_time = now;
-  if (stopped || conns.size() >= opt.max_connections) {
+  if (stopped || conns.size() + closing >= opt.max_connections) {
     const std::string why =
         stopped
             ? "the rendezvous server is stopping"
@@ -46,13 +48,24 @@ bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::tim
 
 void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now) {
   current_time = now;
+  turn_budget = ServerCore::kAnswersPerTurn;
   auto it = conns.find(id);
   if (it == conns.end()) return;
   Conn& c = *it->second;
   counters.bytes_in += bytes.size();
+  if (c.phase != Phase::ready && !c.reader.mid_frame() && bytes.size() >= kHeaderSize) {
+    FrameHeader h;
+    if (parse_header(bytes.first(kHeaderSize), c.reader.limits(), &h) == DecodeError::none &&
+        h.length > ServerCore::kMaxHandshakeFrame) {
+      handshake_frame_too_large(c, std::to_string(h.length) + " bytes");
+      return;
+    }
+  }
   c.reader.feed(bytes);
+  bool frame_ended = false;
   while (auto f = c.reader.next()) {
     c.last_frame = now;
+    frame_ended = true;
     if (!handle(c, f->request_id, f->message, now)) return;  // c was dropped
   }
   if (c.reader.error() != DecodeError::none) {
@@ -60,15 +73,47 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
     drop(c, 0, CC_ERR_RENDEZVOUS, describe(c.reader.error()));
     return;
   }
-  if (c.reader.mid_frame()) {
-    if (!c.frame_timer) arm(c.frame_timer, now + opt.frame_timeout, DeadlineKind::frame, id);
-  } else {
-    disarm(c.frame_timer);
+  if (c.phase != Phase::ready &&
+      c.reader.buffered() > kHeaderSize + ServerCore::kMaxHandshakeFrame) {
+    handshake_frame_too_large(
+        c, "over " + std::to_string(c.reader.buffered() - kHeaderSize) + " bytes");
+    return;
   }
+  const size_t incomplete = c.reader.buffered();
+  incomplete_bytes = incomplete_bytes - c.incomplete + incomplete;
+  c.incomplete = incomplete;
+  if (incomplete_bytes > ServerCore::kMaxIncompleteFrames && incomplete > ServerCore::kSmallFrame) {
+    counters.frame_error(FrameErrorKind::frame_too_large);
+    drop(c, 0, CC_ERR_RENDEZVOUS,
+         "the server holds " + std::to_string(incomplete_bytes >> 20) +
+             " MiB of frames not yet complete, over its bound of " +
+             std::to_string(ServerCore::kMaxIncompleteFrames >> 20) + " MiB, and " +
+             std::to_string(incomplete) +
+             " bytes of them are this connection's; send large values fewer at a time, or retry");
+    return;
+  }
+  // The frame deadline bounds each frame from its first byte to its last: a
+  // frame begun in this call (after one that ended in it) has its own.
+  if (!c.reader.mid_frame())
+    disarm(c.frame_timer);
+  else if (frame_ended || !c.frame_timer)
+    arm(c.frame_timer, now + opt.frame_timeout, DeadlineKind::frame, id);
+}
+
+// Before its handshake is done a connection holds at most one small frame:
+// a Hello is far smaller than kMaxHandshakeFrame.
+void ServerCore::Impl::handshake_frame_too_large(Conn& c, const std::string& size) {
+  counters.frame_error(FrameErrorKind::frame_too_large);
+  drop(c, 0, CC_ERR_RENDEZVOUS,
+       "a frame of " + size + " before the handshake was done, over the limit of " +
+           std::to_string(ServerCore::kMaxHandshakeFrame) +
+           " bytes until then (a hello is far smaller: a client of another protocol, or an "
+           "attack)");
 }
 
 void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason, Clock::time_point now) {
   current_time = now;
+  turn_budget = ServerCore::kAnswersPerTurn;
   auto it = conns.find(id);
   if (it == conns.end()) return;
   Conn& c = *it->second;
@@ -220,12 +265,13 @@ bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
 // its last connection (retention.cpp).
 void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   const ConnId id = c.id;
+  incomplete_bytes -= c.incomplete;
   disarm(c.handshake_timer);
   disarm(c.frame_timer);
   disarm(c.heartbeat_timer);
   disarm(c.idle_timer);
   if (failed && c.job != nullptr) joiner_lost(c, reason);
-  for (uint64_t pid : std::vector<uint64_t>(c.parked)) cancel_parked(pid);
+  cancel_all_parked(c);
   Job* job = c.job;
   if (job != nullptr) {
     recovery_conn_ends(*job, c, failed, reason);
@@ -276,6 +322,9 @@ void ServerCore::Impl::stop() {
     forget(*it->second, "the rendezvous server is stopping", false);
   }
   parked.clear();
+  wakes.clear();
+  orphans.clear();
+  reap_timer.reset();
   deadlines.clear();  // job TTLs too: the jobs go with the server
   jobs_by_serial.clear();
   jobs.clear();

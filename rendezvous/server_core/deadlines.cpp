@@ -4,8 +4,9 @@
 // fires what is due, in time order: a handshake that did not finish, a frame
 // that stalled halfway, a member silent for longer than its heartbeat window
 // (dropped and announced), a parked request that timed out (parked.cpp), an
-// idle connection that holds nothing, and a job without a connection whose
-// TTL passed (retention.cpp).
+// idle connection that holds nothing, a job without a connection whose
+// TTL passed (retention.cpp), and the next turn of a Set's answers to its
+// waiters (parked.cpp).
 #include <string>
 
 #include "common/log.hpp"
@@ -23,11 +24,23 @@ void ServerCore::Impl::disarm(Timer& t) {
   t.reset();
 }
 
+// At most a turn's budget of deadlines fire per call; the next call takes
+// the rest (next_deadline() is then already due).
 void ServerCore::Impl::expire(Clock::time_point now) {
   current_time = now;
-  while (!deadlines.empty() && deadlines.begin()->first <= now) {
+  turn_budget = ServerCore::kAnswersPerTurn;
+  while (!deadlines.empty() && deadlines.begin()->first <= now && turn_budget > 0) {
     const DeadlineRef ref = deadlines.begin()->second;
     deadlines.erase(deadlines.begin());
+    if (ref.kind == DeadlineKind::wake) {
+      continue_wake(ref.id);
+      continue;
+    }
+    if (ref.kind == DeadlineKind::reap) {
+      reap_orphans();
+      continue;
+    }
+    --turn_budget;
     if (ref.kind == DeadlineKind::parked) {
       expire_parked(ref.id);
       continue;
@@ -71,7 +84,7 @@ void ServerCore::Impl::expire(Clock::time_point now) {
 // looked at again later.
 void ServerCore::Impl::expire_idle(Conn& c, Clock::time_point now) {
   const auto silent_until = c.last_frame + opt.idle_timeout;
-  if (!c.memberships.empty() || !c.parked.empty() || now < silent_until) {
+  if (!c.memberships.empty() || !c.parked.empty() || !c.waiting.empty() || now < silent_until) {
     arm(c.idle_timer, now < silent_until ? silent_until : now + opt.idle_timeout,
         DeadlineKind::idle, c.id);
     return;

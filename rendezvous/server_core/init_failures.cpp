@@ -47,7 +47,7 @@ bool ServerCore::Impl::on_init_failed(Conn& c, uint32_t rid, const InitFailed& m
   const std::string reason = m.reason.empty() ? "no reason given" : m.reason;
   if (membership_of(c, m.generation) == nullptr) {
     // Still joining: the generation cannot complete without this rank.
-    std::vector<uint64_t> ids = c.parked;
+    const std::vector<uint64_t> ids(c.parked.begin(), c.parked.end());
     for (uint64_t id : ids) {
       auto it = parked.find(id);
       if (it == parked.end() || it->second.kind != Parked::Kind::join ||
@@ -78,7 +78,7 @@ bool ServerCore::Impl::on_init_failed(Conn& c, uint32_t rid, const InitFailed& m
 // Rule 1: the connection is going while its join is pending.
 void ServerCore::Impl::joiner_lost(Conn& c, const std::string& reason) {
   Job& job = *c.job;
-  std::vector<uint64_t> ids = c.parked;
+  const std::vector<uint64_t> ids(c.parked.begin(), c.parked.end());
   for (uint64_t id : ids) {
     auto it = parked.find(id);
     if (it == parked.end() || it->second.kind != Parked::Kind::join) continue;

@@ -7,7 +7,8 @@
 // Add keeps a decimal 64-bit integer as the key's value and refuses a value
 // it did not write and an overflow. A Get or Wait whose keys are not all set
 // is answered at once when it has timeout_ms 0 (with Error(CC_ERR_TIMEOUT)),
-// else parked (parked.cpp) until they are; deleting a key leaves the requests
+// else parked (parked.cpp) until they are, within the limits on parked
+// requests; deleting a key leaves the requests
 // parked on it waiting. CompareSet writes only when the key's value is the
 // one expected (or, with no expected value, when the key is absent), and then
 // wakes the key's waiters as Set does.
@@ -127,9 +128,11 @@ bool ServerCore::Impl::on_get(Conn& c, uint32_t rid, const Get& g, Clock::time_p
     return true;
   }
   Parked p = Parked::of(Parked::Kind::get, rid, job, g.timeout_ms);
+  p.cost = ServerCore::kParkedCost + g.key.size();
+  if (!parked_room(c, rid, p.cost, "get of key " + quote(g.key) + " of job " + quote(job.id)))
+    return true;
   p.key = g.key;
-  const uint64_t id = park(c, std::move(p), now);
-  job.waiters[g.key].push_back(id);
+  park_on_keys(c, std::move(p), now);
   return true;
 }
 
@@ -181,10 +184,13 @@ bool ServerCore::Impl::on_wait(Conn& c, uint32_t rid, const Wait& w, Clock::time
     return true;
   }
   Parked p = Parked::of(Parked::Kind::wait, rid, job, w.timeout_ms);
+  p.cost = ServerCore::kParkedCost;
+  for (const auto& k : w.keys) p.cost += k.size();
+  if (!parked_room(c, rid, p.cost,
+                   "wait for " + std::to_string(w.keys.size()) + " keys of job " + quote(job.id)))
+    return true;
   p.keys = w.keys;
-  p.missing = missing.size();
-  const uint64_t id = park(c, std::move(p), now);
-  for (const auto* k : missing) job.waiters[*k].push_back(id);
+  park_on_keys(c, std::move(p), now);
   return true;
 }
 

@@ -65,8 +65,10 @@ void ServerCore::Impl::forget_communicators(Job& job) {
   job.announced.clear();
 }
 
-// The job's last connection is gone.
+// The job's last connection is gone (once the Gets and Waits its
+// connections left parked are taken out: parked.cpp).
 void ServerCore::Impl::job_unused(Job& job) {
+  if (job.parked_bytes > 0) return;
   if (job.keys.empty()) {
     forget_job(job, "its last connection is gone and it holds no keys");
     return;
@@ -86,7 +88,7 @@ void ServerCore::Impl::expire_job(uint64_t serial) {
   if (it == jobs_by_serial.end()) return;
   Job& job = *it->second;
   job.ttl_timer.reset();  // already erased by expire()
-  if (!job.conns.empty()) return;
+  if (!job.conns.empty() || job.parked_bytes > 0) return;
   ++counters.jobs_expired;
   counters.keys_expired += job.keys.size();
   forget_job(job, "no connection for " + std::to_string(opt.job_ttl.count()) +

@@ -13,8 +13,9 @@ ServerCore::ServerCore(const ServerOptions& options, Sink& sink)
     : impl_(std::make_unique<Impl>(options, sink)) {}
 ServerCore::~ServerCore() = default;
 
-bool ServerCore::on_connect(ConnId conn, const std::string& peer, Clock::time_point now) {
-  return impl_->on_connect(conn, peer, now);
+bool ServerCore::on_connect(ConnId conn, const std::string& peer, Clock::time_point now,
+                            size_t closing) {
+  return impl_->on_connect(conn, peer, now, closing);
 }
 void ServerCore::on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now) {
   impl_->on_bytes(conn, bytes, now);

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,16 +40,41 @@
 namespace cc::rv::server_core {
 
 enum class Phase : uint8_t { hello, auth, ready };
-enum class DeadlineKind : uint8_t { handshake, frame, heartbeat, parked, idle, job_ttl };
+// wake: a Set's answers to its key's waiters that did not fit the turn it
+// came in; reap: the parked Gets and Waits of closed connections that did
+// not fit the turn of the close (parked.cpp).
+enum class DeadlineKind : uint8_t {
+  handshake,
+  frame,
+  heartbeat,
+  parked,
+  idle,
+  job_ttl,
+  wake,
+  reap
+};
 
 struct DeadlineRef {
   DeadlineKind kind;
-  uint64_t id;  // ConnId, a parked request's id, or a job's serial (job_ttl)
+  uint64_t id;  // ConnId, a parked request's id, a job's serial (job_ttl) or a wake's id
 };
 using Deadlines = std::multimap<Clock::time_point, DeadlineRef>;
 using Timer = std::optional<Deadlines::iterator>;
 
 struct Job;
+
+// A parked Get or Wait listed on one key it waits for (Job::waiters), and the
+// request's handle on that entry, so either end removes it in O(1).
+struct Waiter {
+  uint64_t parked = 0;  // the request's id
+  uint64_t seq = 0;     // listing order: a Set answers those listed before it
+  uint32_t slot = 0;    // the request's Listing of this key
+};
+using WaiterList = std::list<Waiter>;
+struct Listing {
+  bool active = false;
+  WaiterList::iterator at;
+};
 
 struct Membership {
   uint32_t generation = 0;  // the communicator (its join number)
@@ -70,7 +96,11 @@ struct Conn {
   Job* job = nullptr;
   std::vector<Membership> memberships;
   bool announced = false;        // its failure or abort was told to the job
-  std::vector<uint64_t> parked;  // ids of its parked requests (some may be done)
+  size_t incomplete = 0;         // bytes of its frame not yet complete, as last counted
+  std::list<uint64_t> parked;    // ids of its parked joins, recoveries and test steps
+  std::list<uint64_t> waiting;   // ids of its parked Gets and Waits
+  size_t parked_bytes = 0;       // what its parked Gets and Waits cost (Parked::cost)
+  bool refused_parking = false;  // a Get or Wait past a parked limit was logged
   Timer handshake_timer, frame_timer, heartbeat_timer;
   std::chrono::milliseconds watch_window{0};  // from Watch: silence allowed before a drop
   Clock::time_point last_heartbeat{};         // or the join, for Progress's silent_ms
@@ -93,12 +123,18 @@ struct Parked {
   Job* job = nullptr;
   uint32_t timeout_ms = 0;
   std::string key;                // get
-  std::vector<std::string> keys;  // wait
-  size_t missing = 0;             // wait
+  std::vector<std::string> keys;  // wait, each key once
+  size_t missing = 0;             // wait: keys listed on, not yet set
   uint32_t generation = 0;        // join, recover, preflight
   int32_t rank = -1;              // join, preflight; recover: the job rank
   bool replacement = false;       // recover: a replacement's Join
   Timer timer;
+  // get: its one key's listing; wait: one per key of keys, active while unset.
+  std::vector<Listing> listed;
+  // Its entry in Conn::parked or Conn::waiting, or in orphans once its
+  // connection is gone.
+  std::list<uint64_t>::iterator conn_at;
+  size_t cost = 0;  // get and wait: counted against the parked limits
 
   // A request waiting for its answer (park() sets the connection); a
   // member's waits name its generation and rank.
@@ -145,6 +181,16 @@ struct Generation {
   server_core::Preflight preflight;
 };
 
+// A Set's answers to the requests listed on its key before it, left for the
+// next turns when they did not fit the turn of the Set (parked.cpp).
+struct PendingWake {
+  uint64_t job = 0;  // the job's serial
+  std::string key;
+  uint64_t before = 0;  // answers the waiters listed before this listing number
+  std::shared_ptr<const std::vector<uint8_t>> value;  // as the Set left it
+  Timer timer;
+};
+
 // A job has two parts with separate lives. Its store (keys, and requests
 // parked on them) outlives its connections: it is kept until the job has had
 // no connection for the job TTL. Its communicator state (generations,
@@ -155,7 +201,9 @@ struct Job {
   uint64_t serial = 0;  // names the job in its TTL deadline
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
   size_t bytes = 0;  // what its keys hold (kv.cpp), for the byte limits
-  std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked ids
+  // Per key, the Gets and Waits parked on it, in listing order.
+  std::unordered_map<std::string, WaiterList> waiters;
+  size_t parked_bytes = 0;  // what its parked Gets and Waits cost (Parked::cost)
   std::unordered_set<ConnId> conns;
   Timer ttl_timer;  // armed while the job has no connection and keeps keys
   // Connections that sent Join and have not left or gone since.
@@ -186,6 +234,7 @@ struct ServerCore::Impl {
   using Slot = server_core::Slot;
   using Generation = server_core::Generation;
   using Job = server_core::Job;
+  using Waiter = server_core::Waiter;
 
   ServerOptions opt;
   Sink& sink;
@@ -197,6 +246,16 @@ struct ServerCore::Impl {
   size_t total_bytes = 0;  // Job::bytes over every job
   std::unordered_map<uint64_t, Parked> parked;
   uint64_t next_parked = 1;
+  // Bounds on parked Gets and Waits, and on the answers one turn gives
+  // (parked.cpp).
+  size_t parked_bytes = 0;  // Parked::cost over every request
+  uint64_t next_listing = 1;
+  std::map<uint64_t, server_core::PendingWake> wakes;
+  uint64_t next_wake = 1;
+  size_t turn_budget = 0;       // answers this call into the core may still give
+  std::list<uint64_t> orphans;  // parked Gets and Waits of closed connections
+  Timer reap_timer;
+  size_t incomplete_bytes = 0;  // Conn::incomplete over every connection
   Deadlines deadlines;
   Clock::time_point current_time{};  // the time of the call being handled
   bool stopped = false;
@@ -219,8 +278,9 @@ struct ServerCore::Impl {
   void maybe_idle(Job& job);
 
   // ---- connections (connections.cpp) ---------------------------------------
-  bool on_connect(ConnId id, const std::string& peer, Clock::time_point now);
+  bool on_connect(ConnId id, const std::string& peer, Clock::time_point now, size_t closing);
   void on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now);
+  void handshake_frame_too_large(Conn& c, const std::string& size);
   void on_disconnect(ConnId id, const std::string& reason, Clock::time_point now);
   bool handle(Conn& c, uint32_t rid, const Message& m, Clock::time_point now);
   bool on_hello(Conn& c, uint32_t rid, const Hello& h);
@@ -231,12 +291,22 @@ struct ServerCore::Impl {
 
   // ---- parked requests (parked.cpp) ----------------------------------------
   uint64_t park(Conn& c, Parked p, Clock::time_point now);
-  void unlist_waiter(const Parked& p, uint64_t id);
+  bool parked_room(Conn& c, uint32_t rid, size_t cost, const std::string& what);
+  uint64_t park_on_keys(Conn& c, Parked p, Clock::time_point now);
+  void list_waiter(Job& job, uint64_t id, Parked& p, uint32_t slot);
+  void unlist_waiter(Parked& p);
+  void unpark(std::unordered_map<uint64_t, Parked>::iterator it);
   void finish_parked(uint64_t id);
   void cancel_parked(uint64_t id);
   void release_join_slot(const Parked& p);
   void expire_parked(uint64_t id);
   void wake(Job& job, const std::string& key);
+  bool wake_listed(Job& job, const std::string& key, uint64_t before,
+                   const std::vector<uint8_t>& value);
+  void continue_wake(uint64_t id);
+  void cancel_all_parked(Conn& c);
+  void reap_orphans();
+  void orphan_gone(Job& job);
 
   // ---- keys (kv.cpp) -------------------------------------------------------
   bool store_room(Conn& c, uint32_t rid, const std::string& key, size_t value_size);

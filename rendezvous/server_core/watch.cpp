@@ -81,7 +81,7 @@ bool ServerCore::Impl::on_abort(Conn& c, uint32_t rid, const Abort& a) {
   const std::string reason = a.reason.empty() ? "the rank called abort" : a.reason;
   if (!c.memberships.empty() && !c.announced) announce(job, c, PeerEventKind::aborted, reason);
   // A pending join fails its whole generation: nobody waits for an aborted rank.
-  std::vector<uint64_t> ids = c.parked;
+  const std::vector<uint64_t> ids(c.parked.begin(), c.parked.end());
   for (uint64_t id : ids) {
     auto it = parked.find(id);
     if (it != parked.end() && it->second.kind == Parked::Kind::join) {

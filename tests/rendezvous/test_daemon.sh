@@ -13,7 +13,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$bin" --version | grep -q "^cc-rendezvous [0-9]" || fail "--version"
 "$bin" --no-such-flag 2>"$dir/bad" && fail "an unknown flag was accepted"
 grep -q "unknown argument '--no-such-flag'" "$dir/bad" || fail "unknown flag words: $(cat "$dir/bad")"
-for flag in --job-ttl --max-bytes-per-job --max-total-bytes; do
+for flag in --job-ttl --max-bytes-per-job --max-total-bytes --max-parked-bytes-per-connection \
+    --max-parked-bytes-per-job --max-parked-bytes; do
   "$bin" --help | grep -q -- "$flag" || fail "--help does not list $flag"
 done
 "$bin" --job-ttl soon 2>"$dir/bad" && fail "--job-ttl soon was accepted"

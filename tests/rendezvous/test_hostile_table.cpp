@@ -158,6 +158,13 @@ std::vector<Case> cases() {
                CC_ERR_RENDEZVOUS,
                "frame length over the maximum",
                {"[warning] dropping PEER: frame length over the maximum"}});
+  t.push_back({"a hello larger than the handshake's limit",
+               false,
+               nullptr,
+               bytes(header(rv::kMagic, rv::kProtocolVersion, 1, 1u << 20), false),
+               CC_ERR_RENDEZVOUS,
+               "before the handshake was done, over the limit of 16384 bytes",
+               {"[warning] dropping PEER: a frame of 1048576 bytes before the handshake"}});
   t.push_back({"truncated frame",
                false,
                nullptr,

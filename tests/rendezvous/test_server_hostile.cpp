@@ -5,8 +5,10 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -527,7 +529,7 @@ TEST_CASE("a client that does not read its replies is dropped; others keep worki
   CHECK(hog.closed_within(10s));
 }
 
-TEST_CASE("running out of file descriptors does not end the accept loop") {
+TEST_CASE("running out of file descriptors refuses in words and does not end the accept loop") {
   auto server = start_server();
   const int port = server->port();
   // Sockets made before the limit drops; connecting needs no new descriptor.
@@ -552,12 +554,150 @@ TEST_CASE("running out of file descriptors does not end the accept loop") {
   bool connected = true;
   for (int fd : fds)
     connected = connected && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  std::this_thread::sleep_for(300ms);  // the server fails to accept and backs off meanwhile
-  REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
-  REQUIRE(connected);
+  // Each hears why at once, instead of waiting out its own deadline.
+  std::vector<std::string> words;
   for (int fd : fds) {
     RawClient c(fd, RawClient::Adopt{});
-    CHECK(c.hello("after-emfile"));
+    auto f = c.recv(5s);
+    const auto* e = f ? std::get_if<rv::Error>(&f->message) : nullptr;
+    words.push_back(e ? e->message : "no error frame");
+    c.close();
   }
+  const auto m = server->metrics(5s);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
+  REQUIRE(connected);
+  for (const auto& w : words)
+    CHECK_THAT(w, Catch::Contains("out of file descriptors (too many open files)") &&
+                      Catch::Contains("ulimit -n"));
+  REQUIRE(m);
+  CHECK(m->counters.limits[static_cast<size_t>(rv::LimitKind::descriptors)] == 3);
   legit_client_works(port);
+  legit_client_works(port);
+}
+
+namespace {
+
+// A client that asked for `gets` replies of 1 MiB each and reads none of them.
+std::unique_ptr<RawClient> hog_with_unread_replies(int port, int gets) {
+  auto hog = std::make_unique<RawClient>(port);
+  REQUIRE(hog->hello("hog"));
+  auto r = hog->call(rv::Set{"big", std::vector<uint8_t>(1u << 20, 7)});
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Ok>(*r));
+  std::vector<uint8_t> frames;
+  for (int i = 0; i < gets; ++i) rv::append_frame(frames, 100 + i, rv::Get{"big", 0});
+  REQUIRE(hog->send_bytes(frames));
+  return hog;
+}
+
+uint64_t connections_open(rv::Server& s) {
+  auto m = s.metrics(5s);
+  REQUIRE(m);
+  return m->connections_open;
+}
+
+}  // namespace
+
+TEST_CASE("a connection dropped while its replies are unread is closed after its linger") {
+  rv::ServerOptions o;
+  o.max_connections = 2;
+  o.drain_timeout = 4s;  // long enough for the checks while it drains
+  auto server = start_server(o);
+  const int port = server->port();
+  auto hog = hog_with_unread_replies(port, 40);  // 40 MiB: more than the sockets hold
+  std::this_thread::sleep_for(200ms);
+  const std::vector<uint8_t> junk = {'G', 'E', 'T', ' '};
+  REQUIRE(hog->send_bytes(junk));  // the server drops it, its replies still unread
+  std::this_thread::sleep_for(200ms);
+  // Still holding its socket and buffers: counted, and against the limit.
+  CHECK(connections_open(*server) == 1);
+  {
+    RawClient second(port);
+    REQUIRE(second.hello("second"));
+    RawClient third(port);
+    std::vector<rv::Message> seen;
+    CHECK(third.closed_within(5s, &seen));
+    CHECK_THAT(error_words(seen), Catch::Contains("at its limit of 2 connections"));
+  }
+  // Closed within its linger, though the client never reads.
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = connections_open(*server) == 0;
+    if (!gone) std::this_thread::sleep_for(100ms);
+  }
+  CHECK(gone);
+  legit_client_works(port);
+}
+
+TEST_CASE("stop ends promptly while clients leave their replies unread") {
+  auto server = start_server();
+  const int port = server->port();
+  auto hog = hog_with_unread_replies(port, 40);
+  auto waiter = std::make_unique<RawClient>(port);
+  REQUIRE(waiter->hello("hog"));
+  REQUIRE(waiter->send(7, rv::Get{"never", 60000}));
+  std::this_thread::sleep_for(200ms);
+  auto stopped = std::async(std::launch::async, [&] { server->stop(); });
+  const bool prompt = stopped.wait_for(10s) == std::future_status::ready;
+  CHECK(prompt);
+  if (!prompt) hog->close();  // lets a stop that waits for the client end the test
+  stopped.wait();
+  auto f = waiter->recv(2s);
+  REQUIRE(f);
+  CHECK(f->request_id == 7);
+}
+
+TEST_CASE("a client that pipelines steadily is not dropped by the frame deadline") {
+  rv::ServerOptions o;
+  o.frame_timeout = 400ms;
+  auto server = start_server(o);
+  RawClient c(server->port());
+  REQUIRE(c.hello("pipeline"));
+  // 300 frames of 100 kB sent in 16 KiB pieces, a millisecond apart: reads
+  // end mid-frame for seconds, while each frame takes a few milliseconds.
+  constexpr int kFrames = 300;
+  std::vector<uint8_t> stream;
+  for (int i = 0; i < kFrames; ++i)
+    rv::append_frame(stream, static_cast<uint32_t>(i + 1),
+                     rv::Set{"k" + std::to_string(i % 7), std::vector<uint8_t>(100000, 1)});
+  std::atomic<bool> sent_all{false};
+  std::thread writer([&] {
+    bool ok = true;
+    for (size_t at = 0; at < stream.size() && ok; at += 16384) {
+      const size_t n = std::min<size_t>(16384, stream.size() - at);
+      ok = c.send_bytes(std::span(stream.data() + at, n));
+      std::this_thread::sleep_for(1ms);
+    }
+    sent_all = ok;
+  });
+  int answered = 0;
+  std::string other;
+  while (answered < kFrames) {
+    auto f = c.recv(10s);
+    if (!f) break;
+    if (std::holds_alternative<rv::Ok>(f->message))
+      ++answered;
+    else if (auto* e = std::get_if<rv::Error>(&f->message))
+      other = e->message;
+  }
+  writer.join();
+  CHECK(sent_all);
+  CHECK(other.empty());
+  CHECK(answered == kFrames);
+}
+
+TEST_CASE("a hello larger than any real one is refused before authentication") {
+  rv::ServerOptions o;
+  o.token = "tok";
+  auto server = start_server(o);
+  RawClient c(server->port());
+  // A hello header that says 4 MiB, then 20 KiB of it.
+  auto bytes =
+      header(rv::kMagic, rv::kProtocolVersion, static_cast<uint16_t>(rv::MsgType::hello), 4u << 20);
+  bytes.resize(bytes.size() + 20000, 'x');
+  c.send_bytes(bytes);
+  std::vector<rv::Message> seen;
+  CHECK(c.closed_within(3s, &seen));
+  CHECK_THAT(error_words(seen), Catch::Contains("before the handshake was done") &&
+                                    Catch::Contains("limit of 16384 bytes"));
 }

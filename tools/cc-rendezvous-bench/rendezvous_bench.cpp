@@ -5,7 +5,8 @@
 // instead start a communicator: they join one generation, then (a second
 // run) also take the reachability test's two steps (endpoint, report), and
 // the test's added time is printed per rank. --start-pair measures what the
-// test adds to a healthy start of 2 ranks (start_pair.cpp).
+// test adds to a healthy start of 2 ranks (start_pair.cpp). --abuse and
+// --core-events measure the server under abuse (abuse.cpp).
 //
 // The ranks are driven by one epoll loop over non-blocking sockets, so the
 // client side costs little besides the kernel's TCP work. Each rank keeps the
@@ -35,6 +36,7 @@
 #include "common/log.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
+#include "tools/cc-rendezvous-bench/abuse.hpp"
 #include "tools/cc-rendezvous-bench/start_pair.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -55,7 +57,9 @@ constexpr const char* kAbout =
     "generation; then again, with the reachability test's two steps after the\n"
     "join (the connections between ranks are reported made, not made), and\n"
     "what the test adds per rank is printed. --start-pair measures what the\n"
-    "test adds to a healthy start of 2 ranks.";
+    "test adds to a healthy start of 2 ranks. --abuse runs a healthy job\n"
+    "beside each abuse of a server and prints its heartbeat gaps and the\n"
+    "server's memory; --core-events times the server's core alone.";
 
 // No progress at all for this long fails the run (a server that stopped
 // answering); a healthy run of 16384 ranks takes about a second.
@@ -498,9 +502,11 @@ int main(int argc, char** argv) {
   bool start = false;
   int per_host = 8;
   int pair_rounds = 0;
+  int abuse_members = 0;
+  int core_events = 0;
   cc::cli::CommandLine command_line(
       "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W] "
-      "[--start [--ranks-per-host R]] [--start-pair K]",
+      "[--start [--ranks-per-host R]] [--start-pair K] [--abuse M] [--core-events N]",
       15);
   CLI::App& app = command_line.app();
   app.description(kAbout);
@@ -532,6 +538,17 @@ int main(int argc, char** argv) {
           "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"
           "with it and K without, medians",
           "K");
+  add_int(app, "--abuse", &abuse_members,
+          "a healthy job of M members (256 in docs/RENDEZVOUS.md)\n"
+          "heartbeating beside each abuse of a server in a child\n"
+          "process: its largest heartbeat gap and the server's peak\n"
+          "memory per abuse, then how long a SIGTERM takes",
+          "M");
+  add_int(app, "--core-events", &core_events,
+          "the server's core alone, no sockets: the longest call while\n"
+          "one Set wakes N waiters, N waits expire together, and a\n"
+          "connection closes holding N parked gets",
+          "N");
   command_line.add_help();
   if (const auto exit_status =
           command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
@@ -539,6 +556,11 @@ int main(int argc, char** argv) {
           }))
     return *exit_status;
   if (pair_rounds > 0) return cc_bench::run_start_pair(pair_rounds) ? 0 : 1;
+  if (core_events > 0) return cc_bench::run_core_events(core_events) ? 0 : 1;
+  if (abuse_members > 0) {
+    raise_fd_limit();
+    return cc_bench::run_abuse(abuse_members) ? 0 : 1;
+  }
   if (sizes.empty()) sizes = start ? std::vector<int>{1024} : std::vector<int>{1024, 4096, 16384};
   for (int n : sizes)
     if (n < 1) {

@@ -222,6 +222,26 @@ int main(int argc, char** argv) {
               options.max_total_bytes = size_in_bytes(
                   v, "--max-total-bytes needs a size in bytes, such as 1073741824 or 1GiB");
             });
+  add_value(app, "--max-parked-bytes-per-connection", "SIZE",
+            "refuse a get or wait that would take what one\n"
+            "connection has waiting for keys above SIZE (each\n"
+            "counts its keys and 512 bytes; default 4MiB)",
+            [&](const std::string& v) {
+              options.max_parked_bytes_per_connection =
+                  size_in_bytes(v,
+                                "--max-parked-bytes-per-connection needs a size in bytes, such as "
+                                "4194304 or 4MiB");
+            });
+  add_value(app, "--max-parked-bytes-per-job", "SIZE", "the same per job (default 64MiB)",
+            [&](const std::string& v) {
+              options.max_parked_bytes_per_job = size_in_bytes(
+                  v, "--max-parked-bytes-per-job needs a size in bytes, such as 67108864 or 64MiB");
+            });
+  add_value(app, "--max-parked-bytes", "SIZE", "the same over every job (default 256MiB)",
+            [&](const std::string& v) {
+              options.max_parked_bytes_total = size_in_bytes(
+                  v, "--max-parked-bytes needs a size in bytes, such as 268435456 or 256MiB");
+            });
   add_value(app, "--job-ttl", "DURATION",
             "keep the keys of a job with no connection for\n"
             "DURATION, then forget the job (default 1h;\n"
