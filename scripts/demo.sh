@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the all-reduce example on every
-# GPU of this machine through cc-run. Without GPUs it says so and stops.
+# Installs what is missing, builds what it runs (libcc, cc-run and the
+# all-reduce example; scripts/test.sh builds the rest), and runs the example on
+# every GPU of this machine through cc-run. Without GPUs it says so and stops.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh || exit 1
-scripts/build.sh || exit 1
+BUILD_TARGETS="cc cc-run allreduce" scripts/build.sh || exit 1
 build=${BUILD:-build}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 ngpus=0
