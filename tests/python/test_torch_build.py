@@ -27,6 +27,7 @@ RANK = textwrap.dedent("""
     def load():
         busy = os.path.join(build_dir, "busy")
         fd = os.open(busy, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # fails on overlap
+        print("LOADING", file=sys.stderr, flush=True)
         try:
             built = os.path.join(build_dir, "built")
             if not os.path.exists(built):
@@ -122,7 +123,8 @@ class OneBuildPerNode(unittest.TestCase):
             proc = subprocess.Popen([sys.executable, "-c", hang, build_dir, "key-1"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     cwd=str(helpers.PACKAGE_ROOT))
-            self.assertIn("BUILDING-WORDS", proc.stderr.readline())  # it holds the lock now
+            self.assertIn("BUILDING-WORDS", proc.stderr.readline())
+            self.assertEqual(proc.stderr.readline().strip(), "LOADING")  # in load(), lock held
             proc.send_signal(signal.SIGKILL)
             proc.communicate(timeout=60)
             os.unlink(os.path.join(build_dir, "busy"))  # the stub's own marker, left by the kill
