@@ -2,16 +2,20 @@
 # Installs what is missing, builds what it runs (libcc, cc-run and the
 # all-reduce example; scripts/test.sh builds the rest), and runs the example on
 # every GPU of this machine through cc-run. Without GPUs it says so and stops.
+# A build folder it configures on a machine with GPUs has cc's kernels
+# compiled for those GPUs only (-Dkernel_archs=native).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh || exit 1
-BUILD_TARGETS="cc cc-run allreduce" scripts/build.sh || exit 1
 build=${BUILD:-build}
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 ngpus=0
 if command -v nvidia-smi >/dev/null 2>&1; then
   ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 fi
+setup=()
+[ "$ngpus" -gt 0 ] && setup=(-Dkernel_archs=native)
+BUILD_TARGETS="cc cc-run allreduce" scripts/build.sh "${setup[@]}" || exit 1
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 if [ "$ngpus" -eq 0 ]; then
   echo "demo: no NVIDIA GPU on this machine (nvidia-smi finds none): cc is built in $build/,"
   echo "      but there is nothing to run the collectives on. Run the tests with scripts/test.sh."
