@@ -2,8 +2,11 @@
 # Installs what is missing, builds what it runs (libcc, cc-run and the
 # all-reduce example; scripts/test.sh builds the rest), and runs the example on
 # every GPU of this machine through cc-run. Without GPUs it says so and stops.
-# A build folder it configures on a machine with GPUs has cc's kernels
-# compiled for those GPUs only (-Dkernel_archs=native).
+# A build folder it configures has cc's kernels compiled for this machine's
+# GPUs only (-Dkernel_archs=native), or, on a machine without any, for Hopper
+# alone (-Dkernel_archs=90): each architecture is minutes of device compile
+# on a small machine. scripts/test.sh goes on in the same folder; one that
+# test.sh or a plain meson setup configures has the default, Ampere and Hopper.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh || exit 1
@@ -12,7 +15,7 @@ ngpus=0
 if command -v nvidia-smi >/dev/null 2>&1; then
   ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 fi
-setup=()
+setup=(-Dkernel_archs=90)
 [ "$ngpus" -gt 0 ] && setup=(-Dkernel_archs=native)
 BUILD_TARGETS="cc cc-run allreduce" scripts/build.sh "${setup[@]}" || exit 1
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
