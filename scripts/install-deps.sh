@@ -5,11 +5,12 @@ set -euo pipefail
 # libboost-dev: Boost.Beast, header-only, for cc-rendezvous's metrics
 # endpoint. systemd and python3-yaml: the packaging suite verifies the
 # systemd unit and parses the compose file. nftables: the netns suite puts a
-# rank behind a NAT as Docker's bridge does.
+# rank behind a NAT as Docker's bridge does. cmake: the CMake package's
+# version file, and the packaging suite's CMake consumer.
 pkgs=(meson ninja-build g++ pkg-config libasio-dev libspdlog-dev libfmt-dev catch2
       libcli11-dev nlohmann-json3-dev libssl-dev libboost-dev openmpi-bin libopenmpi-dev
       iproute2 procps python3 python3-numpy python3-yaml systemd nftables
-      libcpp-httplib-dev etcd-server etcd-client)
+      libcpp-httplib-dev etcd-server etcd-client cmake)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
