@@ -185,9 +185,6 @@ CC_API cc_result_t cc_comm_abort(cc_comm_t comm);
 CC_API cc_result_t cc_comm_rank(cc_comm_t comm, int* rank);
 CC_API cc_result_t cc_comm_size(cc_comm_t comm, int* nranks);
 CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device);
-/* The deadline in ms this communicator's blocking calls keep: the config's
- * timeout_ms, else CC_TIMEOUT_MS, else the default. Never blocks. */
-CC_API cc_result_t cc_comm_timeout(cc_comm_t comm, int* timeout_ms);
 /* Which path serves cc_allreduce at which size on this comm, the same on every
  * rank: e.g. "ll:1M,oneshot:8M,blocks:64" (cc's LL kernel up to 1 MiB, its
  * one-shot kernel above that up to 8 MiB with at most 64 thread blocks,

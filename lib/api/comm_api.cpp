@@ -119,13 +119,6 @@ CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device) {
   CC_API_GUARD_END
 }
 
-CC_API cc_result_t cc_comm_timeout(cc_comm_t comm, int* timeout_ms) {
-  CC_API_GUARD_BEGIN
-  return read_field("cc_comm_timeout", comm, "timeout_ms", timeout_ms,
-                    [](cc_comm_t c) { return static_cast<int>(c->timeout.count()); });
-  CC_API_GUARD_END
-}
-
 CC_API cc_result_t cc_comm_allreduce_plan(cc_comm_t comm, char* plan, size_t cap) {
   CC_API_GUARD_BEGIN
   if (Status st = cc::comm::check_handle("cc_comm_allreduce_plan", comm); !st.ok()) return fail(st);

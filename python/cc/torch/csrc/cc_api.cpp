@@ -52,7 +52,6 @@ void load(const std::string& path) {
   resolve(handle, path, "cc_server_stop", &a.server_stop, true);
   resolve(handle, path, "cc_result_string", &a.result_string, true);
   resolve(handle, path, "cc_last_error", &a.last_error, true);
-  resolve(handle, path, "cc_comm_timeout", &a.comm_timeout, true);
   resolve(handle, path, "cc_comm_failed_ranks", &a.comm_failed_ranks, false);
   loaded = a;  // the handle stays open for the life of the process
   is_loaded = true;

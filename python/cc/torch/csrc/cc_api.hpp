@@ -37,7 +37,6 @@ struct Api {
   decltype(&cc_server_stop) server_stop = nullptr;
   decltype(&cc_result_string) result_string = nullptr;
   decltype(&cc_last_error) last_error = nullptr;
-  decltype(&cc_comm_timeout) comm_timeout = nullptr;
   FailedRanksFn comm_failed_ranks = nullptr;  // optional
 };
 

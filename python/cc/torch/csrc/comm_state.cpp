@@ -85,15 +85,8 @@ std::string CommState::failure_words() {
          "process group and start again (or recover with cc's shrink/regrow)";
 }
 
-// The group's timeout, else the one cc resolved for the communicator
-// (CC_TIMEOUT_MS or cc's default).
 std::chrono::milliseconds CommState::timeout() const {
-  int ms = rendezvous_.timeout_ms;
-  if (ms <= 0 && comm_ != nullptr) {
-    if (const cc_result_t r = api().comm_timeout(comm_, &ms); r != CC_SUCCESS)
-      fail("cc_comm_timeout", r);
-  }
-  return std::chrono::milliseconds(ms);
+  return std::chrono::milliseconds(rendezvous_.timeout_ms > 0 ? rendezvous_.timeout_ms : 300000);
 }
 
 }  // namespace cc_torch
