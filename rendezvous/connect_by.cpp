@@ -13,7 +13,8 @@
 namespace cc::rv {
 
 void async_connect_by(asio::ip::tcp::socket& socket, const asio::ip::tcp::endpoint& endpoint,
-                      ConnectClock::time_point deadline, std::function<void(std::error_code)> done) {
+                      ConnectClock::time_point deadline,
+                      std::function<void(std::error_code)> done) {
   struct Attempt {
     explicit Attempt(const asio::any_io_executor& executor) : timer(executor) {}
     asio::steady_timer timer;

@@ -250,7 +250,8 @@ std::vector<rv::ProbeResult> probe_targets(const std::vector<rv::ProbeTarget>& t
     Probe& p = *probes[i];
     asio::async_write(p.socket, asio::buffer(p.out), [&, i](std::error_code ec, size_t) {
       if (probes[i]->done) return;
-      if (ec) return finish(i, false, ec.value(), std::string("send: ") + std::strerror(ec.value()));
+      if (ec)
+        return finish(i, false, ec.value(), std::string("send: ") + std::strerror(ec.value()));
       asio::async_read(probes[i]->socket, asio::buffer(probes[i]->in),
                        [&, i](std::error_code ec, size_t) {
                          if (probes[i]->done) return;

@@ -180,17 +180,20 @@ class ChildProcess {
       if (::getppid() != parent) ::_exit(127);
     }
     const int flags = O_WRONLY | O_CREAT | (o.append ? O_APPEND : O_TRUNC);
-    if (o.pipe_stdin) ::dup2(in[0], 0);
+    if (o.pipe_stdin)
+      ::dup2(in[0], 0);
     else if (o.stdin_null) {
       const int fd = ::open("/dev/null", O_RDONLY);
       if (fd >= 0) ::dup2(fd, 0);
     }
-    if (o.pipe_stdout) ::dup2(out[1], 1);
+    if (o.pipe_stdout)
+      ::dup2(out[1], 1);
     else if (!o.stdout_file.empty()) {
       const int fd = ::open(o.stdout_file.c_str(), flags, 0600);
       if (fd >= 0) ::dup2(fd, 1);
     }
-    if (o.pipe_stderr) ::dup2(err[1], 2);
+    if (o.pipe_stderr)
+      ::dup2(err[1], 2);
     else if (!o.stderr_file.empty()) {
       const int fd = ::open(o.stderr_file.c_str(), flags, 0600);
       if (fd >= 0) ::dup2(fd, 2);

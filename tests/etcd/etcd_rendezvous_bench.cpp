@@ -164,8 +164,7 @@ int main(int argc, char** argv) {
   int members = 3;
   std::string address;
   cc::cli::CommandLine command_line(
-      "usage: cc-etcd-rendezvous-bench [-n N] [-r RUNS] [--members M | --address etcd://...]",
-      15);
+      "usage: cc-etcd-rendezvous-bench [-n N] [-r RUNS] [--members M | --address etcd://...]", 15);
   CLI::App& app = command_line.app();
   app.description(kAbout);
   cc::cli::add_number(app, "-n", "N", 1, 1000000, &n, "simulated ranks (default 1024)");
