@@ -227,6 +227,15 @@ constexpr Setting kTable[] = {
      0,
      {},
      "etcd rendezvous: the key prefix under which cc keeps its jobs"},
+    {Id::share_gpu,
+     {"CC_SHARE_GPU"},
+     Kind::choice,
+     "0",
+     0,
+     0,
+     {"0", "1", "off", "on", "false", "true"},
+     "every rank on one GPU, each as its own host to NCCL (over sockets; cc's kernels off): "
+     "for testing with fewer GPUs than ranks"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

@@ -45,6 +45,7 @@ enum class Id : int {
   etcd_cert_file,
   etcd_key_file,
   etcd_prefix,
+  share_gpu,
   count
 };
 

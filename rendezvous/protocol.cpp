@@ -224,7 +224,8 @@ bool fields(auto& io, Is<Del> auto& m) { return io.key(m.key); }
 bool fields(auto& io, Is<MemberInfo> auto& i) {
   return io.i32(i.rank) && io.i32(i.world_size) && io.u32(i.generation) && io.text(i.host) &&
          io.u32(i.pid) && io.i32(i.nccl_version) && io.i32(i.cuda_driver) &&
-         io.i32(i.cuda_runtime) && io.text(i.gpu_uuid) && io.text(i.nccl_addr);
+         io.i32(i.cuda_runtime) && io.text(i.gpu_uuid) && io.text(i.nccl_addr) &&
+         io.text(i.host_key);
 }
 bool fields(auto& io, Is<Join> auto& m) {
   return fields(io, m.info) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms) &&

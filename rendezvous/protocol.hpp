@@ -133,7 +133,14 @@ struct MemberInfo {
   int32_t cuda_runtime = 0;
   std::string gpu_uuid;
   std::string nccl_addr;  // the address NCCL will use
+  std::string host_key;   // NCCL's idea of the host: NCCL_HOSTID, or host name and boot id
 };
+// Who holds a GPU, as NCCL tells GPUs apart: its host identity (the host name
+// where a member sent none) and the GPU's UUID. Two members of one
+// communicator with the same key would be refused by NCCL.
+inline std::string gpu_owner_key(const MemberInfo& i) {
+  return (i.host_key.empty() ? i.host : i.host_key) + "\n" + i.gpu_uuid;
+}
 // Join a communicator. Rank 0 sends the ncclUniqueId in unique_id; the others
 // send it empty. Answered with Joined once all world_size ranks have joined,
 // or Error (mismatch / timeout naming the missing ranks).

@@ -23,6 +23,12 @@
 # OUT/<step>.log; the last line is "gpu suite: N passed, N failed". Exit status
 # 0 only when all passed. NCCL_LIB_DIR names a folder holding libnccl.so.2 when
 # the loader cannot find one.
+# On a machine of fewer GPUs than a step's ranks (one H200, say), the ranks
+# share GPU 0, each its own host to NCCL (cc-run --share-gpu, CC_SHARE_GPU=1):
+# the failure, recovery, init-failure, etcd, namespace, example and
+# collective steps run so, also with 4 and 8 ranks; the steps about cc's
+# kernels across processes are skipped, each listed with its reason, and the
+# last line is then "gpu suite: N passed, N failed, N skipped".
 set -u
 
 if [ $# -ne 2 ]; then
@@ -78,6 +84,15 @@ run() {
   return $rc
 }
 
+# skip NAME REASON: a step this machine cannot run; counted and listed, never passed.
+skipped=0
+skipped_steps=()
+skip() {
+  skipped=$((skipped + 1))
+  skipped_steps+=("$1 ($2)")
+  echo "-- $1: skipped: $2" | tee "$OUT/${1//[^A-Za-z0-9_.-]/_}.log"
+}
+
 # expect NAME PATTERN COUNT: the step's log holds PATTERN at least COUNT times.
 expect() {
   local n
@@ -130,8 +145,11 @@ ALT=${NCCL_ALT_LIB_DIR:-$(python3 -c 'import nvidia.nccl as m, os; print(os.path
 # What one GPU can check: cc's kernels with 2 to 8 ranks as streams of one
 # process, and a communicator of one rank (a job's first try, a test) with
 # each NCCL. GPU_SUITE_ONE_GPU=1 runs only these, for a machine of one GPU.
-run gpu_kernels_one_gpu "$BUILD/tests/gpu/gpu_kernels_one_gpu"
-run "gpu_collectives-one-rank" "$CC_RUN" -n 1 -- "$BUILD/tests/gpu/gpu_collectives"
+# GPU_SUITE_MULTI_ONLY=1 leaves these out (a session that ran them apart).
+if [ "${GPU_SUITE_MULTI_ONLY:-0}" != 1 ]; then
+  run gpu_kernels_one_gpu "$BUILD/tests/gpu/gpu_kernels_one_gpu"
+  run "gpu_collectives-one-rank" "$CC_RUN" -n 1 -- "$BUILD/tests/gpu/gpu_collectives"
+fi
 if [ "${GPU_SUITE_ONE_GPU:-0}" = 1 ]; then
   if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
     LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
@@ -145,16 +163,46 @@ if [ "${GPU_SUITE_ONE_GPU:-0}" = 1 ]; then
   exit
 fi
 
+# Fewer GPUs than a step's ranks: the ranks share GPU 0, each its own host to
+# NCCL (cc-run --share-gpu, CC_SHARE_GPU=1 for ranks started otherwise;
+# lib/launch/share_gpu.hpp). Everything but cc's kernels across processes
+# and the timings is then tested; what needs one GPU per rank is skipped,
+# with its reason, and never counted as passed.
+NGPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+SHARE=()
+KERNEL_CASES=()
+if [ "$NGPUS" -lt 2 ]; then
+  SHARE=(--share-gpu)
+  export CC_SHARE_GPU=1
+  KERNEL_CASES=("~[one-gpu-per-rank]")
+  export SECOND_GPU=0  # the namespace hosts of gpu_preflight_netns.sh
+  echo "gpu-suite: $NGPUS GPU(s): the steps of 2 ranks and more share GPU 0, each rank its own host to NCCL"
+fi
+NEEDS_GPU_PER_RANK="needs one GPU per rank: cc's kernels across processes (this machine has $NGPUS GPU(s))"
+# cc-run's flag for a step of N ranks.
+share_for() { [ "$NGPUS" -lt "$1" ] && echo --share-gpu; }
+
 for t in "${GPU_TESTS[@]}"; do
   name=$(basename "$t")
-  run "$name-cc-run" "$CC_RUN" -n 2 -- "$t"
+  run "$name-cc-run" "$CC_RUN" -n 2 "${SHARE[@]}" -- "$t" "${KERNEL_CASES[@]}"
 done
+[ ${#KERNEL_CASES[@]} -gt 0 ] &&
+  skip "gpu_collectives [one-gpu-per-rank] cases" "$NEEDS_GPU_PER_RANK"
+
+# Past two ranks: point-to-point and split with 4 and 8 ranks.
+if [ -x "$BUILD/tests/gpu/gpu_collectives" ]; then
+  for n in 4 8; do
+    run "gpu_collectives-p2p-split-$n" "$CC_RUN" -n $n $(share_for $n) -- "$BUILD/tests/gpu/gpu_collectives" \
+      "send and recv*,split*,a 1-rank*,a negative color*,a group mixing*"
+  done
+fi
 
 # The same binaries with the other NCCL.
 if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
   for t in "${GPU_TESTS[@]}"; do
     name=$(basename "$t")
-    LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} run "$name-cc-run-alt-nccl" "$CC_RUN" -n 2 -- "$t"
+    LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} run "$name-cc-run-alt-nccl" "$CC_RUN" -n 2 \
+      "${SHARE[@]}" -- "$t" "${KERNEL_CASES[@]}"
   done
 else
   echo "gpu-suite: no second NCCL (NCCL_ALT_LIB_DIR unset, no PyTorch wheel's); the -alt-nccl runs are left out"
@@ -165,9 +213,11 @@ MPI_FLAGS=()
 if [ -n "$MPIRUN" ]; then
   [ "$(id -u)" = 0 ] && MPI_FLAGS+=(--allow-run-as-root)
   MPI_FLAGS+=(--oversubscribe -n 2 -x NCCL_NVLS_ENABLE -x CC_TIMEOUT_MS -x MASTER_ADDR -x MASTER_PORT)
+  [ ${#SHARE[@]} -gt 0 ] && MPI_FLAGS+=(-x CC_SHARE_GPU)
   for t in "${GPU_TESTS[@]}"; do
     name=$(basename "$t")
-    MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) run "$name-mpirun" "$MPIRUN" "${MPI_FLAGS[@]}" "$t"
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) run "$name-mpirun" "$MPIRUN" "${MPI_FLAGS[@]}" "$t" \
+      "${KERNEL_CASES[@]}"
   done
 else
   echo "gpu-suite: mpirun not found; the mpirun runs are left out"
@@ -184,8 +234,15 @@ expect_example() {
 }
 for e in "${EXAMPLES[@]}"; do
   base=$(basename "$e")
-  run "example-$base-cc-run" "$CC_RUN" -n 2 -- "$e" && expect_example "$base" "example-$base-cc-run"
+  run "example-$base-cc-run" "$CC_RUN" -n 2 "${SHARE[@]}" -- "$e" && expect_example "$base" "example-$base-cc-run"
 done
+# The all-reduce example with 4 and 8 ranks: each gets the sum 1 + ... + N.
+if [ -x "$BUILD/examples/allreduce" ]; then
+  for n in 4 8; do
+    run "example-allreduce-cc-run-$n" "$CC_RUN" -n $n $(share_for $n) -- "$BUILD/examples/allreduce" &&
+      expect "example-allreduce-cc-run-$n" "after all-reduce: $((n * (n + 1) / 2)).0" $n
+  done
+fi
 
 if [ -x "$BUILD/examples/allreduce" ]; then
   if [ -n "$MPIRUN" ]; then
@@ -236,7 +293,13 @@ fi
 FAILURES_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_failures.sh
 if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$FAILURES_SH" ]; then
   for scenario in kill-loop kill-small kill-oneshot kill-twoshot skip skip-small skip-oneshot \
-                  skip-twoshot abort-threads init-missing status init-fail init-nosock; do
+                  skip-twoshot abort-threads init-missing status init-fail init-nosock \
+                  kill-loop-4 kill-loop-8 init-fail-4; do
+    # The -small, -oneshot and -twoshot cases are about cc's kernels.
+    if [ ${#SHARE[@]} -gt 0 ] && [[ $scenario =~ -(small|oneshot|twoshot)$ ]]; then
+      skip "gpu-failures-$scenario" "$NEEDS_GPU_PER_RANK"
+      continue
+    fi
     run "gpu-failures-$scenario" bash "$FAILURES_SH" "$BUILD/tests/gpu/gpu_failures" "$scenario" &&
       expect "gpu-failures-$scenario" "gpu_failures: all passed" 1
   done
@@ -247,7 +310,8 @@ fi
 # without a failure.
 RECOVERY_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_recovery.sh
 if [ -x "$BUILD/tests/gpu/gpu_recovery" ] && [ -f "$RECOVERY_SH" ]; then
-  for scenario in shrink-cc-run shrink-new-id shrink-by-hand regrow-cc-run train-regrow train-shrink; do
+  for scenario in shrink-cc-run shrink-new-id shrink-by-hand regrow-cc-run train-regrow train-shrink \
+                  shrink-4 shrink-8 regrow-nodes-4 regrow-nodes-8; do
     run "gpu-recovery-$scenario" bash "$RECOVERY_SH" "$BUILD" "$scenario" &&
       expect "gpu-recovery-$scenario" "gpu_recovery: all passed" 1
   done
@@ -288,6 +352,7 @@ fi
 
 echo
 [ ${#failed_steps[@]} -gt 0 ] && printf 'failed: %s\n' "${failed_steps[@]}"
+[ ${#skipped_steps[@]} -gt 0 ] && printf 'skipped: %s\n' "${skipped_steps[@]}"
 echo "logs: $OUT"
-echo "gpu suite: $passed passed, $failed failed"
+echo "gpu suite: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -23,6 +23,7 @@
 #include "lib/launch/device.hpp"
 #include "lib/launch/env.hpp"
 #include "lib/launch/etcd.hpp"
+#include "lib/launch/share_gpu.hpp"
 
 namespace cc::comm {
 namespace {
@@ -66,6 +67,13 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   c->timeout = milliseconds(c->config.timeout_ms);
   c->job_id = c->config.job_id;
   const auto deadline = start_time + c->timeout;
+  if (c->config.share_gpu) {
+    launch::prepare_shared_gpu(c->host, c->pid);
+    log().info(
+        "CC_SHARE_GPU: device {} shared with other ranks; to NCCL this process is host {} "
+        "(NCCL over sockets, cc's kernels off: timings mean nothing)",
+        c->config.device, getenv("NCCL_HOSTID"));
+  }
 
   // The device first: a machine without one fails at once, before any wait.
   if (Status st = launch::choose_device(rank, c->host, c->config.device, local_rank, &c->device);

@@ -107,6 +107,7 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   if (info.nccl_addr.empty()) info.nccl_addr = setup.route_addr;
   setup.host_key =
       req.host_key_override.empty() ? launch::nccl_host_key(req.getenv) : req.host_key_override;
+  info.host_key = setup.host_key;  // the rendezvous tells GPUs apart by it, as NCCL does
   setup.addr = req.addr_override.empty() ? sock.addr : req.addr_override;
   setup.ifname = sock.ifname;
   if (!req.addr_override.empty()) info.nccl_addr = req.addr_override;

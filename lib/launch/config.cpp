@@ -210,6 +210,23 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
   if (Status s = settings::read_choice(Id::nccl_shrink, getenv, &shrink); !s.ok()) return s;
   r.nccl_shrink = shrink == 1;
 
+  int share = 0;  // the setting's choices: 0, 1, off, on, false, true
+  settings::Found shared_by;
+  if (Status s = settings::read_choice(Id::share_gpu, getenv, &share, &shared_by); !s.ok())
+    return s;
+  r.share_gpu = share % 2 == 1;
+  if (r.share_gpu) {
+    // Processes sharing a GPU as separate hosts cannot map each other's
+    // memory the way cc's kernels need.
+    if (r.fast_allreduce == CC_FAST_ALLREDUCE_REQUIRE)
+      return invalid(std::string(shared_by.var) +
+                     " puts ranks on one GPU as separate hosts, where cc's all-reduce kernels "
+                     "cannot run, but CC_FAST_ALLREDUCE=require (or config.fast_allreduce) "
+                     "asks for them: drop one of the two");
+    r.fast_allreduce = CC_FAST_ALLREDUCE_OFF;
+    if (r.device < 0) r.device = 0;
+  }
+
   *out = std::move(r);
   return Status::success();
 }

@@ -31,6 +31,9 @@ struct ResolvedConfig {
   // takes its own default (job_ttl_or).
   int job_ttl_ms = -1;
   bool nccl_shrink = true;  // cc_comm_shrink may use ncclCommShrink (CC_NCCL_SHRINK)
+  // CC_SHARE_GPU: ranks share one GPU, each its own host to NCCL
+  // (lib/launch/share_gpu.hpp); the device defaults to 0 and cc's kernels are off.
+  bool share_gpu = false;
 
   // The job TTL a server started here uses, in ms (0: its lifetime).
   int job_ttl_or(int server_default_ms) const {

@@ -62,7 +62,7 @@ class Arrivals {
               nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere"};
     }
     if (!in.gpu_uuid.empty()) {
-      auto [owner, added] = gpu_owner_.try_emplace(in.host + "\n" + in.gpu_uuid, in.rank);
+      auto [owner, added] = gpu_owner_.try_emplace(gpu_owner_key(in), in.rank);
       if (!added && owner->second != in.rank)
         return Refusal{CC_ERR_MISMATCH,
                        member_who(present_.at(owner->second).info) + " and " + me + " of " +
@@ -78,7 +78,7 @@ class Arrivals {
     auto it = present_.find(rank);
     if (it == present_.end()) return;
     if (!it->second.info.gpu_uuid.empty())
-      gpu_owner_.erase(it->second.info.host + "\n" + it->second.info.gpu_uuid);
+      gpu_owner_.erase(gpu_owner_key(it->second.info));
     present_.erase(it);
   }
 
@@ -99,7 +99,7 @@ class Arrivals {
   std::string where_;
   std::optional<MemberInfo> first_;
   std::map<int32_t, MemberRecord> present_;
-  std::unordered_map<std::string, int32_t> gpu_owner_;  // host '\n' uuid -> rank
+  std::unordered_map<std::string, int32_t> gpu_owner_;  // gpu_owner_key -> rank
 };
 
 std::string never_joined(const std::vector<int32_t>& missing, int32_t world, int32_t joined,

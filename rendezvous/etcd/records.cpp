@@ -69,6 +69,7 @@ std::string encode(const MemberRecord& r) {
          {"runtime", i.cuda_runtime},
          {"gpu", i.gpu_uuid},
          {"addr", i.nccl_addr},
+         {"hostkey", i.host_key},
          {"nonce", r.nonce}};
   if (!r.unique_id.empty()) j["id"] = hex(r.unique_id);
   if (r.recovering)
@@ -91,6 +92,7 @@ bool decode(const std::string& text, MemberRecord* out) {
     r.info.cuda_runtime = j.value("runtime", 0);
     r.info.gpu_uuid = j.value("gpu", "");
     r.info.nccl_addr = j.value("addr", "");
+    r.info.host_key = j.value("hostkey", "");
     r.nonce = j.value("nonce", "");
     if (!unhex(j.value("id", ""), &r.unique_id)) return false;
     if (j.contains("recover")) {

@@ -104,7 +104,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     return true;
   }
   if (!in.gpu_uuid.empty()) {
-    auto [owner, added] = gen.gpu_owner.try_emplace(in.host + "\n" + in.gpu_uuid, in.rank);
+    auto [owner, added] = gen.gpu_owner.try_emplace(gpu_owner_key(in), in.rank);
     if (!added) {
       const MemberInfo& other = gen.slots.at(owner->second).info;
       fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,

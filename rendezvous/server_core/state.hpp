@@ -138,7 +138,7 @@ struct Generation {
   std::unordered_map<int32_t, Slot> slots;
   int32_t joined = 0;
   std::vector<uint8_t> unique_id;
-  std::unordered_map<std::string, int32_t> gpu_owner;  // host '\n' uuid -> rank
+  std::unordered_map<std::string, int32_t> gpu_owner;  // gpu_owner_key -> rank
   std::string failure;
   std::string notice;  // lines every rank is told with Joined
   server_core::Preflight preflight;

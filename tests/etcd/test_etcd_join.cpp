@@ -220,6 +220,11 @@ TEST_CASE("etcd join: each check refuses every rank, in the words of cc's own se
   auto gpu = make_join(1, 2);
   gpu.info.host = "host-a";
   gpu.info.gpu_uuid = "GPU-0";
+  // One NCCL host identity (NCCL_HOSTID) is one host, whatever the host names.
+  auto key0 = make_join(0, 2);
+  auto key1 = make_join(1, 2);
+  key1.info.gpu_uuid = "GPU-0";
+  key0.info.host_key = key1.info.host_key = "rack-1";
   const std::vector<Scenario> scenarios = {
       {"world", {make_join(0, 2), world}, CC_ERR_MISMATCH, "ranks disagree on the world size"},
       {"range", {make_join(0, 2), range}, CC_ERR_INVALID_ARGUMENT, "is out of range for job"},
@@ -234,6 +239,7 @@ TEST_CASE("etcd join: each check refuses every rank, in the words of cc's own se
        "was claimed twice"},
       {"nccl", {make_join(0, 2), nccl}, CC_ERR_MISMATCH, "load different NCCL versions"},
       {"gpu", {make_join(0, 2), gpu}, CC_ERR_MISMATCH, "use the same GPU GPU-0"},
+      {"gpu-host-key", {key0, key1}, CC_ERR_MISMATCH, "use the same GPU GPU-0"},
   };
   for (const Scenario& sc : scenarios) {
     const std::string job = std::string("check-") + sc.name;
@@ -246,6 +252,24 @@ TEST_CASE("etcd join: each check refuses every rank, in the words of cc's own se
       CHECK(on_etcd[i].status.code == sc.code);
       CHECK_THAT(on_etcd[i].status.message, Catch::Contains(sc.words));
       CHECK(on_etcd[i].status.message == on_tcp[i].status.message);
+    }
+  }
+}
+
+TEST_CASE("etcd join: one GPU of one host serves two ranks that NCCL sees as two hosts") {
+  EtcdCluster& cluster = shared_cluster();
+  TcpServer tcp;
+  auto j0 = make_join(0, 2);
+  auto j1 = make_join(1, 2);
+  j1.info.host = j0.info.host;
+  j1.info.gpu_uuid = j0.info.gpu_uuid;
+  j0.info.host_key = j0.info.host + "-rank0";
+  j1.info.host_key = j0.info.host + "-rank1";
+  for (const auto& outcomes : {run_joins(etcd_connect(cluster.address(), "shared-gpu"), {j0, j1}),
+                               run_joins(tcp.connect("shared-gpu"), {j0, j1})}) {
+    for (const Outcome& o : outcomes) {
+      INFO(o.status.message);
+      CHECK(o.status.ok());
     }
   }
 }

@@ -6,7 +6,8 @@
 #   gpu_failures.sh BINARY [SCENARIO...]     (default: all of them)
 #   scenarios: kill-loop kill-small kill-oneshot kill-twoshot skip skip-small
 #              skip-oneshot skip-twoshot abort-threads init-missing status
-#              init-fail init-nosock
+#              init-fail init-nosock, and with 4 or 8 ranks: kill-loop-4
+#              kill-loop-8 init-fail-4 (ranks beyond the GPUs: CC_SHARE_GPU=1)
 #   (-small: 1 KiB calls on cc's LL kernel; -oneshot, -twoshot: 4 MiB calls
 #   on cc's one-shot or two-shot kernel, forced by CC_FAST_ALLREDUCE_PLAN)
 #
@@ -60,30 +61,38 @@ wait_pid() {
 }
 show() { echo "   rank $1: $(grep -E '^(ERROR_AT|OK|FAIL)' "$WORK/r$1" | head -3)"; }
 
-kill_loop() {  # kill_loop [VAR=VALUE...]: both ranks get the variables
+kill_loop() {  # kill_loop [VAR=VALUE...]: every rank gets the variables; WORLD ranks (default 2)
+  local world=${WORLD:-2} r
   PORT=$(free_port)
-  start 0 2 kill-loop "$@"
-  start 1 2 kill-loop "$@"
-  if ! wait_for "$WORK/r1" "LOOPING 1" 45 || ! wait_for "$WORK/r0" "LOOPING 0" 30; then
-    echo "   FAILED: the ranks did not start looping"; sed 's/^/   | /' "$WORK/r0" "$WORK/r1"; bad=1; return
-  fi
+  for ((r = 0; r < world; r++)); do start $r "$world" kill-loop "$@"; done
+  for ((r = world - 1; r >= 0; r--)); do
+    if ! wait_for "$WORK/r$r" "LOOPING $r" 45; then
+      echo "   FAILED: rank $r did not start looping"; sed 's/^/   | /' "$WORK/r$r"; bad=1; return
+    fi
+  done
   sleep 0.5
   kill -9 "$PID1"
-  local killed=$(now_ns)
-  wait_pid "$PID0" 30
-  local rc=$?
+  local killed=$(now_ns) worst=0
+  for ((r = 0; r < world; r++)); do
+    [ $r -eq 1 ] && continue
+    local pid_var=PID$r
+    wait_pid "${!pid_var}" 30
+    local rc=$?
+    show $r
+    [ $rc -eq 0 ] || { echo "   FAILED: rank $r exited with $rc"; bad=1; }
+    check "rank $r: CC_ERR_PEER_FAILED" "$WORK/r$r" "ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
+    check "rank $r names rank 1 and its pid" "$WORK/r$r" "rank 1 (host [^ ]* pid $PID1)"
+    local at
+    at=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r$r")
+    if [ -n "$at" ]; then
+      local ms=$(((at - killed) / 1000000))
+      [ "$ms" -gt "$worst" ] && worst=$ms
+      [ "$world" -eq 2 ] && echo "DETECT_MS $ms"
+      [ "$ms" -le 2000 ] || { echo "   FAILED: rank $r heard of it after $ms ms (> 2000)"; bad=1; }
+    fi
+  done
   wait "$PID1" 2>/dev/null
-  show 0
-  [ $rc -eq 0 ] || { echo "   FAILED: rank 0 exited with $rc"; bad=1; }
-  check "CC_ERR_PEER_FAILED" "$WORK/r0" "ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
-  check "names rank 1 and its pid" "$WORK/r0" "rank 1 (host [^ ]* pid $PID1)"
-  local at
-  at=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r0")
-  if [ -n "$at" ]; then
-    local ms=$(((at - killed) / 1000000))
-    echo "DETECT_MS $ms"
-    [ "$ms" -le 2000 ] || { echo "   FAILED: detection took $ms ms (> 2000)"; bad=1; }
-  fi
+  [ "$world" -gt 2 ] && echo "DETECT_ALL_MS $worst (the last of $((world - 1)) survivors)"
 }
 
 skip() {  # skip [COUNT [PLAN]]: 256 floats spin in cc's LL kernel on rank 0
@@ -183,36 +192,44 @@ PY
 
 # init_spread WORDS [VAR=VALUE...]: rank 1 starts with the variables and
 # fails its init with WORDS; rank 0 must stop within 1 s, naming it.
-init_spread() {
-  local words=$1
+init_spread() {  # WORLD ranks (default 2): rank 1 fails; every other one must say so
+  local words=$1 world=${WORLD:-2} r
   shift
   PORT=$(free_port)
-  start 0 2 init CC_TIMEOUT_MS=60000
-  start 1 2 init CC_TIMEOUT_MS=60000 "$@"
-  wait_pid "$PID0" 90
-  local rc0=$?
+  for ((r = 0; r < world; r++)); do
+    if [ $r -eq 1 ]; then start 1 "$world" init CC_TIMEOUT_MS=60000 "$@"; else start $r "$world" init CC_TIMEOUT_MS=60000; fi
+  done
   wait_pid "$PID1" 90
-  show 0
   show 1
-  [ $rc0 -eq 3 ] || { echo "   FAILED: rank 0 exited with $rc0, not 3 (a failed init)"; bad=1; }
   check "rank 1 failed with its own words" "$WORK/r1" "^ERROR_AT [0-9]* CC_ERR_[A-Z_]*.*$words"
-  check "rank 0: CC_ERR_PEER_FAILED" "$WORK/r0" "^ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
-  check "rank 0 names rank 1, host and pid" "$WORK/r0" "rank 1 (host [^ ]* pid $PID1) could not start"
-  check "rank 0 carries rank 1's words" "$WORK/r0" "Its words: .*$words"
-  local at0 at1
-  at0=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r0")
+  local at1
   at1=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r1")
-  if [ -n "$at0" ] && [ -n "$at1" ]; then
-    local ms=$(((at0 - at1) / 1000000))
-    echo "SPREAD_MS $ms"
-    [ "$ms" -le 1000 ] || { echo "   FAILED: rank 0 stopped $ms ms after rank 1 (> 1000)"; bad=1; }
-  fi
+  for ((r = 0; r < world; r++)); do
+    [ $r -eq 1 ] && continue
+    local pid_var=PID$r
+    wait_pid "${!pid_var}" 90
+    local rc=$?
+    show $r
+    [ $rc -eq 3 ] || { echo "   FAILED: rank $r exited with $rc, not 3 (a failed init)"; bad=1; }
+    check "rank $r: CC_ERR_PEER_FAILED" "$WORK/r$r" "^ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
+    check "rank $r names rank 1, host and pid" "$WORK/r$r" "rank 1 (host [^ ]* pid $PID1) could not start"
+    check "rank $r carries rank 1's words" "$WORK/r$r" "Its words: .*$words"
+    local at
+    at=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r$r")
+    if [ -n "$at" ] && [ -n "$at1" ]; then
+      local ms=$(((at - at1) / 1000000))
+      echo "SPREAD_MS $ms (rank $r)"
+      [ "$ms" -le 1000 ] || { echo "   FAILED: rank $r stopped $ms ms after rank 1 (> 1000)"; bad=1; }
+    fi
+  done
 }
 
 for s in "${SCENARIOS[@]}"; do
   echo "== $s"
   case $s in
     kill-loop) kill_loop ;;
+    kill-loop-4) WORLD=4 kill_loop ;;
+    kill-loop-8) WORLD=8 kill_loop ;;
     kill-small) kill_loop LOOP_COUNT=256 ;;
     kill-oneshot) kill_loop LOOP_COUNT=1048576 CC_FAST_ALLREDUCE_PLAN=oneshot:8M ;;
     kill-twoshot) kill_loop LOOP_COUNT=1048576 CC_FAST_ALLREDUCE_PLAN=twoshot:8M ;;
@@ -224,6 +241,7 @@ for s in "${SCENARIOS[@]}"; do
     init-missing) init_missing ;;
     status) status_of_a_running_job ;;
     init-fail) init_spread "Failed to initialize any NET plugin\|invalid usage" NCCL_NET=no-such-network ;;
+    init-fail-4) WORLD=4 init_spread "Failed to initialize any NET plugin\|invalid usage" NCCL_NET=no-such-network ;;
     init-nosock) init_spread "NCCL_SOCKET_IFNAME=nosuchif0 matches no running interface" \
       NCCL_SOCKET_IFNAME=nosuchif0 ;;
     *) echo "unknown scenario $s"; bad=1 ;;

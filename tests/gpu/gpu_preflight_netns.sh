@@ -2,7 +2,9 @@
 # The seed's multi-host failure on one GPU machine: network namespaces as
 # hosts, one GPU each (CUDA_VISIBLE_DEVICES), NCCL_HOSTID apart and NCCL over
 # sockets (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), so NCCL's connections
-# cross the namespaces' cables as they would cross hosts.
+# cross the namespaces' cables as they would cross hosts. SECOND_GPU (default
+# 1) is the second host's GPU: 0 on a machine of one GPU, which both hosts
+# then share (their NCCL_HOSTIDs differ).
 #
 #   gpu_preflight_netns.sh GPU_FAILURES_BINARY [SCENARIO...]
 #   scenarios: nat host routed (default: all)
@@ -57,7 +59,9 @@ ipc -V >/dev/null 2>&1 || skip "no usable ip ('$IP'); set IP (and IP_LIB) to a c
 nftc -v >/dev/null 2>&1 || skip "no usable nft ('$NFT'); set NFT (and NFT_LIB) to a copy of nftables' nft"
 command -v unshare >/dev/null || skip "no unshare"
 "$BIN" probe >/dev/null 2>&1 || skip "$BIN probe: no CUDA device"
-[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] || skip "needs 2 GPUs"
+# One GPU: the two hosts share it (SECOND_GPU=0), told apart by NCCL_HOSTID.
+[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] || [ "${SECOND_GPU:-1}" = 0 ] ||
+  skip "needs 2 GPUs (or SECOND_GPU=0, both hosts on GPU 0)"
 
 netns() { ipc netns add "$1" || die "ip netns add $1"; MADE+=("$1"); ipc -n "$1" link set lo up; }
 is_up() { [ "$(ipc netns exec "$1" cat "/sys/class/net/$2/operstate" 2>/dev/null)" = up ]; }
@@ -123,7 +127,7 @@ both() {  # wait for the two ranks
 
 nat() {
   rank n0 "$NS_A" cca-$S 0 0
-  rank n1 "$NS_C" ccc-$S 1 1
+  rank n1 "$NS_C" ccc-$S 1 "${SECOND_GPU:-1}"
   both "$PID_n0" "$PID_n1"
   for f in n0 n1; do
     check "$f: CC_ERR_SYSTEM before NCCL" "$WORK/$f" "^ERROR_AT [0-9]* CC_ERR_SYSTEM"
@@ -149,7 +153,7 @@ nat() {
 
 healthy() {  # NAME NS HOST: rank 1 there, both succeed
   rank "${1}0" "$NS_A" cca-$S 0 0
-  rank "${1}1" "$2" "$3" 1 1
+  rank "${1}1" "$2" "$3" 1 "${SECOND_GPU:-1}"
   eval "both \$PID_${1}0 \$PID_${1}1"
   check "${1}: rank 0 inits and all-reduces" "$WORK/${1}0" "^OK init, all-reduce 3"
   check "${1}: rank 1 inits and all-reduces" "$WORK/${1}1" "^OK init, all-reduce 3"

@@ -17,8 +17,24 @@ WORK=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 bad=0
 
+# A free port below the kernel's ephemeral range, so that no socket another
+# step's NCCL opened (their ports come from that range) takes it first.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    p = random.randrange(10000, max(low, 10001))
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", p))
+        print(p)
+        break
+    except OSError:
+        pass
+    finally:
+        s.close()
+'
 }
 now_ns() { date +%s%N; }
 check() {  # check NAME FILE PATTERN

@@ -6,7 +6,9 @@
 # values the ranks print.
 #
 #   gpu_recovery.sh BUILD [SCENARIO...]        (default: all of them)
-#   scenarios: shrink-cc-run shrink-new-id shrink-by-hand regrow-cc-run train-regrow train-shrink
+#   scenarios: shrink-cc-run shrink-new-id shrink-by-hand regrow-cc-run train-regrow train-shrink,
+#   and with more ranks: shrink-4 shrink-8 (one cc-run) regrow-nodes-4 regrow-nodes-8 (a
+#   cc-run node per rank); ranks beyond the GPUs share one (CC_SHARE_GPU=1)
 #
 # Exit 0 when every scenario passed, 77 with no GPU, 1 otherwise. Prints
 # which NCCL is loaded and whether it has ncclCommShrink, and for each shrink
@@ -27,6 +29,9 @@ TRAIN=$BUILD/examples/train_recover
 "$BIN" probe
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-60000}
+NGPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+# cc-run's flag for N ranks on this machine: --share-gpu where it has fewer GPUs.
+share_for() { [ "$NGPUS" -lt "$1" ] && echo --share-gpu; }
 status() {  # status NAME GOT WANT
   if [ "$2" -eq "$3" ]; then echo "   ok: $1 exit status $2"; else echo "   FAILED: $1 exit status $2, want $3"; bad=1; fi
 }
@@ -93,6 +98,65 @@ regrow_cc_run() {
     "as a replacement, in its generation 1"
 }
 
+# Many ranks under one cc-run: rank 1 dies; the N-1 survivors shrink.
+shrink_many() {  # shrink_many N
+  local n=$1
+  CC_LOG_LEVEL=warn timeout 300 "$CC_RUN" -n "$n" $(share_for "$n") --max-restarts 0 -- "$BIN" shrink \
+    >"$WORK/out" 2>&1
+  status "cc-run (rank 1's SIGKILL)" $? 137
+  count_lines "survivors failed with CC_ERR_PEER_FAILED naming rank 1" $((n - 1)) \
+    "^\[rank [0-9]*\] FAILED_AT [0-9]* CC_ERR_PEER_FAILED.*rank 1 (host"
+  count_lines "survivors shrank to generation 1 of $((n - 1)) ranks" $((n - 1)) \
+    "^\[rank [0-9]*\] RECOVERED generation=1 rank=[0-9]* size=$((n - 1)) failed=1$"
+  count_lines "their all-reduces are right" $((n - 1)) \
+    "^\[rank [0-9]*\] OK shrunk: rank [0-9]* of $((n - 1)), generation 1"
+  recovery_times "$WORK/out"
+}
+
+# One cc-run node per rank, as on N hosts: rank VICTIM dies, its node starts
+# it again, and every survivor regrows with it to N ranks.
+regrow_nodes() {  # regrow_nodes N
+  local n=$1 victim=$(($1 / 2)) port node pids=()
+  port=$(free_port)
+  for ((node = 0; node < n; node++)); do
+    # Enough GPUs: node i's one rank on GPU i (each node's LOCAL_RANK is 0).
+    local device=()
+    [ "$NGPUS" -ge "$n" ] && device=(CC_DEVICE=$node)
+    env "${device[@]}" CC_LOG_LEVEL=warn RECOVERY_VICTIM=$victim timeout 300 "$CC_RUN" -n 1 --nnodes "$n" \
+      --node-rank $node --master-addr 127.0.0.1 --master-port "$port" --job-id "regrow-$n-$port" \
+      --max-restarts 1 $(share_for "$n") -- "$BIN" regrow >"$WORK/node$node" 2>&1 &
+    pids+=($!)
+  done
+  local rc=0 p
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  status "the $n cc-run nodes" $rc 0
+  cat "$WORK"/node* >"$WORK/out"
+  check "node $victim started rank $victim again" "$WORK/node$victim" \
+    "cc-run: rank $victim (pid [0-9]*) exited with status 137.*starting it again (restart 1 of 1)"
+  count_lines "survivors regrew to generation 1, keeping their ranks" $((n - 1)) \
+    "^\[rank [0-9]*\] RECOVERED generation=1 rank=[0-9]* size=$n failed=$victim$"
+  check "the replacement joined generation 1" "$WORK/out" \
+    "^\[rank $victim\] OK replacement: rank $victim of $n, generation 1; 10 all-reduces right"
+  recovery_times "$WORK/out"
+}
+
+count_lines() {  # count_lines NAME COUNT PATTERN: $WORK/out holds PATTERN COUNT times
+  local got
+  got=$(grep -c -- "$3" "$WORK/out")
+  if [ "$got" -eq "$2" ]; then echo "   ok: $1 ($got)"; else
+    echo "   FAILED: $1: $got lines of '$3', want $2"; sed 's/^/   | /' "$WORK/out" | tail -n 60; bad=1
+  fi
+}
+
+# From the death (the first FAILED_AT) to the last survivor's first right all-reduce.
+recovery_times() {
+  local failed_at recovered_at
+  failed_at=$(grep -o "FAILED_AT [0-9]*" "$1" | awk '{print $2}' | sort -n | head -1)
+  recovered_at=$(grep -o "RECOVERED_AT [0-9]*" "$1" | awk '{print $2}' | sort -n | tail -1)
+  [ -n "$failed_at" ] && [ -n "$recovered_at" ] &&
+    echo "RECOVER_ALL_MS $(((recovered_at - failed_at) / 1000000)) (first survivor's failure to the last survivor's first right all-reduce)"
+}
+
 train_regrow() {
   [ -x "$TRAIN" ] || { echo "   FAILED: $TRAIN is missing (built only where nvcc works)"; bad=1; return; }
   timeout 300 "$CC_RUN" -n 2 -- "$TRAIN" >"$WORK/clean" 2>&1
@@ -129,6 +193,10 @@ for s in "${SCENARIOS[@]}"; do
     shrink-new-id) shrink_cc_run CC_NCCL_SHRINK=0 ;;
     shrink-by-hand) shrink_by_hand ;;
     regrow-cc-run) regrow_cc_run ;;
+    shrink-4) shrink_many 4 ;;
+    shrink-8) shrink_many 8 ;;
+    regrow-nodes-4) regrow_nodes 4 ;;
+    regrow-nodes-8) regrow_nodes 8 ;;
     train-regrow) train_regrow ;;
     train-shrink) train_shrink ;;
     *) echo "unknown scenario $s"; bad=1 ;;

@@ -5,6 +5,9 @@
 // the same on every rank and right on both sides of each switch point;
 // calls alternating between streams stay in order; graphs capture and
 // replay them; CC_FAST_ALLREDUCE_REQUIRE says where they cannot run.
+// Tagged [one-gpu-per-rank]: ranks sharing a GPU as separate hosts
+// (CC_SHARE_GPU) cannot run cc's kernels, so scripts/gpu-suite.sh leaves
+// these cases out there, and says so.
 //
 // The reference is a communicator split off with CC_FAST_ALLREDUCE_OFF, so it
 // always calls ncclAllReduce. With two ranks every operation is one
@@ -191,7 +194,7 @@ bool alone() {
 
 }  // namespace
 
-TEST_CASE("cc's kernels: every type and op gives ncclAllReduce's bits") {
+TEST_CASE("cc's kernels: every type and op gives ncclAllReduce's bits", "[one-gpu-per-rank]") {
   if (!CC_TEST_FAST_KERNELS) return;
   Plain plain;
   for (const char* path : kPaths) {
@@ -216,7 +219,7 @@ TEST_CASE("cc's kernels: every type and op gives ncclAllReduce's bits") {
   }
 }
 
-TEST_CASE("cc's kernels: sizes around every edge, in place and unaligned") {
+TEST_CASE("cc's kernels: sizes around every edge, in place and unaligned", "[one-gpu-per-rank]") {
   if (alone()) return;
   if (!CC_TEST_FAST_KERNELS) return;
   Plain plain;
@@ -245,7 +248,7 @@ TEST_CASE("cc's kernels: sizes around every edge, in place and unaligned") {
   }
 }
 
-TEST_CASE("the plan made at init: the same on every rank, right on both sides of each switch") {
+TEST_CASE("the plan made at init: the same on every rank, right on both sides of each switch", "[one-gpu-per-rank]") {
   const std::string plan = plan_of(world());
   INFO("plan " << plan);
   // The same text on every rank: its hash, max and min over the ranks, agree.
@@ -281,7 +284,7 @@ TEST_CASE("the plan made at init: the same on every rank, right on both sides of
         }
 }
 
-TEST_CASE("cc's kernels: calls alternating between two streams stay in order") {
+TEST_CASE("cc's kernels: calls alternating between two streams stay in order", "[one-gpu-per-rank]") {
   cudaStream_t s[2] = {nullptr, nullptr};
   REQUIRE(cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking) == cudaSuccess);
   REQUIRE(cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking) == cudaSuccess);
@@ -331,7 +334,7 @@ TEST_CASE("cc's kernels: calls alternating between two streams stay in order") {
   cudaStreamDestroy(s[1]);
 }
 
-TEST_CASE("cc's kernels: captured in a CUDA graph, replays and direct calls interleave") {
+TEST_CASE("cc's kernels: captured in a CUDA graph, replays and direct calls interleave", "[one-gpu-per-rank]") {
   const char* paths[] = {nullptr, "ll", "oneshot", "twoshot"};
   for (const char* path : paths) {
     if (path != nullptr && !CC_TEST_FAST_KERNELS) continue;
@@ -392,7 +395,7 @@ TEST_CASE("cc's kernels: captured in a CUDA graph, replays and direct calls inte
   }
 }
 
-TEST_CASE("config.fast_allreduce_plan: taken as given, capped to the kernels, checked") {
+TEST_CASE("config.fast_allreduce_plan: taken as given, capped to the kernels, checked", "[one-gpu-per-rank]") {
   if (alone()) return;
   if (CC_TEST_FAST_KERNELS) {
     struct Want {
@@ -429,7 +432,7 @@ TEST_CASE("config.fast_allreduce_plan: taken as given, capped to the kernels, ch
   CHECK(cc_comm_allreduce_plan(world(), tiny, sizeof tiny) == CC_ERR_INVALID_ARGUMENT);
 }
 
-TEST_CASE("CC_FAST_ALLREDUCE_REQUIRE: made wherever the kernels can run, with any NCCL") {
+TEST_CASE("CC_FAST_ALLREDUCE_REQUIRE: made wherever the kernels can run, with any NCCL", "[one-gpu-per-rank]") {
   if (alone()) return;
   int version = 0;
   ncclGetVersion(&version);
@@ -466,7 +469,7 @@ TEST_CASE("CC_FAST_ALLREDUCE_REQUIRE: made wherever the kernels can run, with an
 }
 
 TEST_CASE(
-    "CC_FAST_ALLREDUCE_REQUIRE on one rank, off on the others: every rank fails, saying why") {
+    "CC_FAST_ALLREDUCE_REQUIRE on one rank, off on the others: every rank fails, saying why", "[one-gpu-per-rank]") {
   if (alone()) return;
   cc_comm_t c = nullptr;
   const cc_result_t r = split_with(

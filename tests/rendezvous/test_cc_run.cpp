@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,36 @@ TEST_CASE("cc-run: ranks get the launch environment") {
                                " 3 127.0.0.1 envjob external\n"));
     CHECK_THAT(r.out, Contains("[rank " + n + "] port-ok\n"));
   }
+}
+
+TEST_CASE("cc-run --share-gpu: each rank its own host to NCCL on one GPU, said once") {
+  const std::string show =
+      "echo \"env $CC_SHARE_GPU $LOCAL_RANK $CC_LOCAL_RANK $LOCAL_WORLD_SIZE $CC_DEVICE "
+      "$NCCL_P2P_DISABLE $NCCL_SHM_DISABLE host=$NCCL_HOSTID\"";
+  const Result r = run_cc_run({"-n", "3", "--share-gpu", "--", "sh", "-c", show});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  std::set<std::string> host_ids;
+  for (int i = 0; i < 3; ++i) {
+    const std::string prefix = "[rank " + std::to_string(i) + "] env 1 0 0 1 0 1 1 host=";
+    const size_t at = r.out.find(prefix);
+    REQUIRE(at != std::string::npos);
+    const size_t from = at + prefix.size();
+    const std::string id = r.out.substr(from, r.out.find('\n', from) - from);
+    CHECK_THAT(id, Contains("-rank" + std::to_string(i)));
+    host_ids.insert(id);
+  }
+  CHECK(host_ids.size() == 3);
+  // One notice for the node, not one per rank.
+  const std::string notice = "--share-gpu: the 3 rank(s) of this node share GPU 0";
+  CHECK_THAT(r.err, Contains(notice) && Contains("timings say nothing about a real machine"));
+  CHECK(r.err.find(notice) == r.err.rfind(notice));
+
+  // Without the flag none of it is set: ranks on one GPU stay refused.
+  const Result plain = run_cc_run({"-n", "2", "--", "sh", "-c", show});
+  CHECK(plain.code == 0);
+  CHECK_THAT(plain.out, Contains("[rank 1] env  1 1 2    host=\n"));
+  CHECK_THAT(plain.err, !Contains("--share-gpu"));
 }
 
 TEST_CASE("cc-run: a fresh job id per single-node run, and nodes other than 0 start no server") {

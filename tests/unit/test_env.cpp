@@ -521,3 +521,32 @@ TEST_CASE("etcd options: the CC_ETCD_* settings, and a CA without TLS refused") 
   CHECK(cc::launch::etcd_options("etcd://", "j", defaults.getenv(), &o).code ==
         CC_ERR_INVALID_ARGUMENT);
 }
+
+TEST_CASE("config: CC_SHARE_GPU puts every rank on one device with cc's kernels off") {
+  FakeEnv env{{{"CC_SHARE_GPU", "1"}}};
+  cc::launch::ResolvedConfig r;
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.share_gpu);
+  CHECK(r.device == 0);
+  CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_OFF);
+
+  env.vars["CC_DEVICE"] = "2";  // the device stays the user's choice
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.device == 2);
+
+  env.vars["CC_SHARE_GPU"] = "0";
+  env.vars.erase("CC_DEVICE");
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK_FALSE(r.share_gpu);
+  CHECK(r.device == -1);
+  CHECK(r.fast_allreduce == CC_FAST_ALLREDUCE_AUTO);
+
+  env.vars["CC_SHARE_GPU"] = "1";
+  env.vars["CC_FAST_ALLREDUCE"] = "require";
+  check_refused(cc::launch::resolve_config(nullptr, env.getenv(), &r),
+                "CC_SHARE_GPU puts ranks on one GPU as separate hosts");
+
+  env.vars["CC_SHARE_GPU"] = "yes";
+  env.vars.erase("CC_FAST_ALLREDUCE");
+  check_refused(cc::launch::resolve_config(nullptr, env.getenv(), &r), "CC_SHARE_GPU");
+}

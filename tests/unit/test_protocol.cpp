@@ -11,7 +11,7 @@ namespace {
 
 std::vector<rv::Message> one_of_each() {
   rv::Join join;
-  join.info = {3, 8, 2, "node-7", 4242, 22809, 13000, 13000, "GPU-1234", "10.0.0.7"};
+  join.info = {3, 8, 2, "node-7", 4242, 22809, 13000, 13000, "GPU-1234", "10.0.0.7", "node-7-rank3"};
   join.unique_id = std::vector<uint8_t>(128, 0xab);
   join.timeout_ms = 60000;
   rv::Joined joined;

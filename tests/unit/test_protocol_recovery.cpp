@@ -25,7 +25,7 @@ rv::Message decode(rv::MsgType type, const std::vector<uint8_t>& payload,
 
 rv::Recover a_recover() {
   rv::Recover r;
-  r.info = {5, 8, 1, "node-5", 4242, 22809, 13000, 13000, "GPU-5", "10.0.0.5"};
+  r.info = {5, 8, 1, "node-5", 4242, 22809, 13000, 13000, "GPU-5", "10.0.0.5", "node-5-boot-1"};
   r.epoch = 2;
   r.kind = rv::RecoverKind::regrow;
   r.nranks = 8;

@@ -292,6 +292,28 @@ TEST_CASE("core: join checks") {
     for (rv::ConnId i : {1, 2, 3})
       CHECK_THAT(h.error_of(h.one(i)).message, Catch::Contains("same GPU GPU-x"));
   }
+  SECTION("one GPU of one host is two GPUs when NCCL sees two hosts (CC_SHARE_GPU)") {
+    auto j0 = join_msg(0, 2, "a");
+    auto j1 = join_msg(1, 2, "a");
+    j0.info.gpu_uuid = j1.info.gpu_uuid = "GPU-x";
+    j0.info.host_key = "a-rank0";
+    j1.info.host_key = "a-rank1";
+    h.feed(1, j0);
+    h.feed(2, j1);
+    for (rv::ConnId i : {1, 2}) h.one_as<rv::Joined>(i);
+  }
+  SECTION("one GPU under one NCCL host identity is refused, whatever the host names") {
+    auto j0 = join_msg(0, 2, "a");
+    auto j1 = join_msg(1, 2, "b");
+    j0.info.gpu_uuid = j1.info.gpu_uuid = "GPU-x";
+    j0.info.host_key = j1.info.host_key = "rack1-node1";
+    h.feed(1, j0);
+    h.feed(2, j1);
+    for (rv::ConnId i : {1, 2})
+      CHECK_THAT(h.error_of(h.one(i)).message,
+                 Catch::Contains("rank 0 (host a, pid 1000) and rank 1 (host b, pid 1001)") &&
+                     Catch::Contains("use the same GPU GPU-x"));
+  }
   SECTION("missing ranks are named at the deadline") {
     h.feed(1, join_msg(0, 6, "a", 500));
     h.feed(2, join_msg(2, 6, "b", 800));

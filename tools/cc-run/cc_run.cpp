@@ -29,6 +29,8 @@
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
 #include "lib/launch/etcd.hpp"
+#include "lib/launch/host_name.hpp"
+#include "lib/launch/share_gpu.hpp"
 #include "rendezvous/server.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -64,8 +66,9 @@ struct Options {
   int master_port = 0;
   std::string job_id;
   int grace_ms = 2000;
-  int timeout_ms = 0;     // 0 = leave CC_TIMEOUT_MS as it is
-  int max_restarts = -1;  // -1: a failed rank stops the job
+  int timeout_ms = 0;      // 0 = leave CC_TIMEOUT_MS as it is
+  int max_restarts = -1;   // -1: a failed rank stops the job
+  bool share_gpu = false;  // every rank on one GPU, each its own host to NCCL
   std::vector<std::string> command;
 };
 
@@ -155,6 +158,11 @@ Options parse_args(int argc, char** argv) {
              "cc_comm_regrow or cc_comm_shrink). The exit status is that of\n"
              "the first rank that failed and was not started again",
              "K");
+  app.add_flag("--share-gpu", o.share_gpu,
+               "every rank of this node on one GPU (CC_DEVICE, default 0), each\n"
+               "its own host to NCCL (NCCL_HOSTID), NCCL over sockets, cc's\n"
+               "kernels off: for testing with fewer GPUs than ranks; timings\n"
+               "mean nothing (sets CC_SHARE_GPU=1, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1)");
   command_line.add_help();
 
   if (const auto exit_status = command_line.parse_or_exit(argc, argv, "option", usage_error))
@@ -283,6 +291,23 @@ struct Rank {
   Stream out, err;
 };
 
+// --share-gpu: the rank is a host of its own (local rank 0 of 1) whose
+// NCCL talks over sockets, on the node's one GPU; libcc keeps cc's kernels
+// off (lib/launch/share_gpu.hpp). Set here, not left to libcc, so that a
+// program's own NCCL (torch's "nccl" backend) sees the same hosts.
+void add_shared_gpu(int rank, std::map<std::string, std::string>* set) {
+  auto& s = *set;
+  s["CC_SHARE_GPU"] = "1";
+  s["NCCL_HOSTID"] =
+      cc::launch::shared_gpu_host_id(cc::launch::host_name(), "rank" + std::to_string(rank));
+  s["NCCL_P2P_DISABLE"] = "1";
+  s["NCCL_SHM_DISABLE"] = "1";
+  s["CC_LOCAL_RANK"] = "0";
+  s["LOCAL_RANK"] = "0";
+  s["LOCAL_WORLD_SIZE"] = "1";
+  if (std::getenv("CC_DEVICE") == nullptr) s["CC_DEVICE"] = "0";
+}
+
 // restart: 0 for a rank's first start, else the job's restart count.
 std::vector<std::string> rank_environment(const Options& o, int local, const std::string& addr,
                                           int port, const std::string& job_id, int restart = 0) {
@@ -304,6 +329,7 @@ std::vector<std::string> rank_environment(const Options& o, int local, const std
   if (!cc::launch::is_etcd_address(addr)) set["MASTER_PORT"] = std::to_string(port);
   if (o.timeout_ms > 0) set["CC_TIMEOUT_MS"] = std::to_string(o.timeout_ms);
   if (restart > 0) set["CC_RESTART_COUNT"] = std::to_string(restart);
+  if (o.share_gpu) add_shared_gpu(rank, &set);
   // Ours win over inherited ones, including CC_MASTER_* which would shadow them.
   const char* shadowing[] = {"CC_MASTER_ADDR", "CC_MASTER_PORT", "CC_RESTART_COUNT", "MASTER_PORT"};
   std::vector<std::string> env;
@@ -623,6 +649,14 @@ int main(int argc, char** argv) {
                                                       : "default";
   }
 
+  if (o.share_gpu) {
+    const char* device = std::getenv("CC_DEVICE");
+    std::fprintf(stderr,
+                 "cc-run: --share-gpu: the %d rank(s) of this node share GPU %s, each its own host "
+                 "to NCCL; NCCL goes over sockets and cc's kernels are off, so timings say "
+                 "nothing about a real machine\n",
+                 o.nproc, device != nullptr ? device : "0");
+  }
   install_signal_handlers();
   raise_fd_limit(static_cast<rlim_t>(o.nproc) * 2 + 256);
 

@@ -1,7 +1,14 @@
 """torch.distributed all-reduce and a small DDP step through one backend,
-under torchrun; rank 0 prints one JSON object per line.
+under torchrun, between init_process_group and destroy_process_group, which
+are timed too; rank 0 prints one JSON object per line, and every rank one
+for its destroy_process_group.
 
     python -m torch.distributed.run --nproc-per-node 2 bench_torch.py cc|nccl
+    BENCH_TORCH_LIFECYCLE_ONLY=1 ...    # only init, a first all_reduce, destroy
+
+init: init_process_group's wall time, then a first all_reduce of one element
+until the GPU is done (where both backends create their communicator), the
+largest over ranks; destroy: destroy_process_group's wall time on each rank.
 
 all_reduce: float32, 8 B to 512 MiB, in place, async_op=False as scripts
 call it; the mean wall time per call over a timed loop (the host's cost and
@@ -11,6 +18,7 @@ batch 64, SGD; the mean wall time per step.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -22,8 +30,16 @@ import harness
 backend = sys.argv[1]
 if backend == "cc":
     import cc.torch  # noqa: F401
+lifecycle_only = os.environ.get("BENCH_TORCH_LIFECYCLE_ONLY") == "1"
 rank, size, local, device = harness.torchrun_rank()
+start = time.perf_counter()
 dist.init_process_group(backend)
+init_s = time.perf_counter() - start
+start = time.perf_counter()
+first = torch.ones(1, device=device)
+dist.all_reduce(first)
+torch.cuda.synchronize()
+first_s = time.perf_counter() - start
 
 
 def slowest(seconds):
@@ -49,7 +65,18 @@ def emit(record):
         print(json.dumps(record), flush=True)
 
 
-for shift in range(3, 30):  # 8 B .. 512 MiB
+def destroy_timed():  # every rank prints its own: no collective can follow it
+    dist.barrier()
+    start = time.perf_counter()
+    dist.destroy_process_group()
+    print(json.dumps({"kind": "destroy", "backend": backend, "rank": rank,
+                      "destroy_process_group_s": time.perf_counter() - start}), flush=True)
+
+
+emit({"kind": "init", "backend": backend, "ranks": size, "init_process_group_s": slowest(init_s),
+      "first_all_reduce_s": slowest(first_s)})
+
+for shift in range(3, 30) if not lifecycle_only else ():  # 8 B .. 512 MiB
     nbytes = 1 << shift
     x = torch.ones(nbytes // 4, device=device)
     iters = 1000 if nbytes <= (64 << 10) else max(20, min(500, (1 << 31) // nbytes))
@@ -57,6 +84,10 @@ for shift in range(3, 30):  # 8 B .. 512 MiB
     emit({"kind": "allreduce", "backend": backend, "bytes": nbytes, "us": seconds * 1e6,
           "busbw_gbs": 2 * (size - 1) / size * nbytes / seconds / 1e9, "iters": iters})
     del x
+
+if lifecycle_only:
+    destroy_timed()
+    sys.exit(0)
 
 torch.manual_seed(0)
 layers = []
@@ -80,4 +111,4 @@ seconds = timed(step, 200, 20)
 params = sum(p.numel() for p in model.parameters())
 emit({"kind": "ddp_step", "backend": backend, "us": seconds * 1e6, "params": params,
       "batch": 64})
-dist.destroy_process_group()
+destroy_timed()

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# The python gpu suite: `import cc` and `import cc.torch` on 2 GPUs, from a
-# build folder made elsewhere.
+# The python gpu suite: `import cc` and `import cc.torch` on the GPUs of this
+# machine, from a build folder made elsewhere.
 #
 #   tests/python/gpu/run.sh BUILD OUT
-#   PYTHON_GPU_QUICK=1 tests/python/gpu/run.sh BUILD OUT    # about 3 minutes
+#   PYTHON_GPU_QUICK=1 tests/python/gpu/run.sh BUILD OUT
+#
+# A step of more ranks than the machine has GPUs runs them all on GPU 0, each
+# rank its own host to NCCL, NCCL over sockets, cc's kernels off: under
+# `cc-run --share-gpu`, or with CC_SHARE_GPU=1 where torchrun or a script
+# starts the ranks (torchrun then as one node per rank, hosts_on_one_gpu.sh,
+# so that torch's own "nccl" backend shares the GPU too; the seed examples,
+# which name each rank's GPU by its rank, then see every such GPU as GPU 0,
+# one_gpu.py). What needs one GPU per rank (cc's all-reduce kernels across
+# processes) is skipped there, with the reason, and never counted as passed.
 #
 # Steps (each bounded by `timeout`, logged to OUT/logs/<step>.log; all logs
 # also packed into OUT/python-gpu-logs.tar.gz; with PYTHON_GPU_PACK_ONLY=1
@@ -25,15 +34,19 @@
 #     (there with NCCL's socket transport, as between hosts); every rank's sum
 #     and broadcast value checked, and the DDP losses (fixed torch seed)
 #     compared with the unchanged guide's backend "nccl";
-#   - a rank killed mid-run: the survivor's next operation raises cc's words.
+#   - a rank killed mid-run: the survivor's next operation raises cc's words;
+#   - the torch backend's operations and a killed rank also with 4 and 8 ranks.
 # PYTHON_GPU_QUICK=1 builds the extension once (the pip install, made while
 # the steps that need no extension run: cc.Comm's and the nccl reference
 # losses), runs every later step on that build, and leaves out the mp.spawn
-# launches and the second killed-rank case.
+# launches, the 4 and 8 ranks' "cpu:gloo,cuda:cc" and the killed rank 0.
+# Each step is bounded by PYTHON_GPU_STEP_TIMEOUT (default 120 s; the
+# extension's build by PYTHON_GPU_BUILD_TIMEOUT, default 300 s).
 # PYTHON_GPU_GDB=1 runs each rank of the torch backend's steps under gdb
 # (when installed), which prints every thread's native stack if it crashes.
-# The last line is "python gpu: N passed, N failed"; exit status 0 only when
-# all passed. Nothing is skipped: a missing GPU, torch or tool is a failure.
+# The last line is "python gpu: N passed, N failed, N skipped", after one
+# line per skipped step with its reason; exit status 0 only when none failed.
+# A missing GPU, torch or tool is a failure, never a skip.
 # PYTHON names the interpreter with torch (default python3, e.g. a venv's);
 # NCCL_NVLS_ENABLE=0 is exported for every step.
 set -u
@@ -46,15 +59,16 @@ BUILD=$(cd "$1" && pwd) || { echo "python gpu: no build folder '$1'" >&2; exit 2
 mkdir -p "$2" && TOP=$(cd "$2" && pwd) || { echo "python gpu: cannot make '$2'" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
-WORK=$SRC/build-python  # kept between runs: the extension's build cache
+WORK=${PYTHON_GPU_WORK:-$SRC/build-python}  # kept between runs: the extension's build cache
 OUT=$TOP/logs           # where each step logs
 [ "${PYTHON_GPU_PACK_ONLY:-0}" = 1 ] && OUT=$WORK/logs
 rm -rf "$OUT" && mkdir -p "$OUT"
-STEP_TIMEOUT=${PYTHON_GPU_STEP_TIMEOUT:-600}
+STEP_TIMEOUT=${PYTHON_GPU_STEP_TIMEOUT:-120}
+BUILD_TIMEOUT=${PYTHON_GPU_BUILD_TIMEOUT:-300}
 
 PYTHON=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0
-export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-120000}
+export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-60000}
 export CC_LIBRARY=$BUILD/lib/libcc.so.0
 export CC_TORCH_BUILD_DIR=${CC_TORCH_BUILD_DIR:-$WORK/torch-ext}
 export PYTHONPATH=$SRC/python:$HERE${PYTHONPATH:+:$PYTHONPATH}
@@ -63,10 +77,19 @@ CC_RUN=$BUILD/tools/cc-run
 
 passed=0
 failed=0
+skipped=0
 failed_steps=()
+skipped_steps=()
 
 free_port() {
   "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+limit() {  # NAME: the step's time limit in seconds
+  case $1 in
+    pip-install | extension-jit) echo "$BUILD_TIMEOUT" ;;
+    *) echo "$STEP_TIMEOUT" ;;
+  esac
 }
 
 # run NAME CMD...: runs CMD under timeout, logs to OUT/NAME.log, counts it.
@@ -75,7 +98,7 @@ run() {
   shift
   echo "== $name: $*" | tee "$OUT/$name.log"
   local start=$SECONDS
-  timeout --kill-after=30 "$STEP_TIMEOUT" "$@" >>"$OUT/$name.log" 2>&1
+  timeout --kill-after=10 "$(limit "$name")" "$@" >>"$OUT/$name.log" 2>&1
   count "$name" $? "$start"
 }
 
@@ -86,7 +109,7 @@ start() {
   shift
   echo "== $name (in the background): $*" | tee "$OUT/$name.log"
   bg_start[$name]=$SECONDS
-  timeout --kill-after=30 "$STEP_TIMEOUT" "$@" >>"$OUT/$name.log" 2>&1 &
+  timeout --kill-after=10 "$(limit "$name")" "$@" >>"$OUT/$name.log" 2>&1 &
   bg_pid[$name]=$!
 }
 finish() {
@@ -99,7 +122,7 @@ count() {  # NAME RC START
     passed=$((passed + 1))
     echo "-- $1: passed ($((SECONDS - $3)) s)" | tee -a "$OUT/$1.log"
   else
-    fail_step "$1" "exit status $2$([ "$2" -eq 124 ] && echo ", timed out after $STEP_TIMEOUT s") ($((SECONDS - $3)) s)"
+    fail_step "$1" "exit status $2$([ "$2" -eq 124 ] && echo ", timed out after $(limit "$1") s") ($((SECONDS - $3)) s)"
   fi
   return "$2"
 }
@@ -110,6 +133,13 @@ fail_step() {  # NAME WHY
   echo "-- $1: FAILED, $2; last lines:"
   tail -n 30 "$OUT/$1.log" | sed 's/^/   | /'
   echo "-- $1: FAILED, $2" >>"$OUT/$1.log"
+}
+
+# skip NAME WHY: a step this machine cannot run, listed with its reason.
+skip() {
+  skipped=$((skipped + 1))
+  skipped_steps+=("$1: $2")
+  echo "-- $1: skipped, $2" | tee "$OUT/$1.log"
 }
 
 # check NAME CMD...: a check on a finished step's output; counts as a step.
@@ -132,11 +162,36 @@ echo "== machine" >"$OUT/machine.log"
 } >>"$OUT/machine.log" 2>&1
 cat "$OUT/machine.log"
 gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
-if [ "$gpus" -lt 2 ]; then
-  echo "python gpu: needs 2 GPUs and torch; found $gpus GPU(s) through $PYTHON (set PYTHON to an interpreter with torch)" | tee -a "$OUT/machine.log"
-  echo "python gpu: 0 passed, 1 failed"
+if [ "$gpus" -lt 1 ]; then
+  echo "python gpu: needs a GPU and torch; found $gpus GPU(s) through $PYTHON (set PYTHON to an interpreter with torch)" | tee -a "$OUT/machine.log"
+  echo "python gpu: 0 passed, 1 failed, 0 skipped"
   exit 1
 fi
+echo "python gpu: $gpus GPU(s); a step of more ranks shares GPU 0 (cc-run --share-gpu, CC_SHARE_GPU=1)" \
+  | tee -a "$OUT/machine.log"
+
+# ---------------------------------------------------------------- launchers
+shares() { [ "$gpus" -lt "$1" ]; }  # N: N ranks must share a GPU here
+KERNELS_NEED="cc's all-reduce kernels map each other's memory across processes, which needs one GPU per rank (sharing GPU 0 turns them off)"
+
+# Each sets the array `launch` to a command line that starts N ranks (the
+# program and its arguments follow), sharing GPU 0 where there are fewer GPUs.
+cc_run_for() {  # N
+  launch=("$CC_RUN" -n "$1" --timeout-ms "$CC_TIMEOUT_MS")
+  if shares "$1"; then launch+=(--share-gpu); fi
+}
+torchrun_for() {  # N PORT [ADDR]
+  if shares "$1"; then
+    launch=(bash "$HERE/hosts_on_one_gpu.sh" "$PYTHON" "$1" "$2" "${3:-127.0.0.1}")
+  else
+    launch=("$PYTHON" -m torch.distributed.run --nproc-per-node "$1" --master-addr "${3:-127.0.0.1}"
+            --master-port "$2")
+  fi
+}
+sharing_for() {  # N: the environment of ranks started by a script
+  launch=(env)
+  if shares "$1"; then launch+=(CC_SHARE_GPU=1); fi
+}
 
 # ---------------------------------------------------------------- the steps
 pip_install() {
@@ -154,18 +209,23 @@ print("pip-built extension", cc.torch._C.__file__)'
 }
 
 comm_ops() {
-  run comm-ops "$CC_RUN" -n 2 --timeout-ms 120000 -- "$PYTHON" "$HERE/comm_ops.py"
+  cc_run_for 2
+  run comm-ops "${launch[@]}" -- "$PYTHON" "$HERE/comm_ops.py"
   # Two communicators of their own rendezvous per process, one ended early
   # (a torch subgroup's life), with cc's small all-reduce kernel and without.
-  run comm-two "$CC_RUN" -n 2 --timeout-ms 120000 -- "$PYTHON" "$HERE/two_comms.py"
-  run comm-two-no-fast-allreduce env CC_FAST_ALLREDUCE=0 \
-    "$CC_RUN" -n 2 --timeout-ms 120000 -- "$PYTHON" "$HERE/two_comms.py"
+  if shares 2; then
+    skip comm-two "two_comms.py with cc's small all-reduce kernel: $KERNELS_NEED"
+  else
+    run comm-two "${launch[@]}" -- "$PYTHON" "$HERE/two_comms.py"
+  fi
+  run comm-two-no-fast-allreduce env CC_FAST_ALLREDUCE=0 "${launch[@]}" -- "$PYTHON" "$HERE/two_comms.py"
 }
 
-# The torch backend's operations, for each backend string; with
+# The torch backend's operations on N ranks, for each backend string; with
 # PYTHON_GPU_GDB=1 (and gdb or cuda-gdb here) each rank runs under it.
-torch_ops() {
-  local backend name under_gdb=()
+torch_ops() {  # N BACKEND...
+  local ranks=$1 backend name under_gdb=()
+  shift
   if [ "${PYTHON_GPU_GDB:-0}" = 1 ]; then
     # The GPU machines have cuda-gdb, which debugs host code too, and no gdb.
     local debugger
@@ -177,29 +237,37 @@ torch_ops() {
       echo "python gpu: PYTHON_GPU_GDB=1 but there is no gdb or cuda-gdb here; running without it"
     fi
   fi
-  for backend in cc cpu:gloo,cuda:cc; do
+  for backend in "$@"; do
     name=torch-ops-${backend//[:,]/-}
+    [ "$ranks" -ne 2 ] && name+=-${ranks}ranks
+    torchrun_for "$ranks" "$(free_port)"
     run "$name" env CC_LOG_LEVEL=debug TORCH_SHOW_CPP_STACKTRACES="${TORCH_SHOW_CPP_STACKTRACES:-0}" \
-      "$PYTHON" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
-      --master-port "$(free_port)" "${under_gdb[@]}" "$HERE/torch_backend_ops.py" "$backend"
+      "${launch[@]}" "${under_gdb[@]}" "$HERE/torch_backend_ops.py" "$backend"
     # gdb's exit status may hide a crash: every rank must also have said it passed.
-    [ ${#under_gdb[@]} -gt 0 ] && check "$name-summary" expect_summary "$OUT/$name.log" "$backend"
+    [ ${#under_gdb[@]} -gt 0 ] && check "$name-summary" expect_summary "$OUT/$name.log" "$backend" "$ranks"
   done
   return 0
 }
 
-expect_summary() {  # LOG BACKEND: each rank's last line says nothing failed
-  for r in 0 1; do
+expect_summary() {  # LOG BACKEND N: each rank's last line says nothing failed
+  local r
+  for ((r = 0; r < $3; r++)); do
     grep -q "^rank $r \[$2\]: [0-9]* passed, 0 failed$" "$1" || { echo "rank $r: no clean summary"; return 1; }
   done
 }
-expect_sum() {  # LOG: every rank printed the sum 1 + 2 = 3
-  for r in 0 1; do grep -q "^Rank $r after all-reduce: 3.0$" "$1" || { echo "rank $r: no sum 3.0"; return 1; }; done
+expect_sum() {  # LOG N: every rank printed the sum 1 + ... + N
+  local r want="$(($2 * ($2 + 1) / 2)).0"
+  for ((r = 0; r < $2; r++)); do
+    grep -q "^Rank $r after all-reduce: $want$" "$1" || { echo "rank $r: no sum $want"; return 1; }
+  done
 }
-expect_broadcast() {  # LOG: every rank holds rank 0's [1., 2., 3.]
-  for r in 0 1; do
-    grep -q "^Rank $r after broadcast: tensor(\[1\., 2\., 3\.\], device='cuda:$r')$" "$1" \
-      || { echo "rank $r: no broadcast value [1., 2., 3.] on cuda:$r"; return 1; }
+expect_broadcast() {  # LOG N SHARED: every rank holds rank 0's [1., 2., 3.] on its GPU
+  local r gpu
+  for ((r = 0; r < $2; r++)); do
+    gpu=$r
+    [ "$3" = 1 ] && gpu=0  # one GPU for all
+    grep -q "^Rank $r after broadcast: tensor(\[1\., 2\., 3\.\], device='cuda:$gpu')$" "$1" \
+      || { echo "rank $r: no broadcast value [1., 2., 3.] on cuda:$gpu"; return 1; }
   done
 }
 expect_losses() {  # LOG: five epochs' losses, equal to the nccl run's within tolerance
@@ -218,10 +286,12 @@ PY
 }
 
 SEEDING=$HERE/seed_seeding
+SEED_PORT=12355  # the guide's setup() sets MASTER_ADDR=localhost and MASTER_PORT to it
 
 # The unchanged guide (backend "nccl") for the losses to compare with: the
 # DDP script and the setup it imports, side by side (the script's folder comes
-# first on its path).
+# first on its path). Where two ranks must share a GPU, it runs as the cc runs
+# do there: two torchrun nodes on GPU 0 (seed_entry.py beside them).
 seed_ddp_nccl() {
   mkdir -p "$OUT/seeds-nccl"
   local f
@@ -229,37 +299,58 @@ seed_ddp_nccl() {
     sed -e '/^import cc\.torch$/d' -e 's/init_process_group("cc"/init_process_group("nccl"/' \
       "$HERE/$f" >"$OUT/seeds-nccl/$f"
   done
-  run seed-ddp-nccl env CC_SEED_TORCH=1234 PYTHONPATH="$SEEDING:$PYTHONPATH" \
-    "$PYTHON" "$OUT/seeds-nccl/seed_ddp.py"
+  if shares 2; then
+    cp "$HERE/seed_entry.py" "$OUT/seeds-nccl/"
+    torchrun_for 2 "$SEED_PORT" localhost
+    run seed-ddp-nccl env CC_SEED_TORCH=1234 PYTHONPATH="$SEEDING:$PYTHONPATH" \
+      "${launch[@]}" "$OUT/seeds-nccl/seed_entry.py" seed_ddp
+  else
+    run seed-ddp-nccl env CC_SEED_TORCH=1234 PYTHONPATH="$SEEDING:$PYTHONPATH" \
+      "$PYTHON" "$OUT/seeds-nccl/seed_ddp.py"
+  fi
 }
 
-seeds() {  # LAUNCH...: each seed script under each launch (spawn, torchrun, byhand)
-  local launch seed name
-  for launch in "$@"; do
+# Each seed script under each launch: spawn (the guide's own main: one rank
+# per GPU of this machine), torchrun and byhand (two ranks, sharing GPU 0
+# where there is one GPU).
+seeds() {  # LAUNCH...
+  local how seed name ranks shared
+  for how in "$@"; do
     for seed in allreduce broadcast ddp; do
-      name=seed-$seed-$launch
+      name=seed-$seed-$how
       local seeding=()  # the DDP script's torch seed, fixed as in the nccl run
       [ "$seed" = ddp ] && seeding=(CC_SEED_TORCH=1234 PYTHONPATH="$SEEDING:$PYTHONPATH")
-      case $launch in
-        spawn) run "$name" env "${seeding[@]}" "$PYTHON" "$HERE/seed_$seed.py" ;;
-        torchrun) run "$name" env "${seeding[@]}" "$PYTHON" -m torch.distributed.run \
-                    --nproc-per-node 2 --master-addr localhost --master-port 12355 \
-                    "$HERE/seed_entry.py" "seed_$seed" ;;
-        byhand) run "$name" env "${seeding[@]}" bash "$HERE/by_hand.sh" "$PYTHON" "seed_$seed" ;;
+      ranks=2
+      case $how in
+        spawn)
+          ranks=$gpus
+          run "$name" env "${seeding[@]}" "$PYTHON" "$HERE/seed_$seed.py" ;;
+        torchrun)
+          torchrun_for 2 "$SEED_PORT" localhost
+          run "$name" env "${seeding[@]}" "${launch[@]}" "$HERE/seed_entry.py" "seed_$seed" ;;
+        byhand)
+          sharing_for 2
+          run "$name" env "${seeding[@]}" "${launch[@]}" bash "$HERE/by_hand.sh" "$PYTHON" "seed_$seed" ;;
       esac
+      shared=0
+      [ "$how" != spawn ] && shares 2 && shared=1
       case $seed in
-        allreduce) check "$name" expect_sum "$OUT/$name.log" ;;
-        broadcast) check "$name" expect_broadcast "$OUT/$name.log" ;;
+        allreduce) check "$name" expect_sum "$OUT/$name.log" "$ranks" ;;
+        broadcast) check "$name" expect_broadcast "$OUT/$name.log" "$ranks" "$shared" ;;
         ddp) check "$name" expect_losses "$OUT/$name.log" ;;
       esac
     done
   done
 }
 
-peer_failure() {  # VICTIM...
-  local victim
+peer_failure() {  # N VICTIM...: N ranks, one victim at a time
+  local ranks=$1 victim name
+  shift
   for victim in "$@"; do
-    run "peer-failure-victim-$victim" "$PYTHON" "$HERE/peer_failure.py" --victim "$victim"
+    name=peer-failure-victim-$victim
+    [ "$ranks" -ne 2 ] && name=peer-failure-${ranks}ranks-victim-$victim
+    sharing_for "$ranks"
+    run "$name" "${launch[@]}" "$PYTHON" "$HERE/peer_failure.py" --ranks "$ranks" --victim "$victim"
   done
 }
 
@@ -272,9 +363,13 @@ if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   finish pip-install
   pip_installed_import
   export PYTHONPATH=$WORK/pip:$HERE${PYTHONPATH#"$SRC/python:$HERE"}
-  torch_ops
+  torch_ops 2 cc cpu:gloo,cuda:cc
+  torch_ops 4 cc
+  torch_ops 8 cc
   seeds torchrun byhand
-  peer_failure 1
+  peer_failure 2 1
+  peer_failure 4 2
+  peer_failure 8 5
 else
   run extension-jit "$PYTHON" -c '
 import cc, cc.torch
@@ -283,15 +378,20 @@ print("extension", cc.torch._C.__file__)'
   pip_install
   pip_installed_import
   comm_ops
-  torch_ops
+  torch_ops 2 cc cpu:gloo,cuda:cc
+  torch_ops 4 cc cpu:gloo,cuda:cc
+  torch_ops 8 cc cpu:gloo,cuda:cc
   seed_ddp_nccl
   seeds spawn torchrun byhand
-  peer_failure 1 0
+  peer_failure 2 1 0
+  peer_failure 4 2 0
+  peer_failure 8 5 0
 fi
 
 tar -czf "$TOP/python-gpu-logs.tar.gz" -C "$OUT" . 2>/dev/null
 if [ ${#failed_steps[@]} -gt 0 ]; then
   echo "failed: ${failed_steps[*]}"
 fi
-echo "python gpu: $passed passed, $failed failed"
+for s in "${skipped_steps[@]}"; do echo "skipped $s"; done
+echo "python gpu: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
