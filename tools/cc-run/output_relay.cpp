@@ -56,18 +56,17 @@ void OutputRelay::relay(size_t slot, int rank, int out_fd, int err_fd) {
   }
 }
 
+// Waits until the pipe has something, then reads it here: bytes never wait
+// in a read of Asio's that has not been handed over yet, so flush() sees
+// everything the rank wrote.
 void OutputRelay::read_more(const StreamPtr& s) {
-  s->pipe.async_read_some(asio::buffer(s->buf), [this, s](std::error_code ec, size_t n) {
-    if (!s->pipe.is_open()) return;  // closed meanwhile
-    if (!ec) {
-      take(*s, s->buf.data(), n);
+  s->pipe.async_wait(asio::posix::stream_descriptor::wait_read, [this, s](std::error_code ec) {
+    if (!s->pipe.is_open() || ec == asio::error::operation_aborted) return;
+    read_available(*s);
+    if (s->pipe.is_open())
       read_more(s);
-      return;
-    }
-    if (ec == asio::error::operation_aborted) return;
-    emit_lines(s->to_fd, s->prefix, s->partial, true);
-    close(*s);
-    closed_();
+    else
+      closed_();
   });
 }
 
