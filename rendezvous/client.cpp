@@ -26,11 +26,15 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
+#include "common/backoff.hpp"
+#include "common/log.hpp"
 #include "common/unique_fd.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/client_inbox.hpp"
+#include "rendezvous/connect_by.hpp"
 
 namespace cc::rv {
 namespace {
@@ -44,8 +48,6 @@ constexpr milliseconds kReadSlice{50};
 // missing); this is all the client adds for that answer to arrive.
 constexpr milliseconds kAnswerGrace{250};
 constexpr milliseconds kAttemptCap{5000};  // one connect attempt to one address
-constexpr milliseconds kFirstBackoff{10};
-constexpr milliseconds kMaxBackoff{500};
 const Clock::time_point kNever = Clock::time_point::max();
 
 using Fd = UniqueFd;
@@ -86,24 +88,10 @@ std::string local_hostname() {
 // One attempt to connect to one resolved address. Returns 0 and sets *out, or
 // an errno (ETIMEDOUT when no answer came before `until`).
 int connect_one(const addrinfo* ai, Clock::time_point until, Fd* out) {
-  Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
-  if (fd.get() < 0) return errno;
-  if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-    if (errno != EINPROGRESS) return errno;
-    pollfd p{fd.get(), POLLOUT, 0};
-    int rc = 0;
-    do {
-      rc = ::poll(&p, 1, poll_ms(until));
-    } while (rc < 0 && errno == EINTR);
-    if (rc < 0) return errno;
-    if (rc == 0) return ETIMEDOUT;
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
-    if (err != 0) return err;
-  }
+  Fd fd;
+  if (const int err = connect_by(endpoint_of(ai->ai_addr, ai->ai_addrlen), until, &fd); err != 0)
+    return err;
   int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   ::setsockopt(fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
   *out = std::move(fd);
   return 0;
@@ -154,9 +142,7 @@ Status connect_with_retries(const ClientOptions& o, const std::string& endpoint,
   const auto start = Clock::now();
   const std::string host = strip_brackets(o.addr);
   const std::string port = std::to_string(o.port);
-  std::minstd_rand rng(static_cast<unsigned>(::getpid()) ^
-                       static_cast<unsigned>(start.time_since_epoch().count()));
-  milliseconds backoff = kFirstBackoff;
+  Backoff backoff;
   int attempts = 0;
   std::string last_cause = "no attempt was made";
   bool resolve_failed = false;
@@ -187,12 +173,7 @@ Status connect_with_retries(const ClientOptions& o, const std::string& endpoint,
           c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       }
     }
-    const auto now = Clock::now();
-    if (now >= deadline) break;
-    const auto jitter = milliseconds(rng() % (backoff.count() / 2 + 1));
-    const auto pause = std::min<Clock::duration>(backoff + jitter, deadline - now);
-    std::this_thread::sleep_for(pause);
-    backoff = std::min(backoff * 2, kMaxBackoff);
+    if (!backoff.sleep_until_next(deadline)) break;
   }
 
   const std::string tried = " after " + std::to_string(attempts) + " attempt" +

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""Checks that includes flow one way through the layers the README's Layout
-section lists: a file may include its own folder and the layers below it,
-never a layer above. Prints each include that runs back up; exit status 1
-when there is one.
+"""Checks the dependency graph docs/ARCHITECTURE.md draws ("Who includes
+whom"), and prints each place that goes against it; exit status 1 when there
+is one:
+
+- a layer includes only itself and what it reaches through DEPENDS;
+- code of libcc includes from rendezvous/etcd only what the plugin shares
+  with libcc (PLUGIN_SHARED), never the plugin's inside;
+- a program in tools/ includes no test and no other program's folder (only
+  its own and tools/cli/), and compiles only its own folder's sources.
 
     scripts/check-layers.py [REPO_ROOT]
 """
@@ -10,34 +15,60 @@ import pathlib
 import re
 import sys
 
-# Lowest first. A folder may include itself and every folder before it.
-LAYERS = [
-    "include/cc",
-    "common",
-    "rendezvous",
-    "lib/launch",
-    "lib/fast",
-    "lib/core",
-    "lib/watch",
-    "lib/comm",
-    "lib/api",
-]
-# Programs and tests sit above every layer; a program does not reach into
-# another, only into its own folder and SHARED, the command line they share.
+# Each layer and the layers it includes directly; what they include, it may
+# include too. include/cc, the public API, is open to every layer.
+DEPENDS = {
+    "include/cc": [],
+    "common": ["include/cc"],
+    "rendezvous": ["common"],
+    "rendezvous/rules": ["rendezvous"],
+    "rendezvous/server_core": ["rendezvous/rules"],
+    "rendezvous/etcd": ["rendezvous/server_core"],
+    "lib/launch": ["rendezvous/etcd"],
+    "lib/fast": ["common"],
+    "lib/core": ["common", "lib/fast"],
+    "lib/watch": ["lib/core", "lib/launch"],
+    "lib/comm": ["lib/watch"],
+    "lib/api": ["lib/comm"],
+}
+LAYERS = sorted(DEPENDS, key=len, reverse=True)  # longest prefix first
+
+# What libcc itself holds of rendezvous/etcd (the address parser and the
+# plugin's loader) and the headers it shares with the plugin.
+PLUGIN_SHARED = {
+    "rendezvous/etcd/endpoints.hpp",
+    "rendezvous/etcd/connect.hpp",
+    "rendezvous/etcd/backend.hpp",
+    "rendezvous/etcd/plugin.hpp",
+}
+# The files of rendezvous/etcd compiled into libcc (rendezvous/meson.build).
+LIBCC_HALF = PLUGIN_SHARED | {"rendezvous/etcd/endpoints.cpp", "rendezvous/etcd/connect.cpp"}
+
+# Programs, tests and examples sit above every layer. A program reaches into
+# no other program and no test: only its own folder and SHARED.
 TOP = ["tools", "tests", "examples"]
 SHARED = "tools/cli/"
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SOURCE = re.compile(r"'([^']+\.(?:cpp|cu|c))'")
+
+
+def reach(layer, seen=None):
+    """Every layer `layer` may include: itself and what DEPENDS leads to."""
+    seen = set() if seen is None else seen
+    if layer not in seen:
+        seen.add(layer)
+        for below in DEPENDS[layer]:
+            reach(below, seen)
+    return seen
 
 
 def layer_of(path):
     """The longest layer prefix of a repository path, or None."""
-    best = None
     for name in LAYERS:
         if path == name or path.startswith(name + "/"):
-            if best is None or len(name) > len(best):
-                best = name
-    return best
+            return name
+    return None
 
 
 def target_of(include):
@@ -46,38 +77,72 @@ def target_of(include):
     return layer_of(include)
 
 
+def check_tool_include(rel, include, bad):
+    if include.startswith("tests/"):
+        bad.append(f"{rel}: #include \"{include}\": a program does not include a test")
+    elif include.startswith("tools/"):
+        own = "/".join(rel.split("/")[:2])
+        if not include.startswith((own + "/", SHARED)):
+            bad.append(f"{rel}: #include \"{include}\" reaches into another program")
+
+
+def check_layer_include(rel, include, bad):
+    here, there = layer_of(rel), target_of(include)
+    if here is None or there is None:
+        if include.startswith(tuple(t + "/" for t in TOP)):
+            bad.append(f"{rel}: #include \"{include}\" reaches up into {include.split('/')[0]}/")
+        return
+    if there not in reach(here):
+        bad.append(f"{rel}: #include \"{include}\" goes against the graph "
+                   f"({here} may not include {there})")
+    elif (there == "rendezvous/etcd" and (here != there or rel in LIBCC_HALF)
+          and include not in PLUGIN_SHARED):
+        bad.append(f"{rel}: #include \"{include}\" reaches inside the etcd plugin "
+                   f"(libcc may include only {', '.join(sorted(PLUGIN_SHARED))})")
+
+
+def check_tool_sources(root, bad):
+    """Each executable in tools/meson.build compiles only its own folder."""
+    build = root / "tools" / "meson.build"
+    if not build.exists():
+        return
+    text = build.read_text()
+    for chunk in text.split("executable(")[1:]:
+        sources = SOURCE.findall(chunk.split("dependencies:")[0])
+        if not sources:
+            continue
+        own = sources[0].split("/")[0]
+        for src in sources:
+            if src.split("/")[0] != own or ".." in src.split("/"):
+                bad.append(f"tools/meson.build: {own} compiles '{src}', another folder's "
+                           f"source: link it from that folder's library")
+        if "project_source_root()" in chunk.split("dependencies:")[0]:
+            bad.append(f"tools/meson.build: {own} compiles a source from outside tools/")
+
+
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
     bad = []
-    sources = [p for ext in ("*.cpp", "*.hpp", "*.cu", "*.c", "*.h") for p in root.rglob(ext)]
+    sources = [p for ext in ("*.cpp", "*.hpp", "*.cu", "*.cuh", "*.c", "*.h") for p in root.rglob(ext)]
     for file in sorted(sources):
         rel = file.relative_to(root).as_posix()
         # python/ is its own package, built by pip against torch with its own include root.
         if rel.startswith(("build", "subprojects/", ".", "python/")):
             continue
-        top = rel.split("/")[0]
         if rel.startswith("include/"):  # public headers include their siblings, as installed
             continue
+        top = rel.split("/")[0]
         for include in INCLUDE.findall(file.read_text(errors="replace")):
             if "/" not in include:
                 bad.append(f"{rel}: #include \"{include}\" does not name its folder")
-                continue
-            if top in TOP:
-                if top == "tools" and include.startswith("tools/"):
-                    own = "/".join(rel.split("/")[:2])
-                    if not include.startswith((own + "/", SHARED)):
-                        bad.append(f"{rel}: #include \"{include}\" reaches into another program")
-                continue
-            here, there = layer_of(rel), target_of(include)
-            if here is None or there is None:
-                if include.startswith(tuple(t + "/" for t in TOP)):
-                    bad.append(f"{rel}: #include \"{include}\" reaches up into {include.split('/')[0]}/")
-                continue
-            if LAYERS.index(there) > LAYERS.index(here):
-                bad.append(f"{rel}: #include \"{include}\" runs back up ({here} may not include {there})")
+            elif top == "tools":
+                check_tool_include(rel, include, bad)
+            elif top not in TOP:
+                check_layer_include(rel, include, bad)
+    check_tool_sources(root, bad)
     for line in bad:
         print(line)
-    print(f"check-layers: {len(bad)} include(s) against the order")
+    print(f"check-layers: {len(bad)} place(s) against the graph")
     return 1 if bad else 0
 
 

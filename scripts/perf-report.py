@@ -23,7 +23,7 @@ LATENCY_DELTA_MAX = 0.5    # time <= raw + 0.5 us for 8 B .. 64 KiB
 MEM_CC_LATENCY_RATIO = 0.6 # cc_mem_alloc buffers: small time <= 0.6 x raw default
 INIT_DELTA_MS = 50         # cc_comm_init <= raw ncclCommInitRank + 50 ms
 
-# The goals of issue 14 (cc's all-reduce kernels), per NCCL version, eager
+# The goals of cc's all-reduce kernels, per NCCL version, eager
 # and in CUDA graphs: cc time / raw time.
 KERNEL_GOALS = [(8, 64 * KIB, 0.55), (64 * KIB + 1, 8 * MIB, 0.7)]
 KERNEL_BW_MIN = 0.99       # busbw >= 0.99 x raw above 8 MiB
@@ -187,7 +187,7 @@ def find(runs, coll_name, predicate):
 
 def init_source(runs):
     """The run whose init times the page reports: one with rank 0's embedded
-    rendezvous server (the issue's goal) when there is one."""
+    rendezvous server (what the init goal speaks of) when there is one."""
     timed = [r for r in runs if r.get("init_ms", {}).get("raw_nccl_comm_init_rank") is not None]
     embedded = [r for r in timed if r.get("rendezvous") == "embedded"]
     return (embedded or timed or runs)[0]
@@ -281,7 +281,7 @@ def nccl_channels(out_dir):
 
 
 def kernels_section(runs, out_dir):
-    """Issue 14: cc's all-reduce kernels against raw NCCL, for each NCCL the
+    """cc's all-reduce kernels against raw NCCL, for each NCCL the
     run had (eager and CUDA graphs), with the goals, the share of NVLink's
     bandwidth and the SMs each side occupies."""
     pairs = [("allreduce", "allreduce-graph"), ("allreduce-alt", "allreduce-graph-alt")]
@@ -352,7 +352,7 @@ def kernels_section(runs, out_dir):
             parts.append("\n".join(share) + "\n")
     if not parts:
         return ""
-    return ("## cc's all-reduce kernels (issue 14)\n\n" + "\n".join(goal_lines) + "\n\n"
+    return ("## cc's all-reduce kernels against NCCL\n\n" + "\n".join(goal_lines) + "\n\n"
             + "\n".join(parts))
 
 

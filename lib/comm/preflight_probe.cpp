@@ -12,8 +12,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+
+#include <asio/io_context.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
 
 #include "common/log.hpp"
+#include "rendezvous/connect_by.hpp"
 
 namespace cc::comm {
 namespace {
@@ -199,31 +206,67 @@ void PreflightListener::serve() {
 
 std::vector<rv::ProbeResult> probe_targets(const std::vector<rv::ProbeTarget>& targets,
                                            uint64_t tag, int32_t from, milliseconds timeout) {
-  enum class Step { connecting, sending, receiving, done };
   struct Probe {
-    UniqueFd fd;
-    Step step = Step::connecting;
+    explicit Probe(asio::io_context& io) : socket(io) {}
+    asio::ip::tcp::socket socket;
     uint8_t out[kRequestSize] = {};
-    size_t sent = 0;
     uint8_t in[kReplySize] = {};
-    size_t got = 0;
+    bool connected = false;
+    bool done = false;
   };
   const auto start = Clock::now();
   const auto deadline = start + timeout;
+  const std::string within = std::to_string(timeout.count()) + " ms";
   std::vector<rv::ProbeResult> results(targets.size());
-  std::vector<Probe> probes(targets.size());
+  asio::io_context io;
+  asio::steady_timer no_answer(io);  // for the connected ones: the connects have their own
+  std::vector<std::unique_ptr<Probe>> probes;
+  size_t pending = targets.size();
   auto finish = [&](size_t i, bool reached, int error, std::string words) {
+    Probe& p = *probes[i];
+    if (p.done) return;
+    p.done = true;
     results[i].reached = reached;
     results[i].error = error;
     results[i].words = std::move(words);
-    probes[i].step = Step::done;
-    probes[i].fd.reset();
+    std::error_code ignored;
+    p.socket.close(ignored);
+    if (--pending == 0) no_answer.cancel();
   };
   auto connect_error = [](int e) { return std::string("connect: ") + std::strerror(e); };
+  auto check_answer = [&](size_t i) {
+    const uint8_t* in = probes[i]->in;
+    const int32_t rank = static_cast<int32_t>(get32(in + 4));
+    if (get32(in) != kMagic)
+      finish(i, false, 0, "connected, but another program answered there");
+    else if (get32(in + 8) != 0 || rank != targets[i].rank)
+      finish(i, false, 0,
+             "connected, but it answered as rank " + std::to_string(rank) +
+                 " of another job or generation (a port forward or NAT leading elsewhere?)");
+    else
+      finish(i, true, 0, "reached");
+  };
+  auto ask = [&](size_t i) {
+    Probe& p = *probes[i];
+    asio::async_write(p.socket, asio::buffer(p.out), [&, i](std::error_code ec, size_t) {
+      if (probes[i]->done) return;
+      if (ec)
+        return finish(i, false, ec.value(), std::string("send: ") + std::strerror(ec.value()));
+      asio::async_read(probes[i]->socket, asio::buffer(probes[i]->in),
+                       [&, i](std::error_code ec, size_t) {
+                         if (probes[i]->done) return;
+                         if (!ec) return check_answer(i);
+                         finish(i, false, ec == asio::error::eof ? 0 : ec.value(),
+                                "connected, but the connection closed before the test's answer "
+                                "(another program listens there?)");
+                       });
+    });
+  };
   for (size_t i = 0; i < targets.size(); ++i) {
     const rv::ProbeTarget& t = targets[i];
     results[i].rank = t.rank;
-    Probe& p = probes[i];
+    probes.push_back(std::make_unique<Probe>(io));
+    Probe& p = *probes.back();
     put32(p.out, kMagic);
     put32(p.out + 4, kVersion);
     put64(p.out + 8, tag);
@@ -235,90 +278,33 @@ std::vector<rv::ProbeResult> probe_targets(const std::vector<rv::ProbeTarget>& t
       finish(i, false, EINVAL, "'" + t.addr + "' is not a numeric address");
       continue;
     }
-    p.fd = UniqueFd(::socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (p.fd.get() < 0) {
-      finish(i, false, errno, std::string("socket: ") + std::strerror(errno));
+    const auto endpoint = rv::endpoint_of(reinterpret_cast<const sockaddr*>(&sa), len);
+    std::error_code ec;
+    p.socket.open(endpoint.protocol(), ec);
+    if (ec) {
+      finish(i, false, ec.value(), std::string("socket: ") + std::strerror(ec.value()));
       continue;
     }
-    const int one = 1;
-    ::setsockopt(p.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (::connect(p.fd.get(), reinterpret_cast<sockaddr*>(&sa), len) == 0)
-      p.step = Step::sending;
-    else if (errno != EINPROGRESS)
-      finish(i, false, errno, connect_error(errno));
+    p.socket.set_option(asio::ip::tcp::no_delay(true), ec);
+    rv::async_connect_by(p.socket, endpoint, deadline, [&, i](std::error_code ec) {
+      if (probes[i]->done) return;
+      if (ec == asio::error::timed_out)
+        return finish(i, false, ETIMEDOUT, "connect: no answer within " + within + " (timed out)");
+      if (ec) return finish(i, false, ec.value(), connect_error(ec.value()));
+      probes[i]->connected = true;
+      ask(i);
+    });
   }
-  std::vector<pollfd> fds;
-  std::vector<size_t> which;
-  for (;;) {
-    fds.clear();
-    which.clear();
-    for (size_t i = 0; i < probes.size(); ++i) {
-      const Probe& p = probes[i];
-      if (p.step == Step::done) continue;
-      fds.push_back(
-          {p.fd.get(), static_cast<short>(p.step == Step::receiving ? POLLIN : POLLOUT), 0});
-      which.push_back(i);
-    }
-    if (fds.empty()) break;
-    if (Clock::now() >= deadline) {
-      const std::string within = std::to_string(timeout.count()) + " ms";
-      for (size_t i : which) {
-        if (probes[i].step == Step::connecting)
-          finish(i, false, ETIMEDOUT, "connect: no answer within " + within + " (timed out)");
-        else
+  if (pending > 0) {
+    no_answer.expires_at(deadline);
+    no_answer.async_wait([&](std::error_code ec) {
+      if (ec) return;
+      for (size_t i = 0; i < probes.size(); ++i)
+        if (probes[i]->connected)
           finish(i, false, 0, "connected, but the test got no answer within " + within);
-      }
-      break;
-    }
-    const int rc = ::poll(fds.data(), fds.size(), poll_ms(deadline));
-    if (rc < 0 && errno != EINTR) {
-      for (size_t i : which) finish(i, false, errno, std::string("poll: ") + std::strerror(errno));
-      break;
-    }
-    for (size_t k = 0; k < fds.size(); ++k) {
-      if (fds[k].revents == 0) continue;
-      const size_t i = which[k];
-      Probe& p = probes[i];
-      if (p.step == Step::connecting) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        ::getsockopt(p.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err != 0) {
-          finish(i, false, err, connect_error(err));
-          continue;
-        }
-        p.step = Step::sending;
-      }
-      if (p.step == Step::sending) {
-        const ssize_t n = ::send(p.fd.get(), p.out + p.sent, kRequestSize - p.sent, MSG_NOSIGNAL);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
-          finish(i, false, errno, std::string("send: ") + std::strerror(errno));
-          continue;
-        }
-        if (n > 0) p.sent += static_cast<size_t>(n);
-        if (p.sent == kRequestSize) p.step = Step::receiving;
-        continue;
-      }
-      const ssize_t n = ::recv(p.fd.get(), p.in + p.got, kReplySize - p.got, 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        finish(i, false, n == 0 ? 0 : errno,
-               "connected, but the connection closed before the test's answer (another program "
-               "listens there?)");
-        continue;
-      }
-      if (n > 0) p.got += static_cast<size_t>(n);
-      if (p.got < kReplySize) continue;
-      const int32_t rank = static_cast<int32_t>(get32(p.in + 4));
-      if (get32(p.in) != kMagic)
-        finish(i, false, 0, "connected, but another program answered there");
-      else if (get32(p.in + 8) != 0 || rank != targets[i].rank)
-        finish(i, false, 0,
-               "connected, but it answered as rank " + std::to_string(rank) +
-                   " of another job or generation (a port forward or NAT leading elsewhere?)");
-      else
-        finish(i, true, 0, "reached");
-    }
+    });
   }
+  io.run();
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
   log().debug("reachability test: {} connection(s) from rank {} in {} ms", targets.size(), from,
               took);

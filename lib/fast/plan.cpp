@@ -4,45 +4,12 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "common/units.hpp"
+
 namespace cc::fast {
 namespace {
 
 constexpr size_t kKi = 1024;
-
-bool parse_size_text(const std::string& text, size_t* bytes) {
-  if (text.empty()) return false;
-  size_t i = 0;
-  unsigned long long value = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) != 0) {
-    const unsigned long long digit = static_cast<unsigned long long>(text[i] - '0');
-    if (value > (~0ull - digit) / 10) return false;
-    value = value * 10 + digit;
-    ++i;
-  }
-  if (i == 0) return false;
-  unsigned long long scale = 1;
-  if (i < text.size()) {
-    switch (std::toupper(static_cast<unsigned char>(text[i]))) {
-      case 'K':
-        scale = kKi;
-        break;
-      case 'M':
-        scale = kKi * kKi;
-        break;
-      case 'G':
-        scale = kKi * kKi * kKi;
-        break;
-      default:
-        return false;
-    }
-    ++i;
-    if (i < text.size() && (text[i] == 'i' || text[i] == 'I')) ++i;
-    if (i < text.size() && (text[i] == 'b' || text[i] == 'B')) ++i;
-  }
-  if (i != text.size() || value > ~0ull / scale) return false;
-  *bytes = static_cast<size_t>(value * scale);
-  return true;
-}
 
 bool algo_from(const std::string& name, Algo* out) {
   for (int a = 0; a < kAlgos; ++a)
@@ -156,8 +123,8 @@ bool parse_plan(const std::string& text, Plan* out, std::string* error) {
         *error = "'" + name + "' is none of ll, oneshot, twoshot and nccl";
         return false;
       }
-      size_t bytes = 0;
-      if (!parse_size_text(value, &bytes) || bytes == 0) {
+      uint64_t bytes = 0;
+      if (!parse_bytes(value, &bytes) || bytes == 0) {
         *error = "'" + value + "' (after " + name + ":) is not a size such as 65536, 64K or 8M";
         return false;
       }

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "common/backoff.hpp"
 #include "common/log.hpp"
 #include "rendezvous/etcd/wire.hpp"
 
@@ -23,24 +24,12 @@ using json = nlohmann::json;
 using namespace wire;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kFirstBackoff{50};
-constexpr milliseconds kMaxBackoff{500};
 constexpr size_t kMaxIdlePerEndpoint = 8;
 constexpr int kMaxReauth = 2;
 // gRPC metadata "hasleader: true" through the gateway: a member without a
 // leader refuses requests at once (so the next endpoint is tried) and
 // cancels a watch when it loses its leader, rather than holding them.
 constexpr const char* kRequireLeader = "Grpc-Metadata-hasleader";
-
-// After a round in which every endpoint failed: sleeps the backoff (not past
-// the deadline) and doubles it, up to kMaxBackoff; false when no time is left.
-bool pause_between_rounds(Deadline deadline, milliseconds* backoff) {
-  const auto left = deadline - Clock::now();
-  if (left <= Clock::duration::zero()) return false;
-  std::this_thread::sleep_for(std::min<Clock::duration>(*backoff, left));
-  *backoff = std::min(*backoff * 2, kMaxBackoff);
-  return true;
-}
 
 long long ms_until(Deadline d) {
   return std::chrono::duration_cast<milliseconds>(d - Clock::now()).count();
@@ -549,7 +538,7 @@ struct Client::Impl {
     bool answered = false;
     size_t ep = preferred.load() % n;
     size_t tried_this_round = 0;
-    milliseconds backoff = kFirstBackoff;
+    Backoff backoff;  // after a round in which every endpoint failed
     // Each attempt that found its endpoint running but got no answer gives
     // the next one twice the time: a busy cluster is not made busier by
     // every request being sent again and again.
@@ -594,7 +583,7 @@ struct Client::Impl {
       ep = (ep + 1) % n;
       if (++tried_this_round >= n) {
         tried_this_round = 0;
-        if (!pause_between_rounds(deadline, &backoff)) break;
+        if (!backoff.sleep_until_next(deadline)) break;
       }
     }
     return quorum_words(what, ms_since(start), errors, answered);
@@ -699,7 +688,7 @@ struct Client::Impl {
     bool answered = false;
     size_t ep = preferred.load() % n;
     size_t failures_this_round = 0;
-    milliseconds backoff = kFirstBackoff;
+    Backoff backoff;  // after a round in which every endpoint failed
     int reauths = 0;
     const auto start = Clock::now();
     const auto cancelled = [&] {
@@ -849,7 +838,7 @@ struct Client::Impl {
       }
       if (++failures_this_round >= n) {
         failures_this_round = 0;
-        if (!pause_between_rounds(deadline, &backoff)) break;
+        if (!backoff.sleep_until_next(deadline)) break;
         // Every endpoint failed and the time is spent: say so in etcd's words.
         if (Clock::now() >= deadline) break;
       }

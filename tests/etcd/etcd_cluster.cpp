@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -21,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/common/child_process.hpp"
 #include "tests/common/free_port.hpp"
 
 namespace cc::test {
@@ -138,27 +138,20 @@ std::string EtcdCluster::launch(int i, const std::string& initial_cluster) {
       args.insert(args.end(), {"--trusted-ca-file", options_.client_ca_file, "--client-cert-auth"});
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) return std::string("fork: ") + std::strerror(errno);
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    const int fd = ::open(m.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    for (auto& e : options_.extra_env) ::putenv(e.data());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(etcd_.c_str(), argv.data());
-    ::_exit(127);
+  ChildOptions o;
+  o.args = std::move(args);
+  o.env = options_.extra_env;
+  o.stdout_file = m.log;
+  o.stderr_to_stdout = true;
+  o.append = true;
+  o.stdin_null = true;
+  o.die_with_parent = true;
+  try {
+    m.process = std::make_shared<ChildProcess>(std::move(o));
+  } catch (const std::exception& e) {
+    return e.what();
   }
-  m.pid = pid;
+  m.pid = m.process->pid();
   return {};
 }
 
@@ -214,9 +207,8 @@ void EtcdCluster::kill(int member) {
   Member& m = members_[static_cast<size_t>(member)];
   if (m.pid <= 0) return;
   ::kill(m.pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(m.pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  m.process->reap();
+  m.process.reset();
   m.pid = -1;
 }
 
@@ -268,27 +260,19 @@ int EtcdCluster::etcdctl(const std::vector<std::string>& args, std::string* outp
     if (alive(i))
       endpoints += (endpoints.empty() ? "" : ",") + client_scheme(options_) + "://" + endpoint(i);
   const std::string out_file = dir_ + "/etcdctl.out";
-  const pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    ::setenv("ETCDCTL_API", "3", 1);
-    const int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<std::string> all = {prog, "--endpoints=" + endpoints, "--dial-timeout=5s",
-                                    "--command-timeout=10s"};
-    if (!options_.cert_file.empty()) all.push_back("--insecure-skip-tls-verify");
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(prog.c_str(), argv.data());
-    ::_exit(127);
-  }
+  ChildOptions o;
+  o.args = {prog, "--endpoints=" + endpoints, "--dial-timeout=5s", "--command-timeout=10s"};
+  if (!options_.cert_file.empty()) o.args.push_back("--insecure-skip-tls-verify");
+  o.args.insert(o.args.end(), args.begin(), args.end());
+  o.env = {"ETCDCTL_API=3"};
+  o.stdout_file = out_file;
+  o.stderr_to_stdout = true;
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  try {
+    status = ChildProcess(std::move(o)).reap();
+  } catch (const std::exception& e) {
+    if (output != nullptr) *output = e.what();
+    return -1;
   }
   if (output != nullptr) {
     std::ifstream in(out_file);

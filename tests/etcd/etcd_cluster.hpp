@@ -16,6 +16,8 @@
 
 namespace cc::test {
 
+class ChildProcess;
+
 struct EtcdClusterOptions {
   int members = 1;
   // TLS on the client port (https): the server's certificate and key, and
@@ -68,6 +70,7 @@ class EtcdCluster {
     int client_port = 0;
     int peer_port = 0;
     pid_t pid = -1;
+    std::shared_ptr<ChildProcess> process;
     std::string log;
   };
   EtcdCluster() = default;

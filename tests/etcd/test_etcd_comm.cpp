@@ -20,7 +20,7 @@
 
 #include "cc/cc.h"
 #include "tests/etcd/etcd_test.hpp"
-#include "tests/rendezvous/child_process.hpp"
+#include "tests/common/child_process.hpp"
 
 using namespace cc::test;
 using std::chrono::milliseconds;

@@ -5,7 +5,6 @@
 // completes), two of three members killed (a clear error within the
 // deadline), and a wrong etcd password.
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include "rendezvous/etcd/backend.hpp"
 #include "rendezvous/etcd/client.hpp"
 #include "rendezvous/server.hpp"
+#include "tests/common/child_process.hpp"
 #include "tests/etcd/etcd_test.hpp"
 
 namespace etcd = cc::rv::etcd;
@@ -400,34 +400,25 @@ TEST_CASE(
   const char* member = std::getenv("ETCD_MEMBER");
   REQUIRE(member != nullptr);
   constexpr int kWindowMs = 2000;
-  int out_pipe[2];
-  REQUIRE(::pipe(out_pipe) == 0);
   const std::string address = cluster.address();
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::dup2(out_pipe[1], 1);
-    ::close(out_pipe[0]);
-    ::execl(member, member, address.c_str(), "killed", "1", "2", std::to_string(kWindowMs).c_str(),
-            nullptr);
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
+  cc::test::ChildOptions o;
+  o.args = {member, address, "killed", "1", "2", std::to_string(kWindowMs)};
+  o.pipe_stdout = true;
+  o.die_with_parent = true;
+  cc::test::ChildProcess child(std::move(o));
   auto survivor = connect_backend(backend_options(address, "killed", kWindowMs));
   cc::rv::Joined joined;
   const cc::Status s = survivor->join(make_join(0, 2), &joined);
   INFO(s.message);
   REQUIRE(s.ok());
-  char buf[16] = {};
-  REQUIRE(::read(out_pipe[0], buf, sizeof(buf) - 1) > 0);
-  CHECK(std::string(buf).rfind("joined", 0) == 0);
-  ::close(out_pipe[0]);
+  const auto said = child.line(milliseconds(30000));
+  REQUIRE(said.has_value());
+  CHECK(said->rfind("joined", 0) == 0);
 
   std::this_thread::sleep_for(milliseconds(700));  // after a keepalive or two
   const auto t0 = Clock::now();
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+  child.signal(SIGKILL);
+  child.reap();
   auto e = survivor->next_event(milliseconds(kWindowMs + 5000));
   const long long told_after = ms_since(t0);
   REQUIRE(e.has_value());

@@ -6,17 +6,18 @@
 // Prints the daemon's resident memory (for docs/RENDEZVOUS.md).
 //   load_hostile PATH/TO/cc-rendezvous
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "tests/common/child_process.hpp"
 #include "tests/rendezvous/raw_client.hpp"
 
 using namespace std::chrono_literals;
@@ -24,7 +25,6 @@ using cc::test::RawClient;
 namespace rv = cc::rv;
 using Clock = std::chrono::steady_clock;
 
-extern char** environ;
 
 namespace {
 
@@ -49,32 +49,32 @@ long rss_kib(pid_t pid) {
 }
 
 struct Daemon {
+  std::unique_ptr<cc::test::ChildProcess> process;
   pid_t pid = -1;
   int port = 0;
   ~Daemon() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      int st = 0;
-      for (int i = 0; i < 100 && ::waitpid(pid, &st, WNOHANG) == 0; ++i)
-        std::this_thread::sleep_for(50ms);
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, WNOHANG);
-    }
+    if (!process) return;
+    ::kill(pid, SIGTERM);
+    (void)process->wait_for(5000ms);  // then the destructor kills it
   }
 };
 
 bool start_daemon(const char* bin, Daemon* d) {
   // Every malformed connection is a warning: only errors reach our stderr.
-  std::vector<std::string> args = {bin,         "--bind",
-                                   "127.0.0.1", "--port",
-                                   "0",         "--log-level",
-                                   "error",     "--handshake-timeout-ms",
-                                   "120000",    "--max-connections",
-                                   "10000"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  if (posix_spawn(&d->pid, bin, nullptr, nullptr, argv.data(), environ) != 0) return false;
+  cc::test::ChildOptions o;
+  o.args = {bin,         "--bind",
+            "127.0.0.1", "--port",
+            "0",         "--log-level",
+            "error",     "--handshake-timeout-ms",
+            "120000",    "--max-connections",
+            "10000"};
+  try {
+    d->process = std::make_unique<cc::test::ChildProcess>(std::move(o));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return false;
+  }
+  d->pid = d->process->pid();
   // The port: the daemon's one listening socket, found through /proc.
   for (int i = 0; i < 200 && d->port == 0; ++i) {
     std::this_thread::sleep_for(25ms);

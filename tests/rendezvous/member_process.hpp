@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "rendezvous/server.hpp"
-#include "tests/rendezvous/child_process.hpp"
+#include "tests/common/child_process.hpp"
 
 namespace cc::test {
 

@@ -7,7 +7,6 @@
 // (store_client.cpp).
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,8 +27,7 @@
 #include "cc/cc.h"
 #include "rendezvous/client.hpp"
 #include "rendezvous/server_core.hpp"
-
-extern char** environ;
+#include "tests/common/child_process.hpp"
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -59,7 +57,7 @@ struct TempDir {
 
 // A child process whose stdout and stderr go to files.
 struct Proc {
-  pid_t pid = -1;
+  std::shared_ptr<cc::test::ChildProcess> process;
   std::string out, err;
 };
 
@@ -67,18 +65,11 @@ Proc spawn(const std::vector<std::string>& args, const std::string& dir, const s
   Proc p;
   p.out = dir + "/" + name + ".out";
   p.err = dir + "/" + name + ".err";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, p.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, p.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int rc = posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  INFO("spawning " << args[0] << ": " << std::strerror(rc));
-  REQUIRE(rc == 0);
+  cc::test::ChildOptions o;
+  o.args = args;
+  o.stdout_file = p.out;
+  o.stderr_file = p.err;
+  p.process = std::make_shared<cc::test::ChildProcess>(std::move(o));
   return p;
 }
 
@@ -89,20 +80,13 @@ struct Done {
 
 // Waits for the process until `deadline`, then kills it: no test hangs.
 Done finish(const Proc& p, Clock::time_point deadline) {
-  int status = 0;
   Done d;
-  for (;;) {
-    const pid_t r = ::waitpid(p.pid, &status, WNOHANG);
-    if (r == p.pid) {
-      d.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      break;
-    }
-    if (Clock::now() >= deadline) {
-      ::kill(p.pid, SIGKILL);
-      ::waitpid(p.pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(5ms);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (const auto status = p.process->wait_for(left))
+    d.code = cc::test::ChildProcess::exit_code(*status);
+  else if (p.process->pid() > 0) {
+    p.process->signal(SIGKILL);
+    p.process->reap();
   }
   d.out = read_file(p.out);
   d.err = read_file(p.err);
@@ -143,7 +127,7 @@ class Daemon final : public Server {
     REQUIRE(port_ > 0);
   }
   ~Daemon() override {
-    ::kill(proc_.pid, SIGTERM);
+    if (proc_.process->pid() > 0) ::kill(proc_.process->pid(), SIGTERM);
     (void)finish(proc_, Clock::now() + 10s);
   }
   int port() const override { return port_; }

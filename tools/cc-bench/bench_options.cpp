@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/datatypes.hpp"
+#include "common/units.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace ccbench {
@@ -142,7 +143,9 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   auto add_size = [&app, bad](const std::string& names, size_t* target, const char* help) {
     const std::string flag = first_name(names);
     cc::cli::add_value(app, names, "SIZE", help, [=](const std::string& v) {
-      if (!parse_size(v, target)) bad(flag.c_str(), v, "not a size (e.g. 8, 64K, 32M, 1G)");
+      uint64_t bytes = 0;
+      if (!cc::parse_bytes(v, &bytes)) bad(flag.c_str(), v, "not a size (e.g. 8, 64K, 32M, 1G)");
+      *target = bytes;
     });
   };
   // An option taking one of `table`'s names into *target; `what` for anything else.
@@ -242,31 +245,6 @@ std::string usage() {
   cc::cli::CommandLine command_line(kUsage, 25);
   add_options(command_line, &o);
   return command_line.help();
-}
-
-bool parse_size(const std::string& text, size_t* bytes) {
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (errno != 0) return false;
-  std::string suffix(end);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  if (suffix.size() == 2 && suffix[1] == 'i') suffix.pop_back();  // KiB, MiB
-  unsigned shift = 0;
-  if (suffix.empty())
-    shift = 0;
-  else if (suffix == "K" || suffix == "k")
-    shift = 10;
-  else if (suffix == "M" || suffix == "m")
-    shift = 20;
-  else if (suffix == "G" || suffix == "g")
-    shift = 30;
-  else
-    return false;
-  if (v > (~0ull >> shift)) return false;
-  *bytes = static_cast<size_t>(v << shift);
-  return true;
 }
 
 const char* coll_name(Coll c) {

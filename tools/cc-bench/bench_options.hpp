@@ -41,9 +41,6 @@ struct Options {
 bool parse_options(int argc, char** argv, Options* out, std::string* error);
 std::string usage();  // the --help text
 
-// "1K" = 1024, "32M", "1G", "8" (bytes); false on anything else.
-bool parse_size(const std::string& text, size_t* bytes);
-
 const char* coll_name(Coll c);
 const char* dtype_name(cc_datatype_t t);  // nccl-tests' names: "float", "half", ...
 const char* op_name(cc_redop_t op);       // "sum", ...

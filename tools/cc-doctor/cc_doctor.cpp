@@ -23,14 +23,6 @@ constexpr const char* kAbout =
     "limit and the NCCL_*/CC_* variables, each problem with a fix. Exits 0 when it\n"
     "ran (findings are not failures), 2 on bad arguments.";
 
-// A whole number in [min, max], rejected in settings::parse_int's words.
-int number(const char* flag, const std::string& text, long long min, long long max) {
-  long long v = 0;
-  if (cc::Status s = cc::settings::parse_int(flag, text.c_str(), min, max, &v); !s.ok())
-    cc::cli::reject(s.message);
-  return static_cast<int>(v);
-}
-
 // A setting's value when one of its variables is set and not empty.
 const char* setting(cc::settings::Id id, std::string* which) {
   const cc::settings::Found f = cc::settings::find(id, cc::settings::process_env());
@@ -79,7 +71,7 @@ int main(int argc, char** argv) {
             });
   add_value(app, "--master-port", "PORT", "its TCP port (default CC_MASTER_PORT, else MASTER_PORT)",
             [&](const std::string& v) {
-              o.master_port = number("--master-port", v, 1, 65535);
+              o.master_port = static_cast<int>(cc::cli::number("--master-port", v, 1, 65535));
               o.master_port_var = "--master-port";
             });
   add_value(app, "--job-id", "ID",
@@ -88,8 +80,8 @@ int main(int argc, char** argv) {
               if (v.empty()) cc::cli::reject("--job-id needs a value");
               o.job_id = v;
             });
-  add_value(app, "--timeout-ms", "MS", "the probe's deadline (default 3000)",
-            [&](const std::string& v) { o.timeout_ms = number("--timeout-ms", v, 1, 600000); });
+  cc::cli::add_number(app, "--timeout-ms", "MS", 1, 600000, &o.timeout_ms,
+                      "the probe's deadline (default 3000)");
   command_line.add_help();
 
   if (const auto exit_status =

@@ -14,6 +14,7 @@
 #include "cc/cc.h"
 #include "common/printable.hpp"
 #include "common/unique_fd.hpp"
+#include "rendezvous/connect_by.hpp"
 #include "rendezvous/protocol.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
@@ -38,21 +39,6 @@ std::string numeric(const sockaddr* sa, socklen_t len) {
   char host[NI_MAXHOST] = {};
   if (getnameinfo(sa, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return "?";
   return host;
-}
-
-// Non-blocking connect bounded by the deadline; returns 0 or an errno
-// (ETIMEDOUT when the deadline passed).
-int connect_by(int fd, const sockaddr* sa, socklen_t len, Clock::time_point deadline) {
-  if (connect(fd, sa, len) == 0) return 0;
-  if (errno != EINPROGRESS) return errno;
-  pollfd p{fd, POLLOUT, 0};
-  int n = poll(&p, 1, ms_left(deadline));
-  if (n == 0) return ETIMEDOUT;
-  if (n < 0) return errno;
-  int err = 0;
-  socklen_t elen = sizeof err;
-  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) return errno;
-  return err;
 }
 
 bool send_all(int fd, const std::vector<uint8_t>& bytes, Clock::time_point deadline) {
@@ -168,12 +154,8 @@ Probe probe_rendezvous(const std::string& addr_in, int port, const std::string& 
   int last_err = 0;
   for (addrinfo* ai = raw; ai != nullptr; ai = ai->ai_next) {
     out.address = numeric(ai->ai_addr, ai->ai_addrlen);
-    Fd fd(socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (fd.get() < 0) {
-      last_err = errno;
-      continue;
-    }
-    last_err = connect_by(fd.get(), ai->ai_addr, ai->ai_addrlen, deadline);
+    Fd fd;
+    last_err = rv::connect_by(rv::endpoint_of(ai->ai_addr, ai->ai_addrlen), deadline, &fd);
     if (last_err != 0) continue;
 
     rv::Hello hello;

@@ -484,14 +484,6 @@ pid_t fork_server(int* port) {
   return pid;
 }
 
-// An option whose value is read with atoi into *target, named `value_name`
-// in --help.
-void add_int(CLI::App& app, const std::string& flag, int* target, const std::string& help,
-             const std::string& value_name) {
-  cc::cli::add_value(app, flag, value_name, help,
-                     [target](const std::string& v) { *target = std::atoi(v.c_str()); });
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -513,42 +505,38 @@ int main(int argc, char** argv) {
   app.add_option_function<std::vector<std::string>>(
          "-n",
          [&](const std::vector<std::string>& values) {
-           for (const auto& v : values) sizes.push_back(std::atoi(v.c_str()));
+           for (const auto& v : values)
+             sizes.push_back(static_cast<int>(cc::cli::number("-n", v, 1, 10000000)));
          },
          "ranks of one run; repeat for more runs")
       ->option_text("N")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   app.add_option("--addr", addr, "the server to run against (with --port)")->option_text("ADDR");
-  add_int(app, "--port", &port, "its port (with --addr)", "PORT");
-  add_int(app, "--window", &window,
-          "ranks between connect and the server's first answer at once\n"
-          "(default 1024): beyond the kernel's listen backlog (somaxconn)\n"
-          "SYNs are dropped and cost a 1 s retransmit",
-          "W");
+  cc::cli::add_number(app, "--port", "PORT", 1, 65535, &port, "its port (with --addr)");
+  cc::cli::add_number(app, "--window", "W", 1, 10000000, &window,
+                      "ranks between connect and the server's first answer at once\n"
+                      "(default 1024): beyond the kernel's listen backlog (somaxconn)\n"
+                      "SYNs are dropped and cost a 1 s retransmit");
   app.add_flag("--start", start,
                "a communicator's start instead (default N: 1024): the join, then\n"
                "the join and the reachability test's two steps; prints what the\n"
                "test adds per rank");
-  cc::cli::add_value(app, "--ranks-per-host", "R",
-                     "with --start: ranks on one simulated host (default 8)",
-                     [&](const std::string& v) { per_host = std::max(1, std::atoi(v.c_str())); });
-  add_int(app, "--start-pair", &pair_rounds,
-          "what the reachability test adds to a healthy start of 2 ranks on\n"
-          "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"
-          "with it and K without, medians",
-          "K");
-  add_int(app, "--abuse", &abuse_members,
-          "a healthy job of M members (256 in docs/RENDEZVOUS.md)\n"
-          "heartbeating beside each abuse of a server in a child\n"
-          "process: its largest heartbeat gap and the server's peak\n"
-          "memory per abuse, then how long a SIGTERM takes",
-          "M");
-  add_int(app, "--core-events", &core_events,
-          "the server's core alone, no sockets: the longest call while\n"
-          "one Set wakes N waiters, N waits expire together, and a\n"
-          "connection closes holding N parked gets",
-          "N");
+  cc::cli::add_number(app, "--ranks-per-host", "R", 1, 10000000, &per_host,
+                      "with --start: ranks on one simulated host (default 8)");
+  cc::cli::add_number(app, "--start-pair", "K", 1, 100000, &pair_rounds,
+                      "what the reachability test adds to a healthy start of 2 ranks on\n"
+                      "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"
+                      "with it and K without, medians");
+  cc::cli::add_number(app, "--abuse", "M", 1, 1000000, &abuse_members,
+                      "a healthy job of M members (256 in docs/RENDEZVOUS.md)\n"
+                      "heartbeating beside each abuse of a server in a child\n"
+                      "process: its largest heartbeat gap and the server's peak\n"
+                      "memory per abuse, then how long a SIGTERM takes");
+  cc::cli::add_number(app, "--core-events", "N", 1, 100000000, &core_events,
+                      "the server's core alone, no sockets: the longest call while\n"
+                      "one Set wakes N waiters, N waits expire together, and a\n"
+                      "connection closes holding N parked gets");
   command_line.add_help();
   if (const auto exit_status =
           command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
@@ -562,12 +550,6 @@ int main(int argc, char** argv) {
     return cc_bench::run_abuse(abuse_members) ? 0 : 1;
   }
   if (sizes.empty()) sizes = start ? std::vector<int>{1024} : std::vector<int>{1024, 4096, 16384};
-  for (int n : sizes)
-    if (n < 1) {
-      std::fprintf(stderr, "cc-rendezvous-bench: -n needs a positive number\n");
-      return 2;
-    }
-  if (window < 1) window = 1;
   int max_n = 0;
   for (int n : sizes) max_n = std::max(max_n, n);
 

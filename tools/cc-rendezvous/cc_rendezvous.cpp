@@ -20,6 +20,7 @@
 #include "cc/cc_version.h"
 #include "common/log.hpp"
 #include "common/token_file.hpp"
+#include "common/units.hpp"
 #include "rendezvous/server.hpp"
 #include "rendezvous/server_metrics.hpp"
 #include "tools/cc-rendezvous/metrics_http.hpp"
@@ -71,46 +72,21 @@ void add_number(CLI::App& app, const std::string& flag, long long min, long long
             [=](const std::string& v) { *target = T(number(v, min, max, words)); });
 }
 
-// "64MiB", "64M", "65536": a number of bytes with an optional binary unit,
-// or the option's words for a bad value.
+// A size in bytes (common/units.hpp: "64MiB", "64M", "65536"), at least 1 and
+// at most 2^50, or the option's words for a bad value.
 size_t size_in_bytes(const std::string& text, const std::string& words) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  const long long n = number(text.substr(0, digits), 1, 1LL << 50, words);
-  std::string unit = text.substr(digits);
-  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  int shift = 0;
-  if (unit == "k" || unit == "kib")
-    shift = 10;
-  else if (unit == "m" || unit == "mib")
-    shift = 20;
-  else if (unit == "g" || unit == "gib")
-    shift = 30;
-  else if (!unit.empty() && unit != "b")
+  uint64_t bytes = 0;
+  if (!cc::parse_bytes(text, &bytes) || bytes < 1 || bytes > (uint64_t{1} << 50))
     cc::cli::reject(words);
-  if (n > (1LL << 50) >> shift) cc::cli::reject(words);
-  return static_cast<size_t>(n) << shift;
+  return static_cast<size_t>(bytes);
 }
 
-// "500ms", "30s", "10m", "2h", "0"; a bare number is seconds.
+// A duration (common/units.hpp: "500ms", "30s", "10m", "2h", "0"); a bare
+// number is seconds.
 std::chrono::milliseconds duration(const std::string& text, const std::string& words) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  const long long n = number(text.substr(0, digits), 0, 1LL << 40, words);
-  const std::string unit = text.substr(digits);
-  long long ms_per_unit = 0;
-  if (unit == "ms")
-    ms_per_unit = 1;
-  else if (unit.empty() || unit == "s")
-    ms_per_unit = 1000;
-  else if (unit == "m")
-    ms_per_unit = 60 * 1000;
-  else if (unit == "h")
-    ms_per_unit = 3600 * 1000;
-  else
-    cc::cli::reject(words);
-  if (n > (1LL << 40) / ms_per_unit) cc::cli::reject(words);
-  return std::chrono::milliseconds(n * ms_per_unit);
+  std::chrono::milliseconds out{};
+  if (!cc::parse_duration(text, std::chrono::seconds(1), &out)) cc::cli::reject(words);
+  return out;
 }
 
 // Token reloads (SIGHUP), for the metrics endpoint.

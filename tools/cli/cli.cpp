@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/settings.hpp"
+
 namespace cc::cli {
 namespace {
 
@@ -47,6 +49,20 @@ void reject(const std::string& words) { throw CLI::ValidationError(words); }
 CLI::Option* add_value(CLI::App& app, const std::string& flag, const std::string& value_name,
                        const std::string& help, std::function<void(const std::string&)> set) {
   return app.add_option_function<std::string>(flag, std::move(set), help)->option_text(value_name);
+}
+
+long long number(const std::string& flag, const std::string& text, long long min, long long max) {
+  long long v = 0;
+  if (Status s = settings::parse_int(flag.c_str(), text.c_str(), min, max, &v); !s.ok())
+    reject(s.message);
+  return v;
+}
+
+CLI::Option* add_number(CLI::App& app, const std::string& flag, const std::string& value_name,
+                        long long min, long long max, int* target, const std::string& help) {
+  return add_value(app, flag, value_name, help, [=](const std::string& v) {
+    *target = static_cast<int>(number(flag, v, min, max));
+  });
 }
 
 CommandLine::CommandLine(std::string usage, std::size_t column) {

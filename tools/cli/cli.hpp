@@ -21,6 +21,14 @@ namespace cc::cli {
 CLI::Option* add_value(CLI::App& app, const std::string& flag, const std::string& value_name,
                        const std::string& help, std::function<void(const std::string&)> set);
 
+// A whole number from min to max, else rejected in settings::parse_int's
+// words naming `flag`.
+long long number(const std::string& flag, const std::string& text, long long min, long long max);
+
+// Adds option `flag` taking a whole number from min to max into *target.
+CLI::Option* add_number(CLI::App& app, const std::string& flag, const std::string& value_name,
+                        long long min, long long max, int* target, const std::string& help);
+
 struct Parsed {
   bool ok = false;    // the options are set: run
   bool help = false;  // -h or --help: print help() and exit 0

@@ -29,6 +29,7 @@
 
 #include "rendezvous/etcd/backend.hpp"
 #include "tests/etcd/etcd_cluster.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace {
 
@@ -36,13 +37,11 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 namespace etcd = cc::rv::etcd;
 
-const char* kUsage =
-    "usage: cc-etcd-rendezvous-bench [-n N] [-r RUNS] [--members M | --address etcd://...]\n"
-    "\n"
-    "Runs N simulated ranks (default 1024), each with its own etcd connections,\n"
-    "thread and membership lease, joining one communicator through the etcd\n"
-    "backend; RUNS times (default 3), each a fresh job. Without --address it\n"
-    "starts an etcd cluster of M members (default 3) on 127.0.0.1.\n";
+const char* kAbout =
+    "Runs N simulated ranks, each with its own etcd connections, thread and\n"
+    "membership lease, joining one communicator through the etcd backend; RUNS\n"
+    "times, each a fresh job. Without --address it starts an etcd cluster of M\n"
+    "members on 127.0.0.1.";
 
 struct Result {
   double connect_ms = 0;  // until every rank had connected
@@ -164,32 +163,25 @@ int main(int argc, char** argv) {
   int runs = 3;
   int members = 3;
   std::string address;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n%s", a.c_str(), kUsage);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "-n") {
-      n = std::atoi(value());
-    } else if (a == "-r") {
-      runs = std::atoi(value());
-    } else if (a == "--members") {
-      members = std::atoi(value());
-    } else if (a == "--address") {
-      address = value();
-    } else {
-      std::fprintf(stderr, "%s", kUsage);
-      return a == "-h" || a == "--help" ? 0 : 2;
-    }
-  }
-  if (n < 1 || runs < 1 || members < 1) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
+  cc::cli::CommandLine command_line(
+      "usage: cc-etcd-rendezvous-bench [-n N] [-r RUNS] [--members M | --address etcd://...]", 15);
+  CLI::App& app = command_line.app();
+  app.description(kAbout);
+  cc::cli::add_number(app, "-n", "N", 1, 1000000, &n, "simulated ranks (default 1024)");
+  cc::cli::add_number(app, "-r", "RUNS", 1, 1000, &runs, "runs, each a fresh job (default 3)");
+  cc::cli::add_number(app, "--members", "M", 1, 9, &members,
+                      "members of the cluster started here (default 3)");
+  cc::cli::add_value(app, "--address", "ADDR", "an etcd cluster to run against instead",
+                     [&](const std::string& v) {
+                       if (v.empty()) cc::cli::reject("--address is empty");
+                       address = v;
+                     });
+  command_line.add_help();
+  if (const auto exit_status =
+          command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
+            std::fprintf(stderr, "cc-etcd-rendezvous-bench: %s (see --help)\n", words.c_str());
+          }))
+    return *exit_status;
   rlimit rl{};
   getrlimit(RLIMIT_NOFILE, &rl);
   rl.rlim_cur = rl.rlim_max;
