@@ -45,6 +45,9 @@ enum class Id : int {
   etcd_cert_file,
   etcd_key_file,
   etcd_prefix,
+  check_calls,
+  trace_buffer,
+  trace_dir,
   count
 };
 

@@ -296,6 +296,10 @@ class TcpClient final : public Client {
     return send_nowait(Heartbeat{last_completed}, "a heartbeat");
   }
 
+  Status heartbeat_with_calls_nowait(const Heartbeat& h) override {
+    return send_nowait(h, "a heartbeat");
+  }
+
   Status abort_nowait(const std::string& reason) override {
     return send_nowait(Abort{reason}, "an abort");
   }

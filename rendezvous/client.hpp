@@ -70,6 +70,11 @@ class Client {
   // Sends a heartbeat without waiting for its acknowledgement (the watchdog's
   // way: a cut cable must not stall it). The ack only refreshes last_heard().
   virtual Status heartbeat_nowait(uint64_t last_completed) = 0;
+  // The same, carrying points of the member's calls for the server to
+  // compare across ranks; a backend that compares none sends last_completed only.
+  virtual Status heartbeat_with_calls_nowait(const Heartbeat& h) {
+    return heartbeat_nowait(h.last_completed);
+  }
   // Asks the server to announce this member as failed after window of silence.
   virtual Status watch(std::chrono::milliseconds window) = 0;
   // Every member's last completed operation for one generation of the job.

@@ -31,6 +31,9 @@ struct ResolvedConfig {
   // takes its own default (job_ttl_or).
   int job_ttl_ms = -1;
   bool nccl_shrink = true;  // cc_comm_shrink may use ncclCommShrink (CC_NCCL_SHRINK)
+  bool check_calls = true;  // compare the ranks' calls (CC_CHECK_CALLS)
+  int trace_buffer = 2000;  // calls the flight recorder keeps (CC_TRACE_BUFFER)
+  std::string trace_dir;    // where the flight recorder is written (CC_TRACE_DIR); "": nowhere
 
   // The job TTL a server started here uses, in ms (0: its lifetime).
   int job_ttl_or(int server_default_ms) const {

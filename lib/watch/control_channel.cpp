@@ -52,6 +52,14 @@ std::string ControlChannel::member_words(int rank, const std::string& host, uint
 ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
   if (e.kind == rv::PeerEventKind::server_stopping) return server_lost(e.reason);
   ChannelFailure f;
+  if (e.kind == rv::PeerEventKind::mismatch) {
+    f.kind = ChannelFailure::Kind::mismatch;
+    f.rank = e.rank;
+    f.host = e.host;
+    f.pid = e.pid;
+    f.story = e.reason;
+    return f;
+  }
   f.kind = e.kind == rv::PeerEventKind::aborted ? ChannelFailure::Kind::peer_aborted
                                                 : ChannelFailure::Kind::peer_failed;
   f.rank = e.rank;
@@ -98,14 +106,23 @@ ChannelFailure ControlChannel::server_lost(const std::string& reason) const {
 std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64_t last_completed) {
   if (now >= next_heartbeat_) {
     next_heartbeat_ = now + options_.interval;
-    if (Status st = client_.heartbeat_nowait(last_completed); !st.ok() && !reported_)
-      log().debug("{}: heartbeat: {}", self(), st.message);
+    Status st;
+    if (options_.calls != nullptr && !reported_) {
+      rv::Heartbeat h{last_completed, options_.generation, options_.epoch,
+                      options_.calls->take_report()};
+      st = client_.heartbeat_with_calls_nowait(h);
+    } else {
+      st = client_.heartbeat_nowait(last_completed);
+    }
+    if (!st.ok() && !reported_) log().debug("{}: heartbeat: {}", self(), st.message);
   }
   client_.pump();
   std::optional<ChannelFailure> first;
   while (auto e = client_.next_event(milliseconds(0))) {
     if (e->kind == rv::PeerEventKind::left) continue;
-    if (e->kind != rv::PeerEventKind::server_stopping && e->rank == options_.rank) continue;
+    if (e->kind != rv::PeerEventKind::server_stopping &&
+        e->kind != rv::PeerEventKind::mismatch && e->rank == options_.rank)
+      continue;
     if (e->kind == rv::PeerEventKind::failed) {
       std::lock_guard<std::mutex> lock(failed_mu_);
       failed_.insert(e->rank);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
@@ -28,10 +29,39 @@ bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
                                     Clock::time_point now) {
   for (Membership& ms : c.memberships) ms.last_completed = h.last_completed;
   c.last_heartbeat = now;
+  if (!h.calls.empty() && c.job != nullptr) check_calls(*c.job, c, h);
   if (c.heartbeat_timer)
     arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
   send(c.id, rid, HeartbeatAck{});
   return true;
+}
+
+// The calls a member reported are compared with its generation's other
+// ranks'; the first difference is told to every member of that generation,
+// the ranks named included, and their watchdogs abort.
+void ServerCore::Impl::check_calls(Job& job, const Conn& c, const Heartbeat& h) {
+  const Membership* member = nullptr;
+  for (const Membership& m : c.memberships)
+    if (m.generation == h.generation && m.epoch == h.epoch) member = &m;
+  if (member == nullptr) return;  // not (or no longer) a member of that generation
+  rules::CallCheck& check = job.call_checks[{h.generation, h.epoch}];
+  const std::optional<rules::CallMismatch> m =
+      check.report({member->rank, member->host, member->pid, h.calls});
+  if (!m) return;
+  const PeerEvent ev{PeerEventKind::mismatch, m->rank, member->host, member->pid, m->words};
+  size_t told = 0;
+  for (ConnId id : job.members) {
+    auto it = conns.find(id);
+    if (it == conns.end()) continue;
+    for (const Membership& om : it->second->memberships)
+      if (om.generation == h.generation && om.epoch == h.epoch) {
+        send(id, 0, ev);
+        ++told;
+        break;
+      }
+  }
+  log().warn("job {}: communicator {} (generation {}): {}; told {} members", quote(job.id),
+             h.generation, h.epoch, m->words, told);
 }
 
 bool ServerCore::Impl::on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now) {
