@@ -333,6 +333,12 @@ class TcpClient final : public Client {
     return expect(ProgressQuery{generation, rank, epoch}, after(timeout), "a progress query", out);
   }
 
+  Status progress_with_calls(uint32_t generation, uint32_t epoch, Progress* out,
+                             milliseconds timeout) override {
+    return expect(ProgressQuery{generation, -1, epoch, true}, after(timeout), "a progress query",
+                  out);
+  }
+
   Status status(const StatusQuery& query, StatusReport* out, milliseconds timeout) override {
     return expect(query, after(timeout), "a status query", out);
   }

@@ -85,6 +85,12 @@ class Client {
   // backends without recovery know generation 0 only.
   virtual Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
                              std::chrono::milliseconds timeout);
+  // The members furthest behind (rank -1 above) and, where the backend
+  // compares calls, where every member is in words (Progress::calls).
+  virtual Status progress_with_calls(uint32_t generation, uint32_t epoch, Progress* out,
+                                     std::chrono::milliseconds timeout) {
+    return progress_in(generation, epoch, -1, out, timeout);
+  }
   // The server's status report (see StatusQuery): its jobs, their
   // generations and members. A client made with an empty job id may ask
   // nothing else. A backend without it says so (CC_ERR_INVALID_USAGE).

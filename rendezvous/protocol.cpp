@@ -268,13 +268,16 @@ bool fields(auto& io, Is<PeerEvent> auto& m) {
 bool fields(auto& io, Is<Watch> auto& m) { return io.u32(m.window_ms); }
 bool fields(auto& io, Is<ProgressQuery> auto& m) {
   return io.u32(m.generation) && io.i32(m.rank) &&
-         (io.at_end() || io.u32(m.epoch));  // older clients send no epoch
+         (io.at_end() || io.u32(m.epoch)) &&  // older clients send no epoch
+         (io.at_end() || io.boolean(m.with_calls));
 }
 bool fields(auto& io, Is<Progress> auto& m) {
-  return io.list(m.members, io.limits().max_frame / 24, [&](auto& p) {
-    return io.i32(p.rank) && io.text(p.host) && io.u32(p.pid) && io.u64(p.last_completed) &&
-           io.u32(p.silent_ms);
-  });
+  return io.list(m.members, io.limits().max_frame / 24,
+                 [&](auto& p) {
+                   return io.i32(p.rank) && io.text(p.host) && io.u32(p.pid) &&
+                          io.u64(p.last_completed) && io.u32(p.silent_ms);
+                 }) &&
+         (io.at_end() || io.str(m.calls, io.limits().max_frame));
 }
 bool fields(auto& io, Is<CompareSet> auto& m) {
   const uint32_t max = io.limits().max_value;

@@ -176,6 +176,8 @@ struct ProgressQuery {
   uint32_t generation = 0;
   int32_t rank = -1;
   uint32_t epoch = 0;  // which recovery generation of it (absent in older frames: 0)
+  // Also where every member is, in words (Progress::calls; absent in older frames: false).
+  bool with_calls = false;
 };
 
 struct Ok {};
@@ -241,6 +243,10 @@ struct MemberProgress {
 };
 struct Progress {
   std::vector<MemberProgress> members;  // sorted by rank; ranks gone are absent
+  // For a query with_calls: the members grouped by their last collective
+  // (rendezvous/rules/call_positions.hpp); "" when they all are in one, or
+  // none reported its calls. Absent in frames of older servers.
+  std::string calls;
 };
 // Whether a CompareSet wrote its value.
 struct CompareSetResult {

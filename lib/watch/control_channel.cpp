@@ -148,9 +148,12 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
 
 std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds timeout) {
   rv::Progress progress;
-  if (Status st = client_.progress_in(options_.generation, options_.epoch, -1, &progress, timeout);
+  if (Status st =
+          client_.progress_with_calls(options_.generation, options_.epoch, &progress, timeout);
       !st.ok())
     return "the rendezvous could not say which rank is behind (" + st.message + ")";
+  const std::string calls =
+      progress.calls.empty() ? std::string() : "; where the ranks are: " + progress.calls;
   // The members furthest back (and behind this rank's op) are named: one that
   // skipped a call, or is stuck before it, stays at the lowest number.
   uint64_t lowest = UINT64_MAX;
@@ -167,14 +170,15 @@ std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds time
                 : "");
   }
   if (!out.empty())
-    return "behind: " + out +
+    return "behind: " + out + calls +
            ". A rank that is behind skipped a collective or is stuck before it: compare the "
            "sequence of calls on every rank";
   if (progress.members.empty())
     return "the rendezvous knows no other live member of this communicator";
   return "every other rank reported completing op #" + std::to_string(lowest) +
-         " or later, so none is known to be behind; a rank may be waiting in a different "
-         "collective: compare the sequence of calls on every rank";
+         " or later, so none is known to be behind" + calls +
+         "; a rank may be waiting in a different collective: compare the sequence of calls on "
+         "every rank";
 }
 
 void ControlChannel::announce_abort(const std::string& story) {

@@ -13,6 +13,11 @@ std::string op(uint64_t seq) { return "op #" + std::to_string(seq); }
 }  // namespace
 
 std::optional<CallMismatch> CallCheck::report(const CallReport& r) {
+  for (const CallPoint& p : r.points) {
+    if (p.line != CallPoint::Line::collective) continue;
+    RankCall& last = last_calls_[r.rank];
+    if (p.seq >= last.seq) last = {r.rank, p.seq, p.call};
+  }
   if (diverged_) return std::nullopt;
   std::vector<const CallPoint*> points;
   points.reserve(r.points.size());

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/call_desc.hpp"
+#include "rendezvous/rules/call_positions.hpp"
 
 namespace cc::rv::rules {
 
@@ -42,6 +43,8 @@ class CallCheck {
   // after it.
   std::optional<CallMismatch> report(const CallReport& r);
   bool diverged() const { return diverged_; }
+  // Each reporting rank's last collective, by rank (kept after a difference too).
+  const std::map<int32_t, RankCall>& last_calls() const { return last_calls_; }
   size_t points_kept() const { return collectives_.size() + pairs_.size(); }
 
  private:
@@ -61,6 +64,7 @@ class CallCheck {
 
   std::map<uint64_t, Seen> collectives_;
   std::map<std::tuple<int32_t, int32_t, uint64_t>, Pair> pairs_;  // (from, to, k)
+  std::map<int32_t, RankCall> last_calls_;
   bool diverged_ = false;
 };
 

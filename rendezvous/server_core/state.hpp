@@ -275,6 +275,7 @@ struct ServerCore::Impl {
   bool on_progress(Conn& c, uint32_t rid, const ProgressQuery& q, Clock::time_point now);
   bool on_abort(Conn& c, uint32_t rid, const Abort& a);
   void check_calls(Job& job, const Conn& c, const Heartbeat& h);
+  std::string where_calls_are(const Job& job, uint32_t generation, uint32_t epoch) const;
 
   // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------
   void start_lineage(Job& job, uint32_t generation, const Generation& gen);

@@ -29,10 +29,10 @@ bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
                                     Clock::time_point now) {
   for (Membership& ms : c.memberships) ms.last_completed = h.last_completed;
   c.last_heartbeat = now;
-  if (!h.calls.empty() && c.job != nullptr) check_calls(*c.job, c, h);
   if (c.heartbeat_timer)
     arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
   send(c.id, rid, HeartbeatAck{});
+  if (!h.calls.empty() && c.job != nullptr) check_calls(*c.job, c, h);
   return true;
 }
 
@@ -62,6 +62,25 @@ void ServerCore::Impl::check_calls(Job& job, const Conn& c, const Heartbeat& h) 
   }
   log().warn("job {}: communicator {} (generation {}): {}; told {} members", quote(job.id),
              h.generation, h.epoch, m->words, told);
+}
+
+// Every live member of a generation by its last reported collective, in words.
+std::string ServerCore::Impl::where_calls_are(const Job& job, uint32_t generation,
+                                              uint32_t epoch) const {
+  auto check = job.call_checks.find({generation, epoch});
+  if (check == job.call_checks.end()) return "";
+  std::vector<rules::RankCall> ranks;
+  for (ConnId id : job.members) {
+    auto it = conns.find(id);
+    if (it == conns.end()) continue;
+    for (const Membership& m : it->second->memberships) {
+      if (m.generation != generation || m.epoch != epoch) continue;
+      auto last = check->second.last_calls().find(m.rank);
+      ranks.push_back(last != check->second.last_calls().end() ? last->second
+                                                               : rules::RankCall{m.rank, 0, {}});
+    }
+  }
+  return rules::positions_words(ranks);
 }
 
 bool ServerCore::Impl::on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now) {
@@ -102,6 +121,7 @@ bool ServerCore::Impl::on_progress(Conn& c, uint32_t rid, const ProgressQuery& q
   }
   std::sort(out.members.begin(), out.members.end(),
             [](const MemberProgress& a, const MemberProgress& b) { return a.rank < b.rank; });
+  if (q.with_calls) out.calls = where_calls_are(*c.job, q.generation, q.epoch);
   send(c.id, rid, out);
   return true;
 }
