@@ -449,3 +449,52 @@ TEST_CASE("the flight recorder's file: its name and what it holds") {
   CHECK(c1.at("peer") == 2);
   CHECK(c1.at("completed_us") == 0);
 }
+
+TEST_CASE("where the ranks are, when a collective times out") {
+  using cc::rv::rules::positions_words;
+  using cc::rv::rules::RankCall;
+  SECTION("one rank in another call") {
+    std::vector<RankCall> r;
+    for (int i = 0; i < 4; ++i) r.push_back({i, 20, i == 1 ? barrier() : allreduce(4194304)});
+    CHECK(positions_words(r) ==
+          "rank 1 is in op #20 cc_barrier while ranks 0, 2, 3 are in op #20 cc_allreduce 4194304 "
+          "x FLOAT32 SUM");
+  }
+  SECTION("the same call everywhere: nothing to say") {
+    CHECK(positions_words({{0, 7, barrier()}, {1, 7, barrier()}}).empty());
+  }
+  SECTION("ranks behind, one that made no call, and many named up to 16") {
+    std::vector<RankCall> r;
+    for (int i = 0; i < 40; ++i) r.push_back({i, 12, allreduce(8)});
+    for (int i = 40; i < 60; ++i) r.push_back({i, 11, allreduce(8)});
+    r.push_back({60, 0, {}});
+    CHECK(positions_words(r) ==
+          "rank 60 has made no collective call; ranks 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, "
+          "51, 52, 53, 54, 55 and 4 more are in op #11 cc_allreduce 8 x FLOAT32 SUM while ranks "
+          "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 and 24 more are in op #12 "
+          "cc_allreduce 8 x FLOAT32 SUM");
+  }
+}
+
+TEST_CASE("the server says where each member is when asked with_calls") {
+  cc::test::Harness h;
+  for (cc::rv::ConnId i = 1; i <= 3; ++i) h.client(i);
+  for (int r = 0; r < 3; ++r)
+    h.feed(static_cast<cc::rv::ConnId>(r + 1), cc::test::join_msg(r, 3, "h" + std::to_string(r)));
+  for (cc::rv::ConnId i = 1; i <= 3; ++i) h.take(i);
+  Rank r0(0, 3), r1(1, 3);
+  r0.call(allreduce(8), 20);
+  r1.call(allreduce(8), 19);
+  r1.call(barrier());
+  h.feed(1, cc::rv::Heartbeat{0, 0, 0, r0.log.take_report()});
+  h.feed(2, cc::rv::Heartbeat{0, 0, 0, r1.log.take_report()});
+  h.take(1);
+  h.take(2);  // the difference at op #20 is told; the positions stay known
+  h.feed(1, cc::rv::ProgressQuery{0, -1, 0, true});
+  const auto p = h.one_as<cc::rv::Progress>(1);
+  CHECK(p.calls ==
+        "rank 2 has made no collective call; rank 0 is in op #20 cc_allreduce 8 x FLOAT32 SUM "
+        "while rank 1 is in op #20 cc_barrier");
+  h.feed(1, cc::rv::ProgressQuery{0, -1, 0, false});
+  CHECK(h.one_as<cc::rv::Progress>(1).calls.empty());
+}

@@ -217,11 +217,14 @@ std::string render_traces_text(const std::vector<CommunicatorReport>& reports) {
     }
     if (!r.pair_difference.empty()) out += "  first send/recv difference: " + r.pair_difference + "\n";
     if (r.positions.size() > 1) {
-      out += "  behind: ";
+      // Sorted by number: the lowest are behind when any rank is further on.
+      const uint64_t lowest = r.positions.front().seq;
+      const bool spread = r.positions.back().seq != lowest;
+      out += spread ? "  behind: " : "  where the ranks are: ";
       for (size_t i = 0; i < r.positions.size(); ++i) {
         const auto& p = r.positions[i];
-        if (i == 1) out += "; ahead: ";
-        else if (i > 1) out += "; ";
+        if (i > 0)
+          out += spread && p.seq != lowest && r.positions[i - 1].seq == lowest ? "; ahead: " : "; ";
         out += ranks_words(p.ranks) +
                (p.seq == 0 ? " made no collective call"
                            : (p.ranks.size() == 1 ? " is" : " are") + std::string(" in ") +
