@@ -200,7 +200,8 @@ CC_API cc_result_t cc_comm_dump_trace(cc_comm_t comm, const char* dir) {
     return fail(CC_ERR_INVALID_ARGUMENT,
                 who + ": dir is NULL and CC_TRACE_DIR is not set; pass a directory or set it");
   if (!comm->recorder)
-    return fail(CC_ERR_INVALID_USAGE, who + ": this communicator keeps no flight recorder");
+    return fail(CC_ERR_INVALID_USAGE, who + ": this communicator keeps no flight recorder "
+                                            "(CC_CHECK_CALLS=0 with CC_TRACE_BUFFER=0)");
   std::string path;
   const uint64_t completed = comm->watch ? comm->watch->completed() : 0;
   if (Status st = comm->recorder->write(target, "cc_comm_dump_trace", completed, &path); !st.ok())

@@ -84,9 +84,11 @@ Status start_watch(cc_comm* c, bool embedded) {
   const int split = c->parent != nullptr ? splits.fetch_add(1) + 1 : 0;
   watch::TraceIdentity id{c->job_id, c->generation, c->epoch, split,
                           c->rank,   c->nranks,     c->host,  c->pid};
-  c->recorder = std::make_unique<watch::FlightRecorder>(
-      *c, std::move(id), static_cast<size_t>(c->config.trace_buffer), c->config.trace_dir);
-  if (!c->config.trace_dir.empty()) watch::install_trace_signal();
+  // With neither the check nor a ring, calls are not recorded at all.
+  if (c->config.check_calls || c->config.trace_buffer > 0)
+    c->recorder = std::make_unique<watch::FlightRecorder>(
+        *c, std::move(id), static_cast<size_t>(c->config.trace_buffer), c->config.trace_dir);
+  if (c->recorder && !c->config.trace_dir.empty()) watch::install_trace_signal();
   if (!watch::Watchdog::enabled()) return Status::success();
   std::unique_ptr<watch::ControlChannel> channel;
   if (c->client) {
@@ -99,7 +101,7 @@ Status start_watch(cc_comm* c, bool embedded) {
     o.interval = milliseconds(c->config.heartbeat_ms);
     o.misses = c->config.heartbeat_misses;
     o.server_in_rank0 = embedded;
-    if (c->config.check_calls) o.calls = &c->recorder->calls();
+    if (c->config.check_calls && c->recorder) o.calls = &c->recorder->calls();
     channel = std::make_unique<watch::ControlChannel>(*c->client, o);
     if (Status st = channel->start(); !st.ok()) return st;
   }
