@@ -30,15 +30,24 @@ bool same_call(const CallDesc& a, const CallDesc& b) {
 
 const char* call_name(CallKind kind) {
   switch (kind) {
-    case CallKind::allreduce: return "cc_allreduce";
-    case CallKind::broadcast: return "cc_broadcast";
-    case CallKind::reduce: return "cc_reduce";
-    case CallKind::allgather: return "cc_allgather";
-    case CallKind::reducescatter: return "cc_reducescatter";
-    case CallKind::alltoall: return "cc_alltoall";
-    case CallKind::send: return "cc_send";
-    case CallKind::recv: return "cc_recv";
-    case CallKind::barrier: return "cc_barrier";
+    case CallKind::allreduce:
+      return "cc_allreduce";
+    case CallKind::broadcast:
+      return "cc_broadcast";
+    case CallKind::reduce:
+      return "cc_reduce";
+    case CallKind::allgather:
+      return "cc_allgather";
+    case CallKind::reducescatter:
+      return "cc_reducescatter";
+    case CallKind::alltoall:
+      return "cc_alltoall";
+    case CallKind::send:
+      return "cc_send";
+    case CallKind::recv:
+      return "cc_recv";
+    case CallKind::barrier:
+      return "cc_barrier";
   }
   return "an unknown call";
 }
@@ -48,7 +57,8 @@ std::string call_words(const CallDesc& call) {
   if (call.kind == CallKind::barrier) return out;
   out += " " + std::to_string(call.count) + " x " +
          short_name(datatype_name(static_cast<cc_datatype_t>(call.dtype)));
-  if (call.op >= 0) out += std::string(" ") + short_name(redop_name(static_cast<cc_redop_t>(call.op)));
+  if (call.op >= 0)
+    out += std::string(" ") + short_name(redop_name(static_cast<cc_redop_t>(call.op)));
   if (call.kind == CallKind::send) return out + " to rank " + std::to_string(call.root);
   if (call.kind == CallKind::recv) return out + " from rank " + std::to_string(call.root);
   if (call.root >= 0) out += " root " + std::to_string(call.root);
@@ -59,7 +69,8 @@ std::string call_words(const CallDesc& call) {
 uint64_t fingerprint_step(uint64_t before, const CallDesc& call) {
   uint64_t h = mix(before, static_cast<uint64_t>(call.kind));
   h = mix(h, call.count);
-  h = mix(h, static_cast<uint32_t>(call.dtype) | (static_cast<uint64_t>(static_cast<uint32_t>(call.op)) << 32));
+  h = mix(h, static_cast<uint32_t>(call.dtype) |
+                 (static_cast<uint64_t>(static_cast<uint32_t>(call.op)) << 32));
   return mix(h, static_cast<uint32_t>(call.root));
 }
 

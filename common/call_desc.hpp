@@ -26,10 +26,10 @@ inline constexpr uint8_t kLastCallKind = static_cast<uint8_t>(CallKind::barrier)
 
 struct CallDesc {
   CallKind kind = CallKind::barrier;
-  uint64_t count = 0;    // as the entry point names it: count, sendcount or recvcount
-  int32_t dtype = 0;     // a cc_datatype_t
-  int32_t op = -1;       // a cc_redop_t for the kinds that reduce; -1 otherwise
-  int32_t root = -1;     // broadcast, reduce: the root; send, recv: the peer; -1 otherwise
+  uint64_t count = 0;     // as the entry point names it: count, sendcount or recvcount
+  int32_t dtype = 0;      // a cc_datatype_t
+  int32_t op = -1;        // a cc_redop_t for the kinds that reduce; -1 otherwise
+  int32_t root = -1;      // broadcast, reduce: the root; send, recv: the peer; -1 otherwise
   bool in_place = false;  // described, not compared (fingerprint_step)
 };
 

@@ -44,8 +44,8 @@ class CallLog {
   std::vector<CallPoint> take_report();
   // The ring, oldest first.
   std::vector<TraceEntry> entries() const;
-  uint64_t collectives() const;   // the number of the last collective (0: none yet)
-  uint64_t fingerprint() const;   // the collectives' running fingerprint
+  uint64_t collectives() const;  // the number of the last collective (0: none yet)
+  uint64_t fingerprint() const;  // the collectives' running fingerprint
   size_t capacity() const { return capacity_; }
 
  private:

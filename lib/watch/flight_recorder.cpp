@@ -8,8 +8,8 @@ FlightRecorder::FlightRecorder(const core::Core& comm, TraceIdentity id, size_t 
                                std::string dir)
     : comm_(comm), id_(std::move(id)), calls_(comm.nranks, capacity), dir_(std::move(dir)) {}
 
-Status FlightRecorder::write(const std::string& dir, const std::string& reason,
-                             uint64_t completed, std::string* path) const {
+Status FlightRecorder::write(const std::string& dir, const std::string& reason, uint64_t completed,
+                             std::string* path) const {
   TraceState state;
   state.reason = reason;
   if (!core::usable(comm_)) {

@@ -28,9 +28,12 @@ const char* short_name(const char* name) {
 
 const char* line_name(CallPoint::Line line) {
   switch (line) {
-    case CallPoint::Line::collective: return "collective";
-    case CallPoint::Line::send: return "send";
-    case CallPoint::Line::recv: return "recv";
+    case CallPoint::Line::collective:
+      return "collective";
+    case CallPoint::Line::send:
+      return "send";
+    case CallPoint::Line::recv:
+      return "recv";
   }
   return "?";
 }
@@ -52,7 +55,8 @@ nlohmann::json entry_json(const core::TraceEntry& e) {
       {"completed_us", e.completed_us},
   };
   if (c.op >= 0) j["redop"] = short_name(redop_name(static_cast<cc_redop_t>(c.op)));
-  if (c.root >= 0) j[c.kind == CallKind::send || c.kind == CallKind::recv ? "peer" : "root"] = c.root;
+  if (c.root >= 0)
+    j[c.kind == CallKind::send || c.kind == CallKind::recv ? "peer" : "root"] = c.root;
   return j;
 }
 

@@ -71,7 +71,8 @@ std::optional<CallMismatch> CallCheck::collective(const CallReport& r, const Cal
       m.words += agreed == 0 ? "the ranks diverged at their first collective"
                              : "the ranks diverged after " + op(agreed);
     else
-      m.words += "their calls agree up to " + (agreed == 0 ? "their first collective" : op(agreed)) +
+      m.words += "their calls agree up to " +
+                 (agreed == 0 ? "their first collective" : op(agreed)) +
                  " at least, and differ at " + op(p.seq) + " or before";
   } else {
     m.words = me + " and " + them + " both called " + op(p.seq) + " " + call_words(p.call) +

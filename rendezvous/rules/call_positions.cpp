@@ -31,14 +31,15 @@ std::string positions_words(const std::vector<RankCall>& ranks) {
   });
   auto in = [](const auto& group) {
     const bool one = group.second.size() == 1;
-    if (group.first.first == 0) return ranks_named(group.second) + (one ? " has" : " have") +
-                                       " made no collective call";
+    if (group.first.first == 0)
+      return ranks_named(group.second) + (one ? " has" : " have") + " made no collective call";
     return ranks_named(group.second) + (one ? " is" : " are") + " in op #" +
            std::to_string(group.first.first) + " " + group.first.second;
   };
   std::string out;
   const size_t others = sorted.size() - 1;
-  for (size_t i = 0; i < others && i < kGroups - 1; ++i) out += (i == 0 ? "" : "; ") + in(sorted[i]);
+  for (size_t i = 0; i < others && i < kGroups - 1; ++i)
+    out += (i == 0 ? "" : "; ") + in(sorted[i]);
   if (others > kGroups - 1) {
     size_t rest = 0;
     for (size_t i = kGroups - 1; i < others; ++i) rest += sorted[i].second.size();

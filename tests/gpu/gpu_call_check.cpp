@@ -59,8 +59,7 @@ cc_result_t wait_for_failure(cc_comm_t comm, milliseconds limit) {
 
 // Rank 1's call at op #50, by way of difference; the other ranks' is an
 // all-reduce of kCount floats (a broadcast for skip).
-cc_result_t call_50(const std::string& way, int rank, cc_comm_t comm, Buffers& b,
-                    cudaStream_t s) {
+cc_result_t call_50(const std::string& way, int rank, cc_comm_t comm, Buffers& b, cudaStream_t s) {
   const bool odd_one = rank == 1;
   if (way == "kind" && odd_one)
     return cc_allgather(b.send, b.recv, kCount / 4, CC_FLOAT32, comm, as_cc(s));
@@ -86,16 +85,14 @@ cc_result_t call_50(const std::string& way, int rank, cc_comm_t comm, Buffers& b
 int diverge(const std::string& way, cc_comm_t comm, int rank, cudaStream_t s) {
   Buffers b(kCount * 64);  // room for an all-gather over up to 16 ranks, and the count + 1
   for (int i = 1; i < 50; ++i) {
-    const cc_result_t r =
-        cc_allreduce(b.send, b.recv, kCount, CC_FLOAT32, CC_SUM, comm, as_cc(s));
+    const cc_result_t r = cc_allreduce(b.send, b.recv, kCount, CC_FLOAT32, CC_SUM, comm, as_cc(s));
     if (r != CC_SUCCESS) return fail("op #" + std::to_string(i) + ": " + words(r));
   }
   if (!wait_stream(s, milliseconds(30000))) return fail("the first 49 calls did not finish");
   const auto at_50 = Clock::now();
   cc_result_t r = call_50(way, rank, comm, b, s);
   if (r == CC_SUCCESS) r = wait_for_failure(comm, milliseconds(5000));
-  const long long ms =
-      std::chrono::duration_cast<milliseconds>(Clock::now() - at_50).count();
+  const long long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - at_50).count();
   std::printf("MISMATCH_MS %lld %s %s\n", ms, cc_result_string(r), cc_last_error());
   std::fflush(stdout);
   // The calls after it fail too, in the same words.
@@ -115,13 +112,16 @@ int legal(cc_comm_t a, int rank, cudaStream_t s) {
   Buffers x(kCount), y(kCount);
   int rc = 0;
   for (int i = 0; i < 300 && rc == 0; ++i) {
-    auto on_a = [&] { return cc_allreduce(x.send, x.recv, kCount, CC_FLOAT32, CC_SUM, a, as_cc(s)); };
+    auto on_a = [&] {
+      return cc_allreduce(x.send, x.recv, kCount, CC_FLOAT32, CC_SUM, a, as_cc(s));
+    };
     auto on_b = [&] { return cc_broadcast(y.send, y.recv, kCount, CC_FLOAT32, 0, b, as_cc(s2)); };
     const cc_result_t r1 = rank % 2 == 0 ? on_a() : on_b();
     const cc_result_t r2 = rank % 2 == 0 ? on_b() : on_a();
     if (r1 != CC_SUCCESS || r2 != CC_SUCCESS)
       rc = fail("round " + std::to_string(i) + ": " + words(r1 != CC_SUCCESS ? r1 : r2));
-    if (i % 50 == 49 && (!wait_stream(s, milliseconds(30000)) || !wait_stream(s2, milliseconds(30000))))
+    if (i % 50 == 49 &&
+        (!wait_stream(s, milliseconds(30000)) || !wait_stream(s2, milliseconds(30000))))
       rc = fail("round " + std::to_string(i) + ": the streams did not finish");
   }
   // Three heartbeats: every point reached the rendezvous and was compared.
@@ -167,7 +167,8 @@ int skip(cc_comm_t comm, int rank, cudaStream_t s) {
       return 0;
     }
   }
-  const cc_result_t r = wait_for_failure(comm, milliseconds(env_int("CC_TIMEOUT_MS", 3000) + 10000));
+  const cc_result_t r =
+      wait_for_failure(comm, milliseconds(env_int("CC_TIMEOUT_MS", 3000) + 10000));
   std::printf("ERROR %s\n", words(r).c_str());
   return r != CC_SUCCESS ? 0 : 1;
 }

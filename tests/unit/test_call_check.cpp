@@ -58,8 +58,8 @@ struct Rank {
   }
   // Its next heartbeat's points, compared by `check`.
   std::optional<CallMismatch> report(CallCheck& check) {
-    return check.report({rank, "h" + std::to_string(rank), static_cast<uint32_t>(10 + rank),
-                         log.take_report()});
+    return check.report(
+        {rank, "h" + std::to_string(rank), static_cast<uint32_t>(10 + rank), log.take_report()});
   }
   int rank;
   CallLog log;
@@ -349,8 +349,8 @@ TEST_CASE("a heartbeat's calls cross the wire, and an older heartbeat still deco
   CHECK(back.calls[1].fingerprint == h.calls[1].fingerprint);
 
   // last_completed alone, as a client without the check sends it.
-  const std::vector<uint8_t> old = {0x43, 0x43, 0x52, 0x56, 1, 0, 22, 0, 1, 0, 0, 0, 8, 0, 0, 0,
-                                    7,    0,    0,    0,    0, 0, 0,  0};
+  const std::vector<uint8_t> old = {0x43, 0x43, 0x52, 0x56, 1, 0, 22, 0, 1, 0, 0, 0,
+                                    8,    0,    0,    0,    7, 0, 0,  0, 0, 0, 0, 0};
   cc::rv::FrameReader r2;
   r2.feed(old);
   const auto f2 = r2.next();

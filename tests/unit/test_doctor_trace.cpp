@@ -31,8 +31,8 @@ struct Rank {
   void completed(uint64_t through) { log.completed_through(through, 5000); }
   // Its file, as the library writes it, parsed as cc-doctor parses it.
   cc::doctor::RankTrace file(const std::string& reason = "mismatch") const {
-    cc::watch::TraceIdentity id{"job", 0, 0, 0, rank, nranks, "h" + std::to_string(rank),
-                                static_cast<uint32_t>(10 + rank)};
+    cc::watch::TraceIdentity id{
+        "job", 0, 0, 0, rank, nranks, "h" + std::to_string(rank), static_cast<uint32_t>(10 + rank)};
     cc::watch::TraceState st{reason, "", op, 0, log.fingerprint()};
     const auto j = nlohmann::json::parse(cc::watch::trace_json(id, st, log.entries()));
     cc::doctor::RankTrace t;

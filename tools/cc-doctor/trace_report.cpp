@@ -115,8 +115,9 @@ CommunicatorReport analyse_one(std::vector<const RankTrace*> ranks) {
     }
     r.first_difference = s;
     for (auto& [fp, rk] : fps) r.difference.push_back({rk, words[fp]});
-    std::sort(r.difference.begin(), r.difference.end(),
-              [](const CallGroup& a, const CallGroup& b) { return a.ranks.size() > b.ranks.size(); });
+    std::sort(r.difference.begin(), r.difference.end(), [](const CallGroup& a, const CallGroup& b) {
+      return a.ranks.size() > b.ranks.size();
+    });
     break;
   }
   r.difference_exact = r.first_difference != 0 && r.agreed_through + 1 == r.first_difference;
@@ -172,7 +173,9 @@ CommunicatorReport analyse_one(std::vector<const RankTrace*> ranks) {
   return r;
 }
 
-std::string call_state(const TraceCall& c) { return c.completed ? "complete" : "not seen complete"; }
+std::string call_state(const TraceCall& c) {
+  return c.completed ? "complete" : "not seen complete";
+}
 
 std::string call_label(const TraceCall& c) {
   if (c.line == "collective") return op(c.seq);
@@ -215,7 +218,8 @@ std::string render_traces_text(const std::vector<CommunicatorReport>& reports) {
     } else {
       out += "  no difference among the collectives the rings hold\n";
     }
-    if (!r.pair_difference.empty()) out += "  first send/recv difference: " + r.pair_difference + "\n";
+    if (!r.pair_difference.empty())
+      out += "  first send/recv difference: " + r.pair_difference + "\n";
     if (r.positions.size() > 1) {
       // Sorted by number: the lowest are behind when any rank is further on.
       const uint64_t lowest = r.positions.front().seq;
@@ -225,11 +229,11 @@ std::string render_traces_text(const std::vector<CommunicatorReport>& reports) {
         const auto& p = r.positions[i];
         if (i > 0)
           out += spread && p.seq != lowest && r.positions[i - 1].seq == lowest ? "; ahead: " : "; ";
-        out += ranks_words(p.ranks) +
-               (p.seq == 0 ? " made no collective call"
-                           : (p.ranks.size() == 1 ? " is" : " are") + std::string(" in ") +
-                                 op(p.seq) + " " + p.description +
-                                 (p.completed ? " (complete)" : ""));
+        out +=
+            ranks_words(p.ranks) +
+            (p.seq == 0 ? " made no collective call"
+                        : (p.ranks.size() == 1 ? " is" : " are") + std::string(" in ") + op(p.seq) +
+                              " " + p.description + (p.completed ? " (complete)" : ""));
       }
       out += "\n";
     } else if (!r.positions.empty() && r.positions[0].seq != 0) {
@@ -252,14 +256,10 @@ std::string render_traces_text(const std::vector<CommunicatorReport>& reports) {
 nlohmann::json render_traces_json(const std::vector<CommunicatorReport>& reports) {
   Json all = Json::array();
   for (const CommunicatorReport& r : reports) {
-    Json j = {{"job", r.job},
-              {"communicator", r.communicator},
-              {"split", r.split},
-              {"generation", r.generation},
-              {"nranks", r.nranks},
-              {"ranks", r.ranks},
-              {"missing", r.missing},
-              {"completed_by_all", r.completed_by_all}};
+    Json j = {{"job", r.job},         {"communicator", r.communicator},
+              {"split", r.split},     {"generation", r.generation},
+              {"nranks", r.nranks},   {"ranks", r.ranks},
+              {"missing", r.missing}, {"completed_by_all", r.completed_by_all}};
     if (r.first_difference != 0) {
       Json groups = Json::array();
       for (const CallGroup& g : r.difference)
