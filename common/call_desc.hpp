@@ -64,7 +64,7 @@ struct CallPoint {
   int32_t peer = -1;         // send: the receiver; recv: the sender; collective: -1
   uint64_t seq = 0;          // its number on its line
   uint64_t fingerprint = 0;  // the line's running fingerprint after this call
-  CallDesc call;
+  CallDesc call{};
 };
 
 }  // namespace cc

@@ -154,7 +154,7 @@ struct Heartbeat {
   uint64_t last_completed = 0;  // sequence number of the last finished operation
   uint32_t generation = 0;
   uint32_t epoch = 0;
-  std::vector<CallPoint> calls;
+  std::vector<CallPoint> calls{};
 };
 struct Abort {
   std::string reason;
@@ -246,7 +246,7 @@ struct Progress {
   // For a query with_calls: the members grouped by their last collective
   // (rendezvous/rules/call_positions.hpp); "" when they all are in one, or
   // none reported its calls. Absent in frames of older servers.
-  std::string calls;
+  std::string calls{};
 };
 // Whether a CompareSet wrote its value.
 struct CompareSetResult {

@@ -1,6 +1,7 @@
 #include "lib/watch/flight_recorder.hpp"
 
 #include <mutex>
+#include <utility>
 
 namespace cc::watch {
 

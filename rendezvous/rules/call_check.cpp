@@ -91,12 +91,11 @@ std::optional<CallMismatch> CallCheck::pair(const CallReport& r, const CallPoint
   const int32_t from = is_send ? r.rank : p.peer;
   const int32_t to = is_send ? p.peer : r.rank;
   auto key = std::make_tuple(from, to, p.seq);
-  auto [it, inserted] = pairs_.try_emplace(key);
-  Pair& pr = it->second;
+  if (pairs_.size() >= kKeep && pairs_.find(key) == pairs_.end()) pairs_.erase(pairs_.begin());
+  Pair& pr = pairs_[key];
   std::optional<Seen>& mine = is_send ? pr.send : pr.recv;
   const std::optional<Seen>& theirs = is_send ? pr.recv : pr.send;
   if (!mine) mine = Seen{r.rank, r.host, r.pid, p, false};
-  if (inserted && pairs_.size() > kKeep) pairs_.erase(pairs_.begin());
   if (!theirs) return std::nullopt;
   const Seen& s = *pr.send;
   const Seen& v = *pr.recv;

@@ -16,7 +16,7 @@ namespace cc::rv::rules {
 struct RankCall {
   int32_t rank = -1;
   uint64_t seq = 0;  // its last collective's number; 0: it reported none
-  CallDesc call;
+  CallDesc call{};
 };
 
 // "" when every rank is in the same call (nothing differs).

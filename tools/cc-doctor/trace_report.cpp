@@ -1,6 +1,7 @@
 #include "tools/cc-doctor/trace_report.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 #include <set>
 #include <tuple>
