@@ -3,6 +3,7 @@
 // who is behind and where, the last op every rank completed, the last calls.
 #include <catch2/catch.hpp>
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,10 @@ CallDesc barrier() { return {}; }
 struct Rank {
   explicit Rank(int r, int nranks = 4) : rank(r), nranks(nranks), log(nranks, 2000) {}
   void call(const CallDesc& d, int times = 1) {
-    for (int i = 0; i < times; ++i) log.record(d, ++op, 0, 1000 + static_cast<int64_t>(op));
+    for (int i = 0; i < times; ++i) {
+      ++op;
+      log.record(d, op, 0, 1000 + static_cast<int64_t>(op));
+    }
   }
   void completed(uint64_t through) { log.completed_through(through, 5000); }
   // Its file, as the library writes it, parsed as cc-doctor parses it.
@@ -48,7 +52,7 @@ struct Rank {
 }  // namespace
 
 TEST_CASE("cc-doctor trace names the first op where the ranks differ, and who is where") {
-  std::vector<Rank> ranks;
+  std::deque<Rank> ranks;  // a CallLog does not move
   for (int r = 0; r < 4; ++r) ranks.emplace_back(r);
   for (auto& r : ranks) {
     r.call(allreduce(4194304), 49);
@@ -86,7 +90,7 @@ TEST_CASE("cc-doctor trace names the first op where the ranks differ, and who is
 }
 
 TEST_CASE("cc-doctor trace: ranks that agree, a rank behind, a missing file") {
-  std::vector<Rank> ranks;
+  std::deque<Rank> ranks;  // a CallLog does not move
   for (int r = 0; r < 3; ++r) ranks.emplace_back(r, 4);
   for (auto& r : ranks) r.call(allreduce(8), 20);
   ranks[0].call(barrier());
