@@ -236,6 +236,32 @@ constexpr Setting kTable[] = {
      {"0", "1", "off", "on", "false", "true"},
      "every rank on one GPU, each as its own host to NCCL (over sockets; cc's kernels off): "
      "for testing with fewer GPUs than ranks"},
+    {Id::check_calls,
+     {"CC_CHECK_CALLS"},
+     Kind::choice,
+     "1",
+     0,
+     0,
+     {"0", "1", "off", "on", "false", "true"},
+     "compare every rank's calls through the rendezvous and fail them all at the first "
+     "difference (0 turns it off)"},
+    {Id::trace_buffer,
+     {"CC_TRACE_BUFFER"},
+     Kind::integer,
+     "2000",
+     0,
+     1000000,
+     {},
+     "calls each communicator's flight recorder keeps"},
+    {Id::trace_dir,
+     {"CC_TRACE_DIR"},
+     Kind::path,
+     "",
+     0,
+     0,
+     {},
+     "where every rank writes its flight recorder on a failure, a timeout, a mismatch or "
+     "SIGUSR1; unset: nowhere"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

@@ -46,6 +46,9 @@ enum class Id : int {
   etcd_key_file,
   etcd_prefix,
   share_gpu,
+  check_calls,
+  trace_buffer,
+  trace_dir,
   count
 };
 

@@ -328,6 +328,10 @@ class TcpClient final : public Client {
     return send_nowait(Heartbeat{last_completed}, "a heartbeat");
   }
 
+  Status heartbeat_with_calls_nowait(const Heartbeat& h) override {
+    return send_nowait(h, "a heartbeat");
+  }
+
   Status abort_nowait(const std::string& reason) override {
     return send_nowait(Abort{reason}, "an abort");
   }
@@ -359,6 +363,12 @@ class TcpClient final : public Client {
   Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
                      milliseconds timeout) override {
     return expect(ProgressQuery{generation, rank, epoch}, after(timeout), "a progress query", out);
+  }
+
+  Status progress_with_calls(uint32_t generation, uint32_t epoch, Progress* out,
+                             milliseconds timeout) override {
+    return expect(ProgressQuery{generation, -1, epoch, true}, after(timeout), "a progress query",
+                  out);
   }
 
   Status status(const StatusQuery& query, StatusReport* out, milliseconds timeout) override {

@@ -84,6 +84,11 @@ class Client {
   // Sends a heartbeat without waiting for its acknowledgement (the watchdog's
   // way: a cut cable must not stall it). The ack only refreshes last_heard().
   virtual Status heartbeat_nowait(uint64_t last_completed) = 0;
+  // The same, carrying points of the member's calls for the server to
+  // compare across ranks; a backend that compares none sends last_completed only.
+  virtual Status heartbeat_with_calls_nowait(const Heartbeat& h) {
+    return heartbeat_nowait(h.last_completed);
+  }
   // Asks the server to announce this member as failed after window of silence.
   virtual Status watch(std::chrono::milliseconds window) = 0;
   // Every member's last completed operation for one generation of the job.
@@ -94,6 +99,12 @@ class Client {
   // backends without recovery know generation 0 only.
   virtual Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
                              std::chrono::milliseconds timeout);
+  // The members furthest behind (rank -1 above) and, where the backend
+  // compares calls, where every member is in words (Progress::calls).
+  virtual Status progress_with_calls(uint32_t generation, uint32_t epoch, Progress* out,
+                                     std::chrono::milliseconds timeout) {
+    return progress_in(generation, epoch, -1, out, timeout);
+  }
   // The server's status report (see StatusQuery): its jobs, their
   // generations and members. A client made with an empty job id may ask
   // nothing else. A backend without it says so (CC_ERR_INVALID_USAGE).

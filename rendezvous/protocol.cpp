@@ -231,7 +231,19 @@ bool fields(auto& io, Is<Join> auto& m) {
   return fields(io, m.info) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms) &&
          io.valid(m.info.world_size > 0 && m.info.rank >= 0);
 }
-bool fields(auto& io, Is<Heartbeat> auto& m) { return io.u64(m.last_completed); }
+bool fields(auto& io, Is<CallPoint> auto& p) {
+  return io.enum8(p.line) && io.i32(p.peer) && io.u64(p.seq) && io.u64(p.fingerprint) &&
+         io.enum8(p.call.kind) && io.u64(p.call.count) && io.i32(p.call.dtype) &&
+         io.i32(p.call.op) && io.i32(p.call.root) && io.boolean(p.call.in_place) &&
+         io.valid(p.line <= CallPoint::Line::recv &&
+                  static_cast<uint8_t>(p.call.kind) <= kLastCallKind);
+}
+bool fields(auto& io, Is<Heartbeat> auto& m) {
+  return io.u64(m.last_completed) &&
+         (io.at_end() ||  // an older client
+          (io.u32(m.generation) && io.u32(m.epoch) &&
+           io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); })));
+}
 bool fields(auto& io, Is<Abort> auto& m) { return io.text(m.reason); }
 // Error texts may be long (they list missing ranks): allow a whole frame.
 bool fields(auto& io, Is<Error> auto& m) {
@@ -252,18 +264,21 @@ bool fields(auto& io, Is<Joined> auto& m) {
 bool fields(auto& io, Is<PeerEvent> auto& m) {
   return io.enum8(m.kind) && io.i32(m.rank) && io.text(m.host) && io.u32(m.pid) &&
          io.text(m.reason) &&
-         io.valid(in_range(m.kind, PeerEventKind::failed, PeerEventKind::init_failed));
+         io.valid(in_range(m.kind, PeerEventKind::failed, PeerEventKind::mismatch));
 }
 bool fields(auto& io, Is<Watch> auto& m) { return io.u32(m.window_ms); }
 bool fields(auto& io, Is<ProgressQuery> auto& m) {
   return io.u32(m.generation) && io.i32(m.rank) &&
-         (io.at_end() || io.u32(m.epoch));  // older clients send no epoch
+         (io.at_end() || io.u32(m.epoch)) &&  // older clients send no epoch
+         (io.at_end() || io.boolean(m.with_calls));
 }
 bool fields(auto& io, Is<Progress> auto& m) {
-  return io.list(m.members, io.limits().max_frame / 24, [&](auto& p) {
-    return io.i32(p.rank) && io.text(p.host) && io.u32(p.pid) && io.u64(p.last_completed) &&
-           io.u32(p.silent_ms);
-  });
+  return io.list(m.members, io.limits().max_frame / 24,
+                 [&](auto& p) {
+                   return io.i32(p.rank) && io.text(p.host) && io.u32(p.pid) &&
+                          io.u64(p.last_completed) && io.u32(p.silent_ms);
+                 }) &&
+         (io.at_end() || io.str(m.calls, io.limits().max_frame));
 }
 bool fields(auto& io, Is<CompareSet> auto& m) {
   const uint32_t max = io.limits().max_value;

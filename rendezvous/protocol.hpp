@@ -17,6 +17,8 @@
 #include <variant>
 #include <vector>
 
+#include "common/call_desc.hpp"
+
 namespace cc::rv {
 
 inline constexpr uint32_t kMagic = 0x56524343;  // "CCRV" in little-endian bytes
@@ -150,8 +152,16 @@ struct Join {
   uint32_t timeout_ms = 0;
 };
 struct Leave {};
+// The fields after last_completed are absent in frames of older clients.
+// `calls` are points of the member's calls in generation `epoch` of
+// communicator `generation`, for the server to compare across its ranks
+// (rendezvous/rules/call_check.hpp); empty when the member checks none.
+inline constexpr size_t kMaxHeartbeatCalls = 256;
 struct Heartbeat {
   uint64_t last_completed = 0;  // sequence number of the last finished operation
+  uint32_t generation = 0;
+  uint32_t epoch = 0;
+  std::vector<CallPoint> calls{};
 };
 struct Abort {
   std::string reason;
@@ -173,6 +183,8 @@ struct ProgressQuery {
   uint32_t generation = 0;
   int32_t rank = -1;
   uint32_t epoch = 0;  // which recovery generation of it (absent in older frames: 0)
+  // Also where every member is, in words (Progress::calls; absent in older frames: false).
+  bool with_calls = false;
 };
 
 struct Ok {};
@@ -218,7 +230,8 @@ enum class PeerEventKind : uint8_t {
   aborted = 2,
   left = 3,
   server_stopping = 4,
-  init_failed = 5
+  init_failed = 5,
+  mismatch = 6  // the member's calls differ from another's; reason names both calls
 };
 struct PeerEvent {
   PeerEventKind kind = PeerEventKind::failed;
@@ -237,6 +250,10 @@ struct MemberProgress {
 };
 struct Progress {
   std::vector<MemberProgress> members;  // sorted by rank; ranks gone are absent
+  // For a query with_calls: the members grouped by their last collective
+  // (rendezvous/rules/call_positions.hpp); "" when they all are in one, or
+  // none reported its calls. Absent in frames of older servers.
+  std::string calls{};
 };
 // Whether a CompareSet wrote its value.
 struct CompareSetResult {

@@ -152,6 +152,16 @@ if [ "${GPU_SUITE_MULTI_ONLY:-0}" != 1 ]; then
   run gpu_kernels_one_gpu "$BUILD/tests/gpu/gpu_kernels_one_gpu"
   run "gpu_collectives-one-rank" "$CC_RUN" -n 1 -- "$BUILD/tests/gpu/gpu_collectives"
 fi
+# Calls checked across ranks, 2 and 4 ranks on one GPU (cc-run --share-gpu):
+# ranks that diverge at op #50 in each way, a legal program on two
+# communicators, the flight recorder after a mismatch, a timeout, a kill and
+# SIGUSR1, read by cc-doctor trace.
+CALL_CHECK_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_call_check.sh
+if [ -x "$BUILD/tests/gpu/gpu_call_check" ] && [ -f "$CALL_CHECK_SH" ]; then
+  STEP_TIMEOUT=$((STEP_TIMEOUT > 1200 ? STEP_TIMEOUT : 1200)) \
+    run gpu-call-check bash "$CALL_CHECK_SH" "$BUILD" &&
+    expect gpu-call-check "gpu_call_check: all passed" 1
+fi
 if [ "${GPU_SUITE_ONE_GPU:-0}" = 1 ]; then
   if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
     LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \

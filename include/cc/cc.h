@@ -252,6 +252,18 @@ CC_API cc_result_t cc_comm_failed_ranks(cc_comm_t comm, int* ranks, int cap, int
  * thread-safe. */
 CC_API cc_result_t cc_comm_check(cc_comm_t comm);
 
+/* Writes comm's flight recorder: its last CC_TRACE_BUFFER calls (sequence
+ * number, call, count, type, op, root or peer, stream, when each was
+ * enqueued and seen complete) and the fingerprint of its calls, as JSON into
+ * dir (NULL = CC_TRACE_DIR), one file per rank named
+ * cc-trace.JOB.cCOMM.gGENERATION.rRANK.json; `cc-doctor trace DIR` reads
+ * every rank's. Works on a failed communicator too, and does not wait for
+ * NCCL or the GPU: it only writes a file. Every rank writes it by itself on
+ * a failure, a timeout or a mismatch (when CC_TRACE_DIR is set) and on
+ * SIGUSR1. Returns CC_ERR_INVALID_ARGUMENT when dir is NULL and CC_TRACE_DIR
+ * is unset, CC_ERR_SYSTEM when the file cannot be written. Thread-safe. */
+CC_API cc_result_t cc_comm_dump_trace(cc_comm_t comm, const char* dir);
+
 /* --------------------------------------------------------- collectives
  * All are stream-ordered and enqueue-only, like NCCL: they return once the
  * work is queued on `stream` (NULL = the default stream). sendbuf == recvbuf

@@ -191,4 +191,23 @@ CC_API cc_result_t cc_comm_failed_ranks(cc_comm_t comm, int* ranks, int cap, int
   CC_API_GUARD_END
 }
 
+CC_API cc_result_t cc_comm_dump_trace(cc_comm_t comm, const char* dir) {
+  CC_API_GUARD_BEGIN
+  if (Status st = cc::comm::check_handle("cc_comm_dump_trace", comm); !st.ok()) return fail(st);
+  const std::string who = "cc_comm_dump_trace on " + comm->who();
+  const std::string target = dir != nullptr ? dir : comm->config.trace_dir;
+  if (target.empty())
+    return fail(CC_ERR_INVALID_ARGUMENT,
+                who + ": dir is NULL and CC_TRACE_DIR is not set; pass a directory or set it");
+  if (!comm->recorder)
+    return fail(CC_ERR_INVALID_USAGE, who + ": this communicator keeps no flight recorder "
+                                            "(CC_CHECK_CALLS=0 with CC_TRACE_BUFFER=0)");
+  std::string path;
+  const uint64_t completed = comm->watch ? comm->watch->completed() : 0;
+  if (Status st = comm->recorder->write(target, "cc_comm_dump_trace", completed, &path); !st.ok())
+    return fail(cc::make_status(st.code, who + ": " + st.message));
+  return succeed();
+  CC_API_GUARD_END
+}
+
 }  // extern "C"

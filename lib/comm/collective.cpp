@@ -6,6 +6,8 @@
 
 #include <nccl.h>
 
+#include "common/call_desc.hpp"
+#include "common/datatypes.hpp"
 #include "common/last_error.hpp"
 #include "lib/comm/args.hpp"
 #include "lib/comm/handle.hpp"
@@ -15,6 +17,11 @@ namespace cc::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+static_assert(static_cast<int>(CallKind::allreduce) == static_cast<int>(Kind::allreduce) &&
+              static_cast<int>(CallKind::alltoall) == static_cast<int>(Kind::alltoall) &&
+              static_cast<int>(CallKind::send) == static_cast<int>(Kind::send) &&
+              static_cast<int>(CallKind::barrier) == static_cast<int>(Kind::barrier));
 
 // cc's enums carry NCCL's values, so they pass through unchanged.
 static_assert(
@@ -58,6 +65,41 @@ cc_result_t enqueue_timed_out(const char* call, const std::string& what, cc_comm
   return fail(CC_ERR_TIMEOUT, std::string(call) + ": " + story);
 }
 
+int64_t wall_clock_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The call as the ranks must agree on it (common/call_desc.hpp). In place
+// as NCCL means it: an all-gather's input is this rank's slice of the
+// output, a reduce-scatter's output this rank's slice of the input.
+CallDesc describe(const Collective& coll, const cc_comm* c) {
+  CallDesc d;
+  d.kind = static_cast<CallKind>(coll.kind);
+  d.count = coll.count;
+  const Kind k = coll.kind;
+  if (k == Kind::barrier) return d;
+  d.dtype = static_cast<int32_t>(coll.dtype);
+  if (k == Kind::allreduce || k == Kind::reduce || k == Kind::reducescatter)
+    d.op = static_cast<int32_t>(coll.op);
+  if (k == Kind::broadcast || k == Kind::reduce) d.root = coll.root;
+  if (k == Kind::send || k == Kind::recv) {
+    d.root = coll.peer;
+    return d;
+  }
+  const size_t slice = coll.count * datatype_size(coll.dtype) * static_cast<size_t>(c->rank);
+  const char* send = static_cast<const char*>(coll.send);
+  const char* recv = static_cast<const char*>(coll.recv);
+  if (k == Kind::allgather)
+    d.in_place = send != nullptr && recv != nullptr && send == recv + slice;
+  else if (k == Kind::reducescatter)
+    d.in_place = send != nullptr && recv != nullptr && recv == send + slice;
+  else if (k != Kind::alltoall)
+    d.in_place = send != nullptr && send == recv;
+  return d;
+}
+
 // Runs one NCCL call on a checked communicator and maps the outcome.
 // `capturing` (1/0, -1 unknown) saves the watchdog asking CUDA; `noted`
 // receives the event the watchdog recorded after the operation, if any.
@@ -69,6 +111,11 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
     core::CallGuard guard(*c);
     if (!core::usable(*c) || c->abort_requested.load(std::memory_order_seq_cst))
       return fail(core::state_status(coll.call, *c));
+    // Recorded before the launch, so a rank stuck in it reports this call.
+    if (c->recorder)
+      c->recorder->calls().record(describe(coll, c),
+                                  c->ops_enqueued.load(std::memory_order_relaxed) + 1,
+                                  reinterpret_cast<uintptr_t>(stream), wall_clock_us());
     r = launch();
     if (group.depth > 0) {
       note_in_group(c);

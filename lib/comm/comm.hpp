@@ -47,6 +47,10 @@ struct cc_comm : cc::core::Core {
   std::unique_ptr<cc::rv::Client> client;
   std::unique_ptr<cc::comm::EmbeddedServerRef> server;
 
+  // Its calls, their fingerprints and the flight recorder (made with the
+  // watch, kept with CC_WATCHDOG=0 too); declared before `watch`, which
+  // points at it.
+  std::unique_ptr<cc::watch::FlightRecorder> recorder;
   // The watchdog's view of this communicator (null with CC_WATCHDOG=0).
   std::unique_ptr<cc::watch::CommWatch> watch;
 

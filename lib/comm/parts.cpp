@@ -1,10 +1,12 @@
 #include "lib/comm/parts.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include <cuda_runtime_api.h>
 
 #include "lib/comm/fast_setup.hpp"
+#include "lib/watch/trace_signal.hpp"
 #include "lib/watch/watchdog.hpp"
 
 namespace cc::comm {
@@ -76,6 +78,17 @@ void free_scratch(cc_comm* c) {
 }
 
 Status start_watch(cc_comm* c, bool embedded) {
+  // Split children are numbered in the order this process made them, which
+  // names their trace files the same on every rank that splits alike.
+  static std::atomic<int> splits{0};
+  const int split = c->parent != nullptr ? splits.fetch_add(1) + 1 : 0;
+  watch::TraceIdentity id{c->job_id, c->generation, c->epoch, split,
+                          c->rank,   c->nranks,     c->host,  c->pid};
+  // With neither the check nor a ring, calls are not recorded at all.
+  if (c->config.check_calls || c->config.trace_buffer > 0)
+    c->recorder = std::make_unique<watch::FlightRecorder>(
+        *c, std::move(id), static_cast<size_t>(c->config.trace_buffer), c->config.trace_dir);
+  if (c->recorder && !c->config.trace_dir.empty()) watch::install_trace_signal();
   if (!watch::Watchdog::enabled()) return Status::success();
   std::unique_ptr<watch::ControlChannel> channel;
   if (c->client) {
@@ -88,10 +101,12 @@ Status start_watch(cc_comm* c, bool embedded) {
     o.interval = milliseconds(c->config.heartbeat_ms);
     o.misses = c->config.heartbeat_misses;
     o.server_in_rank0 = embedded;
+    if (c->config.check_calls && c->recorder) o.calls = &c->recorder->calls();
     channel = std::make_unique<watch::ControlChannel>(*c->client, o);
     if (Status st = channel->start(); !st.ok()) return st;
   }
   if (Status st = watch::CommWatch::create(c, std::move(channel), &c->watch); !st.ok()) return st;
+  c->watch->set_recorder(c->recorder.get());
   watch::Watchdog::instance().add(c->watch.get());
   return Status::success();
 }

@@ -26,6 +26,7 @@ Status state_status(const char* call, const Core& c) {
   cc_result_t code = CC_ERR_ABORTED;
   if (state == State::peer_failed) code = CC_ERR_PEER_FAILED;
   if (state == State::timed_out) code = CC_ERR_TIMEOUT;
+  if (state == State::mismatch) code = CC_ERR_MISMATCH;
   if (state == State::ok) story = "the communicator is being aborted";  // a request in flight
   return make_status(code, std::string(call) + " on " + c.who() + ": " + story);
 }

@@ -23,7 +23,7 @@ namespace cc::core {
 using Clock = std::chrono::steady_clock;
 
 // Why a communicator stopped working; set once, by abort or the watchdog.
-enum class State : int { ok = 0, aborted = 1, peer_failed = 2, timed_out = 3 };
+enum class State : int { ok = 0, aborted = 1, peer_failed = 2, timed_out = 3, mismatch = 4 };
 
 struct Core {
   int rank = -1;

@@ -190,6 +190,15 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     if (r.device < 0) r.device = 0;
   }
 
+  int check = 1;  // the setting's choices: "0", "1", "off", "on", "false", "true"
+  if (Status s = settings::read_choice(Id::check_calls, getenv, &check); !s.ok()) return s;
+  r.check_calls = check % 2 == 1;
+  long long trace_buffer = settings::default_int(Id::trace_buffer);
+  if (Status s = settings::read_int(Id::trace_buffer, getenv, &trace_buffer); !s.ok()) return s;
+  r.trace_buffer = static_cast<int>(trace_buffer);
+  if (const settings::Found f = settings::find(Id::trace_dir, getenv); f.var != nullptr)
+    r.trace_dir = f.value;
+
   *out = std::move(r);
   return Status::success();
 }

@@ -34,6 +34,9 @@ struct ResolvedConfig {
   // CC_SHARE_GPU: ranks share one GPU, each its own host to NCCL
   // (lib/launch/share_gpu.hpp); the device defaults to 0 and cc's kernels are off.
   bool share_gpu = false;
+  bool check_calls = true;  // compare the ranks' calls (CC_CHECK_CALLS)
+  int trace_buffer = 2000;  // calls the flight recorder keeps (CC_TRACE_BUFFER)
+  std::string trace_dir;    // where the flight recorder is written (CC_TRACE_DIR); "": nowhere
 
   // The job TTL a server started here uses, in ms (0: its lifetime).
   int job_ttl_or(int server_default_ms) const {

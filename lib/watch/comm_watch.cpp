@@ -6,6 +6,7 @@
 
 #include "common/datatypes.hpp"
 #include "common/log.hpp"
+#include "lib/watch/trace_signal.hpp"
 
 namespace cc::watch {
 
@@ -176,6 +177,25 @@ bool CommWatch::check_nccl(Failure* f) {
   return false;
 }
 
+void CommWatch::write_recorder(const char* reason) {
+  if (recorder_ == nullptr || recorder_->dir().empty()) return;
+  std::string path;
+  if (Status st = recorder_->write(recorder_->dir(), reason, completed(), &path); !st.ok())
+    log().warn("{}: {}", comm_->who(), st.message);
+  else
+    log().warn("{}: flight recorder written to {} ({})", comm_->who(), path, reason);
+}
+
+// Once per communicator, whichever thread declared the failure.
+void CommWatch::write_failure_trace() {
+  if (failure_written_) return;
+  failure_written_ = true;
+  const auto state = static_cast<core::State>(comm_->state.load(std::memory_order_acquire));
+  write_recorder(state == core::State::mismatch    ? "mismatch"
+                 : state == core::State::timed_out ? "timeout"
+                                                   : "failure");
+}
+
 void CommWatch::watch_tick(Clock::time_point now) {
   // The application may be capturing a CUDA graph on another thread in
   // global mode (torch.cuda.graph's default) while this thread queries
@@ -188,15 +208,31 @@ void CommWatch::watch_tick(Clock::time_point now) {
   }();
   (void)relaxed;
   core::Core* c = comm_;
+  if (recorder_ != nullptr) {
+    recorder_->calls().completed_through(
+        completed(), std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count());
+    if (const uint64_t asked = trace_requests(); asked != trace_requests_seen_) {
+      trace_requests_seen_ = asked;
+      write_recorder("SIGUSR1");
+    }
+  }
   const bool usable = core::usable(*c) && !c->abort_requested.load(std::memory_order_acquire);
   std::optional<ChannelFailure> peer;
   if (channel_) peer = channel_->poll(now, completed());  // heartbeats go on after a failure
-  if (!usable) return;
+  if (!usable) {
+    if (!core::usable(*c)) write_failure_trace();  // failed on another thread (a call's deadline, abort)
+    return;
+  }
   Failure f;
   if (c->parent != nullptr && !core::usable(*c->parent)) {
     const Status st = core::state_status("the parent communicator", *c->parent);
     f.state = static_cast<core::State>(c->parent->state.load());
     f.story = "its parent communicator (cc_comm_split) failed: " + st.message;
+  } else if (peer && peer->kind == ChannelFailure::Kind::mismatch) {
+    f.state = core::State::mismatch;
+    f.story = peer->story;
   } else if (peer) {
     f.state = core::State::peer_failed;
     f.story = peer->story + "; " + progress_words();
@@ -211,7 +247,9 @@ void CommWatch::watch_tick(Clock::time_point now) {
         peer = channel_->poll(Clock::now(), completed());
         if (!peer) std::this_thread::sleep_for(milliseconds(5));
       }
-      if (peer)
+      if (peer && peer->kind == ChannelFailure::Kind::mismatch)
+        f = {core::State::mismatch, peer->story, false};
+      else if (peer)
         f = {core::State::peer_failed, peer->story + "; " + progress_words() + " (" + f.story + ")",
              false};
     }
@@ -220,6 +258,7 @@ void CommWatch::watch_tick(Clock::time_point now) {
   if (core::fail(*c, f.state, f.story)) {
     log().error("{}: {}", c->who(), f.story);
     if (f.tell_others && channel_) channel_->announce_abort(f.story);
+    write_failure_trace();
   }
 }
 

@@ -22,6 +22,7 @@
 #include "common/status.hpp"
 #include "lib/core/core.hpp"
 #include "lib/watch/control_channel.hpp"
+#include "lib/watch/flight_recorder.hpp"
 #include "lib/watch/watchdog.hpp"
 
 namespace cc::watch {
@@ -101,6 +102,9 @@ class CommWatch final : public Watched {
 
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
   ControlChannel* channel() { return channel_.get(); }
+  // The flight recorder it marks completions in and writes on a failure and
+  // on SIGUSR1 (owned by the communicator; set before the watchdog sees it).
+  void set_recorder(FlightRecorder* recorder) { recorder_ = recorder; }
 
  private:
   static constexpr int kIdle = 0, kBusy = 1, kPending = 2;
@@ -118,6 +122,8 @@ class CommWatch final : public Watched {
   bool check_inflight(std::chrono::steady_clock::time_point now, Failure* f);
   bool cuda_fault(cudaError_t e, uint64_t seq, Failure* f);
   bool check_nccl(Failure* f);
+  void write_recorder(const char* reason);
+  void write_failure_trace();
   std::string op_words(uint64_t seq) const;
   std::string timeout_story(uint64_t waiting);
   std::string progress_words() const;
@@ -132,7 +138,10 @@ class CommWatch final : public Watched {
   std::atomic<uint64_t> tail_seq_{0};   // the operation it was last recorded after
   uint64_t event_seq_ = 0;              // written by whoever moved the state to busy
   std::atomic<uint64_t> completed_{0};
+  FlightRecorder* recorder_ = nullptr;
   // Watchdog thread only:
+  uint64_t trace_requests_seen_ = 0;
+  bool failure_written_ = false;
   std::chrono::steady_clock::time_point pending_since_{};
   uint64_t tail_watched_seq_ = 0;
   std::chrono::steady_clock::time_point tail_since_{};

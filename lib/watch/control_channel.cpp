@@ -55,6 +55,14 @@ ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
   const std::string reason = printable(e.reason);
   if (e.kind == rv::PeerEventKind::server_stopping) return server_lost(reason);
   ChannelFailure f;
+  if (e.kind == rv::PeerEventKind::mismatch) {
+    f.kind = ChannelFailure::Kind::mismatch;
+    f.rank = e.rank;
+    f.host = e.host;
+    f.pid = e.pid;
+    f.story = e.reason;
+    return f;
+  }
   f.kind = e.kind == rv::PeerEventKind::aborted ? ChannelFailure::Kind::peer_aborted
                                                 : ChannelFailure::Kind::peer_failed;
   f.rank = e.rank;
@@ -101,14 +109,23 @@ ChannelFailure ControlChannel::server_lost(const std::string& reason) const {
 std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64_t last_completed) {
   if (now >= next_heartbeat_) {
     next_heartbeat_ = now + options_.interval;
-    if (Status st = client_.heartbeat_nowait(last_completed); !st.ok() && !reported_)
-      log().debug("{}: heartbeat: {}", self(), st.message);
+    Status st;
+    if (options_.calls != nullptr && !reported_) {
+      rv::Heartbeat h{last_completed, options_.generation, options_.epoch,
+                      options_.calls->take_report()};
+      st = client_.heartbeat_with_calls_nowait(h);
+    } else {
+      st = client_.heartbeat_nowait(last_completed);
+    }
+    if (!st.ok() && !reported_) log().debug("{}: heartbeat: {}", self(), st.message);
   }
   client_.pump();
   std::optional<ChannelFailure> first;
   while (auto e = client_.next_event(milliseconds(0))) {
     if (e->kind == rv::PeerEventKind::left) continue;
-    if (e->kind != rv::PeerEventKind::server_stopping && e->rank == options_.rank) continue;
+    if (e->kind != rv::PeerEventKind::server_stopping &&
+        e->kind != rv::PeerEventKind::mismatch && e->rank == options_.rank)
+      continue;
     if (e->kind == rv::PeerEventKind::failed) {
       std::lock_guard<std::mutex> lock(failed_mu_);
       failed_.insert(e->rank);
@@ -134,9 +151,12 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
 
 std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds timeout) {
   rv::Progress progress;
-  if (Status st = client_.progress_in(options_.generation, options_.epoch, -1, &progress, timeout);
+  if (Status st =
+          client_.progress_with_calls(options_.generation, options_.epoch, &progress, timeout);
       !st.ok())
     return "the rendezvous could not say which rank is behind (" + st.message + ")";
+  const std::string calls =
+      progress.calls.empty() ? std::string() : "; where the ranks are: " + progress.calls;
   // The members furthest back (and behind this rank's op) are named: one that
   // skipped a call, or is stuck before it, stays at the lowest number.
   uint64_t lowest = UINT64_MAX;
@@ -153,14 +173,15 @@ std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds time
                 : "");
   }
   if (!out.empty())
-    return "behind: " + out +
+    return "behind: " + out + calls +
            ". A rank that is behind skipped a collective or is stuck before it: compare the "
            "sequence of calls on every rank";
   if (progress.members.empty())
     return "the rendezvous knows no other live member of this communicator";
   return "every other rank reported completing op #" + std::to_string(lowest) +
-         " or later, so none is known to be behind; a rank may be waiting in a different "
-         "collective: compare the sequence of calls on every rank";
+         " or later, so none is known to be behind" + calls +
+         "; a rank may be waiting in a different collective: compare the sequence of calls on "
+         "every rank";
 }
 
 void ControlChannel::announce_abort(const std::string& story) {

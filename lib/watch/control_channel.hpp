@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "lib/core/call_log.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/protocol.hpp"
 
@@ -29,10 +30,14 @@ struct ChannelOptions {
   std::chrono::milliseconds interval{1000};  // heartbeat_ms
   int misses = 5;                            // heartbeat_misses
   bool server_in_rank0 = true;               // embedded mode: the server lives in rank 0
+  // The calls whose points each heartbeat carries for the server to compare
+  // across ranks (CC_CHECK_CALLS); null: none are compared.
+  core::CallLog* calls = nullptr;
 };
 
 struct ChannelFailure {
-  enum class Kind { peer_failed, peer_aborted, server_lost } kind = Kind::peer_failed;
+  // mismatch: the rendezvous found that the ranks' calls differ (story names both).
+  enum class Kind { peer_failed, peer_aborted, server_lost, mismatch } kind = Kind::peer_failed;
   int rank = -1;  // -1: the server (not embedded in a rank)
   std::string host;
   uint32_t pid = 0;

@@ -9,6 +9,7 @@ captured into a CUDA graph and replayed (cc.h's rules for graphs apply).
 """
 
 import ctypes
+import os
 import sys
 
 from . import _arrays, _config, _library
@@ -210,6 +211,14 @@ class Comm(OwnedHandle):
         works (cc_comm_check). After waiting for a stream, no error means the
         collectives that stream ran on this Comm completed on every rank."""
         self._api.check(self._api.cc_comm_check(self._h()))
+
+    def dump_trace(self, dir=None):
+        """Writes this Comm's flight recorder (its last CC_TRACE_BUFFER calls,
+        their streams and times) as JSON into dir, or CC_TRACE_DIR when dir is
+        None, one file per rank that `cc-doctor trace DIR` reads
+        (cc_comm_dump_trace). Works on a failed Comm too."""
+        path = None if dir is None else os.fsencode(dir)
+        self._api.check(self._api.cc_comm_dump_trace(self._h(), path))
 
     def failed_ranks(self):
         """After a shrink or regrow: the previous generation's ranks this Comm

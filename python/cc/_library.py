@@ -45,6 +45,7 @@ _PROTOTYPES = {
     "cc_comm_generation": (c_int, [c_void_p, P(c_int)]),
     "cc_comm_failed_ranks": (c_int, [c_void_p, P(c_int), c_int, P(c_int)]),
     "cc_comm_check": (c_int, [c_void_p]),
+    "cc_comm_dump_trace": (c_int, [c_void_p, c_char_p]),
     "cc_allreduce": (c_int, [c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p, c_void_p]),
     "cc_broadcast": (c_int, [c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p, c_void_p]),
     "cc_reduce": (c_int, [c_void_p, c_void_p, c_size_t, c_int, c_int, c_int, c_void_p, c_void_p]),

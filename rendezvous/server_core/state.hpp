@@ -32,6 +32,7 @@
 
 #include "cc/cc_version.h"
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/rules/call_check.hpp"
 #include "rendezvous/server_core.hpp"
 #include "rendezvous/server_core/preflight_state.hpp"
 #include "rendezvous/server_core/recovery.hpp"
@@ -216,6 +217,8 @@ struct Job {
   size_t joiners = 0;            // pending joins and recoveries
   // Failures announced per generation of a communicator: (join number, epoch).
   std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
+  // The comparison of each generation's calls across its ranks (watch.cpp).
+  std::map<std::pair<uint32_t, uint32_t>, rules::CallCheck> call_checks;
 };
 
 }  // namespace cc::rv::server_core
@@ -342,6 +345,8 @@ struct ServerCore::Impl {
   bool on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now);
   bool on_progress(Conn& c, uint32_t rid, const ProgressQuery& q, Clock::time_point now);
   bool on_abort(Conn& c, uint32_t rid, const Abort& a);
+  void check_calls(Job& job, const Conn& c, const Heartbeat& h);
+  std::string where_calls_are(const Job& job, uint32_t generation, uint32_t epoch) const;
 
   // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------
   void start_lineage(Job& job, uint32_t generation, const Generation& gen);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
@@ -31,7 +32,55 @@ bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
   if (c.heartbeat_timer)
     arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
   send(c.id, rid, HeartbeatAck{});
+  if (!h.calls.empty() && c.job != nullptr) check_calls(*c.job, c, h);
   return true;
+}
+
+// The calls a member reported are compared with its generation's other
+// ranks'; the first difference is told to every member of that generation,
+// the ranks named included, and their watchdogs abort.
+void ServerCore::Impl::check_calls(Job& job, const Conn& c, const Heartbeat& h) {
+  const Membership* member = nullptr;
+  for (const Membership& m : c.memberships)
+    if (m.generation == h.generation && m.epoch == h.epoch) member = &m;
+  if (member == nullptr) return;  // not (or no longer) a member of that generation
+  rules::CallCheck& check = job.call_checks[{h.generation, h.epoch}];
+  const std::optional<rules::CallMismatch> m =
+      check.report({member->rank, member->host, member->pid, h.calls});
+  if (!m) return;
+  const PeerEvent ev{PeerEventKind::mismatch, m->rank, member->host, member->pid, m->words};
+  size_t told = 0;
+  for (ConnId id : job.members) {
+    auto it = conns.find(id);
+    if (it == conns.end()) continue;
+    for (const Membership& om : it->second->memberships)
+      if (om.generation == h.generation && om.epoch == h.epoch) {
+        send(id, 0, ev);
+        ++told;
+        break;
+      }
+  }
+  log().warn("job {}: communicator {} (generation {}): {}; told {} members", quote(job.id),
+             h.generation, h.epoch, m->words, told);
+}
+
+// Every live member of a generation by its last reported collective, in words.
+std::string ServerCore::Impl::where_calls_are(const Job& job, uint32_t generation,
+                                              uint32_t epoch) const {
+  auto check = job.call_checks.find({generation, epoch});
+  if (check == job.call_checks.end()) return "";
+  std::vector<rules::RankCall> ranks;
+  for (ConnId id : job.members) {
+    auto it = conns.find(id);
+    if (it == conns.end()) continue;
+    for (const Membership& m : it->second->memberships) {
+      if (m.generation != generation || m.epoch != epoch) continue;
+      auto last = check->second.last_calls().find(m.rank);
+      ranks.push_back(last != check->second.last_calls().end() ? last->second
+                                                               : rules::RankCall{m.rank, 0, {}});
+    }
+  }
+  return rules::positions_words(ranks);
 }
 
 bool ServerCore::Impl::on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now) {
@@ -72,6 +121,7 @@ bool ServerCore::Impl::on_progress(Conn& c, uint32_t rid, const ProgressQuery& q
   }
   std::sort(out.members.begin(), out.members.end(),
             [](const MemberProgress& a, const MemberProgress& b) { return a.rank < b.rank; });
+  if (q.with_calls) out.calls = where_calls_are(*c.job, q.generation, q.epoch);
   send(c.id, rid, out);
   return true;
 }

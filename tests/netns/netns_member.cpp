@@ -32,6 +32,8 @@ const char* kind_name(cc::rv::PeerEventKind k) {
       return "server_stopping";
     case cc::rv::PeerEventKind::init_failed:
       return "init_failed";
+    case cc::rv::PeerEventKind::mismatch:
+      return "mismatch";
   }
   return "?";
 }

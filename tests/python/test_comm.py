@@ -189,6 +189,9 @@ class RecoveryCalls(unittest.TestCase):
     def test_check(self):
         self.call("cc_comm_check")
 
+    def test_dump_trace(self):
+        self.call("cc_comm_dump_trace", b"/nonexistent")
+
 
 class Reductions(unittest.TestCase):
     def test_op_names(self):

@@ -29,6 +29,7 @@ struct Options {
   bool check = true;
   Modes modes = Modes::both;
   bool raw = false;
+  bool check_cost = false;  // time eager 8 B all-reduces with the call check on and off first
   int graph = 0;  // iterations captured per CUDA graph; 0 = no graphs
   Mem mem = Mem::device;
   Reg reg = Reg::automatic;

@@ -7,6 +7,7 @@
 #include "common/settings.hpp"
 #include "lib/launch/env.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
+#include "tools/cc-doctor/doctor_trace.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace {
@@ -15,13 +16,14 @@ using cc::cli::add_value;
 
 constexpr const char* kUsage =
     "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] "
-    "[--job-id ID] [--timeout-ms MS]";
+    "[--job-id ID] [--timeout-ms MS]\n       cc-doctor trace DIR [--json]";
 
 constexpr const char* kAbout =
     "Reports versions, GPUs and their links, network interfaces, the route to\n"
     "MASTER_ADDR, what answers at MASTER_ADDR:MASTER_PORT, /dev/shm, the open-file\n"
     "limit and the NCCL_*/CC_* variables, each problem with a fix. Exits 0 when it\n"
-    "ran (findings are not failures), 2 on bad arguments.";
+    "ran (findings are not failures), 2 on bad arguments. `cc-doctor trace DIR` reads\n"
+    "the ranks' flight recorder files instead (cc-doctor trace --help).";
 
 // A setting's value when one of its variables is set and not empty.
 const char* setting(cc::settings::Id id, std::string* which) {
@@ -35,6 +37,7 @@ const char* setting(cc::settings::Id id, std::string* which) {
 
 int main(int argc, char** argv) {
   using namespace cc::doctor;
+  if (argc >= 2 && std::strcmp(argv[1], "trace") == 0) return trace_command(argc - 1, argv + 1);
   Options o;
   cc::doctor::Report report;
 

@@ -1,0 +1,98 @@
+#include "lib/core/call_log.hpp"
+
+#include <algorithm>
+
+namespace cc::core {
+
+CallLog::CallLog(int nranks, size_t capacity)
+    : capacity_(capacity),
+      sends_(static_cast<size_t>(std::max(nranks, 0))),
+      recvs_(static_cast<size_t>(std::max(nranks, 0))) {
+  ring_.resize(capacity_);
+  recent_.reserve(kRecent + 1);
+  checkpoints_.reserve(kCheckpoints + 1);
+  recent_p2p_.reserve(kRecent + 1);
+}
+
+void CallLog::keep(std::vector<CallPoint>& points, size_t max, const CallPoint& p) {
+  if (points.size() >= max) points.erase(points.begin());
+  points.push_back(p);
+}
+
+void CallLog::record(const CallDesc& call, uint64_t op, uint64_t stream, int64_t now_us) {
+  CallPoint p;
+  p.call = call;
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool p2p = call.kind == CallKind::send || call.kind == CallKind::recv;
+  if (p2p && call.root >= 0 && static_cast<size_t>(call.root) < sends_.size()) {
+    Line& l = (call.kind == CallKind::send ? sends_ : recvs_)[static_cast<size_t>(call.root)];
+    l.seq += 1;
+    l.fingerprint = fingerprint_step(l.fingerprint, pair_part(call));
+    p.line = call.kind == CallKind::send ? CallPoint::Line::send : CallPoint::Line::recv;
+    p.peer = call.root;
+    p.seq = l.seq;
+    p.fingerprint = l.fingerprint;
+    keep(recent_p2p_, kRecent, p);
+  } else if (!p2p) {
+    collectives_.seq += 1;
+    collectives_.fingerprint = fingerprint_step(collectives_.fingerprint, call);
+    p.seq = collectives_.seq;
+    p.fingerprint = collectives_.fingerprint;
+    keep(recent_, kRecent, p);
+    if (p.seq % kCheckpointEvery == 0) keep(checkpoints_, kCheckpoints, p);
+  }
+  if (capacity_ == 0) return;
+  ring_[next_] = TraceEntry{p, op, stream, now_us, 0};
+  next_ = (next_ + 1) % capacity_;
+  filled_ = std::min(filled_ + 1, capacity_);
+}
+
+void CallLog::completed_through(uint64_t op, int64_t now_us) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (op <= completed_op_) return;
+  completed_op_ = op;
+  // Newest first, until an entry already seen complete.
+  for (size_t i = 0; i < filled_; ++i) {
+    TraceEntry& e = ring_[(next_ + capacity_ - 1 - i) % capacity_];
+    if (e.op > op) continue;
+    if (e.completed_us != 0) break;
+    e.completed_us = now_us;
+  }
+}
+
+std::vector<CallPoint> CallLog::take_report() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CallPoint> out;
+  out.reserve(checkpoints_.size() + recent_.size() + recent_p2p_.size());
+  // A checkpoint that is also among the recent ones is sent once.
+  const uint64_t first_recent = recent_.empty() ? UINT64_MAX : recent_.front().seq;
+  for (const CallPoint& p : checkpoints_)
+    if (p.seq < first_recent) out.push_back(p);
+  out.insert(out.end(), recent_.begin(), recent_.end());
+  out.insert(out.end(), recent_p2p_.begin(), recent_p2p_.end());
+  checkpoints_.clear();
+  recent_.clear();
+  recent_p2p_.clear();
+  return out;
+}
+
+std::vector<TraceEntry> CallLog::entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TraceEntry> out;
+  out.reserve(filled_);
+  for (size_t i = 0; i < filled_; ++i)
+    out.push_back(ring_[(next_ + capacity_ - filled_ + i) % capacity_]);
+  return out;
+}
+
+uint64_t CallLog::collectives() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return collectives_.seq;
+}
+
+uint64_t CallLog::fingerprint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return collectives_.fingerprint;
+}
+
+}  // namespace cc::core

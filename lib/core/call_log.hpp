@@ -1,0 +1,70 @@
+// A communicator's record of its calls: the running fingerprint of its
+// collectives and of its sends and recvs per peer, the points a heartbeat
+// carries to the rendezvous for comparison across ranks, and the flight
+// recorder's ring of the last calls with their stream and times. No CUDA:
+// unit-tested alone. The calling thread records (one hash step and a ring
+// slot under an uncontended lock); the watchdog thread reads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "common/call_desc.hpp"
+
+namespace cc::core {
+
+struct TraceEntry {
+  CallPoint point;
+  uint64_t op = 0;           // the communicator's operation number (the watchdog's "op #N")
+  uint64_t stream = 0;       // the CUDA stream, as a number (0: the default stream)
+  int64_t enqueued_us = 0;   // wall-clock microseconds since the epoch
+  int64_t completed_us = 0;  // when the watchdog saw it complete; 0 while not seen
+};
+
+class CallLog {
+ public:
+  // Points of each kind a heartbeat carries at most.
+  static constexpr size_t kRecent = 16;       // the last collectives, and the last sends and recvs
+  static constexpr size_t kCheckpoints = 32;  // collectives numbered a multiple of kCheckpointEvery
+  static constexpr uint64_t kCheckpointEvery = 64;
+
+  // `capacity`: entries the ring keeps (CC_TRACE_BUFFER; 0 keeps none, the
+  // fingerprints still run).
+  CallLog(int nranks, size_t capacity);
+
+  // Hot path. `op` is the communicator's operation number of this call.
+  void record(const CallDesc& call, uint64_t op, uint64_t stream, int64_t now_us);
+  // The watchdog saw every operation up to `op` complete.
+  void completed_through(uint64_t op, int64_t now_us);
+
+  // The points recorded since the last call of it (each is sent once), in
+  // the order they were recorded.
+  std::vector<CallPoint> take_report();
+  // The ring, oldest first.
+  std::vector<TraceEntry> entries() const;
+  uint64_t collectives() const;  // the number of the last collective (0: none yet)
+  uint64_t fingerprint() const;  // the collectives' running fingerprint
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct Line {
+    uint64_t seq = 0;
+    uint64_t fingerprint = 0;
+  };
+  void keep(std::vector<CallPoint>& points, size_t max, const CallPoint& p);
+
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  Line collectives_;
+  std::vector<Line> sends_, recvs_;  // by peer
+  std::vector<TraceEntry> ring_;
+  size_t next_ = 0;  // the ring's next slot
+  size_t filled_ = 0;
+  uint64_t completed_op_ = 0;
+  // Not yet reported:
+  std::vector<CallPoint> recent_, checkpoints_, recent_p2p_;
+};
+
+}  // namespace cc::core
