@@ -10,7 +10,7 @@
 
 namespace cc {
 
-// The same order as the entry points' kinds (lib/comm/collective.hpp).
+// The kinds of call, as the entry points describe themselves (lib/comm/collective.hpp).
 enum class CallKind : uint8_t {
   allreduce,
   broadcast,

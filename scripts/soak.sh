@@ -28,7 +28,7 @@
 #   SOAK_PROGRAM       the program (default BUILD/examples/train_recover)
 #   SOAK_CC_RUN_FLAGS  more cc-run flags (default --share-gpu; empty for none)
 #   SOAK_RANKS 4  SOAK_KILLS 50  SOAK_GAP_MS 1000-3000 (between kills)
-#   SOAK_STEPS 20000  SOAK_STEP_MS 20  SOAK_SEED (default: the time)
+#   SOAK_STEPS 3000  SOAK_STEP_MS 20  SOAK_SEED (default: the time)
 #   SOAK_LIMIT_S 540   each job's wall-clock bound; SOAK_WAIT_S 120: per recovery
 #
 # OUT gets clean.log and soak.log (cc-run's output), failures.tsv (one line a
@@ -48,7 +48,7 @@ RANKS=${SOAK_RANKS:-4}
 KILLS=${SOAK_KILLS:-50}
 GAP=${SOAK_GAP_MS:-1000-3000}
 MIN_GAP=${GAP%-*} MAX_GAP=${GAP#*-}
-STEPS=${SOAK_STEPS:-20000}
+STEPS=${SOAK_STEPS:-3000}
 STEP_MS=${SOAK_STEP_MS:-20}
 SEED=${SOAK_SEED:-$(date +%s)}
 LIMIT_S=${SOAK_LIMIT_S:-540}

@@ -18,11 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-static_assert(static_cast<int>(CallKind::allreduce) == static_cast<int>(Kind::allreduce) &&
-              static_cast<int>(CallKind::alltoall) == static_cast<int>(Kind::alltoall) &&
-              static_cast<int>(CallKind::send) == static_cast<int>(Kind::send) &&
-              static_cast<int>(CallKind::barrier) == static_cast<int>(Kind::barrier));
-
 // cc's enums carry NCCL's values, so they pass through unchanged.
 static_assert(
     CC_INT8 == static_cast<int>(ncclInt8) && CC_UINT8 == static_cast<int>(ncclUint8) &&
@@ -76,7 +71,7 @@ int64_t wall_clock_us() {
 // output, a reduce-scatter's output this rank's slice of the input.
 CallDesc describe(const Collective& coll, const cc_comm* c) {
   CallDesc d;
-  d.kind = static_cast<CallKind>(coll.kind);
+  d.kind = coll.kind;
   d.count = coll.count;
   const Kind k = coll.kind;
   if (k == Kind::barrier) return d;

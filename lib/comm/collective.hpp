@@ -8,21 +8,13 @@
 #include <cstddef>
 
 #include "cc/cc.h"
+#include "common/call_desc.hpp"
 #include "lib/comm/comm.hpp"
 
 namespace cc::comm {
 
-enum class Kind {
-  allreduce,
-  broadcast,
-  reduce,
-  allgather,
-  reducescatter,
-  alltoall,
-  send,
-  recv,
-  barrier
-};
+// What a call is: the kinds the call check fingerprints (common/call_desc.hpp).
+using Kind = cc::CallKind;
 
 struct Collective {
   Kind kind;
