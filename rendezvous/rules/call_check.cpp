@@ -65,8 +65,15 @@ std::optional<CallMismatch> CallCheck::collective(const CallReport& r, const Cal
   const std::string them = who(first.rank, first.host, first.pid);
   CallMismatch m{r.rank, first.rank, p.seq, {}};
   if (!same_call(first.point.call, p.call)) {
-    m.words = me + " called " + op(p.seq) + " " + call_words(p.call) + ", but " + them +
-              " called " + op(p.seq) + " " + call_words(first.point.call) + "; ";
+    // The higher rank first, whichever report came first, so that every run
+    // of a program says the same ("rank 3 called ..., but rank 0 called ...").
+    const bool me_first = r.rank > first.rank;
+    const std::string& a = me_first ? me : them;
+    const std::string& b = me_first ? them : me;
+    const CallDesc& a_call = me_first ? p.call : first.point.call;
+    const CallDesc& b_call = me_first ? first.point.call : p.call;
+    m.words = a + " called " + op(p.seq) + " " + call_words(a_call) + ", but " + b + " called " +
+              op(p.seq) + " " + call_words(b_call) + "; ";
     if (agreed + 1 == p.seq)
       m.words += agreed == 0 ? "the ranks diverged at their first collective"
                              : "the ranks diverged after " + op(agreed);

@@ -202,6 +202,21 @@ TEST_CASE("a difference of kind names both calls and the op after which the rank
         "calls");
 }
 
+TEST_CASE("the words name the higher rank first, whichever report came first") {
+  CallCheck check;
+  Rank r0(0, 2), r1(1, 2);
+  for (Rank* r : {&r0, &r1}) r->call(allreduce(1024), 49);
+  r0.call(allreduce(4096));
+  r1.call(allreduce(4097));
+  const auto m = heartbeat(check, {&r1, &r0});  // rank 1's report first
+  REQUIRE(m);
+  CHECK(m->seq == 50);
+  CHECK_THAT(m->words,
+             Contains("rank 1 (host h1, pid 11) called op #50 cc_allreduce 4097 x "
+                      "FLOAT32 SUM, but rank 0 (host h0, pid 10) called op #50 "
+                      "cc_allreduce 4096 x FLOAT32 SUM; the ranks diverged after op #49"));
+}
+
 TEST_CASE("a difference of count, type, op or root names both calls") {
   CHECK_THAT(diverge_at_50(allreduce(4096), allreduce(4097)),
              Contains("called op #50 cc_allreduce 4097 x FLOAT32 SUM, but rank 0 (host h0, pid "
