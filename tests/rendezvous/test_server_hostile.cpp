@@ -552,16 +552,19 @@ TEST_CASE("running out of file descriptors refuses in words and does not end the
   bool connected = true;
   for (int fd : fds)
     connected = connected && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  // Each hears why at once, instead of waiting out its own deadline.
+  // Each hears why at once, instead of waiting out its own deadline. None is
+  // closed before all three are refused: a descriptor freed here would let
+  // the server accept the next one normally.
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int fd : fds) clients.push_back(std::make_unique<RawClient>(fd, RawClient::Adopt{}));
   std::vector<std::string> words;
-  for (int fd : fds) {
-    RawClient c(fd, RawClient::Adopt{});
-    auto f = c.recv(5s);
+  for (auto& c : clients) {
+    auto f = c->recv(5s);
     const auto* e = f ? std::get_if<rv::Error>(&f->message) : nullptr;
     words.push_back(e ? e->message : "no error frame");
-    c.close();
   }
   const auto m = server->metrics(5s);
+  clients.clear();
   REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
   REQUIRE(connected);
   for (const auto& w : words)
