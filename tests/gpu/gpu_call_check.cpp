@@ -12,11 +12,16 @@
 //                                "MISMATCH_MS <ms since op #50> <words>" and
 //                                exits 0 when it returned CC_ERR_MISMATCH
 //                                within 2 s.
-//   gpu_call_check legal         two communicators of the same ranks, used
-//                                in a different order on odd and even ranks
-//                                on two streams, 300 rounds; then waits past
-//                                three heartbeats: prints "OK legal" when
-//                                neither failed.
+//   gpu_call_check legal         two communicators of the same ranks on two
+//                                streams, their calls interleaved, 300
+//                                rounds; then waits past three heartbeats:
+//                                prints "OK legal" when neither failed. Every
+//                                rank issues them in the same order: NCCL
+//                                leaves calls on two communicators issued in
+//                                another order on another rank undefined (it
+//                                may deadlock, and did on one shared GPU), so
+//                                that legal-for-the-check case is a unit test
+//                                of the rules (tests/unit/test_call_check.cpp).
 //   gpu_call_check loop          all-reduces until a call fails (the script
 //                                kills a rank, or sends SIGUSR1); prints
 //                                "LOOPING pid <pid>" once going and
@@ -103,7 +108,7 @@ int diverge(const std::string& way, cc_comm_t comm, int rank, cudaStream_t s) {
   return 0;
 }
 
-int legal(cc_comm_t a, int rank, cudaStream_t s) {
+int legal(cc_comm_t a, cudaStream_t s) {
   cc_comm_t b = nullptr;
   if (cc_result_t r = cc_comm_init_from_env(&b, nullptr); r != CC_SUCCESS)
     return fail("the second communicator: " + words(r));
@@ -116,8 +121,9 @@ int legal(cc_comm_t a, int rank, cudaStream_t s) {
       return cc_allreduce(x.send, x.recv, kCount, CC_FLOAT32, CC_SUM, a, as_cc(s));
     };
     auto on_b = [&] { return cc_broadcast(y.send, y.recv, kCount, CC_FLOAT32, 0, b, as_cc(s2)); };
-    const cc_result_t r1 = rank % 2 == 0 ? on_a() : on_b();
-    const cc_result_t r2 = rank % 2 == 0 ? on_b() : on_a();
+    // a then b on even rounds, b then a on odd ones: the streams interleave.
+    const cc_result_t r1 = i % 2 == 0 ? on_a() : on_b();
+    const cc_result_t r2 = i % 2 == 0 ? on_b() : on_a();
     if (r1 != CC_SUCCESS || r2 != CC_SUCCESS)
       rc = fail("round " + std::to_string(i) + ": " + words(r1 != CC_SUCCESS ? r1 : r2));
     if (i % 50 == 49 &&
@@ -192,7 +198,7 @@ int main(int argc, char** argv) {
   if (mode == "diverge" && argc > 2)
     rc = diverge(argv[2], comm, rank, s);
   else if (mode == "legal")
-    rc = legal(comm, rank, s);
+    rc = legal(comm, s);
   else if (mode == "loop")
     rc = loop(comm, s);
   else if (mode == "skip")

@@ -10,7 +10,7 @@
 #
 # diverge: rank 1 makes another call at op #50; every rank must return
 # CC_ERR_MISMATCH within 2 s naming both calls. legal: two communicators used
-# in another order on odd ranks: nothing flagged. trace-*: after a mismatch,
+# interleaved on two streams: nothing flagged. trace-*: after a mismatch,
 # a timeout, a killed rank and a SIGUSR1, the files in CC_TRACE_DIR and what
 # `cc-doctor trace` says of them. Exit 0 when every scenario passed, 77 with
 # no GPU, 1 otherwise.
