@@ -488,20 +488,39 @@ DecodeError parse_header(std::span<const uint8_t> b, const Limits& limits, Frame
   return DecodeError::none;
 }
 
+namespace {
+
+// Writes the header of the frame whose payload runs from start +
+// kHeaderSize to the end of out.
+void finish_header(std::vector<uint8_t>& out, size_t start, MsgType type, uint32_t request_id) {
+  uint8_t* h = out.data() + start;
+  put_u32(h, kMagic);
+  h[4] = static_cast<uint8_t>(kProtocolVersion);
+  h[5] = static_cast<uint8_t>(kProtocolVersion >> 8);
+  const auto t = static_cast<uint16_t>(type);
+  h[6] = static_cast<uint8_t>(t);
+  h[7] = static_cast<uint8_t>(t >> 8);
+  put_u32(h + 8, request_id);
+  put_u32(h + 12, static_cast<uint32_t>(out.size() - start - kHeaderSize));
+}
+
+}  // namespace
+
 void append_frame(std::vector<uint8_t>& out, uint32_t request_id, const Message& m) {
   const size_t start = out.size();
   out.resize(start + kHeaderSize);
   Writer w(out);
   std::visit([&](const auto& v) { fields(w, v); }, m);
-  uint8_t* h = out.data() + start;
-  put_u32(h, kMagic);
-  h[4] = static_cast<uint8_t>(kProtocolVersion);
-  h[5] = static_cast<uint8_t>(kProtocolVersion >> 8);
-  const auto type = static_cast<uint16_t>(type_of(m));
-  h[6] = static_cast<uint8_t>(type);
-  h[7] = static_cast<uint8_t>(type >> 8);
-  put_u32(h + 8, request_id);
-  put_u32(h + 12, static_cast<uint32_t>(out.size() - start - kHeaderSize));
+  finish_header(out, start, type_of(m), request_id);
+}
+
+void append_value_frame(std::vector<uint8_t>& out, uint32_t request_id,
+                        std::span<const uint8_t> value) {
+  const size_t start = out.size();
+  out.resize(start + kHeaderSize);
+  Writer w(out);
+  w.bytes(value, 0);
+  finish_header(out, start, MsgType::value, request_id);
 }
 
 std::vector<uint8_t> encode_frame(uint32_t request_id, const Message& m) {

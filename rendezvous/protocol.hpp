@@ -455,6 +455,11 @@ DecodeError parse_header(std::span<const uint8_t> bytes, const Limits& limits, F
 std::vector<uint8_t> encode_frame(uint32_t request_id, const Message& m);
 // Appends one complete frame to out (no reallocation when out has room).
 void append_frame(std::vector<uint8_t>& out, uint32_t request_id, const Message& m);
+// The same bytes as append_frame(out, request_id, Value{value}), without
+// first copying the value into a Value: a Get's answer of a large value is
+// copied once, from the store into the frame.
+void append_value_frame(std::vector<uint8_t>& out, uint32_t request_id,
+                        std::span<const uint8_t> value);
 
 // Decodes a payload of the given type. Every limit is enforced; trailing
 // bytes are an error.

@@ -285,26 +285,11 @@ class AsioServer final : public Server, private Sink {
   // ---- Sink ----------------------------------------------------------------
 
   void send(ConnId conn, uint32_t request_id, const Message& message) override {
-    auto it = sessions_.find(conn);
-    if (it == sessions_.end()) return;
-    Session& s = *it->second;
-    if (s.closed || s.overflowed) return;  // an overflowed one is dropped at the next flush
-    const size_t before = s.pending.size();
-    append_frame(s.pending, request_id, message);
-    core_.counters().bytes_out += s.pending.size() - before;
-    recount(s);
-    mark_dirty(it->second);
-    const size_t queued = s.pending.size() + s.writing.size();
-    if (queued > kMaxQueued) {
-      overflow(it->second,
-               "it does not read its replies (" + std::to_string(queued >> 20) + " MiB queued)");
-    } else if (queued_total_ > kMaxQueuedTotal) {
-      overflow(it->second,
-               "the replies waiting for clients that do not read passed the server's "
-               "bound of " +
-                   std::to_string(kMaxQueuedTotal >> 20) + " MiB in all (" +
-                   std::to_string(queued >> 20) + " MiB of them for this one)");
-    }
+    queue(conn, [&](std::vector<uint8_t>& out) { append_frame(out, request_id, message); });
+  }
+
+  void send_value(ConnId conn, uint32_t request_id, std::span<const uint8_t> value) override {
+    queue(conn, [&](std::vector<uint8_t>& out) { append_value_frame(out, request_id, value); });
   }
 
   void close(ConnId conn, const std::string&) override {
@@ -323,6 +308,32 @@ class AsioServer final : public Server, private Sink {
   }
 
   // ---- output ----------------------------------------------------------------
+
+  // Appends one frame (written by `append`) to the connection's replies, and
+  // overflows a connection past its bound, or past the server's in all.
+  template <typename Append>
+  void queue(ConnId conn, Append append) {
+    auto it = sessions_.find(conn);
+    if (it == sessions_.end()) return;
+    Session& s = *it->second;
+    if (s.closed || s.overflowed) return;  // an overflowed one is dropped at the next flush
+    const size_t before = s.pending.size();
+    append(s.pending);
+    core_.counters().bytes_out += s.pending.size() - before;
+    recount(s);
+    mark_dirty(it->second);
+    const size_t queued = s.pending.size() + s.writing.size();
+    if (queued > kMaxQueued) {
+      overflow(it->second,
+               "it does not read its replies (" + std::to_string(queued >> 20) + " MiB queued)");
+    } else if (queued_total_ > kMaxQueuedTotal) {
+      overflow(it->second,
+               "the replies waiting for clients that do not read passed the server's "
+               "bound of " +
+                   std::to_string(kMaxQueuedTotal >> 20) + " MiB in all (" +
+                   std::to_string(queued >> 20) + " MiB of them for this one)");
+    }
+  }
 
   // Keeps queued_total_ in step with what s holds.
   void recount(Session& s) {

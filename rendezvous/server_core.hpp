@@ -53,6 +53,11 @@ class Sink {
  public:
   virtual ~Sink() = default;
   virtual void send(ConnId conn, uint32_t request_id, const Message& message) = 0;
+  // A Get's answer: the value's bytes, valid only during the call. A sink
+  // that encodes frames overrides it to copy them once (append_value_frame).
+  virtual void send_value(ConnId conn, uint32_t request_id, std::span<const uint8_t> value) {
+    send(conn, request_id, Value{{value.begin(), value.end()}});
+  }
   // The core has forgotten this connection: flush what was sent, then close.
   virtual void close(ConnId conn, const std::string& reason) = 0;
   // No connection of job_id is a member or a joiner any more.
@@ -71,6 +76,11 @@ class ServerCore {
   // next_deadline() asks for at once. So one Set that wakes 100k waiters, or
   // 100k deadlines that pass together, never hold the I/O thread for long.
   static constexpr size_t kAnswersPerTurn = 2048;
+  // The bytes of values that one call into the core answers at most: a
+  // connection's further Gets wait in its buffer for the next call (a
+  // deadline due at once), so Gets of a large value, 60 of 1 MiB in one read,
+  // never copy more than this in one event.
+  static constexpr size_t kValueBytesPerTurn = size_t{4} << 20;
   // What a parked Get or Wait counts as holding besides its keys' bytes, for
   // the limits on parked requests (ServerOptions::max_parked_bytes_*).
   static constexpr size_t kParkedCost = 512;

@@ -46,9 +46,23 @@ bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::tim
   return true;
 }
 
-void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now) {
+void ServerCore::Impl::start_turn(Clock::time_point now) {
   current_time = now;
   turn_budget = ServerCore::kAnswersPerTurn;
+  turn_value_bytes = 0;
+}
+
+bool ServerCore::Impl::turn_spent() const {
+  return turn_value_bytes >= ServerCore::kValueBytesPerTurn;
+}
+
+void ServerCore::Impl::answer_value(ConnId c, uint32_t rid, const std::vector<uint8_t>& value) {
+  sink.send_value(c, rid, value);
+  turn_value_bytes += value.size();
+}
+
+void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now) {
+  start_turn(now);
   auto it = conns.find(id);
   if (it == conns.end()) return;
   Conn& c = *it->second;
@@ -63,11 +77,27 @@ void ServerCore::Impl::on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock
   }
   c.reader.feed(bytes);
   bool frame_ended = false;
-  while (auto f = c.reader.next()) {
+  if (!take_frames(c, &frame_ended, now)) return;  // c was dropped
+  after_frames(c, frame_ended, now);
+}
+
+// While the turn's value bytes last; then the rest waits for an input
+// deadline due at once, so other connections' frames come first.
+bool ServerCore::Impl::take_frames(Conn& c, bool* frame_ended, Clock::time_point now) {
+  disarm(c.input_timer);
+  while (!turn_spent()) {
+    auto f = c.reader.next();
+    if (!f) return true;
     c.last_frame = now;
-    frame_ended = true;
-    if (!handle(c, f->request_id, f->message, now)) return;  // c was dropped
+    *frame_ended = true;
+    if (!handle(c, f->request_id, f->message, now)) return false;
   }
+  if (c.reader.buffered() > 0) arm(c.input_timer, now, DeadlineKind::input, c.id);
+  return true;
+}
+
+void ServerCore::Impl::after_frames(Conn& c, bool frame_ended, Clock::time_point now) {
+  const ConnId id = c.id;
   if (c.reader.error() != DecodeError::none) {
     counters.frame_error(frame_error_kind(c.reader.error()));
     drop(c, 0, CC_ERR_RENDEZVOUS, describe(c.reader.error()));
@@ -112,8 +142,7 @@ void ServerCore::Impl::handshake_frame_too_large(Conn& c, const std::string& siz
 }
 
 void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason, Clock::time_point now) {
-  current_time = now;
-  turn_budget = ServerCore::kAnswersPerTurn;
+  start_turn(now);
   auto it = conns.find(id);
   if (it == conns.end()) return;
   Conn& c = *it->second;
@@ -270,6 +299,7 @@ void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   disarm(c.frame_timer);
   disarm(c.heartbeat_timer);
   disarm(c.idle_timer);
+  disarm(c.input_timer);
   if (failed && c.job != nullptr) joiner_lost(c, reason);
   cancel_all_parked(c);
   Job* job = c.job;

@@ -27,9 +27,9 @@ void ServerCore::Impl::disarm(Timer& t) {
 // At most a turn's budget of deadlines fire per call; the next call takes
 // the rest (next_deadline() is then already due).
 void ServerCore::Impl::expire(Clock::time_point now) {
-  current_time = now;
-  turn_budget = ServerCore::kAnswersPerTurn;
-  while (!deadlines.empty() && deadlines.begin()->first <= now && turn_budget > 0) {
+  start_turn(now);
+  while (!deadlines.empty() && deadlines.begin()->first <= now && turn_budget > 0 &&
+         !turn_spent()) {
     const DeadlineRef ref = deadlines.begin()->second;
     deadlines.erase(deadlines.begin());
     if (ref.kind == DeadlineKind::wake) {
@@ -59,6 +59,10 @@ void ServerCore::Impl::expire(Clock::time_point now) {
            "no " + std::string(c.phase == Phase::auth ? "authentication" : "hello") + " within " +
                std::to_string(opt.handshake_timeout.count()) +
                " ms of connecting (handshake deadline)");
+    } else if (ref.kind == DeadlineKind::input) {
+      c.input_timer.reset();
+      bool frame_ended = false;
+      if (take_frames(c, &frame_ended, now)) after_frames(c, frame_ended, now);
     } else if (ref.kind == DeadlineKind::idle) {
       c.idle_timer.reset();
       expire_idle(c, now);

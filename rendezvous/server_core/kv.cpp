@@ -118,7 +118,7 @@ bool ServerCore::Impl::on_get(Conn& c, uint32_t rid, const Get& g, Clock::time_p
   Job& job = *c.job;
   auto it = job.keys.find(g.key);
   if (it != job.keys.end()) {
-    send(c.id, rid, Value{it->second});
+    answer_value(c.id, rid, it->second);
     return true;
   }
   if (g.timeout_ms == 0) {

@@ -297,7 +297,7 @@ bool ServerCore::Impl::wake_listed(Job& job, const std::string& key, uint64_t be
   for (;;) {
     auto w = job.waiters.find(key);
     if (w == job.waiters.end() || w->second.front().seq >= before) return true;
-    if (turn_budget == 0) return false;
+    if (turn_budget == 0 || turn_spent()) return false;
     --turn_budget;
     const Waiter first = w->second.front();
     w->second.pop_front();
@@ -308,7 +308,7 @@ bool ServerCore::Impl::wake_listed(Job& job, const std::string& key, uint64_t be
     p.listed[first.slot].active = false;
     const bool answered = conns.count(p.conn) != 0;  // an orphan is answered by no one
     if (p.kind == Parked::Kind::get) {
-      if (answered) send(p.conn, p.request_id, Value{value});
+      if (answered) answer_value(p.conn, p.request_id, value);
       unpark(it);
       continue;
     }

@@ -52,7 +52,8 @@ enum class DeadlineKind : uint8_t {
   idle,
   job_ttl,
   wake,
-  reap
+  reap,
+  input  // a connection's frames left for the next turn (ServerCore::kValueBytesPerTurn)
 };
 
 struct DeadlineRef {
@@ -103,6 +104,7 @@ struct Conn {
   size_t parked_bytes = 0;       // what its parked Gets and Waits cost (Parked::cost)
   bool refused_parking = false;  // a Get or Wait past a parked limit was logged
   Timer handshake_timer, frame_timer, heartbeat_timer;
+  Timer input_timer;  // armed while complete frames wait for the next turn
   std::chrono::milliseconds watch_window{0};  // from Watch: silence allowed before a drop
   Clock::time_point last_heartbeat{};         // or the join, for Progress's silent_ms
   Timer idle_timer;                           // see ServerOptions::idle_timeout
@@ -256,6 +258,7 @@ struct ServerCore::Impl {
   std::map<uint64_t, server_core::PendingWake> wakes;
   uint64_t next_wake = 1;
   size_t turn_budget = 0;       // answers this call into the core may still give
+  size_t turn_value_bytes = 0;  // bytes of values this call into the core has answered
   std::list<uint64_t> orphans;  // parked Gets and Waits of closed connections
   Timer reap_timer;
   size_t incomplete_bytes = 0;  // Conn::incomplete over every connection
@@ -283,6 +286,14 @@ struct ServerCore::Impl {
   // ---- connections (connections.cpp) ---------------------------------------
   bool on_connect(ConnId id, const std::string& peer, Clock::time_point now, size_t closing);
   void on_bytes(ConnId id, std::span<const uint8_t> bytes, Clock::time_point now);
+  // Handles c's complete frames while the turn's budgets last; false when c was dropped.
+  bool take_frames(Conn& c, bool* frame_ended, Clock::time_point now);
+  void start_turn(Clock::time_point now);
+  bool turn_spent() const;
+  // A Get's answer, counted in the turn's value bytes.
+  void answer_value(ConnId c, uint32_t rid, const std::vector<uint8_t>& value);
+  // After c's frames of this call: decode errors, the incomplete bytes' bound, the frame deadline.
+  void after_frames(Conn& c, bool frame_ended, Clock::time_point now);
   void handshake_frame_too_large(Conn& c, const std::string& size);
   void on_disconnect(ConnId id, const std::string& reason, Clock::time_point now);
   bool handle(Conn& c, uint32_t rid, const Message& m, Clock::time_point now);

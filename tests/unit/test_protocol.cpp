@@ -136,6 +136,20 @@ TEST_CASE("every message type round-trips through a frame") {
   CHECK(std::get<rv::PreflightReport>(rep.message).results[1].error == 110);
 }
 
+TEST_CASE("a Get's answer written from the value's bytes is the frame of a Value") {
+  for (const std::vector<uint8_t>& value :
+       {std::vector<uint8_t>{}, std::vector<uint8_t>{0, 1, 255}, std::vector<uint8_t>(70000, 9)}) {
+    std::vector<uint8_t> direct = {7, 7};  // appended after what the buffer holds
+    rv::append_value_frame(direct, 41, value);
+    std::vector<uint8_t> framed = {7, 7};
+    rv::append_frame(framed, 41, rv::Value{value});
+    CHECK(direct == framed);
+    const auto got = decode_one(std::vector<uint8_t>(direct.begin() + 2, direct.end()));
+    CHECK(got.request_id == 41);
+    CHECK(std::get<rv::Value>(got.message).value == value);
+  }
+}
+
 TEST_CASE("malformed frames are refused with their reason") {
   auto good = rv::encode_frame(1, rv::Set{"k", {1, 2}});
 

@@ -355,3 +355,49 @@ TEST_CASE("abuse: the frame deadline is per frame, so a steady pipeline is never
   REQUIRE(h.sink.closed.count(2));
   CHECK_THAT(h.sink.closed[2], Catch::Contains("a frame stalled") && Catch::Contains("for 50 ms"));
 }
+
+TEST_CASE("abuse: Gets of a large value answer a turn's value bytes per call, in order") {
+  constexpr size_t kMiB = size_t{1} << 20;
+  constexpr size_t kGets = 60;
+  constexpr size_t kPerTurn = rv::ServerCore::kValueBytesPerTurn / kMiB;
+  static_assert(kPerTurn >= 1 && kPerTurn < kGets);
+  Harness h;
+  h.client(1, "a");
+  h.client(2, "a");
+  h.feed(1, rv::Set{"big", std::vector<uint8_t>(kMiB, 7)});
+  REQUIRE(std::holds_alternative<rv::Ok>(h.one(1)));
+  // 60 Gets in one read: the first call answers a turn's worth, and the
+  // others' frames are not held up behind the rest.
+  park_gets(h, 1, "big", kGets, 0);
+  CHECK(h.take(1).size() == kPerTurn);
+  h.feed(2, rv::Get{"big", 0}, 9);
+  CHECK(h.take(2).size() == 1);
+  REQUIRE(h.core.next_deadline());
+  CHECK(*h.core.next_deadline() <= h.now);  // the rest is due at once
+  std::vector<uint32_t> order;
+  size_t calls = 0;
+  while (h.core.next_deadline() && *h.core.next_deadline() <= h.now) {
+    h.core.expire(h.now);
+    const auto sent = h.take(1);
+    CHECK(sent.size() <= kPerTurn);
+    for (const Sent& s : sent) {
+      REQUIRE(std::holds_alternative<rv::Value>(s.message));
+      CHECK(std::get<rv::Value>(s.message).value.size() == kMiB);
+      order.push_back(s.request_id);
+    }
+    REQUIRE(++calls < 100);
+  }
+  CHECK(calls == (kGets - 1) / kPerTurn);
+  // Every Get was answered once, in the order sent.
+  REQUIRE(order.size() == kGets - kPerTurn);
+  for (size_t i = 0; i < order.size(); ++i) CHECK(order[i] == kPerTurn + i + 1);
+  // Small answers are not held back: a Get of a small key in the same read
+  // as 3 large ones is answered in the same call.
+  h.feed(1, rv::Set{"small", {1}});
+  REQUIRE(std::holds_alternative<rv::Ok>(h.one(1)));
+  std::vector<uint8_t> mixed;
+  rv::append_frame(mixed, 100, rv::Get{"big", 0});
+  for (uint32_t i = 0; i < 3; ++i) rv::append_frame(mixed, 101 + i, rv::Get{"small", 0});
+  h.core.on_bytes(1, mixed, h.now);
+  CHECK(h.take(1).size() == 4);
+}
