@@ -65,6 +65,7 @@ struct Session {
   tcp::socket sock;
   std::vector<uint8_t> pending;  // frames queued while a write is in flight
   std::vector<uint8_t> writing;  // the bytes of the write in flight
+  size_t written = 0;            // of writing, already taken by the socket
   bool write_busy = false;
   bool dirty = false;    // in the server's flush list
   bool closing = false;  // the core forgot it: flush, then close
@@ -82,6 +83,8 @@ constexpr int kReadsPerWake = 16;
 // for it, or once the replies waiting for every client pass kMaxQueuedTotal.
 constexpr size_t kMaxQueued = size_t{64} << 20;
 constexpr size_t kMaxQueuedTotal = size_t{1} << 30;
+// The most one write to a socket takes from a connection's replies.
+constexpr size_t kWritePiece = size_t{256} << 10;
 // How long stop() waits for the io thread, beyond the drain timeout, before
 // stopping its loop outright.
 constexpr auto kStopMargin = std::chrono::seconds(1);
@@ -382,42 +385,48 @@ class AsioServer final : public Server, private Sink {
 
   void start_write(const SessionPtr& s) {
     if (s->closed || s->write_busy) return;
-    if (s->pending.empty()) {
-      if (s->closing) finish_close(s);
-      return;
+    if (s->written == s->writing.size()) {  // nothing in flight: take what is queued
+      s->writing.clear();
+      if (s->writing.capacity() > (1u << 20)) s->writing.shrink_to_fit();
+      s->written = 0;
+      if (s->pending.empty()) {
+        recount(*s);
+        if (s->closing) finish_close(s);
+        return;
+      }
+      s->writing.swap(s->pending);
+      s->pending.clear();
     }
-    s->writing.swap(s->pending);
-    s->pending.clear();
-    // Most replies fit the socket buffer: try at once, go asynchronous only
-    // for the rest.
+    // One piece per turn of the io thread: a client that asked for 60 MiB
+    // of replies cannot make one handler copy tens of MiB into the kernel's
+    // socket buffers while the other connections wait. Most replies are
+    // written here at once, whole.
     std::error_code ec;
-    const size_t n = s->sock.write_some(asio::buffer(s->writing), ec);
+    const size_t piece = std::min(s->writing.size() - s->written, kWritePiece);
+    const size_t n = s->sock.write_some(asio::buffer(s->writing.data() + s->written, piece), ec);
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
       socket_failed(s, ec);
       return;
     }
-    if (!ec && n == s->writing.size()) {
+    if (!ec) s->written += n;
+    if (s->written == s->writing.size() && s->pending.empty()) {
       s->writing.clear();
+      s->written = 0;
       recount(*s);
       if (s->closing) finish_close(s);
       return;
     }
-    const size_t done = ec ? 0 : n;
     s->write_busy = true;
     if (s->closing) start_linger(s);
-    asio::async_write(s->sock, asio::buffer(s->writing.data() + done, s->writing.size() - done),
-                      [this, s](std::error_code wec, size_t) {
-                        s->write_busy = false;
-                        s->writing.clear();
-                        if (s->writing.capacity() > (1u << 20)) s->writing.shrink_to_fit();
-                        recount(*s);
-                        if (wec) {
-                          socket_failed(s, wec);
-                        } else {
-                          start_write(s);
-                        }
-                        flush();
-                      });
+    s->sock.async_wait(tcp::socket::wait_write, [this, s](std::error_code wec) {
+      s->write_busy = false;
+      if (wec) {
+        socket_failed(s, wec);
+      } else {
+        start_write(s);
+      }
+      flush();
+    });
   }
 
   void start_linger(const SessionPtr& s) {

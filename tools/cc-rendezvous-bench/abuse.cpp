@@ -450,6 +450,11 @@ class EncodingSink : public rv::Sink {
     ++sent;
     if (out_.size() > (1u << 20)) out_.clear();
   }
+  void send_value(rv::ConnId, uint32_t request_id, std::span<const uint8_t> value) override {
+    rv::append_value_frame(out_, request_id, value);
+    ++sent;
+    if (out_.size() > (1u << 20)) out_.clear();
+  }
   void close(rv::ConnId, const std::string&) override {}
   size_t sent = 0;
 
@@ -535,6 +540,20 @@ bool run_core_events(int n) {
     now += 1000ms;
     auto l = time_calls(core, now, [&] { core.expire(now); });
     print_longest("n waits expiring together", n, l, sink.sent - before);
+  }
+  {
+    // The hogs of --abuse: 8 connections, each asking for 60 Gets of a 1 MiB
+    // value in one read.
+    EncodingSink sink;
+    rv::ServerCore core(o, sink);
+    hello(core, 1);
+    feed(core, 1, rv::encode_frame(2, rv::Set{"big", std::vector<uint8_t>(1u << 20, 7)}));
+    for (rv::ConnId c = 2; c < 10; ++c) hello(core, c);
+    const size_t before = sink.sent;
+    auto l = time_calls(core, now, [&] {
+      for (rv::ConnId c = 2; c < 10; ++c) feed(core, c, gets("big", 60, 0));
+    });
+    print_longest("8 connections' 60 Gets of 1 MiB", 8, l, sink.sent - before);
   }
   std::fflush(stdout);
   return true;
