@@ -1,11 +1,9 @@
-// The etcd backend: connection, store operations, membership lease and its
+// The etcd backend: connection, membership lease and its
 // keepalive thread, the members' watch thread, leave and abort. The join
-// lives in backend_join.cpp.
+// lives in backend_join.cpp, the store in backend_store.cpp.
 #include "rendezvous/etcd/backend.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <unordered_set>
 
 #include "common/log.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
@@ -15,19 +13,6 @@ namespace cc::rv::etcd {
 namespace {
 
 constexpr milliseconds kWatchSlice{30000};  // a generation's watch is opened again this often
-constexpr size_t kWaitBatch = 64;           // ranges in one transaction (etcd allows 128 ops)
-
-std::optional<int64_t> parse_int64(const std::string& v) {
-  int64_t out = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || p != v.data() + v.size() || v.empty()) return std::nullopt;
-  return out;
-}
-
-std::string as_string(std::span<const uint8_t> v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> as_bytes(const std::string& s) {
-  return std::vector<uint8_t>(s.begin(), s.end());
-}
 
 }  // namespace
 
@@ -405,188 +390,6 @@ Status Backend::connect(const BackendOptions& options, std::unique_ptr<Backend>*
                             : impl->etcd->check(Impl::after(options.connect_timeout));
   if (!s.ok()) return make_status(s.code, "cannot use the rendezvous: " + s.message);
   out->reset(new Backend(std::move(impl)));
-  return Status::success();
-}
-
-Status Backend::set(const std::string& key, std::span<const uint8_t> value) {
-  Impl& i = *impl_;
-  return i.etcd->put(i.keys.kv(key), as_string(value), 0, i.after(i.opt.request_timeout));
-}
-
-Status Backend::get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) {
-  Impl& i = *impl_;
-  const auto start = Clock::now();
-  const std::string k = i.keys.kv(key);
-  std::optional<KeyValue> kv;
-  int64_t revision = 0;
-  if (Status s = i.etcd->get(k, i.after(i.opt.request_timeout), &kv, &revision); !s.ok()) return s;
-  if (kv) {
-    if (value != nullptr) *value = as_bytes(kv->value);
-    return Status::success();
-  }
-  const std::string job = quote(i.opt.job_id);
-  if (timeout_ms == 0)
-    return make_status(CC_ERR_TIMEOUT, "key " + quote(key) + " is not set in job " + job +
-                                           " (get without waiting)");
-  WatchSpec spec;
-  spec.key = k;
-  spec.start_revision = revision + 1;
-  spec.no_delete = true;
-  Status s = i.etcd->watch({spec}, start + milliseconds(timeout_ms), nullptr,
-                           [&](const std::vector<WatchEvent>& evs, int64_t) {
-                             if (value != nullptr) *value = as_bytes(evs.front().kv.value);
-                             return false;
-                           });
-  if (s.code == CC_ERR_TIMEOUT)
-    return make_status(CC_ERR_TIMEOUT,
-                       "key " + quote(key) + " of job " + job + " was not set within " +
-                           std::to_string(timeout_ms) +
-                           " ms; check that the rank that sets it is running and uses the same "
-                           "job id and rendezvous server");
-  return s;
-}
-
-Status Backend::add(const std::string& key, int64_t delta, int64_t* result) {
-  Impl& i = *impl_;
-  const Deadline deadline = i.after(i.opt.request_timeout);
-  const std::string k = i.keys.kv(key);
-  const std::string w = i.keys.writer(key);
-  const std::string op_id = i.next_op_id();
-  const std::string where = "add on key " + quote(key) + " of job " + quote(i.opt.job_id);
-  Txn t;
-  t.compare = {Compare::absent(k)};
-  t.success = {Op::put(k, std::to_string(delta)), Op::put(w, op_id)};
-  t.failure = {Op::get(k), Op::get(w)};
-  int64_t next = delta;
-  for (;;) {
-    TxnResult r;
-    if (Status s = i.etcd->txn(t, deadline, &r); !s.ok()) return s;
-    if (r.succeeded) {
-      if (result != nullptr) *result = next;
-      return Status::success();
-    }
-    const auto& kvs = r.responses.at(0).range.kvs;
-    if (kvs.empty()) {  // deleted meanwhile: start again from nothing
-      t.compare = {Compare::absent(k)};
-      next = delta;
-      t.success[0] = Op::put(k, std::to_string(next));
-      continue;
-    }
-    const KeyValue& cur = kvs.front();
-    const auto& marks = r.responses.at(1).range.kvs;
-    const auto value = parse_int64(cur.value);
-    // An attempt whose answer was lost (and was sent again elsewhere) did it.
-    if (!marks.empty() && marks.front().value == op_id &&
-        marks.front().mod_revision == cur.mod_revision && value) {
-      if (result != nullptr) *result = *value;
-      return Status::success();
-    }
-    if (!value)
-      return make_status(
-          CC_ERR_INVALID_ARGUMENT,
-          where +
-              ": its value is not a decimal integer (it was set by set, not add); use another key");
-    if (__builtin_add_overflow(*value, delta, &next))
-      return make_status(CC_ERR_INVALID_ARGUMENT, where + ": " + std::to_string(*value) + " + " +
-                                                      std::to_string(delta) +
-                                                      " overflows a 64-bit integer");
-    t.compare = {Compare::mod_revision_is(k, cur.mod_revision)};
-    t.success[0] = Op::put(k, std::to_string(next));
-    if (Clock::now() >= deadline)
-      return make_status(CC_ERR_TIMEOUT, where + ": other writers kept changing it for " +
-                                             std::to_string(i.opt.request_timeout.count()) + " ms");
-  }
-}
-
-Status Backend::wait(const std::vector<std::string>& keys, uint32_t timeout_ms) {
-  Impl& i = *impl_;
-  const auto start = Clock::now();
-  std::vector<std::string> unique;
-  {
-    std::unordered_set<std::string> seen;
-    for (const auto& k : keys)
-      if (seen.insert(k).second) unique.push_back(k);
-  }
-  std::vector<std::string> missing;
-  int64_t from = 0;
-  for (size_t b = 0; b < unique.size(); b += kWaitBatch) {
-    Txn t;
-    const size_t end = std::min(unique.size(), b + kWaitBatch);
-    for (size_t j = b; j < end; ++j) t.success.push_back(Op::get(i.keys.kv(unique[j])));
-    TxnResult r;
-    if (Status s = i.etcd->txn(t, i.after(i.opt.request_timeout), &r); !s.ok()) return s;
-    from = from == 0 ? r.revision : std::min(from, r.revision);
-    for (size_t j = b; j < end; ++j)
-      if (r.responses.at(j - b).range.kvs.empty()) missing.push_back(unique[j]);
-  }
-  if (missing.empty()) return Status::success();
-  const std::string job = quote(i.opt.job_id);
-  if (timeout_ms == 0)
-    return make_status(CC_ERR_TIMEOUT,
-                       "wait on job " + job + " without waiting: not set: " + key_list(missing));
-  std::vector<WatchSpec> specs;
-  for (const auto& k : missing) {
-    WatchSpec spec;
-    spec.key = i.keys.kv(k);
-    spec.start_revision = from + 1;
-    spec.no_delete = true;
-    specs.push_back(std::move(spec));
-  }
-  std::vector<bool> arrived(missing.size(), false);
-  size_t left = missing.size();
-  Status s = i.etcd->watch(specs, start + milliseconds(timeout_ms), nullptr,
-                           [&](const std::vector<WatchEvent>& evs, int64_t) {
-                             for (const WatchEvent& e : evs)
-                               if (!arrived[e.spec]) {
-                                 arrived[e.spec] = true;
-                                 --left;
-                               }
-                             return left > 0;
-                           });
-  if (s.code == CC_ERR_TIMEOUT) {
-    std::vector<std::string> still;
-    for (size_t j = 0; j < missing.size(); ++j)
-      if (!arrived[j]) still.push_back(missing[j]);
-    return make_status(
-        CC_ERR_TIMEOUT,
-        "wait on job " + job + " timed out after " + std::to_string(timeout_ms) +
-            " ms; still missing: " + key_list(still) +
-            "; check that the ranks that set them are running and use the same job id");
-  }
-  return s;
-}
-
-Status Backend::del(const std::string& key) {
-  Impl& i = *impl_;
-  Txn t;
-  t.success = {Op::del(i.keys.kv(key)), Op::del(i.keys.writer(key))};
-  TxnResult r;
-  return i.etcd->txn(t, i.after(i.opt.request_timeout), &r);
-}
-
-Status Backend::compare_set(const std::string& key, const std::vector<uint8_t>* expected,
-                            std::span<const uint8_t> desired, bool* swapped) {
-  Impl& i = *impl_;
-  const std::string k = i.keys.kv(key);
-  const std::string w = i.keys.writer(key);
-  const std::string op_id = i.next_op_id();
-  Txn t;
-  t.compare = {expected != nullptr
-                   ? Compare::value_is(k, std::string(expected->begin(), expected->end()))
-                   : Compare::absent(k)};
-  t.success = {Op::put(k, as_string(desired)), Op::put(w, op_id)};
-  t.failure = {Op::get(k), Op::get(w)};
-  TxnResult r;
-  if (Status s = i.etcd->txn(t, i.after(i.opt.request_timeout), &r); !s.ok()) return s;
-  bool done = r.succeeded;
-  if (!done) {
-    // An attempt whose answer was lost (and was sent again elsewhere) did it.
-    const auto& kvs = r.responses.at(0).range.kvs;
-    const auto& marks = r.responses.at(1).range.kvs;
-    done = !kvs.empty() && !marks.empty() && marks.front().value == op_id &&
-           marks.front().mod_revision == kvs.front().mod_revision;
-  }
-  if (swapped != nullptr) *swapped = done;
   return Status::success();
 }
 

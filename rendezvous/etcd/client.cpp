@@ -138,6 +138,12 @@ Compare Compare::absent(std::string key) {
   return c;
 }
 
+Compare Compare::none_under(std::string prefix) {
+  Compare c = absent(prefix);
+  c.range_end = prefix_end(c.key);
+  return c;
+}
+
 Compare Compare::value_is(std::string key, std::string value) {
   Compare c = compare_on(std::move(key), Target::value);
   c.value = std::move(value);
@@ -175,6 +181,13 @@ Op Op::get(std::string key) { return key_op(Kind::range, std::move(key), false);
 Op Op::get_prefix(std::string prefix, bool keys_only) {
   Op op = key_op(Kind::range, std::move(prefix), true);
   op.keys_only = keys_only;
+  return op;
+}
+
+Op Op::count_prefix(std::string prefix, int64_t max_create_revision) {
+  Op op = key_op(Kind::range, std::move(prefix), true);
+  op.count_only = true;
+  op.max_create_revision = max_create_revision;
   return op;
 }
 

@@ -100,8 +100,12 @@ struct Compare {
   Result result = Result::equal;
   int64_t number = 0;  // version, create or mod revision, lease
   std::string value;   // Target::value
+  // Not empty: the condition must hold for every key in [key, range_end)
+  // (an empty range holds it for create, mod and version).
+  std::string range_end;
 
   static Compare absent(std::string key);  // create_revision == 0
+  static Compare none_under(std::string prefix);  // no key starts with prefix
   static Compare value_is(std::string key, std::string value);
   static Compare mod_revision_is(std::string key, int64_t revision);
   static Compare lease_is(std::string key, int64_t lease);
@@ -121,12 +125,17 @@ struct Op {
   bool ignore_value = false;       // put: keep the value, change the lease
   bool keys_only = false;          // range
   int64_t limit = 0;               // range
+  bool count_only = false;         // range: the count alone, no keys
+  int64_t max_create_revision = 0; // range: only keys created at or before it (0: any)
   std::shared_ptr<const Txn> txn;  // a nested transaction (etcd 3.3+)
 
   static Op put(std::string key, std::string value, int64_t lease = 0, bool prev_kv = false);
   static Op move_to_lease(std::string key, int64_t lease);  // the value kept; 0: no lease
   static Op get(std::string key);
   static Op get_prefix(std::string prefix, bool keys_only = false);
+  // How many keys start with prefix (those created at or before
+  // max_create_revision, when not 0): RangeResult::count.
+  static Op count_prefix(std::string prefix, int64_t max_create_revision = 0);
   static Op del(std::string key);
   static Op del_prefix(std::string prefix);
   static Op nested(Txn txn);

@@ -25,6 +25,9 @@ Keys::Keys(const std::string& prefix, const std::string& job_id) {
 }
 
 std::string Keys::kv(const std::string& key) const { return root_ + "kv/" + key; }
+std::string Keys::adds(const std::string& key) const {
+  return root_ + "add/" + escape_component(key) + "/";
+}
 std::string Keys::writer(const std::string& key) const { return root_ + "writer/" + key; }
 std::string Keys::generation(Gen g) const {
   return root_ + "gen/" + std::to_string(g.g) +

@@ -1,7 +1,9 @@
 // Where a job's rendezvous lives in etcd's key space. Pure: no I/O.
 //
 //   <prefix>/<job>/kv/<key>                the store's keys (cc_store_*)
-//   <prefix>/<job>/writer/<key>            the id of the last add or compare-set that wrote <key>
+//   <prefix>/<job>/writer/<key>            the id of the last compare-set that wrote <key>
+//   <prefix>/<job>/add/<key>/one/<op>      an add of 1 to <key> (key escaped as a job id is)
+//   <prefix>/<job>/add/<key>/any/<op>      an add of any other delta: the delta, in decimal
 //   <prefix>/<job>/gen/<g>/member/<rank>   who the rank is; on the rank's lease (its membership)
 //   <prefix>/<job>/gen/<g>/result          the outcome: the id, or the failure's words
 //   <prefix>/<job>/gen/<g>/roster          every member's host and pid, put with the result
@@ -45,6 +47,10 @@ class Keys {
   std::string kv(const std::string& key) const;
   std::string writer(const std::string& key) const;
   std::string kv_prefix() const { return root_ + "kv/"; }
+  // Every add made to `key` since it was last set or deleted: one key per add.
+  std::string adds(const std::string& key) const;
+  std::string adds_of_one(const std::string& key) const { return adds(key) + "one/"; }
+  std::string adds_of_any(const std::string& key) const { return adds(key) + "any/"; }
 
   std::string generation(Gen g) const;  // "<root>gen/<g>/"
   std::string member_prefix(Gen g) const;

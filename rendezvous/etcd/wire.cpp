@@ -161,6 +161,7 @@ json compare_json(const Compare& c) {
   json j{{"key", b64(c.key)}, {"target", w.name}, {"result", result_name(c.result)}};
   if (w.field)
     j[w.field] = c.target == Compare::Target::value ? b64(c.value) : std::to_string(c.number);
+  if (!c.range_end.empty()) j["range_end"] = b64(c.range_end);
   return j;
 }
 
@@ -191,8 +192,13 @@ json op_json(const Op& op) {
   switch (op.kind) {
     case Op::Kind::put:
       return json{{"request_put", put_json(op)}};
-    case Op::Kind::range:
-      return json{{"request_range", range_json(op.key, op.range_end, op.keys_only, op.limit)}};
+    case Op::Kind::range: {
+      json r = range_json(op.key, op.range_end, op.keys_only, op.limit);
+      if (op.count_only) r["count_only"] = true;
+      if (op.max_create_revision > 0)
+        r["max_create_revision"] = std::to_string(op.max_create_revision);
+      return json{{"request_range", r}};
+    }
     case Op::Kind::del: {
       json d{{"key", b64(op.key)}};
       if (!op.range_end.empty()) d["range_end"] = b64(op.range_end);

@@ -1,5 +1,6 @@
 #include "tests/etcd/store_cases.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -198,6 +199,95 @@ void store_case_concurrent_adders(StoreBackend& b) {
   CHECK(text(v) == std::to_string(kAdders * kEach * 100));
 }
 
+void store_case_add_with_set_and_delete(StoreBackend& b) {
+  auto s = b.connect("add-set-delete");
+  std::vector<uint8_t> v;
+  int64_t n = 0;
+  // a decimal put by set is where adds start
+  must(s->set("c", bytes("5")));
+  must(s->add("c", 2, &n));
+  CHECK(n == 7);
+  must(s->add("c", 1, &n));
+  CHECK(n == 8);
+  must(s->get("c", &v, 0));
+  CHECK(text(v) == "8");
+  // adds of 1 and of other deltas mixed, and a total of 0 is still a value
+  must(s->add("mixed", 1, &n));
+  must(s->add("mixed", -3, &n));
+  CHECK(n == -2);
+  must(s->add("mixed", 1, &n));
+  must(s->add("mixed", 1, &n));
+  CHECK(n == 0);
+  must(s->get("mixed", &v, 0));
+  CHECK(text(v) == "0");
+  must(s->wait({"mixed"}, 0));
+  // a set replaces the total, text included, and adds are then refused
+  must(s->set("c", bytes("words")));
+  must(s->get("c", &v, 0));
+  CHECK(text(v) == "words");
+  cc::Status st = s->add("c", 1, &n);
+  CHECK(st.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(st.message, Catch::Contains("'c'") && Catch::Contains("not a decimal integer") &&
+                             Catch::Contains("set by set"));
+  // a delete resets: the next add starts from nothing
+  must(s->del("c"));
+  CHECK(s->get("c", &v, 0).code == CC_ERR_TIMEOUT);
+  CHECK(s->wait({"c"}, 0).code == CC_ERR_TIMEOUT);
+  must(s->add("c", 1, &n));
+  CHECK(n == 1);
+  // overflow downwards is refused too, the total unchanged
+  must(s->add("low", INT64_MIN, &n));
+  st = s->add("low", -1, &n);
+  CHECK(st.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(st.message, Catch::Contains(std::to_string(INT64_MIN) + " + -1") &&
+                             Catch::Contains("overflows a 64-bit integer"));
+  must(s->add("low", 1, &n));
+  CHECK(n == INT64_MIN + 1);
+}
+
+void store_case_add_wakes_waiters(StoreBackend& b) {
+  auto s = b.connect("add-wakes");
+  auto other = b.connect("add-wakes");
+  auto adder = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    int64_t n = 0;
+    cc::Status st = other->add("made-by-add", 4, &n);
+    if (st.ok()) st = other->add("waited-by-add", 1, &n);
+    return st;
+  });
+  std::vector<uint8_t> v;
+  const auto t0 = Clock::now();
+  must(s->get("made-by-add", &v, 10000));  // a get that waits is answered with the total
+  CHECK(text(v) == "4");
+  must(s->wait({"waited-by-add"}, 10000));
+  CHECK(ms_since(t0) < 5000);
+  must(adder.get());
+}
+
+void store_case_concurrent_adds_exact(StoreBackend& b) {
+  constexpr int kAdders = 128;
+  std::vector<std::unique_ptr<cc::rv::Client>> conns;
+  for (int i = 0; i < kAdders; ++i) conns.push_back(b.connect("exact-adds"));
+  std::atomic<int> ready{0};
+  std::atomic<int> failures{0};
+  std::vector<int64_t> results(kAdders, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kAdders; ++i)
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kAdders) std::this_thread::yield();
+      if (!conns[static_cast<size_t>(i)]->add("arrived", 1, &results[static_cast<size_t>(i)]).ok())
+        ++failures;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  std::sort(results.begin(), results.end());
+  for (int i = 0; i < kAdders; ++i) CHECK(results[static_cast<size_t>(i)] == i + 1);
+  std::vector<uint8_t> v;
+  must(conns[0]->get("arrived", &v, 0));
+  CHECK(text(v) == std::to_string(kAdders));
+}
+
 void store_case_compare_set(StoreBackend& b) {
   if (!b.has_compare_set()) return;
   auto s = b.connect("cas");
@@ -226,6 +316,13 @@ void store_case_compare_set(StoreBackend& b) {
   must(s->set("blank", {}));
   must(b.compare_set(*s, "blank", &empty, bytes("filled"), &swapped));
   CHECK(swapped);
+  // a key made by add is not absent
+  int64_t n = 0;
+  must(s->add("counted", 1, &n));
+  must(b.compare_set(*s, "counted", nullptr, bytes("x"), &swapped));
+  CHECK_FALSE(swapped);
+  must(s->get("counted", &v, 0));
+  CHECK(text(v) == "1");
   // a compare-set wakes a waiting get
   auto waiter = std::async(std::launch::async, [&] {
     auto w = b.connect("cas");

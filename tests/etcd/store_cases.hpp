@@ -38,6 +38,9 @@ void store_case_add_refusals(StoreBackend& b);
 void store_case_delete(StoreBackend& b);
 void store_case_jobs_apart(StoreBackend& b);
 void store_case_concurrent_adders(StoreBackend& b);
+void store_case_add_with_set_and_delete(StoreBackend& b);
+void store_case_add_wakes_waiters(StoreBackend& b);
+void store_case_concurrent_adds_exact(StoreBackend& b);
 void store_case_compare_set(StoreBackend& b);
 void store_case_racing_compare_sets(StoreBackend& b);
 

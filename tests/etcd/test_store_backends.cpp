@@ -88,6 +88,11 @@ STORE_CASE("add refuses text and overflow", store_case_add_refusals, ALL_STORES)
 STORE_CASE("delete", store_case_delete, ALL_STORES)
 STORE_CASE("jobs keep apart", store_case_jobs_apart, ALL_STORES)
 STORE_CASE("concurrent adders lose nothing", store_case_concurrent_adders, ALL_STORES)
+STORE_CASE("add after set, with set and delete between", store_case_add_with_set_and_delete,
+           ALL_STORES)
+STORE_CASE("an add wakes a get and a wait", store_case_add_wakes_waiters, ALL_STORES)
+STORE_CASE("128 concurrent adds of 1 return exactly 1..128", store_case_concurrent_adds_exact,
+           ALL_STORES)
 STORE_CASE("compare-set", store_case_compare_set, EtcdOne, EtcdThree)
 STORE_CASE("64 racing compare-sets have exactly one winner", store_case_racing_compare_sets,
            EtcdOne, EtcdThree)
