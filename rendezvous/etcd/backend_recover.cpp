@@ -532,15 +532,13 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     }
     asked.reset();
   };
+  uint32_t epoch_seen = 0;  // the communicator's latest generation, as last read
   for (;;) {
     if (Clock::now() >= deadline) {
       withdraw();
       return make_status(CC_ERR_TIMEOUT,
-                         "rank " + std::to_string(jr) + " waited " +
-                             std::to_string(req.timeout_ms) + " ms as a replacement in job " +
-                             quote(opt.job_id) + " (communicator " + std::to_string(g) +
-                             "), and no cc_comm_regrow took it: the survivors did not call "
-                             "cc_comm_regrow (or shrank instead) within that time");
+                         rules::replacement_late_words(jr, req.timeout_ms,
+                                                       where(opt.job_id, g, epoch_seen)));
     }
     const Deadline requests = std::min(deadline, after(opt.request_timeout));
     std::optional<KeyValue> latest;
@@ -548,6 +546,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
       return make_status(s.code, me_words + ": " + s.message);
     uint32_t e = 0;
     if (latest) e = static_cast<uint32_t>(std::strtoul(latest->value.c_str(), nullptr, 10));
+    epoch_seen = e;
     const Gen from{g, e};
     const Gen next{g, e + 1};
     Snapshot snap;

@@ -59,6 +59,13 @@ std::string replacement_waiting_words(const std::string& late, int32_t rank,
          "; start one process per failed rank";
 }
 
+std::string replacement_late_words(int32_t rank, uint32_t timeout_ms, const std::string& where) {
+  return "rank " + std::to_string(rank) + " waited " + std::to_string(timeout_ms) +
+         " ms as a replacement in " + where +
+         ", and no cc_comm_regrow took it: the survivors did not call cc_comm_regrow (or shrank "
+         "instead) within that time";
+}
+
 std::string own_connection_words(RecoverKind kind, const MemberInfo& in) {
   return std::string(recover_call_name(kind)) + " by " + member_who(in) +
          ": a recovery needs a connection of its own, and this one is already a member or "

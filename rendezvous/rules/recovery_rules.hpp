@@ -70,6 +70,9 @@ std::string alive_rank_words(const std::string& late, int32_t rank, const std::s
 std::string replacement_waiting_words(const std::string& late, int32_t rank,
                                       const MemberInfo& waiting);
 
+// A replacement's own deadline passed before a regrow took it.
+std::string replacement_late_words(int32_t rank, uint32_t timeout_ms, const std::string& where);
+
 // A recovery asked on a connection that is a member or recovering.
 std::string own_connection_words(RecoverKind kind, const MemberInfo& in);
 

@@ -340,10 +340,7 @@ void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
   Lineage& l = job.lineages.at(g);
   if (p.replacement) {
     send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
-               "rank " + std::to_string(p.rank) + " waited " + std::to_string(p.timeout_ms) +
-                   " ms as a replacement in " + where(job.id, g, l.epoch) +
-                   ", and no cc_comm_regrow took it: the survivors did not call cc_comm_regrow " +
-                   "(or shrank instead) within that time");
+               rules::replacement_late_words(p.rank, p.timeout_ms, where(job.id, g, l.epoch)));
     l.replacements.erase(p.rank);
     finish_parked(id);
     --job.joiners;
