@@ -82,8 +82,8 @@ struct RecoveryCase {
   cc_result_t code;  // what every call returns
   std::string words;  // its words (CC_SUCCESS: none)
   // On success, what every caller and replacement is told.
-  std::vector<int32_t> members;  // job ranks by new rank
-  std::vector<int32_t> failed;   // ranks of generation 0 left out or replaced
+  std::vector<int32_t> members = {};  // job ranks by new rank
+  std::vector<int32_t> failed = {};   // ranks of generation 0 left out or replaced
 };
 
 const rv::RecoverKind kShrink = rv::RecoverKind::shrink;
