@@ -23,7 +23,7 @@ DEPENDS = {
     "rendezvous": ["common"],
     "rendezvous/rules": ["rendezvous"],
     "rendezvous/server_core": ["rendezvous/rules"],
-    "rendezvous/etcd": ["rendezvous/server_core"],
+    "rendezvous/etcd": ["rendezvous/rules"],
     "lib/launch": ["rendezvous/etcd"],
     "lib/fast": ["common"],
     "lib/core": ["common", "lib/fast"],

@@ -7,6 +7,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
+#include "rendezvous/rules/join_rules.hpp"
 
 namespace cc::rv::etcd {
 
@@ -334,8 +335,8 @@ Status Backend::Impl::do_abort(const std::string& reason) {
     const auto& [g, info] = *pending;
     // A pending join fails its whole generation: nobody waits for an aborted rank.
     (void)fail_generation(g, CC_ERR_ABORTED,
-                          member_who(info) + " aborted while joining job " + quote(opt.job_id) +
-                              " (generation " + std::to_string(g) + "): " + reason,
+                          rules::aborted_while_joining_words(
+                              member_who(info), rules::generation_where(opt.job_id, g), reason),
                           after(opt.request_timeout));
   }
   return announce_departure(PeerEventKind::aborted, reason, after(opt.request_timeout));

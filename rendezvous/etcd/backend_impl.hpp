@@ -14,19 +14,19 @@
 #include "rendezvous/etcd/client.hpp"
 #include "rendezvous/etcd/keys.hpp"
 #include "rendezvous/etcd/records.hpp"
-#include "rendezvous/server_core/words.hpp"
+#include "rendezvous/rules/words.hpp"
 
 namespace cc::rv::etcd {
 
 // Inside Backend, "Client" names its base, cc::rv::Client.
 using EtcdClient = Client;
 
-// The backend says what it says in the words of cc's own server.
-using server_core::key_list;
-using server_core::member_who;
-using server_core::nccl_text;
-using server_core::quote;
-using server_core::rank_ranges;
+// The backend says what it says in the words of the rules, as cc's own
+// server does.
+using rules::key_list;
+using rules::member_who;
+using rules::quote;
+using rules::rank_ranges;
 
 using std::chrono::milliseconds;
 

@@ -1,15 +1,14 @@
 // A rank's join on etcd (see backend.hpp for the whole story): one
 // transaction per rank claims its member key; rank 0 watches the member keys
-// arrive, checks each as cc's server checks a join, and puts the result once
-// all are there; every rank gets the result from its generation watch. The
-// words are those of cc's own server.
+// arrive, checks each by the join rules (rendezvous/rules/join_rules.hpp, as
+// cc's server does), and puts the result once all are there; every rank gets
+// the result from its generation watch.
 #include <algorithm>
 #include <map>
-#include <unordered_map>
 
 #include "common/log.hpp"
-#include "common/who.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
+#include "rendezvous/rules/join_rules.hpp"
 
 namespace cc::rv::etcd {
 
@@ -17,100 +16,43 @@ namespace {
 
 constexpr milliseconds kClosingGrace{1500};  // past the deadline, to name the missing ranks
 
-struct Refusal {
-  cc_result_t code = CC_SUCCESS;
-  std::string words;
-};
-
-std::string where_of(const std::string& job, uint32_t g) {
-  return "job " + quote(job) + " (generation " + std::to_string(g) + ")";
-}
-
-std::string out_of_range(const MemberInfo& in, int32_t world, const std::string& where) {
-  return member_who(in) + " is out of range for " + where + " of " + std::to_string(world) +
-         " ranks (valid: 0-" + std::to_string(world - 1) + "); check RANK and WORLD_SIZE";
-}
+using rules::Refusal;
+const auto where_of = rules::generation_where;
 
 // The members of a joining generation as rank 0 sees them arrive, each
-// checked as cc's server checks a join: against the world size and NCCL
-// version of the first to arrive, and no GPU of a host twice.
+// checked by the join rules, as cc's server checks a join; with their
+// records, for the roster and rank 0's id.
 class Arrivals {
  public:
   explicit Arrivals(std::string where) : where_(std::move(where)) {}
 
   std::optional<Refusal> arrive(const MemberRecord& m) {
-    const MemberInfo& in = m.info;
-    const std::string me = member_who(in);
-    if (!first_) first_ = in;
-    const MemberInfo& f = *first_;
-    if (in.world_size != f.world_size)
-      return Refusal{CC_ERR_MISMATCH, "ranks disagree on the world size of " + where_ + ": " +
-                                          member_who(f) + " said " + std::to_string(f.world_size) +
-                                          ", " + me + " said " + std::to_string(in.world_size) +
-                                          "; give every rank the same WORLD_SIZE"};
-    if (in.rank < 0 || in.rank >= f.world_size)
-      return Refusal{CC_ERR_INVALID_ARGUMENT, out_of_range(in, f.world_size, where_)};
-    if (in.nccl_version / 100 != f.nccl_version / 100) {
-      auto ref =
-          present_.find(f.rank);  // as cc's server: the first one's host and pid while it is there
-      const std::string host = ref != present_.end() ? ref->second.info.host : std::string();
-      const uint32_t pid = ref != present_.end() ? ref->second.info.pid : 0;
-      return Refusal{
-          CC_ERR_MISMATCH,
-          "ranks of " + where_ + " load different NCCL versions: " + cc::who(f.rank, host, pid) +
-              " has " + nccl_text(f.nccl_version) + ", " + me + " has " +
-              nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere"};
-    }
-    if (!in.gpu_uuid.empty()) {
-      auto [owner, added] = gpu_owner_.try_emplace(gpu_owner_key(in), in.rank);
-      if (!added && owner->second != in.rank)
-        return Refusal{CC_ERR_MISMATCH,
-                       member_who(present_.at(owner->second).info) + " and " + me + " of " +
-                           where_ + " use the same GPU " + in.gpu_uuid +
-                           "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)"};
-    }
-    present_[in.rank] = m;
+    if (auto refused = check_.arrive(m.info, where_)) return refused;
+    present_[m.info.rank] = m;
     return std::nullopt;
   }
 
   // A member key went while the generation joined (its lease expired).
   void leave(int32_t rank) {
-    auto it = present_.find(rank);
-    if (it == present_.end()) return;
-    if (!it->second.info.gpu_uuid.empty())
-      gpu_owner_.erase(gpu_owner_key(it->second.info));
-    present_.erase(it);
+    check_.leave(rank);
+    present_.erase(rank);
   }
 
-  int32_t world() const { return first_ ? first_->world_size : 0; }
-  bool complete() const {
-    return first_ && static_cast<int32_t>(present_.size()) == first_->world_size;
-  }
-  int32_t joined() const { return static_cast<int32_t>(present_.size()); }
-  std::vector<int32_t> missing() const {
-    std::vector<int32_t> out;
-    for (int32_t r = 0; r < world(); ++r)
-      if (!present_.count(r)) out.push_back(r);
-    return out;
-  }
+  int32_t world() const { return check_.world(); }
+  bool complete() const { return check_.complete(); }
+  int32_t joined() const { return check_.joined(); }
+  std::vector<int32_t> missing() const { return check_.missing(); }
   const std::map<int32_t, MemberRecord>& present() const { return present_; }
 
  private:
   std::string where_;
-  std::optional<MemberInfo> first_;
+  rules::JoinCheck check_;
   std::map<int32_t, MemberRecord> present_;
-  std::unordered_map<std::string, int32_t> gpu_owner_;  // gpu_owner_key -> rank
 };
 
-std::string never_joined(const std::vector<int32_t>& missing, int32_t world, int32_t joined,
-                         const std::string& where, uint32_t timeout_ms,
-                         const std::string& endpoints) {
-  return std::string(missing.size() == 1 ? "rank " : "ranks ") + rank_ranges(missing) + " of " +
-         std::to_string(world) + " never joined " + where + " within " +
-         std::to_string(timeout_ms) + " ms (" + std::to_string(joined) + " joined); check that " +
-         (missing.size() == 1 ? "it" : "they") +
-         " started, use the same MASTER_ADDR (the etcd endpoints " + endpoints +
-         ") and job id, and can reach etcd";
+// etcd's part of the words of a join that did not complete.
+rules::Reach etcd_reach(const std::string& endpoints) {
+  return {"MASTER_ADDR (the etcd endpoints " + endpoints + ") and job id", "etcd"};
 }
 
 }  // namespace
@@ -189,18 +131,15 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
       // A replacement for a failed rank waits for the survivors' regrow.
       if (decode(done.front().value, &res) && res.ok) return join_as_replacement(req, out);
       return make_status(CC_ERR_MISMATCH,
-                         where + " already failed: " + (res.ok ? std::string() : res.words));
+                         rules::already_failed_words(where, res.ok ? std::string() : res.words));
     }
     if (!ours)
-      return fail_generation(g, CC_ERR_MISMATCH,
-                             "rank " + std::to_string(in.rank) + " of " + where +
-                                 " was claimed twice: by " + member_who(holder.info) + " and by " +
-                                 me + "; give every process its own RANK",
+      return fail_generation(g, CC_ERR_MISMATCH, rules::claimed_twice_words(holder.info, in, where),
                              requests);
   }
   if (in.rank < 0 || in.rank >= in.world_size)
-    return fail_generation(g, CC_ERR_INVALID_ARGUMENT, out_of_range(in, in.world_size, where),
-                           requests);
+    return fail_generation(g, CC_ERR_INVALID_ARGUMENT,
+                           rules::out_of_range_words(in, in.world_size, where), requests);
 
   if (in.rank == 0) {
     std::vector<KeyValue> before;
@@ -315,11 +254,11 @@ Status Backend::Impl::coordinate(uint32_t g, std::vector<KeyValue> before, int64
         });
     if (result_seen) return Status::success();
     if (s.code == CC_ERR_TIMEOUT) {
-      const std::vector<int32_t> missing = arrivals.missing();
-      return fail_generation(g, CC_ERR_TIMEOUT,
-                             never_joined(missing, arrivals.world(), arrivals.joined(), where,
-                                          req.timeout_ms, etcd->address().endpoint_list()),
-                             after(kClosingGrace));
+      return fail_generation(
+          g, CC_ERR_TIMEOUT,
+          rules::never_joined_words(arrivals.missing(), arrivals.world(), arrivals.joined(), where,
+                                    req.timeout_ms, etcd_reach(etcd->address().endpoint_list())),
+          after(kClosingGrace));
     }
     if (!s.ok())
       return make_status(s.code, member_who(req.info) + ": waiting for the other ranks of " +
@@ -400,17 +339,15 @@ Status Backend::Impl::join_timed_out(uint32_t g, const Join& req, Joined* out) {
     s = etcd->range(keys.member_prefix(g), prefix_end(keys.member_prefix(g)), grace, &present,
                     true);
     if (s.ok()) {
-      std::vector<bool> came(static_cast<size_t>(std::max(world, 0)), false);
+      std::vector<int32_t> came;
       for (const KeyValue& kv : present.kvs)
-        if (auto rank = keys.member_rank(g, kv.key); rank && *rank >= 0 && *rank < world)
-          came[static_cast<size_t>(*rank)] = true;
-      std::vector<int32_t> missing;
-      for (int32_t rank = 0; rank < world; ++rank)
-        if (!came[static_cast<size_t>(rank)]) missing.push_back(rank);
+        if (auto rank = keys.member_rank(g, kv.key)) came.push_back(*rank);
+      const std::vector<int32_t> missing = rules::absent_ranks(world, came);
       return fail_generation(
           g, CC_ERR_TIMEOUT,
-          never_joined(missing, world, world - static_cast<int32_t>(missing.size()), where,
-                       req.timeout_ms, etcd->address().endpoint_list()),
+          rules::never_joined_words(missing, world, world - static_cast<int32_t>(missing.size()),
+                                    where, req.timeout_ms,
+                                    etcd_reach(etcd->address().endpoint_list())),
           grace);
     }
   }

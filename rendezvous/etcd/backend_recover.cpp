@@ -34,6 +34,8 @@
 #include "common/who.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
 #include "rendezvous/etcd/recovery_decision.hpp"
+#include "rendezvous/rules/join_rules.hpp"
+#include "rendezvous/rules/recovery_rules.hpp"
 
 namespace cc::rv::etcd {
 
@@ -43,10 +45,10 @@ constexpr milliseconds kRetry{100};         // waiting for a failed attempt to b
 constexpr milliseconds kGiveUpGrace{1500};  // past the deadline, to record why
 constexpr milliseconds kSeatGrace{1000};    // past a lease's TTL, for etcd to expire it
 
-using server_core::kMaxRegrowRanks;
-const auto call_name = server_core::recover_call_name;
-const auto call_words = server_core::recover_call_words;
-const auto where = server_core::lineage_where;
+using rules::kMaxRegrowRanks;
+const auto call_name = rules::recover_call_name;
+const auto call_words = rules::recover_call_words;
+const auto where = rules::lineage_where;
 
 std::optional<ResultRecord> result_of(const std::vector<KeyValue>& kvs) {
   ResultRecord r;
@@ -163,10 +165,7 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
   const std::string call = call_name(req.kind);
   Joining joining_now(*this, req.info);
   if (!joining_now.started())
-    return make_status(CC_ERR_INVALID_USAGE,
-                       call + " by " + me_words +
-                           ": a recovery needs a connection of its own, and this one is already "
-                           "a member or recovering (a client bug)");
+    return make_status(CC_ERR_INVALID_USAGE, rules::own_connection_words(req.kind, req.info));
   if (req.kind == RecoverKind::regrow && (req.nranks < 1 || req.nranks > kMaxRegrowRanks))
     return make_status(CC_ERR_INVALID_ARGUMENT, me_words + " called " +
                                                     call_words(req.kind, req.nranks) +
@@ -231,13 +230,7 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
         why = "it was declared failed (its etcd lease expired)";
       else
         why = "it is not one of its members";
-      return make_status(CC_ERR_MISMATCH,
-                         me_words + " cannot take part in the next generation of " + at + ": " +
-                             why +
-                             ". A process the job has given up on cannot come back: stop it; a "
-                             "new process started with RANK=" +
-                             std::to_string(jr) +
-                             " joins as a replacement when the survivors call cc_comm_regrow");
+      return make_status(CC_ERR_MISMATCH, rules::stale_rank_words(req.info, at, why));
     }
     // The request, on this connection's lease.
     const int64_t my_lease = current_lease();
@@ -518,8 +511,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
   const int32_t jr = in.rank;
   const uint32_t g = in.generation;
   const std::string me_words = member_who(in);
-  const std::string late = me_words + " joined job " + quote(opt.job_id) + " (generation " +
-                           std::to_string(g) + ") after it had completed";
+  const std::string late = rules::late_join_words(in, rules::generation_where(opt.job_id, g));
   const std::string nonce = next_op_id();
   std::optional<Gen> asked;           // where this process's request stands
   std::optional<Deadline> seat_wait;  // until when a live holder of the rank may still die
@@ -540,15 +532,13 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     }
     asked.reset();
   };
+  uint32_t epoch_seen = 0;  // the communicator's latest generation, as last read
   for (;;) {
     if (Clock::now() >= deadline) {
       withdraw();
       return make_status(CC_ERR_TIMEOUT,
-                         "rank " + std::to_string(jr) + " waited " +
-                             std::to_string(req.timeout_ms) + " ms as a replacement in job " +
-                             quote(opt.job_id) + " (communicator " + std::to_string(g) +
-                             "), and no cc_comm_regrow took it: the survivors did not call "
-                             "cc_comm_regrow (or shrank instead) within that time");
+                         rules::replacement_late_words(jr, req.timeout_ms,
+                                                       where(opt.job_id, g, epoch_seen)));
     }
     const Deadline requests = std::min(deadline, after(opt.request_timeout));
     std::optional<KeyValue> latest;
@@ -556,6 +546,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
       return make_status(s.code, me_words + ": " + s.message);
     uint32_t e = 0;
     if (latest) e = static_cast<uint32_t>(std::strtoul(latest->value.c_str(), nullptr, 10));
+    epoch_seen = e;
     const Gen from{g, e};
     const Gen next{g, e + 1};
     Snapshot snap;
@@ -579,12 +570,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
         std::this_thread::sleep_for(kRetry);
         continue;
       }
-      return make_status(
-          CC_ERR_MISMATCH,
-          late + ", and rank " + std::to_string(jr) + " is alive in " + at + ": " + d.seat_who(jr) +
-              ". A replacement is taken only for a rank that failed; this process came for an "
-              "older generation, or was started twice: stop it (or, if no rank failed, a rank "
-              "restarted late or two communicators use one generation: restart the whole job)");
+      return make_status(CC_ERR_MISMATCH, rules::alive_rank_words(late, jr, at, d.seat_who(jr)));
     }
     if (snap.next_result) {  // decided (latest moves on) or failed (a survivor clears it)
       std::this_thread::sleep_for(kRetry);
@@ -593,9 +579,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     auto mine = snap.asks.find(jr);
     if (mine != snap.asks.end() && mine->second.nonce != nonce)
       return make_status(CC_ERR_MISMATCH,
-                         late + " as a replacement for rank " + std::to_string(jr) +
-                             ", but one is already waiting: " + member_who(mine->second.info) +
-                             "; start one process per failed rank");
+                         rules::replacement_waiting_words(late, jr, mine->second.info));
     if (mine == snap.asks.end()) {
       const int64_t my_lease = current_lease();
       MemberRecord ask{in, nonce, {}};

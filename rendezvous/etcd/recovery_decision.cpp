@@ -3,15 +3,15 @@
 #include <algorithm>
 
 #include "common/who.hpp"
-#include "rendezvous/server_core/words.hpp"
+#include "rendezvous/rules/recovery_rules.hpp"
+#include "rendezvous/rules/words.hpp"
 
 namespace cc::rv::etcd {
 namespace {
 
-using server_core::kMaxRegrowRanks;
-using server_core::member_who;
-const auto call_words = server_core::recover_call_words;
-const auto where = server_core::lineage_where;
+using rules::kMaxRegrowRanks;
+const auto call_words = rules::recover_call_words;
+const auto where = rules::lineage_where;
 
 }  // namespace
 
@@ -109,37 +109,28 @@ std::optional<std::pair<cc_result_t, std::string>> Decision::refusal() const {
   const auto f = first();
   if (!f) return std::nullopt;
   const std::string at = where(job_, from_.g, from_.epoch);
-  const std::string first_words =
-      seat_who(f->info.rank) + " called " + call_words(f->kind, f->nranks);
+  // The first call sets what the others must call, as on cc's server.
+  rules::RecoveryAgreement agreement;
+  (void)agreement.call(seat_who(f->info.rank), f->kind, f->nranks, at);
+  auto refusal_of = [](const rules::Refusal& r) { return std::make_pair(r.code, r.words); };
   for (int32_t jr : survivors()) {
     const MemberRecord& a = s_.asks.at(jr);
-    if (a.kind != f->kind || (a.kind == RecoverKind::regrow && a.nranks != f->nranks))
-      return std::make_pair(CC_ERR_MISMATCH, "ranks disagree on how " + at +
-                                                 " goes on: " + first_words + ", " + seat_who(jr) +
-                                                 " called " + call_words(a.kind, a.nranks) +
-                                                 "; every survivor must make the same call");
+    if (auto refused = agreement.call(seat_who(jr), a.kind, a.nranks, at))
+      return refusal_of(*refused);
     if (a.kind == RecoverKind::regrow && (a.nranks < 1 || a.nranks > kMaxRegrowRanks))
       return std::make_pair(CC_ERR_INVALID_ARGUMENT,
                             seat_who(jr) + " called " + call_words(a.kind, a.nranks) + " on " + at +
                                 "; pass the job's size (1 to " + std::to_string(kMaxRegrowRanks) +
                                 " ranks)");
-    if (a.kind == RecoverKind::regrow && jr >= a.nranks)
-      return std::make_pair(CC_ERR_INVALID_ARGUMENT,
-                            seat_who(jr) + " called " + call_words(a.kind, a.nranks) + " on " + at +
-                                ", but a survivor keeps its job rank " + std::to_string(jr) +
-                                ", which a communicator of " + std::to_string(a.nranks) +
-                                " ranks does not have; regrow to at least " +
-                                std::to_string(jr + 1) + " ranks, or shrink");
+    if (a.kind == RecoverKind::regrow)
+      if (auto refused = rules::regrow_holds(seat_who(jr), jr, a.nranks, at))
+        return refusal_of(*refused);
   }
   if (f->kind == RecoverKind::regrow)
     for (int32_t r = 0; r < f->nranks; ++r)
       if (!survivor_ask(r) && replacement_ask(r) && s_.asks.at(r).info.world_size != f->nranks)
-        return std::make_pair(
-            CC_ERR_MISMATCH,
-            member_who(s_.asks.at(r).info) + " came as a replacement with a world size of " +
-                std::to_string(s_.asks.at(r).info.world_size) + ", but the survivors of " + at +
-                " regrow to " + std::to_string(f->nranks) +
-                "; give it WORLD_SIZE=" + std::to_string(f->nranks));
+        return std::make_pair(CC_ERR_MISMATCH,
+                              rules::replacement_world_words(s_.asks.at(r).info, f->nranks, at));
   return std::nullopt;
 }
 
@@ -183,13 +174,12 @@ std::string Decision::late_words(uint32_t timeout_ms) const {
   const auto f = first();
   const RecoverKind kind = f ? f->kind : RecoverKind::shrink;
   const int32_t nranks = f ? f->nranks : 0;
-  std::string words = call_words(kind, nranks) + " on " + where(job_, from_.g, from_.epoch) +
-                      " did not complete within " + std::to_string(timeout_ms) + " ms";
-  std::string parts = server_core::recovery_missing_words(
+  std::string parts = rules::recovery_missing_words(
       awaited(), kind, kind == RecoverKind::regrow ? holes(nranks) : std::vector<int32_t>{},
       "MASTER_ADDR and job id");
   if (parts.empty()) parts = "the coordinator (the first survivor to call) was still deciding";
-  return words + ": " + parts;
+  return rules::recovery_late_words(kind, nranks, where(job_, from_.g, from_.epoch), timeout_ms,
+                                    parts);
 }
 
 }  // namespace cc::rv::etcd

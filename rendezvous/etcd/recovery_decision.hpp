@@ -1,6 +1,6 @@
-// How one recovery on etcd is decided, by the rules of cc's own server
-// (rendezvous/server_core/recovery.cpp), over what etcd holds of it: pure,
-// so the rules test without etcd. backend_recover.cpp reads the snapshot,
+// How one recovery on etcd is decided, by the recovery rules
+// (rendezvous/rules/recovery_rules.hpp, as cc's own server decides), over
+// what etcd holds of it: pure, so the rules test without etcd. backend_recover.cpp reads the snapshot,
 // keeps it current from a watch and acts on the decision.
 #pragma once
 

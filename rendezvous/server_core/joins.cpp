@@ -1,23 +1,25 @@
 // Communicator joins. Every rank of a generation of a job sends Join with
 // what it knows of itself; the join is parked until all world_size ranks are
-// in. Each new joiner is checked against the first: the same world size, a
-// rank in range and not claimed twice, the same NCCL major.minor, and no GPU
-// shared with another rank of its host. One failed check fails the whole
-// generation, and every pending joiner gets the same words. When the last
-// rank joins, each gets Joined (rank 0's unique id, rank 0's host and pid,
-// and any NAT notice) and becomes a member of the job; when the join deadline
-// passes first, the words name the ranks that never joined. A Join of a
-// generation that completed goes to recovery.cpp (a replacement for a failed
-// rank, or a stale one). Leave ends a membership without announcing anything.
-// A connection that sent Join counts
-// as one of the job's ranks until it leaves or goes; the last of them takes
-// the job's communicator state with it (retention.cpp).
+// in. Each new joiner is checked by the join rules (rendezvous/rules/
+// join_rules.hpp, which the etcd backend follows too): the same world size
+// as the first, a rank in range and not claimed twice, the same NCCL
+// major.minor, and no GPU shared with another rank of its host. One failed
+// check fails the whole generation, and every pending joiner gets the same
+// words. When the last rank joins, each gets Joined (rank 0's unique id,
+// rank 0's host and pid, and any NAT notice) and becomes a member of the
+// job; when the join deadline passes first, the words name the ranks that
+// never joined. A Join of a generation that completed goes to recovery.cpp
+// (a replacement for a failed rank, or a stale one). Leave ends a
+// membership without announcing anything. A connection that sent Join
+// counts as one of the job's ranks until it leaves or goes; the last of
+// them takes the job's communicator state with it (retention.cpp).
 #include <string>
 #include <vector>
 
 #include "common/log.hpp"
 #include "common/printable.hpp"
-#include "common/who.hpp"
+#include "rendezvous/rules/join_rules.hpp"
+#include "rendezvous/rules/words.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
@@ -25,9 +27,7 @@ namespace cc::rv {
 
 using server_core::member_who;
 using server_core::nat_notice;
-using server_core::nccl_text;
 using server_core::quote;
-using server_core::rank_ranges;
 
 namespace {
 
@@ -39,8 +39,7 @@ constexpr size_t kMaxNoticeLines = 8;
 bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now) {
   Job& job = *c.job;
   const MemberInfo& in = j.info;
-  const std::string where =
-      "job " + quote(job.id) + " (generation " + std::to_string(in.generation) + ")";
+  const std::string where = rules::generation_where(job.id, in.generation);
   const std::string me = member_who(in);
   job.ranks.insert(c.id);
   ++counters.joins;
@@ -57,75 +56,23 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
     return on_replacement(c, rid, j, now);  // recovery.cpp: a replacement, or a stale one
   if (!fresh && gen.state == Generation::State::complete) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
-               me + " joined " + where +
-                   " after it had completed; a rank restarted late or two communicators use one "
-                   "generation: restart the whole job");
+               rules::late_join_words(in, where) +
+                   "; a rank restarted late or two communicators use one generation: restart the "
+                   "whole job");
     return true;
   }
   if (!fresh && gen.state == Generation::State::failed) {
-    send_error(c.id, rid, CC_ERR_MISMATCH, where + " already failed: " + gen.failure);
+    send_error(c.id, rid, CC_ERR_MISMATCH, rules::already_failed_words(where, gen.failure));
     return true;
   }
-  if (fresh) {
-    gen.world_size = in.world_size;
-    gen.first = me;
-    gen.nccl_major_minor = in.nccl_version / 100;
-    gen.nccl_version = in.nccl_version;
-    gen.nccl_rank = in.rank;
-  }
+  if (fresh) gen.world_size = in.world_size;
   // The joiner is parked first so a failure below reaches it with the others.
   const uint64_t id =
       park(c, Parked::of(Parked::Kind::join, rid, job, j.timeout_ms, in.generation, in.rank), now);
   ++job.joiners;
-
-  if (in.world_size != gen.world_size) {
-    fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
-                    "ranks disagree on the world size of " + where + ": " + gen.first + " said " +
-                        std::to_string(gen.world_size) + ", " + me + " said " +
-                        std::to_string(in.world_size) + "; give every rank the same WORLD_SIZE",
-                    id);
+  if (auto refused = gen.check.arrive(in, where)) {
+    fail_generation(job, in.generation, gen, refused->code, refused->words, id);
     return true;
-  }
-  if (in.rank < 0 || in.rank >= gen.world_size) {
-    fail_generation(job, in.generation, gen, CC_ERR_INVALID_ARGUMENT,
-                    me + " is out of range for " + where + " of " + std::to_string(gen.world_size) +
-                        " ranks (valid: 0-" + std::to_string(gen.world_size - 1) +
-                        "); check RANK and WORLD_SIZE",
-                    id);
-    return true;
-  }
-  if (auto taken = gen.slots.find(in.rank); taken != gen.slots.end()) {
-    const Slot& slot = taken->second;
-    fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
-                    "rank " + std::to_string(in.rank) + " of " + where + " was claimed twice: by " +
-                        member_who(slot.info) + " and by " + me +
-                        "; give every process its own RANK",
-                    id);
-    return true;
-  }
-  if (in.nccl_version / 100 != gen.nccl_major_minor) {
-    auto r = gen.slots.find(gen.nccl_rank);
-    const MemberInfo ref = r != gen.slots.end() ? r->second.info : MemberInfo{};
-    fail_generation(
-        job, in.generation, gen, CC_ERR_MISMATCH,
-        "ranks of " + where +
-            " load different NCCL versions: " + cc::who(gen.nccl_rank, ref.host, ref.pid) +
-            " has " + nccl_text(gen.nccl_version) + ", " + me + " has " +
-            nccl_text(in.nccl_version) + "; install the same NCCL major.minor everywhere",
-        id);
-    return true;
-  }
-  if (!in.gpu_uuid.empty()) {
-    auto [owner, added] = gen.gpu_owner.try_emplace(gpu_owner_key(in), in.rank);
-    if (!added) {
-      const MemberInfo& other = gen.slots.at(owner->second).info;
-      fail_generation(job, in.generation, gen, CC_ERR_MISMATCH,
-                      member_who(other) + " and " + me + " of " + where + " use the same GPU " +
-                          in.gpu_uuid +
-                          "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)",
-                      id);
-      return true;
-    }
   }
   Slot& slot = gen.slots[in.rank];
   slot.conn = c.id;
@@ -175,8 +122,8 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
       arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
     send(c.id, rid, joined);
   }
-  gen.gpu_owner.clear();
   start_lineage(job, generation, gen);
+  gen.check.clear();
   log().info("job {} (generation {}): all {} ranks joined", quote(job.id), generation,
              gen.world_size);
 }
@@ -205,21 +152,15 @@ void ServerCore::Impl::fail_generation(Job& job, uint32_t generation, Generation
     --job.joiners;
   }
   gen.slots.clear();
-  gen.gpu_owner.clear();
+  gen.check.clear();
   maybe_idle(job);
 }
 
 void ServerCore::Impl::join_timeout(Job& job, const Parked& p) {
   Generation& gen = job.generations[p.generation];
-  std::vector<int32_t> missing;
-  for (int32_t r = 0; r < gen.world_size; ++r)
-    if (!gen.slots.count(r)) missing.push_back(r);
-  const std::string words =
-      std::string(missing.size() == 1 ? "rank " : "ranks ") + rank_ranges(missing) + " of " +
-      std::to_string(gen.world_size) + " never joined job " + quote(job.id) + " (generation " +
-      std::to_string(p.generation) + ") within " + std::to_string(p.timeout_ms) + " ms (" +
-      std::to_string(gen.joined) + " joined); check that " + (missing.size() == 1 ? "it" : "they") +
-      " started, use the same MASTER_ADDR, MASTER_PORT and job id, and can reach the server";
+  const std::string words = rules::never_joined_words(
+      gen.check.missing(), gen.world_size, gen.joined, rules::generation_where(job.id, p.generation),
+      p.timeout_ms, {"MASTER_ADDR, MASTER_PORT and job id", "the server"});
   fail_generation(job, p.generation, gen, CC_ERR_TIMEOUT, words);
 }
 

@@ -228,8 +228,7 @@ void ServerCore::Impl::release_join_slot(const Parked& p) {
   Generation& gen = g->second;
   auto s = gen.slots.find(p.rank);
   if (gen.state == Generation::State::joining && s != gen.slots.end() && s->second.conn == p.conn) {
-    const MemberInfo& info = s->second.info;
-    if (!info.gpu_uuid.empty()) gen.gpu_owner.erase(gpu_owner_key(info));
+    gen.check.leave(p.rank);
     gen.slots.erase(s);
     --gen.joined;
   }

@@ -57,7 +57,7 @@
 namespace cc::rv {
 
 using server_core::Lineage;
-using server_core::kMaxRegrowRanks;
+using rules::kMaxRegrowRanks;
 using server_core::member_who;
 using server_core::named_list;
 using server_core::nccl_text;
@@ -108,7 +108,7 @@ void stop_taking_part(Seat& s) {
 void ServerCore::Impl::start_lineage(Job& job, uint32_t generation, const Generation& gen) {
   Lineage& l = job.lineages[generation];
   l = Lineage{};
-  l.nccl_major_minor = gen.nccl_major_minor;
+  l.nccl_major_minor = gen.check.nccl_version() / 100;
   for (const auto& [rank, slot] : gen.slots) {
     Seat s;
     s.info = slot.info;
@@ -138,10 +138,7 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
     recovering = recovering || (p != parked.end() && p->second.kind == Parked::Kind::recover);
   }
   if (recovering) {
-    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
-               call + " by " + me +
-                   ": a recovery needs a connection of its own, and this one is already a "
-                   "member or recovering (a client bug)");
+    send_error(c.id, rid, CC_ERR_INVALID_USAGE, rules::own_connection_words(r.kind, r.info));
     return true;
   }
   if (r.epoch > l.epoch) {
@@ -163,12 +160,7 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
     else
       why = "it is not one of its members";
     send_error(c.id, rid, CC_ERR_MISMATCH,
-               me + " cannot take part in the next generation of " + where(job.id, g, l.epoch) +
-                   ": " + why +
-                   ". A process the job has given up on cannot come back: stop it; a new "
-                   "process started with RANK=" +
-                   std::to_string(r.info.rank) +
-                   " joins as a replacement when the survivors call cc_comm_regrow");
+               rules::stale_rank_words(r.info, where(job.id, g, l.epoch), why));
     return true;
   }
   Seat& seat = sit->second;
@@ -189,30 +181,19 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
   }
   if (!l.pending) {
     l.pending = true;
-    l.kind = r.kind;
-    l.nranks = r.kind == RecoverKind::regrow ? r.nranks : 0;
-    l.first = who + " called " + call_words(r.kind, r.nranks);
+    l.agreement.reset();
     l.id_maker = -1;
     l.unique_id.clear();
     l.awaited = 0;
     for (const auto& [rank, s] : l.seats) l.awaited += s.awaited() ? 1 : 0;
-  } else if (l.kind != r.kind || (r.kind == RecoverKind::regrow && l.nranks != r.nranks)) {
-    const std::string words =
-        "ranks disagree on how " + where(job.id, g, l.epoch) + " goes on: " + l.first + ", " + who +
-        " called " + call_words(r.kind, r.nranks) + "; every survivor must make the same call";
-    send_error(c.id, rid, CC_ERR_MISMATCH, words);
-    fail_recovery(job, g, l, CC_ERR_MISMATCH, words);
-    return true;
   }
-  if (r.kind == RecoverKind::regrow && r.info.rank >= r.nranks) {
-    const std::string words = who + " called cc_comm_regrow(nranks=" + std::to_string(r.nranks) +
-                              ") on " + where(job.id, g, l.epoch) +
-                              ", but a survivor keeps its job rank " + std::to_string(r.info.rank) +
-                              ", which a communicator of " + std::to_string(r.nranks) +
-                              " ranks does not have; regrow to at least " +
-                              std::to_string(r.info.rank + 1) + " ranks, or shrink";
-    send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT, words);
-    fail_recovery(job, g, l, CC_ERR_INVALID_ARGUMENT, words);
+  std::optional<rules::Refusal> refused =
+      l.agreement.call(who, r.kind, r.nranks, where(job.id, g, l.epoch));
+  if (!refused && r.kind == RecoverKind::regrow)
+    refused = rules::regrow_holds(who, r.info.rank, r.nranks, where(job.id, g, l.epoch));
+  if (refused) {
+    send_error(c.id, rid, refused->code, refused->words);
+    fail_recovery(job, g, l, refused->code, refused->words);
     return true;
   }
   const uint64_t id =
@@ -270,24 +251,17 @@ bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Cloc
   Lineage& l = job.lineages.at(g);
   const int32_t r = j.info.rank;
   const std::string me = member_who(j.info);
-  const std::string late = me + " joined " + "job " + quote(job.id) + " (generation " +
-                           std::to_string(g) + ") after it had completed";
+  const std::string late = rules::late_join_words(j.info, rules::generation_where(job.id, g));
   if (auto sit = l.seats.find(r);
       sit != l.seats.end() && !sit->second.dead && sit->second.open > 0) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
-               late + ", and rank " + std::to_string(r) + " is alive in " +
-                   where(job.id, g, l.epoch) + ": " + seat_who(l, sit->second) +
-                   ". A replacement is taken only for a rank that failed; this process came for "
-                   "an older generation, or was started twice: stop it (or, if no rank failed, "
-                   "a rank restarted late or two communicators use one generation: restart "
-                   "the whole job)");
+               rules::alive_rank_words(late, r, where(job.id, g, l.epoch),
+                                       seat_who(l, sit->second)));
     return true;
   }
   if (auto rep = l.replacements.find(r); rep != l.replacements.end()) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
-               late + " as a replacement for rank " + std::to_string(r) +
-                   ", but one is already waiting: " + member_who(rep->second.info) +
-                   "; start one process per failed rank");
+               rules::replacement_waiting_words(late, r, rep->second.info));
     return true;
   }
   if (j.info.nccl_version / 100 != l.nccl_major_minor) {
@@ -366,10 +340,7 @@ void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
   Lineage& l = job.lineages.at(g);
   if (p.replacement) {
     send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
-               "rank " + std::to_string(p.rank) + " waited " + std::to_string(p.timeout_ms) +
-                   " ms as a replacement in " + where(job.id, g, l.epoch) +
-                   ", and no cc_comm_regrow took it: the survivors did not call cc_comm_regrow " +
-                   "(or shrank instead) within that time");
+               rules::replacement_late_words(p.rank, p.timeout_ms, where(job.id, g, l.epoch)));
     l.replacements.erase(p.rank);
     finish_parked(id);
     --job.joiners;
@@ -378,7 +349,7 @@ void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
   }
   if (!l.pending) {  // not expected: answer it rather than leave it waiting
     send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
-               call_name(l.kind) + std::string(" on ") + where(job.id, g, l.epoch) +
+               call_name(l.kind()) + std::string(" on ") + where(job.id, g, l.epoch) +
                    " did not complete within " + std::to_string(p.timeout_ms) + " ms");
     finish_parked(id);
     --job.joiners;
@@ -388,21 +359,21 @@ void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
   for (const auto& [rank, s] : l.seats)
     if (s.awaited()) silent.push_back(seat_who(l, s));
   std::vector<int32_t> holes;
-  if (l.kind == RecoverKind::regrow)
-    for (int32_t r = 0; r < l.nranks; ++r) {
+  if (l.kind() == RecoverKind::regrow)
+    for (int32_t r = 0; r < l.nranks(); ++r) {
       auto s = l.seats.find(r);
       if ((s == l.seats.end() || !s->second.taking_part) && !l.replacements.count(r))
         holes.push_back(r);
     }
-  std::string words = call_words(l.kind, l.nranks) + " on " + where(job.id, g, l.epoch) +
-                      " did not complete within " + std::to_string(p.timeout_ms) + " ms";
-  std::string parts = server_core::recovery_missing_words(silent, l.kind, holes,
-                                                          "MASTER_ADDR, MASTER_PORT and job id");
+  std::string parts =
+      rules::recovery_missing_words(silent, l.kind(), holes, "MASTER_ADDR, MASTER_PORT and job id");
   if (l.id_maker >= 0 && l.unique_id.empty())
     parts += std::string(parts.empty() ? "" : "; ") + seat_who(l, l.seats.at(l.id_maker)) +
              " was asked for the new NCCL id and did not send it";
   if (parts.empty()) parts = "the rendezvous was still deciding";
-  fail_recovery(job, g, l, CC_ERR_TIMEOUT, words + ": " + parts);
+  fail_recovery(job, g, l, CC_ERR_TIMEOUT,
+                rules::recovery_late_words(l.kind(), l.nranks(), where(job.id, g, l.epoch),
+                                           p.timeout_ms, parts));
   maybe_idle(job);
 }
 
@@ -432,22 +403,20 @@ void ServerCore::Impl::evaluate(Job& job, uint32_t g, Lineage& l) {
     l.unique_id.clear();
     return;
   }
-  if (l.kind == RecoverKind::regrow) {
-    for (int32_t r = 0; r < l.nranks; ++r) {
+  if (l.kind() == RecoverKind::regrow) {
+    for (int32_t r = 0; r < l.nranks(); ++r) {
       auto s = l.seats.find(r);
       if (s != l.seats.end() && s->second.taking_part) continue;
       auto rep = l.replacements.find(r);
       if (rep == l.replacements.end()) return;  // a hole: its deadline names it
-      if (rep->second.info.world_size != l.nranks) {
+      if (rep->second.info.world_size != l.nranks()) {
         const Replacement wrong = rep->second;
         l.replacements.erase(rep);
         auto pit = parked.find(wrong.parked);
         if (pit != parked.end()) {
           send_error(wrong.conn, pit->second.request_id, CC_ERR_MISMATCH,
-                     member_who(wrong.info) + " came as a replacement with a world size of " +
-                         std::to_string(wrong.info.world_size) + ", but the survivors of " +
-                         where(job.id, g, l.epoch) + " regrow to " + std::to_string(l.nranks) +
-                         " ranks; give it WORLD_SIZE=" + std::to_string(l.nranks));
+                     rules::replacement_world_words(wrong.info, l.nranks(),
+                                                    where(job.id, g, l.epoch)));
           finish_parked(wrong.parked);
           --job.joiners;
         }
@@ -455,13 +424,13 @@ void ServerCore::Impl::evaluate(Job& job, uint32_t g, Lineage& l) {
       }
     }
   }
-  const RecoverMethod method = l.kind == RecoverKind::shrink && all_can_shrink
+  const RecoverMethod method = l.kind() == RecoverKind::shrink && all_can_shrink
                                    ? RecoverMethod::nccl_shrink
                                    : RecoverMethod::new_id;
   if (method == RecoverMethod::new_id && l.unique_id.empty()) {
     auto rep0 = l.replacements.find(0);
     auto seat0 = l.seats.find(0);
-    const bool rank0_replaced = l.kind == RecoverKind::regrow && rep0 != l.replacements.end() &&
+    const bool rank0_replaced = l.kind() == RecoverKind::regrow && rep0 != l.replacements.end() &&
                                 (seat0 == l.seats.end() || !seat0->second.taking_part);
     if (rank0_replaced && !rep0->second.unique_id.empty()) {
       l.unique_id = rep0->second.unique_id;
@@ -498,11 +467,11 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod me
     bool replacement;
   };
   std::vector<Member> in;
-  if (l.kind == RecoverKind::shrink) {
+  if (l.kind() == RecoverKind::shrink) {
     for (const auto& [rank, s] : l.seats)
       if (s.taking_part) in.push_back({rank, s.info, s.conn, s.parked, s.open + 1, false});
   } else {
-    for (int32_t r = 0; r < l.nranks; ++r) {
+    for (int32_t r = 0; r < l.nranks(); ++r) {
       auto s = l.seats.find(r);
       if (s != l.seats.end() && s->second.taking_part) {
         in.push_back(
@@ -559,7 +528,7 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod me
   l.awaited = 0;
   log().info("{}: {} ranks, {} from generation {} (ranks left out or replaced: {}), by {}",
              where(job.id, g, next), in.size(),
-             l.kind == RecoverKind::shrink ? "shrunk" : "regrown", next - 1,
+             l.kind() == RecoverKind::shrink ? "shrunk" : "regrown", next - 1,
              joined.failed.empty() ? "none" : rank_ranges(joined.failed),
              method == RecoverMethod::nccl_shrink ? "ncclCommShrink" : "a new NCCL id");
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/rules/recovery_rules.hpp"
 #include "rendezvous/server_core.hpp"
 
 namespace cc::rv::server_core {
@@ -52,9 +53,10 @@ struct Lineage {
 
   // The shrink or regrow in progress (pending), from generation `epoch`.
   bool pending = false;
-  RecoverKind kind = RecoverKind::shrink;
-  int32_t nranks = 0;     // regrow
-  std::string first;      // who asked first, for the words of a disagreement
+  // The first call, which every survivor must make (rendezvous/rules).
+  rules::RecoveryAgreement agreement;
+  RecoverKind kind() const { return agreement.kind(); }
+  int32_t nranks() const { return agreement.nranks(); }  // regrow
   size_t awaited = 0;     // seats for which Seat::awaited() holds
   int32_t id_maker = -1;  // the job rank asked for the id (RecoverIdWanted), or -1
   std::vector<uint8_t> unique_id;

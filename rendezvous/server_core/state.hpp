@@ -33,6 +33,7 @@
 #include "cc/cc_version.h"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/rules/call_check.hpp"
+#include "rendezvous/rules/join_rules.hpp"
 #include "rendezvous/server_core.hpp"
 #include "rendezvous/server_core/preflight_state.hpp"
 #include "rendezvous/server_core/recovery.hpp"
@@ -169,15 +170,13 @@ struct Slot {
 struct Generation {
   enum class State : uint8_t { joining, complete, failed } state = State::joining;
   int32_t world_size = 0;
-  std::string first;  // who set the world size, for mismatch words
-  int32_t nccl_major_minor = 0;
-  int32_t nccl_version = 0;  // the full code of nccl_rank, for words
-  int32_t nccl_rank = -1;
   // By rank; only joined ranks, so a claimed world size costs no memory.
   std::unordered_map<int32_t, Slot> slots;
   int32_t joined = 0;
   std::vector<uint8_t> unique_id;
-  std::unordered_map<std::string, int32_t> gpu_owner;  // gpu_owner_key -> rank
+  // The join rules' state while it joins (the first rank's world size and
+  // NCCL version, the ranks and GPUs taken); emptied when it ends.
+  rules::JoinCheck check;
   std::string failure;
   std::string notice;       // lines every rank is told with Joined
   size_t notice_lines = 0;  // notices of its ranks, those beyond the notice counted only

@@ -141,9 +141,10 @@ bool ServerCore::Impl::on_abort(Conn& c, uint32_t rid, const Abort& a) {
       std::string who = cc::who(rank, {});
       if (auto slot = gen.slots.find(rank); slot != gen.slots.end())
         who = member_who(slot->second.info);
-      fail_generation(job, generation, gen, CC_ERR_ABORTED,
-                      who + " aborted while joining job " + quote(job.id) + " (generation " +
-                          std::to_string(generation) + "): " + reason);
+      fail_generation(
+          job, generation, gen, CC_ERR_ABORTED,
+          rules::aborted_while_joining_words(who, rules::generation_where(job.id, generation),
+                                             reason));
     }
   }
   send(c.id, rid, Ok{});

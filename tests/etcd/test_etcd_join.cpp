@@ -1,9 +1,10 @@
-// Joining a communicator through etcd: the id hand-out, each check with the
-// very words cc's own server uses, the ranks that never came named at the
-// deadline, aborts and departures as peer events, a rank killed (told within
-// the heartbeat window + 1 s), the leader killed mid-rendezvous (the job
-// completes), two of three members killed (a clear error within the
-// deadline), and a wrong etcd password.
+// Joining a communicator through etcd: the id hand-out, the ranks that
+// never came named at the deadline and what comes after it, aborts and
+// departures as peer events, a rank killed (told within the heartbeat
+// window + 1 s), the leader killed mid-rendezvous (the job completes), two
+// of three members killed (a clear error within the deadline), and a wrong
+// etcd password. Each join check's words, against cc's own server's, are
+// test_rules_conformance's table.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include "rendezvous/etcd/client.hpp"
 #include "rendezvous/server.hpp"
 #include "tests/common/child_process.hpp"
+#include "tests/etcd/etcd_backend.hpp"
 #include "tests/etcd/etcd_test.hpp"
 
 namespace etcd = cc::rv::etcd;
@@ -29,67 +31,11 @@ using std::chrono::milliseconds;
 
 namespace {
 
-etcd::BackendOptions backend_options(const std::string& address, const std::string& job,
-                                     int window_ms = 2000) {
-  etcd::BackendOptions o;
-  o.address = address;
-  o.job_id = job;
-  o.connect_timeout = milliseconds(5000);
-  o.request_timeout = milliseconds(5000);
-  o.heartbeat_window = milliseconds(window_ms);
-  o.member = true;
-  return o;
-}
-
-std::unique_ptr<etcd::Backend> connect_backend(const etcd::BackendOptions& o) {
-  std::unique_ptr<etcd::Backend> b;
-  const cc::Status s = etcd::Backend::connect(o, &b);
-  INFO(s.message);
-  REQUIRE(s.ok());
-  return b;
-}
-
 cc::rv::Join make_join(int rank, int world, int timeout_ms = 10000) {
-  cc::rv::Join j;
-  j.info.rank = rank;
-  j.info.world_size = world;
-  j.info.generation = 1;
-  j.info.host = "host-" + std::string(1, static_cast<char>('a' + rank % 26));
-  j.info.pid = static_cast<uint32_t>(1000 + rank);
-  j.info.nccl_version = 22809;
-  j.info.gpu_uuid = "GPU-" + std::to_string(rank);
-  if (rank == 0) j.unique_id = std::vector<uint8_t>(128, 0x42);
-  j.timeout_ms = static_cast<uint32_t>(timeout_ms);
-  return j;
+  return table_join(rank, world, timeout_ms);
 }
 
-struct Outcome {
-  cc::Status status;
-  cc::rv::Joined joined;
-};
-
-using Connect = std::function<std::unique_ptr<cc::rv::Client>()>;
-
-// Each join on its own connection and thread, each `later_ms` after the one
-// before (so they arrive in order). Connections stay open until every join
-// returned.
-std::vector<Outcome> run_joins(const Connect& connect, const std::vector<cc::rv::Join>& joins,
-                               int later_ms = 300) {
-  std::vector<std::unique_ptr<cc::rv::Client>> conns;
-  for (size_t i = 0; i < joins.size(); ++i) conns.push_back(connect());
-  std::vector<std::future<Outcome>> pending;
-  for (size_t i = 0; i < joins.size(); ++i) {
-    if (i > 0) std::this_thread::sleep_for(milliseconds(later_ms));
-    pending.push_back(std::async(std::launch::async, [&, i] {
-      Outcome o;
-      o.status = conns[i]->join(joins[i], &o.joined);
-      return o;
-    }));
-  }
-  std::vector<Outcome> out;
-  for (auto& p : pending) out.push_back(p.get());
-  return out;
-}
+using Outcome = JoinOutcome;
 
 // `world` ranks of `job` on the shared cluster, each on its own connection,
 // all joined.
@@ -118,34 +64,6 @@ void check_next_event(etcd::Backend& b, const cc::rv::PeerEvent& want) {
   CHECK(e->pid == want.pid);
   CHECK(e->reason == want.reason);
 }
-
-Connect etcd_connect(const std::string& address, const std::string& job) {
-  return [address, job] {
-    return std::unique_ptr<cc::rv::Client>(connect_backend(backend_options(address, job)));
-  };
-}
-
-// cc's own server, for the words to compare with.
-struct TcpServer {
-  std::unique_ptr<cc::rv::Server> server;
-  TcpServer() {
-    cc::rv::ServerOptions o;
-    o.bind_addr = "127.0.0.1";
-    REQUIRE(cc::rv::Server::start(o, &server).ok());
-  }
-  Connect connect(const std::string& job) const {
-    const int port = server->port();
-    return [port, job] {
-      cc::rv::ClientOptions o;
-      o.addr = "127.0.0.1";
-      o.port = port;
-      o.job_id = job;
-      std::unique_ptr<cc::rv::Client> c;
-      REQUIRE(cc::rv::Client::connect(o, &c).ok());
-      return c;
-    };
-  }
-};
 
 }  // namespace
 
@@ -198,80 +116,6 @@ TEST_CASE("etcd join: every rank gets rank 0's id and the members; a clean leave
   std::vector<uint8_t> kept;
   CHECK(ranks[0]->get("kept", &kept, 0).ok());
   CHECK(kept == std::vector<uint8_t>{1, 2, 3});
-}
-
-TEST_CASE("etcd join: each check refuses every rank, in the words of cc's own server") {
-  EtcdCluster& cluster = shared_cluster();
-  TcpServer tcp;
-  struct Scenario {
-    const char* name;
-    std::vector<cc::rv::Join> joins;
-    cc_result_t code;
-    const char* words;
-  };
-  auto world = make_join(1, 3);
-  auto range = make_join(5, 2);
-  auto twice = make_join(1, 2);
-  twice.info.host = "host-z";
-  twice.info.pid = 4242;
-  twice.info.gpu_uuid = "GPU-other";
-  auto nccl = make_join(1, 2);
-  nccl.info.nccl_version = 22605;
-  auto gpu = make_join(1, 2);
-  gpu.info.host = "host-a";
-  gpu.info.gpu_uuid = "GPU-0";
-  // One NCCL host identity (NCCL_HOSTID) is one host, whatever the host names.
-  auto key0 = make_join(0, 2);
-  auto key1 = make_join(1, 2);
-  key1.info.gpu_uuid = "GPU-0";
-  key0.info.host_key = key1.info.host_key = "rack-1";
-  const std::vector<Scenario> scenarios = {
-      {"world", {make_join(0, 2), world}, CC_ERR_MISMATCH, "ranks disagree on the world size"},
-      {"range", {make_join(0, 2), range}, CC_ERR_INVALID_ARGUMENT, "is out of range for job"},
-      {"twice",
-       {make_join(0, 3), make_join(1, 3),
-        [&] {
-          auto t = twice;
-          t.info.world_size = 3;
-          return t;
-        }()},
-       CC_ERR_MISMATCH,
-       "was claimed twice"},
-      {"nccl", {make_join(0, 2), nccl}, CC_ERR_MISMATCH, "load different NCCL versions"},
-      {"gpu", {make_join(0, 2), gpu}, CC_ERR_MISMATCH, "use the same GPU GPU-0"},
-      {"gpu-host-key", {key0, key1}, CC_ERR_MISMATCH, "use the same GPU GPU-0"},
-  };
-  for (const Scenario& sc : scenarios) {
-    const std::string job = std::string("check-") + sc.name;
-    INFO(job);
-    std::vector<Outcome> on_etcd = run_joins(etcd_connect(cluster.address(), job), sc.joins);
-    std::vector<Outcome> on_tcp = run_joins(tcp.connect(job), sc.joins);
-    for (size_t i = 0; i < sc.joins.size(); ++i) {
-      INFO("join " << i << ": etcd: " << on_etcd[i].status.message
-                   << "\ntcp: " << on_tcp[i].status.message);
-      CHECK(on_etcd[i].status.code == sc.code);
-      CHECK_THAT(on_etcd[i].status.message, Catch::Contains(sc.words));
-      CHECK(on_etcd[i].status.message == on_tcp[i].status.message);
-    }
-  }
-}
-
-TEST_CASE("etcd join: one GPU of one host serves two ranks that NCCL sees as two hosts") {
-  EtcdCluster& cluster = shared_cluster();
-  TcpServer tcp;
-  auto j0 = make_join(0, 2);
-  auto j1 = make_join(1, 2);
-  j1.info.host = j0.info.host;
-  j1.info.gpu_uuid = j0.info.gpu_uuid;
-  j0.info.host_key = j0.info.host + "-rank0";
-  j1.info.host_key = j0.info.host + "-rank1";
-  for (const auto& outcomes : {run_joins(etcd_connect(cluster.address(), "shared-gpu"), {j0, j1}),
-                               run_joins(tcp.connect("shared-gpu"), {j0, j1})}) {
-    for (const Outcome& o : outcomes) {
-      INFO(o.status.message);
-      CHECK(o.status.ok());
-    }
-  }
 }
 
 TEST_CASE("etcd join: at the deadline the ranks that never came are named") {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "rendezvous/etcd/recovery_decision.hpp"
-#include "rendezvous/server_core/words.hpp"
+#include "rendezvous/rules/recovery_rules.hpp"
 
 using namespace cc::rv;
 using namespace cc::rv::etcd;
@@ -238,10 +238,10 @@ TEST_CASE("recovery decision: ranks that disagree, or a regrow that cannot be, a
                           Contains("regrow to at least 4 ranks, or shrink"));
   }
   SECTION("a regrow past the limit") {
-    ask(&s, 0, 100, RecoverKind::regrow, server_core::kMaxRegrowRanks + 1, 10);
+    ask(&s, 0, 100, RecoverKind::regrow, rules::kMaxRegrowRanks + 1, 10);
     const std::string words = refused(d, CC_ERR_INVALID_ARGUMENT);
     CHECK_THAT(words, Contains("pass the job's size (1 to " +
-                               std::to_string(server_core::kMaxRegrowRanks) + " ranks)"));
+                               std::to_string(rules::kMaxRegrowRanks) + " ranks)"));
   }
 }
 

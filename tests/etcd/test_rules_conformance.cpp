@@ -1,0 +1,280 @@
+// The conformance table of the rendezvous rules on both backends: each case
+// runs through cc's own server (on loopback) and through real etcd, and
+// every rank on each must get the table's words exactly: every join refusal,
+// the missing ranks at the join's deadline (tests/rendezvous/rules_table.*),
+// and the recovery's cases below: a shrink and a regrow with a replacement
+// (the same next generation), survivors that disagree, a regrow too small
+// for a survivor, a deadline with a silent survivor or a rank nobody
+// replaced, a second start of a living rank, a second replacement for one
+// rank and a replacement's own deadline, a recovery on a member's connection.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rendezvous/etcd/endpoints.hpp"
+#include "tests/etcd/etcd_backend.hpp"
+#include "tests/etcd/etcd_test.hpp"
+#include "tests/rendezvous/rules_table.hpp"
+
+using namespace cc;
+using namespace cc::test;
+using std::chrono::milliseconds;
+
+namespace {
+
+// One backend of the table: how to connect for a job, and its words.
+struct Side {
+  std::string name;
+  std::function<Connect(const std::string& job)> connect;
+  BackendWords words;
+};
+
+// Both backends, cc's server first.
+std::vector<Side> both_sides(const LoopbackServer& server) {
+  rv::etcd::Address address;
+  REQUIRE(rv::etcd::parse_address(shared_cluster().address(), &address).ok());
+  const std::string etcd_address = shared_cluster().address();
+  return {
+      {"cc's server", [&server](const std::string& job) { return server.connect(job); },
+       server_words()},
+      {"etcd", [etcd_address](const std::string& job) { return etcd_connect(etcd_address, job); },
+       etcd_words(address.endpoint_list())},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("conformance: every join case, the same words on cc's server and on etcd") {
+  LoopbackServer server;
+  for (const Side& side : both_sides(server))
+    for (const JoinCase& c : join_cases()) {
+      INFO(side.name << ": " << c.name);
+      const std::vector<JoinOutcome> out = run_joins(side.connect(c.name), c.joins);
+      for (size_t i = 0; i < out.size(); ++i) {
+        INFO("join " << i << ": " << out[i].status.message);
+        CHECK(out[i].status.code == c.code);
+        CHECK(out[i].status.message == expand(c.words, c.name, side.words));
+      }
+    }
+}
+
+namespace {
+
+// A recovery call by job rank `rank`, `delay_ms` after the one before.
+struct Call {
+  int rank;
+  rv::RecoverKind kind;
+  int nranks;
+  uint32_t timeout_ms = 10000;
+  int delay_ms = 300;
+};
+
+struct RecoveryCase {
+  std::string name;
+  int world;
+  std::vector<int> killed;        // gone without leaving, after the join
+  std::vector<int> replacements;  // ranks a new process joins for, before the calls
+  std::vector<Call> calls;
+  cc_result_t code;  // what every call returns
+  std::string words;  // its words (CC_SUCCESS: none)
+  // On success, what every caller and replacement is told.
+  std::vector<int32_t> members = {};  // job ranks by new rank
+  std::vector<int32_t> failed = {};   // ranks of generation 0 left out or replaced
+};
+
+const rv::RecoverKind kShrink = rv::RecoverKind::shrink;
+const rv::RecoverKind kRegrow = rv::RecoverKind::regrow;
+
+std::vector<RecoveryCase> recovery_cases() {
+  const std::string at = "job '{job}', communicator 1, generation 0";
+  const std::string late = "did not complete within";
+  return {
+      {"shrink", 4, {1, 3}, {}, {{0, kShrink, 0}, {2, kShrink, 0}}, CC_SUCCESS, "", {0, 2}, {1, 3}},
+      {"regrow-replaced", 3, {1}, {1}, {{0, kRegrow, 3}, {2, kRegrow, 3}}, CC_SUCCESS, "",
+       {0, 1, 2}, {1}},
+      {"disagree", 3, {0}, {}, {{1, kShrink, 0}, {2, kRegrow, 3}}, CC_ERR_MISMATCH,
+       "ranks disagree on how " + at +
+           " goes on: rank 1 (host host-b, pid 1001, generation 0) called cc_comm_shrink, rank 2 "
+           "(host host-c, pid 1002, generation 0) called cc_comm_regrow(nranks=3); every "
+           "survivor must make the same call"},
+      {"regrow-too-small", 3, {1}, {}, {{2, kRegrow, 2}}, CC_ERR_INVALID_ARGUMENT,
+       "rank 2 (host host-c, pid 1002, generation 0) called cc_comm_regrow(nranks=2) on " + at +
+           ", but a survivor keeps its job rank 2, which a communicator of 2 ranks does not "
+           "have; regrow to at least 3 ranks, or shrink"},
+      {"silent-survivor", 3, {2}, {}, {{0, kShrink, 0, 1500}}, CC_ERR_TIMEOUT,
+       "cc_comm_shrink on " + at + " " + late +
+           " 1500 ms: rank 1 (host host-b, pid 1001, generation 0) is alive but did not call "
+           "cc_comm_shrink"},
+      {"nobody-replaced", 3, {2}, {}, {{0, kRegrow, 3, 2000}, {1, kRegrow, 3, 2000}},
+       CC_ERR_TIMEOUT,
+       "cc_comm_regrow(nranks=3) on " + at + " " + late +
+           " 2000 ms: rank 2 never came: no replacement joined for it; start a process with "
+           "RANK=2 and the job's {recover-settings} (cc-run --max-restarts does)"},
+  };
+}
+
+// A replacement process for job rank `rank`: another host and pid than the
+// rank it replaces.
+rv::Join replacement_join(int rank, int world, int timeout_ms = 20000) {
+  rv::Join j = table_join(rank, world, timeout_ms);
+  j.info.host = "host-new";
+  j.info.pid = static_cast<uint32_t>(5000 + rank);
+  j.unique_id.clear();
+  return j;
+}
+
+// `world` ranks of `job`, each on its own connection, all joined.
+std::vector<std::unique_ptr<rv::Client>> joined(const Connect& connect, int world) {
+  std::vector<std::unique_ptr<rv::Client>> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(connect());
+  std::vector<std::future<Status>> joins;
+  for (int r = 0; r < world; ++r)
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      rv::Joined j;
+      return ranks[static_cast<size_t>(r)]->join(table_join(r, world), &j);
+    }));
+  for (auto& j : joins) {
+    const Status s = j.get();
+    INFO(s.message);
+    REQUIRE(s.ok());
+  }
+  return ranks;
+}
+
+rv::Client::MakeId id_maker() {
+  return [](std::vector<uint8_t>* id) {
+    id->assign(128, 0x77);
+    return Status::success();
+  };
+}
+
+void check_joined(const rv::Joined& j, const RecoveryCase& c, int job_rank) {
+  CHECK(j.epoch == 1u);
+  std::vector<int32_t> members;
+  for (const auto& m : j.members) members.push_back(m.rank);
+  CHECK(members == c.members);
+  CHECK(std::vector<int32_t>(j.failed.begin(), j.failed.end()) == c.failed);
+  REQUIRE(j.rank >= 0);
+  REQUIRE(static_cast<size_t>(j.rank) < c.members.size());
+  CHECK(c.members[static_cast<size_t>(j.rank)] == job_rank);
+}
+
+}  // namespace
+
+TEST_CASE("conformance: every recovery case, the same outcome on cc's server and on etcd") {
+  LoopbackServer server;
+  for (const Side& side : both_sides(server))
+    for (const RecoveryCase& c : recovery_cases()) {
+      INFO(side.name << ": " << c.name);
+      const Connect connect = side.connect("recover-" + c.name);
+      auto ranks = joined(connect, c.world);
+      for (int r : c.killed) ranks[static_cast<size_t>(r)].reset();
+
+      std::vector<std::unique_ptr<rv::Client>> fresh;
+      std::vector<std::future<JoinOutcome>> replaced;
+      for (int r : c.replacements) {
+        fresh.push_back(connect());
+        rv::Client* conn = fresh.back().get();
+        replaced.push_back(std::async(std::launch::async, [conn, r, &c] {
+          JoinOutcome o;
+          o.status = conn->join(replacement_join(r, c.world), &o.joined);
+          return o;
+        }));
+        std::this_thread::sleep_for(milliseconds(300));
+      }
+      std::vector<std::unique_ptr<rv::Client>> own;
+      for (size_t i = 0; i < c.calls.size(); ++i) own.push_back(connect());
+      std::vector<std::future<JoinOutcome>> calls;
+      for (size_t i = 0; i < c.calls.size(); ++i) {
+        const Call call = c.calls[i];
+        if (i > 0) std::this_thread::sleep_for(milliseconds(call.delay_ms));
+        rv::Client* conn = own[i].get();
+        calls.push_back(std::async(std::launch::async, [conn, call, &c] {
+          rv::Recover req;
+          req.info = table_join(call.rank, c.world).info;
+          req.kind = call.kind;
+          req.nranks = call.nranks;
+          req.can_shrink = true;
+          req.timeout_ms = call.timeout_ms;
+          JoinOutcome o;
+          o.status = conn->recover(req, id_maker(), &o.joined);
+          return o;
+        }));
+      }
+      for (size_t i = 0; i < calls.size(); ++i) {
+        const JoinOutcome o = calls[i].get();
+        INFO("call by rank " << c.calls[i].rank << ": " << o.status.message);
+        CHECK(o.status.code == c.code);
+        if (c.code == CC_SUCCESS)
+          check_joined(o.joined, c, c.calls[i].rank);
+        else
+          CHECK(o.status.message == expand(c.words, "recover-" + c.name, side.words));
+      }
+      for (size_t i = 0; i < replaced.size(); ++i) {
+        const JoinOutcome o = replaced[i].get();
+        INFO("replacement for rank " << c.replacements[i] << ": " << o.status.message);
+        REQUIRE(o.status.ok());
+        check_joined(o.joined, c, c.replacements[i]);
+        CHECK(o.joined.unique_id == std::vector<uint8_t>(128, 0x77));
+      }
+    }
+}
+
+TEST_CASE("conformance: late joins and replacements, the same words on both backends") {
+  LoopbackServer server;
+  for (const Side& side : both_sides(server)) {
+    INFO(side.name);
+    {  // a second start of a living rank is refused
+      const std::string job = "twin";
+      const Connect connect = side.connect(job);
+      auto ranks = joined(connect, 2);
+      const std::vector<JoinOutcome> out = run_joins(connect, {table_join(1, 2)});
+      CHECK(out[0].status.code == CC_ERR_MISMATCH);
+      CHECK(out[0].status.message ==
+            "rank 1 (host host-b, pid 1001) joined job 'twin' (generation 1) after it had "
+            "completed, and rank 1 is alive in job 'twin', communicator 1, generation 0: rank 1 "
+            "(host host-b, pid 1001, generation 0). A replacement is taken only for a rank that "
+            "failed; this process came for an older generation, or was started twice: stop it "
+            "(or, if no rank failed, a rank restarted late or two communicators use one "
+            "generation: restart the whole job)");
+    }
+    {  // a second replacement for one rank is refused; the first one's deadline
+      const std::string job = "two-replacements";
+      const Connect connect = side.connect(job);
+      auto ranks = joined(connect, 2);
+      ranks[1].reset();
+      rv::Join second = replacement_join(1, 2);
+      second.info.pid = 6001;
+      const std::vector<JoinOutcome> out =
+          run_joins(connect, {replacement_join(1, 2, 2500), second}, 600);
+      CHECK(out[1].status.code == CC_ERR_MISMATCH);
+      CHECK(out[1].status.message ==
+            "rank 1 (host host-new, pid 6001) joined job 'two-replacements' (generation 1) after "
+            "it had completed as a replacement for rank 1, but one is already waiting: rank 1 "
+            "(host host-new, pid 5001); start one process per failed rank");
+      CHECK(out[0].status.code == CC_ERR_TIMEOUT);
+      CHECK(out[0].status.message ==
+            "rank 1 waited 2500 ms as a replacement in job 'two-replacements', communicator 1, "
+            "generation 0, and no cc_comm_regrow took it: the survivors did not call "
+            "cc_comm_regrow (or shrank instead) within that time");
+    }
+    {  // a recovery on a member's own connection is refused
+      const Connect connect = side.connect("own-connection");
+      auto ranks = joined(connect, 2);
+      rv::Recover req;
+      req.info = table_join(0, 2).info;
+      req.kind = kShrink;
+      req.timeout_ms = 2000;
+      rv::Joined out;
+      const Status s = ranks[0]->recover(req, id_maker(), &out);
+      CHECK(s.code == CC_ERR_INVALID_USAGE);
+      CHECK(s.message ==
+            "cc_comm_shrink by rank 0 (host host-a, pid 1000): a recovery needs a connection of "
+            "its own, and this one is already a member or recovering (a client bug)");
+    }
+  }
+}

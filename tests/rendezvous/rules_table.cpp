@@ -1,0 +1,181 @@
+// The cases of the conformance table (see rules_table.hpp).
+#include "tests/rendezvous/rules_table.hpp"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
+
+namespace cc::test {
+
+BackendWords server_words() {
+  return {"MASTER_ADDR, MASTER_PORT and job id, and can reach the server",
+          "MASTER_ADDR, MASTER_PORT and job id"};
+}
+
+BackendWords etcd_words(const std::string& endpoint_list) {
+  return {"MASTER_ADDR (the etcd endpoints " + endpoint_list + ") and job id, and can reach etcd",
+          "MASTER_ADDR and job id"};
+}
+
+namespace {
+
+void replace_all(std::string* s, const std::string& from, const std::string& to) {
+  for (size_t at = s->find(from); at != std::string::npos; at = s->find(from, at + to.size()))
+    s->replace(at, from.size(), to);
+}
+
+}  // namespace
+
+std::string expand(const std::string& words, const std::string& job, const BackendWords& b) {
+  std::string out = words;
+  replace_all(&out, "{job}", job);
+  replace_all(&out, "{join-settings}", b.join_settings);
+  replace_all(&out, "{recover-settings}", b.recover_settings);
+  return out;
+}
+
+rv::Join table_join(int rank, int world, int timeout_ms) {
+  rv::Join j;
+  j.info.rank = rank;
+  j.info.world_size = world;
+  j.info.generation = 1;
+  j.info.host = "host-" + std::string(1, static_cast<char>('a' + rank % 26));
+  j.info.pid = static_cast<uint32_t>(1000 + rank);
+  j.info.nccl_version = 22809;
+  j.info.gpu_uuid = "GPU-" + std::to_string(rank);
+  if (rank == 0) j.unique_id = std::vector<uint8_t>(128, 0x42);
+  j.timeout_ms = static_cast<uint32_t>(timeout_ms);
+  return j;
+}
+
+std::vector<JoinCase> join_cases() {
+  const std::string at = "job '{job}' (generation 1)";
+  std::vector<JoinCase> cases;
+
+  cases.push_back({"world-size",
+                   {table_join(0, 2), table_join(1, 3)},
+                   CC_ERR_MISMATCH,
+                   "ranks disagree on the world size of " + at +
+                       ": rank 0 (host host-a, pid 1000) said 2, rank 1 (host host-b, pid 1001) "
+                       "said 3; give every rank the same WORLD_SIZE"});
+
+  cases.push_back({"out-of-range",
+                   {table_join(0, 2), table_join(5, 2)},
+                   CC_ERR_INVALID_ARGUMENT,
+                   "rank 5 (host host-f, pid 1005) is out of range for " + at +
+                       " of 2 ranks (valid: 0-1); check RANK and WORLD_SIZE"});
+
+  rv::Join twin = table_join(1, 3);
+  twin.info.host = "host-z";
+  twin.info.pid = 4242;
+  twin.info.gpu_uuid = "GPU-other";
+  cases.push_back({"claimed-twice",
+                   {table_join(0, 3), table_join(1, 3), twin},
+                   CC_ERR_MISMATCH,
+                   "rank 1 of " + at +
+                       " was claimed twice: by rank 1 (host host-b, pid 1001) and by rank 1 "
+                       "(host host-z, pid 4242); give every process its own RANK"});
+
+  rv::Join older = table_join(1, 2);
+  older.info.nccl_version = 22605;
+  cases.push_back({"nccl-version",
+                   {table_join(0, 2), older},
+                   CC_ERR_MISMATCH,
+                   "ranks of " + at +
+                       " load different NCCL versions: rank 0 (host host-a, pid 1000) has 2.28.9, "
+                       "rank 1 (host host-b, pid 1001) has 2.26.5; install the same NCCL "
+                       "major.minor everywhere"});
+
+  rv::Join same_gpu = table_join(1, 2);
+  same_gpu.info.host = "host-a";
+  same_gpu.info.gpu_uuid = "GPU-0";
+  cases.push_back({"same-gpu",
+                   {table_join(0, 2), same_gpu},
+                   CC_ERR_MISMATCH,
+                   "rank 0 (host host-a, pid 1000) and rank 1 (host host-a, pid 1001) of " + at +
+                       " use the same GPU GPU-0; give each local rank its own device "
+                       "(LOCAL_RANK, CC_DEVICE)"});
+
+  // One NCCL host identity (NCCL_HOSTID) is one host, whatever the host names.
+  rv::Join key0 = table_join(0, 2), key1 = table_join(1, 2);
+  key1.info.gpu_uuid = "GPU-0";
+  key0.info.host_key = key1.info.host_key = "rack-1";
+  cases.push_back({"same-gpu-by-host-key",
+                   {key0, key1},
+                   CC_ERR_MISMATCH,
+                   "rank 0 (host host-a, pid 1000) and rank 1 (host host-b, pid 1001) of " + at +
+                       " use the same GPU GPU-0; give each local rank its own device "
+                       "(LOCAL_RANK, CC_DEVICE)"});
+
+  // Two faults in one arrival: the world size is checked first, everywhere.
+  rv::Join two_faults = table_join(1, 3);
+  two_faults.info.nccl_version = 22605;
+  cases.push_back({"world-size-before-nccl",
+                   {table_join(0, 2), two_faults},
+                   CC_ERR_MISMATCH,
+                   "ranks disagree on the world size of " + at +
+                       ": rank 0 (host host-a, pid 1000) said 2, rank 1 (host host-b, pid 1001) "
+                       "said 3; give every rank the same WORLD_SIZE"});
+
+  // NCCL sees two hosts (two host identities): one GPU may serve both.
+  rv::Join shared0 = table_join(0, 2), shared1 = table_join(1, 2);
+  shared1.info.host = shared0.info.host;
+  shared1.info.gpu_uuid = shared0.info.gpu_uuid;
+  shared0.info.host_key = shared0.info.host + "-rank0";
+  shared1.info.host_key = shared0.info.host + "-rank1";
+  cases.push_back({"one-gpu-two-host-ids", {shared0, shared1}, CC_SUCCESS, ""});
+
+  cases.push_back({"missing-ranks",
+                   {table_join(0, 4, 1500), table_join(2, 4, 1500)},
+                   CC_ERR_TIMEOUT,
+                   "ranks 1, 3 of 4 never joined " + at +
+                       " within 1500 ms (2 joined); check that they started, use the same "
+                       "{join-settings}"});
+  cases.push_back({"missing-rank",
+                   {table_join(0, 3, 1500), table_join(2, 3, 1500)},
+                   CC_ERR_TIMEOUT,
+                   "rank 1 of 3 never joined " + at +
+                       " within 1500 ms (2 joined); check that it started, use the same "
+                       "{join-settings}"});
+  return cases;
+}
+
+std::vector<JoinOutcome> run_joins(const Connect& connect, const std::vector<rv::Join>& joins,
+                                   int later_ms) {
+  std::vector<std::unique_ptr<rv::Client>> conns;
+  for (size_t i = 0; i < joins.size(); ++i) conns.push_back(connect());
+  std::vector<std::future<JoinOutcome>> pending;
+  for (size_t i = 0; i < joins.size(); ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(later_ms));
+    pending.push_back(std::async(std::launch::async, [&, i] {
+      JoinOutcome o;
+      o.status = conns[i]->join(joins[i], &o.joined);
+      return o;
+    }));
+  }
+  std::vector<JoinOutcome> out;
+  for (auto& p : pending) out.push_back(p.get());
+  return out;
+}
+
+LoopbackServer::LoopbackServer() {
+  rv::ServerOptions o;
+  o.bind_addr = "127.0.0.1";
+  REQUIRE(rv::Server::start(o, &server).ok());
+}
+
+Connect LoopbackServer::connect(const std::string& job) const {
+  const int port = server->port();
+  return [port, job] {
+    rv::ClientOptions o;
+    o.addr = "127.0.0.1";
+    o.port = port;
+    o.job_id = job;
+    std::unique_ptr<rv::Client> c;
+    REQUIRE(rv::Client::connect(o, &c).ok());
+    return c;
+  };
+}
+
+}  // namespace cc::test
