@@ -80,6 +80,17 @@ struct Backend::Impl {
   std::condition_variable ev_cv;
   std::deque<PeerEvent> events;
 
+  // The comparison of the ranks' calls (backend_calls.cpp): this rank's
+  // reports written under the generation's calls/ prefix, and on the
+  // generation's rank 0 the rule fed from a watch of that prefix. Made at
+  // the first report; declared last, so its threads stop before anything
+  // they use goes.
+  struct CallChecking;
+  struct CallCheckingEnd {
+    void operator()(CallChecking* c) const;
+  };
+  std::unique_ptr<CallChecking, CallCheckingEnd> call_checking;  // under mu
+
   explicit Impl(const BackendOptions& o)
       : opt(o), keys(o.prefix, o.job_id), window(o.heartbeat_window) {
     std::random_device rd;
@@ -158,6 +169,13 @@ struct Backend::Impl {
     Impl& impl_;
     bool started_ = false;
   };
+
+  // backend_calls.cpp
+  Status report_calls(const Heartbeat& h);
+  // The generation's mismatch key was put: every rank's one mismatch event.
+  void on_mismatch(const WatchEvent& e, bool* told);
+  // Stops writing and comparing (a leave, the end of the connection).
+  void stop_call_check();
 
   // backend_join.cpp
   Status join(const Join& request, Joined* out);

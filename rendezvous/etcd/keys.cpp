@@ -43,6 +43,11 @@ std::string Keys::gone(Gen g, int32_t rank) const {
 }
 std::string Keys::leaves(Gen g) const { return generation(g) + "leaves"; }
 std::string Keys::coordinator(Gen g) const { return generation(g) + "coordinator"; }
+std::string Keys::calls_prefix(Gen g) const { return generation(g) + "calls/"; }
+std::string Keys::calls(Gen g, int32_t rank) const {
+  return calls_prefix(g) + std::to_string(rank);
+}
+std::string Keys::mismatch(Gen g) const { return generation(g) + "mismatch"; }
 std::string Keys::latest(uint32_t join) const { return root_ + "latest/" + std::to_string(join); }
 
 std::optional<int32_t> Keys::member_rank(Gen g, const std::string& key) const {

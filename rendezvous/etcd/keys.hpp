@@ -10,6 +10,8 @@
 //   <prefix>/<job>/gen/<g>/gone/<rank>     that rank's departure was announced
 //   <prefix>/<job>/gen/<g>/leaves          one put per clean leave: the last one removes gen/<g>/
 //   <prefix>/<job>/gen/<g>/coordinator     a recovery's coordinator, on its lease (gen/<g>.<e>/ only)
+//   <prefix>/<job>/gen/<g>/calls/<rank>    the rank's latest points of its calls, on its lease
+//   <prefix>/<job>/gen/<g>/mismatch        the first difference in the ranks' calls, put once
 //   <prefix>/<job>/latest/<g>              the newest generation (epoch) a recovery made of join g
 //
 // Generation e > 0 of join g (made by cc_comm_shrink or cc_comm_regrow) has
@@ -56,6 +58,9 @@ class Keys {
   std::string gone(Gen g, int32_t rank) const;
   std::string leaves(Gen g) const;
   std::string coordinator(Gen g) const;
+  std::string calls_prefix(Gen g) const;  // "<root>gen/<g>/calls/"
+  std::string calls(Gen g, int32_t rank) const;
+  std::string mismatch(Gen g) const;
   std::string latest(uint32_t join) const;
 
   // The rank of a key made by member(g, rank); nullopt for any other key.

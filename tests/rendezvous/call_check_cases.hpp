@@ -1,0 +1,133 @@
+// The call check's end-to-end cases, run against cc's server (suite
+// rendezvous) and etcd (suite etcd): three call_check_member processes
+// (named by $CALL_CHECK_MEMBER) per case, heartbeats every 100 ms, rank 1
+// differing at op #50. Every member must hear of it within 2 s of "go", in
+// the words expected here, which are the same on both backends.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/rendezvous/member_process.hpp"
+
+namespace cc::test {
+
+struct DivergenceCase {
+  const char* name;
+  const char* rank1_call;  // rank 1's op #50, in call_words
+  const char* rank0_call;  // everyone else's
+};
+
+inline const std::vector<DivergenceCase>& divergence_cases() {
+  static const std::vector<DivergenceCase> cases = {
+      {"kind", "cc_allgather 4096 x FLOAT32", "cc_allreduce 4096 x FLOAT32 SUM"},
+      {"count", "cc_allreduce 8192 x FLOAT32 SUM", "cc_allreduce 4096 x FLOAT32 SUM"},
+      {"type", "cc_allreduce 4096 x BFLOAT16 SUM", "cc_allreduce 4096 x FLOAT32 SUM"},
+      {"op", "cc_allreduce 4096 x FLOAT32 MAX", "cc_allreduce 4096 x FLOAT32 SUM"},
+      {"root", "cc_broadcast 4096 x FLOAT32 root 1", "cc_broadcast 4096 x FLOAT32 root 0"},
+      // Its op #50 is the others' op #51 (an all-reduce of 8 x 51 floats).
+      {"skip", "cc_allreduce 408 x FLOAT32 SUM", "cc_allreduce 400 x FLOAT32 SUM"},
+      {"extra", "cc_barrier", "cc_allreduce 400 x FLOAT32 SUM"},
+  };
+  return cases;
+}
+
+inline std::string divergence_words(const DivergenceCase& c) {
+  return std::string("rank 1 (host h1, pid 101) called op #50 ") + c.rank1_call +
+         ", but rank 0 (host h0, pid 100) called op #50 " + c.rank0_call +
+         "; the ranks diverged after op #49. Every rank must make the same collective calls in "
+         "the same order; the flight recorder's files (CC_TRACE_DIR, cc-doctor trace) show each "
+         "rank's calls";
+}
+
+using CallCheckMembers = std::vector<std::unique_ptr<ChildProcess>>;
+
+// The next line of m that starts with `prefix`, or words naming what came instead.
+inline std::string next_line(ChildProcess& m, const std::string& prefix,
+                             std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  std::string others;
+  while (std::chrono::steady_clock::now() < until) {
+    auto l = m.line(std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now()));
+    if (!l) break;
+    if (l->rfind(prefix, 0) == 0) return *l;
+    others += "[" + *l + "] ";
+  }
+  return "(no '" + prefix + "' line; other lines: " + others + ")";
+}
+
+// Three members of `job` on the rendezvous at addr:port, joined.
+inline CallCheckMembers start_call_check_job(const std::string& addr, int port,
+                                             const std::string& job, const std::string& which) {
+  CallCheckMembers ms;
+  for (int r = 0; r < 3; ++r)
+    ms.push_back(std::make_unique<ChildProcess>(
+        member_args("CALL_CHECK_MEMBER", addr, port, job, r, 3, {which, "--interval", "100"})));
+  for (int r = 0; r < 3; ++r) {
+    const std::string l = next_line(*ms[r], "READY", std::chrono::milliseconds(20000));
+    INFO("rank " << r);
+    REQUIRE(l == "READY " + std::to_string(r));
+  }
+  return ms;
+}
+
+inline void leave_all(CallCheckMembers& ms) {
+  for (auto& m : ms) m->say("leave");
+  for (size_t r = 0; r < ms.size(); ++r) {
+    INFO("rank " << r);
+    CHECK(next_line(*ms[r], "LEFT", std::chrono::milliseconds(10000)) == "LEFT");
+  }
+}
+
+// Runs one divergence case; returns what each rank heard (its MISMATCH
+// line's words), checked to come within 2 s of "go" on every rank.
+inline std::vector<std::string> run_divergence(const std::string& addr, int port,
+                                               const std::string& job, const DivergenceCase& c) {
+  CallCheckMembers ms = start_call_check_job(addr, port, job, c.name);
+  const auto go = std::chrono::steady_clock::now();
+  for (auto& m : ms) m->say("go");
+  std::vector<std::string> words;
+  long long slowest = 0;
+  const std::string prefix = "MISMATCH 1 ";
+  for (size_t r = 0; r < ms.size(); ++r) {
+    const std::string l = next_line(*ms[r], "MISMATCH", std::chrono::milliseconds(5000));
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - go)
+                          .count();
+    INFO("case " << c.name << ", rank " << r << ": " << l);
+    CHECK(took < 2000);
+    slowest = std::max<long long>(slowest, took);
+    CHECK(l.rfind(prefix, 0) == 0);
+    words.push_back(l.rfind(prefix, 0) == 0 ? l.substr(prefix.size()) : l);
+  }
+  std::printf("%s, case %s: every rank told within %lld ms of go\n", addr.c_str(), c.name,
+              slowest);
+  leave_all(ms);
+  return words;
+}
+
+// Two communicators whose calls each rank interleaves in its own order: no
+// rank may hear of a mismatch, though every call was reported.
+inline void run_legal(const std::string& addr, int port, const std::string& job) {
+  CallCheckMembers ms = start_call_check_job(addr, port, job, "legal");
+  for (auto& m : ms) m->say("go");
+  for (size_t r = 0; r < ms.size(); ++r) {
+    INFO("rank " << r);
+    CHECK(next_line(*ms[r], "CALLED", std::chrono::milliseconds(10000)) == "CALLED");
+  }
+  // A few heartbeats more, so the last points were compared too.
+  for (size_t r = 0; r < ms.size(); ++r) {
+    INFO("rank " << r);
+    const std::string l = next_line(*ms[r], "MISMATCH", std::chrono::milliseconds(r == 0 ? 800 : 1));
+    CHECK(l.rfind("(no 'MISMATCH' line; other lines: )", 0) == 0);
+  }
+  leave_all(ms);
+}
+
+}  // namespace cc::test
