@@ -13,6 +13,7 @@
 // O(points) work in rank 0 for each; no rank reads another's key, and only
 // rank 0 watches a prefix that every rank writes to.
 #include <algorithm>
+#include <optional>
 
 #include "common/log.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
@@ -46,7 +47,7 @@ struct Backend::Impl::CallChecking {
  private:
   void write_reports();
   void compare(int64_t from_revision);
-  bool put_mismatch(const rules::CallReport& r, const rules::CallMismatch& m);
+  bool put_mismatch(Gen g, const PeerEvent& verdict);
   bool pause() {  // false when stopping
     std::unique_lock<std::mutex> lock(mu);
     return !cv.wait_for(lock, kRetryPause, [&] { return stopping; });
@@ -137,7 +138,8 @@ void Backend::Impl::CallChecking::write_reports() {
   }
 }
 
-// Rank 0: every report of the generation, in etcd's order, through the rule.
+// Rank 0: every report of the generation, in etcd's order, through the
+// rule; at the first difference, the verdict until etcd has it.
 void Backend::Impl::CallChecking::compare(int64_t from_revision) {
   Gen g{0};
   {
@@ -146,8 +148,8 @@ void Backend::Impl::CallChecking::compare(int64_t from_revision) {
   }
   rules::CallCheck check;
   int64_t next = from_revision;
-  bool decided = false;
-  while (!cancel->cancelled() && !decided) {
+  std::optional<PeerEvent> verdict;
+  while (!cancel->cancelled() && !verdict) {
     WatchSpec spec;
     spec.key = impl.keys.calls_prefix(g);
     spec.range_end = prefix_end(spec.key);
@@ -161,42 +163,39 @@ void Backend::Impl::CallChecking::compare(int64_t from_revision) {
             rules::CallReport r;
             if (!decode(e.kv.value, &r)) continue;
             if (auto m = check.report(r)) {
-              decided = put_mismatch(r, *m);
-              if (decided) return false;
+              // The reporting rank, named as cc's server names it.
+              verdict = PeerEvent{PeerEventKind::mismatch, m->rank, r.host, r.pid, m->words};
+              return false;
             }
           }
           return true;
         });
-    if (decided || s.code == CC_ERR_ABORTED) return;
+    if (verdict || s.code == CC_ERR_ABORTED) break;
     if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
     log().debug("etcd: job {}: watching the calls of generation {}.{}: {}",
                 quote(impl.opt.job_id), g.g, g.epoch, s.message);
     if (!pause()) return;
   }
+  while (verdict && !put_mismatch(g, *verdict))
+    if (!pause()) return;
 }
 
-// The words once, for every rank (the first rank 0 to put them wins: a
-// retried put finds them there). False when etcd could not be told.
-bool Backend::Impl::CallChecking::put_mismatch(const rules::CallReport& r,
-                                               const rules::CallMismatch& m) {
-  Gen g{0};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    g = gen;
-  }
+// The words once, for every rank: a transaction on the key's absence, so a
+// put retried after a lost answer changes nothing. False when etcd could
+// not be told.
+bool Backend::Impl::CallChecking::put_mismatch(Gen g, const PeerEvent& verdict) {
   const std::string key = impl.keys.mismatch(g);
   Txn t;
   t.compare = {Compare::absent(key)};
-  t.success = {Op::put(key, encode_mismatch(PeerEvent{PeerEventKind::mismatch, m.rank, r.host,
-                                                      r.pid, m.words}))};
+  t.success = {Op::put(key, encode_mismatch(verdict))};
   TxnResult result;
   if (Status s = impl.etcd->txn(t, impl.after(impl.opt.request_timeout), &result); !s.ok()) {
-    log().warn("etcd: job {}: communicator {} (generation {}): {}; telling the ranks failed: {}",
-               quote(impl.opt.job_id), g.g, g.epoch, m.words, s.message);
+    log().warn("etcd: job {}: communicator {} (generation {}): {}; telling the ranks: {}",
+               quote(impl.opt.job_id), g.g, g.epoch, verdict.reason, s.message);
     return false;
   }
   log().warn("etcd: job {}: communicator {} (generation {}): {}; told every member",
-             quote(impl.opt.job_id), g.g, g.epoch, m.words);
+             quote(impl.opt.job_id), g.g, g.epoch, verdict.reason);
   return true;
 }
 
