@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 #include <unordered_set>
 
 #include "common/log.hpp"
@@ -141,13 +142,14 @@ void Backend::Impl::lost_membership(const std::string& how) {
           "other ranks consider this rank failed"});
 }
 
-// The generation's one watch stream, from the join to the leave, on four
-// single keys (so no write elsewhere in the generation costs etcd work for
-// this watch): the result's put (how the join ended), the events key (each
-// departure, announced once), the mismatch key (the ranks' calls differ:
-// backend_calls.cpp), and the next rank's member key (its delete: a lease
-// expired). Ranks watch their neighbour in a ring, so a death is seen
-// by one rank, which announces it to all through the events key.
+// The generation's one watch stream, from the join to the leave, on keys
+// that only rare writes touch (so no write elsewhere in the generation costs
+// etcd work for this watch): the result's put (how the join ended), the
+// events key (each departure, announced once), the mismatch keys (the ranks'
+// calls differ, put by rank 0 alone, once per line: backend_calls.cpp), and
+// the next rank's member key (its delete: a lease expired). Ranks watch their
+// neighbour in a ring, so a death is seen by one rank, which announces it to
+// all through the events key.
 void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
   const Gen g = w.at;
   int64_t next_result = from, next_events = from, next_neighbour = from;
@@ -158,7 +160,7 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
   size_t announced = 0;
   std::vector<WatchEvent> early;  // the neighbour's delete before the result came
   int64_t next_mismatch = from;
-  bool mismatch_told = false;
+  std::set<std::pair<uint32_t, int32_t>> mismatch_told;  // by line (backend_calls.cpp)
   enum class Role { result, events, neighbour, mismatch };
   while (!watch_cancel->cancelled()) {
     std::vector<WatchSpec> specs;
@@ -182,7 +184,8 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
     };
     if (!result_known) watch(Role::result, keys.result(g), next_result, false);
     watch(Role::events, keys.events(g), next_events, false);
-    if (!mismatch_told) watch(Role::mismatch, keys.mismatch(g), next_mismatch, false);
+    watch(Role::mismatch, keys.mismatch(g, 0, 0), next_mismatch, false);
+    specs.back().range_end = prefix_end(specs.back().key);  // split children's too
     if (neighbour >= 0)
       watch(Role::neighbour, keys.member(g, neighbour_key), next_neighbour, true);
     Status s = etcd->watch(specs, Clock::now() + kWatchSlice, watch_cancel.get(),

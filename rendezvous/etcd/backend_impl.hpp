@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "rendezvous/etcd/backend.hpp"
@@ -172,8 +173,9 @@ struct Backend::Impl {
 
   // backend_calls.cpp
   Status report_calls(const Heartbeat& h);
-  // The generation's mismatch key was put: every rank's one mismatch event.
-  void on_mismatch(const WatchEvent& e, bool* told);
+  // A mismatch key of the generation was put: every rank's one mismatch
+  // event per line (the communicator, each split child), `told` by line.
+  void on_mismatch(const WatchEvent& e, std::set<std::pair<uint32_t, int32_t>>* told);
   // Stops writing and comparing (a leave, the end of the connection).
   void stop_call_check();
 

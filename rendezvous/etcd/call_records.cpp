@@ -78,7 +78,9 @@ bool decode(const std::string& text, rules::CallReport* out) {
 }
 
 std::string encode_mismatch(const PeerEvent& e) {
-  return json{{"rank", e.rank}, {"host", e.host}, {"pid", e.pid}, {"words", e.reason}}.dump();
+  return json{{"rank", e.rank},   {"host", e.host},         {"pid", e.pid},
+              {"words", e.reason}, {"split", e.split}, {"color", e.split_color}}
+      .dump();
 }
 
 bool decode_mismatch(const std::string& text, PeerEvent* out) {
@@ -88,6 +90,8 @@ bool decode_mismatch(const std::string& text, PeerEvent* out) {
     e.host = j.at("host").get<std::string>();
     e.pid = j.at("pid").get<uint32_t>();
     e.reason = j.at("words").get<std::string>();
+    e.split = j.value("split", 0u);
+    e.split_color = j.value("color", 0);
     return !e.reason.empty();
   });
 }

@@ -1,8 +1,8 @@
 // The values of the etcd backend's call check (docs/ETCD.md "Ranks that
 // disagree"), as JSON text an operator can read with etcdctl: a rank's
-// latest report of its call points (gen/<g>/calls/<rank>), and the one
-// verdict that the generation's rank 0 puts at the first difference
-// (gen/<g>/mismatch). Decoding never throws: a value that is not ours, or a
+// latest report of its call points (gen/<g>/calls/<rank>, or a split
+// child's), and the one verdict per line that the generation's rank 0 puts
+// at its first difference (gen/<g>/mismatch, or a split child's). Decoding never throws: a value that is not ours, or a
 // point out of range, decodes to false.
 #pragma once
 
@@ -19,7 +19,8 @@ bool decode(const std::string& text, rules::CallReport* out);
 std::string encode(const rules::CallReport& r);
 
 // The verdict is the very peer event every rank gets: kind mismatch, the
-// rank whose report showed the difference, and the words.
+// rank whose report showed the difference, the words, and for a split
+// child its split and color.
 std::string encode_mismatch(const PeerEvent& e);
 bool decode_mismatch(const std::string& text, PeerEvent* out);
 

@@ -2,7 +2,8 @@
 // tests/rendezvous/call_check_cases.hpp, whose words must be those of cc's
 // server character for character; each case also runs on a server of cc's
 // in this process, and the two backends' words are compared. Every rank
-// hears of a difference at op #50 within 2 s (heartbeats every 100 ms).
+// hears of a difference at op #50 within 2 s (heartbeats every 100 ms). A
+// split child's line (reported on its parent's connection) is compared apart.
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -36,4 +37,15 @@ TEST_CASE("etcd: a rank that differs at op #50 is named to every rank within 2 s
 
 TEST_CASE("etcd: two communicators interleaved in another order on each rank agree") {
   cc::test::run_legal(three_members().address(), 0, "calls-legal");
+}
+
+TEST_CASE("etcd: a split child's calls are compared on their own, apart from its parent's") {
+  for (bool child_differs : {true, false}) {
+    INFO((child_differs ? "the child differs" : "the parent differs"));
+    for (const std::string& w :
+         cc::test::run_split(three_members().address(), 0,
+                             child_differs ? "calls-split-child" : "calls-split-parent",
+                             child_differs))
+      CHECK(w == cc::test::split_words(child_differs));
+  }
 }

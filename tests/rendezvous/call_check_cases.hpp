@@ -36,12 +36,19 @@ inline const std::vector<DivergenceCase>& divergence_cases() {
   return cases;
 }
 
-inline std::string divergence_words(const DivergenceCase& c) {
-  return std::string("rank 1 (host h1, pid 101) called op #50 ") + c.rank1_call +
-         ", but rank 0 (host h0, pid 100) called op #50 " + c.rank0_call +
+// The words of a difference at op #50 between two ranks, the higher one first.
+inline std::string op50_words(const std::string& higher, const std::string& higher_call,
+                              const std::string& lower, const std::string& lower_call) {
+  return higher + " called op #50 " + higher_call + ", but " + lower + " called op #50 " +
+         lower_call +
          "; the ranks diverged after op #49. Every rank must make the same collective calls in "
          "the same order; the flight recorder's files (CC_TRACE_DIR, cc-doctor trace) show each "
          "rank's calls";
+}
+
+inline std::string divergence_words(const DivergenceCase& c) {
+  return op50_words("rank 1 (host h1, pid 101)", c.rank1_call, "rank 0 (host h0, pid 100)",
+                    c.rank0_call);
 }
 
 using CallCheckMembers = std::vector<std::unique_ptr<ChildProcess>>;
@@ -109,6 +116,43 @@ inline std::vector<std::string> run_divergence(const std::string& addr, int port
               times.c_str());
   leave_all(ms);
   return words;
+}
+
+// A communicator and a child split from it (all three ranks, numbered in
+// reverse in the child), the kind differing at op #50 on the child only
+// (child_differs) or on the parent only: the one that differs is flagged on
+// every rank, within 2 s, in its own numbers; the other never is. Returns
+// the words each rank heard.
+inline std::vector<std::string> run_split(const std::string& addr, int port,
+                                          const std::string& job, bool child_differs) {
+  CallCheckMembers ms =
+      start_call_check_job(addr, port, job, child_differs ? "split-child" : "split-parent");
+  const auto go = std::chrono::steady_clock::now();
+  for (auto& m : ms) m->say("go");
+  const std::string flagged = child_differs ? "MISMATCH 1.s1 " : "MISMATCH 1 ";
+  std::vector<std::string> words;
+  for (size_t r = 0; r < ms.size(); ++r) {
+    const std::string l = next_line(*ms[r], "MISMATCH", std::chrono::milliseconds(5000));
+    INFO("rank " << r << ": " << l);
+    CHECK(std::chrono::steady_clock::now() - go < std::chrono::milliseconds(2000));
+    CHECK(l.rfind(flagged, 0) == 0);
+    words.push_back(l.rfind(flagged, 0) == 0 ? l.substr(flagged.size()) : l);
+  }
+  // A few heartbeats more: the communicator that agrees stays unflagged.
+  for (size_t r = 0; r < ms.size(); ++r) {
+    INFO("rank " << r);
+    const std::string l = next_line(*ms[r], "MISMATCH", std::chrono::milliseconds(r == 0 ? 800 : 1));
+    CHECK(l.rfind("(no 'MISMATCH' line; other lines: )", 0) == 0);
+  }
+  leave_all(ms);
+  return words;
+}
+
+inline std::string split_words(bool child_differs) {
+  if (!child_differs) return divergence_words(divergence_cases().front());
+  // Job ranks 0 and 1 are ranks 2 and 1 of the child.
+  return op50_words("rank 2 (host h0, pid 100)", "cc_allreduce 4096 x FLOAT32 SUM",
+                    "rank 1 (host h1, pid 101)", "cc_allgather 4096 x FLOAT32");
 }
 
 // Two communicators whose calls each rank interleaves in its own order: no

@@ -15,10 +15,16 @@
 //   extra                         rank R makes a barrier before op #50
 //   legal                         two communicators, the same calls on each,
 //                                 made in another interleaving on every rank
+//   split-child, split-parent     communicator 1 and a child split from it
+//                                 (its points on the parent's channel, split 1,
+//                                 color 0, ranks in reverse order: rank 2 - r);
+//                                 the kind differs at op #50 on the child only,
+//                                 or on the parent only
 // Ranks from 2 on start --delay-ms after "go" (default 400), so ranks 0 and 1
 // are compared first, whatever the machine's load.
 // stdout: "READY <rank>", then per communicator g that learns of a difference
-// "MISMATCH <g> <words>", of another failure "FAILED <g> <words>"; "LEFT"
+// "MISMATCH <g> <words>" (the child: g "1.s1"), of another failure
+// "FAILED <g> <words>"; "CALLED" when the legal case made its calls; "LEFT"
 // after "leave" on stdin.
 #include <chrono>
 #include <cstdio>
@@ -66,6 +72,23 @@ class ChannelWatch final : public cc::watch::Watched {
  private:
   cc::watch::ControlChannel& channel_;
   uint32_t generation_;
+};
+
+// The split child's ticks, through its parent's channel.
+class SplitWatch final : public cc::watch::Watched {
+ public:
+  SplitWatch(cc::watch::ControlChannel& parent, cc::watch::SplitLine line)
+      : parent_(parent), line_(line) {}
+  void watch_tick(std::chrono::steady_clock::time_point now) override {
+    if (auto f = parent_.poll_split(now, line_))
+      say(std::string(f->kind == cc::watch::ChannelFailure::Kind::mismatch ? "MISMATCH "
+                                                                             : "FAILED ") +
+          "1.s" + std::to_string(line_.split) + " " + f->story);
+  }
+
+ private:
+  cc::watch::ControlChannel& parent_;
+  cc::watch::SplitLine line_;
 };
 
 CallDesc allreduce(uint64_t count, int dtype = CC_FLOAT32, int op = CC_SUM) {
@@ -196,6 +219,19 @@ int main(int argc, char** argv) {
     }
   };
 
+  // The split cases' child: all three ranks, numbered in reverse.
+  cc::core::CallLog child_log(world, 0);
+  std::unique_ptr<SplitWatch> child_watch;
+  auto start_child = [&] {
+    cc::watch::SplitLine line;
+    line.split = 1;
+    line.color = 0;
+    line.rank = world - 1 - rank;
+    line.calls = &child_log;
+    child_watch = std::make_unique<SplitWatch>(*comms[0].channel, line);
+    cc::watch::Watchdog::instance().add(child_watch.get());
+  };
+
   std::thread caller;
   std::string line;
   while (std::getline(std::cin, line)) {
@@ -224,12 +260,22 @@ int main(int argc, char** argv) {
           }
           say("CALLED");
         });
+      } else if (which == "split-child" || which == "split-parent") {
+        const bool child_differs = which == "split-child";
+        for (const CallDesc& call : calls_of("kind", !child_differs && rank == diverging))
+          record(comms[0], call);
+        uint64_t child_op = 0;
+        for (const CallDesc& call : calls_of("kind", child_differs && rank == diverging))
+          child_log.record(call, ++child_op, 0, 0);
+        start_channels();
+        start_child();
       } else {
         for (const CallDesc& call : calls_of(which, rank == diverging)) record(comms[0], call);
         start_channels();
       }
     } else if (line == "leave") {
       if (caller.joinable()) caller.join();
+      if (child_watch) cc::watch::Watchdog::instance().remove(child_watch.get());
       for (Comm& c : comms)
         if (c.watched) cc::watch::Watchdog::instance().remove(c.watched.get());
       for (Comm& c : comms) {
@@ -243,6 +289,7 @@ int main(int argc, char** argv) {
     }
   }
   if (caller.joinable()) caller.join();
+  if (child_watch) cc::watch::Watchdog::instance().remove(child_watch.get());
   for (Comm& c : comms)
     if (c.watched) cc::watch::Watchdog::instance().remove(c.watched.get());
   return 0;

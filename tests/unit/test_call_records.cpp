@@ -9,6 +9,7 @@
 #include "cc/cc.h"
 #include "lib/core/call_log.hpp"
 #include "rendezvous/etcd/call_records.hpp"
+#include "rendezvous/etcd/keys.hpp"
 
 using cc::CallDesc;
 using cc::CallKind;
@@ -93,4 +94,22 @@ TEST_CASE("the largest report a heartbeat makes stays under 4 KB in etcd") {
   const std::string text = cc::rv::etcd::encode(r);
   INFO(text.size() << " bytes");
   CHECK(text.size() < 4096);
+}
+
+TEST_CASE("a report's key names its line: the communicator or one of its split children") {
+  const cc::rv::etcd::Keys keys("cc", "job");
+  const cc::rv::etcd::Gen g{1, 2};
+  CHECK(keys.calls(g, 0, 0, 3) == "cc/job/gen/1.2/calls/3");
+  CHECK(keys.calls(g, 4, -1, 3) == "cc/job/gen/1.2/calls/s4.-1/3");
+  CHECK(keys.mismatch(g, 0, 0) == "cc/job/gen/1.2/mismatch");
+  CHECK(keys.mismatch(g, 4, 7) == "cc/job/gen/1.2/mismatch/s4.7");
+  using Line = std::pair<uint32_t, int32_t>;
+  CHECK(keys.calls_line(g, keys.calls(g, 0, 0, 3)) == Line{0, 0});
+  CHECK(keys.calls_line(g, keys.calls(g, 4, -1, 3)) == Line{4, -1});
+  for (const char* other : {"cc/job/gen/1.2/calls/", "cc/job/gen/1.2/calls/x", "cc/job/gen/1.2/calls/-1",
+                            "cc/job/gen/1.2/calls/s0.1/2", "cc/job/gen/1.2/calls/s4/2",
+                            "cc/job/gen/1.2/calls/s4.1/", "cc/job/gen/1/calls/3"}) {
+    INFO(other);
+    CHECK_FALSE(keys.calls_line(g, other).has_value());
+  }
 }
