@@ -17,9 +17,9 @@
 // rank 0 watches a prefix that every rank writes to.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
-#include <optional>
 
 #include "common/log.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
@@ -31,7 +31,7 @@ namespace cc::rv::etcd {
 namespace {
 
 constexpr milliseconds kCheckWatchSlice{30000};  // the prefix's watch is opened again this often
-constexpr milliseconds kRetryPause{500};          // after a failed put or watch
+constexpr milliseconds kRetryPause{500};         // after a failed put or watch
 
 constexpr size_t kMaxLines = 65;  // the communicator and 64 split children, as cc's server
 
@@ -70,9 +70,9 @@ struct Backend::Impl::CallChecking {
   bool running = false;
   bool stopping = false;
   Gen gen{0};
-  rules::CallReport self;  // who reports (points unused)
+  rules::CallReport self;                     // who reports (points unused)
   std::map<Line, rules::CallReport> pending;  // not yet written, by line
-  std::thread writer, comparer;    // comparer: rank 0 only
+  std::thread writer, comparer;               // comparer: rank 0 only
   std::unique_ptr<WatchCancel> cancel;
 };
 
@@ -205,8 +205,8 @@ void Backend::Impl::CallChecking::compare(int64_t from_revision) {
     }
     if (s.code == CC_ERR_ABORTED) return;
     if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
-    log().debug("etcd: job {}: watching the calls of generation {}.{}: {}",
-                quote(impl.opt.job_id), g.g, g.epoch, s.message);
+    log().debug("etcd: job {}: watching the calls of generation {}.{}: {}", quote(impl.opt.job_id),
+                g.g, g.epoch, s.message);
     if (!pause()) return;
   }
 }
@@ -272,8 +272,7 @@ void Backend::Impl::stop_call_check() {
   if (checking != nullptr) checking->stop();
 }
 
-void Backend::Impl::on_mismatch(const WatchEvent& e,
-                                std::set<std::pair<uint32_t, int32_t>>* told) {
+void Backend::Impl::on_mismatch(const WatchEvent& e, std::set<std::pair<uint32_t, int32_t>>* told) {
   PeerEvent ev;
   if (!decode_mismatch(e.kv.value, &ev) || told->size() >= kMaxLines) return;
   if (!told->insert({ev.split, ev.split_color}).second) return;

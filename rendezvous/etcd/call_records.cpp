@@ -1,6 +1,9 @@
 #include "rendezvous/etcd/call_records.hpp"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
+
+#include "rendezvous/etcd/json_object.hpp"
 
 namespace cc::rv::etcd {
 namespace {
@@ -31,7 +34,9 @@ bool read_point(const json& a, CallPoint* p) {
   p->line = static_cast<CallPoint::Line>(line);
   p->peer = a.at(1).get<int32_t>();
   p->seq = a.at(2).get<uint64_t>();
-  p->fingerprint = std::stoull(fingerprint);
+  const char* end = fingerprint.data() + fingerprint.size();
+  auto [at, ec] = std::from_chars(fingerprint.data(), end, p->fingerprint);
+  if (ec != std::errc() || at != end) return false;  // more than 64 bits
   p->call.kind = static_cast<CallKind>(kind);
   p->call.count = a.at(5).get<uint64_t>();
   p->call.dtype = a.at(6).get<int32_t>();
@@ -39,20 +44,6 @@ bool read_point(const json& a, CallPoint* p) {
   p->call.root = a.at(8).get<int32_t>();
   p->call.in_place = a.at(9).get<bool>();
   return true;
-}
-
-template <typename T, typename F>
-bool decode_object(const std::string& text, T* out, F read) {
-  const json j = json::parse(text, nullptr, false);
-  if (!j.is_object()) return false;
-  try {
-    T value;
-    if (!read(j, value)) return false;
-    *out = std::move(value);
-    return true;
-  } catch (const std::exception&) {  // json's type errors, stoull's range
-    return false;
-  }
 }
 
 }  // namespace
@@ -78,7 +69,7 @@ bool decode(const std::string& text, rules::CallReport* out) {
 }
 
 std::string encode_mismatch(const PeerEvent& e) {
-  return json{{"rank", e.rank},   {"host", e.host},         {"pid", e.pid},
+  return json{{"rank", e.rank},    {"host", e.host},   {"pid", e.pid},
               {"words", e.reason}, {"split", e.split}, {"color", e.split_color}}
       .dump();
 }

@@ -2,8 +2,8 @@
 // disagree"), as JSON text an operator can read with etcdctl: a rank's
 // latest report of its call points (gen/<g>/calls/<rank>, or a split
 // child's), and the one verdict per line that the generation's rank 0 puts
-// at its first difference (gen/<g>/mismatch, or a split child's). Decoding never throws: a value that is not ours, or a
-// point out of range, decodes to false.
+// at its first difference (gen/<g>/mismatch, or a split child's). Decoding never throws: a value
+// that is not ours, or a point out of range, decodes to false.
 #pragma once
 
 #include <string>

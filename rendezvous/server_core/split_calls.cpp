@@ -31,13 +31,13 @@ void ServerCore::Impl::check_split_calls(Job& job, const Conn& c, const Membersh
   const std::optional<rules::CallMismatch> m =
       s.check.report({h.split_rank, member.host, member.pid, h.calls});
   if (!m) return;
-  s.verdict = PeerEvent{PeerEventKind::mismatch, m->rank,  member.host, member.pid,
-                        m->words,                h.split, h.split_color};
+  s.verdict = PeerEvent{
+      PeerEventKind::mismatch, m->rank, member.host, member.pid, m->words, h.split, h.split_color};
   for (ConnId id : s.reporters)
     if (conns.count(id) != 0) send(id, 0, *s.verdict);
-  log().warn("job {}: communicator {} (generation {}), its split {} (color {}): {}; told {} members",
-             quote(job.id), h.generation, h.epoch, h.split, h.split_color, m->words,
-             s.reporters.size());
+  log().warn(
+      "job {}: communicator {} (generation {}), its split {} (color {}): {}; told {} members",
+      quote(job.id), h.generation, h.epoch, h.split, h.split_color, m->words, s.reporters.size());
 }
 
 }  // namespace cc::rv

@@ -13,14 +13,14 @@
 namespace {
 
 cc::test::EtcdCluster& three_members() {
-  static std::unique_ptr<cc::test::EtcdCluster> c =
-      cc::test::start_cluster(cc::test::members(3));
+  static std::unique_ptr<cc::test::EtcdCluster> c = cc::test::start_cluster(cc::test::members(3));
   return *c;
 }
 
 }  // namespace
 
-TEST_CASE("etcd: a rank that differs at op #50 is named to every rank within 2 s, as on cc's server") {
+TEST_CASE(
+    "etcd: a rank that differs at op #50 is named to every rank within 2 s, as on cc's server") {
   auto server = cc::test::start_local_server();
   for (const auto& c : cc::test::divergence_cases()) {
     INFO("case " << c.name);
@@ -42,10 +42,9 @@ TEST_CASE("etcd: two communicators interleaved in another order on each rank agr
 TEST_CASE("etcd: a split child's calls are compared on their own, apart from its parent's") {
   for (bool child_differs : {true, false}) {
     INFO((child_differs ? "the child differs" : "the parent differs"));
-    for (const std::string& w :
-         cc::test::run_split(three_members().address(), 0,
-                             child_differs ? "calls-split-child" : "calls-split-parent",
-                             child_differs))
+    for (const std::string& w : cc::test::run_split(
+             three_members().address(), 0,
+             child_differs ? "calls-split-child" : "calls-split-parent", child_differs))
       CHECK(w == cc::test::split_words(child_differs));
   }
 }

@@ -91,6 +91,16 @@ inline void leave_all(CallCheckMembers& ms) {
   }
 }
 
+// No member prints anything (no MISMATCH, no FAILED) for 800 ms, eight heartbeats.
+inline void expect_quiet(CallCheckMembers& ms) {
+  for (size_t r = 0; r < ms.size(); ++r) {
+    INFO("rank " << r);
+    const std::string l =
+        next_line(*ms[r], "MISMATCH", std::chrono::milliseconds(r == 0 ? 800 : 1));
+    CHECK(l == "(no 'MISMATCH' line; other lines: )");
+  }
+}
+
 // Runs one divergence case; returns what each rank heard (its MISMATCH
 // line's words), checked to come within 2 s of "go" on every rank.
 inline std::vector<std::string> run_divergence(const std::string& addr, int port,
@@ -103,9 +113,9 @@ inline std::vector<std::string> run_divergence(const std::string& addr, int port
   const std::string prefix = "MISMATCH 1 ";
   for (size_t r = 0; r < ms.size(); ++r) {
     const std::string l = next_line(*ms[r], "MISMATCH", std::chrono::milliseconds(5000));
-    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - go)
-                          .count();
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - go)
+            .count();
     INFO("case " << c.name << ", rank " << r << ": " << l);
     CHECK(took < 2000);
     times += (r == 0 ? "" : ", ") + std::to_string(took);
@@ -123,8 +133,8 @@ inline std::vector<std::string> run_divergence(const std::string& addr, int port
 // (child_differs) or on the parent only: the one that differs is flagged on
 // every rank, within 2 s, in its own numbers; the other never is. Returns
 // the words each rank heard.
-inline std::vector<std::string> run_split(const std::string& addr, int port,
-                                          const std::string& job, bool child_differs) {
+inline std::vector<std::string> run_split(const std::string& addr, int port, const std::string& job,
+                                          bool child_differs) {
   CallCheckMembers ms =
       start_call_check_job(addr, port, job, child_differs ? "split-child" : "split-parent");
   const auto go = std::chrono::steady_clock::now();
@@ -138,12 +148,7 @@ inline std::vector<std::string> run_split(const std::string& addr, int port,
     CHECK(l.rfind(flagged, 0) == 0);
     words.push_back(l.rfind(flagged, 0) == 0 ? l.substr(flagged.size()) : l);
   }
-  // A few heartbeats more: the communicator that agrees stays unflagged.
-  for (size_t r = 0; r < ms.size(); ++r) {
-    INFO("rank " << r);
-    const std::string l = next_line(*ms[r], "MISMATCH", std::chrono::milliseconds(r == 0 ? 800 : 1));
-    CHECK(l.rfind("(no 'MISMATCH' line; other lines: )", 0) == 0);
-  }
+  expect_quiet(ms);  // the communicator that agrees stays unflagged
   leave_all(ms);
   return words;
 }
@@ -164,12 +169,7 @@ inline void run_legal(const std::string& addr, int port, const std::string& job)
     INFO("rank " << r);
     CHECK(next_line(*ms[r], "CALLED", std::chrono::milliseconds(10000)) == "CALLED");
   }
-  // A few heartbeats more, so the last points were compared too.
-  for (size_t r = 0; r < ms.size(); ++r) {
-    INFO("rank " << r);
-    const std::string l = next_line(*ms[r], "MISMATCH", std::chrono::milliseconds(r == 0 ? 800 : 1));
-    CHECK(l.rfind("(no 'MISMATCH' line; other lines: )", 0) == 0);
-  }
+  expect_quiet(ms);  // the last points were compared too
   leave_all(ms);
 }
 

@@ -65,7 +65,7 @@ class ChannelWatch final : public cc::watch::Watched {
   void watch_tick(std::chrono::steady_clock::time_point now) override {
     if (auto f = channel_.poll(now, 0))
       say(std::string(f->kind == cc::watch::ChannelFailure::Kind::mismatch ? "MISMATCH "
-                                                                             : "FAILED ") +
+                                                                           : "FAILED ") +
           std::to_string(generation_) + " " + f->story);
   }
 
@@ -82,7 +82,7 @@ class SplitWatch final : public cc::watch::Watched {
   void watch_tick(std::chrono::steady_clock::time_point now) override {
     if (auto f = parent_.poll_split(now, line_))
       say(std::string(f->kind == cc::watch::ChannelFailure::Kind::mismatch ? "MISMATCH "
-                                                                             : "FAILED ") +
+                                                                           : "FAILED ") +
           "1.s" + std::to_string(line_.split) + " " + f->story);
   }
 

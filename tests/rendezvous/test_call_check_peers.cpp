@@ -15,8 +15,8 @@ TEST_CASE("cc's server: a rank that differs at op #50 is named to every rank wit
   auto server = cc::test::start_local_server();
   for (const auto& c : cc::test::divergence_cases()) {
     INFO("case " << c.name);
-    for (const std::string& w : cc::test::run_divergence("127.0.0.1", server->port(),
-                                                         std::string("calls-") + c.name, c))
+    for (const std::string& w :
+         cc::test::run_divergence("127.0.0.1", server->port(), std::string("calls-") + c.name, c))
       CHECK(w == cc::test::divergence_words(c));
   }
 }
@@ -30,10 +30,9 @@ TEST_CASE("cc's server: a split child's calls are compared on their own, apart f
   auto server = cc::test::start_local_server();
   for (bool child_differs : {true, false}) {
     INFO((child_differs ? "the child differs" : "the parent differs"));
-    for (const std::string& w :
-         cc::test::run_split("127.0.0.1", server->port(),
-                             child_differs ? "calls-split-child" : "calls-split-parent",
-                             child_differs))
+    for (const std::string& w : cc::test::run_split(
+             "127.0.0.1", server->port(),
+             child_differs ? "calls-split-child" : "calls-split-parent", child_differs))
       CHECK(w == cc::test::split_words(child_differs));
   }
 }

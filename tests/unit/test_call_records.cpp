@@ -19,9 +19,8 @@ using cc::rv::rules::CallReport;
 namespace {
 
 bool same_point(const CallPoint& a, const CallPoint& b) {
-  return a.line == b.line && a.peer == b.peer && a.seq == b.seq &&
-         a.fingerprint == b.fingerprint && cc::same_call(a.call, b.call) &&
-         a.call.in_place == b.call.in_place;
+  return a.line == b.line && a.peer == b.peer && a.seq == b.seq && a.fingerprint == b.fingerprint &&
+         cc::same_call(a.call, b.call) && a.call.in_place == b.call.in_place;
 }
 
 }  // namespace
@@ -52,16 +51,21 @@ TEST_CASE("a report reads back as written, fingerprints of all 64 bits included"
 TEST_CASE("values that are not a report are refused") {
   CallReport out;
   out.rank = 7;
-  for (const char* text : {
-           "", "not json", "[]", "{}", R"({"rank":1,"host":"h","pid":1})",
-           R"({"rank":-1,"host":"h","pid":1,"points":[]})",
-           R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,"12",0,8,7,0,-1]]})",
-           R"({"rank":1,"host":"h","pid":1,"points":[[3,-1,1,"12",0,8,7,0,-1,false]]})",
-           R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,"12",9,8,7,0,-1,false]]})",
-           R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,"1x",0,8,7,0,-1,false]]})",
-           R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,"99999999999999999999",0,8,7,0,-1,false]]})",
-           R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,12,0,8,7,0,-1,false]]})",
-       }) {
+  for (
+      const char* text : {
+          "",
+          "not json",
+          "[]",
+          "{}",
+          R"({"rank":1,"host":"h","pid":1})",
+          R"({"rank":-1,"host":"h","pid":1,"points":[]})",
+          R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,"12",0,8,7,0,-1]]})",
+          R"({"rank":1,"host":"h","pid":1,"points":[[3,-1,1,"12",0,8,7,0,-1,false]]})",
+          R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,"12",9,8,7,0,-1,false]]})",
+          R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,"1x",0,8,7,0,-1,false]]})",
+          R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,"99999999999999999999",0,8,7,0,-1,false]]})",
+          R"({"rank":1,"host":"h","pid":1,"points":[[0,-1,1,12,0,8,7,0,-1,false]]})",
+      }) {
     INFO(text);
     CHECK_FALSE(cc::rv::etcd::decode(text, &out));
     CHECK(out.rank == 7);  // left as it was
@@ -106,9 +110,10 @@ TEST_CASE("a report's key names its line: the communicator or one of its split c
   using Line = std::pair<uint32_t, int32_t>;
   CHECK(keys.calls_line(g, keys.calls(g, 0, 0, 3)) == Line{0, 0});
   CHECK(keys.calls_line(g, keys.calls(g, 4, -1, 3)) == Line{4, -1});
-  for (const char* other : {"cc/job/gen/1.2/calls/", "cc/job/gen/1.2/calls/x", "cc/job/gen/1.2/calls/-1",
-                            "cc/job/gen/1.2/calls/s0.1/2", "cc/job/gen/1.2/calls/s4/2",
-                            "cc/job/gen/1.2/calls/s4.1/", "cc/job/gen/1/calls/3"}) {
+  for (const char* other :
+       {"cc/job/gen/1.2/calls/", "cc/job/gen/1.2/calls/x", "cc/job/gen/1.2/calls/-1",
+        "cc/job/gen/1.2/calls/s0.1/2", "cc/job/gen/1.2/calls/s4/2", "cc/job/gen/1.2/calls/s4.1/",
+        "cc/job/gen/1/calls/3"}) {
     INFO(other);
     CHECK_FALSE(keys.calls_line(g, other).has_value());
   }
