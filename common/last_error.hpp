@@ -31,3 +31,10 @@ cc_result_t succeed();
   catch (...) {                                                                        \
     return ::cc::fail(CC_ERR_INTERNAL, std::string(__func__) + ": unknown exception"); \
   }
+
+// A C entry point whose whole body hands one Status-returning call's result
+// (and its words) to the caller, inside the guard above.
+#define CC_API_RETURN_STATUS(call) \
+  CC_API_GUARD_BEGIN               \
+  return ::cc::fail(call);         \
+  CC_API_GUARD_END

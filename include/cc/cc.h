@@ -185,6 +185,11 @@ CC_API cc_result_t cc_comm_abort(cc_comm_t comm);
 CC_API cc_result_t cc_comm_rank(cc_comm_t comm, int* rank);
 CC_API cc_result_t cc_comm_size(cc_comm_t comm, int* nranks);
 CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device);
+/* The communicator's deadline in milliseconds, as init resolved it from
+ * cc_config_t.timeout_ms, CC_TIMEOUT_MS or cc's default: what a blocking call
+ * on comm waits at most. For a binding that waits on comm's work itself.
+ * Never blocks. */
+CC_API cc_result_t cc_comm_timeout(cc_comm_t comm, int* timeout_ms);
 /* Which path serves cc_allreduce at which size on this comm, the same on every
  * rank: e.g. "ll:1M,oneshot:8M,blocks:64" (cc's LL kernel up to 1 MiB, its
  * one-shot kernel above that up to 8 MiB with at most 64 thread blocks,

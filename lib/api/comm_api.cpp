@@ -18,7 +18,7 @@ using cc::succeed;
 
 namespace {
 
-// cc_comm_rank, _size, _device: one field of a live handle.
+// cc_comm_rank, _size, _device, _timeout: one field of a live handle.
 template <class T>
 cc_result_t read_field(const char* call, cc_comm_t c, const char* out_name, int* out, T value) {
   if (Status st = cc::comm::check_handle(call, c); !st.ok()) return fail(st);
@@ -116,6 +116,13 @@ CC_API cc_result_t cc_comm_device(cc_comm_t comm, int* cuda_device) {
   CC_API_GUARD_BEGIN
   return read_field("cc_comm_device", comm, "cuda_device", cuda_device,
                     [](cc_comm_t c) { return c->device; });
+  CC_API_GUARD_END
+}
+
+CC_API cc_result_t cc_comm_timeout(cc_comm_t comm, int* timeout_ms) {
+  CC_API_GUARD_BEGIN
+  return read_field("cc_comm_timeout", comm, "timeout_ms", timeout_ms,
+                    [](cc_comm_t c) { return static_cast<int>(c->timeout.count()); });
   CC_API_GUARD_END
 }
 

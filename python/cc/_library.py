@@ -40,6 +40,7 @@ _PROTOTYPES = {
     "cc_comm_rank": (c_int, [c_void_p, P(c_int)]),
     "cc_comm_size": (c_int, [c_void_p, P(c_int)]),
     "cc_comm_device": (c_int, [c_void_p, P(c_int)]),
+    "cc_comm_timeout": (c_int, [c_void_p, P(c_int)]),
     "cc_comm_shrink": (c_int, [c_void_p, c_int, P(c_void_p)]),
     "cc_comm_regrow": (c_int, [c_void_p, c_int, c_int, P(c_void_p)]),
     "cc_comm_generation": (c_int, [c_void_p, P(c_int)]),

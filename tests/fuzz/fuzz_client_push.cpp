@@ -31,11 +31,6 @@ void check_printable(const std::string& s) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  setenv("CC_LOG_LEVEL", "off", 1);
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
   const size_t piece = 1 + data[0] % 64;

@@ -20,6 +20,7 @@
 
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server_core.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
 
 namespace rv = cc::rv;
 using namespace std::chrono_literals;
@@ -32,9 +33,7 @@ constexpr rv::ConnId kConn = 1;
 class PreAuthSink : public rv::Sink {
  public:
   void send(rv::ConnId, uint32_t request_id, const rv::Message& m) override {
-    rv::FrameReader r;
-    r.feed(rv::encode_frame(request_id, m));
-    if (!r.next()) __builtin_trap();  // the server sent something it cannot decode
+    rv::fuzz::trap_unless_decodable(request_id, m);
     if (authenticated) return;
     if (const auto* c = std::get_if<rv::Challenge>(&m)) {
       if (!c->auth_required) __builtin_trap();  // a server with a token must ask for it
@@ -67,11 +66,6 @@ std::string field(std::span<const uint8_t>& in) {
 }
 
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  setenv("CC_LOG_LEVEL", "off", 1);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;

@@ -153,7 +153,8 @@ class Groups(unittest.TestCase):
 
 
 class RecoveryCalls(unittest.TestCase):
-    """Bound lazily: present in libcc or named when missing. Without a GPU
+    """The recovery calls and cc_comm_timeout (which the torch backend's
+    host wait reads), bound lazily: present in libcc or named when missing. Without a GPU
     there is no communicator, so a NULL one checks the binding's argument
     types reach libcc's own checks."""
 
@@ -188,6 +189,10 @@ class RecoveryCalls(unittest.TestCase):
 
     def test_check(self):
         self.call("cc_comm_check")
+
+    def test_timeout(self):
+        import ctypes
+        self.call("cc_comm_timeout", ctypes.byref(ctypes.c_int()))
 
     def test_dump_trace(self):
         self.call("cc_comm_dump_trace", b"/nonexistent")

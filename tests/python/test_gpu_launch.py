@@ -36,15 +36,22 @@ def run_suite(gpus, tmp):
     return proc, logs
 
 
-class OneGpu(unittest.TestCase):
+class SuiteRun(unittest.TestCase):
+    """The suite run once for the class, with GPUS stand-in GPUs."""
+    GPUS = None
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="cc-gpu-launch-")
-        cls.proc, cls.logs = run_suite(1, cls.tmp)
+        cls.proc, cls.logs = run_suite(cls.GPUS, cls.tmp)
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
+
+
+class OneGpu(SuiteRun):
+    GPUS = 1
 
     def test_summary_counts_the_skip_apart(self):
         out = self.proc.stdout
@@ -88,15 +95,8 @@ class OneGpu(unittest.TestCase):
                              r"CC_SHARE_GPU=1" % (ranks, victim))
 
 
-class TwoGpus(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="cc-gpu-launch-")
-        cls.proc, cls.logs = run_suite(2, cls.tmp)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+class TwoGpus(SuiteRun):
+    GPUS = 2
 
     def test_two_ranks_take_a_gpu_each(self):
         out = self.proc.stdout

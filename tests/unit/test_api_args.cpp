@@ -93,6 +93,8 @@ TEST_CASE("collectives on a NULL comm name the call and the comm") {
   CHECK(cc_comm_rank(nullptr, &v) == CC_ERR_INVALID_ARGUMENT);
   CHECK(cc_comm_size(nullptr, &v) == CC_ERR_INVALID_ARGUMENT);
   CHECK(cc_comm_device(nullptr, &v) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(cc_comm_timeout(nullptr, &v) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(last().rfind("cc_comm_timeout: comm is NULL", 0) == 0);
   char plan[128];
   CHECK(cc_comm_allreduce_plan(nullptr, plan, sizeof plan) == CC_ERR_INVALID_ARGUMENT);
   CHECK(last().rfind("cc_comm_allreduce_plan: comm is NULL", 0) == 0);
@@ -284,8 +286,9 @@ TEST_CASE("a root's buffers are only needed on the root") {
   CHECK(cc_comm_destroy(comm) == CC_SUCCESS);
 }
 
-TEST_CASE("rank, size and device of a communicator") {
+TEST_CASE("rank, size, device and deadline of a communicator") {
   cc_comm_t comm = fake_comm(1, 4);
+  comm->timeout = std::chrono::milliseconds(4321);
   int v = -7;
   CHECK(cc_comm_rank(comm, &v) == CC_SUCCESS);
   CHECK(v == 1);
@@ -293,12 +296,16 @@ TEST_CASE("rank, size and device of a communicator") {
   CHECK(v == 4);
   CHECK(cc_comm_device(comm, &v) == CC_SUCCESS);
   CHECK(v == 0);
+  CHECK(cc_comm_timeout(comm, &v) == CC_SUCCESS);
+  CHECK(v == 4321);
   CHECK(cc_comm_rank(comm, nullptr) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::Contains("rank is NULL"));
   CHECK(cc_comm_size(comm, nullptr) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::Contains("nranks is NULL"));
   CHECK(cc_comm_device(comm, nullptr) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::Contains("cuda_device is NULL"));
+  CHECK(cc_comm_timeout(comm, nullptr) == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("timeout_ms is NULL"));
   // A communicator without cc's all-reduce kernels: NCCL for every size.
   char plan[128] = {};
   CHECK(cc_comm_allreduce_plan(comm, plan, sizeof plan) == CC_SUCCESS);

@@ -74,6 +74,14 @@ std::optional<CallMismatch> heartbeat(CallCheck& check, std::vector<Rank*> ranks
   return first;
 }
 
+// The words of the first difference heartbeat() finds; the test fails when
+// it finds none.
+std::string difference_words(CallCheck& check, std::vector<Rank*> ranks) {
+  const auto m = heartbeat(check, std::move(ranks));
+  REQUIRE(m);
+  return m->words;
+}
+
 // 49 calls every rank makes alike, then rank 1 makes `theirs` where rank 0
 // makes `ours`: the words of the difference, checked to name op #50.
 std::string diverge_at_50(const CallDesc& ours, const CallDesc& theirs) {
@@ -241,12 +249,11 @@ TEST_CASE("a skipped call and an extra call are named where the ranks part") {
     r0.call(broadcast(8, 0));
     r0.call(allreduce(8), 5);
     r1.call(allreduce(8), 5);
-    const auto m = heartbeat(check, {&r0, &r1});
-    REQUIRE(m);
-    CHECK_THAT(m->words, Contains("rank 1 (host h1, pid 11) called op #50 cc_allreduce 8 x "
-                                  "FLOAT32 SUM, but rank 0 (host h0, pid 10) called op #50 "
-                                  "cc_broadcast 8 x FLOAT32 root 0; the ranks diverged after "
-                                  "op #49"));
+    CHECK_THAT(difference_words(check, {&r0, &r1}),
+               Contains("rank 1 (host h1, pid 11) called op #50 cc_allreduce 8 x "
+                        "FLOAT32 SUM, but rank 0 (host h0, pid 10) called op #50 "
+                        "cc_broadcast 8 x FLOAT32 root 0; the ranks diverged after "
+                        "op #49"));
   }
   SECTION("rank 1 makes an extra barrier at op #50") {
     CallCheck check;
@@ -254,11 +261,10 @@ TEST_CASE("a skipped call and an extra call are named where the ranks part") {
     for (Rank* r : {&r0, &r1}) r->call(allreduce(8), 49);
     r1.call(barrier());
     for (Rank* r : {&r0, &r1}) r->call(allreduce(8), 3);
-    const auto m = heartbeat(check, {&r0, &r1});
-    REQUIRE(m);
-    CHECK_THAT(m->words, Contains("rank 1 (host h1, pid 11) called op #50 cc_barrier, but rank 0 "
-                                  "(host h0, pid 10) called op #50 cc_allreduce 8 x FLOAT32 SUM; "
-                                  "the ranks diverged after op #49"));
+    CHECK_THAT(difference_words(check, {&r0, &r1}),
+               Contains("rank 1 (host h1, pid 11) called op #50 cc_barrier, but rank 0 "
+                        "(host h0, pid 10) called op #50 cc_allreduce 8 x FLOAT32 SUM; "
+                        "the ranks diverged after op #49"));
   }
 }
 
@@ -314,10 +320,9 @@ TEST_CASE("the k-th send from a rank is compared with its peer's k-th recv from 
     Rank r0(0, 2), r1(1, 2);
     r0.call(send(8, 1, CC_INT32));
     r1.call(recv(8, 0, CC_FLOAT32));
-    const auto m = heartbeat(check, {&r1, &r0});
-    REQUIRE(m);
-    CHECK_THAT(m->words, Contains("send #1 to rank 1 is cc_send 8 x INT32 to rank 1, but") &&
-                             Contains("recv #1 from rank 0 is cc_recv 8 x FLOAT32 from rank 0"));
+    CHECK_THAT(difference_words(check, {&r1, &r0}),
+               Contains("send #1 to rank 1 is cc_send 8 x INT32 to rank 1, but") &&
+                   Contains("recv #1 from rank 0 is cc_recv 8 x FLOAT32 from rank 0"));
   }
 }
 

@@ -27,6 +27,19 @@ void leave_a_key(Harness& h, rv::ConnId id, const std::string& job,
   h.core.on_disconnect(id, "end of stream");
 }
 
+// A new client `id` of `job` asks for key "k" without waiting: the answer.
+rv::Message read_k(Harness& h, rv::ConnId id, const std::string& job) {
+  h.client(id, job);
+  h.feed(id, rv::Get{"k", 0});
+  return h.one(id);
+}
+
+rv::ServerOptions with_job_ttl(std::chrono::milliseconds ttl) {
+  rv::ServerOptions o;
+  o.job_ttl = ttl;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("core: handshake without a token") {
@@ -408,9 +421,7 @@ TEST_CASE("core: a job's keys outlive its connections; jobs are separate namespa
   h.core.on_disconnect(2, "end of stream");
   CHECK_FALSE(h.core.job_exists("b"));  // no keys: nothing to keep
   CHECK(h.core.job_count() == 1);
-  h.client(3, "a");
-  h.feed(3, rv::Get{"k", 0});
-  CHECK(std::get<rv::Value>(h.one(3)).value == std::vector<uint8_t>{1});
+  CHECK(std::get<rv::Value>(read_k(h, 3, "a")).value == std::vector<uint8_t>{1});
 }
 
 TEST_CASE("core: 64 connections each add 100 and close; a new one reads 6400") {
@@ -429,9 +440,7 @@ TEST_CASE("core: 64 connections each add 100 and close; a new one reads 6400") {
 }
 
 TEST_CASE("core: a job without a connection is forgotten when its TTL passes") {
-  rv::ServerOptions o;
-  o.job_ttl = 10s;
-  Harness h(o);
+  Harness h(with_job_ttl(10s));
   leave_a_key(h, 1, "kept");
   REQUIRE(h.core.next_deadline());
   CHECK(*h.core.next_deadline() == h.now + 10s);
@@ -451,21 +460,16 @@ TEST_CASE("core: a job without a connection is forgotten when its TTL passes") {
   CHECK(h.core.job_count() == 0);
   CHECK_FALSE(h.core.next_deadline());
 
-  h.client(3, "kept");  // the same job id starts empty
-  h.feed(3, rv::Get{"k", 0});
-  CHECK(h.error_of(h.one(3)).code == CC_ERR_TIMEOUT);
+  // The same job id starts empty.
+  CHECK(h.error_of(read_k(h, 3, "kept")).code == CC_ERR_TIMEOUT);
 }
 
 TEST_CASE("core: job TTL 0 keeps a job's keys for the server's lifetime") {
-  rv::ServerOptions o;
-  o.job_ttl = 0ms;
-  Harness h(o);
+  Harness h(with_job_ttl(0ms));
   leave_a_key(h, 1, "forever");
   CHECK_FALSE(h.core.next_deadline());
   h.advance(24h * 30);
-  h.client(2, "forever");
-  h.feed(2, rv::Get{"k", 0});
-  CHECK(text(h.one(2)) == "v");
+  CHECK(text(read_k(h, 2, "forever")) == "v");
 }
 
 TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
@@ -556,9 +560,8 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     CHECK_THAT(h.error_of(v[0].message).message,
                Catch::Contains("limit of 1 jobs (1 of them have no connection") &&
                    Catch::Contains("cc-rendezvous --max-jobs"));
-    h.client(3, "a");  // the kept job is still there
-    h.feed(3, rv::Get{"k", 0});
-    CHECK(std::get<rv::Value>(h.one(3)).value == std::vector<uint8_t>{1});
+    // The kept job is still there.
+    CHECK(std::get<rv::Value>(read_k(h, 3, "a")).value == std::vector<uint8_t>{1});
   }
 }
 

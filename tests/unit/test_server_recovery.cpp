@@ -45,6 +45,11 @@ struct Job {
     h.client(conn, id);
     h.feed(conn, replacement(r, world, timeout_ms), request_id);
   }
+  // replace(), refused as a mismatch: the refusal's words.
+  std::string replace_refused(rv::ConnId conn, int r) {
+    replace(conn, r);
+    return h.refusal(conn, CC_ERR_MISMATCH);
+  }
   // The process of job rank r dies: every connection of it drops.
   void kill(int r, bool recovery_too = false) {
     h.core.on_disconnect(member(r), "the client closed the connection (end of stream)");
@@ -292,8 +297,7 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
     CHECK(j.unique_id == std::vector<uint8_t>{3, 3});
   }
   // A second replacement for rank 1 is stale now.
-  job.replace(401, 1);
-  CHECK_THAT(h.refusal(401, CC_ERR_MISMATCH),
+  CHECK_THAT(job.replace_refused(401, 1),
              Catch::Contains("rank 1 is alive in job 'job', communicator 0, "
                              "generation 1: rank 1 (host h1, pid 2001, generation 1)") &&
                  Catch::Contains("came for an older generation"));
@@ -371,8 +375,7 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   Job job{h, 1, 3};
   job.join_all();
   SECTION("a replacement for a rank that is alive") {
-    job.replace(301, 1);
-    CHECK_THAT(h.refusal(301, CC_ERR_MISMATCH),
+    CHECK_THAT(job.replace_refused(301, 1),
                Catch::Contains("rank 1 (host h1, pid 2001) joined job 'job' "
                                "(generation 0) after it had completed") &&
                    Catch::Contains("stop it"));

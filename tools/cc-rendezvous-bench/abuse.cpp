@@ -6,7 +6,7 @@
 // sockets, each bounded in connections, requests and time.
 #include "tools/cc-rendezvous-bench/abuse.hpp"
 
-#include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -20,15 +20,18 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "rendezvous/connect_by.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
 #include "rendezvous/server_core.hpp"
+#include "tools/cc-rendezvous-bench/child_server.hpp"
 
 namespace cc_bench {
 namespace {
@@ -46,20 +49,16 @@ double ms_since(Clock::time_point t) {
 
 // ---- a blocking client -------------------------------------------------------
 
+// A blocking socket connected to the server on 127.0.0.1:port within 5 s
+// (through rendezvous/connect_by, as every cc client connects), else -1.
 int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
+  cc::UniqueFd fd;
+  const asio::ip::tcp::endpoint server(asio::ip::address_v4::loopback(),
+                                       static_cast<unsigned short>(port));
+  if (rv::connect_by(server, rv::ConnectClock::now() + 5s, &fd) != 0) return -1;
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) return -1;
+  return fd.release();
 }
 
 bool send_all(int fd, const std::vector<uint8_t>& b, size_t from = 0, size_t n = SIZE_MAX) {
@@ -111,47 +110,6 @@ void close_all(std::vector<int>& fds) {
   for (int fd : fds)
     if (fd >= 0) ::close(fd);
   fds.clear();
-}
-
-// ---- the server in a child process -------------------------------------------
-
-struct Child {
-  pid_t pid = -1;
-  int port = 0;
-};
-
-// Stops on SIGTERM as cc-rendezvous does: sigwait, then Server::stop.
-Child fork_server() {
-  int fds[2];
-  if (pipe(fds) != 0) return {};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &term, nullptr);
-    rv::ServerOptions o;
-    o.bind_addr = "127.0.0.1";
-    std::unique_ptr<rv::Server> server;
-    if (!rv::Server::start(o, &server).ok()) _exit(1);
-    const int p = server->port();
-    if (write(fds[1], &p, sizeof p) != sizeof p) _exit(1);
-    close(fds[1]);
-    int sig = 0;
-    sigwait(&term, &sig);
-    server->stop();
-    _exit(0);
-  }
-  close(fds[1]);
-  Child c;
-  c.pid = pid;
-  if (read(fds[0], &c.port, sizeof c.port) != sizeof c.port) {
-    waitpid(pid, nullptr, 0);
-    c.pid = -1;
-  }
-  close(fds[0]);
-  return c;
 }
 
 // The process's resident memory in KiB (0 when unknown).
@@ -314,15 +272,25 @@ std::vector<uint8_t> gets(const std::string& key, size_t n, uint32_t timeout_ms)
   return out;
 }
 
+// kParkingConns clients of `job`, each having sent what requests(c) gives
+// the c-th (those that could not connect left out).
+std::vector<int> parking_clients(int port, const std::string& job,
+                                 const std::function<std::vector<uint8_t>(int)>& requests) {
+  std::vector<int> fds;
+  for (int c = 0; c < kParkingConns; ++c) {
+    const int fd = client(port, job);
+    if (fd < 0) continue;
+    send_all(fd, requests(c));
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
 void parked_gets_closed(int port) {
   for (int round = 0; round < 3; ++round) {
-    std::vector<int> fds;
-    for (int c = 0; c < kParkingConns; ++c) {
-      const int fd = client(port, "abuse-close");
-      if (fd < 0) continue;
-      send_all(fd, gets("never/" + std::to_string(c), kParkedPerConn, 60000));
-      fds.push_back(fd);
-    }
+    std::vector<int> fds = parking_clients(port, "abuse-close", [](int c) {
+      return gets("never/" + std::to_string(c), kParkedPerConn, 60000);
+    });
     std::this_thread::sleep_for(300ms);
     close_all(fds);  // all at once
     std::this_thread::sleep_for(300ms);
@@ -331,13 +299,8 @@ void parked_gets_closed(int port) {
 
 void set_wakes_many(int port) {
   for (int round = 0; round < 3; ++round) {
-    std::vector<int> fds;
-    for (int c = 0; c < kParkingConns; ++c) {
-      const int fd = client(port, "abuse-wake");
-      if (fd < 0) continue;
-      send_all(fd, gets("wake", kParkedPerConn, 60000));
-      fds.push_back(fd);
-    }
+    std::vector<int> fds = parking_clients(port, "abuse-wake",
+                                           [](int) { return gets("wake", kParkedPerConn, 60000); });
     std::this_thread::sleep_for(300ms);
     const int setter = client(port, "abuse-wake");
     rv::FrameReader sr;
@@ -356,16 +319,12 @@ void set_wakes_many(int port) {
 
 void waits_expire_together(int port) {
   for (int round = 0; round < 3; ++round) {
-    std::vector<int> fds;
-    for (int c = 0; c < kParkingConns; ++c) {
-      const int fd = client(port, "abuse-expire");
-      if (fd < 0) continue;
+    std::vector<int> fds = parking_clients(port, "abuse-expire", [](int) {
       std::vector<uint8_t> waits;
       for (size_t i = 0; i < kParkedPerConn; ++i)
         rv::append_frame(waits, static_cast<uint32_t>(i + 1), rv::Wait{{"na", "nb"}, 1000});
-      send_all(fd, waits);
-      fds.push_back(fd);
-    }
+      return waits;
+    });
     for (int fd : fds) {
       rv::FrameReader r;
       read_frames(fd, r, kParkedPerConn, 20s);
@@ -560,7 +519,7 @@ bool run_core_events(int n) {
 }
 
 bool run_abuse(int members) {
-  const Child server = fork_server();
+  const ChildServer server = fork_server();
   if (server.pid < 0) {
     std::fprintf(stderr, "cc-rendezvous-bench: could not start a server process\n");
     return false;
@@ -615,19 +574,9 @@ bool run_abuse(int members) {
     hogs.push_back(fd);
   }
   std::this_thread::sleep_for(500ms);
-  const auto t = Clock::now();
-  kill(server.pid, SIGTERM);
-  int status = 0;
-  while (waitpid(server.pid, &status, WNOHANG) == 0) {
-    if (Clock::now() - t > 30s) {
-      kill(server.pid, SIGKILL);
-      waitpid(server.pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
+  const auto took = stop_server(server, 30s);
   std::printf("SIGTERM with 4 clients leaving 40 MiB unread: the server stopped in %.0f ms\n",
-              ms_since(t));
+              static_cast<double>(took.count()));
   close_all(hogs);
   std::printf("goal (no heartbeat gap over %.0f ms, no member lost): %s\n", kGapGoalMs,
               goal_met ? "met" : "NOT met");

@@ -37,6 +37,7 @@
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
 #include "tools/cc-rendezvous-bench/abuse.hpp"
+#include "tools/cc-rendezvous-bench/child_server.hpp"
 #include "tools/cc-rendezvous-bench/start_pair.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -326,6 +327,10 @@ void start_rank(Run& run, int i) {
   ev.data.u32 = static_cast<uint32_t>(i);
   if (::epoll_ctl(run.epfd, EPOLL_CTL_ADD, r.fd, &ev) != 0)
     return fail(run, r, std::string("epoll_ctl: ") + std::strerror(errno));
+  // Not rendezvous/connect_by, on purpose: a window of connects is in flight
+  // at once on this one epoll loop (one blocking connect at a time would time
+  // the client, not the server), and the loop's stall deadline (kStall)
+  // bounds them all.
   if (::connect(r.fd, reinterpret_cast<const sockaddr*>(&run.server), run.server_len) != 0 &&
       errno != EINPROGRESS)
     return fail(run, r, std::string("connect: ") + std::strerror(errno));
@@ -457,33 +462,6 @@ rlim_t raise_fd_limit() {
   return rl.rlim_cur;
 }
 
-// A server in a child process, for when one process cannot hold both ends.
-pid_t fork_server(int* port) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    rv::ServerOptions o;
-    o.bind_addr = "127.0.0.1";
-    std::unique_ptr<rv::Server> server;
-    if (!rv::Server::start(o, &server).ok()) _exit(1);
-    const int p = server->port();
-    if (write(fds[1], &p, sizeof p) != sizeof p) _exit(1);
-    close(fds[1]);
-    server->wait();  // until SIGTERM ends the process
-    _exit(0);
-  }
-  close(fds[1]);
-  const bool ok = read(fds[0], port, sizeof *port) == sizeof *port;
-  close(fds[0]);
-  if (!ok) {
-    waitpid(pid, nullptr, 0);
-    return -1;
-  }
-  return pid;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -565,7 +543,7 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<rv::Server> server;
-  pid_t child = -1;
+  cc_bench::ChildServer child;
   if (!addr.empty() || port != 0) {
     if (addr.empty() || port == 0) {
       std::fprintf(stderr, "cc-rendezvous-bench: give both --addr and --port\n");
@@ -584,8 +562,9 @@ int main(int argc, char** argv) {
     port = server->port();
     std::printf("embedded server on %s:%d (its own thread in this process)\n", addr.c_str(), port);
   } else {
-    child = fork_server(&port);
-    if (child < 0) {
+    child = cc_bench::fork_server();
+    port = child.port;
+    if (child.pid < 0) {
       std::fprintf(stderr, "cc-rendezvous-bench: could not start a server process\n");
       return 1;
     }
@@ -618,9 +597,6 @@ int main(int argc, char** argv) {
          ok;
 
   if (server) server->stop();
-  if (child > 0) {
-    kill(child, SIGTERM);
-    waitpid(child, nullptr, 0);
-  }
+  if (child.pid > 0) cc_bench::stop_server(child, std::chrono::seconds(30));
   return ok ? 0 : 1;
 }

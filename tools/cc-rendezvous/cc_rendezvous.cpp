@@ -20,7 +20,6 @@
 #include "cc/cc_version.h"
 #include "common/log.hpp"
 #include "common/token_file.hpp"
-#include "common/units.hpp"
 #include "rendezvous/server.hpp"
 #include "rendezvous/server_metrics.hpp"
 #include "tools/cc-rendezvous/metrics_http.hpp"
@@ -29,6 +28,8 @@
 
 namespace {
 
+using cc::cli::add_duration;
+using cc::cli::add_size;
 using cc::cli::add_value;
 
 constexpr const char* kAbout =
@@ -70,23 +71,6 @@ void add_number(CLI::App& app, const std::string& flag, long long min, long long
   const std::string words = flag + (min > 0 ? " needs a positive number" : " needs a number");
   add_value(app, flag, "N", help,
             [=](const std::string& v) { *target = T(number(v, min, max, words)); });
-}
-
-// A size in bytes (common/units.hpp: "64MiB", "64M", "65536"), at least 1 and
-// at most 2^50, or the option's words for a bad value.
-size_t size_in_bytes(const std::string& text, const std::string& words) {
-  uint64_t bytes = 0;
-  if (!cc::parse_bytes(text, &bytes) || bytes < 1 || bytes > (uint64_t{1} << 50))
-    cc::cli::reject(words);
-  return static_cast<size_t>(bytes);
-}
-
-// A duration (common/units.hpp: "500ms", "30s", "10m", "2h", "0"); a bare
-// number is seconds.
-std::chrono::milliseconds duration(const std::string& text, const std::string& words) {
-  std::chrono::milliseconds out{};
-  if (!cc::parse_duration(text, std::chrono::seconds(1), &out)) cc::cli::reject(words);
-  return out;
 }
 
 // Token reloads (SIGHUP), for the metrics endpoint.
@@ -186,47 +170,26 @@ int main(int argc, char** argv) {
              "refuse new jobs above N (default 10000)");
   add_number(app, "--max-keys-per-job", 1, 100000000, &options.max_keys_per_job,
              "refuse new keys above N per job (default 100000)");
-  add_value(app, "--max-bytes-per-job", "SIZE",
-            "refuse a write that would take a job's keys and\n"
-            "values above SIZE (default 64MiB)",
-            [&](const std::string& v) {
-              options.max_bytes_per_job = size_in_bytes(
-                  v, "--max-bytes-per-job needs a size in bytes, such as 67108864 or 64MiB");
-            });
-  add_value(app, "--max-total-bytes", "SIZE", "the same over every job (default 1GiB)",
-            [&](const std::string& v) {
-              options.max_total_bytes = size_in_bytes(
-                  v, "--max-total-bytes needs a size in bytes, such as 1073741824 or 1GiB");
-            });
-  add_value(app, "--max-parked-bytes-per-connection", "SIZE",
-            "refuse a get or wait that would take what one\n"
-            "connection has waiting for keys above SIZE (each\n"
-            "counts its keys and 512 bytes; default 4MiB)",
-            [&](const std::string& v) {
-              options.max_parked_bytes_per_connection =
-                  size_in_bytes(v,
-                                "--max-parked-bytes-per-connection needs a size in bytes, such as "
-                                "4194304 or 4MiB");
-            });
-  add_value(app, "--max-parked-bytes-per-job", "SIZE", "the same per job (default 64MiB)",
-            [&](const std::string& v) {
-              options.max_parked_bytes_per_job = size_in_bytes(
-                  v, "--max-parked-bytes-per-job needs a size in bytes, such as 67108864 or 64MiB");
-            });
-  add_value(app, "--max-parked-bytes", "SIZE", "the same over every job (default 256MiB)",
-            [&](const std::string& v) {
-              options.max_parked_bytes_total = size_in_bytes(
-                  v, "--max-parked-bytes needs a size in bytes, such as 268435456 or 256MiB");
-            });
-  add_value(app, "--job-ttl", "DURATION",
-            "keep the keys of a job with no connection for\n"
-            "DURATION, then forget the job (default 1h;\n"
-            "0 = until deleted or the daemon stops)",
-            [&](const std::string& v) {
-              options.job_ttl = duration(v,
-                                         "--job-ttl needs a duration such as 1h, 30m, 90s or 500ms "
-                                         "(0 = keep a job's keys until deleted)");
-            });
+  add_size(app, "--max-bytes-per-job", &options.max_bytes_per_job, "67108864 or 64MiB",
+           "refuse a write that would take a job's keys and\n"
+           "values above SIZE (default 64MiB)");
+  add_size(app, "--max-total-bytes", &options.max_total_bytes, "1073741824 or 1GiB",
+           "the same over every job (default 1GiB)");
+  add_size(app, "--max-parked-bytes-per-connection", &options.max_parked_bytes_per_connection,
+           "4194304 or 4MiB",
+           "refuse a get or wait that would take what one\n"
+           "connection has waiting for keys above SIZE (each\n"
+           "counts its keys and 512 bytes; default 4MiB)");
+  add_size(app, "--max-parked-bytes-per-job", &options.max_parked_bytes_per_job,
+           "67108864 or 64MiB", "the same per job (default 64MiB)");
+  add_size(app, "--max-parked-bytes", &options.max_parked_bytes_total, "268435456 or 256MiB",
+           "the same over every job (default 256MiB)");
+  add_duration(app, "--job-ttl", &options.job_ttl,
+               "--job-ttl needs a duration such as 1h, 30m, 90s or 500ms "
+               "(0 = keep a job's keys until deleted)",
+               "keep the keys of a job with no connection for\n"
+               "DURATION, then forget the job (default 1h;\n"
+               "0 = until deleted or the daemon stops)");
   add_number(app, "--handshake-timeout-ms", 1, 86400000, &options.handshake_timeout,
              "drop a client that has not said hello (and\n"
              "authenticated) within N ms (default 10000)");

@@ -1,11 +1,13 @@
 #include "tools/cli/cli.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "common/settings.hpp"
+#include "common/units.hpp"
 
 namespace cc::cli {
 namespace {
@@ -62,6 +64,23 @@ CLI::Option* add_number(CLI::App& app, const std::string& flag, const std::strin
                         long long min, long long max, int* target, const std::string& help) {
   return add_value(app, flag, value_name, help, [=](const std::string& v) {
     *target = static_cast<int>(number(flag, v, min, max));
+  });
+}
+
+CLI::Option* add_size(CLI::App& app, const std::string& flag, std::size_t* target,
+                      const std::string& examples, const std::string& help) {
+  return add_value(app, flag, "SIZE", help, [=](const std::string& v) {
+    uint64_t bytes = 0;
+    if (!parse_bytes(v, &bytes) || bytes < 1 || bytes > (uint64_t{1} << 50))
+      reject(flag + " needs a size in bytes, such as " + examples);
+    *target = static_cast<std::size_t>(bytes);
+  });
+}
+
+CLI::Option* add_duration(CLI::App& app, const std::string& flag, std::chrono::milliseconds* target,
+                          const std::string& words, const std::string& help) {
+  return add_value(app, flag, "DURATION", help, [=](const std::string& v) {
+    if (!parse_duration(v, std::chrono::seconds(1), target)) reject(words);
   });
 }
 

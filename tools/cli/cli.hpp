@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -28,6 +29,18 @@ long long number(const std::string& flag, const std::string& text, long long min
 // Adds option `flag` taking a whole number from min to max into *target.
 CLI::Option* add_number(CLI::App& app, const std::string& flag, const std::string& value_name,
                         long long min, long long max, int* target, const std::string& help);
+
+// Adds option `flag` taking a size in bytes (common/units.hpp: "64MiB",
+// "64M", "65536") from 1 to 2^50 into *target; a bad value is rejected as
+// "FLAG needs a size in bytes, such as EXAMPLES".
+CLI::Option* add_size(CLI::App& app, const std::string& flag, std::size_t* target,
+                      const std::string& examples, const std::string& help);
+
+// Adds option `flag` taking a duration (common/units.hpp: "500ms", "30s",
+// "10m", "2h", "0"; a bare number is seconds) into *target; a bad value is
+// rejected with `words` as the whole message.
+CLI::Option* add_duration(CLI::App& app, const std::string& flag, std::chrono::milliseconds* target,
+                          const std::string& words, const std::string& help);
 
 struct Parsed {
   bool ok = false;    // the options are set: run

@@ -38,6 +38,7 @@ void load(const std::string& path) {
   resolve(handle, path, "cc_comm_init", &a.comm_init, true);
   resolve(handle, path, "cc_comm_destroy", &a.comm_destroy, true);
   resolve(handle, path, "cc_comm_abort", &a.comm_abort, true);
+  resolve(handle, path, "cc_comm_timeout", &a.comm_timeout, true);
   resolve(handle, path, "cc_allreduce", &a.allreduce, true);
   resolve(handle, path, "cc_broadcast", &a.broadcast, true);
   resolve(handle, path, "cc_reduce", &a.reduce, true);

@@ -23,6 +23,7 @@ struct Api {
   decltype(&cc_comm_init) comm_init = nullptr;
   decltype(&cc_comm_destroy) comm_destroy = nullptr;
   decltype(&cc_comm_abort) comm_abort = nullptr;
+  decltype(&cc_comm_timeout) comm_timeout = nullptr;
   decltype(&cc_allreduce) allreduce = nullptr;
   decltype(&cc_broadcast) broadcast = nullptr;
   decltype(&cc_reduce) reduce = nullptr;

@@ -47,7 +47,17 @@ cc_comm_t CommState::comm(c10::DeviceIndex device) {
   const cc_result_t r =
       api().comm_init(&made, rank_, size_, rendezvous_.addr.c_str(), rendezvous_.port, &config);
   if (r != CC_SUCCESS) fail("cc backend: cc_comm_init", r);
+  // The host wait of a Work waits as long as the communicator does: its
+  // deadline as libcc resolved it (the group's timeout, CC_TIMEOUT_MS or
+  // cc's default), never a default of the backend's own.
+  int timeout_ms = 0;
+  const cc_result_t t = api().comm_timeout(made, &timeout_ms);
+  if (t != CC_SUCCESS) {
+    api().comm_destroy(made);
+    fail("cc backend: cc_comm_timeout", t);
+  }
   comm_ = made;
+  timeout_ = std::chrono::milliseconds(timeout_ms);
   device_ = device;
   stream_.emplace(c10::cuda::getStreamFromPool(false, device));
   return comm_;
@@ -85,8 +95,9 @@ std::string CommState::failure_words() {
          "process group and start again (or recover with cc's shrink/regrow)";
 }
 
-std::chrono::milliseconds CommState::timeout() const {
-  return std::chrono::milliseconds(rendezvous_.timeout_ms > 0 ? rendezvous_.timeout_ms : 300000);
+std::chrono::milliseconds CommState::timeout() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return timeout_;
 }
 
 }  // namespace cc_torch

@@ -45,7 +45,8 @@ class CommState {
   void shutdown();
   // cc's words for failed ranks, when libcc reports any ("" otherwise).
   std::string failure_words();
-  std::chrono::milliseconds timeout() const;
+  // The communicator's deadline (cc_comm_timeout), known once comm() made it.
+  std::chrono::milliseconds timeout();
 
  private:
   const int rank_;
@@ -55,6 +56,7 @@ class CommState {
   cc_comm_t comm_ = nullptr;
   bool shut_ = false;
   c10::DeviceIndex device_ = -1;
+  std::chrono::milliseconds timeout_{0};
   std::optional<c10::cuda::CUDAStream> stream_;
 };
 
