@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cc/cc.h"
+#include "tests/common/child_process.hpp"
 #include "tests/etcd/etcd_test.hpp"
 #include "tests/rendezvous/store_api_cases.hpp"
 
@@ -212,16 +213,18 @@ TEST_CASE("store API on etcd: a CA for a plain-HTTP address is refused with word
 TEST_CASE("cc-doctor with an etcd MASTER_ADDR says whether etcd answers") {
   const char* doctor = std::getenv("CC_DOCTOR");
   REQUIRE(doctor != nullptr);
+  // Its stdout and stderr together; killed after 30 s, so the test cannot hang.
   const auto run = [&](const std::string& address) {
-    const std::string command =
-        "MASTER_ADDR='" + address + "' '" + doctor + "' --timeout-ms 1500 2>&1";
-    std::string out;
-    FILE* p = ::popen(command.c_str(), "r");
-    REQUIRE(p != nullptr);
-    char buf[4096];
-    size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    ::pclose(p);
+    cc::test::ChildOptions o;
+    o.args = {doctor, "--timeout-ms", "1500"};
+    o.env = {"MASTER_ADDR=" + address};
+    o.pipe_stdout = true;
+    o.stderr_to_stdout = true;
+    cc::test::ChildProcess child(std::move(o));
+    std::string out, err;
+    child.collect(&out, &err,
+                  [](std::chrono::milliseconds since) { return since.count() < 30000; });
+    REQUIRE(child.wait_for(std::chrono::seconds(5)));
     return out;
   };
   const std::string address = shared_cluster().address();

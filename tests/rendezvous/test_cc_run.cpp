@@ -1,10 +1,7 @@
 // cc-run as a user sees it: the ranks' environment, prefixed output, a failing
 // rank stopping the others, signals, bad arguments. CC_RUN names the binary.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -12,6 +9,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "tests/common/child_process.hpp"
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -24,66 +23,32 @@ struct Result {
   long long ms = 0;
 };
 
-// Runs cc-run with args; sends `signal_after` (if any) after `signal_ms`.
-// Killed at `limit_ms`, so no test can hang.
+// Runs cc-run with args (through the tests' ChildProcess); sends
+// `signal_after` (if any) after `signal_ms`. Killed at `limit_ms`, so no test
+// can hang.
 Result run_cc_run(const std::vector<std::string>& args, int limit_ms = 30000, int signal_after = 0,
                   int signal_ms = 0) {
   const char* exe = std::getenv("CC_RUN");
   REQUIRE(exe != nullptr);
-  std::vector<std::string> all{exe};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  int out[2], err[2];
-  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+  cc::test::ChildOptions o;
+  o.args = {exe};
+  o.args.insert(o.args.end(), args.begin(), args.end());
+  o.pipe_stdout = true;
+  o.pipe_stderr = true;
   const auto t0 = Clock::now();
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    ::execv(exe, argv.data());
-    ::_exit(126);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
+  cc::test::ChildProcess child(std::move(o));
   Result r;
   bool signalled = signal_after == 0;
-  std::vector<pollfd> fds{{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  std::string* sinks[] = {&r.out, &r.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    const auto now_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
-    if (!signalled && now_ms >= signal_ms) {
-      ::kill(pid, signal_after);
+  child.collect(&r.out, &r.err, [&](milliseconds since) {
+    if (!signalled && since.count() >= signal_ms) {
+      child.signal(signal_after);
       signalled = true;
     }
-    if (now_ms >= limit_ms) {
-      ::kill(pid, SIGKILL);
-      break;
-    }
-    if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<size_t>(n));
-      } else {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (auto& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+    if (since.count() < limit_ms) return true;
+    child.signal(SIGKILL);
+    return false;
+  });
+  const int status = child.reap();
   r.ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
   if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.code = WTERMSIG(status) == SIGKILL ? -1 : 128 + WTERMSIG(status);
