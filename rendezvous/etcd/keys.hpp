@@ -11,8 +11,9 @@
 //   <prefix>/<job>/gen/<g>/events          each departure (abort, failure), put once per rank
 //   <prefix>/<job>/gen/<g>/gone/<rank>     that rank's departure was announced
 //   <prefix>/<job>/gen/<g>/leaves          one put per clean leave: the last one removes gen/<g>/
-//   <prefix>/<job>/gen/<g>/coordinator     a recovery's coordinator, on its lease (gen/<g>.<e>/ only)
-//   <prefix>/<job>/latest/<g>              the newest generation (epoch) a recovery made of join g
+//   <prefix>/<job>/gen/<g>/coordinator     a recovery's coordinator, on its lease (gen/<g>.<e>/
+//   only) <prefix>/<job>/latest/<g>              the newest generation (epoch) a recovery made of
+//   join g
 //
 // Generation e > 0 of join g (made by cc_comm_shrink or cc_comm_regrow) has
 // the same keys under gen/<g>.<e>/, with member keys by job rank: a
