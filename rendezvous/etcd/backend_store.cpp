@@ -46,7 +46,8 @@ std::string wide_text(Wide v) {
   if (fits(v)) return std::to_string(static_cast<int64_t>(v));
   const bool negative = v < 0;
   std::string out;
-  for (; v != 0; v /= 10) out.insert(out.begin(), static_cast<char>('0' + (negative ? -(v % 10) : v % 10)));
+  for (; v != 0; v /= 10)
+    out.insert(out.begin(), static_cast<char>('0' + (negative ? -(v % 10) : v % 10)));
   return negative ? "-" + out : out;
 }
 

@@ -104,7 +104,7 @@ struct Compare {
   // (an empty range holds it for create, mod and version).
   std::string range_end;
 
-  static Compare absent(std::string key);  // create_revision == 0
+  static Compare absent(std::string key);         // create_revision == 0
   static Compare none_under(std::string prefix);  // no key starts with prefix
   static Compare value_is(std::string key, std::string value);
   static Compare mod_revision_is(std::string key, int64_t revision);
@@ -118,16 +118,16 @@ struct Op {
   enum class Kind : uint8_t { put, range, del, txn };
   Kind kind = Kind::range;
   std::string key;
-  std::string range_end;           // empty: key alone
-  std::string value;               // put
-  int64_t lease = 0;               // put: 0 = no lease (a put detaches a key from its lease)
-  bool prev_kv = false;            // put, del: return the value before
-  bool ignore_value = false;       // put: keep the value, change the lease
-  bool keys_only = false;          // range
-  int64_t limit = 0;               // range
-  bool count_only = false;         // range: the count alone, no keys
-  int64_t max_create_revision = 0; // range: only keys created at or before it (0: any)
-  std::shared_ptr<const Txn> txn;  // a nested transaction (etcd 3.3+)
+  std::string range_end;            // empty: key alone
+  std::string value;                // put
+  int64_t lease = 0;                // put: 0 = no lease (a put detaches a key from its lease)
+  bool prev_kv = false;             // put, del: return the value before
+  bool ignore_value = false;        // put: keep the value, change the lease
+  bool keys_only = false;           // range
+  int64_t limit = 0;                // range
+  bool count_only = false;          // range: the count alone, no keys
+  int64_t max_create_revision = 0;  // range: only keys created at or before it (0: any)
+  std::shared_ptr<const Txn> txn;   // a nested transaction (etcd 3.3+)
 
   static Op put(std::string key, std::string value, int64_t lease = 0, bool prev_kv = false);
   static Op move_to_lease(std::string key, int64_t lease);  // the value kept; 0: no lease

@@ -110,9 +110,8 @@ std::string check_results(std::vector<int64_t> results) {
   std::sort(results.begin(), results.end());
   for (size_t i = 0; i < results.size(); ++i)
     if (results[i] != static_cast<int64_t>(i + 1))
-      return "the adds returned " + std::to_string(results[i]) + " where " +
-             std::to_string(i + 1) + " was due (sorted): not exactly 1.." +
-             std::to_string(results.size());
+      return "the adds returned " + std::to_string(results[i]) + " where " + std::to_string(i + 1) +
+             " was due (sorted): not exactly 1.." + std::to_string(results.size());
   return "";
 }
 
@@ -196,12 +195,11 @@ int main(int argc, char** argv) {
   cc::cli::add_number(app, "-r", "RUNS", 1, 1000, &runs, "runs, each a fresh job (default 3)");
   cc::cli::add_number(app, "--members", "M", 1, 9, &members,
                       "members of the cluster started here (default 3)");
-  cc::cli::add_value(app, "--mode", "MODE", "barrier (default) or adds",
-                     [&](const std::string& v) {
-                       if (v != "barrier" && v != "adds")
-                         cc::cli::reject("--mode is barrier or adds, not '" + v + "'");
-                       mode = v;
-                     });
+  cc::cli::add_value(app, "--mode", "MODE", "barrier (default) or adds", [&](const std::string& v) {
+    if (v != "barrier" && v != "adds")
+      cc::cli::reject("--mode is barrier or adds, not '" + v + "'");
+    mode = v;
+  });
   cc::cli::add_value(app, "--address", "ADDR", "an etcd cluster to run against instead",
                      [&](const std::string& v) {
                        if (v.empty()) cc::cli::reject("--address is empty");
