@@ -30,7 +30,10 @@
 # kernels across processes are skipped, each listed with its reason, and the
 # last line is then "gpu suite: N passed, N failed, N skipped".
 # GPU_SUITE_SOAK=1 adds the soak of scripts/soak.sh (50 failures in one job,
-# on cc's server and on etcd), minutes each.
+# on cc's server and on etcd), minutes each. GPU_SUITE_ONLY, an extended
+# regular expression, keeps the steps whose names match it and leaves the
+# others out, uncounted: parts of the suite can then run side by side, or in
+# several sittings of a machine lent by the quarter hour.
 set -u
 
 if [ $# -ne 2 ]; then
@@ -62,10 +65,15 @@ free_port() {
     2>/dev/null || echo $((20000 + RANDOM % 20000))
 }
 
+# wanted NAME: the step is one GPU_SUITE_ONLY keeps (every step without it).
+wanted() { [ -z "${GPU_SUITE_ONLY:-}" ] || [[ $1 =~ $GPU_SUITE_ONLY ]]; }
+
 # run NAME CMD...: runs CMD under timeout, logs to OUT/NAME.log, counts it.
+# A step GPU_SUITE_ONLY leaves out returns 1 uncounted (its `expect` is skipped).
 run() {
   local name=$1
   shift
+  wanted "$name" || return 1
   local log=$OUT/$name.log
   echo "== $name: $*" | tee "$log"
   local start=$SECONDS
@@ -90,6 +98,7 @@ run() {
 skipped=0
 skipped_steps=()
 skip() {
+  wanted "$1" || return 0
   skipped=$((skipped + 1))
   skipped_steps+=("$1 ($2)")
   echo "-- $1: skipped: $2" | tee "$OUT/${1//[^A-Za-z0-9_.-]/_}.log"
@@ -283,7 +292,7 @@ fi
 # cc_comm_init on an etcd rendezvous (MASTER_ADDR=etcd://...): skipped, not
 # counted, where the machine has no etcd or libcc-etcd.so cannot load.
 ETCD_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_etcd.sh
-if [ -f "$ETCD_SH" ]; then
+if [ -f "$ETCD_SH" ] && wanted gpu-etcd; then
   echo "== gpu-etcd: $ETCD_SH $BUILD" | tee "$OUT/gpu-etcd.log"
   timeout --kill-after=30 "$STEP_TIMEOUT" bash "$ETCD_SH" "$BUILD" >>"$OUT/gpu-etcd.log" 2>&1
   rc=$?

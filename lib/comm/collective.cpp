@@ -125,9 +125,12 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
     if (noted != nullptr) *noted = e;
   }
   if (r == ncclSuccess) return succeed();
-  if (r != ncclInProgress) return fail(core::nccl_failure(nccl_call, *c, r));
+  // A verdict (a peer's death, a mismatch, the deadline) explains an NCCL
+  // error that comes with it: the peers' aborts reach this rank over NCCL's
+  // sockets as an "internal error", which says nothing of the cause.
   if (!core::usable(*c) || c->abort_requested.load())
     return fail(core::state_status(coll.call, *c));
+  if (r != ncclInProgress) return fail(core::nccl_failure(nccl_call, *c, r));
   return enqueue_timed_out(coll.call, nccl_call, c);
 }
 

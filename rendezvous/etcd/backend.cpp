@@ -43,6 +43,11 @@ void Backend::Impl::push_event(PeerEvent e) {
   ev_cv.notify_all();
 }
 
+void Backend::Impl::drop_events() {
+  std::lock_guard<std::mutex> lock(ev_mu);
+  events.clear();
+}
+
 Status Backend::Impl::ensure_lease(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu);
   if (lease != 0) return Status::success();

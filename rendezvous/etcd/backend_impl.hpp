@@ -109,6 +109,7 @@ struct Backend::Impl {
   static int64_t ttl_seconds(std::chrono::milliseconds window);
   std::string next_op_id();
   void push_event(PeerEvent e);
+  void drop_events();  // the queue of events not yet taken
 
   Status ensure_lease(Deadline deadline);
   int64_t current_lease() {

@@ -129,7 +129,14 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
     if (const auto& done = r.responses.at(1).range.kvs; !done.empty() && !ours) {
       ResultRecord res;
       // A replacement for a failed rank waits for the survivors' regrow.
-      if (decode(done.front().value, &res) && res.ok) return join_as_replacement(req, out);
+      if (decode(done.front().value, &res) && res.ok) {
+        // Not a member of generation g after all: what its watch heard
+        // there (the survivors' aborts) is no news of the generation it
+        // joins, and must not fail that one's init.
+        stop_watcher();
+        drop_events();
+        return join_as_replacement(req, out);
+      }
       return make_status(CC_ERR_MISMATCH,
                          rules::already_failed_words(where, res.ok ? std::string() : res.words));
     }

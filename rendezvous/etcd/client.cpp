@@ -15,6 +15,7 @@
 
 #include "common/backoff.hpp"
 #include "common/log.hpp"
+#include "common/sigpipe_blocked.hpp"
 #include "rendezvous/etcd/wire.hpp"
 
 namespace cc::rv::etcd {
@@ -404,6 +405,7 @@ struct Client::Impl {
       return true;
     };
     httplib::Response res;
+    const SigpipeBlocked sigpipe_blocked;  // a member gone mid-request is an error, not a death
     if (!c.send(req, res, raw.error) && raw.error == httplib::Error::Success)
       raw.error = httplib::Error::Unknown;
     if (raw.error != httplib::Error::Success && raw.status != 0 &&
@@ -788,7 +790,10 @@ struct Client::Impl {
       httplib::Error err = httplib::Error::Success;
       const auto t0 = Clock::now();
       const long long limit = std::max<long long>(1, ms_until(deadline));
-      conn->send(req, res, err);
+      {
+        const SigpipeBlocked sigpipe_blocked;
+        conn->send(req, res, err);
+      }
       if (cancel != nullptr) {
         std::lock_guard<std::mutex> lock(cancel->mu_);
         cancel->active_ = nullptr;

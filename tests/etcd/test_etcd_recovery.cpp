@@ -98,6 +98,34 @@ TEST_CASE("etcd: regrow: a replacement fills the hole, early or late") {
   for (int r : {0, 2}) CHECK(ms[r]->next("FAILED gen=1").find("rank 1 (host") != std::string::npos);
 }
 
+// As on a GPU: the survivors' NCCL fails after the death and each announces
+// its abort in the old generation while the replacement already waits, its
+// watch of that generation still open. It joined generation 1 and took those
+// aborts for news of it: its init failed, and the regrow with it.
+TEST_CASE("etcd: the survivors' aborts in the old generation are no news to the replacement") {
+  auto ms = start_job("regrow-aborted", 3);
+  kill_ranks(ms, {1});
+  for (int r : {0, 2}) CHECK(ms[r]->next("FAILED").find("gen=0") != std::string::npos);
+  auto fresh = replacement("regrow-aborted", 1, 3);
+  usleep(300000);  // it claims its seat and waits as a replacement
+  for (int r : {0, 2}) {
+    ms[r]->say("abort NCCL reported an asynchronous error: remote process exited");
+    CHECK(ms[r]->next("ABORT").rfind("ABORTED", 0) == 0);
+  }
+  for (int r : {0, 2}) ms[r]->say("regrow 3 15000");
+  cc::test::check_regrown(ms, {0, 2}, "1", "0,1,2", "1");
+  const std::string l = fresh->next("READY");
+  INFO("replacement: " << l);
+  CHECK(field(l, "gen") == "1");
+  // The old news would come at once; none of generation 1 is due.
+  const std::string heard = fresh->next("FAILED", std::chrono::milliseconds(1500));
+  INFO("replacement: " << heard);
+  CHECK(heard.rfind("(no ", 0) == 0);
+  // It is a member of generation 1 all the same: its death is heard.
+  fresh->kill_now();
+  for (int r : {0, 2}) CHECK(ms[r]->next("FAILED gen=1").find("rank 1 (host") != std::string::npos);
+}
+
 TEST_CASE("etcd: a recovery that cannot complete ends in words") {
   SECTION("a replacement that never comes is named at the deadline") {
     auto ms = start_job("never", 3);

@@ -115,6 +115,8 @@ trace_kill() {
   check "no file from the killed rank" "$WORK/doctor-kill" "no file from rank 1"
 }
 
+has_match() { compgen -G "$1" >/dev/null; }  # has_match PATTERN: some file matches it now
+
 trace_sigusr1() {
   local dir=$WORK/trace-sigusr1 out=$WORK/trace-sigusr1.out
   CC_TRACE_DIR=$dir LOOP_MS=8000 ccrun 2 "$out" loop &
@@ -123,7 +125,8 @@ trace_sigusr1() {
     echo "   FAILED: rank 0 never looped"; bad=1; wait "$job"; return
   fi
   kill -USR1 "$(sed -n 's/^\[rank 0\] LOOPING pid \([0-9]*\).*/\1/p' "$out" | head -1)"
-  poll 5 ls "$dir"/cc-trace.*.r0.json >/dev/null 2>&1 && echo "   ok: rank 0 wrote its file on SIGUSR1" ||
+  # The pattern goes to poll unexpanded: expanded here, before the file exists, it would never match.
+  poll 5 has_match "$dir/cc-trace.*.r0.json" && echo "   ok: rank 0 wrote its file on SIGUSR1" ||
     { echo "   FAILED: no file after SIGUSR1"; bad=1; }
   wait "$job"
   check "the ranks went on" "$out" "^\[rank 0\] OK loop ended"

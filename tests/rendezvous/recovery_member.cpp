@@ -16,9 +16,11 @@
 //   RECOVERED gen=E rank=R size=N members=LIST failed=LIST method=id|shrink id=B
 //   RECOVER_ERROR <code> <words>
 //   FAILED_RANKS gen=E LIST                    (command "failed")
+//   ABORTED | ABORT_ERROR <words>              (command "abort")
 // stdin: "shrink MS [settle MS]", "regrow N MS [settle MS]" (settle: watch the
 // new generation's connection that long, as while NCCL is built, and give up
-// in words if a member of it fails), "failed", "drop-parent" (leave every
+// in words if a member of it fails), "failed", "abort WORDS" (tell the
+// others this rank aborted, as NCCL's failure does), "drop-parent" (leave every
 // generation but the newest), "leave" (leave all, exit 0).
 // --auto: no stdin; after the first failure, shrink or regrow to WORLD, then
 // leave. --die-rank R: rank R kills itself (SIGKILL) once joined, unless it
@@ -330,6 +332,12 @@ int main(int argc, char** argv) {
     } else if (cmd == "failed") {
       const Generation& g = m.gens.back();
       say("FAILED_RANKS gen=" + std::to_string(g.epoch) + " " + csv(g.channel->failed_ranks()));
+    } else if (cmd == "abort") {
+      // As a rank whose NCCL failed: the newest generation hears it aborted.
+      std::string words;
+      std::getline(in >> std::ws, words);
+      cc::Status st = m.gens.back().client->abort(words);
+      say(st.ok() ? "ABORTED" : "ABORT_ERROR " + st.message);
     } else if (cmd == "drop-parent") {
       while (m.gens.size() > 1) {
         m.gens.front().leave();

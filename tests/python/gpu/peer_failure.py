@@ -12,34 +12,16 @@ Prints how long each survivor took to raise after the victim died, and the words
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
+from ranks_by_hand import run_ranks
+
 
 def parent(ranks, victim):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     stamp = tempfile.mktemp(prefix="cc-victim-")
-    shared = os.environ.get("CC_SHARE_GPU") == "1"
-    procs = []
-    for rank in range(ranks):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), LOCAL_RANK="0" if shared else str(rank))
-        procs.append(subprocess.Popen([sys.executable, __file__, "--child", "--victim",
-                                       str(victim), "--stamp", stamp], env=env))
-    codes = []
-    deadline = time.time() + 100
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(1.0, deadline - time.time())))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            codes.append(p.wait())
-    print("exit statuses: " + ", ".join("rank %d %d" % rc for rc in enumerate(codes)))
+    codes = run_ranks(ranks, [__file__, "--child", "--victim", str(victim), "--stamp", stamp])
     ok = all(code == (3 if rank == victim else 0) for rank, code in enumerate(codes))
     print("PASS" if ok else "FAIL: want the victim to exit 3 and every survivor 0")
     return 0 if ok else 1

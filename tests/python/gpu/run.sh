@@ -35,6 +35,8 @@
 #     and broadcast value checked, and the DDP losses (fixed torch seed)
 #     compared with the unchanged guide's backend "nccl";
 #   - a rank killed mid-run: the survivor's next operation raises cc's words;
+#   - a rank whose tensor has another shape: every rank raises cc's words,
+#     which name both calls (mismatch.py, 2 and 4 ranks);
 #   - the torch backend's operations and a killed rank also with 4 and 8 ranks.
 # PYTHON_GPU_QUICK=1 builds the extension once (the pip install, made while
 # the steps that need no extension run: cc.Comm's and the nccl reference
@@ -354,6 +356,15 @@ peer_failure() {  # N VICTIM...: N ranks, one victim at a time
   done
 }
 
+mismatch() {  # N...: N ranks, rank 1's tensor of another shape
+  local ranks name
+  for ranks in "$@"; do
+    name=mismatch-shape-${ranks}ranks
+    sharing_for "$ranks"
+    run "$name" "${launch[@]}" "$PYTHON" "$HERE/mismatch.py" --ranks "$ranks"
+  done
+}
+
 if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   # One build, the pip install, made while the steps that need no extension
   # run; every later step imports the package it installed.
@@ -370,6 +381,7 @@ if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   peer_failure 2 1
   peer_failure 4 2
   peer_failure 8 5
+  mismatch 2 4
 else
   run extension-jit "$PYTHON" -c '
 import cc, cc.torch
@@ -386,6 +398,7 @@ print("extension", cc.torch._C.__file__)'
   peer_failure 2 1 0
   peer_failure 4 2 0
   peer_failure 8 5 0
+  mismatch 2 4
 fi
 
 tar -czf "$TOP/python-gpu-logs.tar.gz" -C "$OUT" . 2>/dev/null

@@ -1,0 +1,79 @@
+"""One rank of a "cc" process group all-reduces a tensor of another shape:
+every rank raises torch.distributed.DistBackendError with cc's words, which
+name both calls, within seconds (cc's call check), not at the deadline.
+
+    python mismatch.py                 # 2 ranks by hand; rank 1 is the odd one
+    python mismatch.py --ranks 4       # 4 ranks, rank 1 odd
+
+With CC_SHARE_GPU=1 in the environment every rank shares GPU 0, each the
+only rank of its host (LOCAL_RANK 0; libcc makes it its own host to NCCL).
+Prints each rank's words and how long after the odd call it raised.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+from ranks_by_hand import run_ranks
+
+ODD = 1
+COUNT = 1 << 16
+ODD_COUNT = 4096
+
+
+def parent(ranks):
+    codes = run_ranks(ranks, [__file__, "--child"], env={"CC_TIMEOUT_MS": "60000"})
+    ok = all(code == 0 for code in codes)
+    print("PASS" if ok else "FAIL: want every rank to raise cc's words and exit 0")
+    return 0 if ok else 1
+
+
+def child():
+    import torch
+    import torch.distributed as dist
+
+    import cc.torch  # noqa: F401 (registers the backend)
+
+    rank = int(os.environ["RANK"])
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("cc")
+    x = torch.ones(COUNT, device="cuda")
+    dist.all_reduce(x)
+    torch.cuda.synchronize()
+    assert x[0].item() == dist.get_world_size()
+    # The odd rank's tensor has another shape; every later call is alike.
+    odd = torch.ones(ODD_COUNT, device="cuda")
+    start = time.time()
+    deadline = start + 20
+    first = True
+    while time.time() < deadline:
+        try:
+            dist.all_reduce(odd if first and rank == ODD else x)
+            first = False
+            torch.cuda.synchronize()
+        except Exception as e:
+            words = str(e)
+            print("rank %d raised %s %.2f s after the odd call:\n%s"
+                  % (rank, type(e).__name__, time.time() - start, words), flush=True)
+            want = ["diverged", "%d x FLOAT32" % COUNT, "%d x FLOAT32" % ODD_COUNT,
+                    "rank %d (host" % ODD]
+            missing = [w for w in want if w not in words]
+            if missing:
+                print("rank %d: the words lack %s" % (rank, missing), flush=True)
+            good = isinstance(e, dist.DistBackendError) and not missing
+            os._exit(0 if good else 1)
+    print("rank %d: no error 20 s after the odd call" % rank, flush=True)
+    os._exit(1)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--child", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        child()
+    if args.ranks < 2:
+        parser.error("--ranks must be 2 or more")
+    sys.exit(parent(args.ranks))
