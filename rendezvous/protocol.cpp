@@ -242,7 +242,10 @@ bool fields(auto& io, Is<Heartbeat> auto& m) {
   return io.u64(m.last_completed) &&
          (io.at_end() ||  // an older client
           (io.u32(m.generation) && io.u32(m.epoch) &&
-           io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); })));
+           io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); }))) &&
+         (io.at_end() ||  // a client without split lines
+          (io.u32(m.split) && io.i32(m.split_color) && io.i32(m.split_rank) &&
+           io.valid(m.split == 0 || m.split_rank >= 0)));
 }
 bool fields(auto& io, Is<Abort> auto& m) { return io.text(m.reason); }
 // Error texts may be long (they list missing ranks): allow a whole frame.
@@ -264,7 +267,8 @@ bool fields(auto& io, Is<Joined> auto& m) {
 bool fields(auto& io, Is<PeerEvent> auto& m) {
   return io.enum8(m.kind) && io.i32(m.rank) && io.text(m.host) && io.u32(m.pid) &&
          io.text(m.reason) &&
-         io.valid(in_range(m.kind, PeerEventKind::failed, PeerEventKind::mismatch));
+         io.valid(in_range(m.kind, PeerEventKind::failed, PeerEventKind::mismatch)) &&
+         (io.at_end() || (io.u32(m.split) && io.i32(m.split_color)));  // an older server: 0
 }
 bool fields(auto& io, Is<Watch> auto& m) { return io.u32(m.window_ms); }
 bool fields(auto& io, Is<ProgressQuery> auto& m) {

@@ -157,11 +157,19 @@ struct Leave {};
 // communicator `generation`, for the server to compare across its ranks
 // (rendezvous/rules/call_check.hpp); empty when the member checks none.
 inline constexpr size_t kMaxHeartbeatCalls = 256;
+// split > 0: the calls are those of a communicator made by cc_comm_split of
+// that generation (its split-th split there, in the part `split_color`), in
+// which the member is rank `split_rank`: they are compared among that
+// child's members only, and last_completed is still the parent's. (Absent
+// in older frames: 0, the communicator itself.)
 struct Heartbeat {
   uint64_t last_completed = 0;  // sequence number of the last finished operation
   uint32_t generation = 0;
   uint32_t epoch = 0;
   std::vector<CallPoint> calls{};
+  uint32_t split = 0;
+  int32_t split_color = 0;
+  int32_t split_rank = -1;
 };
 struct Abort {
   std::string reason;
@@ -233,12 +241,17 @@ enum class PeerEventKind : uint8_t {
   init_failed = 5,
   mismatch = 6  // the member's calls differ from another's; reason names both calls
 };
+// split > 0 (a mismatch only): about the calls of that split child of the
+// member's communicator (Heartbeat::split), not the communicator itself.
+// Absent in older frames: 0.
 struct PeerEvent {
   PeerEventKind kind = PeerEventKind::failed;
   int32_t rank = -1;
   std::string host;
   uint32_t pid = 0;
   std::string reason;
+  uint32_t split = 0;
+  int32_t split_color = 0;
 };
 struct HeartbeatAck {};
 struct MemberProgress {

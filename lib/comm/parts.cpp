@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 
 #include <cuda_runtime_api.h>
 
@@ -77,7 +78,7 @@ void free_scratch(cc_comm* c) {
   c->scratch = nullptr;
 }
 
-Status start_watch(cc_comm* c, bool embedded) {
+Status start_watch(cc_comm* c, bool embedded, const SplitOf& split_of) {
   // Split children are numbered in the order this process made them, which
   // names their trace files the same on every rank that splits alike.
   static std::atomic<int> splits{0};
@@ -107,13 +108,28 @@ Status start_watch(cc_comm* c, bool embedded) {
   }
   if (Status st = watch::CommWatch::create(c, std::move(channel), &c->watch); !st.ok()) return st;
   c->watch->set_recorder(c->recorder.get());
+  // A split child's calls are compared among its members through the
+  // parent's connection, as a line of their own.
+  std::shared_ptr<watch::SplitReport> line;
+  const cc_comm* parent = split_of.parent;
+  if (parent != nullptr && c->config.check_calls && c->recorder && parent->watch &&
+      parent->watch->channel() != nullptr) {
+    line = std::make_shared<watch::SplitReport>();
+    line->line.split = split_of.number;
+    line->line.color = split_of.color;
+    line->line.rank = c->rank;
+    line->line.calls = &c->recorder->calls();
+    c->watch->set_split(line);  // before the watchdog sees it
+  }
   watch::Watchdog::instance().add(c->watch.get());
+  if (line) split_of.parent->watch->add_split(std::move(line));
   return Status::success();
 }
 
 void stop_watch(cc_comm* c) {
   if (!c->watch) return;
   watch::Watchdog::instance().remove(c->watch.get());
+  c->watch->end_split();  // the parent's tick stops reading this child's calls
 }
 
 void discard(cc_comm* c) {

@@ -38,8 +38,15 @@ void free_scratch(cc_comm* c);
 
 // Hands a ready communicator to the process's watchdog (unless
 // CC_WATCHDOG=0). A communicator with a rendezvous connection gets a control
-// channel: the server watches its heartbeats from here on.
-Status start_watch(cc_comm* c, bool embedded);
+// channel: the server watches its heartbeats from here on. A child made by
+// cc_comm_split (`split`: its number among its parent's splits, and its
+// color) sends its calls' points on its parent's channel instead.
+struct SplitOf {
+  cc_comm* parent = nullptr;
+  uint32_t number = 0;
+  int color = 0;
+};
+Status start_watch(cc_comm* c, bool embedded, const SplitOf& split = {});
 void stop_watch(cc_comm* c);
 
 // Frees what a half-made communicator holds, on an init failure. Rank 0's

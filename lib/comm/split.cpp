@@ -1,6 +1,9 @@
 // cc_comm_split: a child communicator made by ncclCommSplit of the parent's
 // non-blocking communicator, within the deadline. A child has no rendezvous
-// connection of its own; it inherits its parent's failures.
+// connection of its own; it inherits its parent's failures, and its calls
+// are compared among its members through its parent's control channel.
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "common/log.hpp"
@@ -13,6 +16,20 @@ namespace cc::comm {
 
 using std::chrono::milliseconds;
 
+namespace {
+
+// The n-th cc_comm_split of `parent` (1, 2, ...): every rank of the parent
+// calls it in the same order (NCCL's rule), so the number names the same
+// split on every rank. Handles are never freed, so a pointer stays unique.
+uint32_t next_split_number(const cc_comm* parent) {
+  static std::mutex mu;
+  static std::unordered_map<const cc_comm*, uint32_t> made;
+  std::lock_guard<std::mutex> lock(mu);
+  return ++made[parent];
+}
+
+}  // namespace
+
 Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_config_t* config) {
   auto c = std::make_unique<cc_comm>();
   if (Status st = launch::resolve_config(config, settings::process_env(), &c->config); !st.ok())
@@ -24,6 +41,7 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
   c->device = parent->device;
   c->epoch = parent->epoch;
   const auto deadline = Clock::now() + c->timeout;
+  const uint32_t split_number = next_split_number(parent);
 
   ncclConfig_t nconfig = NCCL_CONFIG_INITIALIZER;
   nconfig.blocking = 0;
@@ -80,7 +98,7 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
     free_scratch(c.get());
     return fast_st;
   }
-  if (Status st = start_watch(c.get(), false); !st.ok()) {
+  if (Status st = start_watch(c.get(), false, SplitOf{parent, split_number, color}); !st.ok()) {
     core::abort_nccl(*c);
     teardown_fast_allreduce(c.get());
     free_scratch(c.get());

@@ -196,6 +196,40 @@ void CommWatch::write_failure_trace() {
                                                    : "failure");
 }
 
+void CommWatch::add_split(std::shared_ptr<SplitReport> child) {
+  std::lock_guard<std::mutex> lock(splits_mu_);
+  splits_.push_back(std::move(child));
+}
+
+void CommWatch::end_split() {
+  if (!split_) return;
+  std::lock_guard<std::mutex> lock(split_->mu);
+  split_->line.calls = nullptr;
+}
+
+// The children's points go on this communicator's connection; what the
+// rendezvous says about them waits for the child's own tick.
+void CommWatch::tick_splits(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(splits_mu_);
+  for (size_t i = 0; i < splits_.size();) {
+    SplitReport& r = *splits_[i];
+    std::lock_guard<std::mutex> line_lock(r.mu);
+    if (r.line.calls == nullptr) {  // the child stopped
+      splits_.erase(splits_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    if (!r.failure) r.failure = channel_->poll_split(now, r.line);
+    ++i;
+  }
+}
+
+std::optional<ChannelFailure> CommWatch::split_failure() {
+  std::lock_guard<std::mutex> lock(split_->mu);
+  std::optional<ChannelFailure> f;
+  f.swap(split_->failure);
+  return f;
+}
+
 void CommWatch::watch_tick(Clock::time_point now) {
   // The application may be capturing a CUDA graph on another thread in
   // global mode (torch.cuda.graph's default) while this thread queries
@@ -221,6 +255,8 @@ void CommWatch::watch_tick(Clock::time_point now) {
   const bool usable = core::usable(*c) && !c->abort_requested.load(std::memory_order_acquire);
   std::optional<ChannelFailure> peer;
   if (channel_) peer = channel_->poll(now, completed());  // heartbeats go on after a failure
+  if (channel_) tick_splits(now);
+  if (!peer && split_) peer = split_failure();
   if (!usable) {
     if (!core::usable(*c)) write_failure_trace();  // failed on another thread (a call's deadline, abort)
     return;

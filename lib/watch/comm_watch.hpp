@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -23,6 +25,7 @@
 #include "lib/core/core.hpp"
 #include "lib/watch/control_channel.hpp"
 #include "lib/watch/flight_recorder.hpp"
+#include "lib/watch/split_report.hpp"
 #include "lib/watch/watchdog.hpp"
 
 namespace cc::watch {
@@ -105,6 +108,12 @@ class CommWatch final : public Watched {
   // The flight recorder it marks completions in and writes on a failure and
   // on SIGUSR1 (owned by the communicator; set before the watchdog sees it).
   void set_recorder(FlightRecorder* recorder) { recorder_ = recorder; }
+  // A parent: the line of a child split from it, ticked with the parent's
+  // channel. A child: its own line (set once, before the watchdog sees it);
+  // end_split() when the child stops, before its recorder goes.
+  void add_split(std::shared_ptr<SplitReport> child);
+  void set_split(std::shared_ptr<SplitReport> own) { split_ = std::move(own); }
+  void end_split();
 
  private:
   static constexpr int kIdle = 0, kBusy = 1, kPending = 2;
@@ -128,7 +137,13 @@ class CommWatch final : public Watched {
   std::string timeout_story(uint64_t waiting);
   std::string progress_words() const;
 
+  void tick_splits(std::chrono::steady_clock::time_point now);
+  std::optional<ChannelFailure> split_failure();
+
   core::Core* comm_;
+  std::mutex splits_mu_;
+  std::vector<std::shared_ptr<SplitReport>> splits_;  // a parent's children, under splits_mu_
+  std::shared_ptr<SplitReport> split_;                // a child's own line
   cudaEvent_t event_;
   std::unique_ptr<ControlChannel> channel_;
   OpRecord ops_[kOps];

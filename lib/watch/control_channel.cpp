@@ -107,6 +107,7 @@ ChannelFailure ControlChannel::server_lost(const std::string& reason) const {
 }
 
 std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64_t last_completed) {
+  last_completed_ = last_completed;
   if (now >= next_heartbeat_) {
     next_heartbeat_ = now + options_.interval;
     Status st;
@@ -123,6 +124,12 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
   std::optional<ChannelFailure> first;
   while (auto e = client_.next_event(milliseconds(0))) {
     if (e->kind == rv::PeerEventKind::left) continue;
+    if (e->split != 0) {  // a split child's calls differ: its own poll_split tells it
+      std::lock_guard<std::mutex> lock(split_mu_);
+      if (split_events_.size() < kMaxSplitEvents)
+        split_events_.try_emplace({e->split, e->split_color}, std::move(*e));
+      continue;
+    }
     if (e->kind != rv::PeerEventKind::server_stopping &&
         e->kind != rv::PeerEventKind::mismatch && e->rank == options_.rank)
       continue;
@@ -147,6 +154,28 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
                        " ms (the network to it is cut, or its host is down)");
   }
   return std::nullopt;
+}
+
+std::optional<ChannelFailure> ControlChannel::poll_split(Clock::time_point now, SplitLine& line) {
+  if (line.told) return std::nullopt;
+  if (line.calls != nullptr && now >= line.next_report) {
+    line.next_report = now + options_.interval;
+    std::vector<CallPoint> points = line.calls->take_report();
+    if (!points.empty()) {
+      const rv::Heartbeat h{last_completed_, options_.generation, options_.epoch,
+                            std::move(points),  line.split,          line.color,
+                            line.rank};
+      if (Status st = client_.heartbeat_with_calls_nowait(h); !st.ok())
+        log().debug("{}: the calls of its split {}: {}", self(), line.split, st.message);
+    }
+  }
+  std::lock_guard<std::mutex> lock(split_mu_);
+  auto it = split_events_.find({line.split, line.color});
+  if (it == split_events_.end()) return std::nullopt;
+  line.told = true;
+  ChannelFailure f = from_event(it->second);
+  split_events_.erase(it);
+  return f;
 }
 
 std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds timeout) {

@@ -44,6 +44,18 @@ struct ChannelFailure {
   std::string story;  // the whole sentence: who, what, what to do
 };
 
+// A communicator made by cc_comm_split of the channel's: it has no
+// connection of its own, so its points go on its parent's, marked as its
+// own line (rv::Heartbeat::split), and are compared among its members only.
+struct SplitLine {
+  uint32_t split = 0;  // the parent's n-th split (1, 2, ...), the same on every member
+  int32_t color = 0;
+  int32_t rank = -1;  // in the child
+  core::CallLog* calls = nullptr;
+  std::chrono::steady_clock::time_point next_report{};
+  bool told = false;
+};
+
 class ControlChannel {
  public:
   ControlChannel(rv::Client& client, ChannelOptions options);
@@ -57,6 +69,11 @@ class ControlChannel {
   // later failures are still counted in failed_ranks().
   std::optional<ChannelFailure> poll(std::chrono::steady_clock::time_point now,
                                      uint64_t last_completed);
+  // A child's tick, on the watchdog's thread after the parent's poll: its
+  // points when due, and the difference the rendezvous found among the
+  // child's members, once (the parent's own calls are not involved).
+  std::optional<ChannelFailure> poll_split(std::chrono::steady_clock::time_point now,
+                                           SplitLine& line);
   // The ranks the rendezvous announced as failed so far (not aborted ones),
   // sorted; from any thread.
   std::vector<int> failed_ranks() const;
@@ -80,6 +97,12 @@ class ControlChannel {
   std::map<int32_t, rv::MemberProgress> members_;
   std::chrono::steady_clock::time_point next_heartbeat_{};
   bool reported_ = false;
+  uint64_t last_completed_ = 0;  // the parent's, sent with a child's points
+  // Mismatches on split children, by (split, color), until their poll_split
+  // takes them; at most kMaxSplitEvents.
+  static constexpr size_t kMaxSplitEvents = 64;
+  std::mutex split_mu_;
+  std::map<std::pair<uint32_t, int32_t>, rv::PeerEvent> split_events_;
   mutable std::mutex failed_mu_;
   std::set<int> failed_;
 };

@@ -4,6 +4,9 @@
 #include "rendezvous/etcd/backend.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <set>
+#include <unordered_set>
 
 #include "common/log.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
@@ -132,12 +135,14 @@ void Backend::Impl::lost_membership(const std::string& how) {
           "other ranks consider this rank failed"});
 }
 
-// The generation's one watch stream, from the join to the leave, on three
-// single keys (so no write elsewhere in the generation costs etcd work for
-// this watch): the result's put (how the join ended), the events key (each
-// departure, announced once), and the next rank's member key (its delete: a
-// lease expired). Ranks watch their neighbour in a ring, so a death is seen
-// by one rank, which announces it to all through the events key.
+// The generation's one watch stream, from the join to the leave, on keys
+// that only rare writes touch (so no write elsewhere in the generation costs
+// etcd work for this watch): the result's put (how the join ended), the
+// events key (each departure, announced once), the mismatch keys (the ranks'
+// calls differ, put by rank 0 alone, once per line: backend_calls.cpp), and
+// the next rank's member key (its delete: a lease expired). Ranks watch their
+// neighbour in a ring, so a death is seen by one rank, which announces it to
+// all through the events key.
 void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
   const Gen g = w.at;
   int64_t next_result = from, next_events = from, next_neighbour = from;
@@ -147,7 +152,9 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
   std::vector<bool> told(static_cast<size_t>(std::max(w.world, 1)), false);
   size_t announced = 0;
   std::vector<WatchEvent> early;  // the neighbour's delete before the result came
-  enum class Role { result, events, neighbour };
+  int64_t next_mismatch = from;
+  std::set<std::pair<uint32_t, int32_t>> mismatch_told;  // by line (backend_calls.cpp)
+  enum class Role { result, events, neighbour, mismatch };
   while (!watch_cancel->cancelled()) {
     std::vector<WatchSpec> specs;
     std::vector<Role> roles;
@@ -170,6 +177,8 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
     };
     if (!result_known) watch(Role::result, keys.result(g), next_result, false);
     watch(Role::events, keys.events(g), next_events, false);
+    watch(Role::mismatch, keys.mismatch(g, 0, 0), next_mismatch, false);
+    specs.back().range_end = prefix_end(specs.back().key);  // split children's too
     if (neighbour >= 0)
       watch(Role::neighbour, keys.member(g, neighbour_key), next_neighbour, true);
     Status s = etcd->watch(specs, Clock::now() + kWatchSlice, watch_cancel.get(),
@@ -183,6 +192,10 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
                                  case Role::events:
                                    next_events = std::max(next_events, e.kv.mod_revision + 1);
                                    on_departure(e, &told, &announced);
+                                   break;
+                                 case Role::mismatch:
+                                   next_mismatch = std::max(next_mismatch, e.kv.mod_revision + 1);
+                                   on_mismatch(e, &mismatch_told);
                                    break;
                                  case Role::neighbour:
                                    next_neighbour = std::max(next_neighbour, e.kv.mod_revision + 1);
@@ -353,6 +366,7 @@ Backend::Backend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Backend::~Backend() {
   Impl& i = *impl_;
+  i.stop_call_check();
   bool was_member = false;
   {
     std::lock_guard<std::mutex> lock(i.mu);
@@ -414,6 +428,7 @@ Status Backend::leave() {
     i.leaving = true;
     i.member = false;
   }
+  i.stop_call_check();
   i.stop_watcher();
   const Deadline d = i.after(i.opt.request_timeout);
   // The member key leaves the lease first (a put the others' watch filters

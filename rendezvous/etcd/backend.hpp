@@ -25,6 +25,12 @@
 //   A clean leave first moves the member key off the lease, so it tells
 //   nobody, as cc's server does; the last rank to leave removes the
 //   generation's keys. An aborted rank keeps its lease (it may recover).
+// - calls compared (CC_CHECK_CALLS): each rank puts its latest points on
+//   gen/<g>/calls/<rank> (on its lease) when a heartbeat carries some; only
+//   the generation's rank 0 watches that prefix and feeds the rule of cc's
+//   server (rendezvous/rules/call_check); the first difference is put once on
+//   gen/<g>/mismatch, a single key in every rank's watch stream, which
+//   becomes the same mismatch peer event on every rank.
 // - deadline: the first rank whose join deadline passes (or rank 0's
 //   coordinator) names the ranks that never came.
 // - recover (cc_comm_shrink, cc_comm_regrow) and replacements: see
@@ -103,6 +109,11 @@ class Backend final : public cc::rv::Client {
   // the backend's own thread.
   Status heartbeat(uint64_t last_completed) override;
   Status heartbeat_nowait(uint64_t last_completed) override;
+  // The same, with points of the rank's calls: written under the generation's
+  // calls/ prefix (at most one put in flight; reports that come meanwhile
+  // go together in the next), and compared by the generation's rank 0 with
+  // cc's server's rule (backend_calls.cpp; docs/ETCD.md has the cost).
+  Status heartbeat_with_calls_nowait(const Heartbeat& h) override;
   // Makes the membership lease's TTL `window` (a new lease when it differs).
   Status watch(std::chrono::milliseconds window) override;
   // One member's host and pid (rank >= 0), from the generation's roster (read

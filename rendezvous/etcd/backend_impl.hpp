@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "rendezvous/etcd/backend.hpp"
@@ -79,6 +80,17 @@ struct Backend::Impl {
   std::mutex ev_mu;
   std::condition_variable ev_cv;
   std::deque<PeerEvent> events;
+
+  // The comparison of the ranks' calls (backend_calls.cpp): this rank's
+  // reports written under the generation's calls/ prefix, and on the
+  // generation's rank 0 the rule fed from a watch of that prefix. Made at
+  // the first report; declared last, so its threads stop before anything
+  // they use goes.
+  struct CallChecking;
+  struct CallCheckingEnd {
+    void operator()(CallChecking* c) const;
+  };
+  std::unique_ptr<CallChecking, CallCheckingEnd> call_checking;  // under mu
 
   explicit Impl(const BackendOptions& o)
       : opt(o), keys(o.prefix, o.job_id), window(o.heartbeat_window) {
@@ -159,6 +171,14 @@ struct Backend::Impl {
     Impl& impl_;
     bool started_ = false;
   };
+
+  // backend_calls.cpp
+  Status report_calls(const Heartbeat& h);
+  // A mismatch key of the generation was put: every rank's one mismatch
+  // event per line (the communicator, each split child), `told` by line.
+  void on_mismatch(const WatchEvent& e, std::set<std::pair<uint32_t, int32_t>>* told);
+  // Stops writing and comparing (a leave, the end of the connection).
+  void stop_call_check();
 
   // backend_join.cpp
   Status join(const Join& request, Joined* out);

@@ -46,6 +46,43 @@ std::string Keys::gone(Gen g, int32_t rank) const {
 }
 std::string Keys::leaves(Gen g) const { return generation(g) + "leaves"; }
 std::string Keys::coordinator(Gen g) const { return generation(g) + "coordinator"; }
+std::string Keys::calls_prefix(Gen g) const { return generation(g) + "calls/"; }
+namespace {
+
+std::string split_part(uint32_t split, int32_t color) {
+  return "s" + std::to_string(split) + "." + std::to_string(color);
+}
+
+}  // namespace
+
+std::string Keys::calls(Gen g, uint32_t split, int32_t color, int32_t rank) const {
+  return calls_prefix(g) + (split == 0 ? std::string() : split_part(split, color) + "/") +
+         std::to_string(rank);
+}
+std::string Keys::mismatch(Gen g, uint32_t split, int32_t color) const {
+  return generation(g) + "mismatch" + (split == 0 ? std::string() : "/" + split_part(split, color));
+}
+
+std::optional<std::pair<uint32_t, int32_t>> Keys::calls_line(Gen g,
+                                                             const std::string& key) const {
+  const std::string prefix = calls_prefix(g);
+  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0)
+    return std::nullopt;
+  const char* p = key.data() + prefix.size();
+  const char* e = key.data() + key.size();
+  uint32_t split = 0;
+  int32_t color = 0, rank = 0;
+  if (*p == 's') {
+    auto [q, ec] = std::from_chars(p + 1, e, split);
+    if (ec != std::errc() || split == 0 || q == e || *q != '.') return std::nullopt;
+    auto [r, ec2] = std::from_chars(q + 1, e, color);
+    if (ec2 != std::errc() || r == e || *r != '/') return std::nullopt;
+    p = r + 1;
+  }
+  auto [q, ec] = std::from_chars(p, e, rank);
+  if (ec != std::errc() || q != e || rank < 0) return std::nullopt;
+  return std::make_pair(split, color);
+}
 std::string Keys::latest(uint32_t join) const { return root_ + "latest/" + std::to_string(join); }
 
 std::optional<int32_t> Keys::member_rank(Gen g, const std::string& key) const {

@@ -12,6 +12,10 @@
 //   <prefix>/<job>/gen/<g>/gone/<rank>     that rank's departure was announced
 //   <prefix>/<job>/gen/<g>/leaves          one put per clean leave: the last one removes gen/<g>/
 //   <prefix>/<job>/gen/<g>/coordinator     a recovery's coordinator, on its lease (gen/<g>.<e>/ only)
+//   <prefix>/<job>/gen/<g>/calls/<rank>    the rank's latest points of its calls, on its lease
+//   <prefix>/<job>/gen/<g>/calls/s<n>.<color>/<rank>  the same for its n-th split child of that color
+//   <prefix>/<job>/gen/<g>/mismatch        the first difference in the ranks' calls, put once
+//   <prefix>/<job>/gen/<g>/mismatch/s<n>.<color>      the same for a split child
 //   <prefix>/<job>/latest/<g>              the newest generation (epoch) a recovery made of join g
 //
 // Generation e > 0 of join g (made by cc_comm_shrink or cc_comm_regrow) has
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace cc::rv::etcd {
 
@@ -62,6 +67,12 @@ class Keys {
   std::string gone(Gen g, int32_t rank) const;
   std::string leaves(Gen g) const;
   std::string coordinator(Gen g) const;
+  std::string calls_prefix(Gen g) const;  // "<root>gen/<g>/calls/"
+  // split 0: the communicator itself; n > 0: its n-th split child of `color`.
+  std::string calls(Gen g, uint32_t split, int32_t color, int32_t rank) const;
+  std::string mismatch(Gen g, uint32_t split, int32_t color) const;
+  // The split and color of a key made by calls(); nullopt for any other key.
+  std::optional<std::pair<uint32_t, int32_t>> calls_line(Gen g, const std::string& key) const;
   std::string latest(uint32_t join) const;
 
   // The rank of a key made by member(g, rank); nullopt for any other key.

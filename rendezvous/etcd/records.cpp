@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "rendezvous/etcd/json_object.hpp"
+
 namespace cc::rv::etcd {
 namespace {
 
@@ -36,23 +38,6 @@ bool unhex(const std::string& text, std::vector<uint8_t>* out) {
     out->push_back(static_cast<uint8_t>(hi << 4 | lo));
   }
   return true;
-}
-
-// Reads text, a JSON object, into *out with read(j, value), which reads the
-// fields with the types we wrote: a wrong type or a missing field is a
-// decode failure, as is read returning false; then *out is left as it was.
-template <typename T, typename F>
-bool decode_object(const std::string& text, T* out, F read) {
-  const json j = json::parse(text, nullptr, false);
-  if (!j.is_object()) return false;
-  try {
-    T value;
-    if (!read(j, value)) return false;
-    *out = std::move(value);
-    return true;
-  } catch (const json::exception&) {
-    return false;
-  }
 }
 
 }  // namespace

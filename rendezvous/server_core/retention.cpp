@@ -64,6 +64,7 @@ void ServerCore::Impl::forget_communicators(Job& job) {
   job.unsettled.clear();
   job.announced.clear();
   job.call_checks.clear();
+  job.split_call_checks.clear();
 }
 
 // The job's last connection is gone (once the Gets and Waits its

@@ -26,6 +26,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -220,6 +221,16 @@ struct Job {
   std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
   // The comparison of each generation's calls across its ranks (watch.cpp).
   std::map<std::pair<uint32_t, uint32_t>, rules::CallCheck> call_checks;
+  // The same for communicators made by cc_comm_split (split_calls.cpp), by
+  // (join number, epoch, split, color): compared among the members that
+  // report to it, who alone are told.
+  struct SplitCallCheck {
+    rules::CallCheck check;
+    std::set<ConnId> reporters;
+    std::optional<PeerEvent> verdict;  // the first difference, for later reporters
+  };
+  static constexpr size_t kMaxSplitChecks = 64;  // the oldest splits go first
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t, int32_t>, SplitCallCheck> split_call_checks;
 };
 
 }  // namespace cc::rv::server_core
@@ -356,6 +367,7 @@ struct ServerCore::Impl {
   bool on_progress(Conn& c, uint32_t rid, const ProgressQuery& q, Clock::time_point now);
   bool on_abort(Conn& c, uint32_t rid, const Abort& a);
   void check_calls(Job& job, const Conn& c, const Heartbeat& h);
+  void check_split_calls(Job& job, const Conn& c, const Membership& member, const Heartbeat& h);
   std::string where_calls_are(const Job& job, uint32_t generation, uint32_t epoch) const;
 
   // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------

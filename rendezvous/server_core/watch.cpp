@@ -32,6 +32,7 @@ bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
   if (c.heartbeat_timer)
     arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
   send(c.id, rid, HeartbeatAck{});
+  // A split child's heartbeat (split > 0) is sent with its parent's progress.
   if (!h.calls.empty() && c.job != nullptr) check_calls(*c.job, c, h);
   return true;
 }
@@ -44,6 +45,7 @@ void ServerCore::Impl::check_calls(Job& job, const Conn& c, const Heartbeat& h) 
   for (const Membership& m : c.memberships)
     if (m.generation == h.generation && m.epoch == h.epoch) member = &m;
   if (member == nullptr) return;  // not (or no longer) a member of that generation
+  if (h.split != 0) return check_split_calls(job, c, *member, h);
   rules::CallCheck& check = job.call_checks[{h.generation, h.epoch}];
   const std::optional<rules::CallMismatch> m =
       check.report({member->rank, member->host, member->pid, h.calls});
