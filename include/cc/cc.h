@@ -275,7 +275,10 @@ CC_API cc_result_t cc_comm_dump_trace(cc_comm_t comm, const char* dir);
  * is in-place where the operation allows it. A NULL buffer with a non-zero
  * count, a root or peer out of range, an unknown datatype or op, a byte size
  * that overflows, or a NULL/destroyed comm is CC_ERR_INVALID_ARGUMENT.
- * NCCL failures are CC_ERR_NCCL with NCCL's own words. Calls on one comm
+ * NCCL failures are CC_ERR_NCCL with NCCL's own words, but for NCCL's
+ * remote error (a peer's process exited or its network went away): that is
+ * CC_ERR_PEER_FAILED, naming the rank when that is known within half a
+ * second, and recoverable as any peer's failure. Calls on one comm
  * must come from one thread at a time (as in NCCL). */
 
 CC_API cc_result_t cc_allreduce(const void* sendbuf, void* recvbuf, size_t count,

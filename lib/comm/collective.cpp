@@ -1,6 +1,7 @@
 #include "lib/comm/collective.hpp"
 
 #include <chrono>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -95,6 +96,25 @@ CallDesc describe(const Collective& coll, const cc_comm* c) {
   return d;
 }
 
+// How long a call whose NCCL reported a remote error waits for the verdict
+// that names the rank (the watchdog sees the same error at its next look).
+constexpr std::chrono::milliseconds kRemoteVerdictGrace{500};
+
+// NCCL's words for a failed call, or, when the failure is a peer's (NCCL's
+// remote error: its process exited or its network went away), the
+// verdict's: CC_ERR_PEER_FAILED, which the survivors recover from, naming
+// the rank once the watchdog or the rendezvous has, NCCL's words before.
+Status failure_of(const char* call, const char* nccl_call, const cc_comm* c, ncclResult_t r) {
+  if (r != ncclRemoteError) return core::nccl_failure(nccl_call, *c, r);
+  const auto until = Clock::now() + kRemoteVerdictGrace;
+  while (core::usable(*c) && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!core::usable(*c)) return core::state_status(call, *c);
+  Status st = core::nccl_failure(nccl_call, *c, r);
+  st.code = CC_ERR_PEER_FAILED;
+  return st;
+}
+
 // Runs one NCCL call on a checked communicator and maps the outcome.
 // `capturing` (1/0, -1 unknown) saves the watchdog asking CUDA; `noted`
 // receives the event the watchdog recorded after the operation, if any.
@@ -130,7 +150,7 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
   // sockets as an "internal error", which says nothing of the cause.
   if (!core::usable(*c) || c->abort_requested.load())
     return fail(core::state_status(coll.call, *c));
-  if (r != ncclInProgress) return fail(core::nccl_failure(nccl_call, *c, r));
+  if (r != ncclInProgress) return fail(failure_of(coll.call, nccl_call, c, r));
   return enqueue_timed_out(coll.call, nccl_call, c);
 }
 
@@ -355,7 +375,7 @@ cc_result_t group_end() {
   if (r == ncclInProgress)
     return enqueue_timed_out("cc_group_end", "the operations of a cc_group_start/cc_group_end",
                              failed);
-  return fail(core::nccl_failure("ncclGroupEnd", *failed, r));
+  return fail(failure_of("cc_group_end", "ncclGroupEnd", failed, r));
 }
 
 }  // namespace cc::comm

@@ -26,6 +26,11 @@
 //                                kills a rank, or sends SIGUSR1); prints
 //                                "LOOPING pid <pid>" once going and
 //                                "ERROR <words>".
+//   gpu_call_check split         4 ranks split by parity; in the even ranks'
+//                                child its rank 1 differs at op #50 (count):
+//                                those ranks print MISMATCH_MS as diverge; the
+//                                odd ranks' child agrees: "OK split alike";
+//                                neither parent is flagged.
 //   gpu_call_check skip          20 all-reduces alike but rank 1 skips the
 //                                10th: the deadline's words (CC_TIMEOUT_MS).
 // CC_TRACE_DIR, when set, is where every rank's flight recorder goes.
@@ -179,6 +184,38 @@ int skip(cc_comm_t comm, int rank, cudaStream_t s) {
   return r != CC_SUCCESS ? 0 : 1;
 }
 
+// Split in two by rank parity: in the child of the even ranks its rank 1
+// (job rank 2) all-reduces one float more at op #50 (diverge's count), so
+// that child's ranks get CC_ERR_MISMATCH; the odd ranks' child, whose calls
+// agree, is not flagged, nor is the parent: each line is compared on its own.
+int split(cc_comm_t comm, int rank, cudaStream_t s) {
+  cc_comm_t child = nullptr;
+  if (cc_result_t r = cc_comm_split(comm, rank % 2, rank, &child, nullptr); r != CC_SUCCESS)
+    return fail("cc_comm_split: " + words(r));
+  int child_rank = 0;
+  cc_comm_rank(child, &child_rank);
+  int rc = 0;
+  if (rank % 2 == 0) {
+    rc = diverge("count", child, child_rank, s);
+  } else {
+    Buffers b(kCount);
+    for (int i = 1; i <= 60 && rc == 0; ++i)
+      if (cc_result_t r = cc_allreduce(b.send, b.recv, kCount, CC_FLOAT32, CC_SUM, child, as_cc(s));
+          r != CC_SUCCESS)
+        rc = fail("the agreeing child's op #" + std::to_string(i) + ": " + words(r));
+    if (rc == 0 && !wait_stream(s, milliseconds(30000))) rc = fail("the agreeing child's calls");
+    std::this_thread::sleep_for(milliseconds(3 * env_int("CC_HEARTBEAT_MS", 1000) + 500));
+    if (rc == 0)
+      if (cc_result_t r = cc_comm_check(child); r != CC_SUCCESS) rc = fail("flagged: " + words(r));
+    if (rc == 0) std::printf("OK split alike\n");
+  }
+  if (rc == 0)
+    if (cc_result_t r = cc_comm_check(comm); r != CC_SUCCESS)
+      rc = fail("the parent was flagged: " + words(r));
+  cc_comm_destroy(child);
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +238,8 @@ int main(int argc, char** argv) {
     rc = legal(comm, s);
   else if (mode == "loop")
     rc = loop(comm, s);
+  else if (mode == "split")
+    rc = split(comm, rank, s);
   else if (mode == "skip")
     rc = skip(comm, rank, s);
   else

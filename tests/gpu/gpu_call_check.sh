@@ -5,12 +5,14 @@
 #
 #   gpu_call_check.sh BUILD [SCENARIO...]     (default: all of them)
 #   scenarios: diverge-WAY-N (WAY: kind count type op root skip extra; N: 2 4),
-#              legal-2, legal-4, trace-mismatch, trace-timeout, trace-kill,
+#              legal-2, legal-4, split-4, trace-mismatch, trace-timeout, trace-kill,
 #              trace-sigusr1
 #
 # diverge: rank 1 makes another call at op #50; every rank must return
 # CC_ERR_MISMATCH within 2 s naming both calls. legal: two communicators used
-# interleaved on two streams: nothing flagged. trace-*: after a mismatch,
+# interleaved on two streams: nothing flagged. split: two children of a
+# split, one whose ranks differ (flagged) and one whose ranks agree (not
+# flagged), each compared on its own. trace-*: after a mismatch,
 # a timeout, a killed rank and a SIGUSR1, the files in CC_TRACE_DIR and what
 # `cc-doctor trace` says of them. Exit 0 when every scenario passed, 77 with
 # no GPU, 1 otherwise.
@@ -27,7 +29,7 @@ if [ ${#SCENARIOS[@]} -eq 0 ]; then
     for way in "${WAYS[@]}"; do SCENARIOS+=("diverge-$way-$n"); done
     SCENARIOS+=("legal-$n")
   done
-  SCENARIOS+=(trace-mismatch trace-timeout trace-kill trace-sigusr1)
+  SCENARIOS+=(split-4 trace-mismatch trace-timeout trace-kill trace-sigusr1)
 fi
 
 . "$(dirname "$0")/gpu_ranks_lib.sh" gpu_call_check
@@ -76,6 +78,20 @@ legal() {  # legal N
   [ $rc -eq 0 ] || { echo "   FAILED: cc-run exited with $rc"; sed 's/^/   | /' "$out" | tail -n 40; bad=1; }
   [ "$(grep -c '^\[rank [0-9]*\] OK legal' "$out")" -eq "$n" ] && echo "   ok: $n ranks not flagged" ||
     { echo "   FAILED: not every rank said OK legal"; bad=1; }
+}
+
+split4() {
+  local out=$WORK/split-4
+  ccrun 4 "$out" split
+  local rc=$?
+  [ $rc -eq 0 ] || { echo "   FAILED: cc-run exited with $rc"; sed 's/^/   | /' "$out" | tail -n 40; bad=1; }
+  for r in 0 2; do
+    check "rank $r (the differing child): CC_ERR_MISMATCH" "$out" "^\[rank $r\] MISMATCH_MS [0-9]* CC_ERR_MISMATCH"
+  done
+  for r in 1 3; do
+    check "rank $r (the agreeing child): not flagged" "$out" "^\[rank $r\] OK split alike"
+  done
+  check "both calls" "$out" "cc_allreduce 4097 x FLOAT32 SUM, but .* cc_allreduce 4096 x FLOAT32 SUM; the ranks diverged after op #49\|cc_allreduce 4096 x FLOAT32 SUM, but .* cc_allreduce 4097 x FLOAT32 SUM; the ranks diverged after op #49"
 }
 
 # doctor DIR OUT: cc-doctor trace on DIR, its text in OUT.
@@ -139,6 +155,7 @@ for s in "${SCENARIOS[@]}"; do
   case $s in
     diverge-*) way=${s#diverge-}; diverge "${way%-*}" "${way##*-}" ;;
     legal-*) legal "${s#legal-}" ;;
+    split-4) split4 ;;
     trace-mismatch) trace_mismatch ;;
     trace-timeout) trace_timeout ;;
     trace-kill) trace_kill ;;
