@@ -265,6 +265,16 @@ if [ -x "$BUILD/examples/allreduce" ]; then
   done
 fi
 
+# Without --share-gpu, two ranks on a machine of one GPU are refused at
+# once, in the words that name the flag's reason.
+if [ -x "$BUILD/examples/allreduce" ] && [ "$NGPUS" -eq 1 ]; then
+  refused() { ! env -u CC_SHARE_GPU "$CC_RUN" -n 2 -- "$BUILD/examples/allreduce"; }
+  export -f refused
+  export CC_RUN BUILD
+  run example-allreduce-one-gpu-refused bash -c refused &&
+    expect example-allreduce-one-gpu-refused "use the same GPU" 1
+fi
+
 if [ -x "$BUILD/examples/allreduce" ]; then
   if [ -n "$MPIRUN" ]; then
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) \
