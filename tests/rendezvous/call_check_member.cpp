@@ -232,12 +232,14 @@ int main(int argc, char** argv) {
     cc::watch::Watchdog::instance().add(child_watch.get());
   };
 
+  // The op counter outlives the block that starts the caller thread using it.
+  uint64_t op = 0;
   std::thread caller;
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line == "go") {
       if (rank >= 2) std::this_thread::sleep_for(delay);
-      uint64_t op = 0;
+      op = 0;
       auto record = [&](Comm& c, const CallDesc& call) { c.log->record(call, ++op, 0, 0); };
       if (which == "legal") {
         // The calls go on while the heartbeats report them, each rank in its
