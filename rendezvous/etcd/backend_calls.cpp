@@ -251,6 +251,10 @@ Status Backend::Impl::report_calls(const Heartbeat& h) {
     // Points of another generation, or before the join's result: not ours to compare.
     if (!member || !join_result || !join_result->ok || h.generation != gen || h.epoch != epoch)
       return Status::success();
+    // Nothing to write or compare before this rank's first call: its
+    // threads start with it (rank 0's comparison still reads every report
+    // from the join on), and a member that makes no calls starts none.
+    if (h.calls.empty() && !call_checking) return Status::success();
     g = current();
     who = {position, me.host, me.pid, {}};
     from = join_result->checked_revision + 1;

@@ -71,9 +71,13 @@ if [ -f "$prefix/$libdir/libcc.a" ]; then
   programs+=(allreduce_static)
   [ -x "$tmp/consumer/allreduce_static" ] || { cat "$tmp/configure.log"; fail "libcc.a is installed but cc::cc_static was not defined"; }
 fi
-ldd "$tmp/consumer/allreduce" | grep -q "libcc.so.0 => $prefix/$libdir/" ||
-  { ldd "$tmp/consumer/allreduce"; fail "allreduce does not load the installed libcc.so.0"; }
-if ldd "$tmp/consumer/allreduce_static" 2>/dev/null | grep -q "libcc.so"; then
+# ldd's output read whole first: `ldd | grep -q` under pipefail fails
+# whenever grep stops reading before ldd has written everything (SIGPIPE).
+libs=$(ldd "$tmp/consumer/allreduce")
+grep -q "libcc.so.0 => $prefix/$libdir/" <<<"$libs" ||
+  { echo "$libs"; fail "allreduce does not load the installed libcc.so.0"; }
+static_libs=$(ldd "$tmp/consumer/allreduce_static" 2>/dev/null || true)
+if grep -q "libcc.so" <<<"$static_libs"; then
   fail "allreduce_static loads libcc.so; it should hold libcc.a"
 fi
 
