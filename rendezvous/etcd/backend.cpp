@@ -181,6 +181,8 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
     specs.back().range_end = prefix_end(specs.back().key);  // split children's too
     if (neighbour >= 0)
       watch(Role::neighbour, keys.member(g, neighbour_key), next_neighbour, true);
+    log().debug("etcd: job {}: watching generation {}.{} from revision {} (events), {} (rank {}'s key)",
+                quote(opt.job_id), g.g, g.epoch, next_events, next_neighbour, neighbour_key);
     Status s = etcd->watch(specs, Clock::now() + kWatchSlice, watch_cancel.get(),
                            [&](const std::vector<WatchEvent>& evs, int64_t) {
                              for (const WatchEvent& e : evs) {

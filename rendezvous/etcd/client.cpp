@@ -16,6 +16,7 @@
 #include "common/backoff.hpp"
 #include "common/log.hpp"
 #include "common/sigpipe_blocked.hpp"
+#include "rendezvous/etcd/create_confirmation.hpp"
 #include "rendezvous/etcd/wire.hpp"
 
 namespace cc::rv::etcd {
@@ -27,6 +28,10 @@ using std::chrono::milliseconds;
 
 constexpr size_t kMaxIdlePerEndpoint = 8;
 constexpr int kMaxReauth = 2;
+// How long a watch stream of several keys may take to confirm them all
+// (create_confirmation.hpp); doubled each time it did not, up to the most.
+constexpr milliseconds kCreateGrace{500};
+constexpr milliseconds kMostCreateGrace{8000};
 // gRPC metadata "hasleader: true" through the gateway: a member without a
 // leader refuses requests at once (so the next endpoint is tried) and
 // cancels a watch when it loses its leader, rather than holding them.
@@ -705,6 +710,7 @@ struct Client::Impl {
     size_t failures_this_round = 0;
     Backoff backoff;  // after a round in which every endpoint failed
     int reauths = 0;
+    milliseconds create_grace = kCreateGrace;
     const auto start = Clock::now();
     const auto cancelled = [&] {
       return make_status(CC_ERR_ABORTED, "the watch on " + where() + " was stopped");
@@ -749,6 +755,7 @@ struct Client::Impl {
       }
       StreamState st;
       st.next = &next;
+      CreateConfirmation* creates = nullptr;  // set before the first answer can come
       int http_status = 0;
       std::string error_body;
       bool timed_out = false;
@@ -780,6 +787,7 @@ struct Client::Impl {
           if (!go_on) return false;
         }
         st.buffer.erase(0, pos);
+        creates->confirmed(st.created);
         if (Clock::now() >= deadline) {
           timed_out = true;
           return false;
@@ -790,9 +798,13 @@ struct Client::Impl {
       httplib::Error err = httplib::Error::Success;
       const auto t0 = Clock::now();
       const long long limit = std::max<long long>(1, ms_until(deadline));
+      bool creates_lost = false;
       {
+        CreateConfirmation confirmation(specs.size(), create_grace, [&] { conn->stop(); });
+        creates = &confirmation;
         const SigpipeBlocked sigpipe_blocked;
         conn->send(req, res, err);
+        creates_lost = confirmation.finish();
       }
       if (cancel != nullptr) {
         std::lock_guard<std::mutex> lock(cancel->mu_);
@@ -807,6 +819,14 @@ struct Client::Impl {
       if (st.done) return Status::success();
       if (st.fatal) return *st.fatal;
       if (cancel != nullptr && cancel->cancelled()) return cancelled();
+      if (creates_lost && !st.broken && http_status == 200 && Clock::now() < deadline) {
+        log().debug("etcd watch on {}: {} of its {} keys confirmed within {} ms (etcd's gateway "
+                    "drops a stream's later requests when it answers first); opening it again",
+                    opt.address.endpoints[ep].text(), st.created, specs.size(),
+                    create_grace.count());
+        create_grace = std::min(create_grace * 2, kMostCreateGrace);
+        continue;
+      }
       if (timed_out || Clock::now() >= deadline)
         return make_status(CC_ERR_TIMEOUT,
                            "no matching event came from " + where() + " before the deadline");

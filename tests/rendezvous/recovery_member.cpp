@@ -99,6 +99,15 @@ struct Generation {
   std::unique_ptr<cc::watch::ControlChannel> channel;
   std::unique_ptr<ChannelWatch> watched;
 
+  Generation() = default;
+  Generation(Generation&&) = default;
+  Generation& operator=(Generation&&) = default;
+  // A member that gives up returns from main with its generations joined:
+  // the watchdog's thread must not tick them while they go.
+  ~Generation() {
+    if (watched) cc::watch::Watchdog::instance().remove(watched.get());
+  }
+
   void watch(const cc::watch::ChannelOptions& base) {
     cc::watch::ChannelOptions o = base;
     o.rank = rank;
