@@ -108,7 +108,7 @@ void destroy(std::unique_ptr<cc_comm> c) {
 void abort(cc_comm* c) {
   const std::string story = "the communicator was aborted by cc_comm_abort on " + c->who() +
                             "; destroy it with cc_comm_destroy and create a new one";
-  if (core::fail(*c, core::State::aborted, story) && c->client) {
+  if (core::fail_by_abort(*c, story) && c->client) {
     if (Status st = c->client->abort_nowait(story); !st.ok())
       log().debug("{}: telling the rendezvous about the abort: {}", c->who(), st.message);
   }

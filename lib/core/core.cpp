@@ -17,10 +17,11 @@ std::string Core::who() const {
 }
 
 Status state_status(const char* call, const Core& c) {
-  const auto state = static_cast<State>(c.state.load(std::memory_order_acquire));
+  State state = State::ok;
   std::string story;
   {
-    std::lock_guard<std::mutex> lock(c.failure_mu);
+    std::lock_guard<std::mutex> lock(c.failure_mu);  // the state and its story as one
+    state = static_cast<State>(c.state.load(std::memory_order_acquire));
     story = c.failure;
   }
   cc_result_t code = CC_ERR_ABORTED;
@@ -42,6 +43,14 @@ bool fail(Core& c, State state, const std::string& story, int calls_held) {
   }
   abort_nccl(c, calls_held);
   return true;
+}
+
+bool fail_by_abort(Core& c, const std::string& story) {
+  if (fail(c, State::aborted, story)) return true;
+  std::lock_guard<std::mutex> lock(c.failure_mu);
+  c.state.store(static_cast<int>(State::aborted), std::memory_order_seq_cst);
+  c.failure = story;
+  return false;
 }
 
 void abort_nccl(Core& c, int calls_held) {

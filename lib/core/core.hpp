@@ -91,6 +91,12 @@ Status state_status(const char* call, const Core& c);
 // and aborts its NCCL communicators. Returns true when this call set the state.
 bool fail(Core& c, State state, const std::string& story, int calls_held = 0);
 
+// cc_comm_abort's mark: later calls report the caller's own abort, even when
+// a failure was declared first (the peers' aborts can reach this rank's
+// watchdog as NCCL's remote error just before its own cc_comm_abort). True
+// when nothing had failed before, as fail().
+bool fail_by_abort(Core& c, const std::string& story);
+
 // Aborts the NCCL communicators once, whatever thread calls (nccl_ctl is
 // kept instead when keep_ctl is set). Waits up to half a second for calls in
 // flight (beyond the caller's own `calls_held`) to notice and leave NCCL

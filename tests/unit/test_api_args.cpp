@@ -344,8 +344,11 @@ TEST_CASE("a watchdog failure is reported with its own code") {
   CHECK_FALSE(cc::core::fail(*comm, cc::core::State::timed_out, "second"));  // the first wins
   CHECK(cc_barrier(comm, nullptr) == CC_ERR_PEER_FAILED);
   CHECK_THAT(last(), Catch::EndsWith("rank 1 (host b, pid 9) vanished"));
+  // The caller's own abort then wins, as cc.h says: later calls return
+  // CC_ERR_ABORTED (the peer's failure was told by the call before).
   CHECK(cc_comm_abort(comm) == CC_SUCCESS);
-  CHECK(cc_barrier(comm, nullptr) == CC_ERR_PEER_FAILED);
+  CHECK(cc_barrier(comm, nullptr) == CC_ERR_ABORTED);
+  CHECK_THAT(last(), Catch::Contains("aborted by cc_comm_abort"));
   CHECK(cc_comm_destroy(comm) == CC_SUCCESS);
 }
 
