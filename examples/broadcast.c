@@ -4,7 +4,7 @@
  */
 #include <stdio.h>
 
-#include "example_util.h"
+#include "examples/example_util.h"
 
 int main(void) {
   cc_comm_t comm = NULL;

@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include "example_util.h"
+#include "examples/example_util.h"
 
 namespace {
 
