@@ -17,7 +17,8 @@ int main(void) {
   if (dev == NULL) return 1;
   printf("rank %d of %d: before all-reduce: %.1f\n", rank, nranks, value);
 
-  cc_result_t r = cc_allreduce(dev, dev, 1, CC_FLOAT32, CC_SUM, comm, NULL); /* in place, default stream */
+  cc_result_t r =
+      cc_allreduce(dev, dev, 1, CC_FLOAT32, CC_SUM, comm, NULL); /* in place, default stream */
   if (r != CC_SUCCESS) return cc_failed("cc_allreduce", r);
   if (example_from_device(&value, dev, sizeof value, rank) != 0) return 1;
   printf("rank %d of %d: after all-reduce: %.1f\n", rank, nranks, value);

@@ -1,5 +1,5 @@
 // What the two etcd benchmarks (cc-etcd-rendezvous-bench, cc-etcd-store-bench)
-// share: their cluster options (--members, --address), the words of a wrong
+// share: their options (-n, -r, --members, --address), the words of a wrong
 // argument, a high open-file limit, and the local cluster they start when no
 // --address is given.
 #pragma once
@@ -17,14 +17,27 @@
 
 namespace cc::test {
 
-// --members M (the cluster started here) and --address ADDR (one to use instead).
-inline void add_cluster_options(CLI::App& app, int* members, std::string* address) {
-  cc::cli::add_number(app, "--members", "M", 1, 9, members,
+// What both take: how many ranks or clients, how many runs, and the cluster.
+struct BenchArgs {
+  int n = 1024;
+  int runs = 3;
+  int members = 3;      // of the cluster started here
+  std::string address;  // a cluster to use instead
+};
+
+// -n N (up to max_n; n_help says what they are), -r RUNS, --members M and
+// --address ADDR.
+inline void add_bench_options(CLI::App& app, BenchArgs* args, int max_n,
+                              const std::string& n_help) {
+  cc::cli::add_number(app, "-n", "N", 1, max_n, &args->n, n_help);
+  cc::cli::add_number(app, "-r", "RUNS", 1, 1000, &args->runs,
+                      "runs, each a fresh job (default 3)");
+  cc::cli::add_number(app, "--members", "M", 1, 9, &args->members,
                       "members of the cluster started here (default 3)");
   cc::cli::add_value(app, "--address", "ADDR", "an etcd cluster to run against instead",
-                     [address](const std::string& v) {
+                     [args](const std::string& v) {
                        if (v.empty()) cc::cli::reject("--address is empty");
-                       *address = v;
+                       args->address = v;
                      });
 }
 

@@ -157,17 +157,13 @@ Result run_once(const std::string& address, int n, const std::string& job) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 1024;
-  int runs = 3;
-  int members = 3;
-  std::string address;
+  cc::test::BenchArgs args;
+  auto& [n, runs, members, address] = args;
   cc::cli::CommandLine command_line(
       "usage: cc-etcd-rendezvous-bench [-n N] [-r RUNS] [--members M | --address etcd://...]", 15);
   CLI::App& app = command_line.app();
   app.description(kAbout);
-  cc::cli::add_number(app, "-n", "N", 1, 1000000, &n, "simulated ranks (default 1024)");
-  cc::cli::add_number(app, "-r", "RUNS", 1, 1000, &runs, "runs, each a fresh job (default 3)");
-  cc::test::add_cluster_options(app, &members, &address);
+  cc::test::add_bench_options(app, &args, 1000000, "simulated ranks (default 1024)");
   if (const auto exit_status =
           cc::test::parse_bench_arguments(command_line, argc, argv, "cc-etcd-rendezvous-bench"))
     return *exit_status;

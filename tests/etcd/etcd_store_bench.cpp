@@ -178,20 +178,16 @@ Outcome adds(const std::string& address, const std::string& job, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 1024;
-  int runs = 3;
-  int members = 3;
+  cc::test::BenchArgs args;
+  auto& [n, runs, members, address] = args;
   std::string mode = "barrier";
-  std::string address;
   cc::cli::CommandLine command_line(
       "usage: cc-etcd-store-bench [--mode barrier|adds] [-n N] [-r RUNS] "
       "[--members M | --address etcd://...]",
       15);
   CLI::App& app = command_line.app();
   app.description(kAbout);
-  cc::cli::add_number(app, "-n", "N", 1, 100000, &n, "clients (default 1024)");
-  cc::cli::add_number(app, "-r", "RUNS", 1, 1000, &runs, "runs, each a fresh job (default 3)");
-  cc::test::add_cluster_options(app, &members, &address);
+  cc::test::add_bench_options(app, &args, 100000, "clients (default 1024)");
   cc::cli::add_value(app, "--mode", "MODE", "barrier (default) or adds", [&](const std::string& v) {
     if (v != "barrier" && v != "adds")
       cc::cli::reject("--mode is barrier or adds, not '" + v + "'");

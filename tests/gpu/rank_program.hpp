@@ -99,8 +99,7 @@ inline cudaStream_t stream_on_device(cc_comm_t comm) {
 
 // A program's modes: each name with what it runs (communicator, rank, stream),
 // returning the exit status.
-using Modes =
-    std::vector<std::pair<std::string, std::function<int(cc_comm_t, int, cudaStream_t)>>>;
+using Modes = std::vector<std::pair<std::string, std::function<int(cc_comm_t, int, cudaStream_t)>>>;
 
 // Runs the mode named `mode` on the communicator's device (or fails with
 // "unknown mode '<mode>'"), then destroys the communicator and the stream.

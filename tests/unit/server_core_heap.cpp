@@ -39,8 +39,9 @@ bool heap_figures_given() {
 
 int main() {
   if (!heap_figures_given()) {
-    std::printf("SKIP the allocator gives no heap figures (mallinfo2): what a key holds is not "
-                "measured here\n");
+    std::printf(
+        "SKIP the allocator gives no heap figures (mallinfo2): what a key holds is not "
+        "measured here\n");
     return 77;
   }
   constexpr size_t k = rv::ServerCore::kKeyOverhead;
@@ -71,9 +72,10 @@ int main() {
     const size_t heap_after = mallinfo2().uordblks;
     const size_t count = counted() - counted_before;
     const size_t heap = heap_after > heap_before ? heap_after - heap_before : 0;
-    std::printf("keys of %zu bytes, values of %zu: the heap grew by %zu B a key, the store "
-                "counts %zu\n",
-                s.key, s.value, heap / kKeys, count / kKeys);
+    std::printf(
+        "keys of %zu bytes, values of %zu: the heap grew by %zu B a key, the store "
+        "counts %zu\n",
+        s.key, s.value, heap / kKeys, count / kKeys);
     if (count != kKeys * (s.key + s.value + k)) {
       std::printf("FAIL the store counts %zu bytes, not %zu\n", count,
                   kKeys * (s.key + s.value + k));

@@ -518,16 +518,16 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     o.max_bytes_per_job = 100 + 2 * k;
     Harness h(o);
     clients_a_and_b(h);
-    CHECK(set_ok(h, 1, "k", 60));  // 61 bytes and k
+    CHECK(set_ok(h, 1, "k", 60));                         // 61 bytes and k
     const auto e = h.error_of(set_bytes(h, 1, "j", 39));  // 101 and 2 k in all
     CHECK_THAT(e.message,
                Catch::Contains("store is full") && Catch::Contains("job 'a'") &&
                    Catch::Contains("holds " + std::to_string(61 + k) + " bytes") &&
                    Catch::Contains("limit of " + std::to_string(100 + 2 * k) + " bytes per job") &&
                    Catch::Contains("cc-rendezvous --max-bytes-per-job"));
-    CHECK(set_ok(h, 1, "j", 38));  // exactly the limit
+    CHECK(set_ok(h, 1, "j", 38));                                           // exactly the limit
     CHECK(h.error_of(set_bytes(h, 1, "k", 61)).code == CC_ERR_RENDEZVOUS);  // growing counts too
-    CHECK(set_ok(h, 1, "k", 10));  // shrinking is fine
+    CHECK(set_ok(h, 1, "k", 10));                                           // shrinking is fine
     CHECK(set_ok(h, 2, "k", 90 + k));  // another job: its own budget
     h.feed(1, rv::Get{"j", 0});
     CHECK(std::get<rv::Value>(h.one(1)).value.size() == 38);
