@@ -4,16 +4,12 @@
 #include <string>
 
 namespace cc::test {
-namespace {
 
-// Throws "<what> failed: <CUDA's words>" unless e is cudaSuccess.
 void check_cuda(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return;
   cudaGetLastError();
   throw std::runtime_error(what + " failed: " + cudaGetErrorString(e));
 }
-
-}  // namespace
 
 DeviceMemory::DeviceMemory(size_t bytes, cudaStream_t stream) : size_(bytes), stream_(stream) {
   if (cudaError_t e = cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes); e != cudaSuccess) {

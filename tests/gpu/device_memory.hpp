@@ -6,11 +6,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 
 namespace cc::test {
+
+// Throws std::runtime_error "<what> failed: <CUDA's words>" unless e is
+// cudaSuccess (the error is cleared first).
+void check_cuda(cudaError_t e, const std::string& what);
 
 class DeviceMemory {
  public:

@@ -7,15 +7,6 @@
 #include <cuda_runtime.h>
 
 namespace cc::test {
-namespace {
-
-void check_cuda(cudaError_t e, const std::string& what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();
-  throw std::runtime_error(what + " failed: " + cudaGetErrorString(e));
-}
-
-}  // namespace
 
 OneGpuRanks::OneGpuRanks(int nranks) {
   int device = 0;
