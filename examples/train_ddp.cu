@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cc/cc.h"
+#include "examples/example_util.h"
 
 namespace {
 
@@ -47,20 +47,13 @@ bool cuda_ok(cudaError_t e, const char* what, int rank) {
   return false;
 }
 
-int cc_failed(const char* what, cc_result_t r) {
-  std::fprintf(stderr, "%s: %s\n  %s\n", what, cc_result_string(r), cc_last_error());
-  return 1;
-}
-
 }  // namespace
 
 int main() {
   cc_comm_t comm = nullptr;
-  cc_result_t r = cc_comm_init_from_env(&comm, nullptr);
-  if (r != CC_SUCCESS) return cc_failed("cc_comm_init_from_env", r);
   int rank = 0, nranks = 1;
-  cc_comm_rank(comm, &rank);
-  cc_comm_size(comm, &nranks);
+  if (example_join(&comm, &rank, &nranks) != 0) return 1;
+  cc_result_t r = CC_SUCCESS;
 
   // This rank's shard: x ~ N(0, 1), y = w*.x + b* + noise, seeded by rank.
   std::mt19937 gen(1234u + static_cast<unsigned>(rank));

@@ -36,12 +36,9 @@
 # several sittings of a machine lent by the quarter hour.
 set -u
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 BUILD OUT" >&2
-  exit 2
-fi
-BUILD=$(cd "$1" && pwd) || { echo "gpu-suite: no build folder '$1'" >&2; exit 2; }
-mkdir -p "$2" && OUT=$(cd "$2" && pwd) || { echo "gpu-suite: cannot make '$2'" >&2; exit 2; }
+. "$(dirname "$0")/../tests/common/suite_args.sh"
+suite_folders gpu-suite "$@"
+OUT=$OUT_DIR
 STEP_TIMEOUT=${GPU_SUITE_STEP_TIMEOUT:-900}
 export NCCL_NVLS_ENABLE=0
 export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-120000}

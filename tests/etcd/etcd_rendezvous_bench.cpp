@@ -10,7 +10,6 @@
 // and then runs the ranks at a lower CPU priority (nice 10): on one small machine
 // a thousand busy rank threads would otherwise starve etcd's Raft heartbeats,
 // which real ranks on other machines cannot do.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -28,8 +27,7 @@
 #include <vector>
 
 #include "rendezvous/etcd/backend.hpp"
-#include "tests/etcd/etcd_cluster.hpp"
-#include "tools/cli/cli.hpp"
+#include "tests/etcd/bench_setup.hpp"
 
 namespace {
 
@@ -159,50 +157,23 @@ Result run_once(const std::string& address, int n, const std::string& job) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 1024;
-  int runs = 3;
-  int members = 3;
-  std::string address;
+  cc::test::BenchArgs args;
+  auto& [n, runs, members, address] = args;
   cc::cli::CommandLine command_line(
       "usage: cc-etcd-rendezvous-bench [-n N] [-r RUNS] [--members M | --address etcd://...]", 15);
   CLI::App& app = command_line.app();
   app.description(kAbout);
-  cc::cli::add_number(app, "-n", "N", 1, 1000000, &n, "simulated ranks (default 1024)");
-  cc::cli::add_number(app, "-r", "RUNS", 1, 1000, &runs, "runs, each a fresh job (default 3)");
-  cc::cli::add_number(app, "--members", "M", 1, 9, &members,
-                      "members of the cluster started here (default 3)");
-  cc::cli::add_value(app, "--address", "ADDR", "an etcd cluster to run against instead",
-                     [&](const std::string& v) {
-                       if (v.empty()) cc::cli::reject("--address is empty");
-                       address = v;
-                     });
-  command_line.add_help();
+  cc::test::add_bench_options(app, &args, 1000000, "simulated ranks (default 1024)");
   if (const auto exit_status =
-          command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
-            std::fprintf(stderr, "cc-etcd-rendezvous-bench: %s (see --help)\n", words.c_str());
-          }))
+          cc::test::parse_bench_arguments(command_line, argc, argv, "cc-etcd-rendezvous-bench"))
     return *exit_status;
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  rl.rlim_cur = rl.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &rl);
+  cc::test::raise_open_files();
 
   std::unique_ptr<cc::test::EtcdCluster> cluster;
   if (address.empty()) {
-    cc::test::EtcdClusterOptions o;
-    o.members = members;
-    // etcd's defaults (100 ms heartbeat, 1 s election), as a real cluster
-    o.heartbeat_ms = 100;
-    o.election_ms = 1000;
-    if (std::string why = cc::test::EtcdCluster::start(o, &cluster); !why.empty()) {
-      std::fprintf(stderr, "cc-etcd-rendezvous-bench: cannot start etcd: %s\n", why.c_str());
+    if (!cc::test::start_bench_cluster("cc-etcd-rendezvous-bench", members, &address, &cluster))
       return 1;
-    }
-    address = cluster->address();
     for (int m = 0; m < members; ++m) g_etcd_pids.push_back(cluster->pid(m));
-    // The simulated ranks would run on other machines than etcd: here they
-    // yield the CPU to it, so they cannot starve its Raft heartbeats.
-    if (::nice(10) == -1) std::perror("nice");
   }
   std::printf("etcd rendezvous: %d ranks against %s (%s)\n", n, address.c_str(),
               cluster ? (std::to_string(members) + "-member cluster started here, data in " +

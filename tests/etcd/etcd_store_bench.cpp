@@ -16,7 +16,6 @@
 // 127.0.0.1 (data under /dev/shm when it has room), as cc-etcd-rendezvous-bench
 // does, and then runs the clients at nice 10 so they cannot starve etcd's Raft
 // heartbeats on one small machine.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,8 +32,7 @@
 #include <vector>
 
 #include "cc/cc.h"
-#include "tests/etcd/etcd_cluster.hpp"
-#include "tools/cli/cli.hpp"
+#include "tests/etcd/bench_setup.hpp"
 
 namespace {
 
@@ -180,55 +178,30 @@ Outcome adds(const std::string& address, const std::string& job, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 1024;
-  int runs = 3;
-  int members = 3;
+  cc::test::BenchArgs args;
+  auto& [n, runs, members, address] = args;
   std::string mode = "barrier";
-  std::string address;
   cc::cli::CommandLine command_line(
       "usage: cc-etcd-store-bench [--mode barrier|adds] [-n N] [-r RUNS] "
       "[--members M | --address etcd://...]",
       15);
   CLI::App& app = command_line.app();
   app.description(kAbout);
-  cc::cli::add_number(app, "-n", "N", 1, 100000, &n, "clients (default 1024)");
-  cc::cli::add_number(app, "-r", "RUNS", 1, 1000, &runs, "runs, each a fresh job (default 3)");
-  cc::cli::add_number(app, "--members", "M", 1, 9, &members,
-                      "members of the cluster started here (default 3)");
+  cc::test::add_bench_options(app, &args, 100000, "clients (default 1024)");
   cc::cli::add_value(app, "--mode", "MODE", "barrier (default) or adds", [&](const std::string& v) {
     if (v != "barrier" && v != "adds")
       cc::cli::reject("--mode is barrier or adds, not '" + v + "'");
     mode = v;
   });
-  cc::cli::add_value(app, "--address", "ADDR", "an etcd cluster to run against instead",
-                     [&](const std::string& v) {
-                       if (v.empty()) cc::cli::reject("--address is empty");
-                       address = v;
-                     });
-  command_line.add_help();
   if (const auto exit_status =
-          command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
-            std::fprintf(stderr, "cc-etcd-store-bench: %s (see --help)\n", words.c_str());
-          }))
+          cc::test::parse_bench_arguments(command_line, argc, argv, "cc-etcd-store-bench"))
     return *exit_status;
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  rl.rlim_cur = rl.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &rl);
+  cc::test::raise_open_files();
 
   std::unique_ptr<cc::test::EtcdCluster> cluster;
-  if (address.empty()) {
-    cc::test::EtcdClusterOptions o;
-    o.members = members;
-    o.heartbeat_ms = 100;  // etcd's defaults, as a real cluster
-    o.election_ms = 1000;
-    if (std::string why = cc::test::EtcdCluster::start(o, &cluster); !why.empty()) {
-      std::fprintf(stderr, "cc-etcd-store-bench: cannot start etcd: %s\n", why.c_str());
-      return 1;
-    }
-    address = cluster->address();
-    if (::nice(10) == -1) std::perror("nice");
-  }
+  if (address.empty() &&
+      !cc::test::start_bench_cluster("cc-etcd-store-bench", members, &address, &cluster))
+    return 1;
   std::printf("etcd store, %s: %d clients against %s\n", mode.c_str(), n, address.c_str());
   std::vector<double> times;
   int rc = 0;

@@ -4,7 +4,9 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <future>
+#include <memory>
 #include <thread>
 
 namespace cc::test {
@@ -25,6 +27,29 @@ std::string text(const std::vector<uint8_t>& v) { return std::string(v.begin(), 
 void must(const cc::Status& s) {
   INFO(s.message);
   REQUIRE(s.ok());
+}
+
+using Connections = std::vector<std::unique_ptr<cc::rv::Client>>;
+
+Connections connections(StoreBackend& b, const std::string& job, int n) {
+  Connections conns;
+  for (int i = 0; i < n; ++i) conns.push_back(b.connect(job));
+  return conns;
+}
+
+// One thread a connection, all let go at once, each running body(i, its
+// connection); returns when every one has finished.
+void all_at_once(const Connections& conns,
+                 const std::function<void(size_t, cc::rv::Client&)>& body) {
+  std::atomic<size_t> ready{0};
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < conns.size(); ++i)
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < conns.size()) std::this_thread::yield();
+      body(i, *conns[i]);
+    });
+  for (auto& t : threads) t.join();
 }
 
 }  // namespace
@@ -266,20 +291,12 @@ void store_case_add_wakes_waiters(StoreBackend& b) {
 
 void store_case_concurrent_adds_exact(StoreBackend& b) {
   constexpr int kAdders = 128;
-  std::vector<std::unique_ptr<cc::rv::Client>> conns;
-  for (int i = 0; i < kAdders; ++i) conns.push_back(b.connect("exact-adds"));
-  std::atomic<int> ready{0};
+  const Connections conns = connections(b, "exact-adds", kAdders);
   std::atomic<int> failures{0};
   std::vector<int64_t> results(kAdders, 0);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kAdders; ++i)
-    threads.emplace_back([&, i] {
-      ++ready;
-      while (ready.load() < kAdders) std::this_thread::yield();
-      if (!conns[static_cast<size_t>(i)]->add("arrived", 1, &results[static_cast<size_t>(i)]).ok())
-        ++failures;
-    });
-  for (auto& t : threads) t.join();
+  all_at_once(conns, [&](size_t i, cc::rv::Client& c) {
+    if (!c.add("arrived", 1, &results[i]).ok()) ++failures;
+  });
   CHECK(failures == 0);
   std::sort(results.begin(), results.end());
   for (int i = 0; i < kAdders; ++i) CHECK(results[static_cast<size_t>(i)] == i + 1);
@@ -340,28 +357,20 @@ void store_case_compare_set(StoreBackend& b) {
 void store_case_racing_compare_sets(StoreBackend& b) {
   if (!b.has_compare_set()) return;
   constexpr int kRacers = 64;
-  std::vector<std::unique_ptr<cc::rv::Client>> conns;
-  for (int i = 0; i < kRacers; ++i) conns.push_back(b.connect("race"));
-  std::atomic<int> ready{0};
+  const Connections conns = connections(b, "race", kRacers);
   std::atomic<int> winners{0};
   std::atomic<int> errors{0};
   std::vector<int> won(kRacers, 0);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRacers; ++i)
-    threads.emplace_back([&, i] {
-      ++ready;
-      while (ready.load() < kRacers) std::this_thread::yield();
-      bool swapped = false;
-      const std::string me = "racer-" + std::to_string(i);
-      cc::Status st =
-          b.compare_set(*conns[static_cast<size_t>(i)], "winner", nullptr, bytes(me), &swapped);
-      if (!st.ok()) ++errors;
-      if (swapped) {
-        ++winners;
-        won[static_cast<size_t>(i)] = 1;
-      }
-    });
-  for (auto& t : threads) t.join();
+  all_at_once(conns, [&](size_t i, cc::rv::Client& c) {
+    bool swapped = false;
+    const std::string me = "racer-" + std::to_string(i);
+    cc::Status st = b.compare_set(c, "winner", nullptr, bytes(me), &swapped);
+    if (!st.ok()) ++errors;
+    if (swapped) {
+      ++winners;
+      won[i] = 1;
+    }
+  });
   CHECK(errors == 0);
   CHECK(winners == 1);
   std::vector<uint8_t> v;
@@ -371,20 +380,12 @@ void store_case_racing_compare_sets(StoreBackend& b) {
 
   // then 64 racing to replace the winner's value: again exactly one
   winners = 0;
-  ready = 0;
-  threads.clear();
-  for (int i = 0; i < kRacers; ++i)
-    threads.emplace_back([&, i] {
-      ++ready;
-      while (ready.load() < kRacers) std::this_thread::yield();
-      bool swapped = false;
-      if (b.compare_set(*conns[static_cast<size_t>(i)], "winner", &v,
-                        bytes("next-" + std::to_string(i)), &swapped)
-              .ok() &&
-          swapped)
-        ++winners;
-    });
-  for (auto& t : threads) t.join();
+  all_at_once(conns, [&](size_t i, cc::rv::Client& c) {
+    bool swapped = false;
+    if (b.compare_set(c, "winner", &v, bytes("next-" + std::to_string(i)), &swapped).ok() &&
+        swapped)
+      ++winners;
+  });
   CHECK(winners == 1);
 }
 

@@ -46,20 +46,29 @@ std::vector<Side> both_sides(const LoopbackServer& server) {
   };
 }
 
+// f(side, c) for each case on each side: cc's server (one started here),
+// then etcd; the test's output names both.
+template <class Case, class F>
+void each_case_on_both_sides(const std::vector<Case>& cases, F f) {
+  LoopbackServer server;
+  for (const Side& side : both_sides(server))
+    for (const Case& c : cases) {
+      INFO(side.name << ": " << c.name);
+      f(side, c);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("conformance: every join case, the same words on cc's server and on etcd") {
-  LoopbackServer server;
-  for (const Side& side : both_sides(server))
-    for (const JoinCase& c : join_cases()) {
-      INFO(side.name << ": " << c.name);
-      const std::vector<JoinOutcome> out = run_joins(side.connect(c.name), c.joins);
-      for (size_t i = 0; i < out.size(); ++i) {
-        INFO("join " << i << ": " << out[i].status.message);
-        CHECK(out[i].status.code == c.code);
-        CHECK(out[i].status.message == expand(c.words, c.name, side.words));
-      }
+  each_case_on_both_sides(join_cases(), [](const Side& side, const JoinCase& c) {
+    const std::vector<JoinOutcome> out = run_joins(side.connect(c.name), c.joins);
+    for (size_t i = 0; i < out.size(); ++i) {
+      INFO("join " << i << ": " << out[i].status.message);
+      CHECK(out[i].status.code == c.code);
+      CHECK(out[i].status.message == expand(c.words, c.name, side.words));
     }
+  });
 }
 
 namespace {
@@ -166,62 +175,59 @@ void check_joined(const rv::Joined& j, const RecoveryCase& c, int job_rank) {
 }  // namespace
 
 TEST_CASE("conformance: every recovery case, the same outcome on cc's server and on etcd") {
-  LoopbackServer server;
-  for (const Side& side : both_sides(server))
-    for (const RecoveryCase& c : recovery_cases()) {
-      INFO(side.name << ": " << c.name);
-      const Connect connect = side.connect("recover-" + c.name);
-      auto ranks = joined(connect, c.world);
-      for (int r : c.killed) ranks[static_cast<size_t>(r)].reset();
+  each_case_on_both_sides(recovery_cases(), [](const Side& side, const RecoveryCase& c) {
+    const Connect connect = side.connect("recover-" + c.name);
+    auto ranks = joined(connect, c.world);
+    for (int r : c.killed) ranks[static_cast<size_t>(r)].reset();
 
-      std::vector<std::unique_ptr<rv::Client>> fresh;
-      std::vector<std::future<JoinOutcome>> replaced;
-      for (int r : c.replacements) {
-        fresh.push_back(connect());
-        rv::Client* conn = fresh.back().get();
-        replaced.push_back(std::async(std::launch::async, [conn, r, &c] {
-          JoinOutcome o;
-          o.status = conn->join(replacement_join(r, c.world), &o.joined);
-          return o;
-        }));
-        std::this_thread::sleep_for(milliseconds(300));
-      }
-      std::vector<std::unique_ptr<rv::Client>> own;
-      for (size_t i = 0; i < c.calls.size(); ++i) own.push_back(connect());
-      std::vector<std::future<JoinOutcome>> calls;
-      for (size_t i = 0; i < c.calls.size(); ++i) {
-        const Call call = c.calls[i];
-        if (i > 0) std::this_thread::sleep_for(milliseconds(call.delay_ms));
-        rv::Client* conn = own[i].get();
-        calls.push_back(std::async(std::launch::async, [conn, call, &c] {
-          rv::Recover req;
-          req.info = table_join(call.rank, c.world).info;
-          req.kind = call.kind;
-          req.nranks = call.nranks;
-          req.can_shrink = true;
-          req.timeout_ms = call.timeout_ms;
-          JoinOutcome o;
-          o.status = conn->recover(req, id_maker(), &o.joined);
-          return o;
-        }));
-      }
-      for (size_t i = 0; i < calls.size(); ++i) {
-        const JoinOutcome o = calls[i].get();
-        INFO("call by rank " << c.calls[i].rank << ": " << o.status.message);
-        CHECK(o.status.code == c.code);
-        if (c.code == CC_SUCCESS)
-          check_joined(o.joined, c, c.calls[i].rank);
-        else
-          CHECK(o.status.message == expand(c.words, "recover-" + c.name, side.words));
-      }
-      for (size_t i = 0; i < replaced.size(); ++i) {
-        const JoinOutcome o = replaced[i].get();
-        INFO("replacement for rank " << c.replacements[i] << ": " << o.status.message);
-        REQUIRE(o.status.ok());
-        check_joined(o.joined, c, c.replacements[i]);
-        CHECK(o.joined.unique_id == std::vector<uint8_t>(128, 0x77));
-      }
+    std::vector<std::unique_ptr<rv::Client>> fresh;
+    std::vector<std::future<JoinOutcome>> replaced;
+    for (int r : c.replacements) {
+      fresh.push_back(connect());
+      rv::Client* conn = fresh.back().get();
+      replaced.push_back(std::async(std::launch::async, [conn, r, &c] {
+        JoinOutcome o;
+        o.status = conn->join(replacement_join(r, c.world), &o.joined);
+        return o;
+      }));
+      std::this_thread::sleep_for(milliseconds(300));
     }
+    std::vector<std::unique_ptr<rv::Client>> own;
+    for (size_t i = 0; i < c.calls.size(); ++i) own.push_back(connect());
+    std::vector<std::future<JoinOutcome>> calls;
+    for (size_t i = 0; i < c.calls.size(); ++i) {
+      const Call call = c.calls[i];
+      if (i > 0) std::this_thread::sleep_for(milliseconds(call.delay_ms));
+      rv::Client* conn = own[i].get();
+      calls.push_back(std::async(std::launch::async, [conn, call, &c] {
+        rv::Recover req;
+        req.info = table_join(call.rank, c.world).info;
+        req.kind = call.kind;
+        req.nranks = call.nranks;
+        req.can_shrink = true;
+        req.timeout_ms = call.timeout_ms;
+        JoinOutcome o;
+        o.status = conn->recover(req, id_maker(), &o.joined);
+        return o;
+      }));
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const JoinOutcome o = calls[i].get();
+      INFO("call by rank " << c.calls[i].rank << ": " << o.status.message);
+      CHECK(o.status.code == c.code);
+      if (c.code == CC_SUCCESS)
+        check_joined(o.joined, c, c.calls[i].rank);
+      else
+        CHECK(o.status.message == expand(c.words, "recover-" + c.name, side.words));
+    }
+    for (size_t i = 0; i < replaced.size(); ++i) {
+      const JoinOutcome o = replaced[i].get();
+      INFO("replacement for rank " << c.replacements[i] << ": " << o.status.message);
+      REQUIRE(o.status.ok());
+      check_joined(o.joined, c, c.replacements[i]);
+      CHECK(o.joined.unique_id == std::vector<uint8_t>(128, 0x77));
+    }
+  });
 }
 
 TEST_CASE("conformance: late joins and replacements, the same words on both backends") {

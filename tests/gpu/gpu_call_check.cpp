@@ -225,26 +225,18 @@ int main(int argc, char** argv) {
   cc_comm_t comm = nullptr;
   if (cc_result_t r = cc_comm_init_from_env(&comm, nullptr); r != CC_SUCCESS)
     return fail("init: " + words(r));
-  int rank = 0, device = 0;
+  int rank = 0;
   cc_comm_rank(comm, &rank);
-  cc_comm_device(comm, &device);
-  cudaSetDevice(device);
-  cudaStream_t s = nullptr;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  int rc = 2;
-  if (mode == "diverge" && argc > 2)
-    rc = diverge(argv[2], comm, rank, s);
-  else if (mode == "legal")
-    rc = legal(comm, s);
-  else if (mode == "loop")
-    rc = loop(comm, s);
-  else if (mode == "split")
-    rc = split(comm, rank, s);
-  else if (mode == "skip")
-    rc = skip(comm, rank, s);
-  else
-    rc = fail("unknown mode '" + mode + "'");
-  cc_comm_destroy(comm);
-  cudaStreamDestroy(s);
-  return rc;
+  return run_mode(mode,
+                  {{"diverge",
+                    [&](cc_comm_t c, int r, cudaStream_t s) {
+                      // the kind of divergence is its argument: none, no such mode
+                      return argc > 2 ? diverge(argv[2], c, r, s)
+                                      : fail("unknown mode '" + mode + "'");
+                    }},
+                   {"legal", [](cc_comm_t c, int, cudaStream_t s) { return legal(c, s); }},
+                   {"loop", [](cc_comm_t c, int, cudaStream_t s) { return loop(c, s); }},
+                   {"split", split},
+                   {"skip", skip}},
+                  comm, rank);
 }

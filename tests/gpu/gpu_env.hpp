@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cc/cc.h"
+#include "tests/gpu/device_memory.hpp"
 
 namespace cc::test {
 
@@ -24,23 +25,12 @@ cc_stream_t cc_stream();
 // other tests fail fast rather than hang) when it does not finish.
 bool sync_stream(cudaStream_t s = stream());
 
-// A device allocation of at least one byte, freed on scope exit.
-class DeviceBuffer {
+// A device allocation of at least one byte, freed on scope exit. Its copies
+// and fills go through the test stream: a non-blocking stream, so the legacy
+// default stream's copies would not be ordered with the collectives.
+class DeviceBuffer : public DeviceMemory {
  public:
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return ptr_; }
-  char* bytes() const { return static_cast<char*>(ptr_); }
-  size_t size() const { return size_; }
-  void fill_junk();  // bytes no correct result has
-  void upload(const std::vector<uint8_t>& host, size_t offset = 0);
-  std::vector<uint8_t> download(size_t bytes, size_t offset = 0) const;
-
- private:
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
+  explicit DeviceBuffer(size_t bytes) : DeviceMemory(bytes, stream()) {}
 };
 
 // The words of a failed cc call, for test output.

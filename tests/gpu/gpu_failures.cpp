@@ -182,23 +182,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (init != CC_SUCCESS) return fail("init: " + words(init));
-  int device = 0;
-  cc_comm_device(comm, &device);
-  cudaSetDevice(device);
-  cudaStream_t s = nullptr;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  int rc = 2;
-  if (mode == "kill-loop")
-    rc = kill_loop(comm, rank, s);
-  else if (mode == "skip")
-    rc = skip(comm, rank, s);
-  else if (mode == "abort-threads")
-    rc = abort_threads(comm, rank, s);
-  else if (mode == "init")
-    rc = allreduce_once(comm, rank, s);
-  else
-    rc = fail("unknown mode '" + mode + "'");
-  cc_comm_destroy(comm);
-  cudaStreamDestroy(s);
-  return rc;
+  return run_mode(mode,
+                  {{"kill-loop", kill_loop},
+                   {"skip", skip},
+                   {"abort-threads", abort_threads},
+                   {"init", allreduce_once}},
+                  comm, rank);
 }

@@ -60,6 +60,19 @@ wait_pid() {
   return 124
 }
 show() { echo "   rank $1: $(grep -E '^(ERROR_AT|OK|FAIL)' "$WORK/r$1" | head -3)"; }
+# error_at FILE: the time of the rank's failure (ERROR_AT's ns), empty if none.
+error_at() { awk '/^ERROR_AT/{print $2; exit}' "$1"; }
+# wait_survivor RANK SECONDS STATUS [WHY]: waits for rank RANK (wait_pid),
+# shows its words, fails unless it exited with STATUS (saying ", not STATUS
+# (WHY)" when WHY is given) and checks that it heard of a peer's failure.
+wait_survivor() {
+  local r=$1 pid_var=PID$1 rc
+  wait_pid "${!pid_var}" "$2"
+  rc=$?
+  show "$r"
+  [ $rc -eq "$3" ] || { echo "   FAILED: rank $r exited with $rc${4:+, not $3 ($4)}"; bad=1; }
+  check "rank $r: CC_ERR_PEER_FAILED" "$WORK/r$r" "^ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
+}
 
 kill_loop() {  # kill_loop [VAR=VALUE...]: every rank gets the variables; WORLD ranks (default 2)
   local world=${WORLD:-2} r
@@ -75,15 +88,10 @@ kill_loop() {  # kill_loop [VAR=VALUE...]: every rank gets the variables; WORLD 
   local killed=$(now_ns) worst=0
   for ((r = 0; r < world; r++)); do
     [ $r -eq 1 ] && continue
-    local pid_var=PID$r
-    wait_pid "${!pid_var}" 30
-    local rc=$?
-    show $r
-    [ $rc -eq 0 ] || { echo "   FAILED: rank $r exited with $rc"; bad=1; }
-    check "rank $r: CC_ERR_PEER_FAILED" "$WORK/r$r" "ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
+    wait_survivor $r 30 0
     check "rank $r names rank 1 and its pid" "$WORK/r$r" "rank 1 (host [^ ]* pid $PID1)"
     local at
-    at=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r$r")
+    at=$(error_at "$WORK/r$r")
     if [ -n "$at" ]; then
       local ms=$(((at - killed) / 1000000))
       [ "$ms" -gt "$worst" ] && worst=$ms
@@ -203,19 +211,14 @@ init_spread() {  # WORLD ranks (default 2): rank 1 fails; every other one must s
   show 1
   check "rank 1 failed with its own words" "$WORK/r1" "^ERROR_AT [0-9]* CC_ERR_[A-Z_]*.*$words"
   local at1
-  at1=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r1")
+  at1=$(error_at "$WORK/r1")
   for ((r = 0; r < world; r++)); do
     [ $r -eq 1 ] && continue
-    local pid_var=PID$r
-    wait_pid "${!pid_var}" 90
-    local rc=$?
-    show $r
-    [ $rc -eq 3 ] || { echo "   FAILED: rank $r exited with $rc, not 3 (a failed init)"; bad=1; }
-    check "rank $r: CC_ERR_PEER_FAILED" "$WORK/r$r" "^ERROR_AT [0-9]* CC_ERR_PEER_FAILED"
+    wait_survivor $r 90 3 "a failed init"
     check "rank $r names rank 1, host and pid" "$WORK/r$r" "rank 1 (host [^ ]* pid $PID1) could not start"
     check "rank $r carries rank 1's words" "$WORK/r$r" "Its words: .*$words"
     local at
-    at=$(awk '/^ERROR_AT/{print $2; exit}' "$WORK/r$r")
+    at=$(error_at "$WORK/r$r")
     if [ -n "$at" ] && [ -n "$at1" ]; then
       local ms=$(((at - at1) / 1000000))
       echo "SPREAD_MS $ms (rank $r)"

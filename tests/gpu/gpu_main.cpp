@@ -48,38 +48,6 @@ bool sync_stream(cudaStream_t s) {
   }
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : size_(bytes) {
-  if (cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes) != cudaSuccess) {
-    ptr_ = nullptr;
-    throw std::runtime_error("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
-  }
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
-}
-// Everything goes through the test stream: it is a non-blocking stream, so
-// the legacy default stream's copies would not be ordered with the collectives.
-void DeviceBuffer::fill_junk() {
-  if (cudaMemsetAsync(ptr_, 0x7b, size_ == 0 ? 1 : size_, g_stream) != cudaSuccess)
-    throw std::runtime_error("cudaMemsetAsync failed");
-}
-void DeviceBuffer::upload(const std::vector<uint8_t>& host, size_t offset) {
-  if (host.empty()) return;
-  if (cudaMemcpyAsync(bytes() + offset, host.data(), host.size(), cudaMemcpyHostToDevice,
-                      g_stream) != cudaSuccess ||
-      cudaStreamSynchronize(g_stream) != cudaSuccess)
-    throw std::runtime_error("copying to the device failed");
-}
-std::vector<uint8_t> DeviceBuffer::download(size_t n, size_t offset) const {
-  std::vector<uint8_t> host(n);
-  if (n == 0) return host;
-  if (cudaMemcpyAsync(host.data(), bytes() + offset, n, cudaMemcpyDeviceToHost, g_stream) !=
-          cudaSuccess ||
-      cudaStreamSynchronize(g_stream) != cudaSuccess)
-    throw std::runtime_error("copying from the device failed");
-  return host;
-}
-
 std::string describe(cc_result_t r) {
   return std::string(cc_result_string(r)) + " — " + cc_last_error();
 }

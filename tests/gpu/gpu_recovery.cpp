@@ -193,14 +193,11 @@ int main(int argc, char** argv) {
   cc_comm_t comm = nullptr;
   if (cc_result_t r = cc_comm_init_from_env(&comm, nullptr); r != CC_SUCCESS)
     return fail("init: " + words(r));
-  int device = 0, rank = 0, world = 0, generation = 0;
-  cc_comm_device(comm, &device);
+  int rank = 0, world = 0, generation = 0;
   cc_comm_rank(comm, &rank);
   cc_comm_size(comm, &world);
   cc_comm_generation(comm, &generation);
-  cudaSetDevice(device);
-  cudaStream_t s = nullptr;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaStream_t s = stream_on_device(comm);
   int rc = 0;
   if (mode == "init" || generation > 0) {
     // A plain start, or a replacement: time the first correct collective.

@@ -7,44 +7,6 @@
 #include <cuda_runtime.h>
 
 namespace cc::test {
-namespace {
-
-void check_cuda(cudaError_t e, const std::string& what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();
-  throw std::runtime_error(what + " failed: " + cudaGetErrorString(e));
-}
-
-}  // namespace
-
-DeviceBytes::DeviceBytes(size_t bytes) : size_(bytes) {
-  void* p = nullptr;
-  check_cuda(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc of " + std::to_string(bytes));
-  ptr_ = static_cast<char*>(p);
-}
-
-DeviceBytes::~DeviceBytes() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
-}
-
-void DeviceBytes::upload(const std::vector<uint8_t>& host, size_t offset) {
-  if (offset + host.size() > size_) throw std::runtime_error("upload past the buffer");
-  check_cuda(cudaMemcpy(ptr_ + offset, host.data(), host.size(), cudaMemcpyHostToDevice),
-             "cudaMemcpy to the device");
-}
-
-std::vector<uint8_t> DeviceBytes::download(size_t bytes, size_t offset) const {
-  if (offset + bytes > size_) throw std::runtime_error("download past the buffer");
-  std::vector<uint8_t> host(bytes);
-  check_cuda(cudaMemcpy(host.data(), ptr_ + offset, bytes, cudaMemcpyDeviceToHost),
-             "cudaMemcpy from the device");
-  return host;
-}
-
-void DeviceBytes::fill(int byte) {
-  check_cuda(cudaMemset(ptr_, byte, size_ == 0 ? 1 : size_), "cudaMemset");
-  check_cuda(cudaDeviceSynchronize(), "cudaMemset");
-}
 
 OneGpuRanks::OneGpuRanks(int nranks) {
   int device = 0;
@@ -127,8 +89,9 @@ bool OneGpuRanks::finish(std::chrono::milliseconds limit) {
   return ok;
 }
 
-DeviceBytes& OneGpuRanks::buffer(size_t bytes) {
-  buffers_.push_back(std::make_unique<DeviceBytes>(bytes));
+DeviceMemory& OneGpuRanks::buffer(size_t bytes) {
+  // Copies on the legacy default stream: synchronous with every rank's streams.
+  buffers_.push_back(std::make_unique<DeviceMemory>(bytes, nullptr));
   return *buffers_.back();
 }
 

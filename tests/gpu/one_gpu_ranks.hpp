@@ -19,26 +19,9 @@
 #include <nccl.h>
 
 #include "lib/fast/channel.hpp"
+#include "tests/gpu/device_memory.hpp"
 
 namespace cc::test {
-
-// A device allocation; copies are synchronous. OneGpuRanks owns them, so none
-// is freed (cudaFree waits for the device) while a kernel still waits.
-class DeviceBytes {
- public:
-  explicit DeviceBytes(size_t bytes);
-  ~DeviceBytes();
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  char* get() const { return ptr_; }
-  void upload(const std::vector<uint8_t>& host, size_t offset = 0);
-  std::vector<uint8_t> download(size_t bytes, size_t offset = 0) const;
-  void fill(int byte);
-
- private:
-  char* ptr_ = nullptr;
-  size_t size_ = 0;
-};
 
 class OneGpuRanks {
  public:
@@ -77,13 +60,15 @@ class OneGpuRanks {
   // Whether every stream is idle now (no kernel still waiting).
   bool idle() const;
 
-  // A device buffer of `bytes`, kept until release_buffers() or the end.
-  DeviceBytes& buffer(size_t bytes);
+  // A device buffer of `bytes`, kept until release_buffers() or the end:
+  // owned here, so none is freed (cudaFree waits for the device) while a
+  // kernel still waits.
+  DeviceMemory& buffer(size_t bytes);
   // Frees the buffers, once every stream is idle (finish() returned).
   void release_buffers();
 
  private:
-  std::vector<std::unique_ptr<DeviceBytes>> buffers_;
+  std::vector<std::unique_ptr<DeviceMemory>> buffers_;
   std::vector<fast::Channel*> channels_;
   std::vector<cudaStream_t> streams_;
   int blocks_ = 0;

@@ -1,6 +1,7 @@
 // What the one-rank programs started by the gpu failure and recovery scripts
 // (gpu_failures, gpu_recovery) share: their clock and words on stdout, the
-// environment's numbers, a bounded wait for a stream, device buffers.
+// environment's numbers, a bounded wait for a stream, device buffers, the
+// communicator's device and stream, the choice of a mode by name.
 #pragma once
 
 #include <time.h>
@@ -8,8 +9,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -82,5 +86,38 @@ struct Buffers {
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;
 };
+
+// Makes the communicator's device the current one; a non-blocking stream on it.
+inline cudaStream_t stream_on_device(cc_comm_t comm) {
+  int device = 0;
+  cc_comm_device(comm, &device);
+  cudaSetDevice(device);
+  cudaStream_t s = nullptr;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  return s;
+}
+
+// A program's modes: each name with what it runs (communicator, rank, stream),
+// returning the exit status.
+using Modes = std::vector<std::pair<std::string, std::function<int(cc_comm_t, int, cudaStream_t)>>>;
+
+// Runs the mode named `mode` on the communicator's device (or fails with
+// "unknown mode '<mode>'"), then destroys the communicator and the stream.
+// The program's exit status.
+inline int run_mode(const std::string& mode, const Modes& modes, cc_comm_t comm, int rank) {
+  cudaStream_t s = stream_on_device(comm);
+  int rc = 2;
+  bool found = false;
+  for (const auto& [name, run] : modes)
+    if (name == mode) {
+      rc = run(comm, rank, s);
+      found = true;
+      break;
+    }
+  if (!found) rc = fail("unknown mode '" + mode + "'");
+  cc_comm_destroy(comm);
+  cudaStreamDestroy(s);
+  return rc;
+}
 
 }  // namespace cc::test

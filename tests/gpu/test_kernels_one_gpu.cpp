@@ -69,7 +69,7 @@ std::string run_case(OneGpuRanks& ranks, const Case& c) {
   const size_t es = elem_bytes(c.type);
   const size_t bytes = c.count * es, offset = c.offset_elems * es;
   std::vector<std::vector<uint8_t>> inputs;
-  std::vector<DeviceBytes*> send, recv;
+  std::vector<DeviceMemory*> send, recv;
   for (int r = 0; r < n; ++r) {
     inputs.push_back(make_input(c.type, c.op, r, c.count, c.seed));
     recv.push_back(&ranks.buffer(bytes + offset));
@@ -82,8 +82,8 @@ std::string run_case(OneGpuRanks& ranks, const Case& c) {
     }
   }
   for (int r = 0; r < n; ++r) {
-    char* out = recv[static_cast<size_t>(r)]->get() + offset;
-    const char* in = c.in_place ? out : send[static_cast<size_t>(r)]->get() + offset;
+    char* out = recv[static_cast<size_t>(r)]->bytes() + offset;
+    const char* in = c.in_place ? out : send[static_cast<size_t>(r)]->bytes() + offset;
     if (const cudaError_t e = ranks.allreduce(r, c.algo, in, out, c.count, c.type, c.op);
         e != cudaSuccess) {
       ranks.abort();  // the ranks before it wait for it
@@ -147,7 +147,7 @@ TEST_CASE("one GPU: a kernel's first launch does not wait behind a kernel that w
   OneGpuRanks a(2), b(2);
   const size_t count = 4096 + 3;
   std::vector<std::vector<uint8_t>> a_in, b_in;
-  std::vector<DeviceBytes*> a_buf, b_buf;
+  std::vector<DeviceMemory*> a_buf, b_buf;
   for (int r = 0; r < 2; ++r) {
     a_in.push_back(make_input(ncclFloat32, ncclSum, r, count, 11));
     b_in.push_back(make_input(ncclUint64, ncclProd, r, count, 12));
@@ -156,13 +156,13 @@ TEST_CASE("one GPU: a kernel's first launch does not wait behind a kernel that w
     a_buf.back()->upload(a_in.back());
     b_buf.back()->upload(b_in.back());
   }
-  REQUIRE(a.allreduce(0, Algo::ll, a_buf[0]->get(), a_buf[0]->get(), count, ncclFloat32, ncclSum) ==
-          cudaSuccess);
+  REQUIRE(a.allreduce(0, Algo::ll, a_buf[0]->bytes(), a_buf[0]->bytes(), count, ncclFloat32,
+                      ncclSum) == cudaSuccess);
   std::atomic<bool> launched{false};
   std::thread other([&] {
     for (int r = 0; r < 2; ++r)
-      b.allreduce(r, Algo::twoshot, b_buf[static_cast<size_t>(r)]->get(),
-                  b_buf[static_cast<size_t>(r)]->get(), count, ncclUint64, ncclProd);
+      b.allreduce(r, Algo::twoshot, b_buf[static_cast<size_t>(r)]->bytes(),
+                  b_buf[static_cast<size_t>(r)]->bytes(), count, ncclUint64, ncclProd);
     launched = true;
   });
   const auto until = Clock::now() + std::chrono::seconds(10);
@@ -172,8 +172,8 @@ TEST_CASE("one GPU: a kernel's first launch does not wait behind a kernel that w
   if (!in_time) a.abort();  // ends a's kernel, which lets the launches through
   other.join();
   REQUIRE(in_time);
-  REQUIRE(a.allreduce(1, Algo::ll, a_buf[1]->get(), a_buf[1]->get(), count, ncclFloat32, ncclSum) ==
-          cudaSuccess);
+  REQUIRE(a.allreduce(1, Algo::ll, a_buf[1]->bytes(), a_buf[1]->bytes(), count, ncclFloat32,
+                      ncclSum) == cudaSuccess);
   REQUIRE(a.finish());
   REQUIRE(b.finish());
   const Expected a_want = reduce_on_host(ncclFloat32, ncclSum, a_in, count);
@@ -238,7 +238,7 @@ TEST_CASE("one GPU: calls alternating between two streams stay in order") {
     for (Algo algo : kAlgos) {
       const size_t count = (algo == Algo::ll ? 3 * 4096 : 2 * cc::fast::kChunkBytes) / 4 + 3;
       std::vector<std::vector<uint8_t>> values;
-      std::vector<DeviceBytes*> bufs;
+      std::vector<DeviceMemory*> bufs;
       for (int r = 0; r < n; ++r) {
         values.push_back(make_input(ncclFloat32, ncclSum, r, count, 7));
         bufs.push_back(&ranks.buffer(count * 4));
@@ -247,7 +247,7 @@ TEST_CASE("one GPU: calls alternating between two streams stay in order") {
       constexpr int kCalls = 12;
       for (int i = 0; i < kCalls; ++i)
         for (int r = 0; r < n; ++r) {
-          char* p = bufs[static_cast<size_t>(r)]->get();
+          char* p = bufs[static_cast<size_t>(r)]->bytes();
           REQUIRE(ranks.allreduce(r, algo, p, p, count, ncclFloat32, ncclSum,
                                   ranks.stream(r, i % 2)) == cudaSuccess);
         }
@@ -270,15 +270,16 @@ TEST_CASE("one GPU: captured in CUDA graphs, replays and direct calls interleave
   OneGpuRanks ranks(n);
   for (Algo algo : kAlgos) {
     const size_t count = (algo == Algo::ll ? 2 * 4096 : 5 * cc::fast::kChunkBytes) / 2 + 1;
-    std::vector<DeviceBytes*> send, recv;
+    std::vector<DeviceMemory*> send, recv;
     std::vector<cudaGraphExec_t> execs;
     for (int r = 0; r < n; ++r) {
       send.push_back(&ranks.buffer(count * 2));
       recv.push_back(&ranks.buffer(count * 2));
       cudaStream_t s = ranks.stream(r);
       REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-      const cudaError_t launch = ranks.allreduce(r, algo, send.back()->get(), recv.back()->get(),
-                                                 count, ncclFloat16, ncclSum, s, true);
+      const cudaError_t launch =
+          ranks.allreduce(r, algo, send.back()->bytes(), recv.back()->bytes(), count, ncclFloat16,
+                          ncclSum, s, true);
       cudaGraph_t graph = nullptr;
       REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
       REQUIRE(launch == cudaSuccess);
@@ -299,8 +300,8 @@ TEST_CASE("one GPU: captured in CUDA graphs, replays and direct calls interleave
         if (round % 2 == 0) {  // a replay
           REQUIRE(cudaGraphLaunch(execs[static_cast<size_t>(r)], ranks.stream(r)) == cudaSuccess);
         } else {  // a direct call between replays
-          REQUIRE(ranks.allreduce(r, algo, send[static_cast<size_t>(r)]->get(),
-                                  recv[static_cast<size_t>(r)]->get(), count, ncclFloat16,
+          REQUIRE(ranks.allreduce(r, algo, send[static_cast<size_t>(r)]->bytes(),
+                                  recv[static_cast<size_t>(r)]->bytes(), count, ncclFloat16,
                                   ncclSum) == cudaSuccess);
         }
       }
@@ -319,7 +320,7 @@ TEST_CASE("one GPU: a peer that comes late is waited for") {
     OneGpuRanks ranks(3);
     const size_t count = (algo == Algo::ll ? 4 * 4096 : 4 * cc::fast::kChunkBytes) / 8;
     std::vector<std::vector<uint8_t>> inputs;
-    std::vector<DeviceBytes*> bufs;
+    std::vector<DeviceMemory*> bufs;
     for (int r = 0; r < 3; ++r) {
       inputs.push_back(make_input(ncclInt64, ncclProd, r, count, 3));
       bufs.push_back(&ranks.buffer(count * 8));
@@ -331,7 +332,7 @@ TEST_CASE("one GPU: a peer that comes late is waited for") {
         INFO(cc::fast::algo_name(algo));
         CHECK_FALSE(ranks.idle());
       }
-      char* p = bufs[static_cast<size_t>(r)]->get();
+      char* p = bufs[static_cast<size_t>(r)]->bytes();
       REQUIRE(ranks.allreduce(r, algo, p, p, count, ncclInt64, ncclProd) == cudaSuccess);
     }
     REQUIRE(ranks.finish());
@@ -350,9 +351,9 @@ TEST_CASE("one GPU: kernels whose peer never calls end when the abort flag is ra
       INFO(n << " ranks, " << cc::fast::algo_name(algo));
       OneGpuRanks ranks(n);
       const size_t count = (algo == Algo::ll ? 8 * 4096 : 6 * cc::fast::kChunkBytes) / 4;
-      DeviceBytes& buf = ranks.buffer(count * 4 * static_cast<size_t>(n));
+      DeviceMemory& buf = ranks.buffer(count * 4 * static_cast<size_t>(n));
       for (int r = 0; r + 1 < n; ++r) {  // the last rank never calls
-        char* p = buf.get() + count * 4 * static_cast<size_t>(r);
+        char* p = buf.bytes() + count * 4 * static_cast<size_t>(r);
         REQUIRE(ranks.allreduce(r, algo, p, p, count, ncclFloat32, ncclSum) == cudaSuccess);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

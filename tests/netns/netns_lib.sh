@@ -41,6 +41,13 @@ fail() {
   exit 1
 }
 now_ms() { date +%s%3N; }
+# After netns_setup: skipped (77) where the namespaces got no IPv6 address.
+require_ipv6() {
+  [ "$HAVE_IPV6" = 1 ] || skip "no IPv6 in the namespaces (an IPv6 address could not be added to cceth0)"
+}
+json() {  # JSON-FILE PYTHON-EXPRESSION: prints the expression's value
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
 
 cleanup() {
   local pid ns

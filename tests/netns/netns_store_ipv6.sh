@@ -5,7 +5,7 @@
 # (skipped), saying why, where the namespaces get no IPv6 address.
 . "$(dirname "$0")/netns_lib.sh"
 netns_setup
-[ "$HAVE_IPV6" = 1 ] || skip "no IPv6 in the namespaces (an IPv6 address could not be added to cceth0)"
+require_ipv6
 start_server_bind "::"
 # A connection that lives through the whole test keeps the job alive.
 bg "$NS_A" holder "$STORE_TOOL" "$HOST_RV" "$RV_PORT" 10000 hold 9000

@@ -49,14 +49,20 @@ class SuiteRun(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
+    def passed_with_skips(self, skipped):
+        """The suite exited 0 and its last line counts `skipped` steps skipped; its stdout."""
+        out = self.proc.stdout
+        self.assertEqual(self.proc.returncode, 0, out + self.proc.stderr)
+        self.assertRegex(out.splitlines()[-1],
+                         r"^python gpu: \d+ passed, 0 failed, %d skipped$" % skipped)
+        return out
+
 
 class OneGpu(SuiteRun):
     GPUS = 1
 
     def test_summary_counts_the_skip_apart(self):
-        out = self.proc.stdout
-        self.assertEqual(self.proc.returncode, 0, out + self.proc.stderr)
-        self.assertRegex(out.splitlines()[-1], r"^python gpu: \d+ passed, 0 failed, 1 skipped$")
+        out = self.passed_with_skips(1)
         self.assertIn("skipped comm-two: two_comms.py with cc's small all-reduce kernel: ", out)
         self.assertIn("needs one GPU per rank", out)
         self.assertNotIn("comm-two: passed", out)
@@ -99,9 +105,7 @@ class TwoGpus(SuiteRun):
     GPUS = 2
 
     def test_two_ranks_take_a_gpu_each(self):
-        out = self.proc.stdout
-        self.assertEqual(self.proc.returncode, 0, out + self.proc.stderr)
-        self.assertRegex(out.splitlines()[-1], r"^python gpu: \d+ passed, 0 failed, 0 skipped$")
+        out = self.passed_with_skips(0)
         self.assertIn("comm-two: passed", out)
         self.assertNotIn("--share-gpu", self.logs["comm-ops"])
         self.assertIn("torchrun node 0 of 1, 2 per node: CC_SHARE_GPU= ", self.logs["torch-ops-cc"])

@@ -52,13 +52,19 @@ rv::Join table_join(int rank, int world, int timeout_ms) {
 std::vector<JoinCase> join_cases() {
   const std::string at = "job '{job}' (generation 1)";
   std::vector<JoinCase> cases;
+  // Rank 0 said a world of 2, rank 1 of 3 (two cases end so).
+  const std::string world_2_and_3 =
+      "ranks disagree on the world size of " + at +
+      ": rank 0 (host host-a, pid 1000) said 2, rank 1 (host host-b, pid 1001) said 3; give "
+      "every rank the same WORLD_SIZE";
+  // Ranks 0 (on host-a) and 1 (on host_1) found on one GPU, GPU-0.
+  const auto gpu_0_twice = [&](const std::string& host_1) {
+    return "rank 0 (host host-a, pid 1000) and rank 1 (host " + host_1 + ", pid 1001) of " + at +
+           " use the same GPU GPU-0; give each local rank its own device (LOCAL_RANK, CC_DEVICE)";
+  };
 
-  cases.push_back({"world-size",
-                   {table_join(0, 2), table_join(1, 3)},
-                   CC_ERR_MISMATCH,
-                   "ranks disagree on the world size of " + at +
-                       ": rank 0 (host host-a, pid 1000) said 2, rank 1 (host host-b, pid 1001) "
-                       "said 3; give every rank the same WORLD_SIZE"});
+  cases.push_back(
+      {"world-size", {table_join(0, 2), table_join(1, 3)}, CC_ERR_MISMATCH, world_2_and_3});
 
   cases.push_back({"out-of-range",
                    {table_join(0, 2), table_join(5, 2)},
@@ -90,33 +96,20 @@ std::vector<JoinCase> join_cases() {
   rv::Join same_gpu = table_join(1, 2);
   same_gpu.info.host = "host-a";
   same_gpu.info.gpu_uuid = "GPU-0";
-  cases.push_back({"same-gpu",
-                   {table_join(0, 2), same_gpu},
-                   CC_ERR_MISMATCH,
-                   "rank 0 (host host-a, pid 1000) and rank 1 (host host-a, pid 1001) of " + at +
-                       " use the same GPU GPU-0; give each local rank its own device "
-                       "(LOCAL_RANK, CC_DEVICE)"});
+  cases.push_back(
+      {"same-gpu", {table_join(0, 2), same_gpu}, CC_ERR_MISMATCH, gpu_0_twice("host-a")});
 
   // One NCCL host identity (NCCL_HOSTID) is one host, whatever the host names.
   rv::Join key0 = table_join(0, 2), key1 = table_join(1, 2);
   key1.info.gpu_uuid = "GPU-0";
   key0.info.host_key = key1.info.host_key = "rack-1";
-  cases.push_back({"same-gpu-by-host-key",
-                   {key0, key1},
-                   CC_ERR_MISMATCH,
-                   "rank 0 (host host-a, pid 1000) and rank 1 (host host-b, pid 1001) of " + at +
-                       " use the same GPU GPU-0; give each local rank its own device "
-                       "(LOCAL_RANK, CC_DEVICE)"});
+  cases.push_back({"same-gpu-by-host-key", {key0, key1}, CC_ERR_MISMATCH, gpu_0_twice("host-b")});
 
   // Two faults in one arrival: the world size is checked first, everywhere.
   rv::Join two_faults = table_join(1, 3);
   two_faults.info.nccl_version = 22605;
-  cases.push_back({"world-size-before-nccl",
-                   {table_join(0, 2), two_faults},
-                   CC_ERR_MISMATCH,
-                   "ranks disagree on the world size of " + at +
-                       ": rank 0 (host host-a, pid 1000) said 2, rank 1 (host host-b, pid 1001) "
-                       "said 3; give every rank the same WORLD_SIZE"});
+  cases.push_back(
+      {"world-size-before-nccl", {table_join(0, 2), two_faults}, CC_ERR_MISMATCH, world_2_and_3});
 
   // NCCL sees two hosts (two host identities): one GPU may serve both.
   rv::Join shared0 = table_join(0, 2), shared1 = table_join(1, 2);

@@ -5,6 +5,7 @@
 // agreement compares each call with the first. The etcd suite runs the same
 // table on etcd too (tests/etcd/test_rules_conformance.cpp).
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,14 @@ rv::rules::Refusal through_the_rules(const JoinCase& c, const std::string& job) 
           rv::rules::never_joined_words(check.missing(), check.world(), check.joined(), where,
                                         c.joins.front().timeout_ms,
                                         {"MASTER_ADDR, MASTER_PORT and job id", "the server"})};
+}
+
+// A refusal came, with `code` and exactly `words`.
+void check_refused(const std::optional<rv::rules::Refusal>& refused, cc_result_t code,
+                   const std::string& words) {
+  REQUIRE(refused);
+  CHECK(refused->code == code);
+  CHECK(refused->words == words);
 }
 
 }  // namespace
@@ -81,13 +90,10 @@ TEST_CASE("join rules: a rank that goes frees its rank and its GPU; missing rank
   rv::Join clash = table_join(0, 4);
   clash.info.host = "host-b";
   clash.info.gpu_uuid = "GPU-1";
-  const auto refused = check.arrive(clash.info, where);
-  REQUIRE(refused);
-  CHECK(refused->code == CC_ERR_MISMATCH);
-  CHECK(refused->words ==
-        "rank 1 (host host-b, pid 7777) and rank 0 (host host-b, pid 1000) of job 'j' "
-        "(generation 1) use the same GPU GPU-1; give each local rank its own device "
-        "(LOCAL_RANK, CC_DEVICE)");
+  check_refused(check.arrive(clash.info, where), CC_ERR_MISMATCH,
+                "rank 1 (host host-b, pid 7777) and rank 0 (host host-b, pid 1000) of job 'j' "
+                "(generation 1) use the same GPU GPU-1; give each local rank its own device "
+                "(LOCAL_RANK, CC_DEVICE)");
   CHECK(rv::rules::absent_ranks(5, {4, 0, 0, 9, -1}) == std::vector<int32_t>{1, 2, 3});
 }
 
@@ -98,12 +104,10 @@ TEST_CASE("join rules: the NCCL words name the first rank while it is in, and no
   check.leave(0);
   rv::Join older = table_join(1, 3);
   older.info.nccl_version = 22605;
-  const auto refused = check.arrive(older.info, where);
-  REQUIRE(refused);
-  CHECK(refused->words ==
-        "ranks of job 'j' (generation 1) load different NCCL versions: rank 0 has 2.28.9, "
-        "rank 1 (host host-b, pid 1001) has 2.26.5; install the same NCCL major.minor "
-        "everywhere");
+  check_refused(check.arrive(older.info, where), CC_ERR_MISMATCH,
+                "ranks of job 'j' (generation 1) load different NCCL versions: rank 0 has "
+                "2.28.9, rank 1 (host host-b, pid 1001) has 2.26.5; install the same NCCL "
+                "major.minor everywhere");
 }
 
 TEST_CASE("recovery rules: every call is compared with the first, in the words of both") {
@@ -117,14 +121,11 @@ TEST_CASE("recovery rules: every call is compared with the first, in the words o
   CHECK(agreement.kind() == rv::RecoverKind::regrow);
   CHECK(agreement.nranks() == 4);
   CHECK_FALSE(agreement.call(b, rv::RecoverKind::regrow, 4, where));
-  auto refused = agreement.call(b, rv::RecoverKind::regrow, 5, where);
-  REQUIRE(refused);
-  CHECK(refused->code == CC_ERR_MISMATCH);
-  CHECK(refused->words ==
-        "ranks disagree on how job 'j', communicator 1, generation 0 goes on: " + a +
-            " called cc_comm_regrow(nranks=4), " + b +
-            " called cc_comm_regrow(nranks=5); every survivor must make the same call");
-  refused = agreement.call(b, rv::RecoverKind::shrink, 0, where);
+  check_refused(agreement.call(b, rv::RecoverKind::regrow, 5, where), CC_ERR_MISMATCH,
+                "ranks disagree on how job 'j', communicator 1, generation 0 goes on: " + a +
+                    " called cc_comm_regrow(nranks=4), " + b +
+                    " called cc_comm_regrow(nranks=5); every survivor must make the same call");
+  const auto refused = agreement.call(b, rv::RecoverKind::shrink, 0, where);
   REQUIRE(refused);
   CHECK_THAT(refused->words, Catch::Contains(b + " called cc_comm_shrink;"));
 
@@ -139,13 +140,10 @@ TEST_CASE("recovery rules: every call is compared with the first, in the words o
 TEST_CASE("recovery rules: a regrow must hold every survivor's job rank") {
   const std::string where = rv::rules::lineage_where("j", 1, 2);
   CHECK_FALSE(rv::rules::regrow_holds("S", 3, 4, where));
-  const auto refused = rv::rules::regrow_holds("S", 4, 4, where);
-  REQUIRE(refused);
-  CHECK(refused->code == CC_ERR_INVALID_ARGUMENT);
-  CHECK(refused->words ==
-        "S called cc_comm_regrow(nranks=4) on job 'j', communicator 1, generation 2, but a "
-        "survivor keeps its job rank 4, which a communicator of 4 ranks does not have; regrow "
-        "to at least 5 ranks, or shrink");
+  check_refused(rv::rules::regrow_holds("S", 4, 4, where), CC_ERR_INVALID_ARGUMENT,
+                "S called cc_comm_regrow(nranks=4) on job 'j', communicator 1, generation 2, but "
+                "a survivor keeps its job rank 4, which a communicator of 4 ranks does not have; "
+                "regrow to at least 5 ranks, or shrink");
   CHECK(rv::rules::recovery_late_words(
             rv::RecoverKind::regrow, 3, where, 2000,
             rv::rules::recovery_missing_words({}, rv::RecoverKind::regrow, {2, 3},

@@ -498,31 +498,37 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     REQUIRE(v.size() == 2);
     CHECK(std::holds_alternative<rv::Ok>(v[1].message));
   }
+  // Two clients, of jobs "a" (1) and "b" (2); what client c gets for setting
+  // `key` to n bytes.
+  const auto clients_a_and_b = [](Harness& h) {
+    h.client(1, "a");
+    h.client(2, "b");
+  };
+  const auto set_bytes = [](Harness& h, rv::ConnId c, const std::string& key, size_t n) {
+    h.feed(c, rv::Set{key, std::vector<uint8_t>(n, 'x')});
+    return h.one(c);
+  };
+  const auto set_ok = [&](Harness& h, rv::ConnId c, const std::string& key, size_t n) {
+    return std::holds_alternative<rv::Ok>(set_bytes(h, c, key, n));
+  };
   // Each key counts kKeyOverhead bytes beyond its key and value.
   constexpr size_t k = rv::ServerCore::kKeyOverhead;
   SECTION("bytes per job") {
     rv::ServerOptions o;
     o.max_bytes_per_job = 100 + 2 * k;
     Harness h(o);
-    h.client(1, "a");
-    h.client(2, "b");
-    h.feed(1, rv::Set{"k", std::vector<uint8_t>(60, 'x')});  // 61 bytes and k
-    CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
-    h.feed(1, rv::Set{"j", std::vector<uint8_t>(39, 'x')});  // 101 and 2 k in all
-    const auto e = h.error_of(h.one(1));
+    clients_a_and_b(h);
+    CHECK(set_ok(h, 1, "k", 60));                         // 61 bytes and k
+    const auto e = h.error_of(set_bytes(h, 1, "j", 39));  // 101 and 2 k in all
     CHECK_THAT(e.message,
                Catch::Contains("store is full") && Catch::Contains("job 'a'") &&
                    Catch::Contains("holds " + std::to_string(61 + k) + " bytes") &&
                    Catch::Contains("limit of " + std::to_string(100 + 2 * k) + " bytes per job") &&
                    Catch::Contains("cc-rendezvous --max-bytes-per-job"));
-    h.feed(1, rv::Set{"j", std::vector<uint8_t>(38, 'x')});  // exactly the limit
-    CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
-    h.feed(1, rv::Set{"k", std::vector<uint8_t>(61, 'x')});  // growing a value counts too
-    CHECK(h.error_of(h.one(1)).code == CC_ERR_RENDEZVOUS);
-    h.feed(1, rv::Set{"k", std::vector<uint8_t>(10, 'x')});  // shrinking is fine
-    CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
-    h.feed(2, rv::Set{"k", std::vector<uint8_t>(90 + k, 'x')});  // another job: its own budget
-    CHECK(std::holds_alternative<rv::Ok>(h.one(2)));
+    CHECK(set_ok(h, 1, "j", 38));                                           // exactly the limit
+    CHECK(h.error_of(set_bytes(h, 1, "k", 61)).code == CC_ERR_RENDEZVOUS);  // growing counts too
+    CHECK(set_ok(h, 1, "k", 10));                                           // shrinking is fine
+    CHECK(set_ok(h, 2, "k", 90 + k));  // another job: its own budget
     h.feed(1, rv::Get{"j", 0});
     CHECK(std::get<rv::Value>(h.one(1)).value.size() == 38);
   }
@@ -530,12 +536,9 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     rv::ServerOptions o;
     o.max_total_bytes = 100 + 2 * k;
     Harness h(o);
-    h.client(1, "a");
-    h.client(2, "b");
-    h.feed(1, rv::Set{"k", std::vector<uint8_t>(59, 'x')});
-    CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
-    h.feed(2, rv::Set{"k", std::vector<uint8_t>(59, 'x')});
-    const auto e = h.error_of(h.one(2));
+    clients_a_and_b(h);
+    CHECK(set_ok(h, 1, "k", 59));
+    const auto e = h.error_of(set_bytes(h, 2, "k", 59));
     CHECK_THAT(e.message,
                Catch::Contains("store is full") && Catch::Contains("'k' of job 'b'") &&
                    Catch::Contains("server holds " + std::to_string(60 + k) + " bytes") &&
@@ -545,8 +548,7 @@ TEST_CASE("core: a full store refuses writes with words and evicts nothing") {
     h.core.on_disconnect(1, "end of stream");
     h.advance(1h);
     CHECK_FALSE(h.core.job_exists("a"));
-    h.feed(2, rv::Set{"k", std::vector<uint8_t>(59, 'x')});
-    CHECK(std::holds_alternative<rv::Ok>(h.one(2)));
+    CHECK(set_ok(h, 2, "k", 59));
   }
   SECTION("jobs, counting those kept without a connection") {
     rv::ServerOptions o;

@@ -53,12 +53,9 @@
 # NCCL_NVLS_ENABLE=0 is exported for every step.
 set -u
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 BUILD OUT" >&2
-  exit 2
-fi
-BUILD=$(cd "$1" && pwd) || { echo "python gpu: no build folder '$1'" >&2; exit 2; }
-mkdir -p "$2" && TOP=$(cd "$2" && pwd) || { echo "python gpu: cannot make '$2'" >&2; exit 2; }
+. "$(dirname "$0")/../../common/suite_args.sh"
+suite_folders "python gpu" "$@"
+TOP=$OUT_DIR
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
 WORK=${PYTHON_GPU_WORK:-$SRC/build-python}  # kept between runs: the extension's build cache
