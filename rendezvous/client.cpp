@@ -356,18 +356,18 @@ class TcpClient final : public Client {
                      "a watch request");
   }
 
-  Status progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) override {
-    return progress_in(generation, 0, rank, out, timeout);
+  Status progress(uint32_t comm_number, int32_t rank, Progress* out, milliseconds timeout) override {
+    return progress_in(comm_number, 0, rank, out, timeout);
   }
 
-  Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+  Status progress_in(uint32_t comm_number, uint32_t epoch, int32_t rank, Progress* out,
                      milliseconds timeout) override {
-    return expect(ProgressQuery{generation, rank, epoch}, after(timeout), "a progress query", out);
+    return expect(ProgressQuery{comm_number, rank, epoch}, after(timeout), "a progress query", out);
   }
 
-  Status progress_with_calls(uint32_t generation, uint32_t epoch, Progress* out,
+  Status progress_with_calls(uint32_t comm_number, uint32_t epoch, Progress* out,
                              milliseconds timeout) override {
-    return expect(ProgressQuery{generation, -1, epoch, true}, after(timeout), "a progress query",
+    return expect(ProgressQuery{comm_number, -1, epoch, true}, after(timeout), "a progress query",
                   out);
   }
 
@@ -375,9 +375,9 @@ class TcpClient final : public Client {
     return expect(query, after(timeout), "a status query", out);
   }
 
-  Status init_failed(uint32_t generation, const std::string& reason,
+  Status init_failed(uint32_t comm_number, const std::string& reason,
                      milliseconds timeout) override {
-    return expect_ok(InitFailed{generation, reason}, after(timeout), "an init failure report");
+    return expect_ok(InitFailed{comm_number, reason}, after(timeout), "an init failure report");
   }
 
   Status preflight_ready(const PreflightReady& request, PreflightPlan* out) override {
@@ -631,9 +631,9 @@ Status Client::recover(const Recover& request, const MakeId& make_id, Joined* ou
                          "the job with cc's own rendezvous server (cc-run, cc-rendezvous)");
 }
 
-Status Client::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+Status Client::progress_in(uint32_t comm_number, uint32_t epoch, int32_t rank, Progress* out,
                            std::chrono::milliseconds timeout) {
-  if (epoch == 0) return progress(generation, rank, out, timeout);
+  if (epoch == 0) return progress(comm_number, rank, out, timeout);
   return make_status(CC_ERR_INVALID_USAGE, "the rendezvous at " + endpoint() +
                                                " knows no generation of a recovered communicator");
 }

@@ -127,7 +127,7 @@ struct CompareSet {
 struct MemberInfo {
   int32_t rank = -1;
   int32_t world_size = 0;
-  uint32_t generation = 0;  // n-th communicator this process creates in the job
+  uint32_t comm_number = 0;  // n-th communicator this process creates in the job
   std::string host;
   uint32_t pid = 0;
   int32_t nccl_version = 0;  // NCCL_VERSION_CODE of the loaded library
@@ -164,7 +164,7 @@ inline constexpr size_t kMaxHeartbeatCalls = 256;
 // in older frames: 0, the communicator itself.)
 struct Heartbeat {
   uint64_t last_completed = 0;  // sequence number of the last finished operation
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   uint32_t epoch = 0;
   std::vector<CallPoint> calls{};
   uint32_t split = 0;
@@ -188,7 +188,7 @@ struct Watch {
 // with Progress.
 inline constexpr size_t kMaxProgressMembers = 64;
 struct ProgressQuery {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   int32_t rank = -1;
   uint32_t epoch = 0;  // which recovery generation of it (absent in older frames: 0)
   // Also where every member is, in words (Progress::calls; absent in older frames: false).
@@ -334,10 +334,10 @@ struct MemberStatus {
   uint32_t watch_window_ms = 0;   // the silence it may keep before it is dropped (0: unwatched)
   std::string reason;             // why it failed or aborted
 };
-enum class GenerationState : uint8_t { joining = 1, complete = 2, failed = 3 };
-struct GenerationStatus {
-  uint32_t generation = 0;
-  GenerationState state = GenerationState::joining;
+enum class JoinState : uint8_t { joining = 1, complete = 2, failed = 3 };
+struct CommStatus {
+  uint32_t comm_number = 0;
+  JoinState state = JoinState::joining;
   int32_t world_size = 0;
   int32_t joined = 0;
   std::string failure;                // why a failed generation failed
@@ -350,7 +350,7 @@ struct JobStatus {
   uint32_t keys = 0;
   uint64_t bytes = 0;          // of its keys and values
   uint64_t expires_in_ms = 0;  // with no connection: time left of its job TTL (0: not expiring)
-  std::vector<GenerationStatus> generations;
+  std::vector<CommStatus> comms;
 };
 struct StatusReport {
   std::string server;  // "cc-rendezvous 0.1.0"
@@ -373,7 +373,7 @@ struct StatusReport {
 // member of the job (PeerEvent init_failed carrying these words) and fails
 // the generation's reachability test. Answered with Ok.
 struct InitFailed {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   std::string reason;  // the member's own words
 };
 
@@ -382,7 +382,7 @@ struct InitFailed {
 // generation sent its own (or timeout_ms passed: then the test is skipped),
 // or with Error when a member of the generation failed meanwhile.
 struct PreflightReady {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   bool enabled = true;       // false: CC_PREFLIGHT=0 here; the sender awaits no answer
   std::string host_key;      // NCCL's idea of the host: NCCL_HOSTID, or host name and boot id
   std::string addr;          // the address NCCL's sockets will use on this host
@@ -421,7 +421,7 @@ struct ProbeResult {
 // address, the error, the likely cause and the fix (the same words to every
 // member), once every member reported or timeout_ms passed.
 struct PreflightReport {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   std::vector<ProbeResult> results;
   uint32_t timeout_ms = 0;
 };

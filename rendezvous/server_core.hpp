@@ -128,7 +128,7 @@ class ServerCore {
   // Last completed operation each member reported by heartbeat, by rank, for
   // one communicator (join number) of a job and one generation (epoch) of it
   // (empty when unknown).
-  std::map<int32_t, uint64_t> member_progress(const std::string& job_id, uint32_t generation,
+  std::map<int32_t, uint64_t> member_progress(const std::string& job_id, uint32_t comm_number,
                                               uint32_t epoch = 0) const;
 
   // The counters and the gauges of this moment, for the metrics endpoint.

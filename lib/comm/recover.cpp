@@ -127,7 +127,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   c->pid = parent->pid;
   c->job_id = parent->job_id;
   c->device = parent->device;
-  c->generation = parent->generation;
+  c->comm_number = parent->comm_number;
   c->epoch = parent->epoch;  // until the rendezvous says which
   c->job_rank = parent->job_rank;
   c->rendezvous_addr = parent->rendezvous_addr;
@@ -148,7 +148,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   req.config = parent->config;
   req.info.rank = parent->job_rank;
   req.info.world_size = parent->nranks;
-  req.info.generation = parent->generation;
+  req.info.comm_number = parent->comm_number;
   req.info.host = parent->host;
   req.info.pid = parent->pid;
   if (Status st = launch::describe_device(parent->rank, parent->host, parent->device, &req.info);

@@ -217,7 +217,7 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
                            });
     if (s.code == CC_ERR_ABORTED) return;
     if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
-    log().debug("etcd: watching generation {}.{} of job {}: {}", g.g, g.epoch, quote(opt.job_id),
+    log().debug("etcd: watching communicator {}, generation {} of job {}: {}", g.g, g.epoch, quote(opt.job_id),
                 s.message);
     std::unique_lock<std::mutex> lock(mu);
     watch_error = s;
@@ -347,14 +347,14 @@ Status Backend::Impl::do_abort(const std::string& reason) {
   std::optional<std::pair<uint32_t, MemberInfo>> pending;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (joining) pending.emplace(join_gen, join_info);
+    if (joining) pending.emplace(join_comm_number, join_info);
   }
   if (pending) {
     const auto& [g, info] = *pending;
     // A pending join fails its whole generation: nobody waits for an aborted rank.
     (void)fail_generation(g, CC_ERR_ABORTED,
                           rules::aborted_while_joining_words(
-                              member_who(info), rules::generation_where(opt.job_id, g), reason),
+                              member_who(info), rules::communicator_where(opt.job_id, g), reason),
                           after(opt.request_timeout));
   }
   return announce_departure(PeerEventKind::aborted, reason, after(opt.request_timeout));
@@ -510,16 +510,16 @@ Status Backend::watch(milliseconds window) {
   return Status::success();
 }
 
-Status Backend::progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) {
+Status Backend::progress(uint32_t comm_number, int32_t rank, Progress* out, milliseconds timeout) {
   uint32_t epoch = 0;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     epoch = impl_->epoch;
   }
-  return progress_in(generation, epoch, rank, out, timeout);
+  return progress_in(comm_number, epoch, rank, out, timeout);
 }
 
-Status Backend::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+Status Backend::progress_in(uint32_t comm_number, uint32_t epoch, int32_t rank, Progress* out,
                             milliseconds timeout) {
   Impl& i = *impl_;
   if (rank < 0)
@@ -531,12 +531,12 @@ Status Backend::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, P
   bool need_roster = false;
   {
     std::lock_guard<std::mutex> lock(i.mu);
-    if (!i.member || generation != i.gen || epoch != i.epoch) return Status::success();
+    if (!i.member || comm_number != i.comm_number || epoch != i.epoch) return Status::success();
     need_roster = i.members.empty();
   }
   if (need_roster) {  // read once, when a rank first needs another's host
     std::optional<KeyValue> kv;
-    if (Status s = i.etcd->get(i.keys.roster(Gen{generation, epoch}), Clock::now() + timeout, &kv,
+    if (Status s = i.etcd->get(i.keys.roster(Gen{comm_number, epoch}), Clock::now() + timeout, &kv,
                                nullptr);
         !s.ok())
       return s;

@@ -205,7 +205,7 @@ void Backend::Impl::CallChecking::compare(int64_t from_revision) {
     }
     if (s.code == CC_ERR_ABORTED) return;
     if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
-    log().debug("etcd: job {}: watching the calls of generation {}.{}: {}", quote(impl.opt.job_id),
+    log().debug("etcd: job {}: watching the calls of communicator {}, generation {}: {}", quote(impl.opt.job_id),
                 g.g, g.epoch, s.message);
     if (!pause()) return;
   }
@@ -249,7 +249,7 @@ Status Backend::Impl::report_calls(const Heartbeat& h) {
   {
     std::lock_guard<std::mutex> lock(mu);
     // Points of another generation, or before the join's result: not ours to compare.
-    if (!member || !join_result || !join_result->ok || h.generation != gen || h.epoch != epoch)
+    if (!member || !join_result || !join_result->ok || h.comm_number != comm_number || h.epoch != epoch)
       return Status::success();
     // Nothing to write or compare before this rank's first call: its
     // threads start with it (rank 0's comparison still reads every report

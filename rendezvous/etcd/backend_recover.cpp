@@ -173,7 +173,7 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
                                                     std::to_string(kMaxRegrowRanks) + " ranks)");
   if (Status s = ensure_lease(std::min(deadline, after(opt.request_timeout))); !s.ok()) return s;
 
-  Gen from{req.info.generation, req.epoch};
+  Gen from{req.info.comm_number, req.epoch};
   const int32_t jr = req.info.rank;
   const std::string nonce = next_op_id();
   for (;;) {
@@ -479,7 +479,7 @@ Status Backend::Impl::finish_recovery(Gen next, const MemberInfo& info, const Re
     std::lock_guard<std::mutex> lock(mu);
     member = true;
     leaving = false;
-    gen = next.g;
+    comm_number = next.g;
     epoch = next.epoch;
     me = info;
     position = pos;
@@ -509,9 +509,9 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
   const Deadline deadline = within(req.timeout_ms);
   const MemberInfo& in = req.info;
   const int32_t jr = in.rank;
-  const uint32_t g = in.generation;
+  const uint32_t g = in.comm_number;
   const std::string me_words = member_who(in);
-  const std::string late = rules::late_join_words(in, rules::generation_where(opt.job_id, g));
+  const std::string late = rules::late_join_words(in, rules::communicator_where(opt.job_id, g));
   const std::string nonce = next_op_id();
   std::optional<Gen> asked;           // where this process's request stands
   std::optional<Deadline> seat_wait;  // until when a live holder of the rank may still die

@@ -105,8 +105,8 @@ void stop_taking_part(Seat& s) {
 
 }  // namespace
 
-void ServerCore::Impl::start_lineage(Job& job, uint32_t generation, const Generation& gen) {
-  Lineage& l = job.lineages[generation];
+void ServerCore::Impl::start_lineage(Job& job, uint32_t comm_number, const CommJoin& gen) {
+  Lineage& l = job.lineages[comm_number];
   l = Lineage{};
   l.nccl_major_minor = gen.check.nccl_version() / 100;
   for (const auto& [rank, slot] : gen.slots) {
@@ -119,7 +119,7 @@ void ServerCore::Impl::start_lineage(Job& job, uint32_t generation, const Genera
 
 bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock::time_point now) {
   Job& job = *c.job;
-  const uint32_t g = r.info.generation;
+  const uint32_t g = r.info.comm_number;
   const std::string me = member_who(r.info);
   const std::string call = call_name(r.kind);
   auto lit = job.lineages.find(g);
@@ -247,11 +247,11 @@ bool ServerCore::Impl::on_recover_id(Conn& c, uint32_t rid, const RecoverId& m,
 
 bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Clock::time_point now) {
   Job& job = *c.job;
-  const uint32_t g = j.info.generation;
+  const uint32_t g = j.info.comm_number;
   Lineage& l = job.lineages.at(g);
   const int32_t r = j.info.rank;
   const std::string me = member_who(j.info);
-  const std::string late = rules::late_join_words(j.info, rules::generation_where(job.id, g));
+  const std::string late = rules::late_join_words(j.info, rules::communicator_where(job.id, g));
   if (auto sit = l.seats.find(r);
       sit != l.seats.end() && !sit->second.dead && sit->second.open > 0) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
@@ -289,7 +289,7 @@ bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Cloc
 void ServerCore::Impl::recovery_conn_ends(Job& job, const Conn& c, bool failed,
                                           const std::string& reason) {
   for (const Membership& m : c.memberships) {
-    auto lit = job.lineages.find(m.generation);
+    auto lit = job.lineages.find(m.comm_number);
     if (lit == job.lineages.end()) continue;
     Lineage& l = lit->second;
     auto sit = l.seats.find(m.job_rank);
@@ -301,7 +301,7 @@ void ServerCore::Impl::recovery_conn_ends(Job& job, const Conn& c, bool failed,
         s.dead_why = reason;
       }
     });
-    job.unsettled.insert(m.generation);
+    job.unsettled.insert(m.comm_number);
   }
   for (auto& [g, l] : job.lineages) {
     if (!l.pending || l.id_maker < 0) continue;
@@ -318,7 +318,7 @@ void ServerCore::Impl::recovery_conn_ends(Job& job, const Conn& c, bool failed,
 void ServerCore::Impl::recovery_parked_gone(uint64_t id, const Parked& p) {
   Job& job = *p.job;
   --job.joiners;
-  auto lit = job.lineages.find(p.generation);
+  auto lit = job.lineages.find(p.comm_number);
   if (lit == job.lineages.end()) return;
   Lineage& l = lit->second;
   if (p.replacement) {
@@ -331,12 +331,12 @@ void ServerCore::Impl::recovery_parked_gone(uint64_t id, const Parked& p) {
       l.unique_id.clear();
     }
   }
-  job.unsettled.insert(p.generation);
+  job.unsettled.insert(p.comm_number);
 }
 
 void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
   Job& job = *p.job;
-  const uint32_t g = p.generation;
+  const uint32_t g = p.comm_number;
   Lineage& l = job.lineages.at(g);
   if (p.replacement) {
     send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,

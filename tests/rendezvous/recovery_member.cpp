@@ -137,7 +137,7 @@ struct Member {
     req.config = config;
     req.info.rank = job_rank;
     req.info.world_size = from.size;
-    req.info.generation = 1;
+    req.info.comm_number = 1;
     req.info.host = channel.host;
     req.info.pid = channel.pid;
     req.info.nccl_version = 22809;
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   gethostname(host, sizeof host - 1);
   m.channel.host = host;
   m.channel.pid = static_cast<uint32_t>(getpid());
-  m.channel.generation = 1;
+  m.channel.comm_number = 1;
   m.channel.server_in_rank0 = false;
   m.config.job_id = m.co.job_id;
   m.config.timeout_ms = join_timeout;
@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
   rv::Join join;
   join.info.rank = m.job_rank;
   join.info.world_size = m.world;
-  join.info.generation = 1;
+  join.info.comm_number = 1;
   join.info.host = m.channel.host;
   join.info.pid = m.channel.pid;
   join.info.nccl_version = 22809;

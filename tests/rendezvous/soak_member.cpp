@@ -109,7 +109,7 @@ class Generation final : public cc::watch::Watched {
   void watch(const cc::watch::ChannelOptions& base) {
     cc::watch::ChannelOptions o = base;
     o.rank = rank_;
-    o.generation = join_number_;
+    o.comm_number = join_number_;
     o.epoch = epoch_;
     channel_ = std::make_unique<cc::watch::ControlChannel>(*client_, o);
     if (cc::Status st = channel_->start(); !st.ok()) fatal("the control channel: " + st.message);
@@ -187,7 +187,7 @@ class Trainer {
     addr_ = joined.connect_addr;
     port_ = launch.master_port;
     const int rank = joined.rank >= 0 ? joined.rank : shard_;
-    gen_ = std::make_unique<Generation>(std::move(joined.client), joined.generation, joined.epoch,
+    gen_ = std::make_unique<Generation>(std::move(joined.client), joined.comm_number, joined.epoch,
                                         rank, world_);
     gen_->watch(channel_);
     have_state_ = joined.epoch == 0;  // a replacement takes its state from a survivor
@@ -305,7 +305,7 @@ class Trainer {
       req.port = port_;
       req.config = config_;
       req.info = member_info(gen_->size());
-      req.info.generation = gen_->join_number();
+      req.info.comm_number = gen_->join_number();
       req.epoch = gen_->epoch();
       req.kind = rv::RecoverKind::regrow;
       req.nranks = world_;

@@ -78,7 +78,7 @@ TEST_CASE("frames of peers without recovery still decode") {
     auto p = payload_of(rv::ProgressQuery{5, 1, 0});
     p.resize(8);
     const auto q = std::get<rv::ProgressQuery>(decode(rv::MsgType::progress_query, p));
-    CHECK(q.generation == 5);
+    CHECK(q.comm_number == 5);
     CHECK(q.rank == 1);
     CHECK(q.epoch == 0);
   }

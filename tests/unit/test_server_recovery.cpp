@@ -376,8 +376,8 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   job.join_all();
   SECTION("a replacement for a rank that is alive") {
     CHECK_THAT(job.replace_refused(301, 1),
-               Catch::Contains("rank 1 (host h1, pid 2001) joined job 'job' "
-                               "(generation 0) after it had completed") &&
+               Catch::Contains("rank 1 (host h1, pid 2001) joined communicator 0 of "
+                               "job 'job' after it had completed") &&
                    Catch::Contains("stop it"));
   }
   SECTION("two replacements for one rank") {
@@ -441,7 +441,7 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   SECTION("a communicator the server never completed") {
     h.client(401);
     rv::Recover r = job.recover(0, 0, rv::RecoverKind::shrink);
-    r.info.generation = 7;
+    r.info.comm_number = 7;
     h.feed(401, r);
     CHECK(h.error_of(h.one(401)).code == CC_ERR_INVALID_USAGE);
   }
