@@ -95,15 +95,15 @@ class Client {
   // rank -1: the other members furthest behind (see ProgressQuery).
   virtual Status progress(uint32_t comm_number, int32_t rank, Progress* out,
                           std::chrono::milliseconds timeout) = 0;
-  // The same for one generation (epoch) of a recovered communicator;
+  // The same for one generation of a recovered communicator;
   // backends without recovery know generation 0 only.
-  virtual Status progress_in(uint32_t comm_number, uint32_t epoch, int32_t rank, Progress* out,
+  virtual Status progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
                              std::chrono::milliseconds timeout);
   // The members furthest behind (rank -1 above) and, where the backend
   // compares calls, where every member is in words (Progress::calls).
-  virtual Status progress_with_calls(uint32_t comm_number, uint32_t epoch, Progress* out,
+  virtual Status progress_with_calls(uint32_t comm_number, uint32_t generation, Progress* out,
                                      std::chrono::milliseconds timeout) {
-    return progress_in(comm_number, epoch, -1, out, timeout);
+    return progress_in(comm_number, generation, -1, out, timeout);
   }
   // The server's status report (see StatusQuery): its jobs, their
   // generations and members. A client made with an empty job id may ask

@@ -241,7 +241,7 @@ bool fields(auto& io, Is<CallPoint> auto& p) {
 bool fields(auto& io, Is<Heartbeat> auto& m) {
   return io.u64(m.last_completed) &&
          (io.at_end() ||  // an older client
-          (io.u32(m.comm_number) && io.u32(m.epoch) &&
+          (io.u32(m.comm_number) && io.u32(m.generation) &&
            io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); }))) &&
          (io.at_end() ||  // a client without split lines
           (io.u32(m.split) && io.i32(m.split_color) && io.i32(m.split_rank) &&
@@ -261,7 +261,7 @@ bool fields(auto& io, Is<Joined> auto& m) {
   return io.bytes(m.unique_id, 1024) && io.list(m.members, l.max_frame / 9, member) &&
          io.str(m.notice, l.max_frame) &&
          (io.at_end() ||  // a server without recovery
-          (io.u32(m.epoch) && io.i32(m.rank) && io.list(m.failed, l.max_frame / 4, rank) &&
+          (io.u32(m.generation) && io.i32(m.rank) && io.list(m.failed, l.max_frame / 4, rank) &&
            io.enum8(m.method) && io.valid(m.method <= RecoverMethod::nccl_shrink)));
 }
 bool fields(auto& io, Is<PeerEvent> auto& m) {
@@ -273,7 +273,7 @@ bool fields(auto& io, Is<PeerEvent> auto& m) {
 bool fields(auto& io, Is<Watch> auto& m) { return io.u32(m.window_ms); }
 bool fields(auto& io, Is<ProgressQuery> auto& m) {
   return io.u32(m.comm_number) && io.i32(m.rank) &&
-         (io.at_end() || io.u32(m.epoch)) &&  // older clients send no epoch
+         (io.at_end() || io.u32(m.generation)) &&  // older clients send no generation
          (io.at_end() || io.boolean(m.with_calls));
 }
 bool fields(auto& io, Is<Progress> auto& m) {
@@ -291,16 +291,16 @@ bool fields(auto& io, Is<CompareSet> auto& m) {
 }
 bool fields(auto& io, Is<CompareSetResult> auto& m) { return io.boolean(m.swapped); }
 bool fields(auto& io, Is<Recover> auto& m) {
-  return fields(io, m.info) && io.u32(m.epoch) && io.enum8(m.kind) && io.i32(m.nranks) &&
+  return fields(io, m.info) && io.u32(m.generation) && io.enum8(m.kind) && io.i32(m.nranks) &&
          io.boolean(m.can_shrink) && io.u32(m.timeout_ms) &&
          io.valid(in_range(m.kind, RecoverKind::shrink, RecoverKind::regrow) && m.info.rank >= 0 &&
                   m.info.world_size > 0) &&
          io.valid(m.kind != RecoverKind::regrow || m.nranks > 0);
 }
 bool fields(auto& io, Is<RecoverId> auto& m) {
-  return io.u32(m.epoch) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms);
+  return io.u32(m.generation) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms);
 }
-bool fields(auto& io, Is<RecoverIdWanted> auto& m) { return io.u32(m.epoch); }
+bool fields(auto& io, Is<RecoverIdWanted> auto& m) { return io.u32(m.generation); }
 bool fields(auto& io, Is<StatusQuery> auto& m) { return io.str(m.job_id, io.limits().max_key); }
 bool fields(auto& io, Is<MemberStatus> auto& m) {
   return io.i32(m.rank) && io.enum8(m.state) && io.text(m.host) && io.u32(m.pid) &&

@@ -53,7 +53,7 @@ Status cuda_failure(const cc_comm* c, const char* what, cudaError_t e) {
 // exchanges and agrees afresh, under keys of its own.
 std::string prefix(const cc_comm* c) {
   return "cc/fast-allreduce/" + std::to_string(c->comm_number) +
-         (c->epoch > 0 ? "." + std::to_string(c->epoch) : std::string()) + "/";
+         (c->generation > 0 ? "." + std::to_string(c->generation) : std::string()) + "/";
 }
 
 // Waits for `stream` until the deadline; false when it ran out.

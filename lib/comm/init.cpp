@@ -109,7 +109,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   c->server = std::move(joined.server);
   c->client = std::move(joined.client);
   c->comm_number = joined.comm_number;
-  c->epoch = joined.epoch;  // above 0: a replacement for a failed rank
+  c->generation = joined.generation;  // above 0: a replacement for a failed rank
   c->job_rank = rank;
   c->rendezvous_addr = joined.connect_addr;
   c->rendezvous_port = port;
@@ -161,9 +161,9 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   if (Status st = start_watch(c.get(), embedded); !st.ok()) return failed(st);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start_time);
   log().info(
-      "communicator ready: rank {} of {}, generation {}, device {} ({}), host {}, job '{}', communicator {}, "
-      "NCCL {}, in {} ms",
-      rank, nranks, c->epoch, c->device, info.gpu_uuid, c->host, c->job_id, c->comm_number,
+      "communicator ready: rank {} of {}, generation {}, device {} ({}), host {}, job '{}', "
+      "communicator {}, NCCL {}, in {} ms",
+      rank, nranks, c->generation, c->device, info.gpu_uuid, c->host, c->job_id, c->comm_number,
       info.nccl_version, took.count());
   *out = c.release();
   return Status::success();

@@ -108,13 +108,14 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
                                     " of job '" + req.config.job_id + "' at " + where +
                                     " failed: " + st.message);
   out->unique_id = std::move(joined.unique_id);
-  out->epoch = joined.epoch;
+  out->generation = joined.generation;
   out->rank = joined.rank;
   out->failed = std::move(joined.failed);
-  if (out->epoch > 0)
-    log().warn("{}: joined communicator {} of job '{}' as a replacement, in its generation {} "
-               "(replacing ranks {}): take this rank's state from a survivor",
-               who, out->comm_number, req.config.job_id, out->epoch, rank_list(out->failed));
+  if (out->generation > 0)
+    log().warn(
+        "{}: joined communicator {} of job '{}' as a replacement, in its generation {} "
+        "(replacing ranks {}): take this rank's state from a survivor",
+        who, out->comm_number, req.config.job_id, out->generation, rank_list(out->failed));
   out->members = std::move(joined.members);
   // What the server wants every rank to know (a rank behind NAT, say).
   for (size_t start = 0; start < joined.notice.size();) {

@@ -25,7 +25,7 @@ struct RendezvousRequest {
   int port = 0;                   // unused with an etcd address
   launch::ResolvedConfig config;  // job_id, token, rendezvous, timeout
   rv::MemberInfo info;            // rank, world size, host, pid, versions, GPU
-  uint32_t comm_number = 0;        // 0 = this process's next one for the job (tests set it)
+  uint32_t comm_number = 0;       // 0 = this process's next one for the job (tests set it)
   std::chrono::steady_clock::time_point deadline;
 };
 
@@ -38,7 +38,7 @@ struct RendezvousResult {
   // A replacement for a failed rank joins a later generation of the
   // communicator (its generation above 0, its rank in it, and the ranks of
   // the previous generation it replaced).
-  uint32_t epoch = 0;
+  uint32_t generation = 0;
   int32_t rank = -1;
   std::vector<int32_t> failed;
   std::vector<rv::MemberSummary> members;  // by rank, from rank 0 (cc's server: rank 0 only)

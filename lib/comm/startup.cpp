@@ -124,7 +124,7 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   // A replacement for a failed rank joins a later generation of a running
   // communicator: the survivors take no test with it (they recover through
   // the rendezvous), so it has none to take.
-  if (out->epoch > 0 || on_etcd) return Status::success();
+  if (out->generation > 0 || on_etcd) return Status::success();
   if (Status st = run_preflight(*out->client, job_id, out->comm_number, rank, setup, deadline, who);
       !st.ok()) {
     // A member's failure names its cause best where the news says it.

@@ -121,8 +121,8 @@ class Backend final : public cc::rv::Client {
   // heartbeat per rank): rank -1 says so.
   Status progress(uint32_t comm_number, int32_t rank, Progress* out,
                   std::chrono::milliseconds timeout) override;
-  // The same for the generation (epoch) this rank is a member of.
-  Status progress_in(uint32_t comm_number, uint32_t epoch, int32_t rank, Progress* out,
+  // The same for the generation this rank is a member of.
+  Status progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
                      std::chrono::milliseconds timeout) override;
   void pump() override {}
   // When etcd last answered (keepalives answer every TTL/3).

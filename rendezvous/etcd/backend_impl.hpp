@@ -54,7 +54,7 @@ struct Backend::Impl {
   bool leaving = false;     // its own member key's delete is expected
   bool lease_lost = false;  // the lease expired while joining (the join claims again)
   uint32_t comm_number = 0;
-  uint32_t epoch = 0;  // the generation of communicator `comm_number` this rank is a member of
+  uint32_t generation = 0;  // the generation of communicator `comm_number` this rank is a member of
   MemberInfo me;       // rank: the job rank (its member key's)
   int32_t position = 0;  // its rank in that generation (in peer events)
   int32_t world = 0;
@@ -133,7 +133,7 @@ struct Backend::Impl {
   // known: the generation's result, when it came before the watch (a recovery).
   void start_watcher(Watched w, int64_t from, std::optional<ResultRecord> known = std::nullopt);
   void stop_watcher();
-  Gen current() const { return Gen{comm_number, epoch}; }  // under mu
+  Gen current() const { return Gen{comm_number, generation}; }            // under mu
   int32_t key_rank() const { return ring.empty() ? position : me.rank; }  // under mu
   // Tells the others why this rank goes (failed, aborted or init_failed). A
   // failure or init failure ends its membership (the lease is revoked); an
@@ -150,7 +150,8 @@ struct Backend::Impl {
     Joining(Impl& impl, const MemberInfo& in, uint32_t* busy_with = nullptr) : impl_(impl) {
       std::lock_guard<std::mutex> lock(impl_.mu);
       if (impl_.joining || impl_.member) {
-        if (busy_with != nullptr) *busy_with = impl_.joining ? impl_.join_comm_number : impl_.comm_number;
+        if (busy_with != nullptr)
+          *busy_with = impl_.joining ? impl_.join_comm_number : impl_.comm_number;
         return;
       }
       impl_.joining = started_ = true;

@@ -389,7 +389,7 @@ Status Backend::Impl::finish_join(uint32_t g, const MemberInfo& info, const Resu
   member = true;
   leaving = false;
   comm_number = g;
-  epoch = 0;
+  generation = 0;
   me = info;
   position = info.rank;
   ring.clear();

@@ -63,9 +63,9 @@ std::string communicator_where(const std::string& job, uint32_t g) {
   return "communicator " + std::to_string(g) + " of job " + quote(job);
 }
 
-std::string lineage_where(const std::string& job, uint32_t g, uint32_t epoch) {
+std::string lineage_where(const std::string& job, uint32_t g, uint32_t generation) {
   return "job " + quote(job) + ", communicator " + std::to_string(g) + ", generation " +
-         std::to_string(epoch);
+         std::to_string(generation);
 }
 
 }  // namespace cc::rv::rules

@@ -42,6 +42,6 @@ std::string recover_call_words(RecoverKind k, int32_t nranks);
 std::string communicator_where(const std::string& job, uint32_t g);
 
 // "job 'j', communicator 1, generation 2": a generation of a communicator.
-std::string lineage_where(const std::string& job, uint32_t g, uint32_t epoch);
+std::string lineage_where(const std::string& job, uint32_t g, uint32_t generation);
 
 }  // namespace cc::rv::rules

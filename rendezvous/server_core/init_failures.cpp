@@ -58,13 +58,14 @@ bool ServerCore::Impl::on_init_failed(Conn& c, uint32_t rid, const InitFailed& m
       if (auto s = gen.slots.find(it->second.rank); s != gen.slots.end() && s->second.conn == c.id)
         who = member_who(s->second.info);
       fail_join(job, m.comm_number, gen, CC_ERR_PEER_FAILED,
-                      who + " could not start while joining " +
-                          communicator_words(job.id, m.comm_number) + ": " + reason);
+                who + " could not start while joining " +
+                    communicator_words(job.id, m.comm_number) + ": " + reason);
       send(c.id, rid, Ok{});
       return true;
     }
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
-               c.who() + " reported an init failure for " + communicator_words(job.id, m.comm_number) +
+               c.who() + " reported an init failure for " +
+                   communicator_words(job.id, m.comm_number) +
                    ", which it has not joined; report it after the join");
     return true;
   }
@@ -94,11 +95,11 @@ void ServerCore::Impl::joiner_lost(Conn& c, const std::string& reason) {
     // Its own join goes unanswered: its connection is gone.
     cancel_parked(id);
     fail_join(job, comm_number, gen, CC_ERR_PEER_FAILED,
-                    who + " was lost while joining " + communicator_words(job.id, comm_number) + " (" +
-                        std::to_string(joined) + " of " + std::to_string(gen.world_size) +
-                        " ranks had joined): " + reason +
-                        ". It crashed, was killed or lost its network: look at its output; "
-                        "the other ranks stop instead of waiting for a rank that is gone");
+              who + " was lost while joining " + communicator_words(job.id, comm_number) + " (" +
+                  std::to_string(joined) + " of " + std::to_string(gen.world_size) +
+                  " ranks had joined): " + reason +
+                  ". It crashed, was killed or lost its network: look at its output; "
+                  "the other ranks stop instead of waiting for a rank that is gone");
   }
 }
 

@@ -132,9 +132,8 @@ void ServerCore::Impl::complete(Job& job, uint32_t comm_number, CommJoin& gen,
 // it are refused with the same words. The pending joins are its slots' and
 // `joiner`, the join being checked (parked, not yet in a slot): what the
 // generation holds, not every request parked on the server.
-void ServerCore::Impl::fail_join(Job& job, uint32_t comm_number, CommJoin& gen,
-                                       cc_result_t code, const std::string& words,
-                                       uint64_t joiner) {
+void ServerCore::Impl::fail_join(Job& job, uint32_t comm_number, CommJoin& gen, cc_result_t code,
+                                 const std::string& words, uint64_t joiner) {
   gen.state = CommJoin::State::failed;
   gen.failure = words;
   ++counters.generations_failed;
@@ -158,9 +157,10 @@ void ServerCore::Impl::fail_join(Job& job, uint32_t comm_number, CommJoin& gen,
 
 void ServerCore::Impl::join_timeout(Job& job, const Parked& p) {
   CommJoin& gen = job.comm_joins[p.comm_number];
-  const std::string words = rules::never_joined_words(
-      gen.check.missing(), gen.world_size, gen.joined, rules::communicator_where(job.id, p.comm_number),
-      p.timeout_ms, {"MASTER_ADDR, MASTER_PORT and job id", "the server"});
+  const std::string words =
+      rules::never_joined_words(gen.check.missing(), gen.world_size, gen.joined,
+                                rules::communicator_where(job.id, p.comm_number), p.timeout_ms,
+                                {"MASTER_ADDR, MASTER_PORT and job id", "the server"});
   fail_join(job, p.comm_number, gen, CC_ERR_TIMEOUT, words);
 }
 

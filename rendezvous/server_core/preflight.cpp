@@ -65,10 +65,10 @@ const ServerCore::Impl::Membership* ServerCore::Impl::membership_of(const Conn& 
 // membership of it (*ms); null once answered: c is no member of it (the
 // words say what it `did`, then the `advice`), or the test already failed.
 ServerCore::Impl::CommJoin* ServerCore::Impl::preflight_of(Conn& c, uint32_t rid,
-                                                             uint32_t comm_number,
-                                                             const std::string& did,
-                                                             const std::string& advice,
-                                                             const Membership** ms) {
+                                                           uint32_t comm_number,
+                                                           const std::string& did,
+                                                           const std::string& advice,
+                                                           const Membership** ms) {
   Job& job = *c.job;
   *ms = membership_of(c, comm_number);
   auto g = job.comm_joins.find(comm_number);
@@ -90,8 +90,8 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
                                           Clock::time_point now) {
   Job& job = *c.job;
   const Membership* ms = nullptr;
-  CommJoin* g =
-      preflight_of(c, rid, m.comm_number, "asked for the reachability test of", "; join first", &ms);
+  CommJoin* g = preflight_of(c, rid, m.comm_number, "asked for the reachability test of",
+                             "; join first", &ms);
   if (g == nullptr) return true;
   CommJoin& gen = *g;
   Preflight& pf = gen.preflight;
@@ -119,9 +119,9 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
     if (pf.disabled_by < 0) pf.disabled_by = ms->rank;
     send(c.id, rid, Ok{});  // nobody waits for it
   } else {
-    me.parked =
-        park(c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.comm_number, ms->rank),
-             now);
+    me.parked = park(
+        c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.comm_number, ms->rank),
+        now);
   }
   if (pf.ready == gen.world_size) preflight_plan(job, m.comm_number, gen);
   return true;

@@ -82,11 +82,11 @@ struct Listing {
 
 struct Membership {
   uint32_t comm_number = 0;  // the communicator (its join number)
-  int32_t rank = -1;        // in generation `epoch` of it
+  int32_t rank = -1;         // in generation `generation` of it
   std::string host;         // as the rank said in its Join
   uint32_t pid = 0;
   uint64_t last_completed = 0;
-  uint32_t epoch = 0;     // 0: its join; one more for each shrink or regrow
+  uint32_t generation = 0;  // 0: its join; one more for each shrink or regrow
   int32_t job_rank = -1;  // the rank it joined generation 0 with (or was started with)
 };
 
@@ -130,7 +130,7 @@ struct Parked {
   std::string key;                // get
   std::vector<std::string> keys;  // wait, each key once
   size_t missing = 0;             // wait: keys listed on, not yet set
-  uint32_t comm_number = 0;        // join, recover, preflight
+  uint32_t comm_number = 0;       // join, recover, preflight
   int32_t rank = -1;              // join, preflight; recover: the job rank
   bool replacement = false;       // recover: a replacement's Join
   Timer timer;
@@ -217,12 +217,12 @@ struct Job {
   std::map<uint32_t, Lineage> lineages;
   std::set<uint32_t> unsettled;  // lineages whose pending recovery may move on
   size_t joiners = 0;            // pending joins and recoveries
-  // Failures announced per generation of a communicator: (join number, epoch).
+  // Failures announced per generation of a communicator: (comm_number, generation).
   std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
   // The comparison of each generation's calls across its ranks (watch.cpp).
   std::map<std::pair<uint32_t, uint32_t>, rules::CallCheck> call_checks;
   // The same for communicators made by cc_comm_split (split_calls.cpp), by
-  // (join number, epoch, split, color): compared among the members that
+  // (comm_number, generation, split, color): compared among the members that
   // report to it, who alone are told.
   struct SplitCallCheck {
     rules::CallCheck check;
@@ -355,7 +355,7 @@ struct ServerCore::Impl {
   bool on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
   void complete(Job& job, uint32_t comm_number, CommJoin& gen, Clock::time_point now);
   void fail_join(Job& job, uint32_t comm_number, CommJoin& gen, cc_result_t code,
-                       const std::string& words, uint64_t joiner = 0);
+                 const std::string& words, uint64_t joiner = 0);
   void join_timeout(Job& job, const Parked& p);
   bool on_leave(Conn& c, uint32_t rid);
   void end_memberships(Job& job, Conn& c);
@@ -368,7 +368,7 @@ struct ServerCore::Impl {
   bool on_abort(Conn& c, uint32_t rid, const Abort& a);
   void check_calls(Job& job, const Conn& c, const Heartbeat& h);
   void check_split_calls(Job& job, const Conn& c, const Membership& member, const Heartbeat& h);
-  std::string where_calls_are(const Job& job, uint32_t comm_number, uint32_t epoch) const;
+  std::string where_calls_are(const Job& job, uint32_t comm_number, uint32_t generation) const;
 
   // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------
   void start_lineage(Job& job, uint32_t comm_number, const CommJoin& gen);
@@ -406,7 +406,7 @@ struct ServerCore::Impl {
   void preflight_expired(const Parked& p);
   const Membership* membership_of(const Conn& c, uint32_t comm_number) const;
   CommJoin* preflight_of(Conn& c, uint32_t rid, uint32_t comm_number, const std::string& did,
-                           const std::string& advice, const Membership** ms);
+                         const std::string& advice, const Membership** ms);
 };
 
 }  // namespace cc::rv

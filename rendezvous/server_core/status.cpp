@@ -24,8 +24,8 @@
 namespace cc::rv {
 namespace {
 
-using server_core::Conn;
 using server_core::CommJoin;
+using server_core::Conn;
 using server_core::Job;
 using server_core::Slot;
 
@@ -87,7 +87,7 @@ void ServerCore::Impl::record_end(Job& job, const Conn& c, MemberState how,
     auto g = job.comm_joins.find(m.comm_number);
     if (g == job.comm_joins.end()) continue;
     // Slots are the communicator's join (generation 0 of a recovered one).
-    if (m.epoch != 0) continue;
+    if (m.generation != 0) continue;
     auto s = g->second.slots.find(m.rank);
     if (s == g->second.slots.end() || s->second.conn != c.id || s->second.ended) continue;
     s->second.ended = how;
@@ -173,7 +173,7 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
           ms.peer = member.peer;
           ms.watch_window_ms = clamp_ms(heartbeat_window(member));
           for (const Membership& m : member.memberships)
-            if (m.comm_number == number && m.epoch == 0 && m.rank == ms.rank) {
+            if (m.comm_number == number && m.generation == 0 && m.rank == ms.rank) {
               ms.last_completed = m.last_completed;
               ms.heartbeat_age_ms = clamp_ms(now - member.last_heartbeat);
             }

@@ -127,10 +127,11 @@ TEST_CASE("etcd join: at the deadline the ranks that never came are named") {
   for (const Outcome& o : out) {
     INFO(o.status.message);
     CHECK(o.status.code == CC_ERR_TIMEOUT);
-    CHECK_THAT(o.status.message,
-               Catch::Contains("ranks 1, 3 of 4 never joined communicator 1 of job 'missing' within "
-                               "1500 ms (2 joined)") &&
-                   Catch::Contains(cluster.endpoint(0)));
+    CHECK_THAT(
+        o.status.message,
+        Catch::Contains("ranks 1, 3 of 4 never joined communicator 1 of job 'missing' within "
+                        "1500 ms (2 joined)") &&
+            Catch::Contains(cluster.endpoint(0)));
   }
   CHECK(elapsed >= 1400);
   CHECK(elapsed < 4000);

@@ -362,7 +362,7 @@ TEST_CASE("a heartbeat's calls cross the wire, and an older heartbeat still deco
   REQUIRE(f);
   const auto& back = std::get<cc::rv::Heartbeat>(f->message);
   CHECK(back.comm_number == 2);
-  CHECK(back.epoch == 1);
+  CHECK(back.generation == 1);
   REQUIRE(back.calls.size() == 2);
   CHECK(cc::call_words(back.calls[0].call) == "cc_reduce 8 x FLOAT32 MIN root 1");
   CHECK(back.calls[1].line == CallPoint::Line::send);

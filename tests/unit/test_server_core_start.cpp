@@ -254,7 +254,8 @@ TEST_CASE(
     for (rv::ConnId i : {1, 2}) {
       const auto p = plan_of(h, i);
       CHECK(p.step == rv::PreflightStep::skipped);
-      CHECK_THAT(p.note, Catch::Contains("rank 2 of communicator 0 of job 'job' did not take part"));
+      CHECK_THAT(p.note,
+                 Catch::Contains("rank 2 of communicator 0 of job 'job' did not take part"));
     }
   }
   SECTION("never reports") {

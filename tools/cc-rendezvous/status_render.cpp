@@ -129,8 +129,7 @@ std::string status_text(const rv::StatusReport& r, const std::string& endpoint) 
            " members left out to keep the report small; ask for one job with --job\n";
   for (const rv::JobStatus& j : r.jobs) {
     out += "\njob '" + printable(j.id) + "': " + job_line(j) + "\n";
-    if (j.comms.empty() && j.connections > 0)
-      out += "  no communicator (store clients only)\n";
+    if (j.comms.empty() && j.connections > 0) out += "  no communicator (store clients only)\n";
     for (const rv::CommStatus& g : j.comms) {
       out += "  communicator " + std::to_string(g.comm_number) + ": " + state_name(g.state) + ", " +
              std::to_string(g.joined) + " of " + std::to_string(g.world_size) + " ranks joined\n";
