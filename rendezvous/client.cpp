@@ -305,7 +305,7 @@ class TcpClient final : public Client {
     if (Status s = transact(request, deadline, what, &reply); !s.ok()) return s;
     if (const auto* wanted = std::get_if<RecoverIdWanted>(&reply)) {
       RecoverId id;
-      id.epoch = wanted->epoch;
+      id.generation = wanted->generation;
       if (Status s = make_id(&id.unique_id); !s.ok()) return s;
       const auto used = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
       id.timeout_ms = static_cast<uint32_t>(
@@ -356,28 +356,30 @@ class TcpClient final : public Client {
                      "a watch request");
   }
 
-  Status progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) override {
-    return progress_in(generation, 0, rank, out, timeout);
+  Status progress(uint32_t comm_number, int32_t rank, Progress* out,
+                  milliseconds timeout) override {
+    return progress_in(comm_number, 0, rank, out, timeout);
   }
 
-  Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+  Status progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
                      milliseconds timeout) override {
-    return expect(ProgressQuery{generation, rank, epoch}, after(timeout), "a progress query", out);
+    return expect(ProgressQuery{comm_number, rank, generation}, after(timeout), "a progress query",
+                  out);
   }
 
-  Status progress_with_calls(uint32_t generation, uint32_t epoch, Progress* out,
+  Status progress_with_calls(uint32_t comm_number, uint32_t generation, Progress* out,
                              milliseconds timeout) override {
-    return expect(ProgressQuery{generation, -1, epoch, true}, after(timeout), "a progress query",
-                  out);
+    return expect(ProgressQuery{comm_number, -1, generation, true}, after(timeout),
+                  "a progress query", out);
   }
 
   Status status(const StatusQuery& query, StatusReport* out, milliseconds timeout) override {
     return expect(query, after(timeout), "a status query", out);
   }
 
-  Status init_failed(uint32_t generation, const std::string& reason,
+  Status init_failed(uint32_t comm_number, const std::string& reason,
                      milliseconds timeout) override {
-    return expect_ok(InitFailed{generation, reason}, after(timeout), "an init failure report");
+    return expect_ok(InitFailed{comm_number, reason}, after(timeout), "an init failure report");
   }
 
   Status preflight_ready(const PreflightReady& request, PreflightPlan* out) override {
@@ -631,9 +633,9 @@ Status Client::recover(const Recover& request, const MakeId& make_id, Joined* ou
                          "the job with cc's own rendezvous server (cc-run, cc-rendezvous)");
 }
 
-Status Client::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+Status Client::progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
                            std::chrono::milliseconds timeout) {
-  if (epoch == 0) return progress(generation, rank, out, timeout);
+  if (generation == 0) return progress(comm_number, rank, out, timeout);
   return make_status(CC_ERR_INVALID_USAGE, "the rendezvous at " + endpoint() +
                                                " knows no generation of a recovered communicator");
 }

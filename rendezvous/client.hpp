@@ -93,17 +93,17 @@ class Client {
   virtual Status watch(std::chrono::milliseconds window) = 0;
   // Every member's last completed operation for one generation of the job.
   // rank -1: the other members furthest behind (see ProgressQuery).
-  virtual Status progress(uint32_t generation, int32_t rank, Progress* out,
+  virtual Status progress(uint32_t comm_number, int32_t rank, Progress* out,
                           std::chrono::milliseconds timeout) = 0;
-  // The same for one generation (epoch) of a recovered communicator;
+  // The same for one generation of a recovered communicator;
   // backends without recovery know generation 0 only.
-  virtual Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+  virtual Status progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
                              std::chrono::milliseconds timeout);
   // The members furthest behind (rank -1 above) and, where the backend
   // compares calls, where every member is in words (Progress::calls).
-  virtual Status progress_with_calls(uint32_t generation, uint32_t epoch, Progress* out,
+  virtual Status progress_with_calls(uint32_t comm_number, uint32_t generation, Progress* out,
                                      std::chrono::milliseconds timeout) {
-    return progress_in(generation, epoch, -1, out, timeout);
+    return progress_in(comm_number, generation, -1, out, timeout);
   }
   // The server's status report (see StatusQuery): its jobs, their
   // generations and members. A client made with an empty job id may ask
@@ -122,7 +122,7 @@ class Client {
   // A communicator's start (protocol.hpp: InitFailed, PreflightReady,
   // PreflightReport). init_failed tells the others this member's init failed,
   // waiting up to `timeout` for the server to take it.
-  virtual Status init_failed(uint32_t generation, const std::string& reason,
+  virtual Status init_failed(uint32_t comm_number, const std::string& reason,
                              std::chrono::milliseconds timeout) = 0;
   // Sends where this member listens for the reachability test and waits for
   // its plan (request.timeout_ms, plus a grace for the server's own answer).

@@ -222,7 +222,7 @@ bool fields(auto& io, Is<Wait> auto& m) {
 }
 bool fields(auto& io, Is<Del> auto& m) { return io.key(m.key); }
 bool fields(auto& io, Is<MemberInfo> auto& i) {
-  return io.i32(i.rank) && io.i32(i.world_size) && io.u32(i.generation) && io.text(i.host) &&
+  return io.i32(i.rank) && io.i32(i.world_size) && io.u32(i.comm_number) && io.text(i.host) &&
          io.u32(i.pid) && io.i32(i.nccl_version) && io.i32(i.cuda_driver) &&
          io.i32(i.cuda_runtime) && io.text(i.gpu_uuid) && io.text(i.nccl_addr) &&
          io.text(i.host_key);
@@ -241,7 +241,7 @@ bool fields(auto& io, Is<CallPoint> auto& p) {
 bool fields(auto& io, Is<Heartbeat> auto& m) {
   return io.u64(m.last_completed) &&
          (io.at_end() ||  // an older client
-          (io.u32(m.generation) && io.u32(m.epoch) &&
+          (io.u32(m.comm_number) && io.u32(m.generation) &&
            io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); }))) &&
          (io.at_end() ||  // a client without split lines
           (io.u32(m.split) && io.i32(m.split_color) && io.i32(m.split_rank) &&
@@ -261,7 +261,7 @@ bool fields(auto& io, Is<Joined> auto& m) {
   return io.bytes(m.unique_id, 1024) && io.list(m.members, l.max_frame / 9, member) &&
          io.str(m.notice, l.max_frame) &&
          (io.at_end() ||  // a server without recovery
-          (io.u32(m.epoch) && io.i32(m.rank) && io.list(m.failed, l.max_frame / 4, rank) &&
+          (io.u32(m.generation) && io.i32(m.rank) && io.list(m.failed, l.max_frame / 4, rank) &&
            io.enum8(m.method) && io.valid(m.method <= RecoverMethod::nccl_shrink)));
 }
 bool fields(auto& io, Is<PeerEvent> auto& m) {
@@ -272,8 +272,8 @@ bool fields(auto& io, Is<PeerEvent> auto& m) {
 }
 bool fields(auto& io, Is<Watch> auto& m) { return io.u32(m.window_ms); }
 bool fields(auto& io, Is<ProgressQuery> auto& m) {
-  return io.u32(m.generation) && io.i32(m.rank) &&
-         (io.at_end() || io.u32(m.epoch)) &&  // older clients send no epoch
+  return io.u32(m.comm_number) && io.i32(m.rank) &&
+         (io.at_end() || io.u32(m.generation)) &&  // older clients send no generation
          (io.at_end() || io.boolean(m.with_calls));
 }
 bool fields(auto& io, Is<Progress> auto& m) {
@@ -291,16 +291,16 @@ bool fields(auto& io, Is<CompareSet> auto& m) {
 }
 bool fields(auto& io, Is<CompareSetResult> auto& m) { return io.boolean(m.swapped); }
 bool fields(auto& io, Is<Recover> auto& m) {
-  return fields(io, m.info) && io.u32(m.epoch) && io.enum8(m.kind) && io.i32(m.nranks) &&
+  return fields(io, m.info) && io.u32(m.generation) && io.enum8(m.kind) && io.i32(m.nranks) &&
          io.boolean(m.can_shrink) && io.u32(m.timeout_ms) &&
          io.valid(in_range(m.kind, RecoverKind::shrink, RecoverKind::regrow) && m.info.rank >= 0 &&
                   m.info.world_size > 0) &&
          io.valid(m.kind != RecoverKind::regrow || m.nranks > 0);
 }
 bool fields(auto& io, Is<RecoverId> auto& m) {
-  return io.u32(m.epoch) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms);
+  return io.u32(m.generation) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms);
 }
-bool fields(auto& io, Is<RecoverIdWanted> auto& m) { return io.u32(m.epoch); }
+bool fields(auto& io, Is<RecoverIdWanted> auto& m) { return io.u32(m.generation); }
 bool fields(auto& io, Is<StatusQuery> auto& m) { return io.str(m.job_id, io.limits().max_key); }
 bool fields(auto& io, Is<MemberStatus> auto& m) {
   return io.i32(m.rank) && io.enum8(m.state) && io.text(m.host) && io.u32(m.pid) &&
@@ -309,17 +309,17 @@ bool fields(auto& io, Is<MemberStatus> auto& m) {
          io.valid(in_range(m.state, MemberState::joining, MemberState::aborted));
 }
 // The state is checked once the count of missing ranks is read, before them.
-bool fields(auto& io, Is<GenerationStatus> auto& g) {
-  return io.u32(g.generation) && io.enum8(g.state) && io.i32(g.world_size) && io.i32(g.joined) &&
+bool fields(auto& io, Is<CommStatus> auto& g) {
+  return io.u32(g.comm_number) && io.enum8(g.state) && io.i32(g.world_size) && io.i32(g.joined) &&
          io.text(g.failure) && io.count(g.missing, io.remaining() / 4) &&
-         io.valid(in_range(g.state, GenerationState::joining, GenerationState::failed)) &&
+         io.valid(in_range(g.state, JoinState::joining, JoinState::failed)) &&
          io.items(g.missing, [&](auto& rank) { return io.i32(rank); }) &&
          io.list(g.members, io.remaining() / 41, [&](auto& s) { return fields(io, s); });
 }
 bool fields(auto& io, Is<JobStatus> auto& j) {
   return io.str(j.id, io.limits().max_key) && io.u32(j.connections) && io.u32(j.keys) &&
          io.u64(j.bytes) && io.u64(j.expires_in_ms) &&
-         io.list(j.generations, io.remaining() / 25, [&](auto& g) { return fields(io, g); });
+         io.list(j.comms, io.remaining() / 25, [&](auto& g) { return fields(io, g); });
 }
 bool fields(auto& io, Is<StatusReport> auto& m) {
   return io.text(m.server) && io.u64(m.uptime_ms) && io.u32(m.jobs_total) &&
@@ -328,15 +328,15 @@ bool fields(auto& io, Is<StatusReport> auto& m) {
 }
 // A rank's own words may be long (NCCL's last error): allow a whole frame.
 bool fields(auto& io, Is<InitFailed> auto& m) {
-  return io.u32(m.generation) && io.str(m.reason, io.limits().max_frame);
+  return io.u32(m.comm_number) && io.str(m.reason, io.limits().max_frame);
 }
 bool fields(auto& io, Is<PreflightReady> auto& m) {
-  return io.u32(m.generation) && io.boolean(m.enabled) && io.text(m.host_key) && io.text(m.addr) &&
+  return io.u32(m.comm_number) && io.boolean(m.enabled) && io.text(m.host_key) && io.text(m.addr) &&
          io.u32(m.port) && io.text(m.ifname) && io.text(m.user_ifname) && io.text(m.route_ifname) &&
          io.text(m.route_addr) && io.u32(m.timeout_ms) && io.valid(m.port <= 65535);
 }
 bool fields(auto& io, Is<PreflightReport> auto& m) {
-  return io.u32(m.generation) &&
+  return io.u32(m.comm_number) &&
          io.list(m.results, static_cast<uint32_t>(kMaxProbeTargets),
                  [&](auto& p) {
                    return io.i32(p.rank) && io.boolean(p.reached) && io.i32(p.error) &&

@@ -127,7 +127,7 @@ struct CompareSet {
 struct MemberInfo {
   int32_t rank = -1;
   int32_t world_size = 0;
-  uint32_t generation = 0;  // n-th communicator this process creates in the job
+  uint32_t comm_number = 0;  // n-th communicator this process creates in the job
   std::string host;
   uint32_t pid = 0;
   int32_t nccl_version = 0;  // NCCL_VERSION_CODE of the loaded library
@@ -153,8 +153,8 @@ struct Join {
 };
 struct Leave {};
 // The fields after last_completed are absent in frames of older clients.
-// `calls` are points of the member's calls in generation `epoch` of
-// communicator `generation`, for the server to compare across its ranks
+// `calls` are points of the member's calls in generation `generation` of
+// communicator `comm_number`, for the server to compare across its ranks
 // (rendezvous/rules/call_check.hpp); empty when the member checks none.
 inline constexpr size_t kMaxHeartbeatCalls = 256;
 // split > 0: the calls are those of a communicator made by cc_comm_split of
@@ -164,8 +164,8 @@ inline constexpr size_t kMaxHeartbeatCalls = 256;
 // in older frames: 0, the communicator itself.)
 struct Heartbeat {
   uint64_t last_completed = 0;  // sequence number of the last finished operation
+  uint32_t comm_number = 0;
   uint32_t generation = 0;
-  uint32_t epoch = 0;
   std::vector<CallPoint> calls{};
   uint32_t split = 0;
   int32_t split_color = 0;
@@ -188,9 +188,9 @@ struct Watch {
 // with Progress.
 inline constexpr size_t kMaxProgressMembers = 64;
 struct ProgressQuery {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   int32_t rank = -1;
-  uint32_t epoch = 0;  // which recovery generation of it (absent in older frames: 0)
+  uint32_t generation = 0;  // which recovery generation of it (absent in older frames: 0)
   // Also where every member is, in words (Progress::calls; absent in older frames: false).
   bool with_calls = false;
 };
@@ -223,11 +223,11 @@ struct Joined {
   // address differs from the address its connection came from (NAT).
   std::string notice;
   // The fields below are absent in frames of older servers (decoded as the
-  // defaults). epoch is the communicator's generation (cc_comm_generation):
+  // defaults). generation is the communicator's (cc_comm_generation):
   // 0 for a join, one more for each shrink or regrow. rank is the receiver's
   // rank in it (-1: its Join's rank). failed lists the ranks of the previous
   // generation, in its numbering, that this one leaves out or replaces.
-  uint32_t epoch = 0;
+  uint32_t generation = 0;
   int32_t rank = -1;
   std::vector<int32_t> failed;
   RecoverMethod method = RecoverMethod::new_id;
@@ -274,13 +274,13 @@ struct CompareSetResult {
 };
 
 // ---- recovery (cc_comm_shrink, cc_comm_regrow) ------------------------
-// A communicator of a job is named by its join number (MemberInfo::generation).
-// Its generations (cc_comm_generation; `epoch` here, since `generation` names
-// the communicator) start at 0 with the ranks that joined it; each shrink or
-// regrow makes the next one, whose membership the server decides. A rank's
-// job rank is the rank it joined generation 0 with (a replacement: the rank
-// it was started with); in a shrunk generation ranks are renumbered densely
-// in job-rank order, in a regrown one rank = job rank.
+// A communicator of a job is named by its join number (MemberInfo::comm_number).
+// Its generations (cc_comm_generation; `generation` here) start at 0 with the
+// ranks that joined it; each shrink or regrow makes the next one, whose
+// membership the server decides. A rank's job rank is the rank it joined
+// generation 0 with (a replacement: the rank it was started with); in a shrunk
+// generation ranks are renumbered densely in job-rank order, in a regrown one
+// rank = job rank.
 
 enum class RecoverKind : uint8_t { shrink = 1, regrow = 2 };
 
@@ -291,8 +291,8 @@ enum class RecoverKind : uint8_t { shrink = 1, regrow = 2 };
 // Error (a mismatch, a stale rank, the deadline naming who never came, a
 // second failure that made the decision impossible).
 struct Recover {
-  MemberInfo info;  // rank: the job rank; generation: the communicator's join number
-  uint32_t epoch = 0;  // the generation it recovers from (its communicator's)
+  MemberInfo info;          // rank: the job rank; comm_number: the communicator's
+  uint32_t generation = 0;  // the generation it recovers from (its communicator's)
   RecoverKind kind = RecoverKind::shrink;
   int32_t nranks = 0;       // regrow: the size to grow back to
   bool can_shrink = false;  // its communicator can still serve ncclCommShrink
@@ -301,12 +301,12 @@ struct Recover {
 // The id of the next generation, from the rank that got RecoverIdWanted.
 // Answered like Recover.
 struct RecoverId {
-  uint32_t epoch = 0;  // the generation being made
+  uint32_t generation = 0;  // the generation being made
   std::vector<uint8_t> unique_id;
   uint32_t timeout_ms = 0;
 };
 struct RecoverIdWanted {
-  uint32_t epoch = 0;  // the generation being made
+  uint32_t generation = 0;  // the generation being made
 };
 
 // ---- operations: what an operator asks during a hang ---------------------
@@ -334,10 +334,10 @@ struct MemberStatus {
   uint32_t watch_window_ms = 0;   // the silence it may keep before it is dropped (0: unwatched)
   std::string reason;             // why it failed or aborted
 };
-enum class GenerationState : uint8_t { joining = 1, complete = 2, failed = 3 };
-struct GenerationStatus {
-  uint32_t generation = 0;
-  GenerationState state = GenerationState::joining;
+enum class JoinState : uint8_t { joining = 1, complete = 2, failed = 3 };
+struct CommStatus {
+  uint32_t comm_number = 0;
+  JoinState state = JoinState::joining;
   int32_t world_size = 0;
   int32_t joined = 0;
   std::string failure;                // why a failed generation failed
@@ -350,7 +350,7 @@ struct JobStatus {
   uint32_t keys = 0;
   uint64_t bytes = 0;          // of its keys and values
   uint64_t expires_in_ms = 0;  // with no connection: time left of its job TTL (0: not expiring)
-  std::vector<GenerationStatus> generations;
+  std::vector<CommStatus> comms;
 };
 struct StatusReport {
   std::string server;  // "cc-rendezvous 0.1.0"
@@ -373,7 +373,7 @@ struct StatusReport {
 // member of the job (PeerEvent init_failed carrying these words) and fails
 // the generation's reachability test. Answered with Ok.
 struct InitFailed {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   std::string reason;  // the member's own words
 };
 
@@ -382,7 +382,7 @@ struct InitFailed {
 // generation sent its own (or timeout_ms passed: then the test is skipped),
 // or with Error when a member of the generation failed meanwhile.
 struct PreflightReady {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   bool enabled = true;       // false: CC_PREFLIGHT=0 here; the sender awaits no answer
   std::string host_key;      // NCCL's idea of the host: NCCL_HOSTID, or host name and boot id
   std::string addr;          // the address NCCL's sockets will use on this host
@@ -421,7 +421,7 @@ struct ProbeResult {
 // address, the error, the likely cause and the fix (the same words to every
 // member), once every member reported or timeout_ms passed.
 struct PreflightReport {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   std::vector<ProbeResult> results;
   uint32_t timeout_ms = 0;
 };

@@ -126,10 +126,10 @@ class ServerCore {
   // True while some connection of the job is a member or a pending joiner.
   bool job_busy(const std::string& job_id) const;
   // Last completed operation each member reported by heartbeat, by rank, for
-  // one communicator (join number) of a job and one generation (epoch) of it
+  // one communicator (comm_number) of a job and one generation of it
   // (empty when unknown).
-  std::map<int32_t, uint64_t> member_progress(const std::string& job_id, uint32_t generation,
-                                              uint32_t epoch = 0) const;
+  std::map<int32_t, uint64_t> member_progress(const std::string& job_id, uint32_t comm_number,
+                                              uint32_t generation = 0) const;
 
   // The counters and the gauges of this moment, for the metrics endpoint.
   ServerMetrics metrics(Clock::time_point now) const;

@@ -164,7 +164,7 @@ CC_API cc_result_t cc_comm_regrow(cc_comm_t comm, int nranks, int timeout_ms, cc
 CC_API cc_result_t cc_comm_generation(cc_comm_t comm, int* generation) {
   CC_API_GUARD_BEGIN
   return read_field("cc_comm_generation", comm, "generation", generation,
-                    [](cc_comm_t c) { return static_cast<int>(c->epoch); });
+                    [](cc_comm_t c) { return static_cast<int>(c->generation); });
   CC_API_GUARD_END
 }
 

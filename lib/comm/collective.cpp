@@ -157,7 +157,7 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
 // The checks every kind shares, in the order the words name them.
 Status check(const Collective& coll, const cc_comm* c) {
   const args::Caller who{coll.call, c->rank, &c->host, c->pid,
-                         c->epoch > 0 ? static_cast<int>(c->epoch) : -1};
+                         c->generation > 0 ? static_cast<int>(c->generation) : -1};
   const Kind k = coll.kind;
   if (k == Kind::barrier) return Status::success();
   const bool reduces = k == Kind::allreduce || k == Kind::reduce || k == Kind::reducescatter;

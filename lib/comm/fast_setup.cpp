@@ -52,8 +52,8 @@ Status cuda_failure(const cc_comm* c, const char* what, cudaError_t e) {
 // Each generation of a recovered communicator (cc_comm_shrink, cc_comm_regrow)
 // exchanges and agrees afresh, under keys of its own.
 std::string prefix(const cc_comm* c) {
-  return "cc/fast-allreduce/" + std::to_string(c->generation) +
-         (c->epoch > 0 ? "." + std::to_string(c->epoch) : std::string()) + "/";
+  return "cc/fast-allreduce/" + std::to_string(c->comm_number) +
+         (c->generation > 0 ? "." + std::to_string(c->generation) : std::string()) + "/";
 }
 
 // Waits for `stream` until the deadline; false when it ran out.

@@ -108,8 +108,8 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
       [&](std::vector<uint8_t>* id_bytes) { return make_unique_id(*c, id_bytes); }, &joined);
   c->server = std::move(joined.server);
   c->client = std::move(joined.client);
-  c->generation = joined.generation;
-  c->epoch = joined.epoch;  // above 0: a replacement for a failed rank
+  c->comm_number = joined.comm_number;
+  c->generation = joined.generation;  // above 0: a replacement for a failed rank
   c->job_rank = rank;
   c->rendezvous_addr = joined.connect_addr;
   c->rendezvous_port = port;
@@ -131,7 +131,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   // or, when the rendezvous brought the cause, ends with that cause's words.
   // No rank hosts a server on etcd.
   const bool embedded = !on_etcd && c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
-  InitWatch watch(*c->client, c->who(), rank, c->generation, joined.members, embedded);
+  InitWatch watch(*c->client, c->who(), rank, c->comm_number, joined.members, embedded);
   std::optional<Status> news;
   const core::Interrupt interrupted = [&] {
     if (!news) news = watch.news();
@@ -161,9 +161,9 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   if (Status st = start_watch(c.get(), embedded); !st.ok()) return failed(st);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start_time);
   log().info(
-      "communicator ready: rank {} of {}, generation {}, device {} ({}), host {}, job '{}' #{}, "
-      "NCCL {}, in {} ms",
-      rank, nranks, c->epoch, c->device, info.gpu_uuid, c->host, c->job_id, c->generation,
+      "communicator ready: rank {} of {}, generation {}, device {} ({}), host {}, job '{}', "
+      "communicator {}, NCCL {}, in {} ms",
+      rank, nranks, c->generation, c->device, info.gpu_uuid, c->host, c->job_id, c->comm_number,
       info.nccl_version, took.count());
   *out = c.release();
   return Status::success();

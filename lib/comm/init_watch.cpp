@@ -18,12 +18,12 @@ constexpr size_t kMaxWords = 3000;
 
 }  // namespace
 
-InitWatch::InitWatch(rv::Client& client, std::string who, int rank, uint32_t generation,
+InitWatch::InitWatch(rv::Client& client, std::string who, int rank, uint32_t comm_number,
                      std::vector<rv::MemberSummary> members, bool server_in_rank0)
     : client_(client),
       who_(std::move(who)),
       rank_(rank),
-      generation_(generation),
+      comm_number_(comm_number),
       members_(std::move(members)),
       server_in_rank0_(server_in_rank0) {}
 
@@ -111,7 +111,7 @@ Status InitWatch::conclude(Status st, bool from_rendezvous) {
   }
   std::string words = st.message;
   if (words.size() > kMaxWords) words = words.substr(0, kMaxWords) + " ...";
-  if (Status told = client_.init_failed(generation_, words, kTellTimeout); !told.ok())
+  if (Status told = client_.init_failed(comm_number_, words, kTellTimeout); !told.ok())
     log().debug("{}: telling the other ranks about the failed init: {}", who_, told.message);
   return st;
 }

@@ -24,7 +24,7 @@ class InitWatch {
  public:
   // `who` names this rank in words; `members` come with the join (for rank
   // 0's host and pid when its embedded server goes away).
-  InitWatch(rv::Client& client, std::string who, int rank, uint32_t generation,
+  InitWatch(rv::Client& client, std::string who, int rank, uint32_t comm_number,
             std::vector<rv::MemberSummary> members, bool server_in_rank0);
 
   // News that ends this rank's init: CC_ERR_PEER_FAILED in words, once. Reads
@@ -54,7 +54,7 @@ class InitWatch {
   rv::Client& client_;
   std::string who_;
   int rank_;
-  uint32_t generation_;
+  uint32_t comm_number_;
   std::vector<rv::MemberSummary> members_;
   bool server_in_rank0_;
   bool heard_ = false;

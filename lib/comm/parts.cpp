@@ -83,8 +83,8 @@ Status start_watch(cc_comm* c, bool embedded, const SplitOf& split_of) {
   // names their trace files the same on every rank that splits alike.
   static std::atomic<int> splits{0};
   const int split = c->parent != nullptr ? splits.fetch_add(1) + 1 : 0;
-  watch::TraceIdentity id{c->job_id, c->generation, c->epoch, split,
-                          c->rank,   c->nranks,     c->host,  c->pid};
+  watch::TraceIdentity id{c->job_id, c->comm_number, c->generation, split,
+                          c->rank,   c->nranks,      c->host,       c->pid};
   // With neither the check nor a ring, calls are not recorded at all.
   if (c->config.check_calls || c->config.trace_buffer > 0)
     c->recorder = std::make_unique<watch::FlightRecorder>(
@@ -97,8 +97,8 @@ Status start_watch(cc_comm* c, bool embedded, const SplitOf& split_of) {
     o.rank = c->rank;
     o.host = c->host;
     o.pid = c->pid;
+    o.comm_number = c->comm_number;
     o.generation = c->generation;
-    o.epoch = c->epoch;
     o.interval = milliseconds(c->config.heartbeat_ms);
     o.misses = c->config.heartbeat_misses;
     o.server_in_rank0 = embedded;

@@ -40,13 +40,13 @@ void preflight_listen(PreflightSetup* setup, const std::string& who) {
                st.message);
 }
 
-Status run_preflight(rv::Client& client, const std::string& job_id, uint32_t generation, int rank,
+Status run_preflight(rv::Client& client, const std::string& job_id, uint32_t comm_number, int rank,
                      PreflightSetup& setup, Clock::time_point deadline, const std::string& who) {
   const auto start = Clock::now();
-  const uint64_t tag = preflight_tag(job_id, generation);
+  const uint64_t tag = preflight_tag(job_id, comm_number);
   if (setup.listener) setup.listener->start(tag, rank);
   rv::PreflightReady ready;
-  ready.generation = generation;
+  ready.comm_number = comm_number;
   ready.enabled = setup.enabled;
   ready.host_key = setup.host_key;
   ready.addr = setup.addr;
@@ -64,7 +64,7 @@ Status run_preflight(rv::Client& client, const std::string& job_id, uint32_t gen
   }
   if (plan.step == rv::PreflightStep::probe) {
     rv::PreflightReport report;
-    report.generation = generation;
+    report.comm_number = comm_number;
     report.results = probe_targets(plan.targets, tag, rank, kProbeTimeout);
     report.timeout_ms = window(kReportWindow, deadline);
     if (Status st = client.preflight_report(report); !st.ok()) return st;

@@ -41,10 +41,10 @@ Status preflight_enabled(const settings::Getenv& getenv, bool* on);
 // cannot be opened leaves this rank untested, with a warning.
 void preflight_listen(PreflightSetup* setup, const std::string& who);
 
-// After the join: the test for `generation` of `job_id`. Success, or the
+// After the join: the test for communicator `comm_number` of `job_id`. Success, or the
 // verdict's words (CC_ERR_SYSTEM: who cannot reach whom), or a member's
 // failure (CC_ERR_PEER_FAILED). `who` starts this rank's messages.
-Status run_preflight(rv::Client& client, const std::string& job_id, uint32_t generation, int rank,
+Status run_preflight(rv::Client& client, const std::string& job_id, uint32_t comm_number, int rank,
                      PreflightSetup& setup, std::chrono::steady_clock::time_point deadline,
                      const std::string& who);
 

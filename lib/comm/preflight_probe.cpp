@@ -83,7 +83,7 @@ bool socket_address(const std::string& addr, int port, const std::string& ifname
 
 }  // namespace
 
-uint64_t preflight_tag(const std::string& job_id, uint32_t generation) {
+uint64_t preflight_tag(const std::string& job_id, uint32_t comm_number) {
   uint64_t h = 14695981039346656037ull;  // FNV-1a
   auto mix = [&](uint8_t b) {
     h ^= b;
@@ -91,7 +91,7 @@ uint64_t preflight_tag(const std::string& job_id, uint32_t generation) {
   };
   for (char ch : job_id) mix(static_cast<uint8_t>(ch));
   mix(0);
-  for (int i = 0; i < 4; ++i) mix(static_cast<uint8_t>(generation >> (8 * i)));
+  for (int i = 0; i < 4; ++i) mix(static_cast<uint8_t>(comm_number >> (8 * i)));
   return h;
 }
 
@@ -242,7 +242,7 @@ std::vector<rv::ProbeResult> probe_targets(const std::vector<rv::ProbeTarget>& t
     else if (get32(in + 8) != 0 || rank != targets[i].rank)
       finish(i, false, 0,
              "connected, but it answered as rank " + std::to_string(rank) +
-                 " of another job or generation (a port forward or NAT leading elsewhere?)");
+                 " of another job or communicator (a port forward or NAT leading elsewhere?)");
     else
       finish(i, true, 0, "reached");
   };

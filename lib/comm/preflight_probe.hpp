@@ -21,7 +21,7 @@
 namespace cc::comm {
 
 // Names one generation of one job on the wire (a hash of both).
-uint64_t preflight_tag(const std::string& job_id, uint32_t generation);
+uint64_t preflight_tag(const std::string& job_id, uint32_t comm_number);
 
 class PreflightListener {
  public:

@@ -48,18 +48,18 @@ struct Build {
   std::function<bool()> interrupted() {
     return [this] {
       if (!heard.ok()) return true;
-      heard = new_generation_events(*c->client, kind, c->epoch);
+      heard = new_generation_events(*c->client, kind, c->generation);
       return !heard.ok();
     };
   }
 };
 
 Status late(const Build& b, const char* what) {
-  return make_status(CC_ERR_TIMEOUT,
-                     std::string("NCCL did not finish ") + what + " for generation " +
-                         std::to_string(b.c->epoch) + " before the deadline; a rank may have "
-                         "stopped: look at the others' output, and call " +
-                         recover_call(b.kind) + " again");
+  return make_status(CC_ERR_TIMEOUT, std::string("NCCL did not finish ") + what +
+                                         " for generation " + std::to_string(b.c->generation) +
+                                         " before the deadline; a rank may have "
+                                         "stopped: look at the others' output, and call " +
+                                         recover_call(b.kind) + " again");
 }
 
 // ncclCommShrink of the parent's control communicator, excluding `failed`.
@@ -127,8 +127,8 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   c->pid = parent->pid;
   c->job_id = parent->job_id;
   c->device = parent->device;
-  c->generation = parent->generation;
-  c->epoch = parent->epoch;  // until the rendezvous says which
+  c->comm_number = parent->comm_number;
+  c->generation = parent->generation;  // until the rendezvous says which
   c->job_rank = parent->job_rank;
   c->rendezvous_addr = parent->rendezvous_addr;
   c->rendezvous_port = parent->rendezvous_port;
@@ -148,7 +148,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   req.config = parent->config;
   req.info.rank = parent->job_rank;
   req.info.world_size = parent->nranks;
-  req.info.generation = parent->generation;
+  req.info.comm_number = parent->comm_number;
   req.info.host = parent->host;
   req.info.pid = parent->pid;
   if (Status st = launch::describe_device(parent->rank, parent->host, parent->device, &req.info);
@@ -156,7 +156,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
     discard(c.get());
     return make_status(st.code, head + ": " + st.message);
   }
-  req.epoch = parent->epoch;
+  req.generation = parent->generation;
   req.kind = kind;
   req.nranks = nranks;
   // The watchdog may still be aborting the parent's working communicator; it
@@ -178,7 +178,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
     return make_status(st.code, head + ": " + st.message);
   }
   const rv::Joined& joined = result.joined;
-  c->epoch = joined.epoch;
+  c->generation = joined.generation;
   c->rank = joined.rank;
   c->nranks = static_cast<int>(joined.members.size());
   c->recovered_from_failed.assign(joined.failed.begin(), joined.failed.end());
@@ -211,7 +211,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
                                                     std::to_string(c->rank)));
   if (Status s = alloc_scratch(c.get()); !s.ok()) return give_up(s);
   if (Status s = setup_fast_allreduce(c.get(), deadline); !s.ok()) return give_up(s);
-  if (Status s = new_generation_events(*c->client, kind, c->epoch); !s.ok()) return give_up(s);
+  if (Status s = new_generation_events(*c->client, kind, c->generation); !s.ok()) return give_up(s);
   if (Status s = start_watch(c.get(), embedded); !s.ok()) return give_up(s);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
   auto ms = [](Clock::duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); };
@@ -219,12 +219,13 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
               "in NCCL, {} ms setting up the rest",
               c->who(), call, ms(asked - start), ms(decided - asked), ms(built - decided),
               ms(Clock::now() - built));
-  log().info("{}: communicator ready: rank {} of {}, generation {} ({} from {} ranks; ranks left "
-             "out or replaced: {}), by {}, in {} ms",
-             c->who(), c->rank, c->nranks, c->epoch,
-             kind == rv::RecoverKind::shrink ? "shrunk" : "regrown", parent->nranks,
-             rank_list(c->recovered_from_failed),
-             by_shrink ? "ncclCommShrink" : "a new NCCL communicator", took.count());
+  log().info(
+      "{}: communicator ready: rank {} of {}, generation {} ({} from {} ranks; ranks left "
+      "out or replaced: {}), by {}, in {} ms",
+      c->who(), c->rank, c->nranks, c->generation,
+      kind == rv::RecoverKind::shrink ? "shrunk" : "regrown", parent->nranks,
+      rank_list(c->recovered_from_failed), by_shrink ? "ncclCommShrink" : "a new NCCL communicator",
+      took.count());
   *newcomm = c.release();
   return Status::success();
 }
@@ -244,7 +245,7 @@ Status regrow(cc_comm* c, int nranks, int timeout_ms, cc_comm_t* newcomm) {
 }
 
 std::vector<int> failed_ranks(const cc_comm* c) {
-  if (c->epoch > 0) return c->recovered_from_failed;
+  if (c->generation > 0) return c->recovered_from_failed;
   if (c->watch && c->watch->channel() != nullptr) return c->watch->channel()->failed_ranks();
   return {};
 }

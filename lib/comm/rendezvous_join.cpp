@@ -61,7 +61,7 @@ Status connect_etcd_member(const std::string& addr, const launch::ResolvedConfig
   return launch::connect_etcd(options, out);
 }
 
-uint32_t next_generation(const std::string& job_id) {
+uint32_t next_comm_number(const std::string& job_id) {
   static std::mutex mu;
   static std::map<std::string, uint32_t> generations;
   std::lock_guard<std::mutex> lock(mu);
@@ -98,23 +98,24 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
   if (rank == 0) {
     if (Status st = make_id(&join.unique_id); !st.ok()) return st;
   }
-  out->generation = req.generation != 0 ? req.generation : next_generation(req.config.job_id);
+  out->comm_number = req.comm_number != 0 ? req.comm_number : next_comm_number(req.config.job_id);
   join.info = std::move(req.info);
-  join.info.generation = out->generation;
+  join.info.comm_number = out->comm_number;
   join.timeout_ms = static_cast<uint32_t>(remaining(req.deadline).count());
   rv::Joined joined;
   if (Status st = out->client->join(join, &joined); !st.ok())
-    return make_status(st.code, who + ": joining communicator " + std::to_string(out->generation) +
+    return make_status(st.code, who + ": joining communicator " + std::to_string(out->comm_number) +
                                     " of job '" + req.config.job_id + "' at " + where +
                                     " failed: " + st.message);
   out->unique_id = std::move(joined.unique_id);
-  out->epoch = joined.epoch;
+  out->generation = joined.generation;
   out->rank = joined.rank;
   out->failed = std::move(joined.failed);
-  if (out->epoch > 0)
-    log().warn("{}: joined communicator {} of job '{}' as a replacement, in its generation {} "
-               "(replacing ranks {}): take this rank's state from a survivor",
-               who, out->generation, req.config.job_id, out->epoch, rank_list(out->failed));
+  if (out->generation > 0)
+    log().warn(
+        "{}: joined communicator {} of job '{}' as a replacement, in its generation {} "
+        "(replacing ranks {}): take this rank's state from a survivor",
+        who, out->comm_number, req.config.job_id, out->generation, rank_list(out->failed));
   out->members = std::move(joined.members);
   // What the server wants every rank to know (a rank behind NAT, say).
   for (size_t start = 0; start < joined.notice.size();) {

@@ -25,7 +25,7 @@ struct RendezvousRequest {
   int port = 0;                   // unused with an etcd address
   launch::ResolvedConfig config;  // job_id, token, rendezvous, timeout
   rv::MemberInfo info;            // rank, world size, host, pid, versions, GPU
-  uint32_t generation = 0;        // 0 = this process's next one for the job (tests set it)
+  uint32_t comm_number = 0;       // 0 = this process's next one for the job (tests set it)
   std::chrono::steady_clock::time_point deadline;
 };
 
@@ -33,12 +33,12 @@ struct RendezvousResult {
   std::unique_ptr<EmbeddedServerRef> server;  // rank 0 in embedded mode
   std::unique_ptr<rv::Client> client;         // stays open: the control channel (or etcd)
   std::string connect_addr;  // where the client connected (a recovery connects there again)
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   std::vector<uint8_t> unique_id;  // the id every rank received
   // A replacement for a failed rank joins a later generation of the
   // communicator (its generation above 0, its rank in it, and the ranks of
   // the previous generation it replaced).
-  uint32_t epoch = 0;
+  uint32_t generation = 0;
   int32_t rank = -1;
   std::vector<int32_t> failed;
   std::vector<rv::MemberSummary> members;  // by rank, from rank 0 (cc's server: rank 0 only)
@@ -48,7 +48,7 @@ struct RendezvousResult {
 using MakeId = std::function<Status(std::vector<uint8_t>*)>;
 
 // The n-th communicator this process creates through the rendezvous of a job.
-uint32_t next_generation(const std::string& job_id);
+uint32_t next_comm_number(const std::string& job_id);
 
 Status rendezvous_join(RendezvousRequest request, const MakeId& make_id, RendezvousResult* out);
 

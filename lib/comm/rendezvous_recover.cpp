@@ -21,7 +21,7 @@ Status rendezvous_recover(const RecoverRequest& req, const rv::Client::MakeId& m
   const std::string where = on_etcd ? req.addr : req.addr + ":" + std::to_string(req.port);
   rv::Recover r;
   r.info = req.info;
-  r.epoch = req.epoch;
+  r.generation = req.generation;
   r.kind = req.kind;
   r.nranks = req.kind == rv::RecoverKind::regrow ? req.nranks : 0;
   r.can_shrink = req.can_shrink;
@@ -51,15 +51,15 @@ Status rendezvous_recover(const RecoverRequest& req, const rv::Client::MakeId& m
   return out->client->recover(r, make_id, &out->joined);
 }
 
-Status new_generation_events(rv::Client& client, rv::RecoverKind kind, uint32_t epoch) {
+Status new_generation_events(rv::Client& client, rv::RecoverKind kind, uint32_t generation) {
   client.pump();
   while (auto e = client.next_event(milliseconds(0))) {
     if (e->kind == rv::PeerEventKind::left) continue;
     if (e->kind == rv::PeerEventKind::server_stopping)
-      return make_status(CC_ERR_PEER_FAILED,
-                         "the rendezvous server went away while generation " +
-                             std::to_string(epoch) + " was being made: " + e->reason);
-    const std::string peer = who(Who{e->rank, e->host, e->pid, static_cast<int>(epoch)});
+      return make_status(CC_ERR_PEER_FAILED, "the rendezvous server went away while generation " +
+                                                 std::to_string(generation) +
+                                                 " was being made: " + e->reason);
+    const std::string peer = who(Who{e->rank, e->host, e->pid, static_cast<int>(generation)});
     return make_status(
         CC_ERR_PEER_FAILED,
         peer + (e->kind == rv::PeerEventKind::aborted ? " aborted" : " failed") +

@@ -24,7 +24,7 @@ struct RecoverRequest {
   // rank: the job rank; world_size: the communicator's size; generation: its
   // join number; host, pid and versions as at init.
   rv::MemberInfo info;
-  uint32_t epoch = 0;  // the generation recovered from
+  uint32_t generation = 0;  // the generation recovered from
   rv::RecoverKind kind = rv::RecoverKind::shrink;
   int nranks = 0;  // regrow
   bool can_shrink = false;
@@ -46,6 +46,6 @@ Status rendezvous_recover(const RecoverRequest& request, const rv::Client::MakeI
 // What the new generation's connection heard so far: CC_ERR_PEER_FAILED
 // naming a member of it that failed or aborted, or the server gone; success
 // while nothing did. `kind` names the call to make again.
-Status new_generation_events(rv::Client& client, rv::RecoverKind kind, uint32_t epoch);
+Status new_generation_events(rv::Client& client, rv::RecoverKind kind, uint32_t generation);
 
 }  // namespace cc::comm

@@ -39,7 +39,7 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
   c->pid = parent->pid;
   c->job_id = parent->job_id;
   c->device = parent->device;
-  c->epoch = parent->epoch;
+  c->generation = parent->generation;
   const auto deadline = Clock::now() + c->timeout;
   const uint32_t split_number = next_split_number(parent);
 

@@ -119,13 +119,13 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   const int rank = info.rank;
   if (Status st = rendezvous_join(std::move(req.rendezvous), make_id, out); !st.ok()) return st;
 
-  InitWatch watch(*out->client, who, rank, out->generation, out->members, embedded);
+  InitWatch watch(*out->client, who, rank, out->comm_number, out->members, embedded);
   if (!setup.cannot_start.ok()) return watch.conclude(setup.cannot_start);
   // A replacement for a failed rank joins a later generation of a running
   // communicator: the survivors take no test with it (they recover through
   // the rendezvous), so it has none to take.
-  if (out->epoch > 0 || on_etcd) return Status::success();
-  if (Status st = run_preflight(*out->client, job_id, out->generation, rank, setup, deadline, who);
+  if (out->generation > 0 || on_etcd) return Status::success();
+  if (Status st = run_preflight(*out->client, job_id, out->comm_number, rank, setup, deadline, who);
       !st.ok()) {
     // A member's failure names its cause best where the news says it.
     if (auto news = watch.news()) return watch.conclude(std::move(*news), true);

@@ -33,11 +33,11 @@ struct Core {
   uint32_t pid = 0;
   // The rendezvous's number for this communicator: the n-th one this process
   // joined in the job (0 for a communicator made by split).
-  uint32_t generation = 0;
-  // Its generation as cc_comm_generation tells it: 0 for one made by init,
+  uint32_t comm_number = 0;
+  // Its generation, as cc_comm_generation tells it: 0 for one made by init,
   // one more for each cc_comm_shrink or cc_comm_regrow (a replacement joins
   // one above 0); a split child has its parent's. In every who().
-  uint32_t epoch = 0;
+  uint32_t generation = 0;
   std::chrono::milliseconds timeout{0};
 
   // Two NCCL communicators over the same ranks. `nccl` does the work and is

@@ -24,7 +24,8 @@ Status ControlChannel::start() {
   next_heartbeat_ = Clock::now() + options_.interval;
   // Rank 0's host and pid, for words when its embedded server goes away.
   rv::Progress progress;
-  if (client_.progress_in(options_.generation, options_.epoch, 0, &progress, milliseconds(10000))
+  if (client_
+          .progress_in(options_.comm_number, options_.generation, 0, &progress, milliseconds(10000))
           .ok())
     for (const auto& m : progress.members) members_[m.rank] = m;
   return Status::success();
@@ -32,7 +33,7 @@ Status ControlChannel::start() {
 
 std::string ControlChannel::self() const {
   return who(Who{options_.rank, options_.host, options_.pid,
-                 options_.epoch > 0 ? static_cast<int>(options_.epoch) : -1});
+                 options_.generation > 0 ? static_cast<int>(options_.generation) : -1});
 }
 
 std::vector<int> ControlChannel::failed_ranks() const {
@@ -112,7 +113,7 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
     next_heartbeat_ = now + options_.interval;
     Status st;
     if (options_.calls != nullptr && !reported_) {
-      rv::Heartbeat h{last_completed, options_.generation, options_.epoch,
+      rv::Heartbeat h{last_completed, options_.comm_number, options_.generation,
                       options_.calls->take_report()};
       st = client_.heartbeat_with_calls_nowait(h);
     } else {
@@ -162,8 +163,8 @@ std::optional<ChannelFailure> ControlChannel::poll_split(Clock::time_point now, 
     line.next_report = now + options_.interval;
     std::vector<CallPoint> points = line.calls->take_report();
     if (!points.empty()) {
-      const rv::Heartbeat h{last_completed_, options_.generation, options_.epoch,
-                            std::move(points),  line.split,          line.color,
+      const rv::Heartbeat h{last_completed_,   options_.comm_number, options_.generation,
+                            std::move(points), line.split,           line.color,
                             line.rank};
       if (Status st = client_.heartbeat_with_calls_nowait(h); !st.ok())
         log().debug("{}: the calls of its split {}: {}", self(), line.split, st.message);
@@ -180,8 +181,8 @@ std::optional<ChannelFailure> ControlChannel::poll_split(Clock::time_point now, 
 
 std::string ControlChannel::behind_words(uint64_t waiting_seq, milliseconds timeout) {
   rv::Progress progress;
-  if (Status st =
-          client_.progress_with_calls(options_.generation, options_.epoch, &progress, timeout);
+  if (Status st = client_.progress_with_calls(options_.comm_number, options_.generation, &progress,
+                                              timeout);
       !st.ok())
     return "the rendezvous could not say which rank is behind (" + st.message + ")";
   const std::string calls =

@@ -25,8 +25,8 @@ struct ChannelOptions {
   int rank = -1;
   std::string host;
   uint32_t pid = 0;
-  uint32_t generation = 0;                   // the communicator's join number
-  uint32_t epoch = 0;                        // its generation (cc_comm_generation)
+  uint32_t comm_number = 0;                  // the communicator's join number
+  uint32_t generation = 0;                   // its generation (cc_comm_generation)
   std::chrono::milliseconds interval{1000};  // heartbeat_ms
   int misses = 5;                            // heartbeat_misses
   bool server_in_rank0 = true;               // embedded mode: the server lives in rank 0

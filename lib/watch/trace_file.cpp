@@ -66,7 +66,7 @@ std::string trace_file_name(const TraceIdentity& id) {
   std::string job = id.job.empty() ? "default" : id.job;
   for (char& ch : job)
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_')) ch = '_';
-  return "cc-trace." + job + ".c" + std::to_string(id.communicator) +
+  return "cc-trace." + job + ".c" + std::to_string(id.comm_number) +
          (id.split > 0 ? ".s" + std::to_string(id.split) : std::string()) + ".g" +
          std::to_string(id.generation) + ".r" + std::to_string(id.rank) + ".json";
 }
@@ -81,7 +81,7 @@ std::string trace_json(const TraceIdentity& id, const TraceState& state,
   const nlohmann::json j = {
       {"format", "cc-trace 1"},
       {"job", id.job},
-      {"communicator", id.communicator},
+      {"communicator", id.comm_number},
       {"generation", id.generation},
       {"split", id.split},
       {"rank", id.rank},

@@ -16,7 +16,7 @@ namespace cc::watch {
 
 struct TraceIdentity {
   std::string job;
-  uint32_t communicator = 0;  // the rendezvous's number for it (its join number)
+  uint32_t comm_number = 0;   // the rendezvous's number for it (its join number)
   uint32_t generation = 0;    // cc_comm_generation
   int split = 0;              // for one made by cc_comm_split: the process's n-th split (1, 2, ...)
   int rank = -1;

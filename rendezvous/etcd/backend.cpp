@@ -179,10 +179,10 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
     watch(Role::events, keys.events(g), next_events, false);
     watch(Role::mismatch, keys.mismatch(g, 0, 0), next_mismatch, false);
     specs.back().range_end = prefix_end(specs.back().key);  // split children's too
-    if (neighbour >= 0)
-      watch(Role::neighbour, keys.member(g, neighbour_key), next_neighbour, true);
-    log().debug("etcd: job {}: watching generation {}.{} from revision {} (events), {} (rank {}'s key)",
-                quote(opt.job_id), g.g, g.epoch, next_events, next_neighbour, neighbour_key);
+    if (neighbour >= 0) watch(Role::neighbour, keys.member(g, neighbour_key), next_neighbour, true);
+    log().debug("etcd: job {}: communicator {}, generation {}: watching from revision {} (events), "
+                "{} (rank {}'s key)",
+                quote(opt.job_id), g.g, g.generation, next_events, next_neighbour, neighbour_key);
     Status s = etcd->watch(specs, Clock::now() + kWatchSlice, watch_cancel.get(),
                            [&](const std::vector<WatchEvent>& evs, int64_t) {
                              for (const WatchEvent& e : evs) {
@@ -219,8 +219,8 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
                            });
     if (s.code == CC_ERR_ABORTED) return;
     if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
-    log().debug("etcd: watching generation {}.{} of job {}: {}", g.g, g.epoch, quote(opt.job_id),
-                s.message);
+    log().debug("etcd: watching communicator {}, generation {} of job {}: {}", g.g, g.generation,
+                quote(opt.job_id), s.message);
     std::unique_lock<std::mutex> lock(mu);
     watch_error = s;
     result_cv.notify_all();
@@ -349,14 +349,14 @@ Status Backend::Impl::do_abort(const std::string& reason) {
   std::optional<std::pair<uint32_t, MemberInfo>> pending;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (joining) pending.emplace(join_gen, join_info);
+    if (joining) pending.emplace(join_comm_number, join_info);
   }
   if (pending) {
     const auto& [g, info] = *pending;
     // A pending join fails its whole generation: nobody waits for an aborted rank.
     (void)fail_generation(g, CC_ERR_ABORTED,
                           rules::aborted_while_joining_words(
-                              member_who(info), rules::generation_where(opt.job_id, g), reason),
+                              member_who(info), rules::communicator_where(opt.job_id, g), reason),
                           after(opt.request_timeout));
   }
   return announce_departure(PeerEventKind::aborted, reason, after(opt.request_timeout));
@@ -512,16 +512,16 @@ Status Backend::watch(milliseconds window) {
   return Status::success();
 }
 
-Status Backend::progress(uint32_t generation, int32_t rank, Progress* out, milliseconds timeout) {
-  uint32_t epoch = 0;
+Status Backend::progress(uint32_t comm_number, int32_t rank, Progress* out, milliseconds timeout) {
+  uint32_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    epoch = impl_->epoch;
+    generation = impl_->generation;
   }
-  return progress_in(generation, epoch, rank, out, timeout);
+  return progress_in(comm_number, generation, rank, out, timeout);
 }
 
-Status Backend::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+Status Backend::progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
                             milliseconds timeout) {
   Impl& i = *impl_;
   if (rank < 0)
@@ -533,13 +533,14 @@ Status Backend::progress_in(uint32_t generation, uint32_t epoch, int32_t rank, P
   bool need_roster = false;
   {
     std::lock_guard<std::mutex> lock(i.mu);
-    if (!i.member || generation != i.gen || epoch != i.epoch) return Status::success();
+    if (!i.member || comm_number != i.comm_number || generation != i.generation)
+      return Status::success();
     need_roster = i.members.empty();
   }
   if (need_roster) {  // read once, when a rank first needs another's host
     std::optional<KeyValue> kv;
-    if (Status s = i.etcd->get(i.keys.roster(Gen{generation, epoch}), Clock::now() + timeout, &kv,
-                               nullptr);
+    if (Status s = i.etcd->get(i.keys.roster(Gen{comm_number, generation}), Clock::now() + timeout,
+                               &kv, nullptr);
         !s.ok())
       return s;
     RosterRecord roster;

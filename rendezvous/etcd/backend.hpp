@@ -119,10 +119,10 @@ class Backend final : public cc::rv::Client {
   // One member's host and pid (rank >= 0), from the generation's roster (read
   // once). etcd keeps no per-rank progress (it would cost a write per
   // heartbeat per rank): rank -1 says so.
-  Status progress(uint32_t generation, int32_t rank, Progress* out,
+  Status progress(uint32_t comm_number, int32_t rank, Progress* out,
                   std::chrono::milliseconds timeout) override;
-  // The same for the generation (epoch) this rank is a member of.
-  Status progress_in(uint32_t generation, uint32_t epoch, int32_t rank, Progress* out,
+  // The same for the generation this rank is a member of.
+  Status progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
                      std::chrono::milliseconds timeout) override;
   void pump() override {}
   // When etcd last answered (keepalives answer every TTL/3).
@@ -133,7 +133,7 @@ class Backend final : public cc::rv::Client {
   // generation's events key (the others get an init_failed peer event) and
   // revokes its membership lease. The etcd rendezvous runs no reachability
   // test: preflight_ready answers a skipped plan, preflight_report success.
-  Status init_failed(uint32_t generation, const std::string& reason,
+  Status init_failed(uint32_t comm_number, const std::string& reason,
                      std::chrono::milliseconds timeout) override;
   Status preflight_ready(const PreflightReady& request, PreflightPlan* out) override;
   Status preflight_report(const PreflightReport& request) override;

@@ -35,7 +35,7 @@ constexpr milliseconds kRetryPause{500};         // after a failed put or watch
 
 constexpr size_t kMaxLines = 65;  // the communicator and 64 split children, as cc's server
 
-bool same_gen(Gen a, Gen b) { return a.g == b.g && a.epoch == b.epoch; }
+bool same_gen(Gen a, Gen b) { return a.g == b.g && a.generation == b.generation; }
 
 using Line = std::pair<uint32_t, int32_t>;  // (split, color); (0, 0): the communicator
 
@@ -205,8 +205,8 @@ void Backend::Impl::CallChecking::compare(int64_t from_revision) {
     }
     if (s.code == CC_ERR_ABORTED) return;
     if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
-    log().debug("etcd: job {}: watching the calls of generation {}.{}: {}", quote(impl.opt.job_id),
-                g.g, g.epoch, s.message);
+    log().debug("etcd: job {}: watching the calls of communicator {}, generation {}: {}",
+                quote(impl.opt.job_id), g.g, g.generation, s.message);
     if (!pause()) return;
   }
 }
@@ -231,11 +231,11 @@ bool Backend::Impl::CallChecking::put_mismatch(Gen g, const PeerEvent& verdict) 
   TxnResult result;
   if (Status s = impl.etcd->txn(t, impl.after(impl.opt.request_timeout), &result); !s.ok()) {
     log().warn("etcd: job {}: communicator {} (generation {}, split {}): {}; telling the ranks: {}",
-               quote(impl.opt.job_id), g.g, g.epoch, verdict.split, verdict.reason, s.message);
+               quote(impl.opt.job_id), g.g, g.generation, verdict.split, verdict.reason, s.message);
     return false;
   }
   log().warn("etcd: job {}: communicator {} (generation {}, split {}): {}; told every member",
-             quote(impl.opt.job_id), g.g, g.epoch, verdict.split, verdict.reason);
+             quote(impl.opt.job_id), g.g, g.generation, verdict.split, verdict.reason);
   return true;
 }
 
@@ -249,7 +249,8 @@ Status Backend::Impl::report_calls(const Heartbeat& h) {
   {
     std::lock_guard<std::mutex> lock(mu);
     // Points of another generation, or before the join's result: not ours to compare.
-    if (!member || !join_result || !join_result->ok || h.generation != gen || h.epoch != epoch)
+    if (!member || !join_result || !join_result->ok || h.comm_number != comm_number ||
+        h.generation != generation)
       return Status::success();
     // Nothing to write or compare before this rank's first call: its
     // threads start with it (rank 0's comparison still reads every report

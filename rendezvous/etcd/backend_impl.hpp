@@ -48,13 +48,13 @@ struct Backend::Impl {
   int64_t lease_ttl = 0;       // seconds, as granted
   int64_t lease_revision = 0;  // the store's revision when it was granted
   bool joining = false;        // a join is pending (for abort)
-  uint32_t join_gen = 0;
+  uint32_t join_comm_number = 0;
   MemberInfo join_info;
   bool member = false;      // joined, not left
   bool leaving = false;     // its own member key's delete is expected
   bool lease_lost = false;  // the lease expired while joining (the join claims again)
-  uint32_t gen = 0;
-  uint32_t epoch = 0;  // the generation of join `gen` this rank is a member of
+  uint32_t comm_number = 0;
+  uint32_t generation = 0;  // the generation of communicator `comm_number` this rank is a member of
   MemberInfo me;       // rank: the job rank (its member key's)
   int32_t position = 0;  // its rank in that generation (in peer events)
   int32_t world = 0;
@@ -133,7 +133,7 @@ struct Backend::Impl {
   // known: the generation's result, when it came before the watch (a recovery).
   void start_watcher(Watched w, int64_t from, std::optional<ResultRecord> known = std::nullopt);
   void stop_watcher();
-  Gen current() const { return Gen{gen, epoch}; }  // under mu
+  Gen current() const { return Gen{comm_number, generation}; }            // under mu
   int32_t key_rank() const { return ring.empty() ? position : me.rank; }  // under mu
   // Tells the others why this rank goes (failed, aborted or init_failed). A
   // failure or init failure ends its membership (the lease is revoked); an
@@ -150,11 +150,12 @@ struct Backend::Impl {
     Joining(Impl& impl, const MemberInfo& in, uint32_t* busy_with = nullptr) : impl_(impl) {
       std::lock_guard<std::mutex> lock(impl_.mu);
       if (impl_.joining || impl_.member) {
-        if (busy_with != nullptr) *busy_with = impl_.joining ? impl_.join_gen : impl_.gen;
+        if (busy_with != nullptr)
+          *busy_with = impl_.joining ? impl_.join_comm_number : impl_.comm_number;
         return;
       }
       impl_.joining = started_ = true;
-      impl_.join_gen = in.generation;
+      impl_.join_comm_number = in.comm_number;
       impl_.join_info = in;
       impl_.me = in;
     }

@@ -17,7 +17,7 @@ namespace {
 constexpr milliseconds kClosingGrace{1500};  // past the deadline, to name the missing ranks
 
 using rules::Refusal;
-const auto where_of = rules::generation_where;
+const auto where_of = rules::communicator_where;
 
 // The members of a joining generation as rank 0 sees them arrive, each
 // checked by the join rules, as cc's server checks a join; with their
@@ -62,14 +62,14 @@ Status Backend::join(const Join& request, Joined* out) { return impl_->join(requ
 Status Backend::Impl::join(const Join& req, Joined* out) {
   const Deadline deadline = within(req.timeout_ms);
   const MemberInfo& in = req.info;
-  const uint32_t g = in.generation;
+  const uint32_t g = in.comm_number;
   const std::string where = where_of(opt.job_id, g);
   const std::string me = member_who(in);
   uint32_t busy_with = 0;
   Joining joining_now(*this, in, &busy_with);
   if (!joining_now.started())
     return make_status(CC_ERR_INVALID_USAGE,
-                       me + ": this etcd rendezvous connection already joined generation " +
+                       me + ": this etcd rendezvous connection already joined communicator " +
                            std::to_string(busy_with) + " of job " + quote(opt.job_id) +
                            "; use one connection per communicator");
 
@@ -388,8 +388,8 @@ Status Backend::Impl::finish_join(uint32_t g, const MemberInfo& info, const Resu
   std::lock_guard<std::mutex> lock(mu);
   member = true;
   leaving = false;
-  gen = g;
-  epoch = 0;
+  comm_number = g;
+  generation = 0;
   me = info;
   position = info.rank;
   ring.clear();

@@ -67,7 +67,7 @@ namespace {
 // Applies one watched change to a snapshot: a member key of `from` or of
 // the next generation, or the next generation's result.
 void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
-  const Gen next{from.g, from.epoch + 1};
+  const Gen next{from.g, from.generation + 1};
   s->revision = std::max(s->revision, e.kv.mod_revision);
   if (e.kv.key == keys.result(next)) {
     if (e.type == WatchEvent::Type::put) {
@@ -85,8 +85,8 @@ void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
       s->seats.insert_or_assign(*jr, Held(e.kv));
     return;
   }
-  if (from.epoch > 0) {
-    if (auto jr = keys.member_rank(Gen{from.g, from.epoch - 1}, e.kv.key)) {
+  if (from.generation > 0) {
+    if (auto jr = keys.member_rank(Gen{from.g, from.generation - 1}, e.kv.key)) {
       if (e.type == WatchEvent::Type::del)
         s->parents.erase(*jr);
       else
@@ -110,7 +110,7 @@ void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
 // generation's requests and result.
 Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline deadline,
                      Snapshot* out) {
-  const Gen next{from.g, from.epoch + 1};
+  const Gen next{from.g, from.generation + 1};
   Txn t;
   t.success = {Op::get(keys.result(from)), Op::get_prefix(keys.member_prefix(from)),
                Op::get_prefix(keys.member_prefix(next)), Op::get(keys.result(next))};
@@ -137,8 +137,8 @@ Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline dead
       snap.ask_order[*jr] = kv.create_revision;
     }
   }
-  if (from.epoch > 0) {  // the seats that left: their keys of the generation before
-    const Gen before{from.g, from.epoch - 1};
+  if (from.generation > 0) {  // the seats that left: their keys of the generation before
+    const Gen before{from.g, from.generation - 1};
     Txn parents;
     for (const auto& [jr, seat] : snap.seats)
       if (seat.kv.lease == 0) parents.success.push_back(Op::get(keys.member(before, jr)));
@@ -173,20 +173,21 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
                                                     std::to_string(kMaxRegrowRanks) + " ranks)");
   if (Status s = ensure_lease(std::min(deadline, after(opt.request_timeout))); !s.ok()) return s;
 
-  Gen from{req.info.generation, req.epoch};
+  Gen from{req.info.comm_number, req.generation};
   const int32_t jr = req.info.rank;
   const std::string nonce = next_op_id();
   for (;;) {
     const Deadline requests = std::min(deadline, after(opt.request_timeout));
     if (Clock::now() >= deadline)
-      return make_status(CC_ERR_TIMEOUT,
-                         call + " by " + me_words + " on " + where(opt.job_id, from.g, from.epoch) +
-                             " did not complete within " + std::to_string(req.timeout_ms) + " ms");
+      return make_status(CC_ERR_TIMEOUT, call + " by " + me_words + " on " +
+                                             where(opt.job_id, from.g, from.generation) +
+                                             " did not complete within " +
+                                             std::to_string(req.timeout_ms) + " ms");
     Snapshot snap;
     if (Status s = read_snapshot(*etcd, keys, from, requests, &snap); !s.ok())
       return make_status(s.code, call + " by " + me_words + ": " + s.message);
-    const Gen next{from.g, from.epoch + 1};
-    const std::string at = where(opt.job_id, from.g, from.epoch);
+    const Gen next{from.g, from.generation + 1};
+    const std::string at = where(opt.job_id, from.g, from.generation);
     if (!snap.from_result || !snap.from_result->ok)
       return make_status(CC_ERR_INVALID_USAGE,
                          call + " by " + me_words + ": " + at +
@@ -204,7 +205,7 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
       }
       return make_status(CC_ERR_MISMATCH,
                          me_words + " cannot take part in the next generation of " + at +
-                             ": generation " + std::to_string(next.epoch) +
+                             ": generation " + std::to_string(next.generation) +
                              " was made without it (it called after the others had decided, or "
                              "was thought gone); stop it, and start a replacement with RANK=" +
                              std::to_string(jr) + " for the survivors' next cc_comm_regrow");
@@ -282,7 +283,7 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
 // waits for the result, taking over when the coordinator goes.
 Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const MakeId& make_id,
                                         Deadline deadline, std::optional<ResultRecord>* out) {
-  const Gen next{from.g, from.epoch + 1};
+  const Gen next{from.g, from.generation + 1};
   const std::string me_words = member_who(req.info);
   for (;;) {
     if (Clock::now() >= deadline) return give_up_recovery(from, req.timeout_ms, out);
@@ -366,7 +367,7 @@ Status Backend::Impl::await_result(Gen next, Deadline deadline, bool follow_coor
 // until the decision can be made (or must be refused), then puts it.
 Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const MakeId& make_id,
                                           Deadline deadline) {
-  const Gen next{from.g, from.epoch + 1};
+  const Gen next{from.g, from.generation + 1};
   const std::string me_words = member_who(req.info);
   Snapshot snap;
   auto settled = [&] {
@@ -423,7 +424,7 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
     if (Status s = make_id(&done.unique_id); !s.ok()) {
       (void)fail_generation(next, s.code,
                             me_words + " could not make the NCCL id of generation " +
-                                std::to_string(next.epoch) + ": " + s.message,
+                                std::to_string(next.generation) + ": " + s.message,
                             requests);
       return Status::success();
     }
@@ -431,13 +432,13 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
   Txn t;
   t.compare = {Compare::absent(keys.result(next))};
   t.success = {Op::put(keys.roster(next), encode(roster)), Op::put(keys.result(next), encode(done)),
-               Op::put(keys.latest(from.g), std::to_string(next.epoch))};
+               Op::put(keys.latest(from.g), std::to_string(next.generation))};
   TxnResult r;
   if (Status s = etcd->txn(t, requests, &r); !s.ok())
     return make_status(s.code, me_words + " completing " + call_name(req.kind) + ": " + s.message);
   if (r.succeeded)
     log().info("etcd: {}: {} ranks, from generation {} (ranks left out or replaced: {}), by {}",
-               where(opt.job_id, next.g, next.epoch), done.world_size, from.epoch,
+               where(opt.job_id, next.g, next.generation), done.world_size, from.generation,
                done.failed.empty() ? std::string("none") : rank_ranges(done.failed),
                need_id ? "a new NCCL id" : "ncclCommShrink");
   return Status::success();
@@ -448,7 +449,7 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
 // result that stands.
 Status Backend::Impl::give_up_recovery(Gen from, uint32_t timeout_ms,
                                        std::optional<ResultRecord>* out) {
-  const Gen next{from.g, from.epoch + 1};
+  const Gen next{from.g, from.generation + 1};
   const Deadline grace = after(kGiveUpGrace);
   Snapshot snap;
   if (Status s = read_snapshot(*etcd, keys, from, grace, &snap); !s.ok()) return s;
@@ -459,9 +460,9 @@ Status Backend::Impl::give_up_recovery(Gen from, uint32_t timeout_ms,
   }
   *out = snap.next_result;
   if (!*out)
-    return make_status(CC_ERR_TIMEOUT, "the recovery of " + where(opt.job_id, from.g, from.epoch) +
-                                           " did not complete within " +
-                                           std::to_string(timeout_ms) + " ms");
+    return make_status(CC_ERR_TIMEOUT,
+                       "the recovery of " + where(opt.job_id, from.g, from.generation) +
+                           " did not complete within " + std::to_string(timeout_ms) + " ms");
   return Status::success();
 }
 
@@ -473,14 +474,14 @@ Status Backend::Impl::finish_recovery(Gen next, const MemberInfo& info, const Re
   const auto at = std::find(m.begin(), m.end(), info.rank);
   if (at == m.end())
     return make_status(CC_ERR_INTERNAL, member_who(info) + " is not a member of " +
-                                            where(opt.job_id, next.g, next.epoch));
+                                            where(opt.job_id, next.g, next.generation));
   const int32_t pos = static_cast<int32_t>(at - m.begin());
   {
     std::lock_guard<std::mutex> lock(mu);
     member = true;
     leaving = false;
-    gen = next.g;
-    epoch = next.epoch;
+    comm_number = next.g;
+    generation = next.generation;
     me = info;
     position = pos;
     ring = m;
@@ -493,12 +494,12 @@ Status Backend::Impl::finish_recovery(Gen next, const MemberInfo& info, const Re
     out->members.clear();
     for (int32_t jr : m) out->members.push_back({jr, std::string(), 0});
     out->notice.clear();
-    out->epoch = next.epoch;
+    out->generation = next.generation;
     out->rank = pos;
     out->failed.assign(result.failed.begin(), result.failed.end());
     out->method = static_cast<RecoverMethod>(result.method);
   }
-  log().info("etcd: {}: {} is rank {} of {}", where(opt.job_id, next.g, next.epoch),
+  log().info("etcd: {}: {} is rank {} of {}", where(opt.job_id, next.g, next.generation),
              member_who(info), pos, result.world_size);
   return Status::success();
 }
@@ -509,9 +510,9 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
   const Deadline deadline = within(req.timeout_ms);
   const MemberInfo& in = req.info;
   const int32_t jr = in.rank;
-  const uint32_t g = in.generation;
+  const uint32_t g = in.comm_number;
   const std::string me_words = member_who(in);
-  const std::string late = rules::late_join_words(in, rules::generation_where(opt.job_id, g));
+  const std::string late = rules::late_join_words(in, rules::communicator_where(opt.job_id, g));
   const std::string nonce = next_op_id();
   std::optional<Gen> asked;           // where this process's request stands
   std::optional<Deadline> seat_wait;  // until when a live holder of the rank may still die
@@ -519,7 +520,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     if (!asked) return;
     // Only our own request goes: its value carries our nonce.
     std::optional<KeyValue> kv;
-    const Gen next{asked->g, asked->epoch + 1};
+    const Gen next{asked->g, asked->generation + 1};
     if (etcd->get(keys.member(next, jr), after(opt.request_timeout), &kv, nullptr).ok() && kv) {
       MemberRecord held;
       if (decode(kv->value, &held) && held.nonce == nonce) {
@@ -532,13 +533,13 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     }
     asked.reset();
   };
-  uint32_t epoch_seen = 0;  // the communicator's latest generation, as last read
+  uint32_t generation_seen = 0;  // the communicator's latest generation, as last read
   for (;;) {
     if (Clock::now() >= deadline) {
       withdraw();
-      return make_status(CC_ERR_TIMEOUT,
-                         rules::replacement_late_words(jr, req.timeout_ms,
-                                                       where(opt.job_id, g, epoch_seen)));
+      return make_status(
+          CC_ERR_TIMEOUT,
+          rules::replacement_late_words(jr, req.timeout_ms, where(opt.job_id, g, generation_seen)));
     }
     const Deadline requests = std::min(deadline, after(opt.request_timeout));
     std::optional<KeyValue> latest;
@@ -546,7 +547,7 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
       return make_status(s.code, me_words + ": " + s.message);
     uint32_t e = 0;
     if (latest) e = static_cast<uint32_t>(std::strtoul(latest->value.c_str(), nullptr, 10));
-    epoch_seen = e;
+    generation_seen = e;
     const Gen from{g, e};
     const Gen next{g, e + 1};
     Snapshot snap;
@@ -607,7 +608,8 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     if (std::find(m.begin(), m.end(), jr) != m.end()) {
       Status s = finish_recovery(next, in, *result, out);
       if (s.ok())
-        log().info("etcd: {}: {} replaces rank {}", where(opt.job_id, g, next.epoch), me_words, jr);
+        log().info("etcd: {}: {} replaces rank {}", where(opt.job_id, g, next.generation), me_words,
+                   jr);
       return s;
     }
     withdraw();  // a shrink left it out: wait for the next regrow

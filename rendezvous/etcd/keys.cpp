@@ -31,7 +31,7 @@ std::string Keys::adds(const std::string& key) const {
 std::string Keys::writer(const std::string& key) const { return root_ + "writer/" + key; }
 std::string Keys::generation(Gen g) const {
   return root_ + "gen/" + std::to_string(g.g) +
-         (g.epoch == 0 ? std::string() : "." + std::to_string(g.epoch)) + "/";
+         (g.generation == 0 ? std::string() : "." + std::to_string(g.generation)) + "/";
 }
 std::string Keys::member_prefix(Gen g) const { return generation(g) + "member/"; }
 std::string Keys::member(Gen g, int32_t rank) const {

@@ -11,12 +11,12 @@
 //   <prefix>/<job>/gen/<g>/events          each departure (abort, failure), put once per rank
 //   <prefix>/<job>/gen/<g>/gone/<rank>     that rank's departure was announced
 //   <prefix>/<job>/gen/<g>/leaves          one put per clean leave: the last one removes gen/<g>/
-//   <prefix>/<job>/gen/<g>/coordinator     a recovery's coordinator, on its lease (gen/<g>.<e>/ only)
-//   <prefix>/<job>/gen/<g>/calls/<rank>    the rank's latest points of its calls, on its lease
-//   <prefix>/<job>/gen/<g>/calls/s<n>.<color>/<rank>  the same for its n-th split child of that color
-//   <prefix>/<job>/gen/<g>/mismatch        the first difference in the ranks' calls, put once
-//   <prefix>/<job>/gen/<g>/mismatch/s<n>.<color>      the same for a split child
-//   <prefix>/<job>/latest/<g>              the newest generation (epoch) a recovery made of join g
+//   <prefix>/<job>/gen/<g>/coordinator     a recovery's coordinator, on its lease (gen/<g>.<e>/
+//   only) <prefix>/<job>/gen/<g>/calls/<rank>    the rank's latest points of its calls, on its
+//   lease <prefix>/<job>/gen/<g>/calls/s<n>.<color>/<rank>  the same for its n-th split child of
+//   that color <prefix>/<job>/gen/<g>/mismatch        the first difference in the ranks' calls, put
+//   once <prefix>/<job>/gen/<g>/mismatch/s<n>.<color>      the same for a split child
+//   <prefix>/<job>/latest/<g>              the newest generation a recovery made of join g
 //
 // Generation e > 0 of join g (made by cc_comm_shrink or cc_comm_regrow) has
 // the same keys under gen/<g>.<e>/, with member keys by job rank: a
@@ -35,13 +35,13 @@
 
 namespace cc::rv::etcd {
 
-// A generation of a communicator: its join number and its epoch (0: made by
-// the join; each recovery adds one).
+// A generation of a communicator: its join number g and its generation (0:
+// made by the join; each recovery adds one).
 struct Gen {
   uint32_t g = 0;
-  uint32_t epoch = 0;
+  uint32_t generation = 0;
   Gen(uint32_t join) : g(join) {}  // a join number alone names its first generation
-  Gen(uint32_t join, uint32_t e) : g(join), epoch(e) {}
+  Gen(uint32_t join, uint32_t e) : g(join), generation(e) {}
 };
 
 class Keys {

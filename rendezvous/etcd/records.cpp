@@ -46,7 +46,7 @@ std::string encode(const MemberRecord& r) {
   const MemberInfo& i = r.info;
   json j{{"rank", i.rank},
          {"world", i.world_size},
-         {"gen", i.generation},
+         {"gen", i.comm_number},
          {"host", i.host},
          {"pid", i.pid},
          {"nccl", i.nccl_version},
@@ -69,7 +69,7 @@ bool decode(const std::string& text, MemberRecord* out) {
   return decode_object(text, out, [](const json& j, MemberRecord& r) {
     r.info.rank = j.at("rank").get<int32_t>();
     r.info.world_size = j.at("world").get<int32_t>();
-    r.info.generation = j.value("gen", 0u);
+    r.info.comm_number = j.value("gen", 0u);
     r.info.host = j.value("host", "");
     r.info.pid = j.value("pid", 0u);
     r.info.nccl_version = j.value("nccl", 0);

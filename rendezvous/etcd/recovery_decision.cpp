@@ -50,7 +50,7 @@ std::string Decision::seat_who(int32_t job_rank) const {
   const int position = static_cast<int>(at - s_.members.begin());
   const auto rec = seat_record(job_rank);
   return cc::who(Who{position, rec ? rec->info.host : std::string(), rec ? rec->info.pid : 0u,
-                     static_cast<int>(from_.epoch)});
+                     static_cast<int>(from_.generation)});
 }
 
 bool Decision::in_from(int32_t job_rank) const {
@@ -108,7 +108,7 @@ std::vector<int32_t> Decision::holes(int32_t nranks) const {
 std::optional<std::pair<cc_result_t, std::string>> Decision::refusal() const {
   const auto f = first();
   if (!f) return std::nullopt;
-  const std::string at = where(job_, from_.g, from_.epoch);
+  const std::string at = where(job_, from_.g, from_.generation);
   // The first call sets what the others must call, as on cc's server.
   rules::RecoveryAgreement agreement;
   (void)agreement.call(seat_who(f->info.rank), f->kind, f->nranks, at);
@@ -178,8 +178,8 @@ std::string Decision::late_words(uint32_t timeout_ms) const {
       awaited(), kind, kind == RecoverKind::regrow ? holes(nranks) : std::vector<int32_t>{},
       "MASTER_ADDR and job id");
   if (parts.empty()) parts = "the coordinator (the first survivor to call) was still deciding";
-  return rules::recovery_late_words(kind, nranks, where(job_, from_.g, from_.epoch), timeout_ms,
-                                    parts);
+  return rules::recovery_late_words(kind, nranks, where(job_, from_.g, from_.generation),
+                                    timeout_ms, parts);
 }
 
 }  // namespace cc::rv::etcd

@@ -49,7 +49,7 @@ std::string alive_rank_words(const std::string& late, int32_t rank, const std::s
   return late + ", and rank " + std::to_string(rank) + " is alive in " + where + ": " + holder +
          ". A replacement is taken only for a rank that failed; this process came for an older "
          "generation, or was started twice: stop it (or, if no rank failed, a rank restarted "
-         "late or two communicators use one generation: restart the whole job)";
+         "late or two communicators got one number: restart the whole job)";
 }
 
 std::string replacement_waiting_words(const std::string& late, int32_t rank,

@@ -59,13 +59,13 @@ std::string recover_call_words(RecoverKind k, int32_t nranks) {
                                   : "cc_comm_regrow(nranks=" + std::to_string(nranks) + ")";
 }
 
-std::string generation_where(const std::string& job, uint32_t g) {
-  return "job " + quote(job) + " (generation " + std::to_string(g) + ")";
+std::string communicator_where(const std::string& job, uint32_t g) {
+  return "communicator " + std::to_string(g) + " of job " + quote(job);
 }
 
-std::string lineage_where(const std::string& job, uint32_t g, uint32_t epoch) {
+std::string lineage_where(const std::string& job, uint32_t g, uint32_t generation) {
   return "job " + quote(job) + ", communicator " + std::to_string(g) + ", generation " +
-         std::to_string(epoch);
+         std::to_string(generation);
 }
 
 }  // namespace cc::rv::rules

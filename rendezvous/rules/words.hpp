@@ -37,10 +37,11 @@ std::string key_list(const std::vector<std::string>& keys);
 const char* recover_call_name(RecoverKind k);
 std::string recover_call_words(RecoverKind k, int32_t nranks);
 
-// "job 'j' (generation 1)": join number g of a job, while it joins.
-std::string generation_where(const std::string& job, uint32_t g);
+// "communicator 1 of job 'j'": the communicator a job's ranks join as its
+// number g (its generation 0, while it joins).
+std::string communicator_where(const std::string& job, uint32_t g);
 
 // "job 'j', communicator 1, generation 2": a generation of a communicator.
-std::string lineage_where(const std::string& job, uint32_t g, uint32_t epoch);
+std::string lineage_where(const std::string& job, uint32_t g, uint32_t generation);
 
 }  // namespace cc::rv::rules

@@ -36,8 +36,8 @@ using server_core::quote;
 
 namespace {
 
-std::string generation_words(const std::string& job, uint32_t generation) {
-  return "job " + quote(job) + " (generation " + std::to_string(generation) + ")";
+std::string communicator_words(const std::string& job, uint32_t comm_number) {
+  return "communicator " + std::to_string(comm_number) + " of job " + quote(job);
 }
 
 }  // namespace
@@ -45,30 +45,31 @@ std::string generation_words(const std::string& job, uint32_t generation) {
 bool ServerCore::Impl::on_init_failed(Conn& c, uint32_t rid, const InitFailed& m) {
   Job& job = *c.job;
   const std::string reason = m.reason.empty() ? "no reason given" : m.reason;
-  if (membership_of(c, m.generation) == nullptr) {
+  if (membership_of(c, m.comm_number) == nullptr) {
     // Still joining: the generation cannot complete without this rank.
     const std::vector<uint64_t> ids(c.parked.begin(), c.parked.end());
     for (uint64_t id : ids) {
       auto it = parked.find(id);
       if (it == parked.end() || it->second.kind != Parked::Kind::join ||
-          it->second.generation != m.generation)
+          it->second.comm_number != m.comm_number)
         continue;
-      Generation& gen = job.generations[m.generation];
+      CommJoin& gen = job.comm_joins[m.comm_number];
       std::string who = cc::who(it->second.rank, c.hello.host, c.hello.pid);
       if (auto s = gen.slots.find(it->second.rank); s != gen.slots.end() && s->second.conn == c.id)
         who = member_who(s->second.info);
-      fail_generation(job, m.generation, gen, CC_ERR_PEER_FAILED,
-                      who + " could not start while joining " +
-                          generation_words(job.id, m.generation) + ": " + reason);
+      fail_join(job, m.comm_number, gen, CC_ERR_PEER_FAILED,
+                who + " could not start while joining " +
+                    communicator_words(job.id, m.comm_number) + ": " + reason);
       send(c.id, rid, Ok{});
       return true;
     }
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
-               c.who() + " reported an init failure for " + generation_words(job.id, m.generation) +
+               c.who() + " reported an init failure for " +
+                   communicator_words(job.id, m.comm_number) +
                    ", which it has not joined; report it after the join");
     return true;
   }
-  log().warn("{}: {} could not start: {}", generation_words(job.id, m.generation), c.who(),
+  log().warn("{}: {} could not start: {}", communicator_words(job.id, m.comm_number), c.who(),
              printable(reason));
   if (!c.announced) announce(job, c, PeerEventKind::init_failed, reason);
   send(c.id, rid, Ok{});
@@ -82,23 +83,23 @@ void ServerCore::Impl::joiner_lost(Conn& c, const std::string& reason) {
   for (uint64_t id : ids) {
     auto it = parked.find(id);
     if (it == parked.end() || it->second.kind != Parked::Kind::join) continue;
-    const uint32_t generation = it->second.generation;
+    const uint32_t comm_number = it->second.comm_number;
     const int32_t rank = it->second.rank;
-    auto g = job.generations.find(generation);
-    if (g == job.generations.end() || g->second.state != Generation::State::joining) continue;
-    Generation& gen = g->second;
+    auto g = job.comm_joins.find(comm_number);
+    if (g == job.comm_joins.end() || g->second.state != CommJoin::State::joining) continue;
+    CommJoin& gen = g->second;
     std::string who = cc::who(rank, c.hello.host, c.hello.pid);
     if (auto s = gen.slots.find(rank); s != gen.slots.end() && s->second.conn == c.id)
       who = member_who(s->second.info);
     const int32_t joined = gen.joined;
     // Its own join goes unanswered: its connection is gone.
     cancel_parked(id);
-    fail_generation(job, generation, gen, CC_ERR_PEER_FAILED,
-                    who + " was lost while joining " + generation_words(job.id, generation) + " (" +
-                        std::to_string(joined) + " of " + std::to_string(gen.world_size) +
-                        " ranks had joined): " + reason +
-                        ". It crashed, was killed or lost its network: look at its output; "
-                        "the other ranks stop instead of waiting for a rank that is gone");
+    fail_join(job, comm_number, gen, CC_ERR_PEER_FAILED,
+              who + " was lost while joining " + communicator_words(job.id, comm_number) + " (" +
+                  std::to_string(joined) + " of " + std::to_string(gen.world_size) +
+                  " ranks had joined): " + reason +
+                  ". It crashed, was killed or lost its network: look at its output; "
+                  "the other ranks stop instead of waiting for a rank that is gone");
   }
 }
 
@@ -107,8 +108,8 @@ void ServerCore::Impl::joiner_lost(Conn& c, const std::string& reason) {
 void ServerCore::Impl::init_failure_spread(Job& job, Conn& c, PeerEventKind kind,
                                            const std::string& reason) {
   for (const Membership& m : c.memberships) {
-    auto g = job.generations.find(m.generation);
-    if (g == job.generations.end() || g->second.preflight.decided()) continue;
+    auto g = job.comm_joins.find(m.comm_number);
+    if (g == job.comm_joins.end() || g->second.preflight.decided()) continue;
     const std::string who = cc::who(m.rank, m.host, m.pid);
     std::string words;
     if (kind == PeerEventKind::init_failed)

@@ -39,7 +39,7 @@ constexpr size_t kMaxNoticeLines = 8;
 bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now) {
   Job& job = *c.job;
   const MemberInfo& in = j.info;
-  const std::string where = rules::generation_where(job.id, in.generation);
+  const std::string where = rules::communicator_where(job.id, in.comm_number);
   const std::string me = member_who(in);
   job.ranks.insert(c.id);
   ++counters.joins;
@@ -50,28 +50,28 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
                    std::to_string(opt.max_connections) + " connections; check WORLD_SIZE");
     return true;
   }
-  auto [git, fresh] = job.generations.try_emplace(in.generation);
-  Generation& gen = git->second;
-  if (!fresh && gen.state == Generation::State::complete && job.lineages.count(in.generation))
+  auto [git, fresh] = job.comm_joins.try_emplace(in.comm_number);
+  CommJoin& gen = git->second;
+  if (!fresh && gen.state == CommJoin::State::complete && job.lineages.count(in.comm_number))
     return on_replacement(c, rid, j, now);  // recovery.cpp: a replacement, or a stale one
-  if (!fresh && gen.state == Generation::State::complete) {
+  if (!fresh && gen.state == CommJoin::State::complete) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
                rules::late_join_words(in, where) +
-                   "; a rank restarted late or two communicators use one generation: restart the "
+                   "; a rank restarted late or two communicators got one number: restart the "
                    "whole job");
     return true;
   }
-  if (!fresh && gen.state == Generation::State::failed) {
+  if (!fresh && gen.state == CommJoin::State::failed) {
     send_error(c.id, rid, CC_ERR_MISMATCH, rules::already_failed_words(where, gen.failure));
     return true;
   }
   if (fresh) gen.world_size = in.world_size;
   // The joiner is parked first so a failure below reaches it with the others.
   const uint64_t id =
-      park(c, Parked::of(Parked::Kind::join, rid, job, j.timeout_ms, in.generation, in.rank), now);
+      park(c, Parked::of(Parked::Kind::join, rid, job, j.timeout_ms, in.comm_number, in.rank), now);
   ++job.joiners;
   if (auto refused = gen.check.arrive(in, where)) {
-    fail_generation(job, in.generation, gen, refused->code, refused->words, id);
+    fail_join(job, in.comm_number, gen, refused->code, refused->words, id);
     return true;
   }
   Slot& slot = gen.slots[in.rank];
@@ -86,7 +86,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   }
   ++gen.joined;
   log().debug("{}: {} joined ({} of {})", where, me, gen.joined, gen.world_size);
-  if (gen.joined == gen.world_size) complete(job, in.generation, gen, now);
+  if (gen.joined == gen.world_size) complete(job, in.comm_number, gen, now);
   return true;
 }
 
@@ -96,9 +96,9 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
 // (rank 0's embedded server going away); every event names its own rank,
 // host and pid. A list of every member in each Joined would cost O(W^2)
 // bytes for a join of W ranks.
-void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
+void ServerCore::Impl::complete(Job& job, uint32_t comm_number, CommJoin& gen,
                                 Clock::time_point now) {
-  gen.state = Generation::State::complete;
+  gen.state = CommJoin::State::complete;
   ++counters.generations_completed;
   Joined joined;
   joined.unique_id = gen.unique_id;
@@ -115,16 +115,16 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
     --job.joiners;
     s.parked = 0;
     Conn& c = *conns.at(s.conn);
-    c.memberships.push_back({generation, s.info.rank, s.info.host, s.info.pid, 0, 0, s.info.rank});
+    c.memberships.push_back({comm_number, s.info.rank, s.info.host, s.info.pid, 0, 0, s.info.rank});
     job.members.insert(c.id);
     c.last_heartbeat = now;
     if (heartbeat_window(c).count() > 0)
       arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
     send(c.id, rid, joined);
   }
-  start_lineage(job, generation, gen);
+  start_lineage(job, comm_number, gen);
   gen.check.clear();
-  log().info("job {} (generation {}): all {} ranks joined", quote(job.id), generation,
+  log().info("communicator {} of job {}: all {} ranks joined", comm_number, quote(job.id),
              gen.world_size);
 }
 
@@ -132,13 +132,12 @@ void ServerCore::Impl::complete(Job& job, uint32_t generation, Generation& gen,
 // it are refused with the same words. The pending joins are its slots' and
 // `joiner`, the join being checked (parked, not yet in a slot): what the
 // generation holds, not every request parked on the server.
-void ServerCore::Impl::fail_generation(Job& job, uint32_t generation, Generation& gen,
-                                       cc_result_t code, const std::string& words,
-                                       uint64_t joiner) {
-  gen.state = Generation::State::failed;
+void ServerCore::Impl::fail_join(Job& job, uint32_t comm_number, CommJoin& gen, cc_result_t code,
+                                 const std::string& words, uint64_t joiner) {
+  gen.state = CommJoin::State::failed;
   gen.failure = words;
   ++counters.generations_failed;
-  log().warn("job {} (generation {}) failed: {}", quote(job.id), generation, printable(words));
+  log().warn("communicator {} of job {} failed: {}", comm_number, quote(job.id), printable(words));
   std::vector<uint64_t> ids;
   ids.reserve(gen.slots.size() + 1);
   for (const auto& [rank, s] : gen.slots)
@@ -157,11 +156,12 @@ void ServerCore::Impl::fail_generation(Job& job, uint32_t generation, Generation
 }
 
 void ServerCore::Impl::join_timeout(Job& job, const Parked& p) {
-  Generation& gen = job.generations[p.generation];
-  const std::string words = rules::never_joined_words(
-      gen.check.missing(), gen.world_size, gen.joined, rules::generation_where(job.id, p.generation),
-      p.timeout_ms, {"MASTER_ADDR, MASTER_PORT and job id", "the server"});
-  fail_generation(job, p.generation, gen, CC_ERR_TIMEOUT, words);
+  CommJoin& gen = job.comm_joins[p.comm_number];
+  const std::string words =
+      rules::never_joined_words(gen.check.missing(), gen.world_size, gen.joined,
+                                rules::communicator_where(job.id, p.comm_number), p.timeout_ms,
+                                {"MASTER_ADDR, MASTER_PORT and job id", "the server"});
+  fail_join(job, p.comm_number, gen, CC_ERR_TIMEOUT, words);
 }
 
 bool ServerCore::Impl::on_leave(Conn& c, uint32_t rid) {
@@ -190,8 +190,8 @@ bool ServerCore::Impl::on_leave(Conn& c, uint32_t rid) {
 // the status report (and "left" unless a failure or abort was recorded).
 void ServerCore::Impl::end_memberships(Job& job, Conn& c) {
   for (const Membership& m : c.memberships) {
-    auto g = job.generations.find(m.generation);
-    if (g == job.generations.end()) continue;
+    auto g = job.comm_joins.find(m.comm_number);
+    if (g == job.comm_joins.end()) continue;
     auto s = g->second.slots.find(m.rank);
     if (s == g->second.slots.end()) continue;
     s->second.conn = 0;

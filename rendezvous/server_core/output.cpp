@@ -42,12 +42,12 @@ void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std
              reason);
   bool counted = false;  // one failure per member, however many generations it held
   for (const Membership& m : c.memberships) {
-    size_t& told = job.announced[{m.generation, m.epoch}];
+    size_t& told = job.announced[{m.comm_number, m.generation}];
     if (told >= ServerCore::kMaxAnnouncedFailures) {
       log().warn(
           "job {}: {} {}: {} (not announced: generation {} of communicator {} already had "
           "{} failures)",
-          quote(job.id), c.who(), what, printable(reason), m.epoch, m.generation, told);
+          quote(job.id), c.who(), what, printable(reason), m.generation, m.comm_number, told);
       continue;
     }
     ++told;
@@ -59,7 +59,7 @@ void ServerCore::Impl::announce(Job& job, Conn& c, PeerEventKind kind, const std
       auto it = conns.find(other);
       if (other == c.id || it == conns.end()) continue;
       for (const Membership& om : it->second->memberships) {
-        if (om.generation != m.generation || om.epoch != m.epoch) continue;
+        if (om.comm_number != m.comm_number || om.generation != m.generation) continue;
         send(other, 0, ev);
         ++others;
         break;

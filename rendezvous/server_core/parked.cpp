@@ -174,8 +174,8 @@ void ServerCore::Impl::cancel_parked(uint64_t id) {
   if (p.kind == Parked::Kind::join) release_join_slot(p);
   if (p.kind == Parked::Kind::recover) recovery_parked_gone(id, p);
   if (p.kind == Parked::Kind::preflight) {
-    auto g = p.job->generations.find(p.generation);
-    if (g != p.job->generations.end()) {
+    auto g = p.job->comm_joins.find(p.comm_number);
+    if (g != p.job->comm_joins.end()) {
       auto& members = g->second.preflight.members;
       if (p.rank >= 0 && static_cast<size_t>(p.rank) < members.size() &&
           members[static_cast<size_t>(p.rank)].parked == id)
@@ -223,11 +223,11 @@ void ServerCore::Impl::orphan_gone(Job& job) {
 
 void ServerCore::Impl::release_join_slot(const Parked& p) {
   Job& job = *p.job;
-  auto g = job.generations.find(p.generation);
-  if (g == job.generations.end()) return;
-  Generation& gen = g->second;
+  auto g = job.comm_joins.find(p.comm_number);
+  if (g == job.comm_joins.end()) return;
+  CommJoin& gen = g->second;
   auto s = gen.slots.find(p.rank);
-  if (gen.state == Generation::State::joining && s != gen.slots.end() && s->second.conn == p.conn) {
+  if (gen.state == CommJoin::State::joining && s != gen.slots.end() && s->second.conn == p.conn) {
     gen.check.leave(p.rank);
     gen.slots.erase(s);
     --gen.joined;

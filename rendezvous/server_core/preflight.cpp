@@ -44,8 +44,8 @@ using server_core::rank_ranges;
 
 namespace {
 
-std::string where(const std::string& job, uint32_t generation) {
-  return "job " + quote(job) + " (generation " + std::to_string(generation) + ")";
+std::string where(const std::string& job, uint32_t comm_number) {
+  return "communicator " + std::to_string(comm_number) + " of job " + quote(job);
 }
 
 PreflightMember& member(Preflight& pf, int32_t rank) {
@@ -55,26 +55,26 @@ PreflightMember& member(Preflight& pf, int32_t rank) {
 }  // namespace
 
 const ServerCore::Impl::Membership* ServerCore::Impl::membership_of(const Conn& c,
-                                                                    uint32_t generation) const {
+                                                                    uint32_t comm_number) const {
   for (const Membership& m : c.memberships)
-    if (m.generation == generation) return &m;
+    if (m.comm_number == comm_number) return &m;
   return nullptr;
 }
 
 // The generation whose reachability test a request is about, and c's
 // membership of it (*ms); null once answered: c is no member of it (the
 // words say what it `did`, then the `advice`), or the test already failed.
-ServerCore::Impl::Generation* ServerCore::Impl::preflight_of(Conn& c, uint32_t rid,
-                                                             uint32_t generation,
-                                                             const std::string& did,
-                                                             const std::string& advice,
-                                                             const Membership** ms) {
+ServerCore::Impl::CommJoin* ServerCore::Impl::preflight_of(Conn& c, uint32_t rid,
+                                                           uint32_t comm_number,
+                                                           const std::string& did,
+                                                           const std::string& advice,
+                                                           const Membership** ms) {
   Job& job = *c.job;
-  *ms = membership_of(c, generation);
-  auto g = job.generations.find(generation);
-  if (*ms == nullptr || g == job.generations.end()) {
+  *ms = membership_of(c, comm_number);
+  auto g = job.comm_joins.find(comm_number);
+  if (*ms == nullptr || g == job.comm_joins.end()) {
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
-               c.who() + " " + did + " " + where(job.id, generation) +
+               c.who() + " " + did + " " + where(job.id, comm_number) +
                    ", of which it is no member" + advice);
     return nullptr;
   }
@@ -90,10 +90,10 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
                                           Clock::time_point now) {
   Job& job = *c.job;
   const Membership* ms = nullptr;
-  Generation* g =
-      preflight_of(c, rid, m.generation, "asked for the reachability test of", "; join first", &ms);
+  CommJoin* g = preflight_of(c, rid, m.comm_number, "asked for the reachability test of",
+                             "; join first", &ms);
   if (g == nullptr) return true;
-  Generation& gen = *g;
+  CommJoin& gen = *g;
   Preflight& pf = gen.preflight;
   if (pf.decided()) {  // a late member: the answer is known
     PreflightPlan plan;
@@ -108,7 +108,7 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
   if (me.ready || pf.phase != Preflight::Phase::gathering) {
     send_error(
         c.id, rid, CC_ERR_INVALID_USAGE,
-        c.who() + " sent its reachability endpoint for " + where(job.id, m.generation) + " twice");
+        c.who() + " sent its reachability endpoint for " + where(job.id, m.comm_number) + " twice");
     return true;
   }
   me.ready = true;
@@ -119,17 +119,17 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
     if (pf.disabled_by < 0) pf.disabled_by = ms->rank;
     send(c.id, rid, Ok{});  // nobody waits for it
   } else {
-    me.parked =
-        park(c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.generation, ms->rank),
-             now);
+    me.parked = park(
+        c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.comm_number, ms->rank),
+        now);
   }
-  if (pf.ready == gen.world_size) preflight_plan(job, m.generation, gen);
+  if (pf.ready == gen.world_size) preflight_plan(job, m.comm_number, gen);
   return true;
 }
 
 // Every member sent its endpoint: each gets its targets (or the test is
 // skipped, or there is nothing to test).
-void ServerCore::Impl::preflight_plan(Job& job, uint32_t generation, Generation& gen) {
+void ServerCore::Impl::preflight_plan(Job& job, uint32_t comm_number, CommJoin& gen) {
   Preflight& pf = gen.preflight;
   const int32_t n = gen.world_size;
   auto answer = [&](int32_t rank, const PreflightPlan& plan) {
@@ -143,7 +143,7 @@ void ServerCore::Impl::preflight_plan(Job& job, uint32_t generation, Generation&
   if (pf.disabled_by >= 0) {
     const MemberInfo& off = gen.slots.at(pf.disabled_by).info;
     pf.phase = Preflight::Phase::skipped;
-    pf.verdict = member_who(off) + " runs with CC_PREFLIGHT=0, so " + where(job.id, generation) +
+    pf.verdict = member_who(off) + " runs with CC_PREFLIGHT=0, so " + where(job.id, comm_number) +
                  " skips the reachability test before NCCL's init";
     log().info("{}", printable(pf.verdict));
     PreflightPlan plan{PreflightStep::skipped, pf.verdict, {}};
@@ -179,14 +179,14 @@ void ServerCore::Impl::preflight_plan(Job& job, uint32_t generation, Generation&
     pf.phase = Preflight::Phase::passed;
     pf.verdict.clear();
     log().debug("{}: every rank on one host: nothing to test before NCCL's init",
-                where(job.id, generation));
+                where(job.id, comm_number));
     PreflightPlan plan{PreflightStep::passed, {}, {}};
     for (int32_t r = 0; r < n; ++r) answer(r, plan);
     pf.members.clear();
     return;
   }
   pf.phase = Preflight::Phase::probing;
-  log().debug("{}: {} connections to test before NCCL's init", where(job.id, generation), edges);
+  log().debug("{}: {} connections to test before NCCL's init", where(job.id, comm_number), edges);
   for (int32_t r = 0; r < n; ++r) answer(r, plans[static_cast<size_t>(r)]);
 }
 
@@ -194,9 +194,9 @@ bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const Prefligh
                                            Clock::time_point now) {
   Job& job = *c.job;
   const Membership* ms = nullptr;
-  Generation* g = preflight_of(c, rid, m.generation, "reported a reachability test of", "", &ms);
+  CommJoin* g = preflight_of(c, rid, m.comm_number, "reported a reachability test of", "", &ms);
   if (g == nullptr) return true;
-  Generation& gen = *g;
+  CommJoin& gen = *g;
   Preflight& pf = gen.preflight;
   if (pf.decided()) {
     send(c.id, rid, Ok{});
@@ -204,7 +204,7 @@ bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const Prefligh
   }
   if (pf.phase != Preflight::Phase::probing || member(pf, ms->rank).reported) {
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
-               c.who() + " reported a reachability test of " + where(job.id, m.generation) +
+               c.who() + " reported a reachability test of " + where(job.id, m.comm_number) +
                    (member(pf, ms->rank).reported ? " twice" : " before it got its plan"));
     return true;
   }
@@ -213,13 +213,13 @@ bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const Prefligh
   me.results = m.results;
   ++pf.reported;
   me.parked = park(
-      c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.generation, ms->rank), now);
-  if (pf.reported == gen.world_size) preflight_verdict(job, m.generation, gen);
+      c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.comm_number, ms->rank), now);
+  if (pf.reported == gen.world_size) preflight_verdict(job, m.comm_number, gen);
   return true;
 }
 
 // Every member reported (or the deadline passed): one answer for all.
-void ServerCore::Impl::preflight_verdict(Job& job, uint32_t generation, Generation& gen) {
+void ServerCore::Impl::preflight_verdict(Job& job, uint32_t comm_number, CommJoin& gen) {
   Preflight& pf = gen.preflight;
   std::vector<server_core::FailedProbe> failed;
   size_t tested = 0;
@@ -238,10 +238,10 @@ void ServerCore::Impl::preflight_verdict(Job& job, uint32_t generation, Generati
   for (int32_t r = 0; r < gen.world_size; ++r)
     if (!member(pf, r).reported) silent.push_back(r);
   if (silent.empty())
-    log().info("{}: reachability test passed ({} connections)", where(job.id, generation), tested);
+    log().info("{}: reachability test passed ({} connections)", where(job.id, comm_number), tested);
   else
     log().warn("{}: reachability test passed on {} connections; rank(s) {} did not report in time",
-               where(job.id, generation), tested, rank_ranges(silent));
+               where(job.id, comm_number), tested, rank_ranges(silent));
   pf.phase = Preflight::Phase::passed;
   for (int32_t r = 0; r < gen.world_size; ++r) {
     PreflightMember& me = member(pf, r);
@@ -256,7 +256,7 @@ void ServerCore::Impl::preflight_verdict(Job& job, uint32_t generation, Generati
 
 // The test failed for the generation: every parked step gets the words, and
 // so will every later one.
-void ServerCore::Impl::preflight_fail(Job& job, Generation& gen, cc_result_t code,
+void ServerCore::Impl::preflight_fail(Job& job, CommJoin& gen, cc_result_t code,
                                       const std::string& words) {
   Preflight& pf = gen.preflight;
   pf.phase = Preflight::Phase::failed;
@@ -276,14 +276,14 @@ void ServerCore::Impl::preflight_fail(Job& job, Generation& gen, cc_result_t cod
 
 void ServerCore::Impl::preflight_expired(const Parked& p) {
   Job& job = *p.job;
-  const uint32_t generation = p.generation;
+  const uint32_t comm_number = p.comm_number;
   const uint32_t timeout_ms = p.timeout_ms;
-  auto g = job.generations.find(generation);
-  if (g == job.generations.end()) return;
-  Generation& gen = g->second;
+  auto g = job.comm_joins.find(comm_number);
+  if (g == job.comm_joins.end()) return;
+  CommJoin& gen = g->second;
   Preflight& pf = gen.preflight;
   if (pf.phase == Preflight::Phase::probing) {
-    preflight_verdict(job, generation, gen);
+    preflight_verdict(job, comm_number, gen);
     return;
   }
   if (pf.phase != Preflight::Phase::gathering) return;
@@ -292,7 +292,7 @@ void ServerCore::Impl::preflight_expired(const Parked& p) {
     if (!member(pf, r).ready) missing.push_back(r);
   pf.phase = Preflight::Phase::skipped;
   pf.verdict = std::string(missing.size() == 1 ? "rank " : "ranks ") + rank_ranges(missing) +
-               " of " + where(job.id, generation) + " did not take part in the reachability " +
+               " of " + where(job.id, comm_number) + " did not take part in the reachability " +
                "test within " + std::to_string(timeout_ms) +
                " ms (a cc without it?), so NCCL's init starts untested";
   log().warn("{}", printable(pf.verdict));

@@ -20,7 +20,7 @@ struct End {
   std::string peer;  // the address its rendezvous connection came from
 };
 
-End end_of(const Generation& gen, int32_t rank) {
+End end_of(const CommJoin& gen, int32_t rank) {
   End end;
   end.rank = rank;
   const MemberInfo& info = gen.slots.at(rank).info;
@@ -39,7 +39,7 @@ std::string address(const PreflightReady& e) {
 }
 
 // Whether `from` reached `to` in its own test; 0 unknown, 1 yes, -1 no.
-int reached(const Generation& gen, int32_t from, int32_t to) {
+int reached(const CommJoin& gen, int32_t from, int32_t to) {
   for (const ProbeResult& r : gen.preflight.members[static_cast<size_t>(from)].results)
     if (r.rank == to) return r.reached ? 1 : -1;
   return 0;
@@ -69,7 +69,7 @@ std::string firewall_fix(const End& s, const End& t) {
 }
 
 // "Likely cause: ... Fix: ..." for one failed connection.
-std::string cause_and_fix(const Generation& gen, const End& s, const End& t, const ProbeResult& r) {
+std::string cause_and_fix(const CommJoin& gen, const End& s, const End& t, const ProbeResult& r) {
   const PreflightReady& te = *t.e;
   if (is_loopback(te.addr))
     return "Likely cause: NCCL will use the loopback address " + te.addr + " on " + t.host +
@@ -130,7 +130,7 @@ std::string failure_line(const End& s, const End& t, const ProbeResult& r) {
 
 }  // namespace
 
-std::string preflight_failure_words(const Generation& gen, const std::vector<FailedProbe>& failed) {
+std::string preflight_failure_words(const CommJoin& gen, const std::vector<FailedProbe>& failed) {
   std::string out = "the reachability test before NCCL's init failed";
   if (failed.empty()) return out;
   if (failed.size() > 1)

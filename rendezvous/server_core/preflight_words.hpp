@@ -20,6 +20,6 @@ struct FailedProbe {
 };
 
 // One text for every rank: the first failure in full, the others after it.
-std::string preflight_failure_words(const Generation& gen, const std::vector<FailedProbe>& failed);
+std::string preflight_failure_words(const CommJoin& gen, const std::vector<FailedProbe>& failed);
 
 }  // namespace cc::rv::server_core

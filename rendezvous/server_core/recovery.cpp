@@ -80,7 +80,7 @@ bool same_process(const Seat& s, const std::string& host, uint32_t pid) {
 std::string seat_who(const Lineage& l, const Seat& s) {
   const auto at = l.seats.find(s.info.rank);
   const int position = static_cast<int>(std::distance(l.seats.begin(), at));
-  return cc::who(Who{position, s.info.host, s.info.pid, static_cast<int>(l.epoch)});
+  return cc::who(Who{position, s.info.host, s.info.pid, static_cast<int>(l.generation)});
 }
 
 // Changes a seat and keeps the lineage's count of awaited seats in step.
@@ -105,8 +105,8 @@ void stop_taking_part(Seat& s) {
 
 }  // namespace
 
-void ServerCore::Impl::start_lineage(Job& job, uint32_t generation, const Generation& gen) {
-  Lineage& l = job.lineages[generation];
+void ServerCore::Impl::start_lineage(Job& job, uint32_t comm_number, const CommJoin& gen) {
+  Lineage& l = job.lineages[comm_number];
   l = Lineage{};
   l.nccl_major_minor = gen.check.nccl_version() / 100;
   for (const auto& [rank, slot] : gen.slots) {
@@ -119,7 +119,7 @@ void ServerCore::Impl::start_lineage(Job& job, uint32_t generation, const Genera
 
 bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock::time_point now) {
   Job& job = *c.job;
-  const uint32_t g = r.info.generation;
+  const uint32_t g = r.info.comm_number;
   const std::string me = member_who(r.info);
   const std::string call = call_name(r.kind);
   auto lit = job.lineages.find(g);
@@ -141,11 +141,11 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
     send_error(c.id, rid, CC_ERR_INVALID_USAGE, rules::own_connection_words(r.kind, r.info));
     return true;
   }
-  if (r.epoch > l.epoch) {
+  if (r.generation > l.generation) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
-               call + " by " + me + " names generation " + std::to_string(r.epoch) + " of " +
+               call + " by " + me + " names generation " + std::to_string(r.generation) + " of " +
                    "communicator " + std::to_string(g) + " of job " + quote(job.id) +
-                   ", but the rendezvous knows generation " + std::to_string(l.epoch) +
+                   ", but the rendezvous knows generation " + std::to_string(l.generation) +
                    " as the latest: is another server serving this job?");
     return true;
   }
@@ -160,7 +160,7 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
     else
       why = "it is not one of its members";
     send_error(c.id, rid, CC_ERR_MISMATCH,
-               rules::stale_rank_words(r.info, where(job.id, g, l.epoch), why));
+               rules::stale_rank_words(r.info, where(job.id, g, l.generation), why));
     return true;
   }
   Seat& seat = sit->second;
@@ -169,13 +169,13 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
   if (r.kind == RecoverKind::regrow && r.nranks > kMaxRegrowRanks) {
     send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
                who + " called cc_comm_regrow(nranks=" + std::to_string(r.nranks) + ") on " +
-                   where(job.id, g, l.epoch) + ", more than the rendezvous's limit of " +
+                   where(job.id, g, l.generation) + ", more than the rendezvous's limit of " +
                    std::to_string(kMaxRegrowRanks) + " ranks; pass the job's size");
     return true;
   }
   if (seat.taking_part) {
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
-               who + " called " + call + " on " + where(job.id, g, l.epoch) +
+               who + " called " + call + " on " + where(job.id, g, l.generation) +
                    " while its earlier call is still in progress; call it once at a time");
     return true;
   }
@@ -188,9 +188,9 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
     for (const auto& [rank, s] : l.seats) l.awaited += s.awaited() ? 1 : 0;
   }
   std::optional<rules::Refusal> refused =
-      l.agreement.call(who, r.kind, r.nranks, where(job.id, g, l.epoch));
+      l.agreement.call(who, r.kind, r.nranks, where(job.id, g, l.generation));
   if (!refused && r.kind == RecoverKind::regrow)
-    refused = rules::regrow_holds(who, r.info.rank, r.nranks, where(job.id, g, l.epoch));
+    refused = rules::regrow_holds(who, r.info.rank, r.nranks, where(job.id, g, l.generation));
   if (refused) {
     send_error(c.id, rid, refused->code, refused->words);
     fail_recovery(job, g, l, refused->code, refused->words);
@@ -206,7 +206,7 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
     s.conn = c.id;
     s.can_shrink = r.can_shrink;
   });
-  log().info("{}: {} called {} ({} still awaited)", where(job.id, g, l.epoch), who,
+  log().info("{}: {} called {} ({} still awaited)", where(job.id, g, l.generation), who,
              call_words(r.kind, r.nranks), l.awaited);
   job.unsettled.insert(g);
   settle(job);
@@ -225,11 +225,11 @@ bool ServerCore::Impl::on_recover_id(Conn& c, uint32_t rid, const RecoverId& m,
     if (!l.pending || l.id_maker < 0) continue;
     Seat& seat = l.seats.at(l.id_maker);
     if (seat.conn != c.id || seat.parked != 0) continue;
-    if (m.unique_id.empty() || m.epoch != l.epoch + 1) {
+    if (m.unique_id.empty() || m.generation != l.generation + 1) {
       send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
-                 "a recover-id for generation " + std::to_string(m.epoch) + " with " +
+                 "a recover-id for generation " + std::to_string(m.generation) + " with " +
                      std::to_string(m.unique_id.size()) + " bytes of id; " +
-                     where(job.id, g, l.epoch + 1) + " wants a non-empty one (a client bug)");
+                     where(job.id, g, l.generation + 1) + " wants a non-empty one (a client bug)");
       return true;
     }
     l.unique_id = m.unique_id;
@@ -247,16 +247,16 @@ bool ServerCore::Impl::on_recover_id(Conn& c, uint32_t rid, const RecoverId& m,
 
 bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Clock::time_point now) {
   Job& job = *c.job;
-  const uint32_t g = j.info.generation;
+  const uint32_t g = j.info.comm_number;
   Lineage& l = job.lineages.at(g);
   const int32_t r = j.info.rank;
   const std::string me = member_who(j.info);
-  const std::string late = rules::late_join_words(j.info, rules::generation_where(job.id, g));
+  const std::string late = rules::late_join_words(j.info, rules::communicator_where(job.id, g));
   if (auto sit = l.seats.find(r);
       sit != l.seats.end() && !sit->second.dead && sit->second.open > 0) {
-    send_error(c.id, rid, CC_ERR_MISMATCH,
-               rules::alive_rank_words(late, r, where(job.id, g, l.epoch),
-                                       seat_who(l, sit->second)));
+    send_error(
+        c.id, rid, CC_ERR_MISMATCH,
+        rules::alive_rank_words(late, r, where(job.id, g, l.generation), seat_who(l, sit->second)));
     return true;
   }
   if (auto rep = l.replacements.find(r); rep != l.replacements.end()) {
@@ -266,7 +266,7 @@ bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Cloc
   }
   if (j.info.nccl_version / 100 != l.nccl_major_minor) {
     send_error(c.id, rid, CC_ERR_MISMATCH,
-               me + ", a replacement for " + where(job.id, g, l.epoch) + ", has NCCL " +
+               me + ", a replacement for " + where(job.id, g, l.generation) + ", has NCCL " +
                    nccl_text(j.info.nccl_version) + ", but its ranks have NCCL " +
                    std::to_string(l.nccl_major_minor / 100) + "." +
                    std::to_string(l.nccl_major_minor % 100) +
@@ -278,7 +278,7 @@ bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Cloc
   const uint64_t id = park(c, std::move(p), now);
   ++job.joiners;
   l.replacements[r] = Replacement{c.id, id, j.info, j.unique_id};
-  log().info("{}: {} waits as a replacement for rank {}", where(job.id, g, l.epoch), me, r);
+  log().info("{}: {} waits as a replacement for rank {}", where(job.id, g, l.generation), me, r);
   job.unsettled.insert(g);
   settle(job);
   return true;
@@ -289,7 +289,7 @@ bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Cloc
 void ServerCore::Impl::recovery_conn_ends(Job& job, const Conn& c, bool failed,
                                           const std::string& reason) {
   for (const Membership& m : c.memberships) {
-    auto lit = job.lineages.find(m.generation);
+    auto lit = job.lineages.find(m.comm_number);
     if (lit == job.lineages.end()) continue;
     Lineage& l = lit->second;
     auto sit = l.seats.find(m.job_rank);
@@ -301,7 +301,7 @@ void ServerCore::Impl::recovery_conn_ends(Job& job, const Conn& c, bool failed,
         s.dead_why = reason;
       }
     });
-    job.unsettled.insert(m.generation);
+    job.unsettled.insert(m.comm_number);
   }
   for (auto& [g, l] : job.lineages) {
     if (!l.pending || l.id_maker < 0) continue;
@@ -318,7 +318,7 @@ void ServerCore::Impl::recovery_conn_ends(Job& job, const Conn& c, bool failed,
 void ServerCore::Impl::recovery_parked_gone(uint64_t id, const Parked& p) {
   Job& job = *p.job;
   --job.joiners;
-  auto lit = job.lineages.find(p.generation);
+  auto lit = job.lineages.find(p.comm_number);
   if (lit == job.lineages.end()) return;
   Lineage& l = lit->second;
   if (p.replacement) {
@@ -331,16 +331,16 @@ void ServerCore::Impl::recovery_parked_gone(uint64_t id, const Parked& p) {
       l.unique_id.clear();
     }
   }
-  job.unsettled.insert(p.generation);
+  job.unsettled.insert(p.comm_number);
 }
 
 void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
   Job& job = *p.job;
-  const uint32_t g = p.generation;
+  const uint32_t g = p.comm_number;
   Lineage& l = job.lineages.at(g);
   if (p.replacement) {
     send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
-               rules::replacement_late_words(p.rank, p.timeout_ms, where(job.id, g, l.epoch)));
+               rules::replacement_late_words(p.rank, p.timeout_ms, where(job.id, g, l.generation)));
     l.replacements.erase(p.rank);
     finish_parked(id);
     --job.joiners;
@@ -349,7 +349,7 @@ void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
   }
   if (!l.pending) {  // not expected: answer it rather than leave it waiting
     send_error(p.conn, p.request_id, CC_ERR_TIMEOUT,
-               call_name(l.kind()) + std::string(" on ") + where(job.id, g, l.epoch) +
+               call_name(l.kind()) + std::string(" on ") + where(job.id, g, l.generation) +
                    " did not complete within " + std::to_string(p.timeout_ms) + " ms");
     finish_parked(id);
     --job.joiners;
@@ -372,7 +372,7 @@ void ServerCore::Impl::recovery_parked_expired(uint64_t id, const Parked& p) {
              " was asked for the new NCCL id and did not send it";
   if (parts.empty()) parts = "the rendezvous was still deciding";
   fail_recovery(job, g, l, CC_ERR_TIMEOUT,
-                rules::recovery_late_words(l.kind(), l.nranks(), where(job.id, g, l.epoch),
+                rules::recovery_late_words(l.kind(), l.nranks(), where(job.id, g, l.generation),
                                            p.timeout_ms, parts));
   maybe_idle(job);
 }
@@ -416,7 +416,7 @@ void ServerCore::Impl::evaluate(Job& job, uint32_t g, Lineage& l) {
         if (pit != parked.end()) {
           send_error(wrong.conn, pit->second.request_id, CC_ERR_MISMATCH,
                      rules::replacement_world_words(wrong.info, l.nranks(),
-                                                    where(job.id, g, l.epoch)));
+                                                    where(job.id, g, l.generation)));
           finish_parked(wrong.parked);
           --job.joiners;
         }
@@ -444,9 +444,9 @@ void ServerCore::Impl::evaluate(Job& job, uint32_t g, Lineage& l) {
         --job.joiners;
         s.parked = 0;
         l.id_maker = rank;
-        log().debug("{}: asking {} for the next generation's NCCL id", where(job.id, g, l.epoch),
-                    seat_who(l, s));
-        send(s.conn, rid, RecoverIdWanted{l.epoch + 1});
+        log().debug("{}: asking {} for the next generation's NCCL id",
+                    where(job.id, g, l.generation), seat_who(l, s));
+        send(s.conn, rid, RecoverIdWanted{l.generation + 1});
         return;
       }
       return;
@@ -482,10 +482,10 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod me
       }
     }
   }
-  const uint32_t next = l.epoch + 1;
+  const uint32_t next = l.generation + 1;
   Joined joined;
   if (method == RecoverMethod::new_id) joined.unique_id = l.unique_id;
-  joined.epoch = next;
+  joined.generation = next;
   joined.method = method;
   int32_t position = 0;
   for (const auto& [rank, s] : l.seats) {
@@ -520,7 +520,7 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod me
     joined.rank = static_cast<int32_t>(i);
     send(c.id, rid, joined);
   }
-  l.epoch = next;
+  l.generation = next;
   l.seats = std::move(seats);
   l.pending = false;
   l.id_maker = -1;
@@ -536,7 +536,7 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod me
 // Every rank taking part gets the same words; the generation stays as it was.
 void ServerCore::Impl::fail_recovery(Job& job, uint32_t g, Lineage& l, cc_result_t code,
                                      const std::string& words) {
-  log().warn("{}: the recovery failed: {}", where(job.id, g, l.epoch), printable(words));
+  log().warn("{}: the recovery failed: {}", where(job.id, g, l.generation), printable(words));
   l.last_failure = words;
   l.last_failure_code = static_cast<uint32_t>(code);
   l.last_id_maker = 0;

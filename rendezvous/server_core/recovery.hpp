@@ -46,12 +46,12 @@ struct Replacement {
 
 // A communicator's generations, as far as the server needs them.
 struct Lineage {
-  uint32_t epoch = 0;  // the current generation
+  uint32_t generation = 0;  // the current generation
   int32_t nccl_major_minor = 0;
   std::map<int32_t, Seat> seats;  // its members by job rank; rank = position
   std::map<int32_t, Replacement> replacements;
 
-  // The shrink or regrow in progress (pending), from generation `epoch`.
+  // The shrink or regrow in progress (pending), from generation `generation`.
   bool pending = false;
   // The first call, which every survivor must make (rendezvous/rules).
   rules::RecoveryAgreement agreement;

@@ -56,10 +56,10 @@ void ServerCore::Impl::rank_gone(Job& job, ConnId id) {
 }
 
 void ServerCore::Impl::forget_communicators(Job& job) {
-  if (job.generations.empty()) return;
+  if (job.comm_joins.empty()) return;
   log().info("job {}: communicator state forgotten (its last rank left); {} key(s) kept",
              quote(job.id), job.keys.size());
-  job.generations.clear();
+  job.comm_joins.clear();
   job.lineages.clear();
   job.unsettled.clear();
   job.announced.clear();

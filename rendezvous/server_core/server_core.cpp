@@ -43,7 +43,7 @@ size_t ServerCore::job_key_count(const std::string& job_id) const {
 }
 bool ServerCore::job_has_communicators(const std::string& job_id) const {
   auto it = impl_->jobs.find(job_id);
-  return it != impl_->jobs.end() && !it->second->generations.empty();
+  return it != impl_->jobs.end() && !it->second->comm_joins.empty();
 }
 bool ServerCore::job_busy(const std::string& job_id) const {
   auto it = impl_->jobs.find(job_id);
@@ -53,7 +53,8 @@ ServerMetrics ServerCore::metrics(Clock::time_point now) const { return impl_->m
 ServerCounters& ServerCore::counters() { return impl_->counters; }
 void ServerCore::set_token(const std::string& token) { impl_->opt.token = token; }
 std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_id,
-                                                        uint32_t generation, uint32_t epoch) const {
+                                                        uint32_t comm_number,
+                                                        uint32_t generation) const {
   std::map<int32_t, uint64_t> out;
   auto it = impl_->jobs.find(job_id);
   if (it == impl_->jobs.end()) return out;
@@ -61,7 +62,8 @@ std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_i
     auto c = impl_->conns.find(id);
     if (c == impl_->conns.end()) continue;
     for (const server_core::Membership& m : c->second->memberships)
-      if (m.generation == generation && m.epoch == epoch) out[m.rank] = m.last_completed;
+      if (m.comm_number == comm_number && m.generation == generation)
+        out[m.rank] = m.last_completed;
   }
   return out;
 }

@@ -17,7 +17,7 @@ using server_core::quote;
 void ServerCore::Impl::check_split_calls(Job& job, const Conn& c, const Membership& member,
                                          const Heartbeat& h) {
   auto& checks = job.split_call_checks;
-  const auto key = std::make_tuple(h.generation, h.epoch, h.split, h.split_color);
+  const auto key = std::make_tuple(h.comm_number, h.generation, h.split, h.split_color);
   auto [it, made] = checks.try_emplace(key);
   if (made && checks.size() > Job::kMaxSplitChecks) {
     checks.erase(checks.begin() == it ? std::next(checks.begin()) : checks.begin());
@@ -37,7 +37,8 @@ void ServerCore::Impl::check_split_calls(Job& job, const Conn& c, const Membersh
     if (conns.count(id) != 0) send(id, 0, *s.verdict);
   log().warn(
       "job {}: communicator {} (generation {}), its split {} (color {}): {}; told {} members",
-      quote(job.id), h.generation, h.epoch, h.split, h.split_color, m->words, s.reporters.size());
+      quote(job.id), h.comm_number, h.generation, h.split, h.split_color, m->words,
+      s.reporters.size());
 }
 
 }  // namespace cc::rv

@@ -81,12 +81,12 @@ struct Listing {
 };
 
 struct Membership {
-  uint32_t generation = 0;  // the communicator (its join number)
-  int32_t rank = -1;        // in generation `epoch` of it
+  uint32_t comm_number = 0;  // the communicator (its join number)
+  int32_t rank = -1;         // in generation `generation` of it
   std::string host;         // as the rank said in its Join
   uint32_t pid = 0;
   uint64_t last_completed = 0;
-  uint32_t epoch = 0;     // 0: its join; one more for each shrink or regrow
+  uint32_t generation = 0;  // 0: its join; one more for each shrink or regrow
   int32_t job_rank = -1;  // the rank it joined generation 0 with (or was started with)
 };
 
@@ -130,7 +130,7 @@ struct Parked {
   std::string key;                // get
   std::vector<std::string> keys;  // wait, each key once
   size_t missing = 0;             // wait: keys listed on, not yet set
-  uint32_t generation = 0;        // join, recover, preflight
+  uint32_t comm_number = 0;       // join, recover, preflight
   int32_t rank = -1;              // join, preflight; recover: the job rank
   bool replacement = false;       // recover: a replacement's Join
   Timer timer;
@@ -144,13 +144,13 @@ struct Parked {
   // A request waiting for its answer (park() sets the connection); a
   // member's waits name its generation and rank.
   static Parked of(Kind kind, uint32_t request_id, Job& job, uint32_t timeout_ms,
-                   uint32_t generation = 0, int32_t rank = -1) {
+                   uint32_t comm_number = 0, int32_t rank = -1) {
     Parked p;
     p.kind = kind;
     p.request_id = request_id;
     p.job = &job;
     p.timeout_ms = timeout_ms;
-    p.generation = generation;
+    p.comm_number = comm_number;
     p.rank = rank;
     return p;
   }
@@ -168,7 +168,7 @@ struct Slot {
   uint64_t last_completed = 0;  // its last heartbeat's, kept once the connection is gone
 };
 
-struct Generation {
+struct CommJoin {
   enum class State : uint8_t { joining, complete, failed } state = State::joining;
   int32_t world_size = 0;
   // By rank; only joined ranks, so a claimed world size costs no memory.
@@ -212,17 +212,17 @@ struct Job {
   // Connections that sent Join and have not left or gone since.
   std::unordered_set<ConnId> ranks;
   std::unordered_set<ConnId> members;
-  std::map<uint32_t, Generation> generations;
+  std::map<uint32_t, CommJoin> comm_joins;
   // By communicator (join number), once its join completed.
   std::map<uint32_t, Lineage> lineages;
   std::set<uint32_t> unsettled;  // lineages whose pending recovery may move on
   size_t joiners = 0;            // pending joins and recoveries
-  // Failures announced per generation of a communicator: (join number, epoch).
+  // Failures announced per generation of a communicator: (comm_number, generation).
   std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
   // The comparison of each generation's calls across its ranks (watch.cpp).
   std::map<std::pair<uint32_t, uint32_t>, rules::CallCheck> call_checks;
   // The same for communicators made by cc_comm_split (split_calls.cpp), by
-  // (join number, epoch, split, color): compared among the members that
+  // (comm_number, generation, split, color): compared among the members that
   // report to it, who alone are told.
   struct SplitCallCheck {
     rules::CallCheck check;
@@ -247,7 +247,7 @@ struct ServerCore::Impl {
   using Conn = server_core::Conn;
   using Parked = server_core::Parked;
   using Slot = server_core::Slot;
-  using Generation = server_core::Generation;
+  using CommJoin = server_core::CommJoin;
   using Job = server_core::Job;
   using Waiter = server_core::Waiter;
 
@@ -353,9 +353,9 @@ struct ServerCore::Impl {
 
   // ---- joins (joins.cpp) ---------------------------------------------------
   bool on_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
-  void complete(Job& job, uint32_t generation, Generation& gen, Clock::time_point now);
-  void fail_generation(Job& job, uint32_t generation, Generation& gen, cc_result_t code,
-                       const std::string& words, uint64_t joiner = 0);
+  void complete(Job& job, uint32_t comm_number, CommJoin& gen, Clock::time_point now);
+  void fail_join(Job& job, uint32_t comm_number, CommJoin& gen, cc_result_t code,
+                 const std::string& words, uint64_t joiner = 0);
   void join_timeout(Job& job, const Parked& p);
   bool on_leave(Conn& c, uint32_t rid);
   void end_memberships(Job& job, Conn& c);
@@ -368,10 +368,10 @@ struct ServerCore::Impl {
   bool on_abort(Conn& c, uint32_t rid, const Abort& a);
   void check_calls(Job& job, const Conn& c, const Heartbeat& h);
   void check_split_calls(Job& job, const Conn& c, const Membership& member, const Heartbeat& h);
-  std::string where_calls_are(const Job& job, uint32_t generation, uint32_t epoch) const;
+  std::string where_calls_are(const Job& job, uint32_t comm_number, uint32_t generation) const;
 
   // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------
-  void start_lineage(Job& job, uint32_t generation, const Generation& gen);
+  void start_lineage(Job& job, uint32_t comm_number, const CommJoin& gen);
   bool on_recover(Conn& c, uint32_t rid, const Recover& r, Clock::time_point now);
   bool on_recover_id(Conn& c, uint32_t rid, const RecoverId& m, Clock::time_point now);
   bool on_replacement(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
@@ -379,9 +379,9 @@ struct ServerCore::Impl {
   void recovery_parked_gone(uint64_t id, const Parked& p);
   void recovery_parked_expired(uint64_t id, const Parked& p);
   void settle(Job& job);
-  void evaluate(Job& job, uint32_t generation, server_core::Lineage& l);
-  void commit(Job& job, uint32_t generation, server_core::Lineage& l, RecoverMethod method);
-  void fail_recovery(Job& job, uint32_t generation, server_core::Lineage& l, cc_result_t code,
+  void evaluate(Job& job, uint32_t comm_number, server_core::Lineage& l);
+  void commit(Job& job, uint32_t comm_number, server_core::Lineage& l, RecoverMethod method);
+  void fail_recovery(Job& job, uint32_t comm_number, server_core::Lineage& l, cc_result_t code,
                      const std::string& words);
 
   // ---- the operator's status report (status.cpp) ---------------------------
@@ -400,13 +400,13 @@ struct ServerCore::Impl {
   // ---- the reachability test (preflight.cpp) -------------------------------
   bool on_preflight_ready(Conn& c, uint32_t rid, const PreflightReady& m, Clock::time_point now);
   bool on_preflight_report(Conn& c, uint32_t rid, const PreflightReport& m, Clock::time_point now);
-  void preflight_plan(Job& job, uint32_t generation, Generation& gen);
-  void preflight_verdict(Job& job, uint32_t generation, Generation& gen);
-  void preflight_fail(Job& job, Generation& gen, cc_result_t code, const std::string& words);
+  void preflight_plan(Job& job, uint32_t comm_number, CommJoin& gen);
+  void preflight_verdict(Job& job, uint32_t comm_number, CommJoin& gen);
+  void preflight_fail(Job& job, CommJoin& gen, cc_result_t code, const std::string& words);
   void preflight_expired(const Parked& p);
-  const Membership* membership_of(const Conn& c, uint32_t generation) const;
-  Generation* preflight_of(Conn& c, uint32_t rid, uint32_t generation, const std::string& did,
-                           const std::string& advice, const Membership** ms);
+  const Membership* membership_of(const Conn& c, uint32_t comm_number) const;
+  CommJoin* preflight_of(Conn& c, uint32_t rid, uint32_t comm_number, const std::string& did,
+                         const std::string& advice, const Membership** ms);
 };
 
 }  // namespace cc::rv

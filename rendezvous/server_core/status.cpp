@@ -24,8 +24,8 @@
 namespace cc::rv {
 namespace {
 
+using server_core::CommJoin;
 using server_core::Conn;
-using server_core::Generation;
 using server_core::Job;
 using server_core::Slot;
 
@@ -44,16 +44,16 @@ uint64_t ms_left(Clock::time_point deadline, Clock::time_point now) {
   return static_cast<uint64_t>(std::max<int64_t>(1, ms));
 }
 
-GenerationState state_of(const Generation& g) {
+JoinState state_of(const CommJoin& g) {
   switch (g.state) {
-    case Generation::State::joining:
-      return GenerationState::joining;
-    case Generation::State::complete:
-      return GenerationState::complete;
-    case Generation::State::failed:
+    case CommJoin::State::joining:
+      return JoinState::joining;
+    case CommJoin::State::complete:
+      return JoinState::complete;
+    case CommJoin::State::failed:
       break;
   }
-  return GenerationState::failed;
+  return JoinState::failed;
 }
 
 // Ranks a joining generation still waits for, at most this many listed.
@@ -84,10 +84,10 @@ std::vector<int32_t> missing_ranks(const std::vector<int32_t>& joined, int32_t w
 void ServerCore::Impl::record_end(Job& job, const Conn& c, MemberState how,
                                   const std::string& reason) {
   for (const Membership& m : c.memberships) {
-    auto g = job.generations.find(m.generation);
-    if (g == job.generations.end()) continue;
+    auto g = job.comm_joins.find(m.comm_number);
+    if (g == job.comm_joins.end()) continue;
     // Slots are the communicator's join (generation 0 of a recovered one).
-    if (m.epoch != 0) continue;
+    if (m.generation != 0) continue;
     auto s = g->second.slots.find(m.rank);
     if (s == g->second.slots.end() || s->second.conn != c.id || s->second.ended) continue;
     s->second.ended = how;
@@ -129,9 +129,9 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
     js.bytes = job->bytes;
     if (job->ttl_timer) js.expires_in_ms = ms_left((*job->ttl_timer)->first, now);
     used += kJobCost + job->id.size();
-    for (const auto& [number, gen] : job->generations) {
-      GenerationStatus gs;
-      gs.generation = number;
+    for (const auto& [number, gen] : job->comm_joins) {
+      CommStatus gs;
+      gs.comm_number = number;
       gs.state = state_of(gen);
       gs.world_size = gen.world_size;
       gs.joined = gen.joined;
@@ -147,7 +147,7 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
       slots.reserve(gen.slots.size());
       for (const auto& entry : gen.slots) slots.push_back(&entry);
       std::sort(slots.begin(), slots.end(), [](auto* a, auto* b) { return a->first < b->first; });
-      if (gen.state == Generation::State::joining) {
+      if (gen.state == CommJoin::State::joining) {
         std::vector<int32_t> joined;
         joined.reserve(slots.size());
         for (const auto* entry : slots) joined.push_back(entry->first);
@@ -173,14 +173,14 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
           ms.peer = member.peer;
           ms.watch_window_ms = clamp_ms(heartbeat_window(member));
           for (const Membership& m : member.memberships)
-            if (m.generation == number && m.epoch == 0 && m.rank == ms.rank) {
+            if (m.comm_number == number && m.generation == 0 && m.rank == ms.rank) {
               ms.last_completed = m.last_completed;
               ms.heartbeat_age_ms = clamp_ms(now - member.last_heartbeat);
             }
         }
         if (slot.ended)
           ms.state = *slot.ended;
-        else if (gen.state == Generation::State::joining && slot.parked != 0)
+        else if (gen.state == CommJoin::State::joining && slot.parked != 0)
           ms.state = MemberState::joining;
         else if (live != conns.end())
           ms.state = MemberState::member;
@@ -195,7 +195,7 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
         used += size;
         gs.members.push_back(std::move(ms));
       }
-      js.generations.push_back(std::move(gs));
+      js.comms.push_back(std::move(gs));
     }
     report.jobs.push_back(std::move(js));
   }

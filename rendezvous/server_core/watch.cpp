@@ -43,10 +43,10 @@ bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
 void ServerCore::Impl::check_calls(Job& job, const Conn& c, const Heartbeat& h) {
   const Membership* member = nullptr;
   for (const Membership& m : c.memberships)
-    if (m.generation == h.generation && m.epoch == h.epoch) member = &m;
+    if (m.comm_number == h.comm_number && m.generation == h.generation) member = &m;
   if (member == nullptr) return;  // not (or no longer) a member of that generation
   if (h.split != 0) return check_split_calls(job, c, *member, h);
-  rules::CallCheck& check = job.call_checks[{h.generation, h.epoch}];
+  rules::CallCheck& check = job.call_checks[{h.comm_number, h.generation}];
   const std::optional<rules::CallMismatch> m =
       check.report({member->rank, member->host, member->pid, h.calls});
   if (!m) return;
@@ -56,27 +56,27 @@ void ServerCore::Impl::check_calls(Job& job, const Conn& c, const Heartbeat& h) 
     auto it = conns.find(id);
     if (it == conns.end()) continue;
     for (const Membership& om : it->second->memberships)
-      if (om.generation == h.generation && om.epoch == h.epoch) {
+      if (om.comm_number == h.comm_number && om.generation == h.generation) {
         send(id, 0, ev);
         ++told;
         break;
       }
   }
   log().warn("job {}: communicator {} (generation {}): {}; told {} members", quote(job.id),
-             h.generation, h.epoch, m->words, told);
+             h.comm_number, h.generation, m->words, told);
 }
 
 // Every live member of a generation by its last reported collective, in words.
-std::string ServerCore::Impl::where_calls_are(const Job& job, uint32_t generation,
-                                              uint32_t epoch) const {
-  auto check = job.call_checks.find({generation, epoch});
+std::string ServerCore::Impl::where_calls_are(const Job& job, uint32_t comm_number,
+                                              uint32_t generation) const {
+  auto check = job.call_checks.find({comm_number, generation});
   if (check == job.call_checks.end()) return "";
   std::vector<rules::RankCall> ranks;
   for (ConnId id : job.members) {
     auto it = conns.find(id);
     if (it == conns.end()) continue;
     for (const Membership& m : it->second->memberships) {
-      if (m.generation != generation || m.epoch != epoch) continue;
+      if (m.comm_number != comm_number || m.generation != generation) continue;
       auto last = check->second.last_calls().find(m.rank);
       ranks.push_back(last != check->second.last_calls().end() ? last->second
                                                                : rules::RankCall{m.rank, 0, {}});
@@ -108,7 +108,8 @@ bool ServerCore::Impl::on_progress(Conn& c, uint32_t rid, const ProgressQuery& q
     const auto silent =
         std::chrono::duration_cast<std::chrono::milliseconds>(now - member.last_heartbeat);
     for (const Membership& m : member.memberships) {
-      if (m.generation != q.generation || m.epoch != q.epoch || (q.rank >= 0 && m.rank != q.rank))
+      if (m.comm_number != q.comm_number || m.generation != q.generation ||
+          (q.rank >= 0 && m.rank != q.rank))
         continue;
       if (q.rank < 0) {
         if (m.last_completed > lowest) continue;
@@ -123,7 +124,7 @@ bool ServerCore::Impl::on_progress(Conn& c, uint32_t rid, const ProgressQuery& q
   }
   std::sort(out.members.begin(), out.members.end(),
             [](const MemberProgress& a, const MemberProgress& b) { return a.rank < b.rank; });
-  if (q.with_calls) out.calls = where_calls_are(*c.job, q.generation, q.epoch);
+  if (q.with_calls) out.calls = where_calls_are(*c.job, q.comm_number, q.generation);
   send(c.id, rid, out);
   return true;
 }
@@ -137,16 +138,15 @@ bool ServerCore::Impl::on_abort(Conn& c, uint32_t rid, const Abort& a) {
   for (uint64_t id : ids) {
     auto it = parked.find(id);
     if (it != parked.end() && it->second.kind == Parked::Kind::join) {
-      const uint32_t generation = it->second.generation;
+      const uint32_t comm_number = it->second.comm_number;
       const int32_t rank = it->second.rank;
-      Generation& gen = job.generations[generation];
+      CommJoin& gen = job.comm_joins[comm_number];
       std::string who = cc::who(rank, {});
       if (auto slot = gen.slots.find(rank); slot != gen.slots.end())
         who = member_who(slot->second.info);
-      fail_generation(
-          job, generation, gen, CC_ERR_ABORTED,
-          rules::aborted_while_joining_words(who, rules::generation_where(job.id, generation),
-                                             reason));
+      fail_join(job, comm_number, gen, CC_ERR_ABORTED,
+                rules::aborted_while_joining_words(
+                    who, rules::communicator_where(job.id, comm_number), reason));
     }
   }
   send(c.id, rid, Ok{});

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   o.rank = rank;
   o.host = host;
   o.pid = static_cast<uint32_t>(getpid());
-  o.generation = joined.generation;
+  o.comm_number = joined.comm_number;
   o.interval = std::chrono::milliseconds(config.heartbeat_ms);
   o.misses = config.heartbeat_misses;
   o.server_in_rank0 = false;

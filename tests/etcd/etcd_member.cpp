@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   cc::rv::Join j;
   j.info.rank = std::atoi(argv[3]);
   j.info.world_size = std::atoi(argv[4]);
-  j.info.generation = 1;
+  j.info.comm_number = 1;
   j.info.host = "member-host";
   j.info.pid = static_cast<uint32_t>(::getpid());
   j.info.nccl_version = 22809;

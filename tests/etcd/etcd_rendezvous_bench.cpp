@@ -111,7 +111,7 @@ Result run_once(const std::string& address, int n, const std::string& job) {
       cc::rv::Join j;
       j.info.rank = r;
       j.info.world_size = n;
-      j.info.generation = 1;
+      j.info.comm_number = 1;
       j.info.host = "bench-host-" + std::to_string(r / 8);
       j.info.pid = static_cast<uint32_t>(100000 + r);
       j.info.nccl_version = 22809;

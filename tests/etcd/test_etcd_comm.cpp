@@ -106,9 +106,10 @@ TEST_CASE("comm rendezvous on etcd: the ranks that never came are named at the d
     INFO("said: " << l.value_or("(nothing)"));
     REQUIRE(l.has_value());
     CHECK(l->rfind("ERROR " + std::to_string(CC_ERR_TIMEOUT) + " ", 0) == 0);
-    CHECK_THAT(*l, Catch::Contains("ranks 1, 3 of 4 never joined job 'comm-missing'") &&
-                       Catch::Contains("joining communicator 1 of job 'comm-missing' at " +
-                                       shared_cluster().address()));
+    CHECK_THAT(
+        *l, Catch::Contains("ranks 1, 3 of 4 never joined communicator 1 of job 'comm-missing'") &&
+                Catch::Contains("joining communicator 1 of job 'comm-missing' at " +
+                                shared_cluster().address()));
   }
   CHECK(ms_since(t0) < 3000 + 5000);
 }

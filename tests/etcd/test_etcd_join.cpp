@@ -127,10 +127,11 @@ TEST_CASE("etcd join: at the deadline the ranks that never came are named") {
   for (const Outcome& o : out) {
     INFO(o.status.message);
     CHECK(o.status.code == CC_ERR_TIMEOUT);
-    CHECK_THAT(o.status.message,
-               Catch::Contains("ranks 1, 3 of 4 never joined job 'missing' (generation 1) within "
-                               "1500 ms (2 joined)") &&
-                   Catch::Contains(cluster.endpoint(0)));
+    CHECK_THAT(
+        o.status.message,
+        Catch::Contains("ranks 1, 3 of 4 never joined communicator 1 of job 'missing' within "
+                        "1500 ms (2 joined)") &&
+            Catch::Contains(cluster.endpoint(0)));
   }
   CHECK(elapsed >= 1400);
   CHECK(elapsed < 4000);
@@ -184,8 +185,8 @@ TEST_CASE("etcd join: an abort while joining fails the generation for every rank
     CHECK(s.code == CC_ERR_ABORTED);
     CHECK_THAT(
         s.message,
-        Catch::Contains("rank 0 (host host-a, pid 1000) aborted while joining job 'abort-joining' "
-                        "(generation 1): the test gives up"));
+        Catch::Contains("rank 0 (host host-a, pid 1000) aborted while joining communicator 1 of "
+                        "job 'abort-joining': the test gives up"));
   }
 }
 
@@ -215,7 +216,7 @@ TEST_CASE("etcd membership: a rank's failed init reaches the others at once, in 
 
   // No reachability test on etcd: the plan says so, the report is taken.
   cc::rv::PreflightReady ready;
-  ready.generation = 1;
+  ready.comm_number = 1;
   cc::rv::PreflightPlan plan;
   REQUIRE(ranks[0]->preflight_ready(ready, &plan).ok());
   CHECK(plan.step == cc::rv::PreflightStep::skipped);

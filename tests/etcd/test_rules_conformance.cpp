@@ -162,7 +162,7 @@ rv::Client::MakeId id_maker() {
 }
 
 void check_joined(const rv::Joined& j, const RecoveryCase& c, int job_rank) {
-  CHECK(j.epoch == 1u);
+  CHECK(j.generation == 1u);
   std::vector<int32_t> members;
   for (const auto& m : j.members) members.push_back(m.rank);
   CHECK(members == c.members);
@@ -241,12 +241,12 @@ TEST_CASE("conformance: late joins and replacements, the same words on both back
       const std::vector<JoinOutcome> out = run_joins(connect, {table_join(1, 2)});
       CHECK(out[0].status.code == CC_ERR_MISMATCH);
       CHECK(out[0].status.message ==
-            "rank 1 (host host-b, pid 1001) joined job 'twin' (generation 1) after it had "
+            "rank 1 (host host-b, pid 1001) joined communicator 1 of job 'twin' after it had "
             "completed, and rank 1 is alive in job 'twin', communicator 1, generation 0: rank 1 "
             "(host host-b, pid 1001, generation 0). A replacement is taken only for a rank that "
             "failed; this process came for an older generation, or was started twice: stop it "
-            "(or, if no rank failed, a rank restarted late or two communicators use one "
-            "generation: restart the whole job)");
+            "(or, if no rank failed, a rank restarted late or two communicators got one "
+            "number: restart the whole job)");
     }
     {  // a second replacement for one rank is refused; the first one's deadline
       const std::string job = "two-replacements";
@@ -258,10 +258,11 @@ TEST_CASE("conformance: late joins and replacements, the same words on both back
       const std::vector<JoinOutcome> out =
           run_joins(connect, {replacement_join(1, 2, 2500), second}, 600);
       CHECK(out[1].status.code == CC_ERR_MISMATCH);
-      CHECK(out[1].status.message ==
-            "rank 1 (host host-new, pid 6001) joined job 'two-replacements' (generation 1) after "
-            "it had completed as a replacement for rank 1, but one is already waiting: rank 1 "
-            "(host host-new, pid 5001); start one process per failed rank");
+      CHECK(
+          out[1].status.message ==
+          "rank 1 (host host-new, pid 6001) joined communicator 1 of job 'two-replacements' after "
+          "it had completed as a replacement for rank 1, but one is already waiting: rank 1 "
+          "(host host-new, pid 5001); start one process per failed rank");
       CHECK(out[0].status.code == CC_ERR_TIMEOUT);
       CHECK(out[0].status.message ==
             "rank 1 waited 2500 ms as a replacement in job 'two-replacements', communicator 1, "

@@ -39,7 +39,7 @@ rv::Join join(int rank, int world) {
 rv::Recover recover(int rank, int world, rv::RecoverKind kind) {
   rv::Recover r;
   r.info = join(rank, world).info;
-  r.info.generation = 0;
+  r.info.comm_number = 0;
   r.kind = kind;
   r.nranks = kind == rv::RecoverKind::regrow ? world : 0;
   r.timeout_ms = 100;

@@ -84,7 +84,7 @@ CC_JOB_ID=gpu-etcd-missing CC_TIMEOUT_MS=5000 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 \
   timeout 60 "$EXAMPLE" >"$DATA/m0.log" 2>&1
 rc=$?
 cat "$DATA/m0.log"
-if [ $rc -ne 0 ] && grep -q "rank 1 of 2 never joined job 'gpu-etcd-missing'" "$DATA/m0.log"; then
+if [ $rc -ne 0 ] && grep -q "rank 1 of 2 never joined communicator 1 of job 'gpu-etcd-missing'" "$DATA/m0.log"; then
   echo "gpu_etcd: missing rank named: passed"
 else
   echo "gpu_etcd: missing rank named: FAILED (exit $rc)"

@@ -166,7 +166,7 @@ status_of_a_running_job() {
         python3 - "$WORK/status.json" "$2" "$PID0" "$PID1" <<'PY' && return 0
 import json, sys
 doc, want, pid0, pid1 = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-gens = [g for j in doc["jobs"] for g in j["generations"] if g["state"] == "complete"]
+gens = [g for j in doc["jobs"] for g in j["communicators"] if g["state"] == "complete"]
 members = {m["rank"]: m for g in gens[:1] for m in g["members"]}
 ok = set(members) == {0, 1} and members[0]["pid"] == pid0 and members[1]["pid"] == pid1
 ok = ok and all(m["state"] == "member" and m["last_completed"] > 0 for m in members.values())

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   r.info.nccl_version = 22809;
   r.info.gpu_uuid = "GPU-netns-" + std::to_string(rank);
   r.info.nccl_addr = choice.route.source_address;
-  r.generation = 1;
+  r.comm_number = 1;
   r.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(r.config.timeout_ms);
   cc::comm::RendezvousResult out;
   const cc::Status st = cc::comm::rendezvous_join(

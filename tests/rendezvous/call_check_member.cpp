@@ -60,18 +60,18 @@ void say(const std::string& s) {
 
 class ChannelWatch final : public cc::watch::Watched {
  public:
-  ChannelWatch(cc::watch::ControlChannel& channel, uint32_t generation)
-      : channel_(channel), generation_(generation) {}
+  ChannelWatch(cc::watch::ControlChannel& channel, uint32_t comm_number)
+      : channel_(channel), comm_number_(comm_number) {}
   void watch_tick(std::chrono::steady_clock::time_point now) override {
     if (auto f = channel_.poll(now, 0))
       say(std::string(f->kind == cc::watch::ChannelFailure::Kind::mismatch ? "MISMATCH "
                                                                            : "FAILED ") +
-          std::to_string(generation_) + " " + f->story);
+          std::to_string(comm_number_) + " " + f->story);
   }
 
  private:
   cc::watch::ControlChannel& channel_;
-  uint32_t generation_;
+  uint32_t comm_number_;
 };
 
 // The split child's ticks, through its parent's channel.
@@ -123,7 +123,7 @@ std::vector<CallDesc> calls_of(const std::string& c, bool diverges) {
 }
 
 struct Comm {
-  uint32_t generation = 0;
+  uint32_t comm_number = 0;
   std::unique_ptr<cc::rv::Client> client;
   std::unique_ptr<cc::core::CallLog> log;
   std::unique_ptr<cc::watch::ControlChannel> channel;
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   std::vector<Comm> comms(which == "legal" ? 2 : 1);
   for (size_t k = 0; k < comms.size(); ++k) {
     Comm& c = comms[k];
-    c.generation = static_cast<uint32_t>(k + 1);
+    c.comm_number = static_cast<uint32_t>(k + 1);
     const auto deadline = std::chrono::steady_clock::now() + milliseconds(config.timeout_ms);
     cc::Status st;
     if (cc::launch::is_etcd_address(addr)) {
@@ -183,11 +183,11 @@ int main(int argc, char** argv) {
     cc::rv::Join join;
     join.info.rank = rank;
     join.info.world_size = world;
-    join.info.generation = c.generation;
+    join.info.comm_number = c.comm_number;
     join.info.host = host;
     join.info.pid = pid;
     join.info.nccl_version = 22809;
-    if (rank == 0) join.unique_id.assign(128, static_cast<uint8_t>(c.generation));
+    if (rank == 0) join.unique_id.assign(128, static_cast<uint8_t>(c.comm_number));
     join.timeout_ms = static_cast<uint32_t>(config.timeout_ms);
     cc::rv::Joined joined;
     if (cc::Status js = c.client->join(join, &joined); !js.ok()) {
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
       o.rank = rank;
       o.host = host;
       o.pid = pid;
-      o.generation = c.generation;
+      o.comm_number = c.comm_number;
       o.interval = interval;
       o.misses = config.heartbeat_misses;
       o.server_in_rank0 = false;
@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
         say("ERROR " + st.message);
         std::exit(1);
       }
-      c.watched = std::make_unique<ChannelWatch>(*c.channel, c.generation);
+      c.watched = std::make_unique<ChannelWatch>(*c.channel, c.comm_number);
       cc::watch::Watchdog::instance().add(c.watched.get());
     }
   };

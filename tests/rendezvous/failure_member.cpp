@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   gethostname(hostname_buf, sizeof hostname_buf - 1);
   opt.host = hostname_buf;
   opt.pid = static_cast<uint32_t>(getpid());
-  opt.generation = 1;
+  opt.comm_number = 1;
 
   cc::rv::ClientOptions co;
   co.addr = argv[1];
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   cc::rv::Join join;
   join.info.rank = opt.rank;
   join.info.world_size = world;
-  join.info.generation = opt.generation;
+  join.info.comm_number = opt.comm_number;
   join.info.host = opt.host;
   join.info.pid = opt.pid;
   join.info.nccl_version = 22809;

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   say("STARTED");
 
   const bool embedded = config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
-  cc::comm::InitWatch watch(*joined.client, who, launch.rank, joined.generation, joined.members,
+  cc::comm::InitWatch watch(*joined.client, who, launch.rank, joined.comm_number, joined.members,
                             embedded);
   const long long hold = mode == "ok" && argc > 2 ? std::atoll(argv[2]) : 300;
   const auto fail_at = Clock::now() + milliseconds(200);

@@ -74,11 +74,11 @@ std::string csv(const std::vector<int>& v) {
 
 class ChannelWatch final : public cc::watch::Watched {
  public:
-  ChannelWatch(cc::watch::ControlChannel& channel, uint32_t epoch)
-      : channel_(channel), epoch_(epoch) {}
+  ChannelWatch(cc::watch::ControlChannel& channel, uint32_t generation)
+      : channel_(channel), generation_(generation) {}
   void watch_tick(std::chrono::steady_clock::time_point now) override {
     if (auto f = channel_.poll(now, 0)) {
-      say("FAILED gen=" + std::to_string(epoch_) + " " + f->story);
+      say("FAILED gen=" + std::to_string(generation_) + " " + f->story);
       std::lock_guard<std::mutex> lock(out_mu);
       heard_failure = true;
       failed_cv.notify_all();
@@ -87,13 +87,13 @@ class ChannelWatch final : public cc::watch::Watched {
 
  private:
   cc::watch::ControlChannel& channel_;
-  uint32_t epoch_;
+  uint32_t generation_;
 };
 
 // One generation this process is a member of, as a communicator holds it.
 struct Generation {
   std::unique_ptr<rv::Client> client;
-  uint32_t epoch = 0;
+  uint32_t generation = 0;
   int rank = -1;
   int size = 0;
   std::unique_ptr<cc::watch::ControlChannel> channel;
@@ -111,13 +111,13 @@ struct Generation {
   void watch(const cc::watch::ChannelOptions& base) {
     cc::watch::ChannelOptions o = base;
     o.rank = rank;
-    o.epoch = epoch;
+    o.generation = generation;
     channel = std::make_unique<cc::watch::ControlChannel>(*client, o);
     if (cc::Status st = channel->start(); !st.ok()) {
       say("ERROR " + st.message);
       std::exit(1);
     }
-    watched = std::make_unique<ChannelWatch>(*channel, epoch);
+    watched = std::make_unique<ChannelWatch>(*channel, generation);
     cc::watch::Watchdog::instance().add(watched.get());
   }
   void leave() {
@@ -146,11 +146,11 @@ struct Member {
     req.config = config;
     req.info.rank = job_rank;
     req.info.world_size = from.size;
-    req.info.generation = 1;
+    req.info.comm_number = 1;
     req.info.host = channel.host;
     req.info.pid = channel.pid;
     req.info.nccl_version = 22809;
-    req.epoch = from.epoch;
+    req.generation = from.generation;
     req.kind = kind;
     req.nranks = nranks;
     req.deadline = std::chrono::steady_clock::now() + milliseconds(timeout_ms);
@@ -171,7 +171,8 @@ struct Member {
     // fails this attempt, which then leaves the generation cleanly.
     const auto until = std::chrono::steady_clock::now() + milliseconds(settle_ms);
     do {
-      if (cc::Status e = cc::comm::new_generation_events(*result.client, kind, j.epoch); !e.ok()) {
+      if (cc::Status e = cc::comm::new_generation_events(*result.client, kind, j.generation);
+          !e.ok()) {
         (void)result.client->leave_nowait();
         say("RECOVER_ERROR " + std::to_string(e.code) + " " + e.message);
         return;
@@ -180,14 +181,13 @@ struct Member {
     } while (std::chrono::steady_clock::now() < until);
     std::vector<int> members, failed(j.failed.begin(), j.failed.end());
     for (const auto& m : j.members) members.push_back(m.rank);
-    say("RECOVERED gen=" + std::to_string(j.epoch) + " rank=" + std::to_string(j.rank) +
-        " size=" + std::to_string(j.members.size()) + " members=" + csv(members) +
-        " failed=" + csv(failed) +
-        " method=" + (j.method == rv::RecoverMethod::nccl_shrink ? "shrink" : "id") +
+    say("RECOVERED gen=" + std::to_string(j.generation) + " rank=" + std::to_string(j.rank) +
+        " size=" + std::to_string(j.members.size()) + " members=" + csv(members) + " failed=" +
+        csv(failed) + " method=" + (j.method == rv::RecoverMethod::nccl_shrink ? "shrink" : "id") +
         " id=" + (j.unique_id.empty() ? "-" : std::to_string(j.unique_id[0])));
     Generation g;
     g.client = std::move(result.client);
-    g.epoch = j.epoch;
+    g.generation = j.generation;
     g.rank = j.rank;
     g.size = static_cast<int>(j.members.size());
     gens.push_back(std::move(g));
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
   gethostname(host, sizeof host - 1);
   m.channel.host = host;
   m.channel.pid = static_cast<uint32_t>(getpid());
-  m.channel.generation = 1;
+  m.channel.comm_number = 1;
   m.channel.server_in_rank0 = false;
   m.config.job_id = m.co.job_id;
   m.config.timeout_ms = join_timeout;
@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
   rv::Join join;
   join.info.rank = m.job_rank;
   join.info.world_size = m.world;
-  join.info.generation = 1;
+  join.info.comm_number = 1;
   join.info.host = m.channel.host;
   join.info.pid = m.channel.pid;
   join.info.nccl_version = 22809;
@@ -292,15 +292,15 @@ int main(int argc, char** argv) {
     say("ERROR " + std::to_string(st.code) + " " + st.message);
     return 1;
   }
-  first.epoch = joined.epoch;
+  first.generation = joined.generation;
   first.rank = joined.rank >= 0 ? joined.rank : m.job_rank;
   // A replacement's join answers with its generation's members; a first
   // join names rank 0 only.
-  first.size = joined.epoch > 0 ? static_cast<int>(joined.members.size()) : m.world;
+  first.size = joined.generation > 0 ? static_cast<int>(joined.members.size()) : m.world;
   m.gens.push_back(std::move(first));
   m.gens.back().watch(m.channel);
   say("READY rank=" + std::to_string(m.gens.back().rank) + " gen=" +
-      std::to_string(m.gens.back().epoch) + " size=" + std::to_string(m.gens.back().size) +
+      std::to_string(m.gens.back().generation) + " size=" + std::to_string(m.gens.back().size) +
       " failed=" + csv(std::vector<int>(joined.failed.begin(), joined.failed.end())));
 
   const bool restarted = std::getenv("CC_RESTART_COUNT") != nullptr;
@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
     ::kill(::getpid(), SIGKILL);
   }
   if (!auto_kind.empty()) {
-    if (m.gens.back().epoch == 0) {  // a survivor: wait for the failure, then recover
+    if (m.gens.back().generation == 0) {  // a survivor: wait for the failure, then recover
       std::unique_lock<std::mutex> lock(out_mu);
       if (!failed_cv.wait_for(lock, std::chrono::seconds(30), [] { return heard_failure; })) {
         std::printf("ERROR no failure heard within 30 s\n");
@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
       m.recover(auto_kind == "regrow" ? rv::RecoverKind::regrow : rv::RecoverKind::shrink,
                 m.world, env_int("RECOVER_TIMEOUT_MS", 20000), 0);
     }
-    const bool ok = m.gens.back().epoch > 0;
+    const bool ok = m.gens.back().generation > 0;
     m.leave_all();
     say(ok ? "LEFT" : "ERROR no recovery");
     return ok ? 0 : 1;
@@ -340,7 +340,8 @@ int main(int argc, char** argv) {
                 timeout, settle);
     } else if (cmd == "failed") {
       const Generation& g = m.gens.back();
-      say("FAILED_RANKS gen=" + std::to_string(g.epoch) + " " + csv(g.channel->failed_ranks()));
+      say("FAILED_RANKS gen=" + std::to_string(g.generation) + " " +
+          csv(g.channel->failed_ranks()));
     } else if (cmd == "abort") {
       // As a rank whose NCCL failed: the newest generation hears it aborted.
       std::string words;

@@ -39,7 +39,7 @@ rv::Join table_join(int rank, int world, int timeout_ms) {
   rv::Join j;
   j.info.rank = rank;
   j.info.world_size = world;
-  j.info.generation = 1;
+  j.info.comm_number = 1;
   j.info.host = "host-" + std::string(1, static_cast<char>('a' + rank % 26));
   j.info.pid = static_cast<uint32_t>(1000 + rank);
   j.info.nccl_version = 22809;
@@ -50,7 +50,7 @@ rv::Join table_join(int rank, int world, int timeout_ms) {
 }
 
 std::vector<JoinCase> join_cases() {
-  const std::string at = "job '{job}' (generation 1)";
+  const std::string at = "communicator 1 of job '{job}'";
   std::vector<JoinCase> cases;
   // Rank 0 said a world of 2, rank 1 of 3 (two cases end so).
   const std::string world_2_and_3 =

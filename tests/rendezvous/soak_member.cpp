@@ -96,9 +96,12 @@ std::string csv(const std::vector<int32_t>& v) {
 // holds it: its rendezvous connection, watched by the watchdog.
 class Generation final : public cc::watch::Watched {
  public:
-  Generation(std::unique_ptr<rv::Client> client, uint32_t join_number, uint32_t epoch, int rank,
-             int size)
-      : client_(std::move(client)), join_number_(join_number), epoch_(epoch), rank_(rank),
+  Generation(std::unique_ptr<rv::Client> client, uint32_t join_number, uint32_t generation,
+             int rank, int size)
+      : client_(std::move(client)),
+        join_number_(join_number),
+        generation_(generation),
+        rank_(rank),
         size_(size) {}
   ~Generation() override {
     cc::watch::Watchdog::instance().remove(this);
@@ -109,8 +112,8 @@ class Generation final : public cc::watch::Watched {
   void watch(const cc::watch::ChannelOptions& base) {
     cc::watch::ChannelOptions o = base;
     o.rank = rank_;
-    o.generation = join_number_;
-    o.epoch = epoch_;
+    o.comm_number = join_number_;
+    o.generation = generation_;
     channel_ = std::make_unique<cc::watch::ControlChannel>(*client_, o);
     if (cc::Status st = channel_->start(); !st.ok()) fatal("the control channel: " + st.message);
     cc::watch::Watchdog::instance().add(this);
@@ -127,7 +130,7 @@ class Generation final : public cc::watch::Watched {
 
   bool failed() const { return failed_; }
   uint32_t join_number() const { return join_number_; }
-  uint32_t epoch() const { return epoch_; }
+  uint32_t generation() const { return generation_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -135,7 +138,7 @@ class Generation final : public cc::watch::Watched {
   std::unique_ptr<rv::Client> client_;
   std::unique_ptr<cc::watch::ControlChannel> channel_;
   uint32_t join_number_;
-  uint32_t epoch_;
+  uint32_t generation_;
   int rank_;
   int size_;
   std::atomic<bool> failed_{false};
@@ -187,15 +190,15 @@ class Trainer {
     addr_ = joined.connect_addr;
     port_ = launch.master_port;
     const int rank = joined.rank >= 0 ? joined.rank : shard_;
-    gen_ = std::make_unique<Generation>(std::move(joined.client), joined.generation, joined.epoch,
-                                        rank, world_);
+    gen_ = std::make_unique<Generation>(std::move(joined.client), joined.comm_number,
+                                        joined.generation, rank, world_);
     gen_->watch(channel_);
-    have_state_ = joined.epoch == 0;  // a replacement takes its state from a survivor
+    have_state_ = joined.generation == 0;  // a replacement takes its state from a survivor
     say("rank %d: timing: %s generation %u at %lld ns", shard_, have_state_ ? "joined" : "rejoined",
-        joined.epoch, wall_ns());
+        joined.generation, wall_ns());
     if (!have_state_) {
       say("rank %d: a replacement (generation %u): taking the weights from a survivor", shard_,
-          joined.epoch);
+          joined.generation);
       while (!agree()) next_generation();
     }
   }
@@ -217,7 +220,7 @@ class Trainer {
   int finish() {
     say("rank %d: weights %s across %d ranks after %d steps (generation %u); weights hash "
         "0x%016llx",
-        shard_, identical_ ? "identical" : "DIFFER", gen_->size(), done_, gen_->epoch(),
+        shard_, identical_ ? "identical" : "DIFFER", gen_->size(), done_, gen_->generation(),
         static_cast<unsigned long long>(weights_));
     gen_->leave();
     cc_store_close(store_);
@@ -238,7 +241,7 @@ class Trainer {
   // Every member's `mine` under `tag` in this generation, in rank order; false
   // when the generation failed before all of them were there.
   bool exchange(const std::string& tag, const std::string& mine, std::vector<std::string>* all) {
-    const std::string prefix = "soak/" + std::to_string(gen_->epoch()) + "/" + tag + "/";
+    const std::string prefix = "soak/" + std::to_string(gen_->generation()) + "/" + tag + "/";
     const std::string own = prefix + std::to_string(gen_->rank());
     if (cc_store_set(store_, own.c_str(), mine.data(), mine.size()) != CC_SUCCESS)
       fatal(std::string("cc_store_set: ") + cc_last_error());
@@ -272,7 +275,7 @@ class Trainer {
     previous_ = weights_;
     weights_ = mix(weights_ ^ sum);
     // Every member has read step done_ - 2: each wrote done_ - 1 after it.
-    const std::string old = "soak/" + std::to_string(gen_->epoch()) + "/s" +
+    const std::string old = "soak/" + std::to_string(gen_->generation()) + "/s" +
                             std::to_string(done_ - 2) + "/" + std::to_string(gen_->rank());
     if (done_ >= 2) cc_store_delete(store_, old.c_str());
     if (done_ % 20 == 0 && shard_ == 0) say("rank %d: step %3d: weights %016llx", shard_, done_,
@@ -305,8 +308,8 @@ class Trainer {
       req.port = port_;
       req.config = config_;
       req.info = member_info(gen_->size());
-      req.info.generation = gen_->join_number();
-      req.epoch = gen_->epoch();
+      req.info.comm_number = gen_->join_number();
+      req.generation = gen_->generation();
       req.kind = rv::RecoverKind::regrow;
       req.nranks = world_;
       req.deadline = Clock::now() + milliseconds(config_.timeout_ms);
@@ -318,14 +321,15 @@ class Trainer {
             return cc::Status::success();
           },
           &result);
-      if (st.ok()) st = cc::comm::new_generation_events(*result.client, req.kind, result.joined.epoch);
+      if (st.ok())
+        st = cc::comm::new_generation_events(*result.client, req.kind, result.joined.generation);
       if (st.ok()) {
         const rv::Joined& j = result.joined;
         say("rank %d: regrown to generation %u: rank %d of %zu (ranks %s replaced)", shard_,
-            j.epoch, j.rank, j.members.size(), csv(j.failed).c_str());
-        auto next = std::make_unique<Generation>(std::move(result.client), gen_->join_number(),
-                                                 j.epoch, j.rank,
-                                                 static_cast<int>(j.members.size()));
+            j.generation, j.rank, j.members.size(), csv(j.failed).c_str());
+        auto next =
+            std::make_unique<Generation>(std::move(result.client), gen_->join_number(),
+                                         j.generation, j.rank, static_cast<int>(j.members.size()));
         next->watch(channel_);
         gen_ = std::move(next);  // leaving the failed one returns at once
         return;
@@ -365,7 +369,8 @@ class Trainer {
     if (root < 0) fatal("no rank holds weights: every rank was replaced at once");
     const Held& from = held[static_cast<size_t>(root)];
     const uint64_t root_weights = from.done == step ? from.weights : from.previous;
-    say("rank %d: timing: recovered generation %u at %lld ns", shard_, gen_->epoch(), wall_ns());
+    say("rank %d: timing: recovered generation %u at %lld ns", shard_, gen_->generation(),
+        wall_ns());
     if (have_state_) {
       const uint64_t at_step = done_ == step ? weights_ : previous_;
       if (done_ != step && done_ != step + 1)

@@ -125,7 +125,7 @@ kill -9 "$victim"
 wait_line j0 ERROR 10 || fail "joining: rank 0 never stopped"
 within j0 "$t_kill" 1000 "the SIGKILL of rank 1 while joining"
 expect j0 "code 11: "
-expect j0 "rank 1 (host $HOST, pid $victim) was lost while joining job 'joining'"
+expect j0 "rank 1 (host $HOST, pid $victim) was lost while joining communicator 1 of job 'joining'"
 kill "$daemon" 2>/dev/null
 
 # 5. cc-run: one rank's failure reaches the other through cc-run's server.

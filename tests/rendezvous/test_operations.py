@@ -215,7 +215,7 @@ class Status(unittest.TestCase):
         rc, out, err = d.status("--json", "--job", "train")
         self.assertEqual(rc, 0, err)
         doc = json.loads(out)
-        members = doc["jobs"][0]["generations"][0]["members"]
+        members = doc["jobs"][0]["communicators"][0]["members"]
         return {m["rank"]: m for m in members}[rank]
 
     def test_a_stopped_rank_is_behind_and_a_killed_one_failed(self):
@@ -227,7 +227,7 @@ class Status(unittest.TestCase):
         rc, out, err = d.status()
         self.assertEqual(rc, 0, err)
         self.assertIn("job 'train'", out)
-        self.assertIn("generation 1: complete, 3 of 3 ranks joined", out)
+        self.assertIn("communicator 1: complete, 3 of 3 ranks joined", out)
         self.assertNotIn("behind:", out)
         m1 = wait_for("rank 1's first heartbeat with its progress",
                       lambda: (lambda m: m if m["last_completed"] == 5 else None)(
@@ -291,13 +291,13 @@ class Status(unittest.TestCase):
             if r.returncode != 0:
                 return None
             jobs = json.loads(r.stdout)["jobs"]
-            if jobs and jobs[0]["generations"] and jobs[0]["generations"][0]["state"] == "complete":
+            if jobs and jobs[0]["communicators"] and jobs[0]["communicators"][0]["state"] == "complete":
                 return jobs[0]
             return None
 
         job = wait_for("cc-run's ranks in its server's report", report, timeout=60, step=0.2)
         self.assertEqual(job["id"], "embedded-job")
-        members = job["generations"][0]["members"]
+        members = job["communicators"][0]["members"]
         self.assertEqual([m["rank"] for m in members], [0, 1])
         self.assertTrue(all(m["state"] == "member" and m["host"] == HOST for m in members))
 

@@ -23,7 +23,7 @@ namespace {
 // deadline when every arrival was accepted and some never came.
 rv::rules::Refusal through_the_rules(const JoinCase& c, const std::string& job) {
   rv::rules::JoinCheck check;
-  const std::string where = rv::rules::generation_where(job, 1);
+  const std::string where = rv::rules::communicator_where(job, 1);
   for (const rv::Join& j : c.joins)
     if (auto refused = check.arrive(j.info, where)) return *refused;
   if (check.complete()) return {CC_SUCCESS, ""};
@@ -67,7 +67,7 @@ TEST_CASE("rules table: each case's words, from cc's server, to every rank") {
 
 TEST_CASE("join rules: a rank that goes frees its rank and its GPU; missing ranks are sorted") {
   rv::rules::JoinCheck check;
-  const std::string where = rv::rules::generation_where("j", 1);
+  const std::string where = rv::rules::communicator_where("j", 1);
   CHECK(check.world() == 0);
   CHECK_FALSE(check.complete());
   REQUIRE_FALSE(check.arrive(table_join(3, 4).info, where));
@@ -91,21 +91,21 @@ TEST_CASE("join rules: a rank that goes frees its rank and its GPU; missing rank
   clash.info.host = "host-b";
   clash.info.gpu_uuid = "GPU-1";
   check_refused(check.arrive(clash.info, where), CC_ERR_MISMATCH,
-                "rank 1 (host host-b, pid 7777) and rank 0 (host host-b, pid 1000) of job 'j' "
-                "(generation 1) use the same GPU GPU-1; give each local rank its own device "
+                "rank 1 (host host-b, pid 7777) and rank 0 (host host-b, pid 1000) of communicator 1 "
+                "of job 'j' use the same GPU GPU-1; give each local rank its own device "
                 "(LOCAL_RANK, CC_DEVICE)");
   CHECK(rv::rules::absent_ranks(5, {4, 0, 0, 9, -1}) == std::vector<int32_t>{1, 2, 3});
 }
 
 TEST_CASE("join rules: the NCCL words name the first rank while it is in, and no one after") {
   rv::rules::JoinCheck check;
-  const std::string where = rv::rules::generation_where("j", 1);
+  const std::string where = rv::rules::communicator_where("j", 1);
   REQUIRE_FALSE(check.arrive(table_join(0, 3).info, where));
   check.leave(0);
   rv::Join older = table_join(1, 3);
   older.info.nccl_version = 22605;
   check_refused(check.arrive(older.info, where), CC_ERR_MISMATCH,
-                "ranks of job 'j' (generation 1) load different NCCL versions: rank 0 has "
+                "ranks of communicator 1 of job 'j' load different NCCL versions: rank 0 has "
                 "2.28.9, rank 1 (host host-b, pid 1001) has 2.26.5; install the same NCCL "
                 "major.minor everywhere");
 }

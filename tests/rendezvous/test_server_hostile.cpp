@@ -72,11 +72,11 @@ void legit_client_works(int port, const std::string& job = "legit") {
 }
 
 rv::Join join_msg(int rank, int world, const std::string& host, uint32_t timeout_ms = 5000,
-                  uint32_t generation = 0) {
+                  uint32_t comm_number = 0) {
   rv::Join j;
   j.info.rank = rank;
   j.info.world_size = world;
-  j.info.generation = generation;
+  j.info.comm_number = comm_number;
   j.info.host = host;
   j.info.pid = static_cast<uint32_t>(100 + rank);
   j.info.nccl_version = 22809;
@@ -320,7 +320,7 @@ TEST_CASE("join checks through the real server") {
     const auto t0 =
         join_both(a, b, "missing", join_msg(0, 4, "host-a", 300), join_msg(1, 4, "host-b", 5000));
     both_hear(a, b, CC_ERR_TIMEOUT,
-              Catch::Contains("ranks 2, 3 of 4 never joined job 'missing' (generation 0)"));
+              Catch::Contains("ranks 2, 3 of 4 never joined communicator 0 of job 'missing'"));
     const auto took = std::chrono::steady_clock::now() - t0;
     CHECK(took >= 250ms);
     CHECK(took < 2s);
@@ -372,9 +372,9 @@ TEST_CASE("join checks through the real server") {
 TEST_CASE("status stays one frame with 300 joining generations of world size 100000") {
   auto server = start_server();
   const int port = server->port();
-  constexpr uint32_t kGenerations = 300;
+  constexpr uint32_t kComms = 300;
   std::vector<std::unique_ptr<RawClient>> joiners;
-  for (uint32_t g = 1; g <= kGenerations; ++g) {
+  for (uint32_t g = 1; g <= kComms; ++g) {
     joiners.push_back(std::make_unique<RawClient>(port));
     REQUIRE(joiners.back()->hello("huge"));
     REQUIRE(joiners.back()->send(2, join_msg(0, 100000, "host-a", 60000, g)));
@@ -390,12 +390,12 @@ TEST_CASE("status stays one frame with 300 joining generations of world size 100
     REQUIRE(r);  // none: the report did not decode (a frame over the maximum)
     REQUIRE(std::holds_alternative<rv::StatusReport>(*r));
     report = std::get<rv::StatusReport>(*r);
-    if (!report->jobs.empty() && report->jobs[0].generations.size() == kGenerations) break;
+    if (!report->jobs.empty() && report->jobs[0].comms.size() == kComms) break;
     std::this_thread::sleep_for(20ms);
   }
   REQUIRE(report->jobs.size() == 1);
-  const auto& gens = report->jobs[0].generations;
-  REQUIRE(gens.size() == kGenerations);
+  const auto& gens = report->jobs[0].comms;
+  REQUIRE(gens.size() == kComms);
   CHECK(gens[0].missing.size() == 4096);
   CHECK(gens.back().missing.empty());
   CHECK(gens.back().world_size - gens.back().joined == 99999);

@@ -521,7 +521,7 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
     rv::Join j;
     j.info.rank = r;
     j.info.world_size = 2;
-    j.info.generation = 1;  // what every process's first communicator of the job says
+    j.info.comm_number = 1;  // what every process's first communicator of the job says
     j.info.host = "host-" + std::to_string(r);
     j.info.pid = static_cast<uint32_t>(100 + r);
     j.info.nccl_version = 22809;

@@ -29,7 +29,7 @@ inline comm::RendezvousRequest rendezvous_request(int rank, int world, int port,
   r.config.job_id = job;
   r.config.timeout_ms = static_cast<int>(timeout.count());
   r.info = member_info(rank, world);
-  r.generation = 1;
+  r.comm_number = 1;
   r.deadline = std::chrono::steady_clock::now() + timeout;
   return r;
 }

@@ -361,8 +361,8 @@ TEST_CASE("a heartbeat's calls cross the wire, and an older heartbeat still deco
   const auto f = r.next();
   REQUIRE(f);
   const auto& back = std::get<cc::rv::Heartbeat>(f->message);
-  CHECK(back.generation == 2);
-  CHECK(back.epoch == 1);
+  CHECK(back.comm_number == 2);
+  CHECK(back.generation == 1);
   REQUIRE(back.calls.size() == 2);
   CHECK(cc::call_words(back.calls[0].call) == "cc_reduce 8 x FLOAT32 MIN root 1");
   CHECK(back.calls[1].line == CallPoint::Line::send);
@@ -386,7 +386,7 @@ TEST_CASE("the server tells every member of a communicator whose ranks' calls di
   for (int r = 0; r < 2; ++r) {
     h.feed(static_cast<cc::rv::ConnId>(r + 1), cc::test::join_msg(r, 2, "h" + std::to_string(r)));
     auto j = cc::test::join_msg(r, 2, "h" + std::to_string(r));
-    j.info.generation = 1;
+    j.info.comm_number = 1;
     h.feed(static_cast<cc::rv::ConnId>(r + 3), j);
   }
   for (cc::rv::ConnId i = 1; i <= 4; ++i) h.take(i);

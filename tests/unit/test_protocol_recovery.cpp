@@ -26,7 +26,7 @@ rv::Message decode(rv::MsgType type, const std::vector<uint8_t>& payload,
 rv::Recover a_recover() {
   rv::Recover r;
   r.info = {5, 8, 1, "node-5", 4242, 22809, 13000, 13000, "GPU-5", "10.0.0.5", "node-5-boot-1"};
-  r.epoch = 2;
+  r.generation = 2;
   r.kind = rv::RecoverKind::regrow;
   r.nranks = 8;
   r.can_shrink = true;
@@ -40,7 +40,7 @@ TEST_CASE("recovery messages round-trip") {
   rv::Joined joined;
   joined.unique_id = {7, 7};
   joined.members = {{0, "a", 1}, {3, "d", 4}};
-  joined.epoch = 3;
+  joined.generation = 3;
   joined.rank = 1;
   joined.failed = {1, 2};
   joined.method = rv::RecoverMethod::nccl_shrink;
@@ -49,7 +49,7 @@ TEST_CASE("recovery messages round-trip") {
                                         rv::ProgressQuery{4, 2, 3}};
   for (const auto& m : all) cc::test::check_round_trip(m);
   const auto back = std::get<rv::Joined>(decode(rv::MsgType::joined, payload_of(joined)));
-  CHECK(back.epoch == 3);
+  CHECK(back.generation == 3);
   CHECK(back.rank == 1);
   CHECK(back.failed == std::vector<int32_t>{1, 2});
   CHECK(back.method == rv::RecoverMethod::nccl_shrink);
@@ -67,9 +67,9 @@ TEST_CASE("frames of peers without recovery still decode") {
     old.members = {{0, "a", 1}};
     old.notice = "n";
     auto p = payload_of(old);
-    p.resize(p.size() - 13);  // epoch, rank, an empty failed list, method
+    p.resize(p.size() - 13);  // generation, rank, an empty failed list, method
     const auto j = std::get<rv::Joined>(decode(rv::MsgType::joined, p));
-    CHECK(j.epoch == 0);
+    CHECK(j.generation == 0);
     CHECK(j.rank == -1);
     CHECK(j.failed.empty());
     CHECK(j.notice == "n");
@@ -78,9 +78,9 @@ TEST_CASE("frames of peers without recovery still decode") {
     auto p = payload_of(rv::ProgressQuery{5, 1, 0});
     p.resize(8);
     const auto q = std::get<rv::ProgressQuery>(decode(rv::MsgType::progress_query, p));
-    CHECK(q.generation == 5);
+    CHECK(q.comm_number == 5);
     CHECK(q.rank == 1);
-    CHECK(q.epoch == 0);
+    CHECK(q.generation == 0);
   }
   SECTION("a field cut in half is still an error") {
     auto p = payload_of(rv::ProgressQuery{5, 1, 2});
@@ -92,7 +92,7 @@ TEST_CASE("frames of peers without recovery still decode") {
 TEST_CASE("impossible recovery fields are refused") {
   auto bad_kind = a_recover();
   auto p = payload_of(bad_kind);
-  // kind sits after the member info and the epoch: find it by encoding twice.
+  // kind sits after the member info and the generation: find it by encoding twice.
   bad_kind.kind = rv::RecoverKind::shrink;
   const auto q = payload_of(bad_kind);
   size_t at = 0;

@@ -68,8 +68,7 @@ TEST_CASE("status text: names and reasons from the server cannot reach the termi
   rv::StatusReport r;
   r.server = "cc-rendezvous " + kHostile;
   r.jobs_total = 1;
-  rv::GenerationStatus g{1, rv::GenerationState::failed, 2, 2, "rank 1 failed: " + kHostile,
-                         {}, {}};
+  rv::CommStatus g{1, rv::JoinState::failed, 2, 2, "rank 1 failed: " + kHostile, {}, {}};
   g.members.push_back({0, rv::MemberState::member, kHostile, 10, "10.0.0.1:1" + kHostile,
                        "10.0.0.1" + kHostile, 4, 100, 5000, ""});
   g.members.push_back({1, rv::MemberState::failed, kHostile, 11, "10.0.0.2:1", "", 4, 0, 0,
@@ -87,7 +86,7 @@ TEST_CASE("status text: names and reasons from the server cannot reach the termi
   // The JSON view keeps the names as the server sent them.
   const auto json = cc::daemon::status_json(r, "127.0.0.1:29500");
   CHECK(json["jobs"][0]["id"] == "job-" + kHostile);
-  CHECK(json["jobs"][0]["generations"][0]["members"][0]["host"] == kHostile);
+  CHECK(json["jobs"][0]["communicators"][0]["members"][0]["host"] == kHostile);
 }
 
 TEST_CASE("server log lines: a joiner's host, job id and reason are printable") {

@@ -51,7 +51,7 @@ TEST_CASE("every rank receives rank 0's id through the embedded server") {
     CHECK(o.status.ok());
     CHECK(o.result.unique_id == kId);
     CHECK(o.result.client != nullptr);  // the control channel stays open
-    CHECK(o.result.generation == 1u);
+    CHECK(o.result.comm_number == 1u);
   }
   CHECK(out[2].result.server != nullptr);  // rank 0 (started last) holds the server
   CHECK(out[0].result.server == nullptr);
@@ -120,9 +120,9 @@ TEST_CASE("no server at the address: an error naming it, at the deadline") {
 }
 
 TEST_CASE("generations count per job within a process") {
-  const uint32_t a1 = cc::comm::next_generation("gen-job-x");
-  const uint32_t a2 = cc::comm::next_generation("gen-job-x");
-  const uint32_t b1 = cc::comm::next_generation("gen-job-y");
+  const uint32_t a1 = cc::comm::next_comm_number("gen-job-x");
+  const uint32_t a2 = cc::comm::next_comm_number("gen-job-x");
+  const uint32_t b1 = cc::comm::next_comm_number("gen-job-y");
   CHECK(a1 == 1u);
   CHECK(a2 == 2u);
   CHECK(b1 == 1u);

@@ -337,7 +337,7 @@ TEST_CASE("core: join checks") {
     h.advance(1ms);
     for (rv::ConnId i : {1, 2, 3}) {
       CHECK_THAT(h.refusal(i, CC_ERR_TIMEOUT),
-                 Catch::Contains("ranks 1, 4, 5 of 6 never joined job 'job' (generation 0)"));
+                 Catch::Contains("ranks 1, 4, 5 of 6 never joined communicator 0 of job 'job'"));
     }
   }
   SECTION("a joiner that vanishes fails its generation, named to every joiner") {
@@ -346,7 +346,7 @@ TEST_CASE("core: join checks") {
     h.core.on_disconnect(2, "end of stream");
     CHECK_THAT(h.refusal(1, CC_ERR_PEER_FAILED),
                Catch::Contains("rank 1 (host b, pid 1001) was lost while joining "
-                               "job 'job' (generation 0)") &&
+                               "communicator 0 of job 'job'") &&
                    Catch::Contains("end of stream") && Catch::Contains("2 of 3"));
     h.feed(3, join_msg(2, 3, "c"));  // a late rank learns the same
     CHECK_THAT(h.error_of(h.one(3)).message, Catch::Contains("was lost while joining"));
@@ -759,7 +759,7 @@ TEST_CASE("core: stop releases every waiter and tells members") {
   h.feed(3, join_msg(0, 2, "b"), 6);  // generation 0 is complete: refused
   h.take(3);
   rv::Join j = join_msg(0, 2, "b");
-  j.info.generation = 1;
+  j.info.comm_number = 1;
   h.feed(3, j, 7);
   h.core.stop();
   auto v = h.take(2);

@@ -55,9 +55,9 @@ struct Counted {
 };
 
 // Rank r of a world of w, on host r / 8, in communicator `generation`.
-rv::Join rank_join(int r, int w, uint32_t generation) {
+rv::Join rank_join(int r, int w, uint32_t comm_number) {
   rv::Join j = cc::test::join_msg(r, w, "bench-host-" + std::to_string(r / 8), 0);
-  j.info.generation = generation;
+  j.info.comm_number = comm_number;
   if (r == 0) j.unique_id.assign(128, 0x5a);
   return j;
 }
@@ -119,12 +119,12 @@ TEST_CASE("bounds: Joined carries a few NAT notices and counts the rest") {
 
 TEST_CASE("bounds: status stays within its budget with 300 joining generations of 100000") {
   constexpr int kWorld = 100000;
-  constexpr uint32_t kGenerations = 300;
+  constexpr uint32_t kComms = 300;
   Harness h;
-  for (uint32_t g = 1; g <= kGenerations; ++g) {
+  for (uint32_t g = 1; g <= kComms; ++g) {
     h.client(g, "huge");
     rv::Join j = cc::test::join_msg(0, kWorld, "h0", 600000);
-    j.info.generation = g;
+    j.info.comm_number = g;
     h.feed(g, j);
   }
   h.client(1000, "");
@@ -134,8 +134,8 @@ TEST_CASE("bounds: status stays within its budget with 300 joining generations o
   INFO("report bytes: " << size);
   CHECK(size <= rv::kStatusBudget + (64u << 10));
   REQUIRE(report.jobs.size() == 1);
-  const auto& gens = report.jobs[0].generations;
-  REQUIRE(gens.size() == kGenerations);  // each generation's own line fits
+  const auto& gens = report.jobs[0].comms;
+  REQUIRE(gens.size() == kComms);  // each generation's own line fits
   size_t listed = 0;
   for (const auto& g : gens) {
     CHECK(g.world_size == kWorld);

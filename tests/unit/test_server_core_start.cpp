@@ -27,7 +27,7 @@ void join_all(Harness& h, const std::vector<std::string>& hosts) {
 // rendezvous leaves from addr (no NAT) unless the test says otherwise.
 rv::PreflightReady ready(const std::string& host_key, const std::string& addr, uint32_t port) {
   rv::PreflightReady m;
-  m.generation = 0;
+  m.comm_number = 0;
   m.host_key = host_key;
   m.addr = addr;
   m.port = port;
@@ -254,7 +254,8 @@ TEST_CASE(
     for (rv::ConnId i : {1, 2}) {
       const auto p = plan_of(h, i);
       CHECK(p.step == rv::PreflightStep::skipped);
-      CHECK_THAT(p.note, Catch::Contains("rank 2 of job 'job' (generation 0) did not take part"));
+      CHECK_THAT(p.note,
+                 Catch::Contains("rank 2 of communicator 0 of job 'job' did not take part"));
     }
   }
   SECTION("never reports") {

@@ -38,7 +38,7 @@ struct Harness : cc::test::Harness {
     rv::Join j;
     j.info.rank = rank;
     j.info.world_size = world;
-    j.info.generation = 1;
+    j.info.comm_number = 1;
     j.info.host = host;
     j.info.pid = static_cast<uint32_t>(4000 + rank);
     j.info.nccl_version = 22809;
@@ -53,7 +53,7 @@ struct Harness : cc::test::Harness {
   rv::ServerMetrics metrics() const { return core.metrics(now); }
 };
 
-const rv::MemberStatus& member(const rv::GenerationStatus& g, int rank) {
+const rv::MemberStatus& member(const rv::CommStatus& g, int rank) {
   for (const auto& m : g.members)
     if (m.rank == rank) return m;
   FAIL("rank " << rank << " is not in the report");
@@ -88,7 +88,7 @@ TEST_CASE("ops: the status messages round-trip through a frame") {
   r.members_omitted = 2;
   r.store_bytes = 5000;
   r.store_bytes_limit = 1u << 30;
-  rv::GenerationStatus g{7, rv::GenerationState::joining, 4, 2, "", {2, 3}, {}};
+  rv::CommStatus g{7, rv::JoinState::joining, 4, 2, "", {2, 3}, {}};
   g.members.push_back(
       {0, rv::MemberState::member, "gpu-a", 42, "10.0.0.2:5000", "10.0.0.2", 41, 300, 5000, ""});
   g.members.push_back({1, rv::MemberState::failed, "gpu-b", 43, "10.0.0.3:5000", "", 40, 0, 0,
@@ -158,9 +158,9 @@ TEST_CASE("ops: the report names who joined, who is missing, failed, aborted or 
   CHECK(r.jobs_total == 1);
   CHECK(r.jobs[0].id == "train");
   CHECK(r.jobs[0].connections == 4);
-  REQUIRE(r.jobs[0].generations.size() == 1);
-  const rv::GenerationStatus& joining = r.jobs[0].generations[0];
-  CHECK(joining.state == rv::GenerationState::joining);
+  REQUIRE(r.jobs[0].comms.size() == 1);
+  const rv::CommStatus& joining = r.jobs[0].comms[0];
+  CHECK(joining.state == rv::JoinState::joining);
   CHECK(joining.joined == 2);
   CHECK(joining.missing == std::vector<int32_t>{2, 3});
   CHECK(member(joining, 1).state == rv::MemberState::joining);
@@ -182,8 +182,8 @@ TEST_CASE("ops: the report names who joined, who is missing, failed, aborted or 
   h.drain(3);
   h.now += 100ms;
   r = h.status(9);
-  const rv::GenerationStatus& complete = r.jobs[0].generations[0];
-  CHECK(complete.state == rv::GenerationState::complete);
+  const rv::CommStatus& complete = r.jobs[0].comms[0];
+  CHECK(complete.state == rv::JoinState::complete);
   CHECK(complete.missing.empty());
   CHECK(member(complete, 0).state == rv::MemberState::member);
   CHECK(member(complete, 0).last_completed == 44);
@@ -198,7 +198,7 @@ TEST_CASE("ops: the report names who joined, who is missing, failed, aborted or 
   h.feed(4, rv::Leave{});
   h.drain(4);
   r = h.status(9);
-  const rv::GenerationStatus& after = r.jobs[0].generations[0];
+  const rv::CommStatus& after = r.jobs[0].comms[0];
   const rv::MemberStatus& dead = member(after, 1);
   CHECK(dead.state == rv::MemberState::failed);
   CHECK(dead.host == "gpu-b");
@@ -233,7 +233,7 @@ TEST_CASE("ops: the report stays bounded in a huge job") {
   }
   const rv::StatusReport report = h.status(1);
   REQUIRE(report.jobs.size() == 1);
-  const rv::GenerationStatus& g = report.jobs[0].generations[0];
+  const rv::CommStatus& g = report.jobs[0].comms[0];
   CHECK(report.members_omitted > 0);
   CHECK(g.members.size() + report.members_omitted == joined);
   CHECK(g.missing == std::vector<int32_t>{joined});
@@ -423,7 +423,7 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
   rv::StatusReport r;
   r.server = "cc-rendezvous 0.1.0";
   r.jobs_total = 1;
-  rv::GenerationStatus g{1, rv::GenerationState::complete, 4, 4, "", {}, {}};
+  rv::CommStatus g{1, rv::JoinState::complete, 4, 4, "", {}, {}};
   g.members.push_back(
       {0, rv::MemberState::member, "gpu-a", 10, "10.0.0.1:1", "", 44, 200, 5000, ""});
   g.members.push_back(
@@ -432,12 +432,12 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
       {2, rv::MemberState::member, "gpu-c", 12, "10.0.0.3:1", "", 41, 300, 5000, ""});
   g.members.push_back({3, rv::MemberState::failed, "gpu-d", 13, "10.0.0.4:1", "", 44, 0, 0,
                        "the client closed the connection"});
-  rv::GenerationStatus joining{2, rv::GenerationState::joining, 3, 1, "", {1, 2}, {}};
+  rv::CommStatus joining{2, rv::JoinState::joining, 3, 1, "", {1, 2}, {}};
   joining.members.push_back(
       {0, rv::MemberState::joining, "gpu-a", 10, "10.0.0.1:1", "", 0, 0, 0, ""});
   r.jobs.push_back({"train", 4, 0, 0, 0, {g, joining}});
 
-  const auto late = cc::daemon::behind(r.jobs[0].generations[0]);
+  const auto late = cc::daemon::behind(r.jobs[0].comms[0]);
   REQUIRE(late.size() == 2);
   CHECK(late[0].rank == 1);
   CHECK(late[0].why == "silent for 4.2 s");
@@ -445,7 +445,7 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
   CHECK(late[1].why == "3 ops behind rank 0 (op #41 against #44)");
 
   // Of two members (the seed's two hosts), the silent one is behind.
-  rv::GenerationStatus pair{3, rv::GenerationState::complete, 2, 2, "", {}, {}};
+  rv::CommStatus pair{3, rv::JoinState::complete, 2, 2, "", {}, {}};
   pair.members.push_back({0, rv::MemberState::member, "gpu-a", 10, "", "", 9, 150, 5000, ""});
   pair.members.push_back({1, rv::MemberState::member, "gpu-b", 11, "", "", 9, 3000, 5000, ""});
   const auto stopped = cc::daemon::behind(pair);
@@ -462,9 +462,9 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
   CHECK_THAT(text, Catch::Contains("missing: ranks 1, 2 (2 of 3) not joined yet"));
 
   const auto json = cc::daemon::status_json(r, "127.0.0.1:29500");
-  const auto& m1 = json["jobs"][0]["generations"][0]["members"][1];
+  const auto& m1 = json["jobs"][0]["communicators"][0]["members"][1];
   CHECK(m1["behind"] == "silent for 4.2 s");
   CHECK(m1["host"] == "gpu-b");
-  CHECK(json["jobs"][0]["generations"][0]["members"][3]["state"] == "failed");
-  CHECK(json["jobs"][0]["generations"][0]["members"][0]["behind"].is_null());
+  CHECK(json["jobs"][0]["communicators"][0]["members"][3]["state"] == "failed");
+  CHECK(json["jobs"][0]["communicators"][0]["members"][0]["behind"].is_null());
 }

@@ -55,11 +55,11 @@ struct Job {
     h.core.on_disconnect(member(r), "the client closed the connection (end of stream)");
     if (recovery_too) h.core.on_disconnect(recovery(r), "end of stream");
   }
-  rv::Recover recover(int r, uint32_t epoch, rv::RecoverKind kind, int nranks = 0,
+  rv::Recover recover(int r, uint32_t generation, rv::RecoverKind kind, int nranks = 0,
                       bool can_shrink = false, uint32_t timeout_ms = 1000) const {
     rv::Recover m;
     m.info = join_msg(r, world, "h" + std::to_string(r)).info;
-    m.epoch = epoch;
+    m.generation = generation;
     m.kind = kind;
     m.nranks = nranks;
     m.can_shrink = can_shrink;
@@ -67,17 +67,17 @@ struct Job {
     return m;
   }
   // Survivor r asks on a fresh connection (recovery(r) unless given).
-  void ask(int r, uint32_t epoch, rv::RecoverKind kind, int nranks = 0, bool can_shrink = false,
-           uint32_t timeout_ms = 1000, rv::ConnId conn = 0) {
+  void ask(int r, uint32_t generation, rv::RecoverKind kind, int nranks = 0,
+           bool can_shrink = false, uint32_t timeout_ms = 1000, rv::ConnId conn = 0) {
     if (conn == 0) conn = recovery(r);
     h.client(conn, id);
-    h.feed(conn, recover(r, epoch, kind, nranks, can_shrink, timeout_ms), 50);
+    h.feed(conn, recover(r, generation, kind, nranks, can_shrink, timeout_ms), 50);
   }
-  void shrink(int r, uint32_t epoch = 0, bool can_shrink = false, uint32_t timeout_ms = 1000) {
-    ask(r, epoch, rv::RecoverKind::shrink, 0, can_shrink, timeout_ms);
+  void shrink(int r, uint32_t generation = 0, bool can_shrink = false, uint32_t timeout_ms = 1000) {
+    ask(r, generation, rv::RecoverKind::shrink, 0, can_shrink, timeout_ms);
   }
-  void regrow(int r, int nranks, uint32_t epoch = 0, uint32_t timeout_ms = 1000) {
-    ask(r, epoch, rv::RecoverKind::regrow, nranks, false, timeout_ms);
+  void regrow(int r, int nranks, uint32_t generation = 0, uint32_t timeout_ms = 1000) {
+    ask(r, generation, rv::RecoverKind::regrow, nranks, false, timeout_ms);
   }
 };
 
@@ -111,7 +111,7 @@ TEST_CASE("recovery: 8 ranks, 2 killed: every survivor gets the same membership"
   auto wanted = h.take(job.recovery(0));
   REQUIRE(wanted.size() == 1);
   CHECK(wanted[0].request_id == 50);
-  CHECK(std::get<rv::RecoverIdWanted>(wanted[0].message).epoch == 1);
+  CHECK(std::get<rv::RecoverIdWanted>(wanted[0].message).generation == 1);
   for (int r : {1, 3, 4, 6, 7}) CHECK(h.take(job.recovery(r)).empty());
   h.feed(job.recovery(0), rv::RecoverId{1, {9, 8, 7}, 1000}, 51);
 
@@ -124,7 +124,7 @@ TEST_CASE("recovery: 8 ranks, 2 killed: every survivor gets the same membership"
   }
   for (size_t i = 0; i < got.size(); ++i) {
     const rv::Joined& j = got[i];
-    CHECK(j.epoch == 1);
+    CHECK(j.generation == 1);
     CHECK(j.rank == static_cast<int32_t>(i));  // dense, in job-rank order
     CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 3, 4, 6, 7});
     CHECK(j.failed == std::vector<int32_t>{2, 5});
@@ -205,7 +205,7 @@ TEST_CASE("recovery: a second death during a shrink") {
   }
   SECTION("a death after the decision fails the new generation; its members recover from it") {
     for (int r : {0, 1, 2}) job.shrink(r, 0, true);
-    for (int r : {0, 1, 2}) REQUIRE(joined_of(h, job.recovery(r)).epoch == 1);
+    for (int r : {0, 1, 2}) REQUIRE(joined_of(h, job.recovery(r)).generation == 1);
     // Rank 2 dies while the others build NCCL: its death reaches generation 1
     // through its new connection, and generation 0 through its old one.
     job.kill(2, true);
@@ -226,7 +226,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     for (int r : {0, 1}) job.shrink(r, 0, true);
     for (int r : {0, 1}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
-      CHECK(j.epoch == 2);
+      CHECK(j.generation == 2);
       CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1});
       CHECK(j.failed == std::vector<int32_t>{2});  // in generation 1's numbering
     }
@@ -240,7 +240,7 @@ TEST_CASE("recovery: failures reach only their own generation; progress is per g
   job.kill(2);
   drain(h, {job.member(0), job.member(1)});
   for (int r : {0, 1}) job.shrink(r, 0, true);
-  for (int r : {0, 1}) REQUIRE(joined_of(h, job.recovery(r)).epoch == 1);
+  for (int r : {0, 1}) REQUIRE(joined_of(h, job.recovery(r)).generation == 1);
   // Rank 1 drops its failed parent without a leave: generation 1 hears nothing.
   h.core.on_disconnect(job.member(1), "closed");
   CHECK(h.take(job.recovery(0)).empty());
@@ -288,7 +288,7 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
       {job.recovery(0), 0}, {301, 1}, {job.recovery(2), 2}, {303, 3}};
   for (const auto& [conn, r] : rank_of) {
     const rv::Joined j = joined_of(h, conn);
-    CHECK(j.epoch == 1);
+    CHECK(j.generation == 1);
     CHECK(j.rank == r);  // survivors keep their numbers; replacements take the failed ones
     CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 2, 3});
     CHECK(j.members[1].pid == 2001);
@@ -360,7 +360,7 @@ TEST_CASE("recovery: what never comes is named at the deadline") {
     job.kill(1);
     job.replace(301, 1, 600);
     for (int r : {0, 2, 3}) job.shrink(r, 0, true);  // they shrink instead
-    for (int r : {0, 2, 3}) CHECK(joined_of(h, job.recovery(r)).epoch == 1);
+    for (int r : {0, 2, 3}) CHECK(joined_of(h, job.recovery(r)).generation == 1);
     h.advance(600ms);
     CHECK_THAT(h.refusal(301, CC_ERR_TIMEOUT),
                Catch::Contains("rank 1 waited 600 ms as a replacement") &&
@@ -376,8 +376,8 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   job.join_all();
   SECTION("a replacement for a rank that is alive") {
     CHECK_THAT(job.replace_refused(301, 1),
-               Catch::Contains("rank 1 (host h1, pid 2001) joined job 'job' "
-                               "(generation 0) after it had completed") &&
+               Catch::Contains("rank 1 (host h1, pid 2001) joined communicator 0 of "
+                               "job 'job' after it had completed") &&
                    Catch::Contains("stop it"));
   }
   SECTION("two replacements for one rank") {
@@ -441,7 +441,7 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
   SECTION("a communicator the server never completed") {
     h.client(401);
     rv::Recover r = job.recover(0, 0, rv::RecoverKind::shrink);
-    r.info.generation = 7;
+    r.info.comm_number = 7;
     h.feed(401, r);
     CHECK(h.error_of(h.one(401)).code == CC_ERR_INVALID_USAGE);
   }
@@ -460,7 +460,7 @@ TEST_CASE("recovery: two jobs stay independent") {
   for (int r : {0, 2}) a.shrink(r, 0, true);
   for (int r : {0, 1, 2}) {
     const rv::Joined j = joined_of(h, b.recovery(r));
-    CHECK(j.epoch == 1);
+    CHECK(j.generation == 1);
     CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 2});
     CHECK(j.failed.empty());
   }
@@ -486,7 +486,7 @@ TEST_CASE("recovery: a recovered generation outlives the failed one's connection
   job.join_all();
   job.kill(1);
   for (int r : {0, 2, 3}) job.shrink(r, 0, true);
-  for (int r : {0, 2, 3}) CHECK(joined_of(h, job.recovery(r)).epoch == 1);
+  for (int r : {0, 2, 3}) CHECK(joined_of(h, job.recovery(r)).generation == 1);
   for (int r : {0, 2, 3}) {
     h.take(job.member(r));
     h.feed(job.member(r), rv::Leave{}, 7);
@@ -505,7 +505,7 @@ TEST_CASE("recovery: a recovered generation outlives the failed one's connection
   job.ask(3, 1, rv::RecoverKind::shrink, 0, true, 1000, 303);
   for (rv::ConnId c : {rv::ConnId{300}, rv::ConnId{303}}) {
     const rv::Joined j = joined_of(h, c);
-    CHECK(j.epoch == 2);
+    CHECK(j.generation == 2);
     CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 3});
     CHECK(j.failed == std::vector<int32_t>{1});  // in generation 1's numbering
   }

@@ -26,7 +26,7 @@ struct Job : cc::test::Harness {
       rv::Join j;
       j.info.rank = r;
       j.info.world_size = world;
-      j.info.generation = 1;
+      j.info.comm_number = 1;
       j.info.host = "host-" + std::to_string(r);
       j.info.pid = 100u + static_cast<uint32_t>(r);
       j.info.nccl_version = 22809;

@@ -39,7 +39,7 @@ bool parse_trace(const Json& j, const std::string& file, RankTrace* out, std::st
     RankTrace t;
     t.file = file;
     t.job = j.at("job").get<std::string>();
-    t.communicator = j.at("communicator").get<uint32_t>();
+    t.comm_number = j.at("communicator").get<uint32_t>();
     t.generation = j.at("generation").get<uint32_t>();
     t.split = j.value("split", 0);
     t.rank = j.at("rank").get<int>();
@@ -74,7 +74,7 @@ CommunicatorReport analyse_one(std::vector<const RankTrace*> ranks) {
   CommunicatorReport r;
   const RankTrace& first = *ranks.front();
   r.job = first.job;
-  r.communicator = first.communicator;
+  r.comm_number = first.comm_number;
   r.generation = first.generation;
   r.split = first.split;
   r.nranks = first.nranks;
@@ -189,7 +189,7 @@ std::string call_label(const TraceCall& c) {
 std::vector<CommunicatorReport> analyse_traces(const std::vector<RankTrace>& traces) {
   std::map<std::tuple<std::string, uint32_t, int, uint32_t>, std::vector<const RankTrace*>> groups;
   for (const RankTrace& t : traces)
-    groups[{t.job, t.communicator, t.split, t.generation}].push_back(&t);
+    groups[{t.job, t.comm_number, t.split, t.generation}].push_back(&t);
   std::vector<CommunicatorReport> out;
   for (auto& [key, ranks] : groups) out.push_back(analyse_one(ranks));
   return out;
@@ -198,7 +198,7 @@ std::vector<CommunicatorReport> analyse_traces(const std::vector<RankTrace>& tra
 std::string render_traces_text(const std::vector<CommunicatorReport>& reports) {
   std::string out;
   for (const CommunicatorReport& r : reports) {
-    out += "job '" + r.job + "', communicator " + std::to_string(r.communicator) +
+    out += "job '" + r.job + "', communicator " + std::to_string(r.comm_number) +
            (r.split > 0 ? " (split " + std::to_string(r.split) + ")" : std::string()) +
            ", generation " + std::to_string(r.generation) + ": " + std::to_string(r.nranks) +
            " ranks, files from " + std::to_string(r.ranks.size()) +
@@ -257,7 +257,7 @@ std::string render_traces_text(const std::vector<CommunicatorReport>& reports) {
 nlohmann::json render_traces_json(const std::vector<CommunicatorReport>& reports) {
   Json all = Json::array();
   for (const CommunicatorReport& r : reports) {
-    Json j = {{"job", r.job},         {"communicator", r.communicator},
+    Json j = {{"job", r.job},         {"communicator", r.comm_number},
               {"split", r.split},     {"generation", r.generation},
               {"nranks", r.nranks},   {"ranks", r.ranks},
               {"missing", r.missing}, {"completed_by_all", r.completed_by_all}};

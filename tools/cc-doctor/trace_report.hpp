@@ -25,7 +25,7 @@ struct TraceCall {
 struct RankTrace {
   std::string file;
   std::string job;
-  uint32_t communicator = 0, generation = 0;
+  uint32_t comm_number = 0, generation = 0;
   int split = 0;
   int rank = -1, nranks = 0;
   std::string host;
@@ -46,7 +46,7 @@ struct CallGroup {
 
 struct CommunicatorReport {
   std::string job;
-  uint32_t communicator = 0, generation = 0;
+  uint32_t comm_number = 0, generation = 0;
   int split = 0;
   int nranks = 0;
   std::vector<int> ranks;    // whose files were read

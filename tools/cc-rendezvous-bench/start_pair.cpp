@@ -55,7 +55,7 @@ bool start_two(bool preflight, int round, double* ms) {
       q.rendezvous.info.host = r == 0 ? "pair-a" : "pair-b";
       q.rendezvous.info.pid = static_cast<uint32_t>(::getpid());
       q.rendezvous.info.nccl_version = 22809;
-      q.rendezvous.generation = 1;
+      q.rendezvous.comm_number = 1;
       q.rendezvous.deadline = Clock::now() + milliseconds(20000);
       q.getenv = [preflight](const char* name) -> const char* {
         if (std::string(name) == "CC_PREFLIGHT") return preflight ? "1" : "0";

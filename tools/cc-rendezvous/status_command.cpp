@@ -16,7 +16,7 @@ namespace cc::daemon {
 namespace {
 
 constexpr const char* kAbout =
-    "Asks a running rendezvous server for each job, its communicator generations\n"
+    "Asks a running rendezvous server for each job, its communicators\n"
     "and their members (rank, host, pid, address, last heartbeat, last completed\n"
     "operation), the ranks missing and who is behind. Works against cc-rendezvous\n"
     "and against the server of a running job (rank 0's, or cc-run's).";

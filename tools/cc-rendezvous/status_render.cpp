@@ -77,19 +77,19 @@ const char* state_name(rv::MemberState s) {
   return "unknown";
 }
 
-const char* state_name(rv::GenerationState s) {
+const char* state_name(rv::JoinState s) {
   switch (s) {
-    case rv::GenerationState::joining:
+    case rv::JoinState::joining:
       return "joining";
-    case rv::GenerationState::complete:
+    case rv::JoinState::complete:
       return "complete";
-    case rv::GenerationState::failed:
+    case rv::JoinState::failed:
       return "failed";
   }
   return "unknown";
 }
 
-std::vector<Behind> behind(const rv::GenerationStatus& g) {
+std::vector<Behind> behind(const rv::CommStatus& g) {
   std::vector<const rv::MemberStatus*> live;
   for (const auto& m : g.members)
     if (m.state == rv::MemberState::member) live.push_back(&m);
@@ -129,10 +129,9 @@ std::string status_text(const rv::StatusReport& r, const std::string& endpoint) 
            " members left out to keep the report small; ask for one job with --job\n";
   for (const rv::JobStatus& j : r.jobs) {
     out += "\njob '" + printable(j.id) + "': " + job_line(j) + "\n";
-    if (j.generations.empty() && j.connections > 0)
-      out += "  no communicator (store clients only)\n";
-    for (const rv::GenerationStatus& g : j.generations) {
-      out += "  generation " + std::to_string(g.generation) + ": " + state_name(g.state) + ", " +
+    if (j.comms.empty() && j.connections > 0) out += "  no communicator (store clients only)\n";
+    for (const rv::CommStatus& g : j.comms) {
+      out += "  communicator " + std::to_string(g.comm_number) + ": " + state_name(g.state) + ", " +
              std::to_string(g.joined) + " of " + std::to_string(g.world_size) + " ranks joined\n";
       if (!g.failure.empty()) out += "    failed: " + printable(g.failure) + "\n";
       if (!g.members.empty()) {
@@ -148,7 +147,7 @@ std::string status_text(const rv::StatusReport& r, const std::string& endpoint) 
                  std::to_string(m.last_completed) + "\n";
         }
       }
-      if (g.state == rv::GenerationState::joining && g.world_size > g.joined) {
+      if (g.state == rv::JoinState::joining && g.world_size > g.joined) {
         const int32_t n = g.world_size - g.joined;
         const size_t unlisted = static_cast<size_t>(n) - std::min(g.missing.size(), size_t(n));
         if (g.missing.empty())
@@ -166,7 +165,7 @@ std::string status_text(const rv::StatusReport& r, const std::string& endpoint) 
           out += "    " + std::string(state_name(m.state)) + ": " + member_who(m) +
                  (m.peer.empty() ? "" : " at " + printable(m.peer)) + ": " +
                  (m.reason.empty() ? "no reason given" : printable(m.reason)) + "\n";
-        else if (m.state == rv::MemberState::left && g.state == rv::GenerationState::complete)
+        else if (m.state == rv::MemberState::left && g.state == rv::JoinState::complete)
           out += "    left: " + member_who(m) + " (cleanly)\n";
       }
       std::map<int32_t, const rv::MemberStatus*> by_rank;
@@ -196,12 +195,12 @@ nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string&
     job["keys"] = j.keys;
     job["bytes"] = j.bytes;
     job["expires_in_ms"] = j.expires_in_ms > 0 ? json(j.expires_in_ms) : json(nullptr);
-    json generations = json::array();
-    for (const rv::GenerationStatus& g : j.generations) {
+    json comms = json::array();
+    for (const rv::CommStatus& g : j.comms) {
       std::map<int32_t, std::string> late;
       for (Behind& b : behind(g)) late[b.rank] = std::move(b.why);
       json gen;
-      gen["generation"] = g.generation;
+      gen["communicator"] = g.comm_number;
       gen["state"] = state_name(g.state);
       gen["world_size"] = g.world_size;
       gen["joined"] = g.joined;
@@ -225,9 +224,9 @@ nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string&
         members.push_back(std::move(member));
       }
       gen["members"] = std::move(members);
-      generations.push_back(std::move(gen));
+      comms.push_back(std::move(gen));
     }
-    job["generations"] = std::move(generations);
+    job["communicators"] = std::move(comms);
     jobs.push_back(std::move(job));
   }
   out["jobs"] = std::move(jobs);

@@ -26,10 +26,10 @@ struct Behind {
   int32_t rank = -1;
   std::string why;  // "silent for 4.2 s", "3 ops behind rank 0 (op #41 against #44)"
 };
-std::vector<Behind> behind(const rv::GenerationStatus& g);
+std::vector<Behind> behind(const rv::CommStatus& g);
 
 const char* state_name(rv::MemberState s);
-const char* state_name(rv::GenerationState s);
+const char* state_name(rv::JoinState s);
 
 // `endpoint` is where the report came from ("127.0.0.1:29500"). The text
 // shows every name and reason the server sent printable
