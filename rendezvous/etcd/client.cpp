@@ -769,6 +769,7 @@ struct Client::Impl {
       req.body = body;
       req.response_handler = [&](const httplib::Response& r) {
         http_status = r.status;
+        if (r.status == 200) creates->begin();
         return true;
       };
       req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
@@ -819,7 +820,7 @@ struct Client::Impl {
       if (st.done) return Status::success();
       if (st.fatal) return *st.fatal;
       if (cancel != nullptr && cancel->cancelled()) return cancelled();
-      if (creates_lost && !st.broken && http_status == 200 && Clock::now() < deadline) {
+      if (creates_lost && !st.broken && Clock::now() < deadline) {
         log().debug("etcd watch on {}: {} of its {} keys confirmed within {} ms (etcd's gateway "
                     "drops a stream's later requests when it answers first); opening it again",
                     opt.address.endpoints[ep].text(), st.created, specs.size(),

@@ -17,6 +17,14 @@ CreateConfirmation::CreateConfirmation(size_t creates, std::chrono::milliseconds
 
 CreateConfirmation::~CreateConfirmation() { (void)finish(); }
 
+void CreateConfirmation::begin() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    begun_ = true;
+  }
+  cv_.notify_all();
+}
+
 void CreateConfirmation::confirmed(size_t created) {
   if (created < creates_) return;
   {
@@ -39,6 +47,7 @@ bool CreateConfirmation::finish() {
 
 void CreateConfirmation::run() {
   std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return begun_ || settled_; });
   if (cv_.wait_for(lock, grace_, [&] { return settled_; })) return;
   expired_ = true;
   while (!settled_) {

@@ -8,7 +8,8 @@
 // so: the stream simply carries fewer watches than were asked for. (Seen on
 // etcd 3.4: a generation watch of four keys confirmed three, so a rank's
 // death went unheard.) A stream of several creates that has not confirmed
-// them all within the grace is stopped here, so the caller opens it again.
+// them all within the grace of its answer's start is stopped here, so the
+// caller opens it again.
 #pragma once
 
 #include <chrono>
@@ -30,6 +31,9 @@ class CreateConfirmation {
   CreateConfirmation(const CreateConfirmation&) = delete;
   CreateConfirmation& operator=(const CreateConfirmation&) = delete;
 
+  // The stream's answer began (HTTP 200): the grace counts from here, so a
+  // slow connection or a busy member's late headers are not taken for a loss.
+  void begin();
   // `created` of the creates are confirmed so far.
   void confirmed(size_t created);
   // The stream is over (the caller's send returned): no stop after this.
@@ -45,6 +49,7 @@ class CreateConfirmation {
   const std::function<void()> stop_;
   std::mutex mu_;
   std::condition_variable cv_;
+  bool begun_ = false;
   bool settled_ = false;  // all confirmed, or the stream over
   bool expired_ = false;
   std::thread thread_;
