@@ -110,13 +110,11 @@ std::string shortened(std::string_view name) {
 Status check_key(const std::string& key) {
   const Limits limits;
   if (key.empty())
-    return make_status(CC_ERR_INVALID_ARGUMENT,
-                       "the key is empty: a key needs at least one byte");
+    return make_status(CC_ERR_INVALID_ARGUMENT, "the key is empty: a key needs at least one byte");
   if (key.size() > limits.max_key) {
-    return make_status(CC_ERR_INVALID_ARGUMENT, "the key '" + shortened(key) +
-                                                    "' is over the limit of " +
-                                                    std::to_string(limits.max_key) +
-                                                    " bytes: use a shorter key");
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "the key '" + shortened(key) + "' is over the limit of " +
+                           std::to_string(limits.max_key) + " bytes: use a shorter key");
   }
   return Status::success();
 }
@@ -249,9 +247,10 @@ class TcpClient final : public Client {
   Status wait(const std::vector<std::string>& keys, uint32_t timeout_ms) override {
     const Limits limits;
     if (keys.size() > limits.max_wait_keys) {
-      return make_status(CC_ERR_INVALID_ARGUMENT,
-                         "a wait for " + std::to_string(keys.size()) + " keys is over the limit of " +
-                             std::to_string(limits.max_wait_keys) + " keys in one wait: split it");
+      return make_status(CC_ERR_INVALID_ARGUMENT, "a wait for " + std::to_string(keys.size()) +
+                                                      " keys is over the limit of " +
+                                                      std::to_string(limits.max_wait_keys) +
+                                                      " keys in one wait: split it");
     }
     for (const std::string& key : keys)
       if (Status s = check_key(key); !s.ok()) return s;
@@ -351,9 +350,9 @@ class TcpClient final : public Client {
     return s;
   }
 
-  Status watch(milliseconds window) override {
-    return expect_ok(Watch{static_cast<uint32_t>(window.count())}, after(options_.request_timeout),
-                     "a watch request");
+  Status set_heartbeat_window(milliseconds window) override {
+    return expect_ok(HeartbeatWindow{static_cast<uint32_t>(window.count())},
+                     after(options_.request_timeout), "a heartbeat window request");
   }
 
   Status progress(uint32_t comm_number, int32_t rank, Progress* out,

@@ -90,7 +90,7 @@ class Client {
     return heartbeat_nowait(h.last_completed);
   }
   // Asks the server to announce this member as failed after window of silence.
-  virtual Status watch(std::chrono::milliseconds window) = 0;
+  virtual Status set_heartbeat_window(std::chrono::milliseconds window) = 0;
   // Every member's last completed operation for one generation of the job.
   // rank -1: the other members furthest behind (see ProgressQuery).
   virtual Status progress(uint32_t comm_number, int32_t rank, Progress* out,

@@ -270,19 +270,17 @@ bool fields(auto& io, Is<PeerEvent> auto& m) {
          io.valid(in_range(m.kind, PeerEventKind::failed, PeerEventKind::mismatch)) &&
          (io.at_end() || (io.u32(m.split) && io.i32(m.split_color)));  // an older server: 0
 }
-bool fields(auto& io, Is<Watch> auto& m) { return io.u32(m.window_ms); }
+bool fields(auto& io, Is<HeartbeatWindow> auto& m) { return io.u32(m.window_ms); }
 bool fields(auto& io, Is<ProgressQuery> auto& m) {
   return io.u32(m.comm_number) && io.i32(m.rank) &&
          (io.at_end() || io.u32(m.generation)) &&  // older clients send no generation
          (io.at_end() || io.boolean(m.with_calls));
 }
 bool fields(auto& io, Is<Progress> auto& m) {
-  return io.list(m.members, io.limits().max_frame / 24,
-                 [&](auto& p) {
-                   return io.i32(p.rank) && io.text(p.host) && io.u32(p.pid) &&
-                          io.u64(p.last_completed) && io.u32(p.silent_ms);
-                 }) &&
-         (io.at_end() || io.str(m.calls, io.limits().max_frame));
+  return io.list(m.members, io.limits().max_frame / 24, [&](auto& p) {
+    return io.i32(p.rank) && io.text(p.host) && io.u32(p.pid) && io.u64(p.last_completed) &&
+           io.u32(p.silent_ms);
+  }) && (io.at_end() || io.str(m.calls, io.limits().max_frame));
 }
 bool fields(auto& io, Is<CompareSet> auto& m) {
   const uint32_t max = io.limits().max_value;
@@ -305,7 +303,7 @@ bool fields(auto& io, Is<StatusQuery> auto& m) { return io.str(m.job_id, io.limi
 bool fields(auto& io, Is<MemberStatus> auto& m) {
   return io.i32(m.rank) && io.enum8(m.state) && io.text(m.host) && io.u32(m.pid) &&
          io.text(m.peer) && io.text(m.nccl_addr) && io.u64(m.last_completed) &&
-         io.u32(m.heartbeat_age_ms) && io.u32(m.watch_window_ms) && io.text(m.reason) &&
+         io.u32(m.heartbeat_age_ms) && io.u32(m.heartbeat_window_ms) && io.text(m.reason) &&
          io.valid(in_range(m.state, MemberState::joining, MemberState::aborted));
 }
 // The state is checked once the count of missing ranks is read, before them.
@@ -391,7 +389,7 @@ using Kinds = std::tuple<
     Kind<MsgType::joined, Joined, "joined">,
     Kind<MsgType::peer_event, PeerEvent, "peer-event">,
     Kind<MsgType::heartbeat_ack, HeartbeatAck, "heartbeat-ack">,
-    Kind<MsgType::watch, Watch, "watch">,
+    Kind<MsgType::heartbeat_window, HeartbeatWindow, "heartbeat-window">,
     Kind<MsgType::progress_query, ProgressQuery, "progress-query">,
     Kind<MsgType::progress, Progress, "progress">,
     Kind<MsgType::compare_set, CompareSet, "compare-set">,

@@ -48,7 +48,7 @@ enum class MsgType : uint16_t {
   leave = 21,
   heartbeat = 22,
   abort = 23,
-  watch = 24,             // announce me as failed after a silence
+  heartbeat_window = 24,  // announce me as failed after a silence
   progress_query = 25,    // who is behind
   recover = 30,           // go on as the next generation of a communicator (shrink, regrow)
   recover_id = 31,        // the NCCL id of that generation, from the rank asked to make it
@@ -176,9 +176,9 @@ struct Abort {
 };
 // Asks the server to watch this connection's heartbeats: a member silent for
 // window_ms is announced as failed. Answered with Ok. A client that never
-// sends Watch is never dropped for silence (unless the server was started
+// sends HeartbeatWindow is never dropped for silence (unless the server was started
 // with a heartbeat timeout of its own).
-struct Watch {
+struct HeartbeatWindow {
   uint32_t window_ms = 0;
 };
 // Asks for members' last completed operation in one generation of this
@@ -330,9 +330,9 @@ struct MemberStatus {
   std::string peer;       // where its rendezvous connection came from, "10.0.0.3:5555"
   std::string nccl_addr;  // the address it said NCCL will use
   uint64_t last_completed = 0;
-  uint32_t heartbeat_age_ms = 0;  // since its last heartbeat (or its join); 0 once gone
-  uint32_t watch_window_ms = 0;   // the silence it may keep before it is dropped (0: unwatched)
-  std::string reason;             // why it failed or aborted
+  uint32_t heartbeat_age_ms = 0;     // since its last heartbeat (or its join); 0 once gone
+  uint32_t heartbeat_window_ms = 0;  // the silence it may keep before it is dropped (0: unwatched)
+  std::string reason;                // why it failed or aborted
 };
 enum class JoinState : uint8_t { joining = 1, complete = 2, failed = 3 };
 struct CommStatus {
@@ -428,7 +428,7 @@ struct PreflightReport {
 
 using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat, Abort,
                              Challenge, Ok, Error, Value, Integer, Joined, PeerEvent, HeartbeatAck,
-                             Watch, ProgressQuery, Progress, CompareSet, CompareSetResult,
+                             HeartbeatWindow, ProgressQuery, Progress, CompareSet, CompareSetResult,
                              Recover, RecoverId, RecoverIdWanted, StatusQuery, StatusReport,
                              InitFailed, PreflightReady, PreflightReport, PreflightPlan>;
 

@@ -17,7 +17,7 @@
 #include "common/who.hpp"
 #include "lib/comm/comm.hpp"
 #include "lib/comm/fast_setup.hpp"
-#include "lib/comm/init_watch.hpp"
+#include "lib/comm/init_listener.hpp"
 #include "lib/comm/parts.hpp"
 #include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
@@ -131,15 +131,15 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   // or, when the rendezvous brought the cause, ends with that cause's words.
   // No rank hosts a server on etcd.
   const bool embedded = !on_etcd && c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
-  InitWatch watch(*c->client, c->who(), rank, c->comm_number, joined.members, embedded);
+  InitListener listener(*c->client, c->who(), rank, c->comm_number, joined.members, embedded);
   std::optional<Status> news;
   const core::Interrupt interrupted = [&] {
-    if (!news) news = watch.news();
+    if (!news) news = listener.news();
     return news.has_value();
   };
   auto failed = [&](Status why) {
     if (news) why = *news;
-    Status out = watch.conclude(std::move(why), news.has_value());
+    Status out = listener.conclude(std::move(why), news.has_value());
     discard(c.get());
     return out;
   };

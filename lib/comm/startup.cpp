@@ -6,7 +6,7 @@
 
 #include "common/log.hpp"
 #include "common/who.hpp"
-#include "lib/comm/init_watch.hpp"
+#include "lib/comm/init_listener.hpp"
 #include "lib/comm/preflight.hpp"
 #include "lib/launch/etcd.hpp"
 #include "lib/launch/nccl_net.hpp"
@@ -119,8 +119,8 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   const int rank = info.rank;
   if (Status st = rendezvous_join(std::move(req.rendezvous), make_id, out); !st.ok()) return st;
 
-  InitWatch watch(*out->client, who, rank, out->comm_number, out->members, embedded);
-  if (!setup.cannot_start.ok()) return watch.conclude(setup.cannot_start);
+  InitListener listener(*out->client, who, rank, out->comm_number, out->members, embedded);
+  if (!setup.cannot_start.ok()) return listener.conclude(setup.cannot_start);
   // A replacement for a failed rank joins a later generation of a running
   // communicator: the survivors take no test with it (they recover through
   // the rendezvous), so it has none to take.
@@ -128,9 +128,9 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   if (Status st = run_preflight(*out->client, job_id, out->comm_number, rank, setup, deadline, who);
       !st.ok()) {
     // A member's failure names its cause best where the news says it.
-    if (auto news = watch.news()) return watch.conclude(std::move(*news), true);
-    return watch.conclude(make_status(st.code, who + ": cc_comm_init cannot finish: " + st.message),
-                          true);
+    if (auto news = listener.news()) return listener.conclude(std::move(*news), true);
+    return listener.conclude(
+        make_status(st.code, who + ": cc_comm_init cannot finish: " + st.message), true);
   }
   return Status::success();
 }

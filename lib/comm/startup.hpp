@@ -4,7 +4,7 @@
 // test's listener on NCCL's address, the join, and the test itself. A
 // failure after the join is told to the other ranks (or, when the
 // rendezvous brought it, not told again) before start returns. Then init.cpp
-// creates the NCCL communicators while an InitWatch listens for news. Tests
+// creates the NCCL communicators while an InitListener listens for news. Tests
 // run start with processes or threads as ranks and no GPU.
 #pragma once
 

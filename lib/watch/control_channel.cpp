@@ -17,7 +17,7 @@ ControlChannel::ControlChannel(rv::Client& client, ChannelOptions options)
     : client_(client), options_(std::move(options)) {}
 
 Status ControlChannel::start() {
-  if (Status st = client_.watch(window()); !st.ok())
+  if (Status st = client_.set_heartbeat_window(window()); !st.ok())
     return make_status(st.code, self() + ": asking the rendezvous at " + client_.endpoint() +
                                     " to watch heartbeats failed: " + st.message);
   if (Status st = client_.heartbeat_nowait(0); !st.ok()) return st;
@@ -131,8 +131,8 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
         split_events_.try_emplace({e->split, e->split_color}, std::move(*e));
       continue;
     }
-    if (e->kind != rv::PeerEventKind::server_stopping &&
-        e->kind != rv::PeerEventKind::mismatch && e->rank == options_.rank)
+    if (e->kind != rv::PeerEventKind::server_stopping && e->kind != rv::PeerEventKind::mismatch &&
+        e->rank == options_.rank)
       continue;
     if (e->kind == rv::PeerEventKind::failed) {
       std::lock_guard<std::mutex> lock(failed_mu_);

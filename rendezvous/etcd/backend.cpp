@@ -16,7 +16,7 @@ namespace cc::rv::etcd {
 
 namespace {
 
-constexpr milliseconds kWatchSlice{30000};  // a generation's watch is opened again this often
+constexpr milliseconds kFollowSlice{30000};  // the follower opens its etcd watch again this often
 
 }  // namespace
 
@@ -135,15 +135,14 @@ void Backend::Impl::lost_membership(const std::string& how) {
           "other ranks consider this rank failed"});
 }
 
-// The generation's one watch stream, from the join to the leave, on keys
-// that only rare writes touch (so no write elsewhere in the generation costs
-// etcd work for this watch): the result's put (how the join ended), the
-// events key (each departure, announced once), the mismatch keys (the ranks'
-// calls differ, put by rank 0 alone, once per line: backend_calls.cpp), and
-// the next rank's member key (its delete: a lease expired). Ranks watch their
-// neighbour in a ring, so a death is seen by one rank, which announces it to
-// all through the events key.
-void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
+// The generation follower: the generation's one etcd watch stream, from the
+// join to the leave, on keys that only rare writes touch (so no write
+// elsewhere in the generation costs etcd work for this watch): the result's put (how the join
+// ended), the events key (each departure, announced once), the mismatch keys (the ranks' calls
+// differ, put by rank 0 alone, once per line: backend_calls.cpp), and the next rank's member key
+// (its delete: a lease expired). Ranks watch their neighbour in a ring, so a death is seen by one
+// rank, which announces it to all through the events key.
+void Backend::Impl::follow_generation(const Followed& w, int64_t from) {
   const Gen g = w.at;
   int64_t next_result = from, next_events = from, next_neighbour = from;
   const int32_t neighbour = w.world > 1 ? (w.position + 1) % w.world : -1;
@@ -155,7 +154,7 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
   int64_t next_mismatch = from;
   std::set<std::pair<uint32_t, int32_t>> mismatch_told;  // by line (backend_calls.cpp)
   enum class Role { result, events, neighbour, mismatch };
-  while (!watch_cancel->cancelled()) {
+  while (!follower_cancel->cancelled()) {
     std::vector<WatchSpec> specs;
     std::vector<Role> roles;
     bool result_known = false;
@@ -180,10 +179,11 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
     watch(Role::mismatch, keys.mismatch(g, 0, 0), next_mismatch, false);
     specs.back().range_end = prefix_end(specs.back().key);  // split children's too
     if (neighbour >= 0) watch(Role::neighbour, keys.member(g, neighbour_key), next_neighbour, true);
-    log().debug("etcd: job {}: communicator {}, generation {}: watching from revision {} (events), "
-                "{} (rank {}'s key)",
-                quote(opt.job_id), g.g, g.generation, next_events, next_neighbour, neighbour_key);
-    Status s = etcd->watch(specs, Clock::now() + kWatchSlice, watch_cancel.get(),
+    log().debug(
+        "etcd: job {}: communicator {}, generation {}: watching from revision {} (events), "
+        "{} (rank {}'s key)",
+        quote(opt.job_id), g.g, g.generation, next_events, next_neighbour, neighbour_key);
+    Status s = etcd->watch(specs, Clock::now() + kFollowSlice, follower_cancel.get(),
                            [&](const std::vector<WatchEvent>& evs, int64_t) {
                              for (const WatchEvent& e : evs) {
                                switch (roles[e.spec]) {
@@ -222,10 +222,10 @@ void Backend::Impl::watch_generation(const Watched& w, int64_t from) {
     log().debug("etcd: watching communicator {}, generation {} of job {}: {}", g.g, g.generation,
                 quote(opt.job_id), s.message);
     std::unique_lock<std::mutex> lock(mu);
-    watch_error = s;
+    follower_error = s;
     result_cv.notify_all();
     keeper_cv.wait_for(lock, milliseconds(1000),
-                       [&] { return stopping || watch_cancel->cancelled(); });
+                       [&] { return stopping || follower_cancel->cancelled(); });
   }
 }
 
@@ -299,20 +299,20 @@ Status Backend::Impl::announce(Gen g, const Departure& d, Deadline deadline) {
   return etcd->txn(t, deadline, &r);
 }
 
-void Backend::Impl::stop_watcher() {
-  if (watch_cancel) watch_cancel->cancel();
-  if (watcher.joinable()) watcher.join();
+void Backend::Impl::stop_follower() {
+  if (follower_cancel) follower_cancel->cancel();
+  if (follower.joinable()) follower.join();
 }
 
-void Backend::Impl::start_watcher(Watched w, int64_t from, std::optional<ResultRecord> known) {
-  stop_watcher();
+void Backend::Impl::start_follower(Followed w, int64_t from, std::optional<ResultRecord> known) {
+  stop_follower();
   {
     std::lock_guard<std::mutex> lock(mu);
     join_result = std::move(known);
-    watch_error = Status::success();
+    follower_error = Status::success();
   }
-  watch_cancel = std::make_unique<WatchCancel>();
-  watcher = std::thread([this, w = std::move(w), from] { watch_generation(w, from); });
+  follower_cancel = std::make_unique<WatchCancel>();
+  follower = std::thread([this, w = std::move(w), from] { follow_generation(w, from); });
 }
 
 // Tells every other rank why this rank goes (events key), then, unless it
@@ -334,7 +334,7 @@ Status Backend::Impl::announce_departure(PeerEventKind kind, const std::string& 
     }
   }
   if (kind == PeerEventKind::aborted) return announce(g, d, deadline);
-  stop_watcher();
+  stop_follower();
   Status s = announce(g, d, deadline);
   if (id != 0) {
     Status r = etcd->lease_revoke(id, deadline);
@@ -381,7 +381,7 @@ Backend::~Backend() {
         "it closed its connection to the rendezvous without leaving (the process "
         "exited or dropped the communicator without destroying it)",
         i.after(i.opt.request_timeout));
-  i.stop_watcher();
+  i.stop_follower();
   int64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(i.mu);
@@ -431,7 +431,7 @@ Status Backend::leave() {
     i.member = false;
   }
   i.stop_call_check();
-  i.stop_watcher();
+  i.stop_follower();
   const Deadline d = i.after(i.opt.request_timeout);
   // The member key leaves the lease first (a put the others' watch filters
   // out), so revoking the lease deletes nothing they watch.
@@ -462,7 +462,7 @@ Status Backend::heartbeat(uint64_t last_completed) {
 
 Status Backend::heartbeat_nowait(uint64_t last_completed) { return heartbeat(last_completed); }
 
-Status Backend::watch(milliseconds window) {
+Status Backend::set_heartbeat_window(milliseconds window) {
   Impl& i = *impl_;
   if (window.count() <= 0) return Status::success();
   int64_t old = 0;

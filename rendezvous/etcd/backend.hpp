@@ -66,7 +66,7 @@ struct BackendOptions {
   // A request that does not wait by design (set, add, ...).
   std::chrono::milliseconds request_timeout{30000};
   // The membership lease's TTL (rounded up to whole seconds; etcd raises it to
-  // its own minimum). watch() may change it.
+  // its own minimum). set_heartbeat_window() may change it.
   std::chrono::milliseconds heartbeat_window{5000};
   // One attempt on one endpoint: connecting, and waiting for the answer.
   std::chrono::milliseconds attempt_connect_timeout{2000};
@@ -115,7 +115,7 @@ class Backend final : public cc::rv::Client {
   // cc's server's rule (backend_calls.cpp; docs/ETCD.md has the cost).
   Status heartbeat_with_calls_nowait(const Heartbeat& h) override;
   // Makes the membership lease's TTL `window` (a new lease when it differs).
-  Status watch(std::chrono::milliseconds window) override;
+  Status set_heartbeat_window(std::chrono::milliseconds window) override;
   // One member's host and pid (rank >= 0), from the generation's roster (read
   // once). etcd keeps no per-rank progress (it would cost a write per
   // heartbeat per rank): rank -1 says so.

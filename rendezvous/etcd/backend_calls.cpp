@@ -12,7 +12,7 @@
 // connection as a line of its own (Heartbeat::split: calls/s<n>.<color>/,
 // mismatch/s<n>.<color>), compared on its own by the same rank 0.
 //
-// Cost per period of W ranks: W small puts, W watch events to one watcher,
+// Cost per period of W ranks: W small puts, W watch events to one follower,
 // O(points) work in rank 0 for each; no rank reads another's key, and only
 // rank 0 watches a prefix that every rank writes to.
 #include <algorithm>

@@ -55,8 +55,8 @@ struct Backend::Impl {
   bool lease_lost = false;  // the lease expired while joining (the join claims again)
   uint32_t comm_number = 0;
   uint32_t generation = 0;  // the generation of communicator `comm_number` this rank is a member of
-  MemberInfo me;       // rank: the job rank (its member key's)
-  int32_t position = 0;  // its rank in that generation (in peer events)
+  MemberInfo me;            // rank: the job rank (its member key's)
+  int32_t position = 0;     // its rank in that generation (in peer events)
   int32_t world = 0;
   // Job ranks by rank in a generation made by a recovery (empty: the same).
   std::vector<int32_t> ring;
@@ -69,11 +69,12 @@ struct Backend::Impl {
   bool stopping = false;
   std::optional<std::string> pending_abort;
 
-  // The generation's watch thread: the join's result, then departures.
-  std::thread watcher;
-  std::unique_ptr<WatchCancel> watch_cancel;
+  // The generation follower: a thread on one etcd watch of the generation,
+  // which takes the join's result, then departures.
+  std::thread follower;
+  std::unique_ptr<WatchCancel> follower_cancel;
   std::optional<ResultRecord> join_result;  // under mu
-  Status watch_error;                       // the watch's last failure, under mu
+  Status follower_error;                    // the watch's last failure, under mu
   std::condition_variable result_cv;
 
   // Peer events for next_event().
@@ -118,21 +119,21 @@ struct Backend::Impl {
   }
   void keep_alive();
   void lost_membership(const std::string& how);
-  // One generation's watch: `position` of `world` ranks; ring as above.
-  struct Watched {
+  // What the generation follower follows: `position` of `world` ranks; ring as above.
+  struct Followed {
     Gen at{0};
     int32_t position = 0;
     int32_t world = 0;
     std::vector<int32_t> ring;
   };
-  void watch_generation(const Watched& w, int64_t from);
+  void follow_generation(const Followed& w, int64_t from);
   void on_result(Gen at, const WatchEvent& e, std::vector<WatchEvent>* early);
   void on_departure(const WatchEvent& e, std::vector<bool>* told, size_t* announced);
   void neighbour_gone(Gen at, int32_t rank, const WatchEvent& e);
   Status announce(Gen at, const Departure& d, Deadline deadline);
-  // known: the generation's result, when it came before the watch (a recovery).
-  void start_watcher(Watched w, int64_t from, std::optional<ResultRecord> known = std::nullopt);
-  void stop_watcher();
+  // known: the generation's result, when it came before the follower (a recovery).
+  void start_follower(Followed w, int64_t from, std::optional<ResultRecord> known = std::nullopt);
+  void stop_follower();
   Gen current() const { return Gen{comm_number, generation}; }            // under mu
   int32_t key_rank() const { return ring.empty() ? position : me.rank; }  // under mu
   // Tells the others why this rank goes (failed, aborted or init_failed). A
@@ -208,8 +209,7 @@ struct Backend::Impl {
   Status coordinate_recovery(Gen from, const Recover& request, const MakeId& make_id,
                              Deadline deadline);
   Status give_up_recovery(Gen from, uint32_t timeout_ms, std::optional<ResultRecord>* out);
-  Status finish_recovery(Gen next, const MemberInfo& info, const ResultRecord& result,
-                         Joined* out);
+  Status finish_recovery(Gen next, const MemberInfo& info, const ResultRecord& result, Joined* out);
 };
 
 }  // namespace cc::rv::etcd

@@ -82,7 +82,7 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
     since = lease_revision;
   }
   // The generation's watch opens while the claim below is sent.
-  start_watcher(Watched{Gen(g), in.rank, in.world_size, {}}, since + 1);
+  start_follower(Followed{Gen(g), in.rank, in.world_size, {}}, since + 1);
   struct StopUnlessJoined {
     Impl& i;
     ~StopUnlessJoined() {
@@ -91,7 +91,7 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
         std::lock_guard<std::mutex> lock(i.mu);
         joined = i.member;
       }
-      if (!joined) i.stop_watcher();
+      if (!joined) i.stop_follower();
     }
   } stop_unless_joined{*this};
 
@@ -133,7 +133,7 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
         // Not a member of generation g after all: what its watch heard
         // there (the survivors' aborts) is no news of the generation it
         // joins, and must not fail that one's init.
-        stop_watcher();
+        stop_follower();
         drop_events();
         return join_as_replacement(req, out);
       }
@@ -364,7 +364,7 @@ Status Backend::Impl::join_timed_out(uint32_t g, const Join& req, Joined* out) {
   Status watch_failed;
   {
     std::lock_guard<std::mutex> lock(mu);
-    watch_failed = watch_error;
+    watch_failed = follower_error;
   }
   const std::string why = !s.ok()              ? s.message
                           : !watch_failed.ok() ? watch_failed.message

@@ -3,7 +3,7 @@
 // the handshake (Hello, answered with Challenge; with a token, Auth answered
 // with Ok or a drop; frames until then at most kMaxHandshakeFrame) into its
 // job, then each frame handed to its request
-// (kv.cpp, joins.cpp, watch.cpp, init_failures.cpp, preflight.cpp); and its
+// (kv.cpp, joins.cpp, heartbeats.cpp, init_failures.cpp, preflight.cpp); and its
 // end: a disconnect, a drop or the server stopping, after which forget
 // removes every trace of it (what its job keeps then is retention.cpp's
 // business).
@@ -207,8 +207,8 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
       return on_leave(c, rid);
     case MsgType::heartbeat:
       return on_heartbeat(c, rid, std::get<Heartbeat>(m), now);
-    case MsgType::watch:
-      return on_watch(c, rid, std::get<Watch>(m), now);
+    case MsgType::heartbeat_window:
+      return on_heartbeat_window(c, rid, std::get<HeartbeatWindow>(m), now);
     case MsgType::progress_query:
       return on_progress(c, rid, std::get<ProgressQuery>(m), now);
     case MsgType::abort:

@@ -19,7 +19,7 @@
 //    its words, and so is every later one.
 //
 // Members waiting in NCCL's init hear rule 2's and 3's events on their
-// connection (lib/comm/init_watch.cpp) and stop within a poll interval.
+// connection (lib/comm/init_listener.cpp) and stop within a poll interval.
 #include <string>
 #include <vector>
 

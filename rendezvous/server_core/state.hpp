@@ -10,7 +10,7 @@
 // generation's members and any shrink or regrow in progress. The members of
 // Impl are defined in the files of this folder, one section each:
 // deadlines.cpp, output.cpp, connections.cpp, parked.cpp, kv.cpp,
-// retention.cpp, joins.cpp, watch.cpp, recovery.cpp, status.cpp (the
+// retention.cpp, joins.cpp, heartbeats.cpp, recovery.cpp, status.cpp (the
 // operator's status report), metrics.cpp (counters and the snapshot the
 // metrics endpoint shows), init_failures.cpp and preflight.cpp (with its
 // words in preflight_words.cpp).
@@ -83,11 +83,11 @@ struct Listing {
 struct Membership {
   uint32_t comm_number = 0;  // the communicator (its join number)
   int32_t rank = -1;         // in generation `generation` of it
-  std::string host;         // as the rank said in its Join
+  std::string host;          // as the rank said in its Join
   uint32_t pid = 0;
   uint64_t last_completed = 0;
   uint32_t generation = 0;  // 0: its join; one more for each shrink or regrow
-  int32_t job_rank = -1;  // the rank it joined generation 0 with (or was started with)
+  int32_t job_rank = -1;    // the rank it joined generation 0 with (or was started with)
 };
 
 struct Conn {
@@ -106,8 +106,8 @@ struct Conn {
   size_t parked_bytes = 0;       // what its parked Gets and Waits cost (Parked::cost)
   bool refused_parking = false;  // a Get or Wait past a parked limit was logged
   Timer handshake_timer, frame_timer, heartbeat_timer;
-  Timer input_timer;  // armed while complete frames wait for the next turn
-  std::chrono::milliseconds watch_window{0};  // from Watch: silence allowed before a drop
+  Timer input_timer;                          // armed while complete frames wait for the next turn
+  std::chrono::milliseconds asked_window{0};  // from HeartbeatWindow: silence allowed before a drop
   Clock::time_point last_heartbeat{};         // or the join, for Progress's silent_ms
   Timer idle_timer;                           // see ServerOptions::idle_timeout
   Clock::time_point last_frame{};
@@ -219,7 +219,7 @@ struct Job {
   size_t joiners = 0;            // pending joins and recoveries
   // Failures announced per generation of a communicator: (comm_number, generation).
   std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
-  // The comparison of each generation's calls across its ranks (watch.cpp).
+  // The comparison of each generation's calls across its ranks (heartbeats.cpp).
   std::map<std::pair<uint32_t, uint32_t>, rules::CallCheck> call_checks;
   // The same for communicators made by cc_comm_split (split_calls.cpp), by
   // (comm_number, generation, split, color): compared among the members that
@@ -360,10 +360,10 @@ struct ServerCore::Impl {
   bool on_leave(Conn& c, uint32_t rid);
   void end_memberships(Job& job, Conn& c);
 
-  // ---- watch and progress (watch.cpp) --------------------------------------
+  // ---- heartbeats and progress (heartbeats.cpp) ------------------------------
   std::chrono::milliseconds heartbeat_window(const Conn& c) const;
   bool on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h, Clock::time_point now);
-  bool on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now);
+  bool on_heartbeat_window(Conn& c, uint32_t rid, const HeartbeatWindow& w, Clock::time_point now);
   bool on_progress(Conn& c, uint32_t rid, const ProgressQuery& q, Clock::time_point now);
   bool on_abort(Conn& c, uint32_t rid, const Abort& a);
   void check_calls(Job& job, const Conn& c, const Heartbeat& h);

@@ -171,7 +171,7 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
         if (live != conns.end()) {
           const Conn& member = *live->second;
           ms.peer = member.peer;
-          ms.watch_window_ms = clamp_ms(heartbeat_window(member));
+          ms.heartbeat_window_ms = clamp_ms(heartbeat_window(member));
           for (const Membership& m : member.memberships)
             if (m.comm_number == number && m.generation == 0 && m.rank == ms.rank) {
               ms.last_completed = m.last_completed;

@@ -1,7 +1,7 @@
 // One rank of a communicator's start without a GPU: cc_comm_init's own path
 // up to NCCL (lib/comm/startup: NCCL's interface, the join, the
 // reachability test), then a stand-in for NCCL's init that listens to the
-// rendezvous as the real one does (lib/comm/init_watch). Started with the
+// rendezvous as the real one does (lib/comm/init_listener). Started with the
 // launch variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, CC_JOB_ID,
 // CC_RENDEZVOUS, CC_TIMEOUT_MS, CC_PREFLIGHT, NCCL_SOCKET_IFNAME...).
 //
@@ -28,7 +28,7 @@
 
 #include "common/settings.hpp"
 #include "common/who.hpp"
-#include "lib/comm/init_watch.hpp"
+#include "lib/comm/init_listener.hpp"
 #include "lib/comm/startup.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
@@ -106,25 +106,27 @@ int main(int argc, char** argv) {
   say("STARTED");
 
   const bool embedded = config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
-  cc::comm::InitWatch watch(*joined.client, who, launch.rank, joined.comm_number, joined.members,
-                            embedded);
+  cc::comm::InitListener listener(*joined.client, who, launch.rank, joined.comm_number,
+                                  joined.members, embedded);
   const long long hold = mode == "ok" && argc > 2 ? std::atoll(argv[2]) : 300;
   const auto fail_at = Clock::now() + milliseconds(200);
   const auto ready_at = Clock::now() + milliseconds(hold);
   for (;;) {
-    if (auto news = watch.news()) {
-      st = watch.conclude(std::move(*news));
+    if (auto news = listener.news()) {
+      st = listener.conclude(std::move(*news));
       break;
     }
     const auto now = Clock::now();
     if (mode == "fail" && now >= fail_at) {
-      st = watch.conclude(cc::make_status(CC_ERR_NCCL, "ncclCommInitRankConfig failed on " + who +
-                                                           ": " + (argc > 2 ? argv[2] : "")));
+      st =
+          listener.conclude(cc::make_status(CC_ERR_NCCL, "ncclCommInitRankConfig failed on " + who +
+                                                             ": " + (argc > 2 ? argv[2] : "")));
       break;
     }
     if (mode == "ok" && now >= ready_at) break;
     if (now >= deadline) {
-      st = watch.conclude(cc::make_status(CC_ERR_TIMEOUT, who + ": the stand-in init timed out"));
+      st =
+          listener.conclude(cc::make_status(CC_ERR_TIMEOUT, who + ": the stand-in init timed out"));
       break;
     }
     std::this_thread::sleep_for(milliseconds(5));

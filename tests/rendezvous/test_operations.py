@@ -236,7 +236,7 @@ class Status(unittest.TestCase):
         self.assertEqual(m1["host"], HOST)
         self.assertEqual(m1["pid"], ranks[1].pid)
         self.assertTrue(m1["address"].startswith("127.0.0.1:"))
-        self.assertEqual(m1["watch_window_ms"], 10000)
+        self.assertEqual(m1["heartbeat_window_ms"], 10000)
 
         ranks[1].kill(signal.SIGSTOP)
         behind = wait_for("the stopped rank to show as behind",

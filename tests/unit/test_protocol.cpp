@@ -11,7 +11,8 @@ namespace {
 
 std::vector<rv::Message> one_of_each() {
   rv::Join join;
-  join.info = {3, 8, 2, "node-7", 4242, 22809, 13000, 13000, "GPU-1234", "10.0.0.7", "node-7-rank3"};
+  join.info = {3,     8,     2,          "node-7",   4242,          22809,
+               13000, 13000, "GPU-1234", "10.0.0.7", "node-7-rank3"};
   join.unique_id = std::vector<uint8_t>(128, 0xab);
   join.timeout_ms = 60000;
   rv::Joined joined;
@@ -43,7 +44,7 @@ std::vector<rv::Message> one_of_each() {
       joined,
       rv::PeerEvent{rv::PeerEventKind::aborted, 5, "node-5", 55, "boom"},
       rv::HeartbeatAck{},
-      rv::Watch{5000},
+      rv::HeartbeatWindow{5000},
       rv::ProgressQuery{3, -1},
       rv::Progress{{{0, "node-0", 10, 42, 7}, {1, "node-1", 11, 41, 1200}}},
       rv::CompareSet{"leader", true, {'o', 'l', 'd'}, {'n', 'e', 'w'}},
@@ -109,8 +110,9 @@ TEST_CASE("every message type round-trips through a frame") {
   CHECK(progress.members[0].host == "node-1");
   CHECK(progress.members[0].last_completed == 41);
   CHECK(progress.members[0].silent_ms == 1200);
-  CHECK(std::get<rv::Watch>(decode_one(rv::encode_frame(3, rv::Watch{5000})).message).window_ms ==
-        5000);
+  CHECK(std::get<rv::HeartbeatWindow>(
+            decode_one(rv::encode_frame(3, rv::HeartbeatWindow{5000})).message)
+            .window_ms == 5000);
   auto c = decode_one(rv::encode_frame(4, rv::CompareSet{"k", false, {}, {0, 1}}));
   const auto& cas = std::get<rv::CompareSet>(c.message);
   CHECK_FALSE(cas.has_expected);

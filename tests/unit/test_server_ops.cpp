@@ -171,7 +171,7 @@ TEST_CASE("ops: the report names who joined, who is missing, failed, aborted or 
   h.join(3, 2, 4, "gpu-c");
   h.join(4, 3, 4, "gpu-d");
   for (rv::ConnId id = 1; id <= 4; ++id) REQUIRE(std::holds_alternative<rv::Joined>(h.one(id)));
-  h.feed(1, rv::Watch{5000});
+  h.feed(1, rv::HeartbeatWindow{5000});
   h.drain(1);
   h.now += 2s;
   for (rv::ConnId id : {1, 2}) {
@@ -188,7 +188,7 @@ TEST_CASE("ops: the report names who joined, who is missing, failed, aborted or 
   CHECK(member(complete, 0).state == rv::MemberState::member);
   CHECK(member(complete, 0).last_completed == 44);
   CHECK(member(complete, 0).heartbeat_age_ms == 100);
-  CHECK(member(complete, 0).watch_window_ms == 5000);
+  CHECK(member(complete, 0).heartbeat_window_ms == 5000);
   CHECK(member(complete, 0).nccl_addr == "10.0.0.1");
   CHECK(member(complete, 3).heartbeat_age_ms == 2100);  // never beat since joining
 
@@ -257,7 +257,7 @@ TEST_CASE("ops: the counters move as jobs join, fail and leave") {
   CHECK(m.job_members[0].members == 3);
   CHECK(m.counters.bytes_in > 0);
 
-  h.feed(1, rv::Watch{300});
+  h.feed(1, rv::HeartbeatWindow{300});
   h.feed(2, rv::Abort{"gave up"});
   h.core.on_disconnect(3, "reset");
   h.core.on_disconnect(2, "the client closed the connection");  // after its abort: no second event

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/comm/init_watch.hpp"
+#include "lib/comm/init_listener.hpp"
 #include "lib/comm/preflight_probe.hpp"
 #include "lib/comm/startup.hpp"
 #include "tests/common/free_port.hpp"
@@ -141,9 +141,9 @@ TEST_CASE("startup: after the start, a failed init and a vanished rank are news 
                           request(2, 3, port, "news", "A")});
   for (auto& r : ranks) REQUIRE(r.status.ok());
   auto watch = [&](int rank) {
-    return std::make_unique<cc::comm::InitWatch>(*ranks[static_cast<size_t>(rank)].result.client,
-                                                 "rank " + std::to_string(rank), rank, 1,
-                                                 ranks[0].result.members, true);
+    return std::make_unique<cc::comm::InitListener>(*ranks[static_cast<size_t>(rank)].result.client,
+                                                    "rank " + std::to_string(rank), rank, 1,
+                                                    ranks[0].result.members, true);
   };
   auto w0 = watch(0);
   auto w1 = watch(1);
@@ -188,8 +188,8 @@ TEST_CASE("startup: rank 0's failure reaches the others before its embedded serv
   const int port = free_port();
   auto ranks = start_all({request(0, 2, port, "rank0", "A"), request(1, 2, port, "rank0", "A")});
   for (auto& r : ranks) REQUIRE(r.status.ok());
-  cc::comm::InitWatch w0(*ranks[0].result.client, "rank 0", 0, 1, ranks[0].result.members, true);
-  cc::comm::InitWatch w1(*ranks[1].result.client, "rank 1", 1, 1, ranks[1].result.members, true);
+  cc::comm::InitListener w0(*ranks[0].result.client, "rank 0", 0, 1, ranks[0].result.members, true);
+  cc::comm::InitListener w1(*ranks[1].result.client, "rank 1", 1, 1, ranks[1].result.members, true);
   (void)w0.conclude(cc::make_status(CC_ERR_NCCL, "rank 0's NCCL said no"));
   auto release = std::async(std::launch::async, [&] {
     ranks[0].result.client.reset();

@@ -1,5 +1,5 @@
 // The server's side of the watchdog, ServerCore driven directly
-// with a fake sink and clock: a member's own heartbeat window (Watch), members
+// with a fake sink and clock: a member's own heartbeat window (HeartbeatWindow), members
 // that never heartbeat, and the Progress answer for "who is behind".
 #include <catch2/catch.hpp>
 
@@ -58,7 +58,7 @@ TEST_CASE("members that never heartbeat are never dropped (no server-side timeou
 
 TEST_CASE("a member that asked to be watched is announced after its own window") {
   Job job(3);
-  job.feed(2, rv::Watch{1500});
+  job.feed(2, rv::HeartbeatWindow{1500});
   REQUIRE(std::holds_alternative<rv::Ok>(job.sink.out[2].back().message));
   job.advance(1000ms);
   job.feed(2, rv::Heartbeat{5});
@@ -83,17 +83,17 @@ TEST_CASE("a member that asked to be watched is announced after its own window")
 
 TEST_CASE("a watched member that leaves cleanly is not announced") {
   Job job(2);
-  job.feed(2, rv::Watch{500});
+  job.feed(2, rv::HeartbeatWindow{500});
   job.feed(2, rv::Leave{});
   job.advance(10s);
   CHECK(job.sink.closed.count(2) == 0);
   CHECK(job.events(1).empty());
 }
 
-TEST_CASE("Watch{0} stops the watch") {
+TEST_CASE("HeartbeatWindow{0} stops the heartbeat deadline") {
   Job job(2);
-  job.feed(1, rv::Watch{500});
-  job.feed(1, rv::Watch{0});
+  job.feed(1, rv::HeartbeatWindow{500});
+  job.feed(1, rv::HeartbeatWindow{0});
   job.advance(10s);
   CHECK(job.sink.closed.empty());
 }

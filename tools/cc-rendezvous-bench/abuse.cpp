@@ -158,7 +158,7 @@ class HealthyJob {
     }
     for (auto& m : members_) {
       if (read_frames(m.fd, m.reader, 1, 30s) != 1) return false;
-      if (!send_all(m.fd, rv::encode_frame(3, rv::Watch{6000})) ||
+      if (!send_all(m.fd, rv::encode_frame(3, rv::HeartbeatWindow{6000})) ||
           read_frames(m.fd, m.reader, 1, 5s) != 1)
         return false;
     }

@@ -120,8 +120,8 @@ std::vector<Behind> behind(const rv::CommStatus& g) {
 }
 
 std::string status_text(const rv::StatusReport& r, const std::string& endpoint) {
-  std::string out = printable(r.server) + " at " + endpoint + ", up " + span_text(r.uptime_ms) + "; " +
-                    std::to_string(r.jobs_total) + (r.jobs_total == 1 ? " job" : " jobs");
+  std::string out = printable(r.server) + " at " + endpoint + ", up " + span_text(r.uptime_ms) +
+                    "; " + std::to_string(r.jobs_total) + (r.jobs_total == 1 ? " job" : " jobs");
   if (r.jobs.size() < r.jobs_total) out += " (" + std::to_string(r.jobs.size()) + " shown)";
   out += "; store " + size_text(r.store_bytes) + " of " + size_text(r.store_bytes_limit) + "\n";
   if (r.members_omitted > 0)
@@ -217,7 +217,7 @@ nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string&
         member["nccl_address"] = m.nccl_addr;
         member["last_completed"] = m.last_completed;
         member["heartbeat_age_ms"] = m.heartbeat_age_ms;
-        member["watch_window_ms"] = m.watch_window_ms;
+        member["heartbeat_window_ms"] = m.heartbeat_window_ms;
         member["reason"] = m.reason;
         auto it = late.find(m.rank);
         member["behind"] = it == late.end() ? json(nullptr) : json(it->second);

@@ -20,12 +20,12 @@
 
 namespace cc::comm {
 
-class InitWatch {
+class InitListener {
  public:
   // `who` names this rank in words; `members` come with the join (for rank
   // 0's host and pid when its embedded server goes away).
-  InitWatch(rv::Client& client, std::string who, int rank, uint32_t comm_number,
-            std::vector<rv::MemberSummary> members, bool server_in_rank0);
+  InitListener(rv::Client& client, std::string who, int rank, uint32_t comm_number,
+               std::vector<rv::MemberSummary> members, bool server_in_rank0);
 
   // News that ends this rank's init: CC_ERR_PEER_FAILED in words, once. Reads
   // what arrived without waiting (about a millisecond of poll).

@@ -1,7 +1,7 @@
 // What members tell the rendezvous server about their health, and what they
 // ask about each other's. Heartbeat carries the last operation a member
-// completed and pushes its heartbeat deadline on; Watch sets the silence it
-// may keep before it is dropped and announced as failed (0: not watched);
+// completed and pushes its heartbeat deadline on; HeartbeatWindow sets the silence it
+// may keep before it is dropped and announced as failed (0: no window);
 // ProgressQuery answers with one rank's progress, or with the others that
 // are furthest behind (at most kMaxProgressMembers); Abort announces the rank
 // as aborted and fails any generation it was still joining.
@@ -20,9 +20,9 @@ namespace cc::rv {
 using server_core::member_who;
 using server_core::quote;
 
-// The silence a member may keep: what it asked for in Watch, else the server's option.
+// The silence a member may keep: what it asked for in HeartbeatWindow, else the server's option.
 std::chrono::milliseconds ServerCore::Impl::heartbeat_window(const Conn& c) const {
-  return c.watch_window.count() > 0 ? c.watch_window : opt.heartbeat_timeout;
+  return c.asked_window.count() > 0 ? c.asked_window : opt.heartbeat_timeout;
 }
 
 bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
@@ -85,11 +85,12 @@ std::string ServerCore::Impl::where_calls_are(const Job& job, uint32_t comm_numb
   return rules::positions_words(ranks);
 }
 
-bool ServerCore::Impl::on_watch(Conn& c, uint32_t rid, const Watch& w, Clock::time_point now) {
-  c.watch_window = std::chrono::milliseconds(w.window_ms);
+bool ServerCore::Impl::on_heartbeat_window(Conn& c, uint32_t rid, const HeartbeatWindow& w,
+                                           Clock::time_point now) {
+  c.asked_window = std::chrono::milliseconds(w.window_ms);
   c.last_heartbeat = now;
-  if (c.watch_window.count() > 0)
-    arm(c.heartbeat_timer, now + c.watch_window, DeadlineKind::heartbeat, c.id);
+  if (c.asked_window.count() > 0)
+    arm(c.heartbeat_timer, now + c.asked_window, DeadlineKind::heartbeat, c.id);
   else
     disarm(c.heartbeat_timer);
   send(c.id, rid, Ok{});

@@ -1,4 +1,4 @@
-#include "lib/comm/init_watch.hpp"
+#include "lib/comm/init_listener.hpp"
 
 #include "common/log.hpp"
 #include "common/printable.hpp"
@@ -18,8 +18,8 @@ constexpr size_t kMaxWords = 3000;
 
 }  // namespace
 
-InitWatch::InitWatch(rv::Client& client, std::string who, int rank, uint32_t comm_number,
-                     std::vector<rv::MemberSummary> members, bool server_in_rank0)
+InitListener::InitListener(rv::Client& client, std::string who, int rank, uint32_t comm_number,
+                           std::vector<rv::MemberSummary> members, bool server_in_rank0)
     : client_(client),
       who_(std::move(who)),
       rank_(rank),
@@ -27,13 +27,13 @@ InitWatch::InitWatch(rv::Client& client, std::string who, int rank, uint32_t com
       members_(std::move(members)),
       server_in_rank0_(server_in_rank0) {}
 
-std::string InitWatch::rank0_words() const {
+std::string InitListener::rank0_words() const {
   for (const auto& m : members_)
     if (m.rank == 0) return cc::who(0, m.host, m.pid);
   return cc::who(0, {});
 }
 
-Status InitWatch::from_event(const rv::PeerEvent& e) const {
+Status InitListener::from_event(const rv::PeerEvent& e) const {
   std::string host = e.host;
   uint32_t pid = e.pid;
   for (const auto& m : members_)
@@ -70,21 +70,21 @@ Status InitWatch::from_event(const rv::PeerEvent& e) const {
   return make_status(CC_ERR_PEER_FAILED, who_ + ": cc_comm_init cannot finish: " + story);
 }
 
-std::optional<Status> InitWatch::news_from(const rv::PeerEvent& e) {
+std::optional<Status> InitListener::news_from(const rv::PeerEvent& e) {
   if (e.kind == rv::PeerEventKind::left) return std::nullopt;
   if (e.kind != rv::PeerEventKind::server_stopping && e.rank == rank_) return std::nullopt;
   heard_ = true;
   return from_event(e);
 }
 
-std::optional<Status> InitWatch::news() {
+std::optional<Status> InitListener::news() {
   client_.pump();
   while (auto e = client_.next_event(milliseconds(0)))
     if (auto st = news_from(*e)) return st;
   return std::nullopt;
 }
 
-std::optional<Status> InitWatch::news_within(milliseconds wait) {
+std::optional<Status> InitListener::news_within(milliseconds wait) {
   const auto until = std::chrono::steady_clock::now() + wait;
   for (;;) {
     if (auto st = news()) return st;
@@ -95,7 +95,7 @@ std::optional<Status> InitWatch::news_within(milliseconds wait) {
   }
 }
 
-Status InitWatch::conclude(Status st, bool from_rendezvous) {
+Status InitListener::conclude(Status st, bool from_rendezvous) {
   if (from_rendezvous) heard_ = true;
   if (!heard_) {
     if (auto cause = news_within(kNewsGrace)) {
