@@ -58,4 +58,10 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string shortened(std::string_view name) {
+  constexpr size_t kShown = 32;
+  if (name.size() <= kShown) return std::string(name);
+  return std::string(name.substr(0, kShown)) + "... (" + std::to_string(name.size()) + " bytes)";
+}
+
 }  // namespace cc

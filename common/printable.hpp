@@ -2,7 +2,7 @@
 // server's words), made safe to show on a terminal or in a log: control
 // characters and bytes that are not UTF-8 become visible escapes, so no
 // remote peer can move the cursor, retitle a window or clear the screen of
-// whoever reads the output.
+// whoever reads the output. Also a name too long to show whole, cut short.
 #pragma once
 
 #include <string>
@@ -16,5 +16,9 @@ namespace cc {
 // it is, so printable(printable(s)) == printable(s): text escaped where it
 // arrives may be escaped again where it is shown.
 std::string printable(std::string_view text);
+
+// A name too long to show whole, cut to its start: "aaaa... (2000 bytes)";
+// one of at most 32 bytes is kept as it is.
+std::string shortened(std::string_view name);
 
 }  // namespace cc

@@ -6,6 +6,8 @@ is one:
 - a layer includes only itself and what it reaches through DEPENDS;
 - code of libcc includes from rendezvous/etcd only what the plugin shares
   with libcc (PLUGIN_SHARED), never the plugin's inside;
+- a backend's folder is included only by itself and the factory
+  (BACKENDS): nothing else may ask which backend it has;
 - a program in tools/ includes no test and no other program's folder (only
   its own and tools/cli/), and compiles only its own folder's sources.
 
@@ -24,7 +26,8 @@ DEPENDS = {
     "rendezvous/rules": ["rendezvous"],
     "rendezvous/server_core": ["rendezvous/rules"],
     "rendezvous/etcd": ["rendezvous/rules"],
-    "lib/launch": ["rendezvous/etcd"],
+    "rendezvous/factory": ["rendezvous/etcd"],
+    "lib/launch": ["rendezvous/factory"],
     "lib/fast": ["common"],
     "lib/core": ["common", "lib/fast"],
     "lib/watch": ["lib/core", "lib/launch"],
@@ -43,6 +46,10 @@ PLUGIN_SHARED = {
 }
 # The files of rendezvous/etcd compiled into libcc (rendezvous/meson.build).
 LIBCC_HALF = PLUGIN_SHARED | {"rendezvous/etcd/endpoints.cpp", "rendezvous/etcd/connect.cpp"}
+
+# A backend's folder and the one folder that may include it besides itself:
+# the factory makes every backend, so no other layer or program sees one.
+BACKENDS = {"rendezvous/etcd": "rendezvous/factory"}
 
 # Programs, tests and examples sit above every layer. A program reaches into
 # no other program and no test: only its own folder and SHARED.
@@ -75,6 +82,14 @@ def target_of(include):
     if include.startswith("cc/"):
         return "include/cc"
     return layer_of(include)
+
+
+def check_backend_include(rel, include, bad):
+    """Only a backend itself and the factory include a backend's folder."""
+    there = target_of(include)
+    if there in BACKENDS and layer_of(rel) not in (there, BACKENDS[there]):
+        bad.append(f"{rel}: #include \"{include}\" asks for a backend: make it with "
+                   f"{BACKENDS[there]} and ask it what it offers")
 
 
 def check_tool_include(rel, include, bad):
@@ -137,8 +152,10 @@ def main():
                 bad.append(f"{rel}: #include \"{include}\" does not name its folder")
             elif top == "tools":
                 check_tool_include(rel, include, bad)
+                check_backend_include(rel, include, bad)
             elif top not in TOP:
                 check_layer_include(rel, include, bad)
+                check_backend_include(rel, include, bad)
     check_tool_sources(root, bad)
     for line in bad:
         print(line)

@@ -1,4 +1,5 @@
-// cc_store_*: the application's key-value store on the rendezvous server.
+// cc_store_*: the application's key-value store on the job's rendezvous
+// (cc's server or etcd: the factory picks the backend from the address).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -9,11 +10,10 @@
 #include "common/last_error.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
-#include "lib/launch/etcd.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/factory/connect.hpp"
 
 struct cc_store {
-  std::unique_ptr<cc::rv::Client> client;
+  std::unique_ptr<cc::rv::Store> client;
   int default_timeout_ms = 0;
   std::string job_id;
   cc::rv::Limits limits;
@@ -67,14 +67,17 @@ extern "C" CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* ad
   *store = nullptr;
   if (addr == nullptr || *addr == '\0') {
     return invalid(func, std::string("addr is ") + (addr == nullptr ? "NULL" : "empty") +
-                             ": pass the rendezvous host name or IP address (e.g. MASTER_ADDR), or "
-                             "etcd://host:port,...");
+                             ": pass the rendezvous host name or IP address (e.g. MASTER_ADDR), "
+                             "tcp://host:port, or etcd://host:port,...");
   }
-  // An etcd address (etcd://host:port,...) carries its own ports.
-  const bool on_etcd = cc::launch::is_etcd_address(addr);
-  if (!on_etcd && (port < 1 || port > 65535)) {
+  // An address that carries its port (tcp://, etcd://) leaves `port` unused.
+  cc::rv::factory::Address address;
+  if (cc::Status s = cc::rv::factory::parse_address(addr, &address); !s.ok())
+    return invalid(func, s.message);
+  if (address.needs_port() && (port < 1 || port > 65535)) {
     return invalid(func, "port " + std::to_string(port) + " is out of range 1..65535");
   }
+  address.set_port(port);
   if (job_id != nullptr && *job_id == '\0') {
     return invalid(func, "job_id is empty: pass NULL for the default or a non-empty name");
   }
@@ -92,24 +95,13 @@ extern "C" CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* ad
   handle->default_timeout_ms = cfg.timeout_ms;
   handle->job_id = job_id != nullptr ? job_id : cfg.job_id;
 
-  cc::Status s;
-  if (on_etcd) {
-    cc::rv::etcd::BackendOptions options;
-    s = cc::launch::etcd_options(addr, handle->job_id, cc::settings::process_env(), &options);
-    options.connect_timeout = std::chrono::milliseconds(cfg.timeout_ms);
-    options.request_timeout = std::chrono::milliseconds(cfg.timeout_ms);
-    if (s.ok()) s = cc::launch::connect_etcd(options, &handle->client);
-  } else {
-    cc::rv::ClientOptions options;
-    options.addr = addr;
-    options.port = port;
-    options.job_id = handle->job_id;
-    options.token = cfg.token;
-    options.client = std::string("cc ") + CC_VERSION_STRING + " store";
-    options.connect_timeout = std::chrono::milliseconds(cfg.timeout_ms);
-    options.request_timeout = std::chrono::milliseconds(cfg.timeout_ms);
-    s = cc::rv::Client::connect(options, &handle->client);
-  }
+  cc::rv::factory::Options options;
+  options.job_id = handle->job_id;
+  options.token = cfg.token;
+  options.client = std::string("cc ") + CC_VERSION_STRING + " store";
+  options.connect_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+  options.request_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+  const cc::Status s = cc::rv::factory::connect_store(address, options, &handle->client);
   if (!s.ok()) {
     return fail(s.code, std::string(func) + " (job '" + handle->job_id + "'): " + s.message);
   }

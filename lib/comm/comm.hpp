@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "lib/launch/config.hpp"
 #include "lib/watch/comm_watch.hpp"
 #include "rendezvous/client.hpp"
+#include "rendezvous/factory/address.hpp"
 
 namespace cc::comm {
 
@@ -33,11 +35,11 @@ struct cc_comm : cc::core::Core {
   int* scratch = nullptr;  // one device int for cc_barrier
 
   // For a recovery (lib/comm/recover.cpp): where the rendezvous connection
-  // went, the rank this process joined the communicator's generation 0 with
+  // went (none for a child of cc_comm_split, which has no connection of its
+  // own), the rank this process joined the communicator's generation 0 with
   // (or was started with, as a replacement), and, for a communicator made by
   // a recovery, the ranks of the previous generation it left out or replaced.
-  std::string rendezvous_addr;
-  int rendezvous_port = 0;
+  std::optional<cc::rv::factory::Address> rendezvous;
   int job_rank = -1;
   std::vector<int> recovered_from_failed;
   bool nccl_shrink_failed = false;  // the next shrink of it makes a new NCCL communicator

@@ -22,7 +22,7 @@
 #include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
 #include "lib/launch/env.hpp"
-#include "lib/launch/etcd.hpp"
+#include "rendezvous/factory/address.hpp"
 #include "lib/launch/share_gpu.hpp"
 
 namespace cc::comm {
@@ -94,10 +94,11 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   // NCCL's interface, the join and the reachability test (startup.cpp):
   // rank 0 hosts the server unless the job has its own; the connection
   // stays open as the control channel.
-  const std::string addr = addr_c;
-  const bool on_etcd = launch::is_etcd_address(addr);
+  rv::factory::Address address;
+  if (Status st = rv::factory::parse_address(addr_c, port, &address); !st.ok())
+    return make_status(st.code, c->who() + ": " + st.message);
   StartRequest request;
-  request.rendezvous.addr = addr;
+  request.rendezvous.addr = addr_c;
   request.rendezvous.port = port;
   request.rendezvous.config = c->config;
   request.rendezvous.info = info;
@@ -111,8 +112,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   c->comm_number = joined.comm_number;
   c->generation = joined.generation;  // above 0: a replacement for a failed rank
   c->job_rank = rank;
-  c->rendezvous_addr = joined.connect_addr;
-  c->rendezvous_port = port;
+  c->rendezvous = std::move(joined.rendezvous);
   c->recovered_from_failed.assign(joined.failed.begin(), joined.failed.end());
   if (!st.ok()) {
     discard(c.get());
@@ -129,8 +129,8 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
 
   // From here every failure ends the others' init too: this rank tells them,
   // or, when the rendezvous brought the cause, ends with that cause's words.
-  // No rank hosts a server on etcd.
-  const bool embedded = !on_etcd && c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
+  // Rank 0 hosts only a server the address names (none for an etcd cluster).
+  const bool embedded = address.server() && c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
   InitListener listener(*c->client, c->who(), rank, c->comm_number, joined.members, embedded);
   std::optional<Status> news;
   const core::Interrupt interrupted = [&] {
@@ -148,8 +148,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   if (joined.unique_id.size() != sizeof id.internal) {
     return failed(make_status(
         CC_ERR_RENDEZVOUS,
-        c->who() + ": the rendezvous at " + (on_etcd ? addr : addr + ":" + std::to_string(port)) +
-            " handed out an NCCL id of " + std::to_string(joined.unique_id.size()) +
+        c->who() + ": the rendezvous at " + address.where() + " handed out an NCCL id of " + std::to_string(joined.unique_id.size()) +
             " bytes instead of " + std::to_string(sizeof id.internal) +
             "; is it a cc-rendezvous of the same version?"));
   }
@@ -186,9 +185,13 @@ Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, 
     return make_status(
         CC_ERR_INVALID_ARGUMENT,
         who + ": master_addr is " + (addr == nullptr ? "NULL" : "empty") +
-            "; pass rank 0's host name or IP address (MASTER_ADDR), or etcd://host:port,...");
-  // An etcd address carries its own ports: master_port is not used then.
-  if (!launch::is_etcd_address(addr) && (port < 1 || port > 65535))
+            "; pass rank 0's host name or IP address (MASTER_ADDR), tcp://host:port, or "
+            "etcd://host:port,...");
+  // An address that carries its port (tcp://, etcd://) leaves master_port unused.
+  rv::factory::Address address;
+  if (Status st = rv::factory::parse_address(addr, &address); !st.ok())
+    return make_status(st.code, who + ": master_addr: " + st.message);
+  if (address.needs_port() && (port < 1 || port > 65535))
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who + ": master_port " + std::to_string(port) +
                            " is outside 1..65535; pass the rendezvous port (MASTER_PORT)");

@@ -1,5 +1,7 @@
 #include "lib/comm/init_listener.hpp"
 
+#include <cctype>
+
 #include "common/log.hpp"
 #include "common/printable.hpp"
 #include "common/who.hpp"
@@ -16,9 +18,15 @@ constexpr milliseconds kTellTimeout{1000};
 // What a PeerEvent's reason may carry (the protocol's string limit is 4096).
 constexpr size_t kMaxWords = 3000;
 
+// Advice that starts a sentence.
+std::string capitalized(std::string words) {
+  if (!words.empty()) words[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(words[0])));
+  return words;
+}
+
 }  // namespace
 
-InitListener::InitListener(rv::Client& client, std::string who, int rank, uint32_t comm_number,
+InitListener::InitListener(rv::Membership& client, std::string who, int rank, uint32_t comm_number,
                            std::vector<rv::MemberSummary> members, bool server_in_rank0)
     : client_(client),
       who_(std::move(who)),
@@ -57,9 +65,8 @@ Status InitListener::from_event(const rv::PeerEvent& e) const {
                 "), is gone during init: " + reason +
                 ". Rank 0 most likely failed or died: look at its output";
       else
-        story = "the rendezvous server at " + client_.endpoint() +
-                " is gone during init: " + reason +
-                ". Look at cc-run or cc-rendezvous, then start the job again";
+        story = client_.named() + " is gone during init: " + reason + ". " +
+                capitalized(client_.lost_advice()) + ", then start the job again";
       break;
     default:
       story = peer + " was lost during init: " + reason +

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/membership.hpp"
 #include "rendezvous/protocol.hpp"
 
 namespace cc::comm {
@@ -24,7 +24,7 @@ class InitListener {
  public:
   // `who` names this rank in words; `members` come with the join (for rank
   // 0's host and pid when its embedded server goes away).
-  InitListener(rv::Client& client, std::string who, int rank, uint32_t comm_number,
+  InitListener(rv::Membership& client, std::string who, int rank, uint32_t comm_number,
                std::vector<rv::MemberSummary> members, bool server_in_rank0);
 
   // News that ends this rank's init: CC_ERR_PEER_FAILED in words, once. Reads
@@ -51,7 +51,7 @@ class InitListener {
   Status from_event(const rv::PeerEvent& e) const;
   std::string rank0_words() const;
 
-  rv::Client& client_;
+  rv::Membership& client_;
   std::string who_;
   int rank_;
   uint32_t comm_number_;

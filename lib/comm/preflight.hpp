@@ -13,7 +13,7 @@
 #include "common/settings.hpp"
 #include "common/status.hpp"
 #include "lib/comm/preflight_probe.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/membership.hpp"
 
 namespace cc::comm {
 
@@ -44,7 +44,7 @@ void preflight_listen(PreflightSetup* setup, const std::string& who);
 // After the join: the test for communicator `comm_number` of `job_id`. Success, or the
 // verdict's words (CC_ERR_SYSTEM: who cannot reach whom), or a member's
 // failure (CC_ERR_PEER_FAILED). `who` starts this rank's messages.
-Status run_preflight(rv::Client& client, const std::string& job_id, uint32_t comm_number, int rank,
+Status run_preflight(rv::Membership& client, const std::string& job_id, uint32_t comm_number, int rank,
                      PreflightSetup& setup, std::chrono::steady_clock::time_point deadline,
                      const std::string& who);
 

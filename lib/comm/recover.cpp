@@ -19,7 +19,6 @@
 #include "lib/comm/parts.hpp"
 #include "lib/comm/rendezvous_recover.hpp"
 #include "lib/launch/device.hpp"
-#include "lib/launch/etcd.hpp"
 
 namespace cc::comm {
 namespace {
@@ -111,8 +110,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   const auto start = Clock::now();
   const char* call = recover_call(kind);
   const std::string head = std::string(call) + " on " + parent->who();
-  const bool on_etcd = launch::is_etcd_address(parent->rendezvous_addr);
-  if (!parent->client || (parent->rendezvous_port == 0 && !on_etcd))
+  if (!parent->client || !parent->rendezvous)
     return make_status(CC_ERR_INVALID_USAGE,
                        head + ": this communicator has no rendezvous connection of its own (it "
                               "was made by cc_comm_split): recover the communicator it was split "
@@ -130,21 +128,20 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   c->comm_number = parent->comm_number;
   c->generation = parent->generation;  // until the rendezvous says which
   c->job_rank = parent->job_rank;
-  c->rendezvous_addr = parent->rendezvous_addr;
-  c->rendezvous_port = parent->rendezvous_port;
+  c->rendezvous = parent->rendezvous;
   const bool embedded = parent->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
   if (parent->server) {
     // A share of the embedded server, which stays while any communicator needs it.
-    if (Status st = EmbeddedServerRef::acquire("0.0.0.0", parent->rendezvous_port,
-                                               parent->config.token, &c->server);
+    const rv::factory::ServerAt& hosted = *parent->rendezvous->server();
+    if (Status st = EmbeddedServerRef::acquire(hosted.any(), hosted.port, parent->config.token,
+                                               &c->server);
         !st.ok())
       return make_status(st.code, head + ": " + st.message);
   }
   core::DeviceScope scope(c->device);
 
   RecoverRequest req;
-  req.addr = parent->rendezvous_addr;
-  req.port = parent->rendezvous_port;
+  req.rendezvous = *parent->rendezvous;
   req.config = parent->config;
   req.info.rank = parent->job_rank;
   req.info.world_size = parent->nranks;

@@ -7,17 +7,14 @@
 
 #include "common/log.hpp"
 #include "common/printable.hpp"
-#include "common/settings.hpp"
 #include "common/who.hpp"
 #include "lib/comm/deadline.hpp"
-#include "lib/launch/etcd.hpp"
+#include "rendezvous/factory/connect.hpp"
 
 namespace cc::comm {
 namespace {
 
 using std::chrono::milliseconds;
-
-bool is_ipv6_literal(const std::string& addr) { return addr.find(':') != std::string::npos; }
 
 std::string rank_list(const std::vector<int32_t>& ranks) {
   std::string out;
@@ -25,40 +22,20 @@ std::string rank_list(const std::vector<int32_t>& ranks) {
   return out.empty() ? "none" : out;
 }
 
-milliseconds request_timeout(const RendezvousRequest& req) {
-  return std::min(milliseconds(req.config.timeout_ms), milliseconds(10000));
-}
-
-Status connect_server(const RendezvousRequest& req, const std::string& addr,
-                      std::unique_ptr<rv::Client>* out) {
-  rv::ClientOptions options;
-  options.addr = addr;
-  options.port = req.port;
-  options.job_id = req.config.job_id;
-  options.token = req.config.token;
-  options.client = "cc " CC_VERSION_STRING " comm";
-  options.connect_timeout = remaining(req.deadline);
-  options.request_timeout = request_timeout(req);
-  return rv::Client::connect(options, out);
-}
-
 }  // namespace
 
-// The rank's membership lease lives as long as the heartbeat window the
-// control channel asks for later, so that asking makes no second lease.
-Status connect_etcd_member(const std::string& addr, const launch::ResolvedConfig& config,
-                           std::chrono::steady_clock::time_point deadline,
-                           std::unique_ptr<rv::Client>* out) {
-  rv::etcd::BackendOptions options;
-  if (Status st = launch::etcd_options(addr, config.job_id, settings::process_env(), &options);
-      !st.ok())
-    return st;
-  options.connect_timeout = remaining(deadline);
+Status connect_member(const rv::factory::Address& address, const launch::ResolvedConfig& config,
+                      milliseconds connect_timeout, const std::string& client,
+                      std::unique_ptr<rv::Client>* out) {
+  rv::factory::Options options;
+  options.job_id = config.job_id;
+  options.token = config.token;
+  options.client = client;
+  options.connect_timeout = connect_timeout;
   options.request_timeout = std::min(milliseconds(config.timeout_ms), milliseconds(10000));
   options.heartbeat_window =
       milliseconds(static_cast<int64_t>(config.heartbeat_ms) * config.heartbeat_misses);
-  options.member = true;
-  return launch::connect_etcd(options, out);
+  return rv::factory::connect_client(address, options, out);
 }
 
 uint32_t next_comm_number(const std::string& job_id) {
@@ -71,29 +48,31 @@ uint32_t next_comm_number(const std::string& job_id) {
 Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousResult* out) {
   const int rank = req.info.rank;
   const std::string who = cc::who(rank, req.info.host, req.info.pid);
-  // An etcd cluster is the job's rendezvous whatever CC_RENDEZVOUS says: no
-  // rank hosts a server, and the port is not used.
-  const bool on_etcd = launch::is_etcd_address(req.addr);
-  const std::string where = on_etcd ? req.addr : req.addr + ":" + std::to_string(req.port);
-  std::string connect_addr = req.addr;
-  if (rank == 0 && !on_etcd && req.config.rendezvous != CC_RENDEZVOUS_EXTERNAL) {
-    const bool v6 = is_ipv6_literal(req.addr);
+  rv::factory::Address address;
+  if (Status st = rv::factory::parse_address(req.addr, req.port, &address); !st.ok())
+    return make_status(st.code, who + ": " + st.message);
+  const std::string where = address.where();
+  // Rank 0 hosts the server an address names unless the job has its own
+  // (CC_RENDEZVOUS=external); an etcd cluster is the job's rendezvous
+  // whatever CC_RENDEZVOUS says, and no rank hosts it.
+  rv::factory::Address connect_to = address;
+  if (rank == 0 && address.server() && req.config.rendezvous != CC_RENDEZVOUS_EXTERNAL) {
+    const rv::factory::ServerAt& server = *address.server();
     // The server lives as long as rank 0's communicator: it keeps the jobs'
     // keys for that long unless a job TTL was asked for.
-    if (Status st =
-            EmbeddedServerRef::acquire(v6 ? "::" : "0.0.0.0", req.port, req.config.token,
-                                       &out->server, milliseconds(req.config.job_ttl_or(0)));
+    if (Status st = EmbeddedServerRef::acquire(server.any(), server.port, req.config.token,
+                                               &out->server,
+                                               milliseconds(req.config.job_ttl_or(0)));
         !st.ok())
       return make_status(st.code, who + ": " + st.message);
-    connect_addr = v6 ? "::1" : "127.0.0.1";  // our own server: no hairpin through NAT
+    connect_to = address.on_loopback();  // our own server: no hairpin through NAT
   }
-  out->connect_addr = connect_addr;
-  const Status reached =
-      on_etcd ? connect_etcd_member(req.addr, req.config, req.deadline, &out->client)
-              : connect_server(req, connect_addr, &out->client);
-  if (!reached.ok())
-    return make_status(reached.code, who + ": could not reach the rendezvous at " + where +
-                                         " (job '" + req.config.job_id + "'): " + reached.message);
+  out->rendezvous = connect_to;
+  if (Status st = connect_member(connect_to, req.config, remaining(req.deadline),
+                                 "cc " CC_VERSION_STRING " comm", &out->client);
+      !st.ok())
+    return make_status(st.code, who + ": could not reach the rendezvous at " + where + " (job '" +
+                                    req.config.job_id + "'): " + st.message);
   rv::Join join;
   if (rank == 0) {
     if (Status st = make_id(&join.unique_id); !st.ok()) return st;

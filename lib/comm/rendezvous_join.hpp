@@ -1,8 +1,8 @@
 // A rank's part of a communicator's rendezvous, without CUDA or NCCL: rank 0
-// starts (or shares) the embedded server unless the job has its own, every
-// rank connects and joins, and the server hands out rank 0's id once all
-// have joined. With an etcd address (etcd://host:port,...) no rank starts a
-// server and every rank joins through the etcd backend (lib/launch/etcd.hpp).
+// starts (or shares) the embedded server where the address names a server
+// the job may host and the job has none of its own; every rank connects
+// through the backend the factory makes for the address (rendezvous/factory)
+// and joins, and the rendezvous hands out rank 0's id once all have joined.
 // Unit-tested with threads as ranks; on etcd, by tests/etcd with processes.
 #pragma once
 
@@ -16,13 +16,14 @@
 #include "lib/comm/embedded_server.hpp"
 #include "lib/launch/config.hpp"
 #include "rendezvous/client.hpp"
+#include "rendezvous/factory/address.hpp"
 #include "rendezvous/protocol.hpp"
 
 namespace cc::comm {
 
 struct RendezvousRequest {
-  std::string addr;               // MASTER_ADDR as given: a host, or etcd://host:port,...
-  int port = 0;                   // unused with an etcd address
+  std::string addr;  // MASTER_ADDR as given: a host, tcp://host:port, etcd://host:port,...
+  int port = 0;      // a host's (MASTER_PORT); unused where the address carries its port
   launch::ResolvedConfig config;  // job_id, token, rendezvous, timeout
   rv::MemberInfo info;            // rank, world size, host, pid, versions, GPU
   uint32_t comm_number = 0;       // 0 = this process's next one for the job (tests set it)
@@ -31,8 +32,8 @@ struct RendezvousRequest {
 
 struct RendezvousResult {
   std::unique_ptr<EmbeddedServerRef> server;  // rank 0 in embedded mode
-  std::unique_ptr<rv::Client> client;         // stays open: the control channel (or etcd)
-  std::string connect_addr;  // where the client connected (a recovery connects there again)
+  std::unique_ptr<rv::Client> client;         // stays open: the control channel
+  rv::factory::Address rendezvous;  // where the client connected (a recovery connects there again)
   uint32_t comm_number = 0;
   std::vector<uint8_t> unique_id;  // the id every rank received
   // A replacement for a failed rank joins a later generation of the
@@ -52,10 +53,12 @@ uint32_t next_comm_number(const std::string& job_id);
 
 Status rendezvous_join(RendezvousRequest request, const MakeId& make_id, RendezvousResult* out);
 
-// A connection to an etcd rendezvous (etcd://...) that will hold a
-// membership: its lease's TTL is the config's heartbeat window.
-Status connect_etcd_member(const std::string& addr, const launch::ResolvedConfig& config,
-                           std::chrono::steady_clock::time_point deadline,
-                           std::unique_ptr<rv::Client>* out);
+// A connection to the job's rendezvous that will hold a membership, made by
+// the factory for whatever `address` names: the job id and token of
+// `config`, its heartbeat window (on etcd the membership lease's TTL), and
+// connect_timeout to reach it. `client` names the caller in cc's server's log.
+Status connect_member(const rv::factory::Address& address, const launch::ResolvedConfig& config,
+                      std::chrono::milliseconds connect_timeout, const std::string& client,
+                      std::unique_ptr<rv::Client>* out);
 
 }  // namespace cc::comm

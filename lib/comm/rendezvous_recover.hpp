@@ -13,13 +13,14 @@
 #include "common/status.hpp"
 #include "lib/launch/config.hpp"
 #include "rendezvous/client.hpp"
+#include "rendezvous/factory/address.hpp"
+#include "rendezvous/membership.hpp"
 #include "rendezvous/protocol.hpp"
 
 namespace cc::comm {
 
 struct RecoverRequest {
-  std::string addr;  // where the communicator's rendezvous connection went
-  int port = 0;
+  rv::factory::Address rendezvous;  // where the communicator's rendezvous connection went
   launch::ResolvedConfig config;  // job_id, token, timeout
   // rank: the job rank; world_size: the communicator's size; generation: its
   // join number; host, pid and versions as at init.
@@ -40,12 +41,13 @@ const char* recover_call(rv::RecoverKind kind);  // "cc_comm_shrink", "cc_comm_r
 
 // Errors are in the server's words (a mismatch, a stale rank, the deadline
 // naming who never came) or name the rendezvous that cannot be reached.
-Status rendezvous_recover(const RecoverRequest& request, const rv::Client::MakeId& make_id,
+Status rendezvous_recover(const RecoverRequest& request, const rv::Membership::MakeId& make_id,
                           RecoverResult* out);
 
 // What the new generation's connection heard so far: CC_ERR_PEER_FAILED
 // naming a member of it that failed or aborted, or the server gone; success
 // while nothing did. `kind` names the call to make again.
-Status new_generation_events(rv::Client& client, rv::RecoverKind kind, uint32_t generation);
+Status new_generation_events(rv::Membership& membership, rv::RecoverKind kind,
+                             uint32_t generation);
 
 }  // namespace cc::comm

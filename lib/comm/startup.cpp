@@ -8,9 +8,9 @@
 #include "common/who.hpp"
 #include "lib/comm/init_listener.hpp"
 #include "lib/comm/preflight.hpp"
-#include "lib/launch/etcd.hpp"
 #include "lib/launch/nccl_net.hpp"
 #include "lib/launch/netif.hpp"
+#include "rendezvous/factory/address.hpp"
 
 namespace cc::comm {
 namespace {
@@ -28,12 +28,12 @@ std::string& ifname_set_by_cc() {
 
 bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 || addr == "::1"; }
 
-// NCCL's sockets go over the interface that reaches MASTER_ADDR (not a
-// Docker bridge the other hosts cannot reach), unless the user set
-// NCCL_SOCKET_IFNAME. Fills what the reachability test says about the
+// NCCL's sockets go over the interface that reaches the rendezvous at `addr`
+// (the address's route host: not a Docker bridge the other hosts cannot
+// reach), unless the user set NCCL_SOCKET_IFNAME. Fills what the reachability test says about the
 // choice, and returns the NCCL_SOCKET_IFNAME NCCL will see ("" for none).
-std::string choose_interface(const StartRequest& req, const std::string& who,
-                             PreflightSetup* setup) {
+std::string choose_interface(const StartRequest& req, const std::string& addr,
+                             const std::string& who, PreflightSetup* setup) {
   const char* env = req.getenv("NCCL_SOCKET_IFNAME");
   std::string current = env != nullptr ? env : "";
   bool by_cc = false;
@@ -45,10 +45,6 @@ std::string choose_interface(const StartRequest& req, const std::string& who,
     if (by_cc && std::strcmp(name, "NCCL_SOCKET_IFNAME") == 0) return nullptr;
     return req.getenv(name);
   };
-  // With etcd, the route to its first endpoint stands for the route to the
-  // other ranks (they all reach the same cluster).
-  const std::string& given = req.rendezvous.addr;
-  const std::string addr = launch::is_etcd_address(given) ? launch::etcd_first_host(given) : given;
   launch::IfnameChoice choice;
   if (Status st = launch::choose_nccl_socket_ifname(addr, choose_env, &choice); !st.ok()) {
     log().warn("{}: {}; leaving NCCL to choose its network interface", who, st.message);
@@ -84,15 +80,19 @@ std::string choose_interface(const StartRequest& req, const std::string& who,
 Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   rv::MemberInfo& info = req.rendezvous.info;
   const std::string who = cc::who(info.rank, info.host, info.pid);
-  // The etcd rendezvous runs no reachability test (it has no server to
-  // hand out the plans and verdict): this rank neither listens nor tests.
-  const bool on_etcd = launch::is_etcd_address(req.rendezvous.addr);
+  rv::factory::Address address;
+  if (Status st = rv::factory::parse_address(req.rendezvous.addr, req.rendezvous.port, &address);
+      !st.ok())
+    return make_status(st.code, who + ": " + st.message);
+  // A rendezvous without the reachability test (etcd: no server hands out
+  // the plans and the verdict) has this rank neither listen nor test.
+  const bool tested = address.runs_reachability_test();
   PreflightSetup setup;
   if (Status st = preflight_enabled(req.getenv, &setup.enabled); !st.ok())
     return make_status(st.code, who + ": " + st.message);
 
   // The address NCCL will use, as NCCL works it out from its environment.
-  const std::string nccl_ifname = choose_interface(req, who, &setup);
+  const std::string nccl_ifname = choose_interface(req, address.route_host(), who, &setup);
   const settings::Getenv nccl_env = [&](const char* name) -> const char* {
     if (std::strcmp(name, "NCCL_SOCKET_IFNAME") == 0)
       return nccl_ifname.empty() ? nullptr : nccl_ifname.c_str();
@@ -111,9 +111,10 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   setup.addr = req.addr_override.empty() ? sock.addr : req.addr_override;
   setup.ifname = sock.ifname;
   if (!req.addr_override.empty()) info.nccl_addr = req.addr_override;
-  if (!sock.link_local && !on_etcd) preflight_listen(&setup, who);
+  if (!sock.link_local && tested) preflight_listen(&setup, who);
 
-  const bool embedded = !on_etcd && req.rendezvous.config.rendezvous != CC_RENDEZVOUS_EXTERNAL;
+  const bool embedded =
+      address.server() && req.rendezvous.config.rendezvous != CC_RENDEZVOUS_EXTERNAL;
   const std::string job_id = req.rendezvous.config.job_id;
   const auto deadline = req.rendezvous.deadline;
   const int rank = info.rank;
@@ -124,7 +125,7 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   // A replacement for a failed rank joins a later generation of a running
   // communicator: the survivors take no test with it (they recover through
   // the rendezvous), so it has none to take.
-  if (out->generation > 0 || on_etcd) return Status::success();
+  if (out->generation > 0 || !tested) return Status::success();
   if (Status st = run_preflight(*out->client, job_id, out->comm_number, rank, setup, deadline, who);
       !st.ok()) {
     // A member's failure names its cause best where the news says it.

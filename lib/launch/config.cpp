@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "common/token_file.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/store.hpp"
 
 namespace cc::launch {
 namespace {

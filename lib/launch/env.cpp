@@ -1,7 +1,6 @@
 #include "lib/launch/env.hpp"
 
-#include "lib/launch/etcd.hpp"
-#include "rendezvous/etcd/endpoints.hpp"
+#include "rendezvous/factory/address.hpp"
 
 namespace cc::launch {
 namespace {
@@ -83,12 +82,12 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   info.master_addr = addr.value;
   info.addr_var = addr.var;
 
-  // An etcd cluster: its address carries the ports, and MASTER_PORT is not
-  // read. A malformed address is named with its variable before any wait.
-  if (is_etcd_address(info.master_addr)) {
-    rv::etcd::Address parsed;
-    if (Status s = rv::etcd::parse_address(info.master_addr, &parsed); !s.ok())
-      return invalid(info.addr_var + "=" + info.master_addr + ": " + s.message);
+  // A malformed address is named with its variable before any wait. One
+  // that carries its port (tcp://, etcd://) leaves MASTER_PORT unread.
+  rv::factory::Address parsed;
+  if (Status s = rv::factory::parse_address(info.master_addr, &parsed); !s.ok())
+    return invalid(info.addr_var + "=" + info.master_addr + ": " + s.message);
+  if (!parsed.needs_port()) {
     *out = std::move(info);
     return Status::success();
   }

@@ -17,14 +17,14 @@ struct LaunchInfo {
   int rank = -1;
   int world_size = 0;
   int local_rank = -1;  // -1 when no launcher set one
-  std::string master_addr;
-  int master_port = 0;
+  std::string master_addr;  // a host, tcp://host:port or etcd://...
+  int master_port = 0;      // 0 where the address carries its port
   // Which variables supplied the values, for messages ("RANK", "SLURM_PROCID").
   std::string rank_var, world_size_var, local_rank_var, addr_var, port_var;
 };
 
-// Reads rank, world size, local rank, MASTER_ADDR and MASTER_PORT; the first
-// variable found in each list wins. A missing or malformed variable is
+// Reads rank, world size, local rank, MASTER_ADDR and (for a host alone)
+// MASTER_PORT; the first variable found in each list wins. A missing or malformed variable is
 // CC_ERR_INVALID_ARGUMENT whose words name the variable and what to set.
 Status read_launch_info(const Getenv& getenv, LaunchInfo* out);
 

@@ -6,14 +6,13 @@
 #include "common/log.hpp"
 #include "common/printable.hpp"
 #include "common/who.hpp"
-#include "rendezvous/etcd/endpoints.hpp"
 
 namespace cc::watch {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-ControlChannel::ControlChannel(rv::Client& client, ChannelOptions options)
+ControlChannel::ControlChannel(rv::Membership& client, ChannelOptions options)
     : client_(client), options_(std::move(options)) {}
 
 Status ControlChannel::start() {
@@ -93,16 +92,10 @@ ChannelFailure ControlChannel::server_lost(const std::string& reason) const {
     f.story = member_words(0, f.host, f.pid) + ", which hosts the job's rendezvous server (" +
               client_.endpoint() + "), is gone: " + reason +
               ". Rank 0 most likely died: look at its output; this communicator cannot continue";
-  } else if (rv::etcd::is_etcd_address(client_.endpoint())) {
-    // No rank hosts an etcd rendezvous: the cluster, or the way to it, failed.
-    f.story = "the job's etcd rendezvous (" + client_.endpoint() + ") is lost: " + reason +
-              ". The job cannot tell whether its ranks are alive: check the cluster "
-              "('etcdctl endpoint status --cluster') and this host's network, then restart "
-              "the job";
   } else {
-    f.story = "the rendezvous server at " + client_.endpoint() + " is gone: " + reason +
-              ". The job cannot tell whether its ranks are alive: look at cc-run or "
-              "cc-rendezvous, then restart the job";
+    f.story = client_.named() + " is gone: " + reason +
+              ". The job cannot tell whether its ranks are alive: " + client_.lost_advice() +
+              ", then restart the job";
   }
   return f;
 }

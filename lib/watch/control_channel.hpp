@@ -16,7 +16,7 @@
 
 #include "common/status.hpp"
 #include "lib/core/call_log.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/membership.hpp"
 #include "rendezvous/protocol.hpp"
 
 namespace cc::watch {
@@ -58,7 +58,7 @@ struct SplitLine {
 
 class ControlChannel {
  public:
-  ControlChannel(rv::Client& client, ChannelOptions options);
+  ControlChannel(rv::Membership& client, ChannelOptions options);
 
   // Asks the server to watch this member (window = interval x misses), sends
   // the first heartbeat and learns every member's host and pid for words.
@@ -92,7 +92,7 @@ class ControlChannel {
   ChannelFailure server_lost(const std::string& reason) const;
   std::string self() const;  // who this member is, with its generation
 
-  rv::Client& client_;
+  rv::Membership& client_;
   ChannelOptions options_;
   std::map<int32_t, rv::MemberProgress> members_;
   std::chrono::steady_clock::time_point next_heartbeat_{};

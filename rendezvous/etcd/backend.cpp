@@ -608,4 +608,10 @@ std::optional<PeerEvent> Backend::next_event(milliseconds timeout) {
 
 const std::string& Backend::endpoint() const { return impl_->endpoint_text; }
 
+std::string Backend::named() const { return "the job's etcd rendezvous (" + endpoint() + ")"; }
+
+std::string Backend::lost_advice() const {
+  return "check the cluster ('etcdctl endpoint status --cluster') and this host's network";
+}
+
 }  // namespace cc::rv::etcd

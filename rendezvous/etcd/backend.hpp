@@ -1,6 +1,7 @@
-// The rendezvous on etcd: the operations of cc's own rendezvous client
-// (store, join, membership and its events) with the same semantics and the
-// same error words, kept in etcd under a prefix per job (keys.hpp).
+// The rendezvous on etcd: the store (rendezvous/store.hpp) and the
+// membership (rendezvous/membership.hpp) with the same semantics and the
+// same error words as cc's own server, kept in etcd under a prefix per job
+// (keys.hpp). rendezvous/factory makes it for an etcd:// or etcds:// address.
 //
 // How each operation maps onto etcd, and what it costs per rank (keys.hpp
 // has the layout, docs/ETCD.md the whole story):
@@ -36,7 +37,7 @@
 // - recover (cc_comm_shrink, cc_comm_regrow) and replacements: see
 //   backend_recover.cpp; its rules alone are recovery_decision.hpp.
 //
-// Threads: calls may come from several threads at once (as with the TCP
+// Threads: calls may come from several threads at once (as with cc's own
 // client); peer events are queued for next_event().
 #pragma once
 
@@ -84,7 +85,7 @@ class Backend final : public cc::rv::Client {
   // naming etcd and its endpoints.
   static Status connect(const BackendOptions& options, std::unique_ptr<Backend>* out);
   // Revokes the membership lease when the rank never left: the others are
-  // told at once, as when a TCP rank's connection drops.
+  // told at once, as when a rank's connection to cc's server drops.
   ~Backend() override;
 
   Status set(const std::string& key, std::span<const uint8_t> value) override;
@@ -140,6 +141,10 @@ class Backend final : public cc::rv::Client {
   std::optional<PeerEvent> next_event(std::chrono::milliseconds timeout) override;
   // "etcd://host:port,..." as given.
   const std::string& endpoint() const override;
+  // "the job's etcd rendezvous (etcd://...)"; when lost, check the cluster
+  // and this host's network.
+  std::string named() const override;
+  std::string lost_advice() const override;
 
   struct Impl;
 

@@ -12,7 +12,7 @@
 
 #include <unistd.h>
 
-#include "rendezvous/client.hpp"
+#include "rendezvous/frame_client.hpp"
 
 namespace {
 long long wall_ms() {
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   const milliseconds hb(std::atoi(argv[5]));
   const milliseconds run(std::atoi(argv[6]));
 
-  cc::rv::ClientOptions o;
+  cc::rv::FrameClientOptions o;
   o.addr = argv[1];
   o.port = std::atoi(argv[2]);
   o.job_id = "netns-hb";
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   o.connect_timeout = milliseconds(10000);
   o.request_timeout = hb * 2;
   std::unique_ptr<cc::rv::Client> client;
-  if (cc::Status s = cc::rv::Client::connect(o, &client); !s.ok()) {
+  if (cc::Status s = cc::rv::connect_frame_client(o, &client); !s.ok()) {
     std::printf("hbfail at_ms %lld: %s\n", wall_ms(), s.message.c_str());
     return 3;
   }

@@ -40,10 +40,9 @@
 #include "lib/comm/rendezvous_join.hpp"
 #include "lib/core/call_log.hpp"
 #include "lib/launch/config.hpp"
-#include "lib/launch/etcd.hpp"
 #include "lib/watch/control_channel.hpp"
 #include "lib/watch/watchdog.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/factory/address.hpp"
 
 namespace {
 
@@ -159,24 +158,19 @@ int main(int argc, char** argv) {
   config.timeout_ms = 20000;
   config.heartbeat_ms = static_cast<int>(interval.count());
   config.heartbeat_misses = 10;
+  cc::rv::factory::Address address;
+  if (cc::Status st = cc::rv::factory::parse_address(addr, port, &address); !st.ok()) {
+    say("ERROR " + st.message);
+    return 1;
+  }
 
   std::vector<Comm> comms(which == "legal" ? 2 : 1);
   for (size_t k = 0; k < comms.size(); ++k) {
     Comm& c = comms[k];
     c.comm_number = static_cast<uint32_t>(k + 1);
-    const auto deadline = std::chrono::steady_clock::now() + milliseconds(config.timeout_ms);
-    cc::Status st;
-    if (cc::launch::is_etcd_address(addr)) {
-      st = cc::comm::connect_etcd_member(addr, config, deadline, &c.client);
-    } else {
-      cc::rv::ClientOptions co;
-      co.addr = addr;
-      co.port = port;
-      co.job_id = job;
-      co.connect_timeout = milliseconds(10000);
-      st = cc::rv::Client::connect(co, &c.client);
-    }
-    if (!st.ok()) {
+    if (cc::Status st = cc::comm::connect_member(address, config, milliseconds(config.timeout_ms),
+                                                 "call_check_member", &c.client);
+        !st.ok()) {
       say("ERROR " + st.message);
       return 1;
     }

@@ -19,7 +19,7 @@
 
 #include "lib/watch/control_channel.hpp"
 #include "lib/watch/watchdog.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/frame_client.hpp"
 
 namespace {
 
@@ -75,14 +75,14 @@ int main(int argc, char** argv) {
   opt.pid = static_cast<uint32_t>(getpid());
   opt.comm_number = 1;
 
-  cc::rv::ClientOptions co;
+  cc::rv::FrameClientOptions co;
   co.addr = argv[1];
   co.port = std::atoi(argv[2]);
   co.job_id = argv[3];
   co.token = token;
   co.connect_timeout = std::chrono::milliseconds(10000);
   std::unique_ptr<cc::rv::Client> client;
-  if (cc::Status st = cc::rv::Client::connect(co, &client); !st.ok()) {
+  if (cc::Status st = cc::rv::connect_frame_client(co, &client); !st.ok()) {
     std::printf("ERROR %s\n", st.message.c_str());
     return 1;
   }

@@ -7,20 +7,20 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/client.hpp"
+#include "rendezvous/frame_client.hpp"
 
 namespace cc::test {
 
 inline std::unique_ptr<cc::rv::Client> loopback_client(int port,
                                                        const std::string& job = "default") {
-  cc::rv::ClientOptions o;
+  cc::rv::FrameClientOptions o;
   o.addr = "127.0.0.1";
   o.port = port;
   o.job_id = job;
   o.connect_timeout = std::chrono::milliseconds(5000);
   o.request_timeout = std::chrono::milliseconds(5000);
   std::unique_ptr<cc::rv::Client> c;
-  const cc::Status s = cc::rv::Client::connect(o, &c);
+  const cc::Status s = cc::rv::connect_frame_client(o, &c);
   INFO(s.message);
   REQUIRE(s.ok());
   return c;

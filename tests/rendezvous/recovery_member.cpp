@@ -46,10 +46,9 @@
 #include "lib/comm/rendezvous_recover.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
-#include "lib/launch/etcd.hpp"
 #include "lib/watch/control_channel.hpp"
 #include "lib/watch/watchdog.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/factory/address.hpp"
 
 namespace {
 
@@ -130,7 +129,10 @@ struct Generation {
 };
 
 struct Member {
-  rv::ClientOptions co;
+  std::string addr;  // as given, with its port apart where it needs one
+  int port = 0;
+  std::string job_id;
+  rv::factory::Address rendezvous;  // the two parsed
   cc::launch::ResolvedConfig config;
   cc::watch::ChannelOptions channel;
   int job_rank = -1;
@@ -141,8 +143,7 @@ struct Member {
   void recover(rv::RecoverKind kind, int nranks, int timeout_ms, int settle_ms) {
     const Generation& from = gens.back();
     cc::comm::RecoverRequest req;
-    req.addr = co.addr;
-    req.port = co.port;
+    req.rendezvous = rendezvous;
     req.config = config;
     req.info.rank = job_rank;
     req.info.world_size = from.size;
@@ -221,17 +222,17 @@ int main(int argc, char** argv) {
       say("ERROR " + st.message);
       return 1;
     }
-    m.co.addr = info.master_addr;
-    m.co.port = info.master_port;
+    m.addr = info.master_addr;
+    m.port = info.master_port;
     const char* job = std::getenv("CC_JOB_ID");
-    m.co.job_id = job != nullptr ? job : "default";
+    m.job_id = job != nullptr ? job : "default";
     m.job_rank = info.rank;
     m.world = info.world_size;
     next = 2;
   } else if (argc >= 6) {
-    m.co.addr = argv[1];
-    m.co.port = std::atoi(argv[2]);
-    m.co.job_id = argv[3];
+    m.addr = argv[1];
+    m.port = std::atoi(argv[2]);
+    m.job_id = argv[3];
     m.job_rank = std::atoi(argv[4]);
     m.world = std::atoi(argv[5]);
     next = 6;
@@ -261,20 +262,19 @@ int main(int argc, char** argv) {
   m.channel.pid = static_cast<uint32_t>(getpid());
   m.channel.comm_number = 1;
   m.channel.server_in_rank0 = false;
-  m.config.job_id = m.co.job_id;
+  m.config.job_id = m.job_id;
   m.config.timeout_ms = join_timeout;
-  m.co.connect_timeout = milliseconds(10000);
 
   Generation first;
   m.config.heartbeat_ms = static_cast<int>(m.channel.interval.count());
   m.config.heartbeat_misses = m.channel.misses;
-  const cc::Status reached =
-      cc::launch::is_etcd_address(m.co.addr)
-          ? cc::comm::connect_etcd_member(
-                m.co.addr, m.config,
-                std::chrono::steady_clock::now() + milliseconds(join_timeout), &first.client)
-          : rv::Client::connect(m.co, &first.client);
-  if (cc::Status st = reached; !st.ok()) {
+  if (cc::Status st = rv::factory::parse_address(m.addr, m.port, &m.rendezvous); !st.ok()) {
+    say("ERROR " + st.message);
+    return 1;
+  }
+  if (cc::Status st = cc::comm::connect_member(m.rendezvous, m.config, milliseconds(join_timeout),
+                                               "recovery_member", &first.client);
+      !st.ok()) {
     say("ERROR " + st.message);
     return 1;
   }

@@ -161,12 +161,12 @@ LoopbackServer::LoopbackServer() {
 Connect LoopbackServer::connect(const std::string& job) const {
   const int port = server->port();
   return [port, job] {
-    rv::ClientOptions o;
+    rv::FrameClientOptions o;
     o.addr = "127.0.0.1";
     o.port = port;
     o.job_id = job;
     std::unique_ptr<rv::Client> c;
-    REQUIRE(rv::Client::connect(o, &c).ok());
+    REQUIRE(rv::connect_frame_client(o, &c).ok());
     return c;
   };
 }

@@ -187,8 +187,7 @@ class Trainer {
         },
         &joined);
     if (!st.ok()) fatal("the join: " + st.message);
-    addr_ = joined.connect_addr;
-    port_ = launch.master_port;
+    rendezvous_ = joined.rendezvous;
     const int rank = joined.rank >= 0 ? joined.rank : shard_;
     gen_ = std::make_unique<Generation>(std::move(joined.client), joined.comm_number,
                                         joined.generation, rank, world_);
@@ -304,8 +303,7 @@ class Trainer {
   void next_generation() {
     for (int attempt = 1; attempt <= kAttempts; ++attempt) {
       cc::comm::RecoverRequest req;
-      req.addr = addr_;
-      req.port = port_;
+      req.rendezvous = rendezvous_;
       req.config = config_;
       req.info = member_info(gen_->size());
       req.info.comm_number = gen_->join_number();
@@ -390,8 +388,7 @@ class Trainer {
   cc::launch::ResolvedConfig config_;
   cc::watch::ChannelOptions channel_;
   cc_store_t store_ = nullptr;
-  std::string addr_;
-  int port_ = 0;
+  cc::rv::factory::Address rendezvous_;  // where the first generation joined
   int shard_ = 0;  // the rank it was started with
   int world_ = 0;
   std::unique_ptr<Generation> gen_;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cc/cc.h"
-#include "rendezvous/client.hpp"
+#include "rendezvous/frame_client.hpp"
 #include "rendezvous/server.hpp"
 #include "tests/common/free_port.hpp"
 #include "tests/common/skip.hpp"
@@ -252,15 +252,15 @@ TEST_CASE("store: IPv6 loopback, with and without brackets", "[.ipv6]") {
 TEST_CASE("client: peer events arrive while another thread sends heartbeats") {
   using namespace cc::rv;
   TestServer srv;
-  ClientOptions o;
+  FrameClientOptions o;
   o.addr = "127.0.0.1";
   o.port = srv.port;
   o.job_id = "events";
   o.connect_timeout = milliseconds(5000);
   o.request_timeout = milliseconds(5000);
   std::unique_ptr<Client> a, b;
-  REQUIRE(Client::connect(o, &a).ok());
-  REQUIRE(Client::connect(o, &b).ok());
+  REQUIRE(connect_frame_client(o, &a).ok());
+  REQUIRE(connect_frame_client(o, &b).ok());
 
   auto join = [](Client& c, int rank) {
     Join j;
@@ -386,12 +386,12 @@ TEST_CASE("client: a server that sends garbage, or never answers") {
     auto [port, thread] = fake_server([&done](int) {
       while (!done) std::this_thread::sleep_for(milliseconds(10));
     });
-    cc::rv::ClientOptions o;
+    cc::rv::FrameClientOptions o;
     o.addr = "127.0.0.1";
     o.port = port;
     o.request_timeout = milliseconds(300);
     std::unique_ptr<cc::rv::Client> c;
-    REQUIRE(cc::rv::Client::connect(o, &c).ok());
+    REQUIRE(cc::rv::connect_frame_client(o, &c).ok());
     const auto t0 = Clock::now();
     const cc::Status s = c->set("k", {});
     const long long elapsed = ms_since(t0);
@@ -454,12 +454,12 @@ TEST_CASE("store: a job id over 1024 bytes is refused, naming its start and the 
   CHECK(words.size() < 400);  // not the whole id
 
   // The client itself refuses one too (cc_comm_init's path).
-  cc::rv::ClientOptions o;
+  cc::rv::FrameClientOptions o;
   o.addr = "127.0.0.1";
   o.port = srv.port;
   o.job_id = job;
   std::unique_ptr<cc::rv::Client> c;
-  const cc::Status refused = cc::rv::Client::connect(o, &c);
+  const cc::Status refused = cc::rv::connect_frame_client(o, &c);
   CHECK(refused.code == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(refused.message, Catch::Contains("the job id 'job-x") &&
                                   Catch::Contains("over the limit of 1024 bytes"));

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cc/cc.h"
-#include "rendezvous/client.hpp"
+#include "rendezvous/frame_client.hpp"
 #include "rendezvous/server_core.hpp"
 #include "tests/common/child_process.hpp"
 
@@ -508,14 +508,14 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
   const Run run(GENERATE(as<std::string>{}, "daemon", "embedded"));
   INFO(run.kind);
   auto rank = [&](int r, uint8_t id) {
-    rv::ClientOptions o;
+    rv::FrameClientOptions o;
     o.addr = "127.0.0.1";
     o.port = run.server->port();
     o.job_id = "comm";
     o.connect_timeout = 10s;
     o.request_timeout = 10s;
     std::unique_ptr<rv::Client> c;
-    const cc::Status st = rv::Client::connect(o, &c);
+    const cc::Status st = rv::connect_frame_client(o, &c);
     INFO(st.message);
     REQUIRE(st.ok());
     rv::Join j;

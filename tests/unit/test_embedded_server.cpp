@@ -12,7 +12,7 @@
 #include <string>
 
 #include "lib/comm/embedded_server.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/frame_client.hpp"
 
 namespace {
 
@@ -53,13 +53,13 @@ bool can_bind(int port) {
 }
 
 cc::Status connect_to(int port) {
-  cc::rv::ClientOptions o;
+  cc::rv::FrameClientOptions o;
   o.addr = "127.0.0.1";
   o.port = port;
   o.connect_timeout = std::chrono::milliseconds(1000);
   o.request_timeout = std::chrono::milliseconds(2000);
   std::unique_ptr<cc::rv::Client> client;
-  cc::Status st = cc::rv::Client::connect(o, &client);
+  cc::Status st = cc::rv::connect_frame_client(o, &client);
   if (!st.ok()) return st;
   uint8_t v = 7;
   st = client->set("k", std::span<const uint8_t>(&v, 1));

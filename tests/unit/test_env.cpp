@@ -17,7 +17,6 @@
 #include "common/token_file.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
-#include "lib/launch/etcd.hpp"
 
 using Catch::Contains;
 using cc::launch::LaunchInfo;
@@ -534,38 +533,18 @@ TEST_CASE("env: an etcd address needs no MASTER_PORT; a malformed one names its 
   check_refused(read(env, &info), Contains("CC_MASTER_ADDR=etcd://10.0.0.1: ") && Contains("port"));
 }
 
-TEST_CASE("etcd options: the CC_ETCD_* settings, and a CA without TLS refused") {
-  FakeEnv env{{{"CC_ETCD_AUTH_FILE", "/secrets/etcd-user"}, {"CC_ETCD_PREFIX", "team-a/cc"}}};
-  cc::rv::etcd::BackendOptions o;
-  cc::Status s = cc::launch::etcd_options("etcd://127.0.0.1:2379", "job-7", env.getenv(), &o);
-  INFO(s.message);
-  REQUIRE(s.ok());
-  CHECK(o.address == "etcd://127.0.0.1:2379");
-  CHECK(o.job_id == "job-7");
-  CHECK(o.auth_file == "/secrets/etcd-user");
-  CHECK(o.prefix == "team-a/cc");
-  CHECK(o.ca_file.empty());
+TEST_CASE("env: tcp://host:port needs no MASTER_PORT; a host with a port in it is named") {
+  FakeEnv env{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "tcp://10.0.0.1:29511"}}};
+  LaunchInfo info = read_ok(env);
+  CHECK(info.master_addr == "tcp://10.0.0.1:29511");
+  CHECK(info.master_port == 0);
+  CHECK(info.port_var.empty());
 
-  FakeEnv defaults;
-  REQUIRE(cc::launch::etcd_options("etcd://h:1", "j", defaults.getenv(), &o).ok());
-  CHECK(o.prefix == "cc");
-  CHECK(o.auth_file.empty());
-
-  FakeEnv tls{{{"CC_ETCD_CA_FILE", "/ca.pem"},
-               {"CC_ETCD_CERT_FILE", "/c.pem"},
-               {"CC_ETCD_KEY_FILE", "/k.pem"}}};
-  REQUIRE(cc::launch::etcd_options("etcds://h:1", "j", tls.getenv(), &o).ok());
-  CHECK(o.ca_file == "/ca.pem");
-  CHECK(o.cert_file == "/c.pem");
-  CHECK(o.key_file == "/k.pem");
-  check_refused(cc::launch::etcd_options("etcd://h:1", "j", tls.getenv(), &o),
-                Contains("etcds://") && Contains("CC_ETCD_CA_FILE"));
-
-  FakeEnv empty_prefix{{{"CC_ETCD_PREFIX", ""}}};
-  check_refused(cc::launch::etcd_options("etcd://h:1", "j", empty_prefix.getenv(), &o),
-                "CC_ETCD_PREFIX=''");
-  CHECK(cc::launch::etcd_options("etcd://", "j", defaults.getenv(), &o).code ==
-        CC_ERR_INVALID_ARGUMENT);
+  env.vars["MASTER_ADDR"] = "10.0.0.1:29511";
+  check_refused(read(env, &info),
+                "MASTER_ADDR=10.0.0.1:29511: the rendezvous address '10.0.0.1:29511' has a port "
+                "in it: write tcp://10.0.0.1:29511, or the host alone with its port apart "
+                "(MASTER_PORT)");
 }
 
 TEST_CASE("config: CC_SHARE_GPU puts every rank on one device with cc's kernels off") {

@@ -5,7 +5,8 @@
 #include <string>
 
 #include "common/settings.hpp"
-#include "lib/launch/etcd.hpp"
+#include "lib/launch/netif.hpp"
+#include "rendezvous/factory/connect.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::doctor {
@@ -25,7 +26,7 @@ bool is_loopback_address(const std::string& numeric) {
   return numeric.rfind("127.", 0) == 0 || numeric == "::1";
 }
 
-// target: MASTER_ADDR, or the host of an etcd address's first endpoint.
+// target: the rendezvous address's route host (rv::factory::Address).
 void check_route(Report* r, const std::string& target) {
   const std::string where = target;
   Status s = launch::route_source_for(target, &r->route);
@@ -60,9 +61,10 @@ void check_route(Report* r, const std::string& target) {
   }
 }
 
-void check_probe(Report* r, const Options& o) {
-  r->probe = probe_rendezvous(r->master_addr, r->master_port, o.job_id, o.timeout_ms);
-  const std::string where = r->master_addr + ":" + std::to_string(r->master_port);
+// cc's own server: what answers at its host and port, in detail.
+void check_probe(Report* r, const Options& o, const rv::factory::ServerAt& server) {
+  r->probe = probe_rendezvous(server.host, server.port, o.job_id, o.timeout_ms);
+  const std::string where = server.text();
   const Probe& p = r->probe;
   const char* fix = "";
   switch (p.answer) {
@@ -101,25 +103,23 @@ void check_probe(Report* r, const Options& o) {
   r->add("rendezvous", Level::error, where + joint + p.detail, fix);
 }
 
-// An etcd address: connects as a store of the job would (auth, TLS and the
-// plugin included) and says whether etcd answered.
-void check_etcd(Report* r, const Options& o) {
-  rv::etcd::BackendOptions options;
-  Status s = launch::etcd_options(r->master_addr, o.job_id, settings::process_env(), &options);
-  if (s.ok()) {
-    options.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
-    options.request_timeout = std::chrono::milliseconds(o.timeout_ms);
-    std::unique_ptr<rv::Client> client;
-    s = launch::connect_etcd(options, &client);
-  }
-  if (s.ok()) {
-    r->add("rendezvous", Level::info,
-           "etcd at " + r->master_addr + " answers (job '" + o.job_id + "')");
+// Any other rendezvous (an etcd cluster): connects as a store of the job
+// would (auth, TLS and the plugin included) and says whether it answered.
+void check_store(Report* r, const Options& o, const rv::factory::Address& address) {
+  rv::factory::Options options;
+  options.job_id = o.job_id;
+  options.client = "cc-doctor";
+  options.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
+  options.request_timeout = std::chrono::milliseconds(o.timeout_ms);
+  std::unique_ptr<rv::Store> store;
+  if (Status s = rv::factory::connect_store(address, options, &store); !s.ok()) {
+    r->add("rendezvous", Level::error, s.message,
+           "start the rendezvous or mend the network to it, check the address and the "
+           "CC_ETCD_* settings (auth file, CA), and see 'etcdctl endpoint status --cluster'");
     return;
   }
-  r->add("rendezvous", Level::error, s.message,
-         "start the etcd members or mend the network to them, check the address and the "
-         "CC_ETCD_* settings (auth file, CA), and see 'etcdctl endpoint status --cluster'");
+  r->add("rendezvous", Level::info,
+         "the rendezvous at " + address.where() + " answers (job '" + o.job_id + "')");
 }
 
 }  // namespace
@@ -146,19 +146,21 @@ void collect_network(Report* r, const Options& o) {
            "pass --master-addr HOST --master-port PORT, or set MASTER_ADDR and MASTER_PORT");
     return;
   }
-  if (launch::is_etcd_address(r->master_addr)) {
-    const std::string host = launch::etcd_first_host(r->master_addr);
-    if (!host.empty()) check_route(r, host);
-    check_etcd(r, o);
+  rv::factory::Address address;
+  if (Status s = rv::factory::parse_address(r->master_addr, r->master_port, &address); !s.ok()) {
+    r->add("rendezvous", Level::error, r->master_addr_var + ": " + s.message);
     return;
   }
-  check_route(r, r->master_addr);
-  if (r->master_port == 0) {
+  check_route(r, address.route_host());
+  if (address.needs_port() && r->master_port == 0) {
     r->add("rendezvous", Level::info, "MASTER_PORT is not set: the rendezvous check was skipped",
            "pass --master-port PORT, or set MASTER_PORT");
     return;
   }
-  check_probe(r, o);
+  if (const std::optional<rv::factory::ServerAt>& server = address.server())
+    check_probe(r, o, *server);
+  else
+    check_store(r, o, address);
 }
 
 }  // namespace cc::doctor

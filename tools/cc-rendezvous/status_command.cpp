@@ -8,7 +8,7 @@
 
 #include "common/settings.hpp"
 #include "common/token_file.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/factory/connect.hpp"
 #include "tools/cc-rendezvous/status_render.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -35,13 +35,12 @@ int usage_error(const std::string& words) {
 
 int status_command(int argc, char** argv) {
   const settings::Getenv env = settings::process_env();
-  rv::ClientOptions options;
+  rv::factory::Options options;
   options.job_id.clear();  // a status client enters no job
   options.client = "cc-rendezvous status";
-  options.addr = "127.0.0.1";
-  options.port = 29500;
+  std::string addr = "127.0.0.1";
   if (const auto a = settings::find(settings::Id::master_addr, env); a.var && *a.value)
-    options.addr = a.value;
+    addr = a.value;
   std::string token_file;
   std::string job;
   bool json = false;
@@ -52,8 +51,9 @@ int status_command(int argc, char** argv) {
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
-  app.add_option("--addr", options.addr,
-                 "the server's address (default MASTER_ADDR, else\n127.0.0.1)")
+  app.add_option("--addr", addr,
+                 "the server's address, a host (with --port) or\ntcp://host:port "
+                 "(default MASTER_ADDR, else 127.0.0.1)")
       ->option_text("ADDR");
   app.add_option_function<std::string>(
          "--port",
@@ -89,7 +89,9 @@ int status_command(int argc, char** argv) {
       return usage_error(st.message);
     port = from_env;
   }
-  options.port = static_cast<int>(port);
+  rv::factory::Address address;
+  if (Status st = rv::factory::parse_address(addr, static_cast<int>(port), &address); !st.ok())
+    return usage_error("--addr: " + st.message);
 
   Status read;
   if (!token_file.empty()) {
@@ -108,7 +110,7 @@ int status_command(int argc, char** argv) {
   options.connect_timeout = timeout;
   options.request_timeout = timeout;
   std::unique_ptr<rv::Client> client;
-  if (Status st = rv::Client::connect(options, &client); !st.ok()) {
+  if (Status st = rv::factory::connect_client(address, options, &client); !st.ok()) {
     std::fprintf(stderr, "cc-rendezvous status: %s\n", st.message.c_str());
     return 1;
   }

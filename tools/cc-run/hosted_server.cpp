@@ -1,22 +1,21 @@
 #include "tools/cc-run/hosted_server.hpp"
 
 #include <chrono>
-
-#include "lib/launch/etcd.hpp"
+#include <optional>
 
 namespace cc_run {
 
 cc::Status start_hosted_server(const Options& o, const cc::launch::ResolvedConfig& config,
                                std::unique_ptr<cc::rv::Server>* out) {
-  // On etcd the cluster is the rendezvous: no node hosts a server.
-  if (o.node_rank != 0 || cc::launch::is_etcd_address(o.master_addr)) return cc::Status::success();
+  // Node 0 hosts the server the address names (none for an etcd cluster,
+  // which is the rendezvous itself).
+  const std::optional<cc::rv::factory::ServerAt>& hosted = o.rendezvous.server();
+  if (o.node_rank != 0 || !hosted) return cc::Status::success();
   cc::rv::ServerOptions so;
   // One node without --master-addr: the ranks are all here, so the job's
   // keys need not be reachable from the network.
-  so.bind_addr = o.nnodes == 1 && o.master_addr.empty()         ? "127.0.0.1"
-                 : o.master_addr.find(':') != std::string::npos ? "::"  // an IPv6 address
-                                                                : "0.0.0.0";
-  so.port = o.master_port;
+  so.bind_addr = o.nnodes == 1 && o.master_addr.empty() ? "127.0.0.1" : hosted->any();
+  so.port = hosted->port;
   so.token = config.token;
   // The server lives as long as the launch: the jobs' keys stay that long
   // unless CC_JOB_TTL_MS asks for less.

@@ -1,5 +1,6 @@
-// The job's rendezvous server, hosted by cc-run on node 0 (none on etcd: the
-// cluster is the rendezvous), so that any rank may die, rank 0 included.
+// The job's rendezvous server, hosted by cc-run on node 0 where the address
+// names one (not an etcd cluster, which is the rendezvous itself), so that
+// any rank may die, rank 0 included.
 #pragma once
 
 #include <memory>

@@ -13,7 +13,6 @@
 #include <iterator>
 #include <map>
 
-#include "lib/launch/etcd.hpp"
 #include "lib/launch/host_name.hpp"
 #include "lib/launch/share_gpu.hpp"
 
@@ -58,8 +57,8 @@ std::vector<std::string> rank_environment(const Options& o, int local, const std
       {"CC_JOB_ID", job_id},
       {"CC_RENDEZVOUS", "external"},
   };
-  // An etcd address carries its ports.
-  if (!cc::launch::is_etcd_address(addr)) set["MASTER_PORT"] = std::to_string(port);
+  // An address that carries its port (tcp://, etcd://) needs no MASTER_PORT.
+  if (o.rendezvous.needs_port()) set["MASTER_PORT"] = std::to_string(port);
   if (o.timeout_ms > 0) set["CC_TIMEOUT_MS"] = std::to_string(o.timeout_ms);
   if (restart > 0) set["CC_RESTART_COUNT"] = std::to_string(restart);
   if (o.share_gpu) add_shared_gpu(rank, &set);

@@ -5,7 +5,6 @@
 #include <cstdlib>
 
 #include "common/settings.hpp"
-#include "lib/launch/etcd.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace cc_run {
@@ -75,9 +74,10 @@ Options parse_options(int argc, char** argv) {
                           "this node's index, 0..K-1 (default 0); node 0 hosts the server");
   add_text(app, "--master-addr", &o.master_addr,
            "the rendezvous address the ranks use (default 127.0.0.1;\n"
-           "required on nodes other than 0); etcd://host:port[,host:port...]\n"
-           "(or etcds://) puts the rendezvous in that etcd cluster: no node\n"
-           "hosts a server, so any node may fail, and --master-port is unused",
+           "required on nodes other than 0): a host with --master-port, or\n"
+           "tcp://host:port; etcd://host:port[,host:port...] (or etcds://)\n"
+           "puts the rendezvous in that etcd cluster: no node hosts a server,\n"
+           "so any node may fail. --master-port is unused with both forms",
            "A");
   auto* master_port =
       cc::cli::add_number(app, "--master-port", "P", 0, 65535, &o.master_port,
@@ -125,12 +125,14 @@ Options parse_options(int argc, char** argv) {
     usage_error("--nnodes " + std::to_string(o.nnodes) + " needs --node-rank");
   if (static_cast<long long>(o.nnodes) * o.nproc > INT_MAX)
     usage_error("the world size is too large");
+  const std::string addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  if (cc::Status s = cc::rv::factory::parse_address(addr, o.master_port, &o.rendezvous); !s.ok())
+    usage_error("--master-addr: " + s.message);
   if (o.node_rank != 0) {
     if (o.master_addr.empty())
       usage_error("node " + std::to_string(o.node_rank) +
                   " needs --master-addr (node 0's address)");
-    if ((master_port->count() == 0 || o.master_port == 0) &&
-        !cc::launch::is_etcd_address(o.master_addr)) {
+    if ((master_port->count() == 0 || o.master_port == 0) && o.rendezvous.needs_port()) {
       usage_error("node " + std::to_string(o.node_rank) +
                   " needs --master-port (the port node 0's cc-run serves)");
     }

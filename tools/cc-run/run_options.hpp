@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/factory/address.hpp"
+
 namespace cc_run {
 
 constexpr int kUsageError = 2;
@@ -12,8 +14,9 @@ struct Options {
   int nproc = 0;
   int nnodes = 1;
   int node_rank = 0;
-  std::string master_addr;
+  std::string master_addr;  // as given ("" = 127.0.0.1 with one node)
   int master_port = 0;
+  cc::rv::factory::Address rendezvous;  // the address parsed, with a host's port
   std::string job_id;
   int grace_ms = 2000;
   int timeout_ms = 0;      // 0 = leave CC_TIMEOUT_MS as it is

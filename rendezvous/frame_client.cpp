@@ -1,4 +1,10 @@
-// The blocking rendezvous client: plain POSIX sockets with poll() deadlines.
+// cc's own rendezvous client: plain POSIX sockets with poll() deadlines.
+//
+// Two steps: dial_tcp() reaches cc's server (retrying with backoff while
+// nobody listens yet), then FrameClient says Hello over the connected stream
+// and serves every call of the store and the membership on it. FrameClient
+// needs nothing of TCP but the socket: a route over another kind of stream
+// (a node agent's local Unix socket) is a second dial beside dial_tcp().
 //
 // Threads: whole frames are written under write_mu_; one thread at a time
 // reads the socket (read_mu_) and files what arrives in the inbox
@@ -7,7 +13,7 @@
 // waiting for a reply while another reads sleeps on cv_ in short slices, so a
 // heartbeat from one thread and next_event() or a long join on another work
 // together.
-#include "rendezvous/client.hpp"
+#include "rendezvous/frame_client.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -31,6 +37,7 @@
 
 #include "common/backoff.hpp"
 #include "common/log.hpp"
+#include "common/printable.hpp"
 #include "common/unique_fd.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/client_inbox.hpp"
@@ -97,13 +104,6 @@ int connect_one(const addrinfo* ai, Clock::time_point until, Fd* out) {
   return 0;
 }
 
-// The start of a name too long to show whole: "aaaa... (2000 bytes)".
-std::string shortened(std::string_view name) {
-  constexpr size_t kShown = 32;
-  if (name.size() <= kShown) return std::string(name);
-  return std::string(name.substr(0, kShown)) + "... (" + std::to_string(name.size()) + " bytes)";
-}
-
 // What the server would refuse by dropping the connection ("a field with an
 // invalid value", "a field over its limit") is refused here instead, so a
 // bad argument costs one call, not the connection.
@@ -133,10 +133,10 @@ std::string reach_advice() {
          "MASTER_ADDR/MASTER_PORT and firewalls";
 }
 
-// Connects with retries and exponential backoff (with jitter) while the
-// server is not there yet, until `deadline`.
-Status connect_with_retries(const ClientOptions& o, const std::string& endpoint,
-                            Clock::time_point deadline, Fd* out) {
+// Dials cc's server over TCP, with retries and exponential backoff (with
+// jitter) while it is not there yet, until `deadline`.
+Status dial_tcp(const FrameClientOptions& o, const std::string& endpoint,
+                Clock::time_point deadline, Fd* out) {
   const auto start = Clock::now();
   const std::string host = strip_brackets(o.addr);
   const std::string port = std::to_string(o.port);
@@ -188,12 +188,13 @@ Status connect_with_retries(const ClientOptions& o, const std::string& endpoint,
       "cannot reach the rendezvous at " + endpoint + tried + last_cause + reach_advice());
 }
 
-class TcpClient final : public Client {
+// The store and the membership over one connected stream to cc's server.
+class FrameClient final : public Client {
  public:
-  TcpClient(Fd fd, const ClientOptions& options, std::string endpoint)
+  FrameClient(Fd fd, const FrameClientOptions& options, std::string endpoint)
       : fd_(std::move(fd)), options_(options), endpoint_(std::move(endpoint)), inbox_(endpoint_) {}
 
-  ~TcpClient() override = default;
+  ~FrameClient() override = default;
 
   Status handshake(Clock::time_point deadline) {
     Hello hello;
@@ -426,6 +427,10 @@ class TcpClient final : public Client {
 
   const std::string& endpoint() const override { return endpoint_; }
 
+  std::string named() const override { return "the rendezvous server at " + endpoint_; }
+
+  std::string lost_advice() const override { return "look at cc-run or cc-rendezvous"; }
+
  private:
   Clock::time_point waiting_deadline(uint32_t timeout_ms) const {
     if (timeout_ms == 0) return after(options_.request_timeout);
@@ -607,7 +612,7 @@ class TcpClient final : public Client {
   }
 
   Fd fd_;
-  ClientOptions options_;
+  FrameClientOptions options_;
   std::string endpoint_;
   std::atomic<uint32_t> next_id_{1};
   std::atomic<Clock::rep> last_heard_{Clock::now().time_since_epoch().count()};
@@ -622,38 +627,7 @@ class TcpClient final : public Client {
 
 }  // namespace
 
-Status Client::recover(const Recover& request, const MakeId& make_id, Joined* out) {
-  (void)request;
-  (void)make_id;
-  (void)out;
-  return make_status(CC_ERR_INVALID_USAGE,
-                     "the rendezvous at " + endpoint() +
-                         " cannot recover a communicator (cc_comm_shrink, cc_comm_regrow): run "
-                         "the job with cc's own rendezvous server (cc-run, cc-rendezvous)");
-}
-
-Status Client::progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
-                           std::chrono::milliseconds timeout) {
-  if (generation == 0) return progress(comm_number, rank, out, timeout);
-  return make_status(CC_ERR_INVALID_USAGE, "the rendezvous at " + endpoint() +
-                                               " knows no generation of a recovered communicator");
-}
-
-Status Client::status(const StatusQuery&, StatusReport*, std::chrono::milliseconds) {
-  return make_status(CC_ERR_INVALID_USAGE,
-                     "this rendezvous backend has no status report; ask cc's own server "
-                     "(cc-rendezvous, or rank 0's embedded server)");
-}
-
-Status check_job_id(std::string_view job_id, std::string_view named) {
-  const Limits limits;
-  if (job_id.size() <= limits.max_key) return Status::success();
-  return make_status(CC_ERR_INVALID_ARGUMENT,
-                     std::string(named) + " '" + shortened(job_id) + "' is over the limit of " +
-                         std::to_string(limits.max_key) + " bytes for a job id: use a shorter one");
-}
-
-Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>* out) {
+Status connect_frame_client(const FrameClientOptions& options, std::unique_ptr<Client>* out) {
   const std::string endpoint = make_endpoint(options.addr, options.port);
   if (Status s = check_job_id(options.job_id, "the job id"); !s.ok()) return s;
   if (options.addr.empty()) {
@@ -667,8 +641,8 @@ Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>* ou
   }
   const auto deadline = after(options.connect_timeout);
   Fd fd;
-  if (Status s = connect_with_retries(options, endpoint, deadline, &fd); !s.ok()) return s;
-  auto client = std::make_unique<TcpClient>(std::move(fd), options, endpoint);
+  if (Status s = dial_tcp(options, endpoint, deadline, &fd); !s.ok()) return s;
+  auto client = std::make_unique<FrameClient>(std::move(fd), options, endpoint);
   if (Status s = client->handshake(deadline); !s.ok()) {
     if (s.code == CC_ERR_TIMEOUT) {
       s.message = "the rendezvous at " + endpoint + " accepted the connection but did not finish " +

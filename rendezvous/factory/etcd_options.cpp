@@ -1,27 +1,27 @@
-#include "lib/launch/etcd.hpp"
+#include "rendezvous/factory/etcd_options.hpp"
 
-#include "rendezvous/etcd/connect.hpp"
+#include <string>
+
 #include "rendezvous/etcd/endpoints.hpp"
 
-namespace cc::launch {
+namespace cc::rv::factory {
 
 using settings::Id;
 
-bool is_etcd_address(const std::string& addr) { return rv::etcd::is_etcd_address(addr); }
-
-std::string etcd_first_host(const std::string& addr) {
-  rv::etcd::Address parsed;
-  if (!rv::etcd::parse_address(addr, &parsed).ok() || parsed.endpoints.empty()) return {};
-  return parsed.endpoints.front().host;
-}
-
-Status etcd_options(const std::string& addr, const std::string& job_id,
-                    const settings::Getenv& getenv, rv::etcd::BackendOptions* out) {
-  rv::etcd::Address parsed;
-  if (Status s = rv::etcd::parse_address(addr, &parsed); !s.ok()) return s;
-  rv::etcd::BackendOptions o;
-  o.address = addr;
-  o.job_id = job_id;
+Status etcd_options(const Address& address, const Options& options,
+                    etcd::BackendOptions* out) {
+  etcd::Address parsed;
+  if (Status s = etcd::parse_address(address.text(), &parsed); !s.ok()) return s;
+  const settings::Getenv getenv = options.getenv ? options.getenv : settings::process_env();
+  etcd::BackendOptions o;
+  o.address = address.text();
+  o.job_id = options.job_id;
+  o.connect_timeout = options.connect_timeout;
+  o.request_timeout = options.request_timeout;
+  if (options.heartbeat_window.count() > 0) {
+    o.heartbeat_window = options.heartbeat_window;
+    o.member = true;
+  }
   const auto text = [&](Id id, std::string* field) {
     if (const settings::Found f = settings::find(id, getenv); f.var != nullptr) *field = f.value;
   };
@@ -42,13 +42,9 @@ Status etcd_options(const std::string& addr, const std::string& job_id,
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        "a CA or client certificate is set (CC_ETCD_CA_FILE, CC_ETCD_CERT_FILE) "
                        "but the rendezvous address " +
-                           addr + " is plain HTTP: write etcds:// for TLS, or unset them");
+                           address.text() + " is plain HTTP: write etcds:// for TLS, or unset them");
   *out = std::move(o);
   return Status::success();
 }
 
-Status connect_etcd(const rv::etcd::BackendOptions& options, std::unique_ptr<rv::Client>* out) {
-  return rv::etcd::connect_backend(options, out);
-}
-
-}  // namespace cc::launch
+}  // namespace cc::rv::factory
