@@ -1,7 +1,7 @@
 // What a rendezvous client files from the bytes its server sends, with no
 // socket: replies under their request id for the call that awaits them,
 // peer events (request id 0) in a bounded queue, and the first reason the
-// connection broke. TcpClient (client.cpp) holds its state mutex around
+// connection broke. FrameClient (frame_client.cpp) holds its state mutex around
 // every call; tests and the fuzzer drive it alone.
 #pragma once
 

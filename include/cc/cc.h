@@ -149,7 +149,8 @@ typedef struct cc_config {
  * device. Rank 0 hosts the rendezvous server unless config->rendezvous is
  * CC_RENDEZVOUS_EXTERNAL. A rank whose init fails after its join tells the
  * others, whose init then returns at once.
- * master_addr may name an etcd cluster instead, "etcd://host:port[,...]"
+ * master_addr may carry its port, "tcp://host:port" (master_port is then
+ * not used), or name an etcd cluster instead, "etcd://host:port[,...]"
  * ("etcds://" for TLS; CC_ETCD_* settings): no rank hosts a server then,
  * master_port is not used, and no reachability test runs.
  * Returns CC_ERR_INVALID_ARGUMENT, CC_ERR_NO_DEVICE, CC_ERR_RENDEZVOUS,
@@ -374,8 +375,9 @@ CC_API cc_result_t cc_comm_window_deregister(cc_comm_t comm, void* window);
 
 /* Connects, retrying with backoff until the config's timeout_ms; on failure
  * CC_ERR_RENDEZVOUS naming the address, CC_ERR_AUTH, or CC_ERR_TIMEOUT.
- * addr "etcd://host:port[,...]" (or "etcds://") keeps the job's keys in an
- * etcd cluster, with the same calls and words; port is then not used. */
+ * addr "tcp://host:port" carries its port; addr "etcd://host:port[,...]"
+ * (or "etcds://") keeps the job's keys in an etcd cluster, with the same
+ * calls and words. With both, port is not used. */
 CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* addr, int port,
                                     const char* job_id, const cc_config_t* config);
 CC_API cc_result_t cc_store_set(cc_store_t store, const char* key, const void* value, size_t len);

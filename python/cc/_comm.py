@@ -68,9 +68,10 @@ class Comm(OwnedHandle):
          device=None, job_id=None, token=None, rendezvous=None,
          heartbeat_ms=None, heartbeat_misses=None, fast_allreduce=None,
          fast_allreduce_plan=None)
-    joins the rendezvous at master_addr:master_port (rank 0 hosts it unless
-    rendezvous="external"), or in the etcd cluster master_addr names
-    ("etcd://host:port[,host:port...]", master_port unused) and initialises NCCL on `device` (default
+    joins the rendezvous at master_addr:master_port, or at "tcp://host:port"
+    (rank 0 hosts it unless rendezvous="external"), or in the etcd cluster
+    master_addr names ("etcd://host:port[,host:port...]"; with both forms
+    master_port is unused) and initialises NCCL on `device` (default
     LOCAL_RANK % device count). Blocking. Options left None come from their
     CC_* variable or cc's default. Comm.from_env() reads rank, size, local
     rank and address from the environment (torchrun, Open MPI, Slurm, cc-run).
@@ -89,8 +90,8 @@ class Comm(OwnedHandle):
         _int_arg("world_size", world_size)
         _int_arg("master_port", master_port)
         if not isinstance(master_addr, str):
-            raise invalid_argument("master_addr must be a str (a host name, an address, or "
-                                   "etcd://...), not %r" % (master_addr,))
+            raise invalid_argument("master_addr must be a str (a host name, an address, "
+                                   "tcp://... or etcd://...), not %r" % (master_addr,))
         config = _config.make(device=device, timeout_ms=timeout_ms, job_id=job_id, token=token,
                               rendezvous=rendezvous, heartbeat_ms=heartbeat_ms,
                               heartbeat_misses=heartbeat_misses, fast_allreduce=fast_allreduce,

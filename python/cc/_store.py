@@ -38,9 +38,10 @@ def _timeout(timeout_ms):
 
 class Store(OwnedHandle):
     """A connection to the key-value store of job `job_id` on a rendezvous
-    server: Store(addr, port, job_id=None, timeout_ms=None, token=None), or
-    in an etcd cluster: Store("etcd://host:port[,host:port...]", job_id=...)
-    (the port is then not used; CC_ETCD_* give the auth file and the CA).
+    server: Store(addr, port, job_id=None, timeout_ms=None, token=None) or
+    Store("tcp://host:port", ...), or in an etcd cluster:
+    Store("etcd://host:port[,host:port...]", job_id=...) (with both the port
+    is not used; CC_ETCD_* give etcd's auth file and CA).
     Values are bytes (a str is stored as UTF-8). Not thread-safe: one
     connection per thread, or a lock around it."""
 
@@ -49,7 +50,8 @@ class Store(OwnedHandle):
     def __init__(self, addr, port=0, job_id=None, *, timeout_ms=None, token=None):
         api = _library.api()
         if not isinstance(addr, str):
-            raise invalid_argument("addr must be a str (a host name, an address, or etcd://...), "
+            raise invalid_argument("addr must be a str (a host name, an address, tcp://... or "
+                                   "etcd://...), "
                                    "not %r" % (addr,))
         if isinstance(port, bool) or not isinstance(port, int):
             raise invalid_argument("port must be an int, not %r" % (port,))
