@@ -22,8 +22,8 @@
 #include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
 #include "lib/launch/env.hpp"
-#include "rendezvous/factory/address.hpp"
 #include "lib/launch/share_gpu.hpp"
+#include "rendezvous/factory/address.hpp"
 
 namespace cc::comm {
 namespace {
@@ -148,9 +148,9 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   if (joined.unique_id.size() != sizeof id.internal) {
     return failed(make_status(
         CC_ERR_RENDEZVOUS,
-        c->who() + ": the rendezvous at " + address.where() + " handed out an NCCL id of " + std::to_string(joined.unique_id.size()) +
-            " bytes instead of " + std::to_string(sizeof id.internal) +
-            "; is it a cc-rendezvous of the same version?"));
+        c->who() + ": the rendezvous at " + address.where() + " handed out an NCCL id of " +
+            std::to_string(joined.unique_id.size()) + " bytes instead of " +
+            std::to_string(sizeof id.internal) + "; is it a cc-rendezvous of the same version?"));
   }
   std::memcpy(id.internal, joined.unique_id.data(), sizeof id.internal);
 

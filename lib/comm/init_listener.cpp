@@ -20,7 +20,8 @@ constexpr size_t kMaxWords = 3000;
 
 // Advice that starts a sentence.
 std::string capitalized(std::string words) {
-  if (!words.empty()) words[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(words[0])));
+  if (!words.empty())
+    words[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(words[0])));
   return words;
 }
 

@@ -40,8 +40,9 @@ void preflight_listen(PreflightSetup* setup, const std::string& who) {
                st.message);
 }
 
-Status run_preflight(rv::Membership& client, const std::string& job_id, uint32_t comm_number, int rank,
-                     PreflightSetup& setup, Clock::time_point deadline, const std::string& who) {
+Status run_preflight(rv::Membership& client, const std::string& job_id, uint32_t comm_number,
+                     int rank, PreflightSetup& setup, Clock::time_point deadline,
+                     const std::string& who) {
   const auto start = Clock::now();
   const uint64_t tag = preflight_tag(job_id, comm_number);
   if (setup.listener) setup.listener->start(tag, rank);

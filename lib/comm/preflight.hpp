@@ -44,8 +44,8 @@ void preflight_listen(PreflightSetup* setup, const std::string& who);
 // After the join: the test for communicator `comm_number` of `job_id`. Success, or the
 // verdict's words (CC_ERR_SYSTEM: who cannot reach whom), or a member's
 // failure (CC_ERR_PEER_FAILED). `who` starts this rank's messages.
-Status run_preflight(rv::Membership& client, const std::string& job_id, uint32_t comm_number, int rank,
-                     PreflightSetup& setup, std::chrono::steady_clock::time_point deadline,
-                     const std::string& who);
+Status run_preflight(rv::Membership& client, const std::string& job_id, uint32_t comm_number,
+                     int rank, PreflightSetup& setup,
+                     std::chrono::steady_clock::time_point deadline, const std::string& who);
 
 }  // namespace cc::comm

@@ -29,8 +29,8 @@ Status rendezvous_recover(const RecoverRequest& req, const rv::Membership::MakeI
             ? ". Where the server lived in rank 0 (embedded) and rank 0 died, the job cannot "
               "recover: run it under cc-run or with cc-rendezvous"
             : "";
-    return make_status(st.code, "cannot reach the job's rendezvous at " + where + " again: " +
-                                    st.message + hosted);
+    return make_status(st.code, "cannot reach the job's rendezvous at " + where +
+                                    " again: " + st.message + hosted);
   }
   rv::Recover r;
   r.info = req.info;

@@ -47,7 +47,6 @@ Status rendezvous_recover(const RecoverRequest& request, const rv::Membership::M
 // What the new generation's connection heard so far: CC_ERR_PEER_FAILED
 // naming a member of it that failed or aborted, or the server gone; success
 // while nothing did. `kind` names the call to make again.
-Status new_generation_events(rv::Membership& membership, rv::RecoverKind kind,
-                             uint32_t generation);
+Status new_generation_events(rv::Membership& membership, rv::RecoverKind kind, uint32_t generation);
 
 }  // namespace cc::comm

@@ -78,8 +78,9 @@ Status parse_tcp(std::string_view text, std::string_view rest, ServerAt* server)
       return bad(text, "has an IPv6 address without brackets", "write tcp://[::1]:29500");
     if (host.empty()) return bad(text, "names no host", fix);
     if (!host_chars(host, false))
-      return bad(text, "has a host that is not a name or an address (a path or user part does "
-                       "not belong in it)",
+      return bad(text,
+                 "has a host that is not a name or an address (a path or user part does "
+                 "not belong in it)",
                  fix);
   }
   int port = 0;
@@ -101,9 +102,7 @@ std::string ServerAt::text() const {
   return host + ":" + std::to_string(port);
 }
 
-const char* ServerAt::any() const {
-  return host.find(':') != std::string::npos ? "::" : "0.0.0.0";
-}
+const char* ServerAt::any() const { return host.find(':') != std::string::npos ? "::" : "0.0.0.0"; }
 
 void Address::set_port(int port) {
   if (needs_port_) server_->port = port;

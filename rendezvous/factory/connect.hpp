@@ -50,7 +50,6 @@ Status connect_store(const Address& address, const Options& options, std::unique
 // agent would reach the membership through it (a local Unix socket, cc's
 // frame protocol) while `address` still names the real rendezvous: that is
 // a route taken here, and a second dial beside the frame client's TCP one.
-Status connect_client(const Address& address, const Options& options,
-                      std::unique_ptr<Client>* out);
+Status connect_client(const Address& address, const Options& options, std::unique_ptr<Client>* out);
 
 }  // namespace cc::rv::factory

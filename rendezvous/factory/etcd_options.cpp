@@ -8,8 +8,7 @@ namespace cc::rv::factory {
 
 using settings::Id;
 
-Status etcd_options(const Address& address, const Options& options,
-                    etcd::BackendOptions* out) {
+Status etcd_options(const Address& address, const Options& options, etcd::BackendOptions* out) {
   etcd::Address parsed;
   if (Status s = etcd::parse_address(address.text(), &parsed); !s.ok()) return s;
   const settings::Getenv getenv = options.getenv ? options.getenv : settings::process_env();
@@ -42,7 +41,8 @@ Status etcd_options(const Address& address, const Options& options,
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        "a CA or client certificate is set (CC_ETCD_CA_FILE, CC_ETCD_CERT_FILE) "
                        "but the rendezvous address " +
-                           address.text() + " is plain HTTP: write etcds:// for TLS, or unset them");
+                           address.text() +
+                           " is plain HTTP: write etcds:// for TLS, or unset them");
   *out = std::move(o);
   return Status::success();
 }

@@ -13,7 +13,6 @@ namespace cc::rv::factory {
 
 // Errors: CC_ERR_INVALID_ARGUMENT naming the setting (an empty key prefix, a
 // CA or client certificate with a plain-HTTP address) or the address.
-Status etcd_options(const Address& address, const Options& options,
-                    etcd::BackendOptions* out);
+Status etcd_options(const Address& address, const Options& options, etcd::BackendOptions* out);
 
 }  // namespace cc::rv::factory

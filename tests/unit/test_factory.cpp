@@ -121,8 +121,8 @@ TEST_CASE("factory address: each malformed address in words") {
   CHECK(refused("tcp://") == bad + "'tcp://' names no host: " + kTcpForm);
   CHECK(refused("tcp://h") == bad + "'tcp://h' has no port: " + kTcpForm);
   CHECK(refused("tcp://:5") == bad + "'tcp://:5' names no host: " + kTcpForm);
-  CHECK(refused("tcp://h:0") == bad + "'tcp://h:0' has the port '0', not a number in 1..65535: " +
-                                    kTcpForm);
+  CHECK(refused("tcp://h:0") ==
+        bad + "'tcp://h:0' has the port '0', not a number in 1..65535: " + kTcpForm);
   CHECK(refused("tcp://h:65536") == bad +
                                         "'tcp://h:65536' has the port '65536', not a number in "
                                         "1..65535: " +
