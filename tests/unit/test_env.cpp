@@ -17,21 +17,13 @@
 #include "common/token_file.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
+#include "tests/unit/fake_env.hpp"
 
 using Catch::Contains;
 using cc::launch::LaunchInfo;
+using cc::test::FakeEnv;
 
 namespace {
-
-struct FakeEnv {
-  std::map<std::string, std::string> vars;
-  cc::settings::Getenv getenv() const {
-    return [this](const char* name) -> const char* {
-      auto it = vars.find(name);
-      return it == vars.end() ? nullptr : it->second.c_str();
-    };
-  }
-};
 
 cc::Status read(const FakeEnv& env, LaunchInfo* info) {
   return cc::launch::read_launch_info(env.getenv(), info);

@@ -4,14 +4,15 @@
 // CC_ETCD_* settings. No sockets: connecting is the rendezvous and etcd
 // suites' part (test_factory_connect.cpp, test_store_backends.cpp).
 #include <catch2/catch.hpp>
-#include <map>
 #include <string>
 
 #include "rendezvous/factory/address.hpp"
 #include "rendezvous/factory/etcd_options.hpp"
+#include "tests/unit/fake_env.hpp"
 
 namespace factory = cc::rv::factory;
 using Catch::Contains;
+using cc::test::FakeEnv;
 
 namespace {
 
@@ -150,16 +151,6 @@ TEST_CASE("factory address: each malformed address in words") {
 }
 
 namespace {
-
-struct FakeEnv {
-  std::map<std::string, std::string> vars;
-  cc::settings::Getenv getenv() const {
-    return [this](const char* name) -> const char* {
-      auto it = vars.find(name);
-      return it == vars.end() ? nullptr : it->second.c_str();
-    };
-  }
-};
 
 cc::Status etcd_options(const std::string& text, const FakeEnv& env,
                         cc::rv::etcd::BackendOptions* out,
