@@ -6,6 +6,8 @@
 #include <future>
 #include <thread>
 
+#include "rendezvous/frame_client.hpp"
+
 namespace cc::test {
 
 BackendWords server_words() {
