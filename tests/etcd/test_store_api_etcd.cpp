@@ -228,7 +228,8 @@ TEST_CASE("cc-doctor with an etcd MASTER_ADDR says whether etcd answers") {
     return out;
   };
   const std::string address = shared_cluster().address();
-  CHECK_THAT(run(address), Catch::Contains("etcd at " + address + " answers (job 'default')"));
+  CHECK_THAT(run(address),
+             Catch::Contains("the rendezvous at " + address + " answers (job 'default')"));
   // A member started and killed: nothing listens on its port.
   auto gone = start_cluster();
   const std::string dead = gone->address();
