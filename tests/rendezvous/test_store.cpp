@@ -149,6 +149,36 @@ TEST_CASE("store: arguments are checked before anything is sent") {
   CHECK(cc_store_close(s) == CC_SUCCESS);
 }
 
+TEST_CASE("store: tcp://host:port carries its port; a malformed address is refused in words") {
+  TestServer srv;
+  const std::string tcp = "tcp://127.0.0.1:" + std::to_string(srv.port);
+  cc_config_t config = CC_CONFIG_INIT;
+  config.timeout_ms = 5000;
+  cc_store_t a = nullptr;
+  cc_store_t b = nullptr;
+  // The port argument is not used: 0 and a wrong one alike.
+  REQUIRE(cc_store_connect(&a, tcp.c_str(), 0, "tcp-form", &config) == CC_SUCCESS);
+  REQUIRE(cc_store_connect(&b, "127.0.0.1", srv.port, "tcp-form", &config) == CC_SUCCESS);
+  REQUIRE(cc_store_set(a, "k", "v", 1) == CC_SUCCESS);
+  char buf[4];
+  size_t len = 0;
+  REQUIRE(cc_store_get(b, "k", buf, sizeof(buf), &len, 0) == CC_SUCCESS);
+  CHECK(std::string(buf, len) == "v");
+  CHECK(cc_store_close(a) == CC_SUCCESS);
+  CHECK(cc_store_close(b) == CC_SUCCESS);
+
+  cc_store_t out = nullptr;
+  CHECK(cc_store_connect(&out, "127.0.0.1:29500", 29500, "x", &config) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(last_error() ==
+        "cc_store_connect: the rendezvous address '127.0.0.1:29500' has a port in it: write "
+        "tcp://127.0.0.1:29500, or the host alone with its port apart (MASTER_PORT)");
+  CHECK(cc_store_connect(&out, "tcp://127.0.0.1", 29500, "x", &config) == CC_ERR_INVALID_ARGUMENT);
+  CHECK(last_error() ==
+        "cc_store_connect: the rendezvous address 'tcp://127.0.0.1' has no port: write it as "
+        "tcp://host:port ([v6]:port for IPv6)");
+  CHECK(out == nullptr);
+}
+
 TEST_CASE("store: connecting to a closed port fails within its timeout, naming the address") {
   const int port = closed_port();
   cc_config_t config = CC_CONFIG_INIT;
