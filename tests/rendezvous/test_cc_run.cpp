@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/common/child_process.hpp"
+#include "tests/common/free_port.hpp"
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -132,6 +133,30 @@ TEST_CASE("cc-run: a fresh job id per single-node run, and nodes other than 0 st
   CHECK(n1.code == 0);
   CHECK_THAT(n1.out, Contains("[rank 2] r=2 w=4 l=0 p=1\n"));
   CHECK_THAT(n1.out, Contains("[rank 3] r=3 w=4 l=1 p=1\n"));
+}
+
+TEST_CASE("cc-run: a tcp://host:port address carries its port to the server and the ranks") {
+  const std::string port = std::to_string(cc::test::free_port());
+  const std::string addr = "tcp://127.0.0.1:" + port;
+  // Node 0 serves that port; the ranks get the address and no MASTER_PORT.
+  const Result n0 =
+      run_cc_run({"-n", "2", "--master-addr", addr, "--", "bash", "-c",
+                  "echo \"a=$MASTER_ADDR p=${MASTER_PORT:-none}\"; exec 3<>/dev/tcp/127.0.0.1/" +
+                      port + " && echo served"});
+  INFO(n0.out << n0.err);
+  CHECK(n0.code == 0);
+  CHECK_THAT(n0.out, Contains("[rank 1] a=" + addr + " p=none\n"));
+  CHECK_THAT(n0.out, Contains("[rank 0] served\n"));
+  // Another node needs no --master-port with it.
+  const Result n1 = run_cc_run({"-n", "1", "--nnodes", "2", "--node-rank", "1", "--master-addr",
+                                addr, "--", "sh", "-c", "echo \"p=${MASTER_PORT:-none}\""});
+  CHECK(n1.code == 0);
+  CHECK_THAT(n1.out, Contains("[rank 1] p=none\n"));
+  // A host with its port in it is a usage error, in the address's words.
+  const Result bad = run_cc_run({"-n", "1", "--master-addr", "127.0.0.1:" + port, "--", "true"});
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Contains("--master-addr: the rendezvous address '127.0.0.1:" + port +
+                               "' has a port in it: write tcp://127.0.0.1:" + port));
 }
 
 TEST_CASE("cc-run: every line is prefixed, stdout and stderr, partial lines too") {
