@@ -30,8 +30,9 @@ bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 ||
 
 // NCCL's sockets go over the interface that reaches the rendezvous at `addr`
 // (the address's route host: not a Docker bridge the other hosts cannot
-// reach), unless the user set NCCL_SOCKET_IFNAME. Fills what the reachability test says about the
-// choice, and returns the NCCL_SOCKET_IFNAME NCCL will see ("" for none).
+// reach), unless the user set NCCL_SOCKET_IFNAME. Fills what the
+// reachability test says about the choice, and returns the
+// NCCL_SOCKET_IFNAME NCCL will see ("" for none).
 std::string choose_interface(const StartRequest& req, const std::string& addr,
                              const std::string& who, PreflightSetup* setup) {
   const char* env = req.getenv("NCCL_SOCKET_IFNAME");
