@@ -71,6 +71,15 @@ out=$(env -u CC_MASTER_ADDR -u CC_MASTER_PORT MASTER_ADDR=localhost MASTER_PORT=
 echo "$out" | grep -q "is reachable: a cc rendezvous answers: cc-rendezvous .* (no token required)" || fail "rendezvous: $out"
 echo "$out" | grep -q "from MASTER_ADDR" || fail "MASTER_ADDR not named as the source: $out"
 
+# The same server as tcp://host:port: the port is the address's, MASTER_PORT unread.
+out=$(env -u CC_MASTER_ADDR -u CC_MASTER_PORT MASTER_ADDR=tcp://127.0.0.1:$PORT MASTER_PORT=1 timeout 20 "$DOCTOR") || fail "exited $?"
+echo "$out" | grep -q "127.0.0.1:$PORT is reachable: a cc rendezvous answers" || fail "tcp:// rendezvous: $out"
+echo "$out" | grep -qx "  tcp://127.0.0.1:$PORT  (from MASTER_ADDR)" || fail "tcp:// address line: $out"
+
+# A host with its port in it: an error in the address's words.
+out=$(doctor --master-addr "127.0.0.1:$PORT") || fail "exited $?"
+echo "$out" | grep -q "has a port in it: write tcp://127.0.0.1:$PORT" || fail "host:port: $out"
+
 # One that requires a token, asked without one: a warning with the fix.
 echo "s3cret-token-for-the-doctor-test" >"$WORK/token"
 chmod 600 "$WORK/token"

@@ -151,6 +151,7 @@ void collect_network(Report* r, const Options& o) {
     r->add("rendezvous", Level::error, r->master_addr_var + ": " + s.message);
     return;
   }
+  r->master_port_apart = address.needs_port();
   check_route(r, address.route_host());
   if (address.needs_port() && r->master_port == 0) {
     r->add("rendezvous", Level::info, "MASTER_PORT is not set: the rendezvous check was skipped",

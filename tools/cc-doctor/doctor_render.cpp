@@ -137,13 +137,12 @@ std::string render_text(const Report& r) {
   if (r.master_addr.empty()) {
     out += "  MASTER_ADDR not set\n";
   } else {
-    const bool etcd =
-        r.master_addr.rfind("etcd", 0) == 0 && r.master_addr.find("://") != std::string::npos;
+    const bool apart = r.master_port_apart;
     out += "  " + r.master_addr +
-           (etcd ? std::string()
-                 : ":" + (r.master_port ? std::to_string(r.master_port) : std::string("?"))) +
+           (apart ? ":" + (r.master_port ? std::to_string(r.master_port) : std::string("?"))
+                  : std::string()) +
            "  (from " + r.master_addr_var +
-           (r.master_port_var.empty() ? "" : ", " + r.master_port_var) + ")\n";
+           (!apart || r.master_port_var.empty() ? "" : ", " + r.master_port_var) + ")\n";
     if (r.probe.answer != Answer::not_tried)
       out += "  answer: " + std::string(answer_name(r.probe.answer)) + " after " +
              std::to_string(r.probe.elapsed_ms) + " ms\n";

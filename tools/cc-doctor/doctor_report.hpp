@@ -73,6 +73,9 @@ struct Report {
   std::string master_addr, master_addr_var;
   int master_port = 0;
   std::string master_port_var;
+  // Whether the address takes its port apart (a host alone); tcp:// and
+  // etcd:// addresses carry theirs.
+  bool master_port_apart = true;
   bool route_found = false;
   launch::Route route;
   std::string route_error;
