@@ -24,6 +24,7 @@ DEPENDS = {
     "rendezvous/rules": ["rendezvous"],
     "rendezvous/server_core": ["rendezvous/rules"],
     "rendezvous/etcd": ["rendezvous/rules"],
+    "rendezvous/agent": ["rendezvous"],
     "lib/launch": ["rendezvous/etcd"],
     "lib/fast": ["common"],
     "lib/core": ["common", "lib/fast"],

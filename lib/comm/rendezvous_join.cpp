@@ -39,6 +39,7 @@ Status connect_server(const RendezvousRequest& req, const std::string& addr,
   options.client = "cc " CC_VERSION_STRING " comm";
   options.connect_timeout = remaining(req.deadline);
   options.request_timeout = request_timeout(req);
+  options.agent_socket = req.config.agent_socket;
   return rv::Client::connect(options, out);
 }
 

@@ -1,0 +1,32 @@
+#include "tools/cc-run/node_agent.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include "lib/launch/etcd.hpp"
+#include "lib/launch/host_name.hpp"
+
+namespace cc_run {
+
+cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& config,
+                            asio::io_context& io, const std::string& addr, int port,
+                            const std::string& job_id,
+                            std::unique_ptr<cc::rv::agent::NodeAgent>* out) {
+  if (!o.agent || cc::launch::is_etcd_address(addr)) return cc::Status::success();
+  cc::rv::agent::NodeAgentOptions a;
+  a.agent.job_id = job_id;
+  a.agent.token = config.token;
+  a.agent.host = cc::launch::host_name();
+  a.agent.pid = static_cast<uint32_t>(::getpid());
+  a.agent.upstream = addr + ":" + std::to_string(port);
+  a.agent.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
+  a.agent.heartbeat_window =
+      std::chrono::milliseconds(static_cast<int64_t>(config.heartbeat_ms) * config.heartbeat_misses);
+  a.server_host = addr;
+  a.server_port = port;
+  a.connect_timeout = std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
+  return cc::rv::agent::NodeAgent::start(io, a, out);
+}
+
+}  // namespace cc_run
