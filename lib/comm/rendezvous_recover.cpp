@@ -42,6 +42,7 @@ Status rendezvous_recover(const RecoverRequest& req, const rv::Client::MakeId& m
   // The server is up (this rank talked to it): no long retries.
   options.connect_timeout = std::min(remaining(req.deadline), milliseconds(10000));
   options.request_timeout = std::min(milliseconds(req.config.timeout_ms), milliseconds(10000));
+  options.agent_socket = req.config.agent_socket;
   if (Status st = rv::Client::connect(options, &out->client); !st.ok())
     return make_status(st.code,
                        "cannot reach the job's rendezvous at " + where + " again: " + st.message +

@@ -23,6 +23,7 @@ struct Rank {
   pid_t group = 0;
   RankState state = RankState::hello;
   std::vector<uint8_t> in;  // bytes of a frame not yet complete
+  bool reading = false;     // rank_bytes is taking its frames (a call from inside adds to in)
   Hello hello;
   uint32_t hello_rid = 0;
   bool hello_waits = false;  // for the connection to the server
@@ -108,8 +109,12 @@ struct AgentCore::Impl {
     up = Upstream::ready;
     send_up(HeartbeatWindow{static_cast<uint32_t>(opt.heartbeat_window.count())});
     next_heartbeat = now + opt.heartbeat_interval;
+    // A driver may answer a rank's challenge at once, from inside the call.
+    std::vector<LocalId> waiting;
     for (auto& [id, r] : ranks)
-      if (r.hello_waits) answer_hello(r);
+      if (r.hello_waits) waiting.push_back(id);
+    for (LocalId id : waiting)
+      if (auto it = ranks.find(id); it != ranks.end()) answer_hello(it->second);
     flush();
   }
 
@@ -139,8 +144,11 @@ struct AgentCore::Impl {
     log().warn("{}: {}", self(), why);
     const std::string words = self() + " lost the rendezvous: " + why;
     std::vector<LocalId> all;
-    for (auto& [id, r] : ranks) {
-      all.push_back(id);
+    for (const auto& [id, r] : ranks) all.push_back(id);
+    for (LocalId id : all) {
+      auto it = ranks.find(id);
+      if (it == ranks.end()) continue;
+      Rank& r = it->second;
       if (r.state == RankState::hello && r.hello_waits)
         to_rank(r, r.hello_rid, Error{CC_ERR_RENDEZVOUS, words});
       else if (r.state == RankState::open)
@@ -163,8 +171,8 @@ struct AgentCore::Impl {
       r.state = RankState::auth;
       return to_rank(r, r.hello_rid, ch);
     }
+    open_channel(r);  // before the answer: the rank may speak at once
     to_rank(r, r.hello_rid, ch);
-    open_channel(r);
   }
 
   void open_channel(Rank& r) {
@@ -233,8 +241,8 @@ struct AgentCore::Impl {
       return false;
     }
     r.nonce.clear();
-    to_rank(r, h.request_id, Ok{});
     open_channel(r);
+    to_rank(r, h.request_id, Ok{});
     return true;
   }
 
@@ -341,20 +349,24 @@ void AgentCore::rank_bytes(LocalId rank, std::span<const uint8_t> bytes, Clock::
   if (it == i.ranks.end() || it->second.ending_until) return;
   Rank& r = it->second;
   r.in.insert(r.in.end(), bytes.begin(), bytes.end());
-  size_t pos = 0;
-  while (r.in.size() - pos >= kHeaderSize) {
+  // A driver may answer from inside this call (a rank that speaks as soon as
+  // it hears the agent): those bytes wait in r.in for the loop below.
+  if (r.reading) return;
+  r.reading = true;
+  while (r.in.size() >= kHeaderSize) {
     FrameHeader h;
-    const std::span<const uint8_t> rest(r.in.data() + pos, r.in.size() - pos);
-    if (const DecodeError e = parse_header(rest.first(kHeaderSize), i.opt.limits, &h);
+    if (const DecodeError e = parse_header(std::span(r.in).first(kHeaderSize), i.opt.limits, &h);
         e != DecodeError::none) {
       i.refuse(r, 0, CC_ERR_RENDEZVOUS, describe(e));
       return;
     }
-    if (rest.size() < kHeaderSize + h.length) break;
-    if (!i.rank_frame(r, h, rest.first(kHeaderSize + h.length))) return;  // r is gone
-    pos += kHeaderSize + h.length;
+    if (r.in.size() < kHeaderSize + h.length) break;
+    const std::vector<uint8_t> frame(r.in.begin(),
+                                     r.in.begin() + static_cast<std::ptrdiff_t>(kHeaderSize + h.length));
+    r.in.erase(r.in.begin(), r.in.begin() + static_cast<std::ptrdiff_t>(frame.size()));
+    if (!i.rank_frame(r, h, frame)) return;  // r is gone
   }
-  r.in.erase(r.in.begin(), r.in.begin() + static_cast<std::ptrdiff_t>(pos));
+  r.reading = false;
 }
 
 void AgentCore::rank_closed(LocalId rank, Clock::time_point now) {

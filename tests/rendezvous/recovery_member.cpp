@@ -225,6 +225,9 @@ int main(int argc, char** argv) {
     m.co.port = info.master_port;
     const char* job = std::getenv("CC_JOB_ID");
     m.co.job_id = job != nullptr ? job : "default";
+    // Under cc-run: through its node agent, as a communicator's connection goes.
+    const char* agent = std::getenv("CC_AGENT_SOCKET");
+    m.co.agent_socket = agent != nullptr ? agent : "";
     m.job_rank = info.rank;
     m.world = info.world_size;
     next = 2;
@@ -262,6 +265,7 @@ int main(int argc, char** argv) {
   m.channel.comm_number = 1;
   m.channel.server_in_rank0 = false;
   m.config.job_id = m.co.job_id;
+  m.config.agent_socket = m.co.agent_socket;
   m.config.timeout_ms = join_timeout;
   m.co.connect_timeout = milliseconds(10000);
 

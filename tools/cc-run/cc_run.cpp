@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   if (agent) {
     agent_socket = agent->socket_path();
     supervisor.on_exit([&agent](const Rank& r, int status) {
-      agent->process_exited(r.pid, "exited with " + describe_status(status));
+      agent->process_exited(r.pid, exit_words(status));
     });
   }
 

@@ -1,6 +1,10 @@
 #include "tools/cc-run/node_agent.hpp"
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cctype>
+#include <cstring>
 
 #include <chrono>
 
@@ -8,6 +12,16 @@
 #include "lib/launch/host_name.hpp"
 
 namespace cc_run {
+
+std::string exit_words(int status) {
+  if (WIFSIGNALED(status)) {
+    std::string name = ::strsignal(WTERMSIG(status));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return "exited with signal " + std::to_string(WTERMSIG(status)) + " (" + name + ")" +
+           (WCOREDUMP(status) ? ", core dumped" : "");
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
 
 cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& config,
                             asio::io_context& io, const std::string& addr, int port,

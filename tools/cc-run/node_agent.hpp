@@ -18,6 +18,10 @@ namespace cc_run {
 // Starts the agent on `io` for the rendezvous at addr:port, unless
 // --no-agent asks the ranks to go directly, or the rendezvous is etcd (whose
 // ranks reach it directly); *out stays empty then.
+// How a rank's process ended, for the others: "exited with status 3",
+// "exited with signal 9 (killed)".
+std::string exit_words(int status);
+
 cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& config,
                             asio::io_context& io, const std::string& addr, int port,
                             const std::string& job_id,
