@@ -109,7 +109,6 @@ void ServerCore::Impl::open_channel(Conn& agent, uint32_t channel,
     return;
   }
   rank.hello = *h;
-  ++counters.connections_accepted;
   enter_job(rank, 0);  // a job the server cannot take drops the rank with its words
 }
 
