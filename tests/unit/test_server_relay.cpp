@@ -94,6 +94,10 @@ TEST_CASE("the ranks behind an agent join as ranks do, and their answers come as
   }
   CHECK(h.core.connection_count() == 2);  // the agent's and rank 3's
   CHECK(h.core.relayed_rank_count() == 3);
+  const rv::ServerMetrics m = h.core.metrics(h.now);
+  CHECK(m.connections_open == 2);
+  CHECK(m.agent_ranks == 3);
+  CHECK(m.counters.connections_accepted == 2);
 }
 
 TEST_CASE("a rank's end carries the agent's words to the others") {
