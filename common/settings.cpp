@@ -262,6 +262,15 @@ constexpr Setting kTable[] = {
      {},
      "where every rank writes its flight recorder on a failure, a timeout, a mismatch or "
      "SIGUSR1; unset: nowhere"},
+    {Id::agent_socket,
+     {"CC_AGENT_SOCKET"},
+     Kind::path,
+     "",
+     0,
+     0,
+     {},
+     "the Unix socket of cc-run's node agent, which carries a communicator's rendezvous "
+     "traffic (cc-run sets it); unset: each communicator reaches the rendezvous directly"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

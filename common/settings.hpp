@@ -49,6 +49,7 @@ enum class Id : int {
   check_calls,
   trace_buffer,
   trace_dir,
+  agent_socket,
   count
 };
 

@@ -22,6 +22,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -186,6 +187,42 @@ Status dial_tcp(const FrameClientOptions& o, const std::string& endpoint,
   return make_status(
       timed_out ? CC_ERR_TIMEOUT : CC_ERR_RENDEZVOUS,
       "cannot reach the rendezvous at " + endpoint + tried + last_cause + reach_advice());
+}
+
+// Connects to cc-run's node agent at its Unix socket, retrying while the
+// agent is not listening yet, until `deadline`.
+Status dial_agent(const FrameClientOptions& o, const std::string& endpoint,
+                        Clock::time_point deadline, Fd* out) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (o.agent_socket.size() >= sizeof(address.sun_path))
+    return make_status(CC_ERR_INVALID_ARGUMENT,
+                       "the node agent's socket path '" + o.agent_socket + "' is over " +
+                           std::to_string(sizeof(address.sun_path) - 1) +
+                           " bytes: check CC_AGENT_SOCKET");
+  std::memcpy(address.sun_path, o.agent_socket.data(), o.agent_socket.size());
+  Backoff backoff;
+  std::string cause;
+  for (;;) {
+    Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0)
+      return make_status(CC_ERR_SYSTEM, std::string("socket: ") + std::strerror(errno));
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
+      const int flags = ::fcntl(fd.get(), F_GETFL);
+      ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK);
+      *out = std::move(fd);
+      return Status::success();
+    }
+    cause = std::strerror(errno);
+    if (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN) break;
+    if (!backoff.sleep_until_next(deadline)) break;
+  }
+  for (auto& c : cause) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return make_status(CC_ERR_RENDEZVOUS,
+                     "cannot reach cc-run's node agent at " + o.agent_socket + " (for " + endpoint +
+                         "): " + cause +
+                         ". Is this rank running under cc-run, which sets CC_AGENT_SOCKET? Unset "
+                         "CC_AGENT_SOCKET to reach the rendezvous directly");
 }
 
 // The store and the membership over one connected stream to cc's server.
@@ -641,8 +678,13 @@ Status connect_frame_client(const FrameClientOptions& options, std::unique_ptr<C
   }
   const auto deadline = after(options.connect_timeout);
   Fd fd;
-  if (Status s = dial_tcp(options, endpoint, deadline, &fd); !s.ok()) return s;
-  auto client = std::make_unique<FrameClient>(std::move(fd), options, endpoint);
+  if (Status s = options.agent_socket.empty() ? dial_tcp(options, endpoint, deadline, &fd)
+                                              : dial_agent(options, endpoint, deadline, &fd);
+      !s.ok())
+    return s;
+  auto client = std::make_unique<FrameClient>(
+      std::move(fd), options,
+      options.agent_socket.empty() ? endpoint : endpoint + " through cc-run's node agent");
   if (Status s = client->handshake(deadline); !s.ok()) {
     if (s.code == CC_ERR_TIMEOUT) {
       s.message = "the rendezvous at " + endpoint + " accepted the connection but did not finish " +

@@ -30,6 +30,10 @@ struct FrameClientOptions {
   std::chrono::milliseconds connect_timeout{30000};
   // Deadline for a request that does not wait by design (set, add, ...).
   std::chrono::milliseconds request_timeout{30000};
+  // Not empty: the Unix socket of cc-run's node agent on this host, which
+  // carries the connection's frames to the rendezvous at addr:port
+  // (rendezvous/agent/agent_core.hpp); the client connects there instead.
+  std::string agent_socket;
 };
 
 // Connects over TCP with retries and backoff until connect_timeout, then

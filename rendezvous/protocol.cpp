@@ -268,7 +268,9 @@ bool fields(auto& io, Is<PeerEvent> auto& m) {
   return io.enum8(m.kind) && io.i32(m.rank) && io.text(m.host) && io.u32(m.pid) &&
          io.text(m.reason) &&
          io.valid(in_range(m.kind, PeerEventKind::failed, PeerEventKind::mismatch)) &&
-         (io.at_end() || (io.u32(m.split) && io.i32(m.split_color)));  // an older server: 0
+         (io.at_end() || (io.u32(m.split) && io.i32(m.split_color))) &&  // an older server: 0
+         (io.at_end() || io.list(m.with, static_cast<uint32_t>(kMaxPeerEventWith),
+                                 [&](auto& rank) { return io.i32(rank); }));
 }
 bool fields(auto& io, Is<HeartbeatWindow> auto& m) { return io.u32(m.window_ms); }
 bool fields(auto& io, Is<ProgressQuery> auto& m) {
@@ -353,6 +355,17 @@ bool fields(auto& io, Is<PreflightPlan> auto& m) {
          });
 }
 
+// Each entry is at least kRelayEntryOverhead bytes: the count is bounded by
+// what is left of the frame before anything is allocated.
+bool fields(auto& io, Is<Relay> auto& m) {
+  return io.list(m.entries, io.remaining() / static_cast<uint32_t>(kRelayEntryOverhead),
+                 [&](auto& e) {
+                   return io.u32(e.channel) && io.enum8(e.op) &&
+                          io.valid(in_range(e.op, RelayOp::open, RelayOp::close)) &&
+                          io.bytes(e.data, io.limits().max_frame);
+                 });
+}
+
 // ---- message types -------------------------------------------------------
 
 // A message's name as a template argument.
@@ -402,7 +415,8 @@ using Kinds = std::tuple<
     Kind<MsgType::init_failed, InitFailed, "init-failed">,
     Kind<MsgType::preflight_ready, PreflightReady, "preflight-ready">,
     Kind<MsgType::preflight_report, PreflightReport, "preflight-report">,
-    Kind<MsgType::preflight_plan, PreflightPlan, "preflight-plan">>;
+    Kind<MsgType::preflight_plan, PreflightPlan, "preflight-plan">,
+    Kind<MsgType::relay, Relay, "relay">>;
 // clang-format on
 static_assert(std::tuple_size_v<Kinds> == std::variant_size_v<Message>);
 

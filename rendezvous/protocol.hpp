@@ -56,6 +56,7 @@ enum class MsgType : uint16_t {
   preflight_ready = 41,   // where this member listens for the reachability test
   preflight_report = 42,  // what this member's test connections found
   status_query = 50,      // an operator's view of the server's jobs
+  relay = 60,             // (both ways) the frames of the ranks behind a node agent
   // server -> client
   challenge = 101,
   ok = 102,
@@ -244,6 +245,10 @@ enum class PeerEventKind : uint8_t {
 // split > 0 (a mismatch only): about the calls of that split child of the
 // member's communicator (Heartbeat::split), not the communicator itself.
 // Absent in older frames: 0.
+// `with` (a failure only): the other ranks of the same generation that
+// failed together with `rank`, in its numbering: the ranks of one node whose
+// agent was lost. Absent in older frames: empty.
+inline constexpr size_t kMaxPeerEventWith = 4096;
 struct PeerEvent {
   PeerEventKind kind = PeerEventKind::failed;
   int32_t rank = -1;
@@ -252,6 +257,7 @@ struct PeerEvent {
   std::string reason;
   uint32_t split = 0;
   int32_t split_color = 0;
+  std::vector<int32_t> with{};
 };
 struct HeartbeatAck {};
 struct MemberProgress {
@@ -426,11 +432,36 @@ struct PreflightReport {
   uint32_t timeout_ms = 0;
 };
 
+// ---- node agents ---------------------------------------------------------
+//
+// cc-run is its node's agent: the ranks it starts speak this protocol to it
+// over a local socket, and it carries their frames to the rendezvous server
+// on one connection of its own (docs/RENDEZVOUS.md, "Node agents"). On that
+// connection each rank is a channel. After its own handshake the agent sends
+// Relay frames, each holding entries for any number of channels, and the
+// server answers with Relay frames for the same channels (request_id 0).
+// open: a channel begins; data is the rank's Hello, a whole frame, which the
+//   agent has answered itself (the agent's authentication covers its ranks).
+// frames: data is one or more whole frames of that channel, in order.
+// close: the channel ends; data is why, in words ("exited with signal 9
+//   (killed)") from the agent, or the server's reason for closing it.
+enum class RelayOp : uint8_t { open = 1, frames = 2, close = 3 };
+struct RelayEntry {
+  uint32_t channel = 0;
+  RelayOp op = RelayOp::frames;
+  std::vector<uint8_t> data;
+};
+struct Relay {
+  std::vector<RelayEntry> entries;
+};
+// The bytes an entry adds to a Relay frame besides its data.
+inline constexpr size_t kRelayEntryOverhead = 9;
+
 using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave, Heartbeat, Abort,
                              Challenge, Ok, Error, Value, Integer, Joined, PeerEvent, HeartbeatAck,
                              HeartbeatWindow, ProgressQuery, Progress, CompareSet, CompareSetResult,
                              Recover, RecoverId, RecoverIdWanted, StatusQuery, StatusReport,
-                             InitFailed, PreflightReady, PreflightReport, PreflightPlan>;
+                             InitFailed, PreflightReady, PreflightReport, PreflightPlan, Relay>;
 
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"

@@ -115,7 +115,10 @@ class ServerCore {
   // stopping and closes every connection.
   void stop();
 
+  // Connections of the I/O layer (node agents' included), and the ranks the
+  // agents carry besides.
   size_t connection_count() const;
+  size_t relayed_rank_count() const;
   // Jobs the server holds, with or without a connection.
   size_t job_count() const;
   bool job_exists(const std::string& job_id) const;

@@ -132,6 +132,10 @@ std::string prometheus_text(const ServerMetrics& m) {
   out += prometheus_metric("cc_rendezvous_connections_open", "gauge",
                            "Connections open now (clients, members, status tools).",
                            m.connections_open);
+  out += prometheus_metric("cc_rendezvous_agent_ranks", "gauge",
+                           "Ranks reached through node agents now (channels of the agents' "
+                           "connections, not counted as connections).",
+                           m.agent_ranks);
   out += prometheus_metric("cc_rendezvous_connections_total", "counter",
                            "Connections accepted (refused ones count under limits_hit).",
                            c.connections_accepted);

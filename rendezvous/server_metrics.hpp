@@ -90,6 +90,7 @@ inline constexpr size_t kMaxMetricJobs = 1000;
 struct ServerMetrics {
   ServerCounters counters;
   uint64_t connections_open = 0;
+  uint64_t agent_ranks = 0;  // ranks reached through node agents' connections
   uint64_t jobs = 0;
   uint64_t jobs_without_connection = 0;  // kept for their keys (until the job TTL)
   uint64_t store_keys = 0;               // over every job

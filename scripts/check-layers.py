@@ -27,6 +27,7 @@ DEPENDS = {
     "rendezvous/server_core": ["rendezvous/rules"],
     "rendezvous/etcd": ["rendezvous/rules"],
     "rendezvous/factory": ["rendezvous/etcd"],
+    "rendezvous/agent": ["rendezvous"],
     "lib/launch": ["rendezvous/factory"],
     "lib/fast": ["common"],
     "lib/core": ["common", "lib/fast"],

@@ -35,6 +35,7 @@ Status connect_member(const rv::factory::Address& address, const launch::Resolve
   options.request_timeout = std::min(milliseconds(config.timeout_ms), milliseconds(10000));
   options.heartbeat_window =
       milliseconds(static_cast<int64_t>(config.heartbeat_ms) * config.heartbeat_misses);
+  options.agent_socket = config.agent_socket;
   return rv::factory::connect_client(address, options, out);
 }
 

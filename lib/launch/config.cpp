@@ -198,6 +198,8 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
   r.trace_buffer = static_cast<int>(trace_buffer);
   if (const settings::Found f = settings::find(Id::trace_dir, getenv); f.var != nullptr)
     r.trace_dir = f.value;
+  if (const settings::Found f = settings::find(Id::agent_socket, getenv); f.var != nullptr)
+    r.agent_socket = f.value;
 
   *out = std::move(r);
   return Status::success();

@@ -37,6 +37,9 @@ struct ResolvedConfig {
   bool check_calls = true;  // compare the ranks' calls (CC_CHECK_CALLS)
   int trace_buffer = 2000;  // calls the flight recorder keeps (CC_TRACE_BUFFER)
   std::string trace_dir;    // where the flight recorder is written (CC_TRACE_DIR); "": nowhere
+  // cc-run's node agent (CC_AGENT_SOCKET): a communicator's rendezvous
+  // connection goes through it; "": directly.
+  std::string agent_socket;
 
   // The job TTL a server started here uses, in ms (0: its lifetime).
   int job_ttl_or(int server_default_ms) const {

@@ -6,6 +6,7 @@
 #include "common/log.hpp"
 #include "common/printable.hpp"
 #include "common/who.hpp"
+#include "rendezvous/rules/words.hpp"
 
 namespace cc::watch {
 
@@ -50,6 +51,18 @@ std::string ControlChannel::member_words(int rank, const std::string& host, uint
   return who(rank, h, p);
 }
 
+namespace {
+
+// " and ranks 17-23 with it": the rest of a node that failed together.
+std::string together(std::vector<int32_t> with) {
+  if (with.empty()) return "";
+  std::sort(with.begin(), with.end());
+  return std::string(" and rank") + (with.size() == 1 ? " " : "s ") + rv::rules::rank_ranges(with) +
+         " with it";
+}
+
+}  // namespace
+
 ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
   // The reason comes from another machine (the server, or etcd's records).
   const std::string reason = printable(e.reason);
@@ -73,7 +86,7 @@ ChannelFailure ControlChannel::from_event(const rv::PeerEvent& e) const {
     f.story = peer + " aborted the job: " + reason + ". Look at that rank's output first";
   else
     f.story =
-        peer + " failed: " + reason +
+        peer + together(e.with) + " failed: " + reason +
         ". Look at that rank's output and its host's kernel log (OOM killer, a crash, "
         "a lost node); this communicator cannot continue: go on without it (cc_comm_shrink) or "
         "with a replacement (cc_comm_regrow), or destroy it and restart the job";
@@ -130,6 +143,7 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
     if (e->kind == rv::PeerEventKind::failed) {
       std::lock_guard<std::mutex> lock(failed_mu_);
       failed_.insert(e->rank);
+      failed_.insert(e->with.begin(), e->with.end());  // the rest of a lost node
     }
     if (!reported_ && !first) first = from_event(*e);
   }

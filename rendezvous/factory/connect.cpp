@@ -19,6 +19,7 @@ Status connect_client(const Address& address, const Options& options,
     o.client = options.client;
     o.connect_timeout = options.connect_timeout;
     o.request_timeout = options.request_timeout;
+    o.agent_socket = options.agent_socket;
     return connect_frame_client(o, out);
   }
   etcd::BackendOptions o;

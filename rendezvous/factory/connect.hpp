@@ -33,6 +33,9 @@ struct Options {
   // (which proves etcd reachable), so asking makes no second lease. Zero: it
   // will join nothing (a store, a status query).
   std::chrono::milliseconds heartbeat_window{0};
+  // The Unix socket of cc-run's node agent (CC_AGENT_SOCKET): a client of
+  // cc's server is carried by it (rendezvous/agent). Empty: none.
+  std::string agent_socket;
   // Where the CC_ETCD_* settings come from (auth file, CA, client
   // certificate, key prefix); null: the process's environment.
   settings::Getenv getenv;

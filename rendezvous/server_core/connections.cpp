@@ -25,7 +25,7 @@ using server_core::quote;
 bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::time_point now,
                                   size_t closing) {
   current_time = now;
-  if (stopped || conns.size() + closing >= opt.max_connections) {
+  if (stopped || socket_conns() + closing >= opt.max_connections) {
     const std::string why =
         stopped
             ? "the rendezvous server is stopping"
@@ -57,7 +57,7 @@ bool ServerCore::Impl::turn_spent() const {
 }
 
 void ServerCore::Impl::answer_value(ConnId c, uint32_t rid, const std::vector<uint8_t>& value) {
-  sink.send_value(c, rid, value);
+  send_value(c, rid, value);
   turn_value_bytes += value.size();
 }
 
@@ -181,6 +181,7 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
     return on_auth(c, rid, std::get<Auth>(m));
   }
   if (type == MsgType::status_query) return on_status(c, rid, std::get<StatusQuery>(m), now);
+  if (type == MsgType::relay) return on_relay(c, rid, std::get<Relay>(m), now);
   if (c.job == nullptr) {
     counters.frame_error(FrameErrorKind::out_of_order);
     drop(c, rid, CC_ERR_INVALID_USAGE,
@@ -294,6 +295,7 @@ bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
 // its last connection (retention.cpp).
 void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   const ConnId id = c.id;
+  if (c.link) end_channels(c, reason, failed);
   incomplete_bytes -= c.incomplete;
   disarm(c.handshake_timer);
   disarm(c.frame_timer);
@@ -311,7 +313,8 @@ void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
     }
     job->conns.erase(id);
   }
-  sink.close(id, reason);
+  close(id, reason);
+  if (c.agent != 0) --channel_conns;
   conns.erase(id);  // c is gone from here on
   if (job != nullptr) {
     settle(*job);  // a recovery this connection held up may go on
@@ -342,13 +345,16 @@ void ServerCore::Impl::stop() {
   for (auto& [id, c] : conns)
     if (!c->memberships.empty())
       send(id, 0, PeerEvent{PeerEventKind::server_stopping, -1, "", 0, why});
+  flush_relays();  // the ranks behind agents are told before their agents go
   std::vector<ConnId> all;
   all.reserve(conns.size());
-  for (const auto& [id, c] : conns) all.push_back(id);
+  for (const auto& [id, c] : conns) {
+    all.push_back(id);
+    c->announced = true;  // the server is going, not the rank
+  }
   for (ConnId id : all) {
     auto it = conns.find(id);
     if (it == conns.end()) continue;
-    it->second->announced = true;  // the server is going, not the rank
     forget(*it->second, "the rendezvous server is stopping", false);
   }
   parked.clear();

@@ -88,7 +88,9 @@ void ServerCore::Impl::expire(Clock::time_point now) {
 // looked at again later.
 void ServerCore::Impl::expire_idle(Conn& c, Clock::time_point now) {
   const auto silent_until = c.last_frame + opt.idle_timeout;
-  if (!c.memberships.empty() || !c.parked.empty() || !c.waiting.empty() || now < silent_until) {
+  const bool carries_ranks = c.link && !c.link->channels.empty();
+  if (!c.memberships.empty() || !c.parked.empty() || !c.waiting.empty() || carries_ranks ||
+      now < silent_until) {
     arm(c.idle_timer, now < silent_until ? silent_until : now + opt.idle_timeout,
         DeadlineKind::idle, c.id);
     return;

@@ -20,8 +20,12 @@ namespace cc::rv {
 using server_core::member_who;
 using server_core::quote;
 
-// The silence a member may keep: what it asked for in HeartbeatWindow, else the server's option.
+// The silence a member may keep: what it asked for in HeartbeatWindow, else
+// the server's option. A rank behind a node agent lives as long as its
+// process and its agent: the agent says when the one exits, and the agent's
+// own window covers it, so it has none of its own.
 std::chrono::milliseconds ServerCore::Impl::heartbeat_window(const Conn& c) const {
+  if (c.agent != 0) return std::chrono::milliseconds(0);
   return c.asked_window.count() > 0 ? c.asked_window : opt.heartbeat_timeout;
 }
 
@@ -31,7 +35,8 @@ bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
   c.last_heartbeat = now;
   if (c.heartbeat_timer)
     arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
-  send(c.id, rid, HeartbeatAck{});
+  // A rank behind a node agent got its acknowledgement from the agent.
+  if (c.agent == 0) send(c.id, rid, HeartbeatAck{});
   // A split child's heartbeat (split > 0) is sent with its parent's progress.
   if (!h.calls.empty() && c.job != nullptr) check_calls(*c.job, c, h);
   return true;
@@ -89,7 +94,7 @@ bool ServerCore::Impl::on_heartbeat_window(Conn& c, uint32_t rid, const Heartbea
                                            Clock::time_point now) {
   c.asked_window = std::chrono::milliseconds(w.window_ms);
   c.last_heartbeat = now;
-  if (c.asked_window.count() > 0)
+  if (c.asked_window.count() > 0 && c.agent == 0)  // a rank behind an agent: see heartbeat_window
     arm(c.heartbeat_timer, now + c.asked_window, DeadlineKind::heartbeat, c.id);
   else
     disarm(c.heartbeat_timer);

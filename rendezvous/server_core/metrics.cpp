@@ -23,7 +23,8 @@ void ServerCore::Impl::count_failure(const Conn& c, PeerEventKind kind) {
 ServerMetrics ServerCore::Impl::metrics(Clock::time_point now) const {
   ServerMetrics m;
   m.counters = counters;
-  m.connections_open = conns.size();
+  m.connections_open = socket_conns();
+  m.agent_ranks = channel_conns;
   m.jobs = jobs.size();
   m.store_bytes = total_bytes;
   m.store_bytes_limit = opt.max_total_bytes;

@@ -13,26 +13,35 @@ ServerCore::ServerCore(const ServerOptions& options, Sink& sink)
     : impl_(std::make_unique<Impl>(options, sink)) {}
 ServerCore::~ServerCore() = default;
 
+// Each call ends by handing the Sink what it had for ranks behind node
+// agents, one Relay per agent (relay.cpp).
 bool ServerCore::on_connect(ConnId conn, const std::string& peer, Clock::time_point now,
                             size_t closing) {
   return impl_->on_connect(conn, peer, now, closing);
 }
 void ServerCore::on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now) {
   impl_->on_bytes(conn, bytes, now);
+  impl_->flush_relays();
 }
 void ServerCore::on_disconnect(ConnId conn, const std::string& reason) {
   impl_->on_disconnect(conn, reason, impl_->current_time);
+  impl_->flush_relays();
 }
 void ServerCore::on_disconnect(ConnId conn, const std::string& reason, Clock::time_point now) {
   impl_->on_disconnect(conn, reason, now);
+  impl_->flush_relays();
 }
-void ServerCore::expire(Clock::time_point now) { impl_->expire(now); }
+void ServerCore::expire(Clock::time_point now) {
+  impl_->expire(now);
+  impl_->flush_relays();
+}
 std::optional<Clock::time_point> ServerCore::next_deadline() const {
   if (impl_->deadlines.empty()) return std::nullopt;
   return impl_->deadlines.begin()->first;
 }
 void ServerCore::stop() { impl_->stop(); }
-size_t ServerCore::connection_count() const { return impl_->conns.size(); }
+size_t ServerCore::connection_count() const { return impl_->socket_conns(); }
+size_t ServerCore::relayed_rank_count() const { return impl_->channel_conns; }
 size_t ServerCore::job_count() const { return impl_->jobs.size(); }
 bool ServerCore::job_exists(const std::string& job_id) const {
   return impl_->jobs.count(job_id) != 0;

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -90,6 +91,15 @@ struct Membership {
   int32_t job_rank = -1;    // the rank it joined generation 0 with (or was started with)
 };
 
+// A node agent's connection (relay.cpp): its ranks by channel, and what the
+// core has for them that is not yet handed to the Sink (one Relay a turn).
+struct AgentLink {
+  std::unordered_map<uint32_t, ConnId> channels;
+  std::vector<RelayEntry> out;
+  size_t out_bytes = 0;
+  bool pending = false;  // listed in Impl::relays_pending
+};
+
 struct Conn {
   ConnId id = 0;
   std::string peer;
@@ -112,6 +122,12 @@ struct Conn {
   Timer idle_timer;                           // see ServerOptions::idle_timeout
   Clock::time_point last_frame{};
   bool heartbeat_lost = false;  // dropped for silence (the failure's cause, for metrics)
+  // A rank behind a node agent: the agent's connection and its channel there
+  // (agent 0: a connection of its own). Its liveness is the agent's: it has
+  // no heartbeat deadline of its own, and the agent answers its heartbeats.
+  ConnId agent = 0;
+  uint32_t channel = 0;
+  std::unique_ptr<AgentLink> link;  // set once the connection relays for ranks
 
   Conn(ConnId i, std::string p, const Limits& l) : id(i), peer(std::move(p)), reader(l) {}
   // Who is at the other end, for messages (words.cpp).
@@ -250,6 +266,7 @@ struct ServerCore::Impl {
   using CommJoin = server_core::CommJoin;
   using Job = server_core::Job;
   using Waiter = server_core::Waiter;
+  using AgentLink = server_core::AgentLink;
 
   ServerOptions opt;
   Sink& sink;
@@ -271,6 +288,12 @@ struct ServerCore::Impl {
   size_t turn_value_bytes = 0;  // bytes of values this call into the core has answered
   std::list<uint64_t> orphans;  // parked Gets and Waits of closed connections
   Timer reap_timer;
+  // Ranks behind node agents are connections of the core with ids of their
+  // own (kChannelBit set), counted apart from the I/O layer's (relay.cpp).
+  static constexpr ConnId kChannelBit = ConnId{1} << 63;
+  uint64_t next_channel_conn = 1;
+  size_t channel_conns = 0;
+  std::vector<ConnId> relays_pending;  // agents whose AgentLink::out waits for flush_relays
   size_t incomplete_bytes = 0;  // Conn::incomplete over every connection
   Deadlines deadlines;
   Clock::time_point current_time{};  // the time of the call being handled
@@ -288,9 +311,14 @@ struct ServerCore::Impl {
 
   // ---- output (output.cpp) -------------------------------------------------
   void send(ConnId c, uint32_t rid, const Message& m);
+  void send_value(ConnId c, uint32_t rid, std::span<const uint8_t> value);
+  void close(ConnId c, const std::string& reason);
   void send_error(ConnId c, uint32_t rid, cc_result_t code, std::string words);
   void drop(Conn& c, uint32_t rid, cc_result_t code, const std::string& reason);
   void announce(Job& job, Conn& c, PeerEventKind kind, const std::string& reason);
+  // A failure of several members at once (the ranks of a lost node agent):
+  // one event per generation, naming the first rank and the others `with` it.
+  void announce_together(Job& job, const std::vector<Conn*>& gone, const std::string& reason);
   void maybe_idle(Job& job);
 
   // ---- connections (connections.cpp) ---------------------------------------
@@ -312,6 +340,21 @@ struct ServerCore::Impl {
   bool enter_job(Conn& c, uint32_t rid);
   void forget(Conn& c, const std::string& reason, bool failed);
   void stop();
+
+  // ---- ranks behind node agents (relay.cpp) -------------------------------
+  static bool is_channel(ConnId id) { return (id & kChannelBit) != 0; }
+  bool on_relay(Conn& agent, uint32_t rid, const Relay& r, Clock::time_point now);
+  void open_channel(Conn& agent, uint32_t channel, std::span<const uint8_t> hello);
+  void relay_frames(Conn& rank, std::span<const uint8_t> frames, Clock::time_point now);
+  // The core's output to a rank behind an agent, gathered for the agent.
+  AgentLink* relay_of(ConnId rank, uint32_t* channel);
+  void relay_append(ConnId agent, AgentLink& link, uint32_t channel, RelayOp op,
+                    const std::function<void(std::vector<uint8_t>&)>& write);
+  void relay_close(ConnId rank, const std::string& reason);
+  // Every rank of a lost agent fails together (one announcement per generation).
+  void end_channels(Conn& agent, const std::string& reason, bool failed);
+  void flush_relays();
+  size_t socket_conns() const { return conns.size() - channel_conns; }
 
   // ---- parked requests (parked.cpp) ----------------------------------------
   uint64_t park(Conn& c, Parked p, Clock::time_point now);

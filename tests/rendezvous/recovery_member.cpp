@@ -226,6 +226,9 @@ int main(int argc, char** argv) {
     m.port = info.master_port;
     const char* job = std::getenv("CC_JOB_ID");
     m.job_id = job != nullptr ? job : "default";
+    // Under cc-run: through its node agent, as a communicator's connection goes.
+    const char* agent = std::getenv("CC_AGENT_SOCKET");
+    m.config.agent_socket = agent != nullptr ? agent : "";
     m.job_rank = info.rank;
     m.world = info.world_size;
     next = 2;

@@ -37,6 +37,7 @@
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
 #include "tools/cc-rendezvous-bench/abuse.hpp"
+#include "tools/cc-rendezvous-bench/agents.hpp"
 #include "tools/cc-rendezvous-bench/child_server.hpp"
 #include "tools/cc-rendezvous-bench/start_pair.hpp"
 #include "tools/cli/cli.hpp"
@@ -474,6 +475,8 @@ int main(int argc, char** argv) {
   int pair_rounds = 0;
   int abuse_members = 0;
   int core_events = 0;
+  cc_bench::AgentsRun agents;
+  int agent_nodes = 0;
   cc::cli::CommandLine command_line(
       "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W] "
       "[--start [--ranks-per-host R]] [--start-pair K] [--abuse M] [--core-events N]",
@@ -515,6 +518,17 @@ int main(int argc, char** argv) {
                       "the server's core alone, no sockets: the longest call while\n"
                       "one Set wakes N waiters, N waits expire together, and a\n"
                       "connection closes holding N parked gets");
+  cc::cli::add_number(app, "--agents", "NODES", 1, 1000000, &agent_nodes,
+                      "a job of NODES nodes through node agents (the real agent\n"
+                      "code, its ranks simulated in memory) against a server in a\n"
+                      "child process: the join, the first heartbeats, one rank's\n"
+                      "death told to all, a hung node told to all, a shrink, a leave");
+  cc::cli::add_number(app, "--ranks-per-node", "R", 1, 4096, &agents.ranks_per_node,
+                      "with --agents: ranks per node (default 8)");
+  int window_ms = static_cast<int>(agents.heartbeat_window.count());
+  cc::cli::add_number(app, "--heartbeat-window", "MS", 100, 600000, &window_ms,
+                      "with --agents: the silence after which a node is failed\n"
+                      "(default 5000)");
   command_line.add_help();
   if (const auto exit_status =
           command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
@@ -522,6 +536,13 @@ int main(int argc, char** argv) {
           }))
     return *exit_status;
   if (pair_rounds > 0) return cc_bench::run_start_pair(pair_rounds) ? 0 : 1;
+  if (agent_nodes > 0) {
+    raise_fd_limit();
+    agents.nodes = agent_nodes;
+    agents.window = window;
+    agents.heartbeat_window = std::chrono::milliseconds(window_ms);
+    return cc_bench::run_agents(agents) ? 0 : 1;
+  }
   if (core_events > 0) return cc_bench::run_core_events(core_events) ? 0 : 1;
   if (abuse_members > 0) {
     raise_fd_limit();

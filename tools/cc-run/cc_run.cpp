@@ -5,7 +5,7 @@
 // the failed rank again and lets the others run on). Its rooms: the options
 // (run_options), starting a rank (rank_process), relaying output
 // (output_relay), signals (signals), supervision and restarts (supervisor),
-// the server (hosted_server).
+// the server (hosted_server), the node agent (node_agent).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -21,6 +21,7 @@
 #include "common/settings.hpp"
 #include "lib/launch/config.hpp"
 #include "tools/cc-run/hosted_server.hpp"
+#include "tools/cc-run/node_agent.hpp"
 #include "tools/cc-run/rank_process.hpp"
 #include "tools/cc-run/run_options.hpp"
 #include "tools/cc-run/supervisor.hpp"
@@ -74,26 +75,41 @@ int main(int argc, char** argv) {
   }
   const std::string addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
   std::unique_ptr<cc::rv::Server> server;
+  std::unique_ptr<cc::rv::agent::NodeAgent> agent;
+  std::string agent_socket;
   int port = o.master_port;
   const Restart restart = [&](const Rank& r, int n, StartedRank* out) {
     const int local = r.rank - o.node_rank * o.nproc;
-    return start_rank(o.command, rank_environment(o, local, addr, port, job_id, n), false, out);
+    return start_rank(o.command, rank_environment(o, local, addr, port, job_id, agent_socket, n),
+                      false, out);
   };
   Supervisor supervisor(o, restart);  // watches the signals from here on
-  raise_fd_limit(static_cast<rlim_t>(o.nproc) * 2 + 256);
+  raise_fd_limit(static_cast<rlim_t>(o.nproc) * 3 + 256);
 
   if (cc::Status s = start_hosted_server(o, cfg, &server); !s.ok()) {
     std::fprintf(stderr, "cc-run: cannot start the rendezvous server: %s\n", s.message.c_str());
     return 1;
   }
   if (server) port = server->port();
+  if (cc::Status s = start_node_agent(o, cfg, supervisor.io(), addr, port, job_id, &agent);
+      !s.ok()) {
+    std::fprintf(stderr, "cc-run: cannot start the node agent: %s\n", s.message.c_str());
+    return 1;
+  }
+  if (agent) {
+    agent_socket = agent->socket_path();
+    supervisor.on_exit([&agent](const Rank& r, int status) {
+      agent->process_exited(r.pid, exit_words(status));
+    });
+  }
 
   const bool stdin_to_rank0 = ::isatty(0) == 0;
   for (int local = 0; local < o.nproc; ++local) {
     const int rank = o.node_rank * o.nproc + local;
     StartedRank started;
-    const int err = start_rank(o.command, rank_environment(o, local, addr, port, job_id),
-                               stdin_to_rank0 && local == 0, &started);
+    const int err =
+        start_rank(o.command, rank_environment(o, local, addr, port, job_id, agent_socket),
+                   stdin_to_rank0 && local == 0, &started);
     if (err == 0) {
       supervisor.add(rank, started);
       continue;
@@ -116,6 +132,7 @@ int main(int argc, char** argv) {
   }
 
   const int code = supervisor.run();
+  agent.reset();  // after the ranks: its connection ends once they are gone
   if (server) stop_hosted_server(*server, o, job_id);
   return code;
 }

@@ -42,7 +42,8 @@ void add_shared_gpu(int rank, std::map<std::string, std::string>* set) {
 }  // namespace
 
 std::vector<std::string> rank_environment(const Options& o, int local, const std::string& addr,
-                                          int port, const std::string& job_id, int restart) {
+                                          int port, const std::string& job_id,
+                                          const std::string& agent_socket, int restart) {
   const int world = o.nnodes * o.nproc;
   const int rank = o.node_rank * o.nproc + local;
   std::map<std::string, std::string> set = {
@@ -61,10 +62,12 @@ std::vector<std::string> rank_environment(const Options& o, int local, const std
   if (o.rendezvous.needs_port()) set["MASTER_PORT"] = std::to_string(port);
   if (o.timeout_ms > 0) set["CC_TIMEOUT_MS"] = std::to_string(o.timeout_ms);
   if (restart > 0) set["CC_RESTART_COUNT"] = std::to_string(restart);
+  if (!agent_socket.empty()) set["CC_AGENT_SOCKET"] = agent_socket;
   if (o.share_gpu) add_shared_gpu(rank, &set);
   // Ours win over inherited ones, including CC_MASTER_* which would shadow
   // them.
-  const char* shadowing[] = {"CC_MASTER_ADDR", "CC_MASTER_PORT", "CC_RESTART_COUNT", "MASTER_PORT"};
+  const char* shadowing[] = {"CC_MASTER_ADDR", "CC_MASTER_PORT", "CC_RESTART_COUNT", "MASTER_PORT",
+                             "CC_AGENT_SOCKET"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;

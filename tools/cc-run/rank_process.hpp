@@ -15,9 +15,11 @@ namespace cc_run {
 
 // The environment of local rank `local`: this process's, with the launch
 // variables set (and inherited ones that would shadow them dropped).
+// agent_socket: the node agent's socket (CC_AGENT_SOCKET; empty: none).
 // restart: 0 for a rank's first start, else the job's restart count.
 std::vector<std::string> rank_environment(const Options& o, int local, const std::string& addr,
-                                          int port, const std::string& job_id, int restart = 0);
+                                          int port, const std::string& job_id,
+                                          const std::string& agent_socket, int restart = 0);
 
 struct StartedRank {
   pid_t pid = -1;

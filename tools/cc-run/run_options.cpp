@@ -104,6 +104,11 @@ Options parse_options(int argc, char** argv) {
                "its own host to NCCL (NCCL_HOSTID), NCCL over sockets, cc's\n"
                "kernels off: for testing with fewer GPUs than ranks; timings\n"
                "mean nothing (sets CC_SHARE_GPU=1, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1)");
+  app.add_flag("!--no-agent", o.agent,
+               "the ranks reach the rendezvous each on a connection of its\n"
+               "own, as ranks of other launchers do, instead of through this\n"
+               "cc-run (the node's agent: one connection for the node, a\n"
+               "rank's death told the moment it exits)");
   command_line.add_help();
 
   if (const auto exit_status = command_line.parse_or_exit(argc, argv, "option", usage_error))

@@ -22,6 +22,7 @@ struct Options {
   int timeout_ms = 0;      // 0 = leave CC_TIMEOUT_MS as it is
   int max_restarts = -1;   // -1: a failed rank stops the job
   bool share_gpu = false;  // every rank on one GPU, each its own host to NCCL
+  bool agent = true;       // the ranks reach the rendezvous through this cc-run (its node agent)
   std::vector<std::string> command;
 };
 

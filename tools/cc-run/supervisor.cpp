@@ -107,6 +107,7 @@ void Supervisor::reap() {
     if (::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
     r.running = false;
     r.status = status;
+    if (on_exit_) on_exit_(r, status);
     const bool bad = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     if (bad && o_.max_restarts >= 0 && stop_signal_ == 0)
       survive(r, status);

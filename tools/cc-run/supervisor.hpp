@@ -30,6 +30,8 @@ struct Rank {
 // Starts a rank again after it failed, with the job's restart count; 0 or an
 // errno.
 using Restart = std::function<int(const Rank&, int restart, StartedRank* out)>;
+// A rank's process ended, with its waitpid status (told before any restart).
+using OnExit = std::function<void(const Rank&, int status)>;
 
 class Supervisor {
  public:
@@ -42,6 +44,10 @@ class Supervisor {
   // For a start that cannot go on: SIGKILL to every rank added, then waits for
   // them.
   void kill_all();
+
+  // Where cc-run's other work (the node agent) runs beside the ranks.
+  asio::io_context& io() { return io_; }
+  void on_exit(OnExit f) { on_exit_ = std::move(f); }
 
   // Runs until every rank has ended and its output is relayed (or a second
   // after, while a rank's children still hold it); returns cc-run's exit
@@ -67,6 +73,7 @@ class Supervisor {
   Signals signals_;
   std::vector<Rank> ranks_;
   Restart restart_;
+  OnExit on_exit_;
   asio::steady_timer term_timer_, kill_timer_, drain_timer_, tick_timer_;
   bool draining_ = false;
   int failed_ = -1;      // index of the first rank that failed (and was not started again)

@@ -1,0 +1,430 @@
+#include "rendezvous/agent/agent_core.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "cc/cc.h"
+#include "cc/cc_version.h"
+#include "common/log.hpp"
+#include "common/printable.hpp"
+#include "common/who.hpp"
+#include "rendezvous/auth.hpp"
+
+namespace cc::rv::agent {
+
+namespace {
+
+enum class Upstream : uint8_t { idle, hello, auth, ready, lost };
+enum class RankState : uint8_t { hello, auth, open };
+
+struct Rank {
+  LocalId id = 0;
+  pid_t pid = 0;
+  pid_t group = 0;
+  RankState state = RankState::hello;
+  std::vector<uint8_t> in;  // bytes of a frame not yet complete
+  bool reading = false;     // rank_bytes is taking its frames (a call from inside adds to in)
+  Hello hello;
+  uint32_t hello_rid = 0;
+  bool hello_waits = false;  // for the connection to the server
+  std::vector<uint8_t> nonce;
+  uint32_t channel = 0;
+  std::vector<uint8_t> heartbeat;  // its latest heartbeat, not yet forwarded
+  // Its connection ended: its process's exit status is awaited until then.
+  std::optional<Clock::time_point> ending_until;
+};
+
+std::vector<uint8_t> frame_of(uint32_t rid, const Message& m) { return encode_frame(rid, m); }
+
+}  // namespace
+
+struct AgentCore::Impl {
+  AgentOptions opt;
+  AgentIo& io;
+  Upstream up = Upstream::idle;
+  FrameReader up_reader;
+  std::string failure;
+  uint32_t next_rid = 1;
+  Clock::time_point last_heard{};
+  Clock::time_point next_heartbeat = Clock::time_point::max();
+  std::unordered_map<LocalId, Rank> ranks;
+  std::unordered_map<uint32_t, LocalId> by_channel;
+  uint32_t next_channel = 1;
+  std::vector<LocalId> heartbeats_held;  // ranks with a heartbeat to forward
+  std::vector<RelayEntry> out;           // for the next flush
+  Clock::time_point now{};
+
+  Impl(AgentOptions o, AgentIo& i) : opt(std::move(o)), io(i), up_reader(opt.limits) {}
+
+  std::string self() const { return "cc-run's node agent on " + cc::who(-1, opt.host, opt.pid); }
+
+  void send_up(const Message& m) { io.to_upstream(frame_of(next_rid++, m)); }
+
+  void to_rank(Rank& r, uint32_t rid, const Message& m) {
+    const std::vector<uint8_t> bytes = frame_of(rid, m);
+    io.to_rank(r.id, bytes);
+  }
+
+  // An entry of the next Relay; consecutive frames of one channel share one.
+  void relay(uint32_t channel, RelayOp op, std::span<const uint8_t> data) {
+    if (op != RelayOp::frames || out.empty() || out.back().channel != channel ||
+        out.back().op != RelayOp::frames)
+      out.push_back(RelayEntry{channel, op, {}});
+    auto& d = out.back().data;
+    d.insert(d.end(), data.begin(), data.end());
+  }
+
+  // ---- the connection to the server --------------------------------------
+
+  void upstream_frame(const FrameReader::Frame& f) {
+    const Message& m = f.message;
+    if (const auto* e = std::get_if<Error>(&m)) {
+      if (up != Upstream::ready)
+        return lose("the rendezvous at " + opt.upstream + " refused it: " + printable(e->message));
+      log().warn("{}: the rendezvous at {} says: {}", self(), opt.upstream, printable(e->message));
+      return;
+    }
+    if (up == Upstream::hello) {
+      const auto* ch = std::get_if<Challenge>(&m);
+      if (ch == nullptr) return lose("the rendezvous at " + opt.upstream + " did not answer hello");
+      if (!ch->auth_required) return ready();
+      if (opt.token.empty())
+        return lose("the rendezvous at " + opt.upstream +
+                    " requires a token: give cc-run the job's token (CC_RENDEZVOUS_TOKEN or "
+                    "CC_RENDEZVOUS_TOKEN_FILE)");
+      up = Upstream::auth;
+      send_up(Auth{auth_mac(opt.token, ch->nonce, opt.job_id)});
+      return;
+    }
+    if (up == Upstream::auth) {
+      if (!std::holds_alternative<Ok>(m))
+        return lose("the rendezvous at " + opt.upstream + " did not accept the token");
+      return ready();
+    }
+    if (const auto* r = std::get_if<Relay>(&m)) return from_server(*r);
+    // HeartbeatAck, Ok: nothing more than that the server hears us.
+  }
+
+  void ready() {
+    up = Upstream::ready;
+    send_up(HeartbeatWindow{static_cast<uint32_t>(opt.heartbeat_window.count())});
+    next_heartbeat = now + opt.heartbeat_interval;
+    // A driver may answer a rank's challenge at once, from inside the call.
+    std::vector<LocalId> waiting;
+    for (auto& [id, r] : ranks)
+      if (r.hello_waits) waiting.push_back(id);
+    for (LocalId id : waiting)
+      if (auto it = ranks.find(id); it != ranks.end()) answer_hello(it->second);
+    flush();
+  }
+
+  void from_server(const Relay& relay) {
+    for (const RelayEntry& e : relay.entries) {
+      auto ch = by_channel.find(e.channel);
+      if (ch == by_channel.end()) continue;  // its rank is gone
+      auto it = ranks.find(ch->second);
+      if (it == ranks.end()) continue;
+      if (e.op == RelayOp::frames) {
+        io.to_rank(it->first, e.data);
+      } else if (e.op == RelayOp::close) {
+        by_channel.erase(ch);
+        it->second.channel = 0;  // the server ended it: nothing to tell it
+        drop(it->first);
+      }
+    }
+  }
+
+  // Ranks waiting for their handshake get the words; the others are told
+  // the rendezvous is gone, as a server that stops tells its members.
+  void lose(const std::string& why) {
+    if (up == Upstream::lost) return;
+    up = Upstream::lost;
+    failure = why;
+    next_heartbeat = Clock::time_point::max();
+    log().warn("{}: {}", self(), why);
+    const std::string words = self() + " lost the rendezvous: " + why;
+    std::vector<LocalId> all;
+    for (const auto& [id, r] : ranks) all.push_back(id);
+    for (LocalId id : all) {
+      auto it = ranks.find(id);
+      if (it == ranks.end()) continue;
+      Rank& r = it->second;
+      if (r.state == RankState::hello && r.hello_waits)
+        to_rank(r, r.hello_rid, Error{CC_ERR_RENDEZVOUS, words});
+      else if (r.state == RankState::open)
+        to_rank(r, 0, PeerEvent{PeerEventKind::server_stopping, -1, "", 0, words});
+    }
+    for (LocalId id : all) drop(id);
+    out.clear();
+  }
+
+  // ---- ranks ---------------------------------------------------------------
+
+  void answer_hello(Rank& r) {
+    r.hello_waits = false;
+    Challenge ch;
+    ch.server = "cc-run " CC_VERSION_STRING " node agent for the rendezvous at " + opt.upstream;
+    if (!opt.token.empty()) {
+      ch.auth_required = true;
+      r.nonce = make_nonce();
+      ch.nonce = r.nonce;
+      r.state = RankState::auth;
+      return to_rank(r, r.hello_rid, ch);
+    }
+    open_channel(r);  // before the answer: the rank may speak at once
+    to_rank(r, r.hello_rid, ch);
+  }
+
+  void open_channel(Rank& r) {
+    r.state = RankState::open;
+    r.channel = next_channel++;
+    by_channel.emplace(r.channel, r.id);
+    relay(r.channel, RelayOp::open, frame_of(r.hello_rid, r.hello));
+  }
+
+  // Refuses what a rank sent out of turn, with words, and closes it.
+  void refuse(Rank& r, uint32_t rid, cc_result_t code, const std::string& words) {
+    to_rank(r, rid, Error{static_cast<uint32_t>(code), words});
+    end(r.id, words);
+  }
+
+  // One whole frame of a rank: false when the rank was closed.
+  bool rank_frame(Rank& r, const FrameHeader& h, std::span<const uint8_t> frame) {
+    const auto type = static_cast<MsgType>(h.type);
+    if (r.state == RankState::open) {
+      if (type == MsgType::heartbeat) {
+        // Answered here; the latest goes to the server at the agent's heartbeat.
+        to_rank(r, h.request_id, HeartbeatAck{});
+        if (r.heartbeat.empty()) heartbeats_held.push_back(r.id);
+        r.heartbeat.assign(frame.begin(), frame.end());
+        return true;
+      }
+      if (type == MsgType::hello || type == MsgType::auth || type == MsgType::relay) {
+        refuse(r, h.request_id, CC_ERR_RENDEZVOUS,
+               std::string("unexpected ") + type_name(type) + " after the handshake");
+        return false;
+      }
+      relay(r.channel, RelayOp::frames, frame);
+      return true;
+    }
+    Message m;
+    const DecodeError e =
+        decode_message(h.type, frame.subspan(kHeaderSize), opt.limits, &m);
+    if (e != DecodeError::none) {
+      refuse(r, h.request_id, CC_ERR_RENDEZVOUS, describe(e));
+      return false;
+    }
+    if (r.state == RankState::hello) {
+      const auto* hello = std::get_if<Hello>(&m);
+      if (hello == nullptr) {
+        refuse(r, h.request_id, CC_ERR_RENDEZVOUS,
+               std::string("the first message must be hello, not ") + type_name(type));
+        return false;
+      }
+      r.hello = *hello;
+      r.hello_rid = h.request_id;
+      if (up == Upstream::lost) {
+        refuse(r, h.request_id, CC_ERR_RENDEZVOUS,
+               self() + " cannot reach the rendezvous: " + failure);
+        return false;
+      }
+      r.hello_waits = true;
+      if (up == Upstream::ready) answer_hello(r);
+      return true;
+    }
+    const auto* auth = std::get_if<Auth>(&m);
+    if (auth == nullptr || !auth_check(opt.token, r.nonce, r.hello.job_id, auth->mac)) {
+      refuse(r, h.request_id, CC_ERR_AUTH,
+             "the rendezvous token was refused by " + self() +
+                 "; give every rank and cc-run the same token (CC_RENDEZVOUS_TOKEN or "
+                 "CC_RENDEZVOUS_TOKEN_FILE)");
+      return false;
+    }
+    r.nonce.clear();
+    open_channel(r);
+    to_rank(r, h.request_id, Ok{});
+    return true;
+  }
+
+  // The rank ends: the server is told why (when it had a channel), and its
+  // connection closes.
+  void end(LocalId id, const std::string& words) {
+    auto it = ranks.find(id);
+    if (it == ranks.end()) return;
+    if (it->second.channel != 0) {
+      relay(it->second.channel, RelayOp::close,
+            std::span(reinterpret_cast<const uint8_t*>(words.data()), words.size()));
+      by_channel.erase(it->second.channel);
+    }
+    drop(id);
+  }
+
+  void drop(LocalId id) {
+    auto it = ranks.find(id);
+    if (it == ranks.end()) return;
+    if (it->second.channel != 0) by_channel.erase(it->second.channel);
+    const bool open = !it->second.ending_until.has_value();
+    ranks.erase(it);
+    if (open) io.close_rank(id);
+  }
+
+  void forward_heartbeats() {
+    for (LocalId id : heartbeats_held) {
+      auto it = ranks.find(id);
+      if (it == ranks.end() || it->second.heartbeat.empty()) continue;
+      relay(it->second.channel, RelayOp::frames, it->second.heartbeat);
+      it->second.heartbeat.clear();
+    }
+    heartbeats_held.clear();
+  }
+
+  void flush() {
+    if (out.empty() || up != Upstream::ready) return;
+    Relay batch;
+    size_t bytes = 0;
+    for (RelayEntry& e : out) {
+      const size_t size = e.data.size() + kRelayEntryOverhead;
+      if (!batch.entries.empty() && bytes + size + 4 > opt.limits.max_frame) {
+        send_up(batch);
+        batch.entries.clear();
+        bytes = 0;
+      }
+      bytes += size;
+      batch.entries.push_back(std::move(e));
+    }
+    if (!batch.entries.empty()) send_up(batch);
+    out.clear();
+  }
+};
+
+AgentCore::AgentCore(AgentOptions options, AgentIo& io)
+    : impl_(std::make_unique<Impl>(std::move(options), io)) {}
+AgentCore::~AgentCore() = default;
+
+void AgentCore::upstream_connected(Clock::time_point now) {
+  Impl& i = *impl_;
+  i.now = now;
+  if (i.up != Upstream::idle) return;
+  i.up = Upstream::hello;
+  i.last_heard = now;
+  i.send_up(Hello{i.opt.job_id, i.opt.host, i.opt.pid, "cc-run " CC_VERSION_STRING " node agent"});
+}
+
+void AgentCore::upstream_bytes(std::span<const uint8_t> bytes, Clock::time_point now) {
+  Impl& i = *impl_;
+  i.now = now;
+  if (i.up == Upstream::lost || i.up == Upstream::idle) return;
+  i.last_heard = now;
+  i.up_reader.feed(bytes);
+  while (auto f = i.up_reader.next()) {
+    i.upstream_frame(*f);
+    if (i.up == Upstream::lost) return;
+  }
+  if (i.up_reader.error() != DecodeError::none)
+    i.lose("the rendezvous at " + i.opt.upstream + " sent a frame the agent cannot read (" +
+           describe(i.up_reader.error()) + ")");
+}
+
+void AgentCore::upstream_lost(const std::string& why, Clock::time_point now) {
+  impl_->now = now;
+  impl_->lose(why);
+}
+
+bool AgentCore::upstream_ready() const { return impl_->up == Upstream::ready; }
+const std::string& AgentCore::upstream_failure() const { return impl_->failure; }
+
+void AgentCore::rank_connected(LocalId rank, pid_t pid, pid_t group, Clock::time_point now) {
+  impl_->now = now;
+  Rank r;
+  r.id = rank;
+  r.pid = pid;
+  r.group = group;
+  impl_->ranks.emplace(rank, std::move(r));
+}
+
+void AgentCore::rank_bytes(LocalId rank, std::span<const uint8_t> bytes, Clock::time_point now) {
+  Impl& i = *impl_;
+  i.now = now;
+  auto it = i.ranks.find(rank);
+  if (it == i.ranks.end() || it->second.ending_until) return;
+  Rank& r = it->second;
+  r.in.insert(r.in.end(), bytes.begin(), bytes.end());
+  // A driver may answer from inside this call (a rank that speaks as soon as
+  // it hears the agent): those bytes wait in r.in for the loop below.
+  if (r.reading) return;
+  r.reading = true;
+  while (r.in.size() >= kHeaderSize) {
+    FrameHeader h;
+    if (const DecodeError e = parse_header(std::span(r.in).first(kHeaderSize), i.opt.limits, &h);
+        e != DecodeError::none) {
+      i.refuse(r, 0, CC_ERR_RENDEZVOUS, describe(e));
+      return;
+    }
+    if (r.in.size() < kHeaderSize + h.length) break;
+    const std::vector<uint8_t> frame(r.in.begin(),
+                                     r.in.begin() + static_cast<std::ptrdiff_t>(kHeaderSize + h.length));
+    r.in.erase(r.in.begin(), r.in.begin() + static_cast<std::ptrdiff_t>(frame.size()));
+    if (!i.rank_frame(r, h, frame)) return;  // r is gone
+  }
+  r.reading = false;
+}
+
+void AgentCore::rank_closed(LocalId rank, Clock::time_point now) {
+  Impl& i = *impl_;
+  i.now = now;
+  auto it = i.ranks.find(rank);
+  if (it == i.ranks.end() || it->second.ending_until) return;
+  if (it->second.channel == 0) {  // never got past its handshake
+    i.ranks.erase(it);
+    return;
+  }
+  it->second.ending_until = now + i.opt.exit_grace;
+}
+
+void AgentCore::process_exited(pid_t group, const std::string& words, Clock::time_point now) {
+  Impl& i = *impl_;
+  i.now = now;
+  std::vector<LocalId> ended;
+  for (const auto& [id, r] : i.ranks)
+    if (r.group == group || r.pid == group) ended.push_back(id);
+  for (LocalId id : ended) i.end(id, words);
+  i.flush();
+}
+
+void AgentCore::flush() { impl_->flush(); }
+
+void AgentCore::tick(Clock::time_point now) {
+  Impl& i = *impl_;
+  i.now = now;
+  std::vector<LocalId> late;
+  for (const auto& [id, r] : i.ranks)
+    if (r.ending_until && *r.ending_until <= now) late.push_back(id);
+  for (LocalId id : late)
+    i.end(id, "closed its connection to " + i.self() + " without leaving, and its process "
+              "was not seen to exit");
+  if (i.up == Upstream::ready && now >= i.next_heartbeat) {
+    const auto silent = now - i.last_heard;
+    if (silent > i.opt.heartbeat_window + i.opt.heartbeat_interval) {
+      i.lose("nothing heard from the rendezvous at " + i.opt.upstream + " for " +
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+             " ms (the network to it is cut, or its host is down)");
+      return;
+    }
+    i.next_heartbeat = now + i.opt.heartbeat_interval;
+    i.send_up(Heartbeat{});
+    i.forward_heartbeats();
+  }
+  i.flush();
+}
+
+Clock::time_point AgentCore::next_deadline() const {
+  const Impl& i = *impl_;
+  Clock::time_point t = i.next_heartbeat;
+  for (const auto& [id, r] : i.ranks)
+    if (r.ending_until) t = std::min(t, *r.ending_until);
+  return t;
+}
+
+size_t AgentCore::rank_count() const { return impl_->ranks.size(); }
+
+}  // namespace cc::rv::agent

@@ -1,0 +1,87 @@
+// A node agent's core on an Asio io_context: its connection to cc's
+// rendezvous server (connected with retries until a deadline), its one
+// timer (heartbeats, ends awaiting an exit status), and one flush after each
+// burst of input, so what the node's ranks sent together goes in one Relay.
+// The ranks' side is the driver's (node_agent.cpp: a Unix socket; the
+// simulation in cc-rendezvous-bench: ranks in memory), behind RankSide.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "common/backoff.hpp"
+#include "rendezvous/agent/agent_core.hpp"
+#include "rendezvous/agent/stream.hpp"
+
+namespace cc::rv::agent {
+
+class RankSide {
+ public:
+  virtual ~RankSide() = default;
+  virtual void to_rank(LocalId rank, std::span<const uint8_t> bytes) = 0;
+  virtual void close_rank(LocalId rank) = 0;
+};
+
+struct UpstreamTarget {
+  std::vector<asio::ip::tcp::endpoint> endpoints;  // tried in turn
+  std::string where;                               // "host:port", for words
+  Clock::time_point deadline;                      // for connecting
+  size_t read_size = 16 * 1024;                    // the most one read of it takes
+};
+
+class AgentLoop final : private AgentIo {
+ public:
+  AgentLoop(asio::io_context& io, AgentOptions options, RankSide& ranks, UpstreamTarget target);
+  ~AgentLoop() override;
+  AgentLoop(const AgentLoop&) = delete;
+  AgentLoop& operator=(const AgentLoop&) = delete;
+
+  // Starts connecting to the server.
+  void start();
+  // Stops: the connection to the server closes (the server then fails the
+  // ranks still open, as for a lost node).
+  void stop();
+  // Goes silent without closing its connection, as a node that hangs: the
+  // server fails its ranks when the agent's heartbeat window passes.
+  void freeze();
+
+  AgentCore& core() { return core_; }
+  // Call after feeding the core from the ranks' side: one flush per burst,
+  // and the timer moved to the core's next deadline.
+  void after_input();
+
+ private:
+  void to_upstream(std::vector<uint8_t> bytes) override;
+  void to_rank(LocalId rank, std::span<const uint8_t> bytes) override;
+  void close_rank(LocalId rank) override;
+
+  void connect_next();
+  void connected();
+  void arm_timer();
+
+  asio::io_context& io_;
+  RankSide& ranks_;
+  UpstreamTarget target_;
+  AgentCore core_;
+  asio::ip::tcp::socket connecting_;
+  std::shared_ptr<Stream<asio::ip::tcp::socket>> upstream_;
+  std::vector<std::vector<uint8_t>> early_;  // written before the connection was up
+  size_t next_endpoint_ = 0;
+  int attempts_ = 0;
+  std::string last_error_ = "no attempt was made";
+  Backoff backoff_;
+  asio::steady_timer retry_timer_, timer_;
+  Clock::time_point armed_for_ = Clock::time_point::max();
+  bool flush_posted_ = false;
+  bool stopped_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace cc::rv::agent

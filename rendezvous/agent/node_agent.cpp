@@ -1,0 +1,167 @@
+#include "rendezvous/agent/node_agent.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
+
+#include "common/log.hpp"
+#include "rendezvous/agent/agent_loop.hpp"
+#include "rendezvous/agent/stream.hpp"
+
+namespace cc::rv::agent {
+
+namespace {
+
+using Local = asio::local::stream_protocol;
+using RankStream = Stream<Local::socket>;
+
+// A folder only this user may enter, for the socket: mkdtemp makes it 0700.
+Status private_folder(std::string* out) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = (tmp != nullptr && *tmp != '\0' ? std::string(tmp) : "/tmp") +
+                        "/cc-agent-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    return make_status(CC_ERR_SYSTEM, "cannot make a folder for the node agent's socket (" +
+                                          pattern + "): " + std::strerror(errno) +
+                                          "; set TMPDIR to a writable folder");
+  *out = pattern;
+  return Status::success();
+}
+
+class UnixNodeAgent final : public NodeAgent, private RankSide {
+ public:
+  UnixNodeAgent(asio::io_context& io, const NodeAgentOptions& o, UpstreamTarget target,
+                std::string folder)
+      : folder_(std::move(folder)),
+        path_(folder_ + "/agent.sock"),
+        acceptor_(io),
+        loop_(io, o.agent, *this, std::move(target)) {}
+
+  ~UnixNodeAgent() override {
+    *alive_ = false;
+    loop_.stop();
+    std::error_code ec;
+    acceptor_.close(ec);
+    for (auto& [id, s] : streams_) s->close_now();
+    streams_.clear();
+    ::unlink(path_.c_str());
+    ::rmdir(folder_.c_str());
+  }
+
+  Status listen() {
+    std::error_code ec;
+    acceptor_.open(Local(), ec);
+    if (!ec) acceptor_.bind(Local::endpoint(path_), ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec)
+      return make_status(CC_ERR_SYSTEM,
+                         "cannot listen on the node agent's socket " + path_ + ": " + ec.message());
+    accept();
+    loop_.start();
+    return Status::success();
+  }
+
+  const std::string& socket_path() const override { return path_; }
+
+  void process_exited(pid_t group, const std::string& words) override {
+    loop_.core().process_exited(group, words, Clock::now());
+    loop_.after_input();
+  }
+
+  size_t rank_count() const override { return streams_.size(); }
+
+ private:
+  void accept() {
+    auto alive = alive_;
+    acceptor_.async_accept([this, alive](std::error_code ec, Local::socket socket) {
+      if (!*alive || ec == asio::error::operation_aborted) return;
+      if (!ec) on_accepted(std::move(socket));
+      accept();
+    });
+  }
+
+  void on_accepted(Local::socket socket) {
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    pid_t pid = 0, group = 0;
+    if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      pid = cred.pid;
+      group = ::getpgid(cred.pid);
+      if (group < 0) group = 0;
+    }
+    const LocalId id = next_id_++;
+    auto stream = std::make_shared<RankStream>(std::move(socket), 16 * 1024);
+    streams_.emplace(id, stream);
+    loop_.core().rank_connected(id, pid, group, Clock::now());
+    auto alive = alive_;
+    stream->start(
+        [this, alive, id](std::span<const uint8_t> bytes) {
+          if (!*alive) return;
+          loop_.core().rank_bytes(id, bytes, Clock::now());
+          loop_.after_input();
+        },
+        [this, alive, id](std::error_code) {
+          if (!*alive) return;
+          streams_.erase(id);
+          loop_.core().rank_closed(id, Clock::now());
+          loop_.after_input();
+        });
+  }
+
+  void to_rank(LocalId rank, std::span<const uint8_t> bytes) override {
+    auto it = streams_.find(rank);
+    if (it != streams_.end()) it->second->write(bytes);
+  }
+
+  void close_rank(LocalId rank) override {
+    auto it = streams_.find(rank);
+    if (it == streams_.end()) return;
+    it->second->close_after_writes();
+    streams_.erase(it);
+  }
+
+  std::string folder_, path_;
+  Local::acceptor acceptor_;
+  AgentLoop loop_;
+  std::unordered_map<LocalId, std::shared_ptr<RankStream>> streams_;
+  LocalId next_id_ = 1;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace
+
+Status NodeAgent::start(asio::io_context& io, const NodeAgentOptions& options,
+                        std::unique_ptr<NodeAgent>* out) {
+  UpstreamTarget target;
+  target.where = options.server_host + ":" + std::to_string(options.server_port);
+  target.deadline = Clock::now() + options.connect_timeout;
+  asio::ip::tcp::resolver resolver(io);
+  std::error_code ec;
+  std::string host = options.server_host;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  const auto results = resolver.resolve(host, std::to_string(options.server_port), ec);
+  if (ec || results.empty())
+    return make_status(CC_ERR_RENDEZVOUS,
+                       "cc-run's node agent cannot resolve the rendezvous host '" + host +
+                           "': " + (ec ? ec.message() : std::string("no address")) +
+                           ". Check MASTER_ADDR and the name service (DNS, /etc/hosts)");
+  for (const auto& r : results) target.endpoints.push_back(r.endpoint());
+  std::string folder;
+  if (Status s = private_folder(&folder); !s.ok()) return s;
+  auto agent = std::make_unique<UnixNodeAgent>(io, options, std::move(target), folder);
+  if (Status s = agent->listen(); !s.ok()) return s;
+  log().debug("node agent listening on {} for the rendezvous at {}:{}", agent->socket_path(),
+              options.server_host, options.server_port);
+  *out = std::move(agent);
+  return Status::success();
+}
+
+}  // namespace cc::rv::agent

@@ -1,0 +1,429 @@
+#include "tools/cc-rendezvous-bench/agents.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "rendezvous/agent/agent_loop.hpp"
+#include "rendezvous/protocol.hpp"
+#include "tools/cc-rendezvous-bench/child_server.hpp"
+
+namespace cc_bench {
+namespace {
+
+namespace rv = cc::rv;
+namespace ag = cc::rv::agent;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr auto kStall = std::chrono::seconds(60);
+constexpr uint32_t kComm = 1;
+constexpr const char* kKilled = "exited with signal 9 (killed)";
+
+enum class Phase { join, heartbeats, death, node_death, shrink, leave, done, failed };
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::join: return "join";
+    case Phase::heartbeats: return "first heartbeats";
+    case Phase::death: return "one rank's death told to all";
+    case Phase::node_death: return "a hung node told to all";
+    case Phase::shrink: return "shrink";
+    case Phase::leave: return "leave";
+    default: return "";
+  }
+}
+
+struct SimRank {
+  int32_t rank = 0;
+  int node = 0;
+  ag::LocalId comm = 0;      // its communicator's connection to its agent
+  ag::LocalId recovery = 0;  // its shrink's connection
+  bool gone = false;         // the rank that dies, and those of the node that hangs
+  bool told_death = false, told_node = false;
+};
+
+class Sim;
+
+// One node: the real agent, and its ranks' connections to it in memory.
+class SimNode final : public ag::RankSide {
+ public:
+  SimNode(Sim& sim, asio::io_context& io, ag::AgentOptions o, ag::UpstreamTarget t)
+      : sim_(sim), loop_(io, std::move(o), *this, std::move(t)) {}
+
+  ag::AgentLoop& loop() { return loop_; }
+
+  ag::LocalId connect(int rank_index) {
+    const ag::LocalId id = next_++;
+    owner_[id] = rank_index;
+    loop_.core().rank_connected(id, 10000 + rank_index, 10000 + rank_index, Clock::now());
+    return id;
+  }
+
+  void send(ag::LocalId conn, uint32_t rid, const rv::Message& m) {
+    const std::vector<uint8_t> bytes = rv::encode_frame(rid, m);
+    loop_.core().rank_bytes(conn, bytes, Clock::now());
+    loop_.after_input();
+  }
+
+  void to_rank(ag::LocalId conn, std::span<const uint8_t> bytes) override;
+  void close_rank(ag::LocalId conn) override { owner_.erase(conn); }
+
+  bool ready = false;  // its agent answered a rank's hello
+
+ private:
+  Sim& sim_;
+  ag::AgentLoop loop_;
+  std::unordered_map<ag::LocalId, int> owner_;
+  ag::LocalId next_ = 1;
+};
+
+class Sim {
+ public:
+  Sim(const AgentsRun& run, int port) : run_(run), port_(port), stall_(io_), poll_(io_) {
+    world_ = run.nodes * run.ranks_per_node;
+    ranks_.resize(static_cast<size_t>(world_));
+    for (int i = 0; i < world_; ++i) {
+      ranks_[static_cast<size_t>(i)].rank = i;
+      ranks_[static_cast<size_t>(i)].node = i / run.ranks_per_node;
+    }
+    victim_ = (run.nodes / 2) * run.ranks_per_node + std::min(3, run.ranks_per_node - 1);
+    hung_ = run.nodes / 4 == run.nodes / 2 ? 0 : run.nodes / 4;
+  }
+
+  bool run() {
+    phase_start_ = Clock::now();
+    last_progress_ = phase_start_;
+    for (int i = 0; i < run_.window && next_node_ < run_.nodes; ++i) start_node();
+    arm_stall();
+    io_.run();
+    for (auto& n : nodes_) n->loop().stop();
+    return phase_ == Phase::done;
+  }
+
+  void on_frame(int index, ag::LocalId conn, uint32_t rid, const rv::Message& m) {
+    last_progress_ = Clock::now();
+    SimRank& r = ranks_[static_cast<size_t>(index)];
+    SimNode& node = *nodes_[static_cast<size_t>(r.node)];
+    if (const auto* e = std::get_if<rv::Error>(&m))
+      return fail("rank " + std::to_string(index) + ": " + e->message);
+    if (std::holds_alternative<rv::Challenge>(m)) {
+      if (!node.ready) {
+        node.ready = true;
+        if (next_node_ < run_.nodes) start_node();
+      }
+      if (conn == r.comm) return node.send(conn, 2, join_of(r));
+      return node.send(conn, 2, recover_of(r));
+    }
+    if (std::holds_alternative<rv::Joined>(m)) {
+      if (conn == r.comm) {
+        if (++count_ == world_) next_phase();
+        return;
+      }
+      if (++count_ == alive_) next_phase();
+      return;
+    }
+    if (const auto* w = std::get_if<rv::RecoverIdWanted>(&m)) {
+      rv::RecoverId id;
+      id.generation = w->generation;
+      id.unique_id.assign(128, 0x6b);
+      id.timeout_ms = 600000;
+      return node.send(conn, 3, id);
+    }
+    if (const auto* p = std::get_if<rv::Progress>(&m)) return on_progress(*p);
+    if (const auto* ev = std::get_if<rv::PeerEvent>(&m)) return on_event(r, *ev);
+    if (std::holds_alternative<rv::Ok>(m) && rid == 9 && phase_ == Phase::leave) {
+      if (++count_ == 2 * alive_) next_phase();
+    }
+  }
+
+ private:
+  void start_node() {
+    const int k = next_node_++;
+    ag::AgentOptions o;
+    o.job_id = job_;
+    o.host = "node-" + std::to_string(k);
+    o.pid = static_cast<uint32_t>(100000 + k);
+    o.upstream = "127.0.0.1:" + std::to_string(port_);
+    o.heartbeat_window = run_.heartbeat_window;
+    ag::UpstreamTarget t;
+    t.endpoints = {asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"),
+                                           static_cast<unsigned short>(port_))};
+    t.where = o.upstream;
+    t.deadline = Clock::now() + std::chrono::seconds(120);
+    t.read_size = 4096;
+    nodes_.push_back(std::make_unique<SimNode>(*this, io_, std::move(o), std::move(t)));
+    SimNode& node = *nodes_.back();
+    node.loop().start();
+    for (int i = 0; i < run_.ranks_per_node; ++i) {
+      SimRank& r = ranks_[static_cast<size_t>(k * run_.ranks_per_node + i)];
+      r.comm = node.connect(r.rank);
+      node.send(r.comm, 1, hello_of(r));
+    }
+  }
+
+  rv::Hello hello_of(const SimRank& r) const {
+    return rv::Hello{job_, "node-" + std::to_string(r.node), static_cast<uint32_t>(10000 + r.rank),
+                     "cc-rendezvous-bench agents"};
+  }
+
+  rv::MemberInfo info_of(const SimRank& r) const {
+    rv::MemberInfo i;
+    i.rank = r.rank;
+    i.world_size = world_;
+    i.comm_number = kComm;
+    i.host = "node-" + std::to_string(r.node);
+    i.pid = static_cast<uint32_t>(10000 + r.rank);
+    i.nccl_version = 22809;
+    i.gpu_uuid = "GPU-" + std::to_string(r.rank % run_.ranks_per_node);
+    i.host_key = i.host;
+    i.nccl_addr = "10." + std::to_string(r.node / 65536) + "." +
+                  std::to_string(r.node / 256 % 256) + "." + std::to_string(r.node % 256);
+    return i;
+  }
+
+  rv::Join join_of(const SimRank& r) const {
+    rv::Join j;
+    j.info = info_of(r);
+    if (r.rank == 0) j.unique_id.assign(128, 0x5a);
+    j.timeout_ms = 600000;
+    return j;
+  }
+
+  rv::Recover recover_of(const SimRank& r) const {
+    rv::Recover q;
+    q.info = info_of(r);
+    q.generation = 0;
+    q.kind = rv::RecoverKind::shrink;
+    q.can_shrink = true;
+    q.timeout_ms = 600000;
+    return q;
+  }
+
+  SimNode& node_of(const SimRank& r) { return *nodes_[static_cast<size_t>(r.node)]; }
+
+  void next_phase() {
+    const auto now = Clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(now - phase_start_).count();
+    std::printf("  %-30s %9.1f ms\n", phase_name(phase_), ms);
+    std::fflush(stdout);
+    count_ = 0;
+    phase_start_ = now;
+    switch (phase_) {
+      case Phase::join: return start_heartbeats();
+      case Phase::heartbeats: return start_death();
+      case Phase::death: return start_node_death();
+      case Phase::node_death: return start_shrink();
+      case Phase::shrink: return start_leave();
+      case Phase::leave:
+        phase_ = Phase::done;
+        return io_.stop();
+      default: return;
+    }
+  }
+
+  void start_heartbeats() {
+    phase_ = Phase::heartbeats;
+    for (SimRank& r : ranks_) {
+      node_of(r).send(r.comm, 4, rv::HeartbeatWindow{static_cast<uint32_t>(
+                                     run_.heartbeat_window.count())});
+      node_of(r).send(r.comm, 5, rv::Heartbeat{1, kComm, 0});
+    }
+    ask_progress();
+  }
+
+  // Rank 0 asks who is furthest behind until every rank's heartbeat is in.
+  void ask_progress() {
+    SimRank& r = ranks_[0];
+    node_of(r).send(r.comm, 6, rv::ProgressQuery{kComm, -1, 0, false});
+  }
+
+  void on_progress(const rv::Progress& p) {
+    if (phase_ != Phase::heartbeats) return;
+    bool all = !p.members.empty();
+    for (const auto& m : p.members) all = all && m.last_completed >= 1;
+    if (all) return next_phase();
+    poll_.expires_after(milliseconds(20));
+    poll_.async_wait([this](std::error_code ec) {
+      if (!ec) ask_progress();
+    });
+  }
+
+  void start_death() {
+    phase_ = Phase::death;
+    SimRank& v = ranks_[static_cast<size_t>(victim_)];
+    v.gone = true;
+    alive_ = world_ - 1;
+    node_of(v).loop().core().process_exited(10000 + v.rank, kKilled, Clock::now());
+    node_of(v).loop().after_input();
+  }
+
+  void start_node_death() {
+    phase_ = Phase::node_death;
+    for (int i = 0; i < run_.ranks_per_node; ++i)
+      ranks_[static_cast<size_t>(hung_ * run_.ranks_per_node + i)].gone = true;
+    alive_ = world_ - 1 - run_.ranks_per_node;
+    nodes_[static_cast<size_t>(hung_)]->loop().freeze();
+  }
+
+  void on_event(SimRank& r, const rv::PeerEvent& ev) {
+    if (ev.kind != rv::PeerEventKind::failed || r.gone) return;
+    if (ev.rank == victim_ && !r.told_death) {
+      if (ev.reason != kKilled)
+        return fail("rank " + std::to_string(r.rank) + " was told '" + ev.reason + "', not '" +
+                    kKilled + "'");
+      r.told_death = true;
+      if (phase_ == Phase::death && ++count_ == alive_) next_phase();
+      return;
+    }
+    if (ev.rank == hung_ * run_.ranks_per_node && !r.told_node) {
+      if (ev.with.size() != static_cast<size_t>(run_.ranks_per_node - 1))
+        return fail("the hung node's event names " + std::to_string(ev.with.size() + 1) +
+                    " ranks, not " + std::to_string(run_.ranks_per_node));
+      r.told_node = true;
+      if (phase_ == Phase::node_death && ++count_ == alive_) next_phase();
+    }
+  }
+
+  void start_shrink() {
+    phase_ = Phase::shrink;
+    for (SimRank& r : ranks_) {
+      if (r.gone) continue;
+      r.recovery = node_of(r).connect(r.rank);
+      node_of(r).send(r.recovery, 1, hello_of(r));
+    }
+  }
+
+  void start_leave() {
+    phase_ = Phase::leave;
+    for (SimRank& r : ranks_) {
+      if (r.gone) continue;
+      node_of(r).send(r.recovery, 9, rv::Leave{});
+      node_of(r).send(r.comm, 9, rv::Leave{});
+    }
+  }
+
+  void fail(const std::string& why) {
+    if (phase_ == Phase::failed) return;
+    std::printf("  %s FAILED: %s\n", phase_name(phase_), why.c_str());
+    phase_ = Phase::failed;
+    io_.stop();
+  }
+
+  void arm_stall() {
+    stall_.expires_after(std::chrono::seconds(1));
+    stall_.async_wait([this](std::error_code ec) {
+      if (ec) return;
+      if (Clock::now() - last_progress_ > kStall)
+        return fail("nothing for " + std::to_string(kStall.count()) + " s (" +
+                    std::to_string(count_) + " ranks done)");
+      arm_stall();
+    });
+  }
+
+  const AgentsRun& run_;
+  int port_;
+  asio::io_context io_;
+  std::string job_ = "agents-" + std::to_string(::getpid());
+  int world_ = 0;
+  int alive_ = 0;
+  int victim_ = 0;
+  int hung_ = 0;
+  std::vector<SimRank> ranks_;
+  std::vector<std::unique_ptr<SimNode>> nodes_;
+  int next_node_ = 0;
+  Phase phase_ = Phase::join;
+  int count_ = 0;
+  Clock::time_point phase_start_, last_progress_;
+  asio::steady_timer stall_, poll_;
+
+  friend class SimNode;
+};
+
+void SimNode::to_rank(ag::LocalId conn, std::span<const uint8_t> bytes) {
+  auto it = owner_.find(conn);
+  if (it == owner_.end()) return;
+  const int index = it->second;
+  size_t at = 0;
+  while (bytes.size() - at >= rv::kHeaderSize) {
+    rv::FrameHeader h;
+    if (rv::parse_header(bytes.subspan(at, rv::kHeaderSize), rv::Limits{}, &h) !=
+            rv::DecodeError::none ||
+        bytes.size() - at < rv::kHeaderSize + h.length)
+      return sim_.on_frame(index, conn, 0, rv::Error{0, "a frame the bench cannot read"});
+    rv::Message m;
+    if (rv::decode_message(h.type, bytes.subspan(at + rv::kHeaderSize, h.length), rv::Limits{},
+                           &m) != rv::DecodeError::none)
+      return sim_.on_frame(index, conn, 0, rv::Error{0, "a message the bench cannot decode"});
+    at += rv::kHeaderSize + h.length;
+    sim_.on_frame(index, conn, h.request_id, m);
+  }
+}
+
+long long peak_rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
+  return -1;
+}
+
+double cpu_seconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::vector<std::string> fields;
+  std::string field;
+  for (size_t i = close + 2; i < text.size(); ++i) {
+    if (text[i] == ' ') {
+      fields.push_back(field);
+      field.clear();
+    } else {
+      field += text[i];
+    }
+  }
+  if (fields.size() < 13) return -1;
+  return static_cast<double>(std::atoll(fields[11].c_str()) + std::atoll(fields[12].c_str())) /
+         static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+bool run_agents(const AgentsRun& run) {
+  const ChildServer server = fork_server();
+  if (server.pid < 0) {
+    std::printf("agents: FAILED: could not start a server process\n");
+    return false;
+  }
+  std::printf("%d nodes x %d ranks (%d ranks) through node agents; server in a child process on "
+              "127.0.0.1:%d; heartbeat window %lld ms\n",
+              run.nodes, run.ranks_per_node, run.nodes * run.ranks_per_node, server.port,
+              static_cast<long long>(run.heartbeat_window.count()));
+  std::fflush(stdout);
+  bool ok = false;
+  {
+    Sim sim(run, server.port);
+    ok = sim.run();
+  }
+  std::printf("  server: peak RSS %.1f MiB, CPU %.2f s; agents and ranks (this process): CPU "
+              "%.2f s\n",
+              static_cast<double>(peak_rss_kib(server.pid)) / 1024.0, cpu_seconds(server.pid),
+              cpu_seconds(::getpid()));
+  stop_server(server, std::chrono::seconds(30));
+  std::fflush(stdout);
+  return ok;
+}
+
+}  // namespace cc_bench

@@ -1,0 +1,50 @@
+#include "tools/cc-run/node_agent.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstring>
+
+#include <chrono>
+#include <optional>
+
+#include "lib/launch/host_name.hpp"
+
+namespace cc_run {
+
+std::string exit_words(int status) {
+  if (WIFSIGNALED(status)) {
+    std::string name = ::strsignal(WTERMSIG(status));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return "exited with signal " + std::to_string(WTERMSIG(status)) + " (" + name + ")" +
+           (WCOREDUMP(status) ? ", core dumped" : "");
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& config,
+                            asio::io_context& io, const std::string& addr, int port,
+                            const std::string& job_id,
+                            std::unique_ptr<cc::rv::agent::NodeAgent>* out) {
+  // An etcd cluster is reached by each rank itself.
+  const std::optional<cc::rv::factory::ServerAt>& server = o.rendezvous.server();
+  if (!o.agent || !server) return cc::Status::success();
+  const std::string host = o.master_addr.empty() ? addr : server->host;
+  const int server_port = o.rendezvous.needs_port() ? port : server->port;
+  cc::rv::agent::NodeAgentOptions a;
+  a.agent.job_id = job_id;
+  a.agent.token = config.token;
+  a.agent.host = cc::launch::host_name();
+  a.agent.pid = static_cast<uint32_t>(::getpid());
+  a.agent.upstream = cc::rv::factory::ServerAt{host, server_port}.text();
+  a.agent.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
+  a.agent.heartbeat_window =
+      std::chrono::milliseconds(static_cast<int64_t>(config.heartbeat_ms) * config.heartbeat_misses);
+  a.server_host = host;
+  a.server_port = server_port;
+  a.connect_timeout = std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
+  return cc::rv::agent::NodeAgent::start(io, a, out);
+}
+
+}  // namespace cc_run
