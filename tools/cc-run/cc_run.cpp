@@ -75,7 +75,6 @@ int main(int argc, char** argv) {
   }
   const std::string addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
   std::unique_ptr<cc::rv::Server> server;
-  std::unique_ptr<cc::rv::agent::NodeAgent> agent;
   std::string agent_socket;
   int port = o.master_port;
   const Restart restart = [&](const Rank& r, int n, StartedRank* out) {
@@ -84,6 +83,9 @@ int main(int argc, char** argv) {
                       false, out);
   };
   Supervisor supervisor(o, restart);  // watches the signals from here on
+  // After the supervisor, so that it goes first on every return: it runs on
+  // the supervisor's io_context.
+  std::unique_ptr<cc::rv::agent::NodeAgent> agent;
   raise_fd_limit(static_cast<rlim_t>(o.nproc) * 3 + 256);
 
   if (cc::Status s = start_hosted_server(o, cfg, &server); !s.ok()) {
