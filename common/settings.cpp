@@ -271,6 +271,15 @@ constexpr Setting kTable[] = {
      {},
      "the Unix socket of cc-run's node agent, which carries a communicator's rendezvous "
      "traffic (cc-run sets it); unset: each communicator reaches the rendezvous directly"},
+    {Id::nccl_ranks_per_id,
+     {"CC_NCCL_RANKS_PER_ID"},
+     Kind::integer,
+     "128",
+     1,
+     kIntMax,
+     {},
+     "a communicator of more ranks than this is made by ncclCommInitRankScalable from "
+     "ceil(ranks / this) NCCL ids (at most 64), so NCCL's bootstrap has that many roots"},
 };
 
 static_assert(std::size(kTable) == static_cast<size_t>(Id::count), "one row per setting");

@@ -50,6 +50,7 @@ enum class Id : int {
   trace_buffer,
   trace_dir,
   agent_socket,
+  nccl_ranks_per_id,
   count
 };
 

@@ -228,7 +228,7 @@ bool fields(auto& io, Is<MemberInfo> auto& i) {
          io.text(i.host_key);
 }
 bool fields(auto& io, Is<Join> auto& m) {
-  return fields(io, m.info) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms) &&
+  return fields(io, m.info) && io.bytes(m.unique_id, kMaxUniqueIdBytes) && io.u32(m.timeout_ms) &&
          io.valid(m.info.world_size > 0 && m.info.rank >= 0);
 }
 bool fields(auto& io, Is<CallPoint> auto& p) {
@@ -258,11 +258,12 @@ bool fields(auto& io, Is<Joined> auto& m) {
   const Limits& l = io.limits();
   auto member = [&](auto& s) { return io.i32(s.rank) && io.text(s.host) && io.u32(s.pid); };
   auto rank = [&](auto& f) { return io.i32(f); };
-  return io.bytes(m.unique_id, 1024) && io.list(m.members, l.max_frame / 9, member) &&
+  return io.bytes(m.unique_id, kMaxUniqueIdBytes) && io.list(m.members, l.max_frame / 9, member) &&
          io.str(m.notice, l.max_frame) &&
          (io.at_end() ||  // a server without recovery
           (io.u32(m.generation) && io.i32(m.rank) && io.list(m.failed, l.max_frame / 4, rank) &&
-           io.enum8(m.method) && io.valid(m.method <= RecoverMethod::nccl_shrink)));
+           io.enum8(m.method) && io.valid(m.method <= RecoverMethod::nccl_shrink))) &&
+         (io.at_end() || io.u32(m.world_size));  // an older server: 0
 }
 bool fields(auto& io, Is<PeerEvent> auto& m) {
   return io.enum8(m.kind) && io.i32(m.rank) && io.text(m.host) && io.u32(m.pid) &&
@@ -298,7 +299,7 @@ bool fields(auto& io, Is<Recover> auto& m) {
          io.valid(m.kind != RecoverKind::regrow || m.nranks > 0);
 }
 bool fields(auto& io, Is<RecoverId> auto& m) {
-  return io.u32(m.generation) && io.bytes(m.unique_id, 1024) && io.u32(m.timeout_ms);
+  return io.u32(m.generation) && io.bytes(m.unique_id, kMaxUniqueIdBytes) && io.u32(m.timeout_ms);
 }
 bool fields(auto& io, Is<RecoverIdWanted> auto& m) { return io.u32(m.generation); }
 bool fields(auto& io, Is<StatusQuery> auto& m) { return io.str(m.job_id, io.limits().max_key); }

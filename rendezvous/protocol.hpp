@@ -144,7 +144,12 @@ struct MemberInfo {
 inline std::string gpu_owner_key(const MemberInfo& i) {
   return (i.host_key.empty() ? i.host : i.host_key) + "\n" + i.gpu_uuid;
 }
-// Join a communicator. Rank 0 sends the ncclUniqueId in unique_id; the others
+// The bytes of one generation's NCCL ids, opaque to the rendezvous: one
+// ncclUniqueId (128 bytes), or up to 64 of them end to end for NCCL's
+// scalable init (lib/comm/nccl_ids.hpp).
+inline constexpr uint32_t kMaxUniqueIdBytes = 8192;
+
+// Join a communicator. Rank 0 sends the NCCL id(s) in unique_id; the others
 // send it empty. Answered with Joined once all world_size ranks have joined,
 // or Error (mismatch / timeout naming the missing ranks).
 struct Join {
@@ -219,7 +224,8 @@ enum class RecoverMethod : uint8_t {
 };
 struct Joined {
   std::vector<uint8_t> unique_id;
-  std::vector<MemberSummary> members;  // by rank (a join's: rank 0 only); .rank: the job rank
+  // Rank 0 only (an older server's recovery: all, by rank); .rank: the job rank.
+  std::vector<MemberSummary> members;
   // Warnings every rank should log, one a line: e.g. a rank whose NCCL
   // address differs from the address its connection came from (NAT).
   std::string notice;
@@ -232,7 +238,15 @@ struct Joined {
   int32_t rank = -1;
   std::vector<int32_t> failed;
   RecoverMethod method = RecoverMethod::new_id;
+  // The generation's number of ranks. members names rank 0 only, after a
+  // recovery as after a join: a list of all in every member's Joined would
+  // cost O(W^2) bytes. Absent in frames of older servers: 0, and then
+  // members.size() is the number (world_size_of).
+  uint32_t world_size = 0;
 };
+inline size_t world_size_of(const Joined& j) {
+  return j.world_size > 0 ? j.world_size : j.members.size();
+}
 // init_failed: the member's init failed after its join; reason holds its own words.
 enum class PeerEventKind : uint8_t {
   failed = 1,

@@ -168,6 +168,19 @@ if [ -x "$BUILD/tests/gpu/gpu_call_check" ] && [ -f "$CALL_CHECK_SH" ]; then
     run gpu-call-check bash "$CALL_CHECK_SH" "$BUILD" &&
     expect gpu-call-check "gpu_call_check: all passed" 1
 fi
+# NCCL's scalable init, 2 and 4 ranks on one GPU made from several ids
+# (CC_NCCL_RANKS_PER_ID below the size), checked against a plain init; with
+# the other NCCL too.
+SCALABLE_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_scalable_init.sh
+if [ -x "$BUILD/tests/gpu/gpu_scalable_init" ] && [ -f "$SCALABLE_SH" ]; then
+  run gpu-scalable-init bash "$SCALABLE_SH" "$BUILD" &&
+    expect gpu-scalable-init "gpu_scalable_init: all passed" 1
+  if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
+    LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      run gpu-scalable-init-alt-nccl bash "$SCALABLE_SH" "$BUILD" 4-1 &&
+      expect gpu-scalable-init-alt-nccl "gpu_scalable_init: all passed" 1
+  fi
+fi
 if [ "${GPU_SUITE_ONE_GPU:-0}" = 1 ]; then
   if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
     LD_LIBRARY_PATH=$ALT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
@@ -343,6 +356,12 @@ if [ -x "$BUILD/tests/gpu/gpu_recovery" ] && [ -f "$RECOVERY_SH" ]; then
     run "gpu-recovery-$scenario" bash "$RECOVERY_SH" "$BUILD" "$scenario" &&
       expect "gpu-recovery-$scenario" "gpu_recovery: all passed" 1
   done
+  # A regrown generation's communicator from several NCCL ids (scalable init).
+  CC_LOG_LEVEL=info CC_NCCL_RANKS_PER_ID=1 run gpu-recovery-regrow-nodes-4-scalable-init \
+    bash "$RECOVERY_SH" "$BUILD" regrow-nodes-4 &&
+    expect gpu-recovery-regrow-nodes-4-scalable-init "gpu_recovery: all passed" 1 &&
+    expect gpu-recovery-regrow-nodes-4-scalable-init \
+      "made by a new NCCL communicator (ncclCommInitRankScalable from 4 NCCL ids)" 1
   # The same with the other NCCL (whether it has ncclCommShrink or not).
   if [ -n "$ALT" ] && [ -e "$ALT/libnccl.so.2" ]; then
     for scenario in shrink-cc-run regrow-cc-run train-regrow; do

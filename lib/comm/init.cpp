@@ -18,6 +18,7 @@
 #include "lib/comm/comm.hpp"
 #include "lib/comm/fast_setup.hpp"
 #include "lib/comm/init_listener.hpp"
+#include "lib/comm/nccl_ids.hpp"
 #include "lib/comm/parts.hpp"
 #include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
@@ -33,21 +34,20 @@ using std::chrono::milliseconds;
 // Creates the NCCL communicators from the id: the non-blocking one first
 // (so the deadline holds), then the blocking one split from it. News from
 // the rendezvous (`interrupted`) ends the waits; the caller has its words.
-Status init_nccl(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline,
+Status init_nccl(cc_comm* c, std::vector<ncclUniqueId>& ids, Clock::time_point deadline,
                  const core::Interrupt& interrupted) {
-  const ncclResult_t r = make_ctl_comm(c, id, deadline, interrupted);
+  const ncclResult_t r = make_ctl_comm(c, ids, deadline, interrupted);
   if (r == ncclSuccess) return make_work_comm(c, deadline, interrupted);
   if (r == ncclInProgress) {
     return make_status(CC_ERR_TIMEOUT,
-                       c->who() + ": NCCL did not finish creating the " +
-                           "communicator (ncclCommInitRankConfig, device " +
-                           std::to_string(c->device) + ") within " +
-                           std::to_string(c->timeout.count()) +
+                       c->who() + ": NCCL did not finish creating the communicator (" +
+                           ctl_init_call(ids.size()) + ", device " + std::to_string(c->device) +
+                           ") within " + std::to_string(c->timeout.count()) +
                            " ms. Another rank may have failed, or NCCL's own connections "
                            "between hosts are blocked: check NCCL_SOCKET_IFNAME and firewalls, "
                            "run with NCCL_DEBUG=INFO, or raise CC_TIMEOUT_MS");
   }
-  return core::nccl_failure("ncclCommInitRankConfig", *c, r);
+  return core::nccl_failure(ctl_init_call(ids.size()), *c, r);
 }
 
 }  // namespace
@@ -106,7 +106,10 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   RendezvousResult joined;
   Status st = start(
       std::move(request),
-      [&](std::vector<uint8_t>* id_bytes) { return make_unique_id(*c, id_bytes); }, &joined);
+      [&](std::vector<uint8_t>* id_bytes) {
+        return make_nccl_ids(*c, nccl_id_count(nranks, c->config.nccl_ranks_per_id), id_bytes);
+      },
+      &joined);
   c->server = std::move(joined.server);
   c->client = std::move(joined.client);
   c->comm_number = joined.comm_number;
@@ -144,26 +147,22 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
     return out;
   };
 
-  ncclUniqueId id;
-  if (joined.unique_id.size() != sizeof id.internal) {
-    return failed(make_status(
-        CC_ERR_RENDEZVOUS,
-        c->who() + ": the rendezvous at " + address.where() + " handed out an NCCL id of " +
-            std::to_string(joined.unique_id.size()) + " bytes instead of " +
-            std::to_string(sizeof id.internal) + "; is it a cc-rendezvous of the same version?"));
-  }
-  std::memcpy(id.internal, joined.unique_id.data(), sizeof id.internal);
-
-  if (Status st = init_nccl(c.get(), id, deadline, interrupted); !st.ok()) return failed(st);
+  std::vector<ncclUniqueId> ids;
+  if (Status st = read_nccl_ids(joined.unique_id, nranks,
+                                c->who() + ": the rendezvous at " + address.where(), &ids);
+      !st.ok())
+    return failed(st);
+  if (Status st = init_nccl(c.get(), ids, deadline, interrupted); !st.ok()) return failed(st);
   if (Status st = alloc_scratch(c.get()); !st.ok()) return failed(st);
   if (Status st = setup_fast_allreduce(c.get(), deadline, interrupted); !st.ok()) return failed(st);
   if (Status st = start_watch(c.get(), embedded); !st.ok()) return failed(st);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start_time);
   log().info(
       "communicator ready: rank {} of {}, generation {}, device {} ({}), host {}, job '{}', "
-      "communicator {}, NCCL {}, in {} ms",
+      "communicator {}, NCCL {} ({} from {} NCCL id{}), in {} ms",
       rank, nranks, c->generation, c->device, info.gpu_uuid, c->host, c->job_id, c->comm_number,
-      info.nccl_version, took.count());
+      info.nccl_version, ctl_init_call(ids.size()), ids.size(), ids.size() == 1 ? "" : "s",
+      took.count());
   *out = c.release();
   return Status::success();
 }

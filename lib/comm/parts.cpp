@@ -14,24 +14,23 @@ namespace cc::comm {
 
 using std::chrono::milliseconds;
 
-Status make_unique_id(const cc_comm& c, std::vector<uint8_t>* id_bytes) {
-  ncclUniqueId id;
-  if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-    return core::nccl_failure("ncclGetUniqueId", c, r);
-  id_bytes->assign(id.internal, id.internal + sizeof id.internal);
-  return Status::success();
-}
-
-ncclResult_t make_ctl_comm(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline,
+ncclResult_t make_ctl_comm(cc_comm* c, std::vector<ncclUniqueId>& ids, Clock::time_point deadline,
                            const core::Interrupt& interrupted) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t nccl = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&nccl, c->nranks, id, c->rank, &config);
+  ncclResult_t r =
+      ids.size() == 1 ? ncclCommInitRankConfig(&nccl, c->nranks, ids[0], c->rank, &config)
+                      : ncclCommInitRankScalable(&nccl, c->nranks, c->rank,
+                                                 static_cast<int>(ids.size()), ids.data(), &config);
   c->nccl_ctl = nccl;
   if (r == ncclInProgress || r == ncclSuccess)
     r = core::wait_ready(*c, nccl, deadline, interrupted);
   return r;
+}
+
+const char* ctl_init_call(size_t id_count) {
+  return id_count == 1 ? "ncclCommInitRankConfig" : "ncclCommInitRankScalable";
 }
 
 Status make_work_comm(cc_comm* c, Clock::time_point deadline, const core::Interrupt& interrupted) {

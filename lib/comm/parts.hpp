@@ -15,16 +15,15 @@ namespace cc::comm {
 
 using Clock = std::chrono::steady_clock;
 
-// A new NCCL id (ncclGetUniqueId) as the bytes the rendezvous hands out;
-// a failure is told as c's.
-Status make_unique_id(const cc_comm& c, std::vector<uint8_t>* id_bytes);
-
-// Makes c->nccl_ctl from `id`, non-blocking so that the deadline holds, and
-// waits until it is ready. Returns NCCL's result: ncclInProgress when the
-// deadline passed, the communicator is being aborted or `interrupted` ended
-// the wait.
-ncclResult_t make_ctl_comm(cc_comm* c, const ncclUniqueId& id, Clock::time_point deadline,
+// Makes c->nccl_ctl from `ids` (lib/comm/nccl_ids.hpp: one id,
+// ncclCommInitRankConfig; several, ncclCommInitRankScalable), non-blocking
+// so that the deadline holds, and waits until it is ready. Returns NCCL's
+// result: ncclInProgress when the deadline passed, the communicator is being
+// aborted or `interrupted` ended the wait.
+ncclResult_t make_ctl_comm(cc_comm* c, std::vector<ncclUniqueId>& ids, Clock::time_point deadline,
                            const core::Interrupt& interrupted);
+// The NCCL call make_ctl_comm makes from that many ids, for words.
+const char* ctl_init_call(size_t id_count);
 
 // Makes c->nccl, the blocking communicator that does the work, by splitting
 // the non-blocking c->nccl_ctl with every rank in one colour. The split runs

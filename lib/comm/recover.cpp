@@ -15,6 +15,7 @@
 #include "common/who.hpp"
 #include "lib/comm/comm.hpp"
 #include "lib/comm/fast_setup.hpp"
+#include "lib/comm/nccl_ids.hpp"
 #include "lib/comm/nccl_symbol.hpp"
 #include "lib/comm/parts.hpp"
 #include "lib/comm/rendezvous_recover.hpp"
@@ -44,6 +45,7 @@ struct Build {
   rv::RecoverKind kind;
   std::chrono::steady_clock::time_point deadline;
   Status heard;  // what the new generation's connection reported, if anything
+  std::string made_by = "ncclCommShrink";  // for the log: how the communicator was made
   std::function<bool()> interrupted() {
     return [this] {
       if (!heard.ok()) return true;
@@ -88,21 +90,18 @@ Status shrink_nccl(Build& b, const std::vector<int32_t>& failed) {
   return core::nccl_failure("ncclCommShrink", *c, r == ncclSuccess ? ncclInternalError : r);
 }
 
-// ncclCommInitRank with the id of the new generation.
+// A new NCCL communicator from the id(s) of the new generation.
 Status init_nccl(Build& b, const std::vector<uint8_t>& id_bytes) {
   cc_comm* c = b.c;
-  ncclUniqueId id;
-  if (id_bytes.size() != sizeof id.internal)
-    return make_status(CC_ERR_RENDEZVOUS, "the rendezvous handed out an NCCL id of " +
-                                              std::to_string(id_bytes.size()) + " bytes instead of " +
-                                              std::to_string(sizeof id.internal) +
-                                              "; is it a cc-rendezvous of the same version?");
-  std::memcpy(id.internal, id_bytes.data(), sizeof id.internal);
-  const ncclResult_t r = make_ctl_comm(c, id, b.deadline, b.interrupted());
+  std::vector<ncclUniqueId> ids;
+  if (Status st = read_nccl_ids(id_bytes, c->nranks, "the rendezvous", &ids); !st.ok()) return st;
+  b.made_by = std::string("a new NCCL communicator (") + ctl_init_call(ids.size()) + " from " +
+              std::to_string(ids.size()) + " NCCL id" + (ids.size() == 1 ? ")" : "s)");
+  const ncclResult_t r = make_ctl_comm(c, ids, b.deadline, b.interrupted());
   if (r == ncclSuccess) return make_work_comm(c, b.deadline, b.interrupted());
   if (!b.heard.ok()) return b.heard;
-  if (r == ncclInProgress) return late(b, "ncclCommInitRankConfig");
-  return core::nccl_failure("ncclCommInitRankConfig", *c, r);
+  if (r == ncclInProgress) return late(b, ctl_init_call(ids.size()));
+  return core::nccl_failure(ctl_init_call(ids.size()), *c, r);
 }
 
 Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms,
@@ -167,7 +166,14 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   req.deadline = deadline;
   RecoverResult result;
   Status st = rendezvous_recover(
-      req, [&](std::vector<uint8_t>* id_bytes) { return make_unique_id(*parent, id_bytes); },
+      req,
+      [&](std::vector<uint8_t>* id_bytes) {
+        // The new world's size is the rendezvous's to decide: as many ids as
+        // the old (or the asked) size wants; each rank uses at most one per rank.
+        const int expected = nranks > 0 ? nranks : parent->nranks;
+        return make_nccl_ids(*parent, nccl_id_count(expected, parent->config.nccl_ranks_per_id),
+                             id_bytes);
+      },
       &result);
   c->client = std::move(result.client);
   if (!st.ok()) {
@@ -177,7 +183,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   const rv::Joined& joined = result.joined;
   c->generation = joined.generation;
   c->rank = joined.rank;
-  c->nranks = static_cast<int>(joined.members.size());
+  c->nranks = static_cast<int>(rv::world_size_of(joined));
   c->recovered_from_failed.assign(joined.failed.begin(), joined.failed.end());
   c->keep_ctl = nccl_shrink_usable(c.get());
   const bool by_shrink = joined.method == rv::RecoverMethod::nccl_shrink;
@@ -221,8 +227,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
       "out or replaced: {}), by {}, in {} ms",
       c->who(), c->rank, c->nranks, c->generation,
       kind == rv::RecoverKind::shrink ? "shrunk" : "regrown", parent->nranks,
-      rank_list(c->recovered_from_failed), by_shrink ? "ncclCommShrink" : "a new NCCL communicator",
-      took.count());
+      rank_list(c->recovered_from_failed), build.made_by, took.count());
   *newcomm = c.release();
   return Status::success();
 }

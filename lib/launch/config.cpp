@@ -200,6 +200,9 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     r.trace_dir = f.value;
   if (const settings::Found f = settings::find(Id::agent_socket, getenv); f.var != nullptr)
     r.agent_socket = f.value;
+  long long per_id = settings::default_int(Id::nccl_ranks_per_id);
+  if (Status s = settings::read_int(Id::nccl_ranks_per_id, getenv, &per_id); !s.ok()) return s;
+  r.nccl_ranks_per_id = static_cast<int>(per_id);
 
   *out = std::move(r);
   return Status::success();

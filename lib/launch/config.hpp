@@ -40,6 +40,9 @@ struct ResolvedConfig {
   // cc-run's node agent (CC_AGENT_SOCKET): a communicator's rendezvous
   // connection goes through it; "": directly.
   std::string agent_socket;
+  // CC_NCCL_RANKS_PER_ID: past this many ranks, NCCL's scalable init from
+  // several ids (lib/comm/nccl_ids.hpp).
+  int nccl_ranks_per_id = 128;
 
   // The job TTL a server started here uses, in ms (0: its lifetime).
   int job_ttl_or(int server_default_ms) const {

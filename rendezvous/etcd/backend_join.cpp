@@ -384,6 +384,7 @@ Status Backend::Impl::finish_join(uint32_t g, const MemberInfo& info, const Resu
     out->unique_id = result.unique_id;
     out->members.clear();  // every rank reading all n would cost n^2: see progress()
     out->notice.clear();
+    out->world_size = static_cast<uint32_t>(result.world_size);
   }
   std::lock_guard<std::mutex> lock(mu);
   member = true;

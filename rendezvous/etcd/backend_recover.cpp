@@ -498,6 +498,7 @@ Status Backend::Impl::finish_recovery(Gen next, const MemberInfo& info, const Re
     out->rank = pos;
     out->failed.assign(result.failed.begin(), result.failed.end());
     out->method = static_cast<RecoverMethod>(result.method);
+    out->world_size = static_cast<uint32_t>(m.size());
   }
   log().info("etcd: {}: {} is rank {} of {}", where(opt.job_id, next.g, next.generation),
              member_who(info), pos, result.world_size);

@@ -1,6 +1,8 @@
 // The recovery rules (see recovery_rules.hpp).
 #include "rendezvous/rules/recovery_rules.hpp"
 
+#include <algorithm>
+
 #include "rendezvous/rules/words.hpp"
 
 namespace cc::rv::rules {
@@ -94,6 +96,24 @@ std::string recovery_late_words(RecoverKind kind, int32_t nranks, const std::str
                                 uint32_t timeout_ms, const std::string& parts) {
   return recover_call_words(kind, nranks) + " on " + where + " did not complete within " +
          std::to_string(timeout_ms) + " ms: " + parts;
+}
+
+std::vector<int32_t> next_generation_members(const std::vector<int32_t>& previous, RecoverKind kind,
+                                             const Joined& joined) {
+  std::vector<int32_t> out;
+  if (kind == RecoverKind::regrow) {
+    const auto n = static_cast<int32_t>(world_size_of(joined));
+    out.reserve(static_cast<size_t>(n));
+    for (int32_t r = 0; r < n; ++r) out.push_back(r);
+    return out;
+  }
+  std::vector<int32_t> left_out(joined.failed.begin(), joined.failed.end());
+  std::sort(left_out.begin(), left_out.end());
+  out.reserve(previous.size());
+  for (size_t rank = 0; rank < previous.size(); ++rank)
+    if (!std::binary_search(left_out.begin(), left_out.end(), static_cast<int32_t>(rank)))
+      out.push_back(previous[rank]);
+  return out;
 }
 
 }  // namespace cc::rv::rules

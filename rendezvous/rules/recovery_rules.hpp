@@ -89,4 +89,13 @@ std::string recovery_missing_words(const std::vector<std::string>& silent, Recov
 std::string recovery_late_words(RecoverKind kind, int32_t nranks, const std::string& where,
                                 uint32_t timeout_ms, const std::string& parts);
 
+// The job ranks of a recovery's new generation, by new rank, as each member
+// works them out from the generation it recovered from (`previous`: its job
+// ranks by rank; generation 0's are 0..W-1) and the Joined it was handed: a
+// shrink keeps, in order, the ranks not in joined.failed; a regrow holds
+// every job rank below world_size_of(joined) (rank = job rank). The server
+// sends no list: one in every member's Joined would cost O(W^2) bytes.
+std::vector<int32_t> next_generation_members(const std::vector<int32_t>& previous, RecoverKind kind,
+                                             const Joined& joined);
+
 }  // namespace cc::rv::rules

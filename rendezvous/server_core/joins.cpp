@@ -108,6 +108,7 @@ void ServerCore::Impl::complete(Job& job, uint32_t comm_number, CommJoin& gen,
                      " more ranks of this generation the same (the server's log names them)";
   const MemberInfo& first = gen.slots.at(0).info;
   joined.members.push_back({first.rank, first.host, first.pid});
+  joined.world_size = static_cast<uint32_t>(gen.world_size);
   for (auto& [rank, s] : gen.slots) {
     auto pit = parked.find(s.parked);
     const uint32_t rid = pit != parked.end() ? pit->second.request_id : 0;

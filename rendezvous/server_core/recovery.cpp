@@ -455,8 +455,8 @@ void ServerCore::Impl::evaluate(Job& job, uint32_t g, Lineage& l) {
   commit(job, g, l, method);
 }
 
-// Hands out the next generation: the same Joined to every member, each
-// connection now its member's membership of it.
+// Hands out the next generation: the same Joined to every member (but its
+// rank), each connection now its member's membership of it.
 void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod method) {
   struct Member {
     int32_t job_rank;
@@ -492,8 +492,9 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod me
     if (!s.taking_part) joined.failed.push_back(position);
     ++position;
   }
-  joined.members.reserve(in.size());
-  for (const Member& m : in) joined.members.push_back({m.job_rank, m.info.host, m.info.pid});
+  // Rank 0 only, as a join's (the others come named in their events).
+  joined.members.push_back({in.at(0).job_rank, in.at(0).info.host, in.at(0).info.pid});
+  joined.world_size = static_cast<uint32_t>(in.size());
 
   std::map<int32_t, Seat> seats;
   for (const Member& m : in) {

@@ -36,7 +36,8 @@ status() {  # status NAME GOT WANT
   if [ "$2" -eq "$3" ]; then echo "   ok: $1 exit status $2"; else echo "   FAILED: $1 exit status $2, want $3"; bad=1; fi
 }
 # How the shrunk communicator was made, from rank 0's info log line.
-how() { grep -o "by ncclCommShrink\|by a new NCCL communicator" "$1" | head -1 | sed 's/^/   made /'; }
+# With several NCCL ids (CC_NCCL_RANKS_PER_ID) the words name NCCL's call and their count.
+how() { grep -o "by ncclCommShrink\|by a new NCCL communicator\( ([^)]*)\)\?" "$1" | head -1 | sed 's/^/   made /'; }
 
 shrink_cc_run() {  # shrink_cc_run [VAR=VALUE...]
   env CC_LOG_LEVEL=info "$@" timeout 300 "$CC_RUN" -n 2 --max-restarts 0 -- "$BIN" shrink >"$WORK/out" 2>&1
@@ -122,7 +123,7 @@ regrow_nodes() {  # regrow_nodes N
     # Enough GPUs: node i's one rank on GPU i (each node's LOCAL_RANK is 0).
     local device=()
     [ "$NGPUS" -ge "$n" ] && device=(CC_DEVICE=$node)
-    env "${device[@]}" CC_LOG_LEVEL=warn RECOVERY_VICTIM=$victim timeout 300 "$CC_RUN" -n 1 --nnodes "$n" \
+    env "${device[@]}" CC_LOG_LEVEL="${CC_LOG_LEVEL:-warn}" RECOVERY_VICTIM=$victim timeout 300 "$CC_RUN" -n 1 --nnodes "$n" \
       --node-rank $node --master-addr 127.0.0.1 --master-port "$port" --job-id "regrow-$n-$port" \
       --max-restarts 1 $(share_for "$n") -- "$BIN" regrow >"$WORK/node$node" 2>&1 &
     pids+=($!)
@@ -138,6 +139,7 @@ regrow_nodes() {  # regrow_nodes N
   check "the replacement joined generation 1" "$WORK/out" \
     "^\[rank $victim\] OK replacement: rank $victim of $n, generation 1; 10 all-reduces right"
   recovery_times "$WORK/out"
+  how "$WORK/out"  # with CC_LOG_LEVEL=info
 }
 
 count_lines() {  # count_lines NAME COUNT PATTERN: $WORK/out holds PATTERN COUNT times

@@ -35,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -49,6 +50,7 @@
 #include "lib/watch/control_channel.hpp"
 #include "lib/watch/watchdog.hpp"
 #include "rendezvous/factory/address.hpp"
+#include "rendezvous/rules/recovery_rules.hpp"
 
 namespace {
 
@@ -95,6 +97,7 @@ struct Generation {
   uint32_t generation = 0;
   int rank = -1;
   int size = 0;
+  std::vector<int32_t> members;  // job ranks by rank
   std::unique_ptr<cc::watch::ControlChannel> channel;
   std::unique_ptr<ChannelWatch> watched;
 
@@ -138,6 +141,9 @@ struct Member {
   int job_rank = -1;
   int world = 0;
   std::vector<Generation> gens;  // oldest first
+  // Every generation decided that this member was told of, with its job
+  // ranks by rank, whether or not its communicator was made here.
+  std::map<uint32_t, std::vector<int32_t>> decided;
 
   // kind, nranks, timeout, settle: one recovery from the newest generation.
   void recover(rv::RecoverKind kind, int nranks, int timeout_ms, int settle_ms) {
@@ -168,6 +174,12 @@ struct Member {
       return;
     }
     const rv::Joined& j = result.joined;
+    // The server names rank 0 only: each member works the rest out, from
+    // the generation before (one whose build failed here counts too).
+    auto before = decided.find(j.generation - 1);
+    const std::vector<int32_t> in = rv::rules::next_generation_members(
+        before != decided.end() ? before->second : from.members, kind, j);
+    decided[j.generation] = in;
     // As while NCCL is built: a member of the new generation that fails now
     // fails this attempt, which then leaves the generation cleanly.
     const auto until = std::chrono::steady_clock::now() + milliseconds(settle_ms);
@@ -180,17 +192,17 @@ struct Member {
       }
       std::this_thread::sleep_for(milliseconds(5));
     } while (std::chrono::steady_clock::now() < until);
-    std::vector<int> members, failed(j.failed.begin(), j.failed.end());
-    for (const auto& m : j.members) members.push_back(m.rank);
+    std::vector<int> members(in.begin(), in.end()), failed(j.failed.begin(), j.failed.end());
     say("RECOVERED gen=" + std::to_string(j.generation) + " rank=" + std::to_string(j.rank) +
-        " size=" + std::to_string(j.members.size()) + " members=" + csv(members) + " failed=" +
+        " size=" + std::to_string(rv::world_size_of(j)) + " members=" + csv(members) + " failed=" +
         csv(failed) + " method=" + (j.method == rv::RecoverMethod::nccl_shrink ? "shrink" : "id") +
         " id=" + (j.unique_id.empty() ? "-" : std::to_string(j.unique_id[0])));
     Generation g;
     g.client = std::move(result.client);
     g.generation = j.generation;
     g.rank = j.rank;
-    g.size = static_cast<int>(j.members.size());
+    g.size = static_cast<int>(rv::world_size_of(j));
+    g.members = in;
     gens.push_back(std::move(g));
     gens.back().watch(channel);
   }
@@ -297,9 +309,9 @@ int main(int argc, char** argv) {
   }
   first.generation = joined.generation;
   first.rank = joined.rank >= 0 ? joined.rank : m.job_rank;
-  // A replacement's join answers with its generation's members; a first
-  // join names rank 0 only.
-  first.size = joined.generation > 0 ? static_cast<int>(joined.members.size()) : m.world;
+  // A replacement joins a regrown generation, whose ranks are the job ranks.
+  first.size = joined.generation > 0 ? static_cast<int>(rv::world_size_of(joined)) : m.world;
+  for (int32_t r = 0; r < first.size; ++r) first.members.push_back(r);
   m.gens.push_back(std::move(first));
   m.gens.back().watch(m.channel);
   say("READY rank=" + std::to_string(m.gens.back().rank) + " gen=" +

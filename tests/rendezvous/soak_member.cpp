@@ -324,10 +324,10 @@ class Trainer {
       if (st.ok()) {
         const rv::Joined& j = result.joined;
         say("rank %d: regrown to generation %u: rank %d of %zu (ranks %s replaced)", shard_,
-            j.generation, j.rank, j.members.size(), csv(j.failed).c_str());
-        auto next =
-            std::make_unique<Generation>(std::move(result.client), gen_->join_number(),
-                                         j.generation, j.rank, static_cast<int>(j.members.size()));
+            j.generation, j.rank, rv::world_size_of(j), csv(j.failed).c_str());
+        auto next = std::make_unique<Generation>(std::move(result.client), gen_->join_number(),
+                                                 j.generation, j.rank,
+                                                 static_cast<int>(rv::world_size_of(j)));
         next->watch(channel_);
         gen_ = std::move(next);  // leaving the failed one returns at once
         return;

@@ -18,6 +18,7 @@ std::vector<rv::Message> one_of_each() {
   rv::Joined joined;
   joined.unique_id = {1, 2, 3};
   joined.members = {{0, "a", 1}, {1, "b", 2}};
+  joined.world_size = 9;
   rv::PreflightReady ready{7,      true,  "node-7boot", "10.0.0.7", 41234,
                            "eth1", "eth", "eth1",       "10.0.0.7", 9000};
   rv::PreflightReport report{7, {{1, true, 0, "reached"}, {0, false, 110, "timed out"}}, 5000};
@@ -204,6 +205,15 @@ TEST_CASE("malformed frames are refused with their reason") {
           rv::DecodeError::field_too_large);
     CHECK(reader_error(rv::encode_frame(1, rv::Wait{std::vector<std::string>(1025, "k"), 0})) ==
           rv::DecodeError::field_too_large);
+    // NCCL ids: 64 of 128 bytes for the scalable init, not one byte more.
+    rv::Join j;
+    j.info.rank = 0;
+    j.info.world_size = 8192;
+    j.unique_id.assign(rv::kMaxUniqueIdBytes, 1);
+    CHECK(std::get<rv::Join>(decode_one(rv::encode_frame(1, j)).message).unique_id.size() ==
+          rv::kMaxUniqueIdBytes);
+    j.unique_id.push_back(1);
+    CHECK(reader_error(rv::encode_frame(1, j)) == rv::DecodeError::field_too_large);
   }
   SECTION("impossible values") {
     rv::Join j;

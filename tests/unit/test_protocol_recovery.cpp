@@ -44,6 +44,7 @@ TEST_CASE("recovery messages round-trip") {
   joined.rank = 1;
   joined.failed = {1, 2};
   joined.method = rv::RecoverMethod::nccl_shrink;
+  joined.world_size = 2;
   const std::vector<rv::Message> all = {a_recover(), rv::RecoverId{3, {1, 2, 3}, 500},
                                         rv::RecoverIdWanted{3}, joined,
                                         rv::ProgressQuery{4, 2, 3}};
@@ -53,6 +54,7 @@ TEST_CASE("recovery messages round-trip") {
   CHECK(back.rank == 1);
   CHECK(back.failed == std::vector<int32_t>{1, 2});
   CHECK(back.method == rv::RecoverMethod::nccl_shrink);
+  CHECK(back.world_size == 2);
   const auto r = std::get<rv::Recover>(decode(rv::MsgType::recover, payload_of(a_recover())));
   CHECK(r.info.host == "node-5");
   CHECK(r.kind == rv::RecoverKind::regrow);
@@ -67,12 +69,25 @@ TEST_CASE("frames of peers without recovery still decode") {
     old.members = {{0, "a", 1}};
     old.notice = "n";
     auto p = payload_of(old);
-    p.resize(p.size() - 13);  // generation, rank, an empty failed list, method
+    p.resize(p.size() - 17);  // generation, rank, an empty failed list, method, world size
     const auto j = std::get<rv::Joined>(decode(rv::MsgType::joined, p));
     CHECK(j.generation == 0);
     CHECK(j.rank == -1);
     CHECK(j.failed.empty());
     CHECK(j.notice == "n");
+    CHECK(rv::world_size_of(j) == 1);  // no world size: the members it lists
+  }
+  SECTION("a Joined of a server before world_size: its recovery listed every member") {
+    rv::Joined old;
+    old.members = {{0, "a", 1}, {2, "c", 3}, {3, "d", 4}};
+    old.generation = 1;
+    old.world_size = 3;
+    auto p = payload_of(old);
+    p.resize(p.size() - 4);
+    const auto j = std::get<rv::Joined>(decode(rv::MsgType::joined, p));
+    CHECK(j.world_size == 0);
+    CHECK(rv::world_size_of(j) == 3);
+    CHECK(j.generation == 1);
   }
   SECTION("a ProgressQuery of an older client: generation 0") {
     auto p = payload_of(rv::ProgressQuery{5, 1, 0});
@@ -112,7 +127,7 @@ TEST_CASE("impossible recovery fields are refused") {
 
   rv::Joined j;
   auto jp = payload_of(j);
-  jp.back() = 9;  // method
+  jp[jp.size() - 5] = 9;  // method, before the world size
   decode(rv::MsgType::joined, jp, rv::DecodeError::bad_field);
   auto trailing = payload_of(rv::RecoverIdWanted{1});
   trailing.push_back(0);

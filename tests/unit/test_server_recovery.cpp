@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "rendezvous/rules/recovery_rules.hpp"
 #include "tests/unit/server_core_harness.hpp"
 
 using namespace std::chrono_literals;
@@ -16,6 +17,15 @@ using cc::test::join_msg;
 using cc::test::ranks_of;
 
 namespace {
+
+// The new generation's job ranks as a member works them out (the server
+// sends rank 0 only), from the job ranks of the generation before.
+std::vector<int32_t> shrunk(const rv::Joined& j, const std::vector<int32_t>& before) {
+  return cc::rv::rules::next_generation_members(before, rv::RecoverKind::shrink, j);
+}
+std::vector<int32_t> regrown(const rv::Joined& j) {
+  return cc::rv::rules::next_generation_members({}, rv::RecoverKind::regrow, j);
+}
 
 // A new process started with rank r: pid 2000 + r.
 rv::Join replacement(int r, int world, uint32_t timeout_ms = 1000) {
@@ -126,12 +136,12 @@ TEST_CASE("recovery: 8 ranks, 2 killed: every survivor gets the same membership"
     const rv::Joined& j = got[i];
     CHECK(j.generation == 1);
     CHECK(j.rank == static_cast<int32_t>(i));  // dense, in job-rank order
-    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 3, 4, 6, 7});
+    CHECK(shrunk(j, {0, 1, 2, 3, 4, 5, 6, 7}) == std::vector<int32_t>{0, 1, 3, 4, 6, 7});
     CHECK(j.failed == std::vector<int32_t>{2, 5});
     CHECK(j.unique_id == std::vector<uint8_t>{9, 8, 7});
     CHECK(j.method == rv::RecoverMethod::new_id);
-    CHECK(j.members[2].host == "h3");
-    CHECK(j.members[2].pid == 1003);
+    CHECK(j.world_size == 6);
+    CHECK(ranks_of(j.members) == std::vector<int32_t>{0});  // rank 0 only, as after a join
   }
 }
 
@@ -173,7 +183,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     job.kill(2);
     for (int r : {0, 1}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
-      CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1});
+      CHECK(shrunk(j, {0, 1, 2, 3}) == std::vector<int32_t>{0, 1});
       CHECK(j.failed == std::vector<int32_t>{2, 3});
     }
   }
@@ -184,7 +194,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     job.shrink(2, 0, true);
     for (int r : {0, 2}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
-      CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 2});
+      CHECK(shrunk(j, {0, 1, 2, 3}) == std::vector<int32_t>{0, 2});
       CHECK(j.failed == std::vector<int32_t>{1, 3});
     }
   }
@@ -198,7 +208,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     h.feed(job.recovery(1), rv::RecoverId{1, {5}, 1000});
     for (int r : {1, 2}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
-      CHECK(ranks_of(j.members) == std::vector<int32_t>{1, 2});
+      CHECK(shrunk(j, {0, 1, 2, 3}) == std::vector<int32_t>{1, 2});
       CHECK(j.failed == std::vector<int32_t>{0, 3});
       CHECK(j.unique_id == std::vector<uint8_t>{5});
     }
@@ -227,7 +237,7 @@ TEST_CASE("recovery: a second death during a shrink") {
     for (int r : {0, 1}) {
       const rv::Joined j = joined_of(h, job.recovery(r));
       CHECK(j.generation == 2);
-      CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1});
+      CHECK(shrunk(j, {0, 1, 2}) == std::vector<int32_t>{0, 1});
       CHECK(j.failed == std::vector<int32_t>{2});  // in generation 1's numbering
     }
   }
@@ -290,9 +300,9 @@ TEST_CASE("recovery: regrow takes replacements that come early or late") {
     const rv::Joined j = joined_of(h, conn);
     CHECK(j.generation == 1);
     CHECK(j.rank == r);  // survivors keep their numbers; replacements take the failed ones
-    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 2, 3});
-    CHECK(j.members[1].pid == 2001);
-    CHECK(j.members[2].pid == 1002);
+    CHECK(regrown(j) == std::vector<int32_t>{0, 1, 2, 3});
+    CHECK(j.world_size == 4);
+    CHECK(ranks_of(j.members) == std::vector<int32_t>{0});
     CHECK(j.failed == std::vector<int32_t>{1, 3});
     CHECK(j.unique_id == std::vector<uint8_t>{3, 3});
   }
@@ -436,7 +446,7 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
     job.ask(0, 0, rv::RecoverKind::shrink, 0, true, 1000, 501);  // it calls again: a shrink
     job.shrink(1, 0, true);
     const auto joined = h.one_as<rv::Joined>(501);
-    CHECK(joined.members.size() == 2);
+    CHECK(rv::world_size_of(joined) == 2);
   }
   SECTION("a communicator the server never completed") {
     h.client(401);
@@ -461,12 +471,12 @@ TEST_CASE("recovery: two jobs stay independent") {
   for (int r : {0, 1, 2}) {
     const rv::Joined j = joined_of(h, b.recovery(r));
     CHECK(j.generation == 1);
-    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 1, 2});
+    CHECK(shrunk(j, {0, 1, 2}) == std::vector<int32_t>{0, 1, 2});
     CHECK(j.failed.empty());
   }
   for (int r : {0, 2}) {
     const rv::Joined j = joined_of(h, a.recovery(r));
-    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 2});
+    CHECK(shrunk(j, {0, 1, 2}) == std::vector<int32_t>{0, 2});
     CHECK(j.failed == std::vector<int32_t>{1});
   }
   // A replacement for b's rank 1 (alive) is refused; one for a's is taken.
@@ -506,7 +516,7 @@ TEST_CASE("recovery: a recovered generation outlives the failed one's connection
   for (rv::ConnId c : {rv::ConnId{300}, rv::ConnId{303}}) {
     const rv::Joined j = joined_of(h, c);
     CHECK(j.generation == 2);
-    CHECK(ranks_of(j.members) == std::vector<int32_t>{0, 3});
+    CHECK(shrunk(j, {0, 2, 3}) == std::vector<int32_t>{0, 3});
     CHECK(j.failed == std::vector<int32_t>{1});  // in generation 1's numbering
   }
   // A new process with job rank 1 is a replacement (it waits), not a new join.

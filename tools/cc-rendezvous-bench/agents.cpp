@@ -126,11 +126,15 @@ class Sim {
       if (conn == r.comm) return node.send(conn, 2, join_of(r));
       return node.send(conn, 2, recover_of(r));
     }
-    if (std::holds_alternative<rv::Joined>(m)) {
+    if (const auto* j = std::get_if<rv::Joined>(&m)) {
       if (conn == r.comm) {
         if (++count_ == world_) next_phase();
         return;
       }
+      if (rv::world_size_of(*j) != static_cast<size_t>(alive_))
+        return fail("rank " + std::to_string(index) + ": the shrink kept " +
+                    std::to_string(rv::world_size_of(*j)) + " ranks, not the " +
+                    std::to_string(alive_) + " alive");
       if (++count_ == alive_) next_phase();
       return;
     }

@@ -1,0 +1,38 @@
+// The NCCL ids a communicator is made from, as the bytes the rendezvous
+// hands out. One id (ncclCommInitRankConfig: NCCL's bootstrap has one root)
+// up to CC_NCCL_RANKS_PER_ID ranks; past that, ceil(ranks / per) ids end to
+// end (at most kMaxNcclIds), and ncclCommInitRankScalable spreads NCCL's
+// bootstrap over that many roots. Rank 0 makes them all; every rank reads
+// the count from the bytes, so the ranks never need to agree on the setting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nccl.h>
+
+#include "common/status.hpp"
+#include "lib/core/core.hpp"
+
+namespace cc::comm {
+
+// The rendezvous carries at most 8 KiB of ids (rv::kMaxUniqueIdBytes).
+inline constexpr int kMaxNcclIds = 64;
+
+// How many ids a communicator of `nranks` is made from.
+int nccl_id_count(int nranks, int ranks_per_id);
+
+// `count` new ids (ncclGetUniqueId each) end to end in *bytes; a failure is
+// told as c's.
+Status make_nccl_ids(const core::Core& c, int count, std::vector<uint8_t>* bytes);
+
+// The ids in `bytes`, as the rendezvous handed them out, at most one per
+// rank of the `nranks` (a recovery's ids were made before its size was
+// known; every rank keeps the same first ones); CC_ERR_RENDEZVOUS when they
+// are not a whole number of ids (1..kMaxNcclIds). `from` names where they
+// came from.
+Status read_nccl_ids(const std::vector<uint8_t>& bytes, int nranks, const std::string& from,
+                     std::vector<ncclUniqueId>* ids);
+
+}  // namespace cc::comm

@@ -1,0 +1,53 @@
+// The NCCL ids a communicator is made from (lib/comm/nccl_ids.*): how many
+// for a size, and the bytes the rendezvous hands out read back as ids.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "lib/comm/nccl_ids.hpp"
+
+using cc::comm::kMaxNcclIds;
+using cc::comm::nccl_id_count;
+using cc::comm::read_nccl_ids;
+
+TEST_CASE("one NCCL id up to CC_NCCL_RANKS_PER_ID ranks, then one per that many") {
+  CHECK(nccl_id_count(1, 128) == 1);
+  CHECK(nccl_id_count(128, 128) == 1);
+  CHECK(nccl_id_count(129, 128) == 2);
+  CHECK(nccl_id_count(1024, 128) == 8);
+  CHECK(nccl_id_count(1025, 128) == 9);
+  CHECK(nccl_id_count(4, 1) == 4);
+  CHECK(nccl_id_count(3, 2) == 2);
+  // 131,072 ranks at 128 a root would be 1,024 ids: the rendezvous carries 64.
+  CHECK(nccl_id_count(131072, 128) == kMaxNcclIds);
+  CHECK(nccl_id_count(1 << 30, 1) == kMaxNcclIds);
+}
+
+TEST_CASE("the rendezvous's bytes read back as the same ids, at most one per rank") {
+  std::vector<uint8_t> bytes(3 * sizeof(ncclUniqueId));
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<uint8_t>(i / sizeof(ncclUniqueId) + 1);
+  std::vector<ncclUniqueId> ids;
+  REQUIRE(read_nccl_ids(bytes, 8, "the rendezvous", &ids).ok());
+  REQUIRE(ids.size() == 3);
+  CHECK(ids[0].internal[0] == 1);
+  CHECK(ids[2].internal[sizeof(ncclUniqueId) - 1] == 3);
+  // A recovery's ids were made for the old size: a smaller world keeps the first.
+  REQUIRE(read_nccl_ids(bytes, 2, "the rendezvous", &ids).ok());
+  CHECK(ids.size() == 2);
+  CHECK(ids[1].internal[0] == 2);
+}
+
+TEST_CASE("bytes that are not whole ids are the rendezvous's error, in words") {
+  std::vector<ncclUniqueId> ids;
+  for (size_t size :
+       {size_t{0}, size_t{127}, size_t{129}, size_t{kMaxNcclIds + 1} * sizeof(ncclUniqueId)}) {
+    const std::vector<uint8_t> bytes(size, 7);
+    const cc::Status s = read_nccl_ids(bytes, 4, "rank 3 (host a): the rendezvous at b:1", &ids);
+    CHECK(s.code == CC_ERR_RENDEZVOUS);
+    CHECK_THAT(s.message, Catch::Contains("rank 3 (host a): the rendezvous at b:1 handed out NCCL "
+                                          "ids of " +
+                                          std::to_string(size) + " bytes"));
+    CHECK_THAT(s.message, Catch::Contains("same version"));
+  }
+}
