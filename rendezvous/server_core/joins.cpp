@@ -43,11 +43,21 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   const std::string me = member_who(in);
   job.ranks.insert(c.id);
   ++counters.joins;
-  if (static_cast<size_t>(in.world_size) > opt.max_connections) {
+  // A world the server could never hold is refused at once: a rank on a
+  // connection of its own takes one of max_connections; behind node agents,
+  // each connection carries up to server_core::kMaxChannelsPerAgent ranks.
+  const bool relayed = c.agent != 0;
+  const size_t holdable =
+      relayed ? opt.max_connections * server_core::kMaxChannelsPerAgent : opt.max_connections;
+  if (static_cast<size_t>(in.world_size) > holdable) {
     send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
                me + " of " + where + " asks for a world of " + std::to_string(in.world_size) +
-                   " ranks, more than the server's limit of " +
-                   std::to_string(opt.max_connections) + " connections; check WORLD_SIZE");
+                   " ranks, more than the server can hold: its limit is " +
+                   std::to_string(opt.max_connections) + " connections" +
+                   (relayed ? ", each node agent's carrying at most " +
+                                  std::to_string(server_core::kMaxChannelsPerAgent) + " ranks"
+                            : " (ranks under cc-run's node agents share one a node)") +
+                   "; check WORLD_SIZE");
     return true;
   }
   auto [git, fresh] = job.comm_joins.try_emplace(in.comm_number);

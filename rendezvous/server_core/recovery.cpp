@@ -78,9 +78,7 @@ bool same_process(const Seat& s, const std::string& host, uint32_t pid) {
 
 // "rank 2 (host h, pid 7, generation 1)": its rank in the current generation.
 std::string seat_who(const Lineage& l, const Seat& s) {
-  const auto at = l.seats.find(s.info.rank);
-  const int position = static_cast<int>(std::distance(l.seats.begin(), at));
-  return cc::who(Who{position, s.info.host, s.info.pid, static_cast<int>(l.generation)});
+  return cc::who(Who{s.position, s.info.host, s.info.pid, static_cast<int>(l.generation)});
 }
 
 // Changes a seat and keeps the lineage's count of awaited seats in step.
@@ -115,6 +113,8 @@ void ServerCore::Impl::start_lineage(Job& job, uint32_t comm_number, const CommJ
     s.open = 1;
     l.seats.emplace(rank, std::move(s));
   }
+  int32_t position = 0;  // the seats in job-rank order
+  for (auto& [rank, s] : l.seats) s.position = position++;
 }
 
 bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock::time_point now) {
@@ -497,10 +497,12 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, RecoverMethod me
   joined.world_size = static_cast<uint32_t>(in.size());
 
   std::map<int32_t, Seat> seats;
-  for (const Member& m : in) {
+  int32_t new_rank = 0;
+  for (const Member& m : in) {  // in job-rank order: the new ranks
     Seat s;
     s.info = m.info;
     s.info.rank = m.job_rank;
+    s.position = new_rank++;
     s.open = m.open;
     seats.emplace(m.job_rank, std::move(s));
     if (m.replacement) l.replacements.erase(m.job_rank);

@@ -19,6 +19,7 @@ namespace cc::rv::server_core {
 // One process of the current generation of a communicator, by job rank.
 struct Seat {
   MemberInfo info;  // rank: the job rank; host and pid name the process
+  int32_t position = 0;  // its rank in the current generation (seats in job-rank order)
   // Its connections holding a membership of this communicator, of any
   // generation (a survivor keeps its old one while it recovers).
   int32_t open = 0;

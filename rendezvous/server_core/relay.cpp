@@ -22,13 +22,6 @@
 
 namespace cc::rv {
 
-namespace {
-
-// The ranks one agent may carry: far more than a node's GPUs.
-constexpr size_t kMaxChannelsPerAgent = 4096;
-
-}  // namespace
-
 bool ServerCore::Impl::on_relay(Conn& agent, uint32_t rid, const Relay& r, Clock::time_point now) {
   if (agent.agent != 0) {
     counters.frame_error(FrameErrorKind::out_of_order);
@@ -89,9 +82,9 @@ void ServerCore::Impl::open_channel(Conn& agent, uint32_t channel,
   if (h == nullptr)
     refusal = "a node agent opened channel " + std::to_string(channel) +
               " without the rank's hello (a bug in the agent)";
-  else if (link.channels.size() >= kMaxChannelsPerAgent)
+  else if (link.channels.size() >= server_core::kMaxChannelsPerAgent)
     refusal = "the node agent at " + agent.peer + " already carries " +
-              std::to_string(kMaxChannelsPerAgent) +
+              std::to_string(server_core::kMaxChannelsPerAgent) +
               " ranks, the most one agent may; start fewer ranks per cc-run";
   const ConnId id = kChannelBit | next_channel_conn++;
   auto c = std::make_unique<Conn>(id, agent.peer, opt.limits);

@@ -91,6 +91,9 @@ struct Membership {
   int32_t job_rank = -1;    // the rank it joined generation 0 with (or was started with)
 };
 
+// The ranks one node agent may carry (relay.cpp): far more than a node's GPUs.
+inline constexpr size_t kMaxChannelsPerAgent = 4096;
+
 // A node agent's connection (relay.cpp): its ranks by channel, and what the
 // core has for them that is not yet handed to the Sink (one Relay a turn).
 struct AgentLink {

@@ -100,6 +100,25 @@ TEST_CASE("the ranks behind an agent join as ranks do, and their answers come as
   CHECK(m.counters.connections_accepted == 2);
 }
 
+TEST_CASE("a world larger than the server's connections is held through agents, not directly") {
+  rv::ServerOptions o;
+  o.max_connections = 2;
+  Harness h(o);
+  h.client(9);
+  h.feed(9, join_msg(1, 3, "host-9"));
+  const std::string direct = h.error_of(h.one(9)).message;
+  CHECK_THAT(direct, Catch::Contains("asks for a world of 3 ranks, more than the server can hold: "
+                                     "its limit is 2 connections (ranks under cc-run's node agents "
+                                     "share one a node); check WORLD_SIZE"));
+  agent_with_ranks(h, 3, 3);  // one connection, three ranks: the join completes
+  const ToAgent got = to_agent(h);
+  REQUIRE(got.frames.size() == 3);
+  for (const auto& [channel, frames] : got.frames) {
+    REQUIRE(frames.size() == 1);
+    CHECK(std::holds_alternative<rv::Joined>(frames[0].message));
+  }
+}
+
 TEST_CASE("a rank's end carries the agent's words to the others") {
   Harness h;
   agent_with_ranks(h, 2, 3);

@@ -89,9 +89,12 @@ class SimNode final : public ag::RankSide {
   ag::LocalId next_ = 1;
 };
 
+double cpu_seconds(pid_t pid);  // user + system, from /proc
+
 class Sim {
  public:
-  Sim(const AgentsRun& run, int port) : run_(run), port_(port), stall_(io_), poll_(io_) {
+  Sim(const AgentsRun& run, int port, pid_t server)
+      : run_(run), port_(port), server_(server), stall_(io_), poll_(io_) {
     world_ = run.nodes * run.ranks_per_node;
     ranks_.resize(static_cast<size_t>(world_));
     for (int i = 0; i < world_; ++i) {
@@ -103,6 +106,7 @@ class Sim {
   }
 
   bool run() {
+    server_cpu_at_start_ = cpu_seconds(server_);
     phase_start_ = Clock::now();
     last_progress_ = phase_start_;
     for (int i = 0; i < run_.window && next_node_ < run_.nodes; ++i) start_node();
@@ -220,8 +224,13 @@ class Sim {
   void next_phase() {
     const auto now = Clock::now();
     const double ms = std::chrono::duration<double, std::milli>(now - phase_start_).count();
-    std::printf("  %-30s %9.1f ms\n", phase_name(phase_), ms);
+    // The server's CPU in this phase: what it would need on a machine of
+    // its own, where the simulated nodes do not share its cores.
+    const double server_cpu = cpu_seconds(server_);
+    std::printf("  %-30s %9.1f ms   server CPU %7.0f ms\n", phase_name(phase_), ms,
+                (server_cpu - server_cpu_at_start_) * 1000.0);
     std::fflush(stdout);
+    server_cpu_at_start_ = server_cpu;
     count_ = 0;
     phase_start_ = now;
     switch (phase_) {
@@ -338,6 +347,7 @@ class Sim {
 
   const AgentsRun& run_;
   int port_;
+  pid_t server_;
   asio::io_context io_;
   std::string job_ = "agents-" + std::to_string(::getpid());
   int world_ = 0;
@@ -350,6 +360,7 @@ class Sim {
   Phase phase_ = Phase::join;
   int count_ = 0;
   Clock::time_point phase_start_, last_progress_;
+  double server_cpu_at_start_ = 0;
   asio::steady_timer stall_, poll_;
 
   friend class SimNode;
@@ -418,7 +429,7 @@ bool run_agents(const AgentsRun& run) {
   std::fflush(stdout);
   bool ok = false;
   {
-    Sim sim(run, server.port);
+    Sim sim(run, server.port, server.pid);
     ok = sim.run();
   }
   std::printf("  server: peak RSS %.1f MiB, CPU %.2f s; agents and ranks (this process): CPU "
