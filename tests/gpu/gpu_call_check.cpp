@@ -220,23 +220,14 @@ int split(cc_comm_t comm, int rank, cudaStream_t s) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (no_cuda_device()) return 77;
-  if (mode == "probe") return 0;
-  cc_comm_t comm = nullptr;
-  if (cc_result_t r = cc_comm_init_from_env(&comm, nullptr); r != CC_SUCCESS)
-    return fail("init: " + words(r));
-  int rank = 0;
-  cc_comm_rank(comm, &rank);
-  return run_mode(mode,
-                  {{"diverge",
-                    [&](cc_comm_t c, int r, cudaStream_t s) {
-                      // the kind of divergence is its argument: none, no such mode
-                      return argc > 2 ? diverge(argv[2], c, r, s)
-                                      : fail("unknown mode '" + mode + "'");
-                    }},
-                   {"legal", [](cc_comm_t c, int, cudaStream_t s) { return legal(c, s); }},
-                   {"loop", [](cc_comm_t c, int, cudaStream_t s) { return loop(c, s); }},
-                   {"split", split},
-                   {"skip", skip}},
-                  comm, rank);
+  return run_rank_program(
+      mode, {{"diverge",
+              [&](cc_comm_t c, int r, cudaStream_t s) {
+                // the kind of divergence is its argument: none, no such mode
+                return argc > 2 ? diverge(argv[2], c, r, s) : fail("unknown mode '" + mode + "'");
+              }},
+             {"legal", [](cc_comm_t c, int, cudaStream_t s) { return legal(c, s); }},
+             {"loop", [](cc_comm_t c, int, cudaStream_t s) { return loop(c, s); }},
+             {"split", split},
+             {"skip", skip}});
 }

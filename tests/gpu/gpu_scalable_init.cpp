@@ -64,13 +64,5 @@ int values(cc_comm_t comm, int rank, cudaStream_t s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
-  if (no_cuda_device()) return 77;
-  if (mode == "probe") return 0;
-  cc_comm_t comm = nullptr;
-  if (cc_result_t r = cc_comm_init_from_env(&comm, nullptr); r != CC_SUCCESS)
-    return fail("init: " + words(r));
-  int rank = 0;
-  cc_comm_rank(comm, &rank);
-  return run_mode(mode, {{"values", values}}, comm, rank);
+  return run_rank_program(argc > 1 ? argv[1] : "", {{"values", values}});
 }

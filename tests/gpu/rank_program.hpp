@@ -1,7 +1,8 @@
 // What the one-rank programs started by the gpu failure and recovery scripts
 // (gpu_failures, gpu_recovery) share: their clock and words on stdout, the
 // environment's numbers, a bounded wait for a stream, device buffers, the
-// communicator's device and stream, the choice of a mode by name.
+// communicator's device and stream, the choice of a mode by name, and the
+// main() of a program of modes.
 #pragma once
 
 #include <time.h>
@@ -118,6 +119,20 @@ inline int run_mode(const std::string& mode, const Modes& modes, cc_comm_t comm,
   cc_comm_destroy(comm);
   cudaStreamDestroy(s);
   return rc;
+}
+
+// main() of a program whose modes each run on a communicator made from the
+// environment: mode "probe" only looks for a GPU (exit 0, or 77 without
+// one); any other is run by run_mode after cc_comm_init_from_env.
+inline int run_rank_program(const std::string& mode, const Modes& modes) {
+  if (no_cuda_device()) return 77;
+  if (mode == "probe") return 0;
+  cc_comm_t comm = nullptr;
+  if (cc_result_t r = cc_comm_init_from_env(&comm, nullptr); r != CC_SUCCESS)
+    return fail("init: " + words(r));
+  int rank = 0;
+  cc_comm_rank(comm, &rank);
+  return run_mode(mode, modes, comm, rank);
 }
 
 }  // namespace cc::test
