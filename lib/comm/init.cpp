@@ -31,7 +31,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Creates the NCCL communicators from the id: the non-blocking one first
+// Creates the NCCL communicators from the ids: the non-blocking one first
 // (so the deadline holds), then the blocking one split from it. News from
 // the rendezvous (`interrupted`) ends the waits; the caller has its words.
 Status init_nccl(cc_comm* c, std::vector<ncclUniqueId>& ids, Clock::time_point deadline,
@@ -107,7 +107,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   Status st = start(
       std::move(request),
       [&](std::vector<uint8_t>* id_bytes) {
-        return make_nccl_ids(*c, nccl_id_count(nranks, c->config.nccl_ranks_per_id), id_bytes);
+        return make_nccl_ids(*c, nccl_ids_to_make(nranks, c->config.nccl_ranks_per_id), id_bytes);
       },
       &joined);
   c->server = std::move(joined.server);

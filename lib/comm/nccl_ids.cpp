@@ -2,12 +2,24 @@
 
 #include <cstring>
 
+#include "lib/comm/nccl_symbol.hpp"
+
 namespace cc::comm {
 
 int nccl_id_count(int nranks, int ranks_per_id) {
   if (ranks_per_id < 1 || nranks <= ranks_per_id) return 1;
   const long long wanted = (static_cast<long long>(nranks) + ranks_per_id - 1) / ranks_per_id;
   return wanted > kMaxNcclIds ? kMaxNcclIds : static_cast<int>(wanted);
+}
+
+InitRankScalableFn nccl_init_rank_scalable() {
+  static const auto fn =
+      reinterpret_cast<InitRankScalableFn>(nccl_symbol("ncclCommInitRankScalable"));
+  return fn;
+}
+
+int nccl_ids_to_make(int nranks, int ranks_per_id) {
+  return nccl_init_rank_scalable() != nullptr ? nccl_id_count(nranks, ranks_per_id) : 1;
 }
 
 Status make_nccl_ids(const core::Core& c, int count, std::vector<uint8_t>* bytes) {

@@ -23,6 +23,15 @@ inline constexpr int kMaxNcclIds = 64;
 // How many ids a communicator of `nranks` is made from.
 int nccl_id_count(int nranks, int ranks_per_id);
 
+// ncclCommInitRankScalable of the NCCL loaded (2.23 and later), looked up
+// so that libcc still loads with an older one; null there.
+using InitRankScalableFn = ncclResult_t (*)(ncclComm_t*, int, int, int, ncclUniqueId*,
+                                            ncclConfig_t*);
+InitRankScalableFn nccl_init_rank_scalable();
+
+// nccl_id_count, or 1 where the NCCL loaded has no scalable init.
+int nccl_ids_to_make(int nranks, int ranks_per_id);
+
 // `count` new ids (ncclGetUniqueId each) end to end in *bytes; a failure is
 // told as c's.
 Status make_nccl_ids(const core::Core& c, int count, std::vector<uint8_t>* bytes);

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "lib/comm/fast_setup.hpp"
+#include "lib/comm/nccl_ids.hpp"
 #include "lib/watch/trace_signal.hpp"
 #include "lib/watch/watchdog.hpp"
 
@@ -19,10 +20,14 @@ ncclResult_t make_ctl_comm(cc_comm* c, std::vector<ncclUniqueId>& ids, Clock::ti
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t nccl = nullptr;
+  // Every rank has the same NCCL major.minor (the join checks it), so where
+  // the scalable init is missing rank 0 made one id.
+  const InitRankScalableFn scalable = nccl_init_rank_scalable();
+  if (scalable == nullptr) ids.resize(1);
   ncclResult_t r =
-      ids.size() == 1 ? ncclCommInitRankConfig(&nccl, c->nranks, ids[0], c->rank, &config)
-                      : ncclCommInitRankScalable(&nccl, c->nranks, c->rank,
-                                                 static_cast<int>(ids.size()), ids.data(), &config);
+      ids.size() == 1
+          ? ncclCommInitRankConfig(&nccl, c->nranks, ids[0], c->rank, &config)
+          : scalable(&nccl, c->nranks, c->rank, static_cast<int>(ids.size()), ids.data(), &config);
   c->nccl_ctl = nccl;
   if (r == ncclInProgress || r == ncclSuccess)
     r = core::wait_ready(*c, nccl, deadline, interrupted);

@@ -16,7 +16,8 @@ namespace cc::comm {
 using Clock = std::chrono::steady_clock;
 
 // Makes c->nccl_ctl from `ids` (lib/comm/nccl_ids.hpp: one id,
-// ncclCommInitRankConfig; several, ncclCommInitRankScalable), non-blocking
+// ncclCommInitRankConfig; several, ncclCommInitRankScalable; the first only
+// where the NCCL loaded has no scalable init), non-blocking
 // so that the deadline holds, and waits until it is ready. Returns NCCL's
 // result: ncclInProgress when the deadline passed, the communicator is being
 // aborted or `interrupted` ended the wait.

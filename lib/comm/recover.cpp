@@ -171,7 +171,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
         // The new world's size is the rendezvous's to decide: as many ids as
         // the old (or the asked) size wants; each rank uses at most one per rank.
         const int expected = nranks > 0 ? nranks : parent->nranks;
-        return make_nccl_ids(*parent, nccl_id_count(expected, parent->config.nccl_ranks_per_id),
+        return make_nccl_ids(*parent, nccl_ids_to_make(expected, parent->config.nccl_ranks_per_id),
                              id_bytes);
       },
       &result);

@@ -8,6 +8,7 @@
 
 using cc::comm::kMaxNcclIds;
 using cc::comm::nccl_id_count;
+using cc::comm::nccl_ids_to_make;
 using cc::comm::read_nccl_ids;
 
 TEST_CASE("one NCCL id up to CC_NCCL_RANKS_PER_ID ranks, then one per that many") {
@@ -21,6 +22,20 @@ TEST_CASE("one NCCL id up to CC_NCCL_RANKS_PER_ID ranks, then one per that many"
   // 131,072 ranks at 128 a root would be 1,024 ids: the rendezvous carries 64.
   CHECK(nccl_id_count(131072, 128) == kMaxNcclIds);
   CHECK(nccl_id_count(1 << 30, 1) == kMaxNcclIds);
+}
+
+TEST_CASE("the NCCL linked here has the scalable init, so its count is made") {
+  int version = 0;
+  REQUIRE(ncclGetVersion(&version) == ncclSuccess);
+  INFO("NCCL " << version);
+  if (version < 22300) {  // before 2.23: one id, whatever the setting
+    CHECK(cc::comm::nccl_init_rank_scalable() == nullptr);
+    CHECK(nccl_ids_to_make(4, 1) == 1);
+    return;
+  }
+  CHECK(cc::comm::nccl_init_rank_scalable() != nullptr);
+  CHECK(nccl_ids_to_make(4, 1) == 4);
+  CHECK(nccl_ids_to_make(4, 128) == 1);
 }
 
 TEST_CASE("the rendezvous's bytes read back as the same ids, at most one per rank") {
