@@ -32,10 +32,11 @@
 //    or the survivor with the lowest job rank is asked for one
 //    (RecoverIdWanted, answered by RecoverId) before anything is decided; if
 //    it goes meanwhile, the next is asked.
-// 7. Once all are in (and the id), every member gets the same Joined:
-//    members by new rank, the generation (one more), the previous
-//    generation's ranks it leaves out or replaces (`failed`), the method and
-//    the id. Its connection becomes its membership of the new generation.
+// 7. Once all are in (and the id), every member gets the same Joined (but
+//    its own rank): the new rank 0 and the world size (each member works
+//    the list out: rules::next_generation_members), the generation (one
+//    more), the previous generation's ranks it leaves out or replaces
+//    (`failed`), the method and the id. Its connection becomes its membership of the new generation.
 //    Failures are announced only to members of the same generation.
 // 8. A member that dies before that is left out (the decision waits for
 //    nobody dead). One that dies after it fails the new generation as any
