@@ -1,5 +1,8 @@
 #include "rendezvous/agent/agent_loop.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -68,6 +71,14 @@ void AgentLoop::connect_next() {
   std::error_code ec;
   connecting_.close(ec);
   connecting_.open(endpoint.protocol(), ec);
+  if (target_.source) {
+    // The port is still chosen at connect, as without a bind: a port bound
+    // here would stay reserved through TIME_WAIT and refuse a later listen
+    // on it, one on 0.0.0.0 included.
+    const int on = 1;
+    ::setsockopt(connecting_.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof on);
+    connecting_.bind(asio::ip::tcp::endpoint(*target_.source, 0), ec);
+  }
   const auto until = std::min(target_.deadline, Clock::now() + kAttemptCap);
   auto alive = alive_;
   async_connect_by(connecting_, endpoint, until, [this, alive](std::error_code result) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ struct UpstreamTarget {
   std::string where;                               // "host:port", for words
   Clock::time_point deadline;                      // for connecting
   size_t read_size = 16 * 1024;                    // the most one read of it takes
+  // The local address to connect from; unset: the system's choice. The
+  // simulation gives each node a loopback address of its own, as nodes on
+  // different hosts have.
+  std::optional<asio::ip::address> source{};
 };
 
 class AgentLoop final : private AgentIo {

@@ -171,6 +171,10 @@ class Sim {
     t.where = o.upstream;
     t.deadline = Clock::now() + std::chrono::seconds(120);
     t.read_size = 4096;
+    // From 127.0.0.2 on, one loopback address a node, as nodes on different
+    // hosts have: from one address, the kernel's search for a free port of
+    // each of 16,384 connections would be the largest cost of the run.
+    t.source = asio::ip::address_v4(0x7f000002u + static_cast<uint32_t>(k));
     nodes_.push_back(std::make_unique<SimNode>(*this, io_, std::move(o), std::move(t)));
     SimNode& node = *nodes_.back();
     node.loop().start();
