@@ -15,6 +15,7 @@
 #include "rendezvous/etcd/client.hpp"
 #include "rendezvous/etcd/keys.hpp"
 #include "rendezvous/etcd/records.hpp"
+#include "rendezvous/etcd/recovery_decision.hpp"
 #include "rendezvous/rules/words.hpp"
 
 namespace cc::rv::etcd {
@@ -202,12 +203,15 @@ struct Backend::Impl {
   Status join_as_replacement(const Join& request, Joined* out);
   Status wait_for_recovery(Gen from, const Recover& request, const MakeId& make_id,
                            Deadline deadline, std::optional<ResultRecord>* out);
-  enum class ResultWait { result, cleared, coordinator_gone, deadline };
-  // follow_coordinator: also end (coordinator_gone) when nobody coordinates.
+  enum class ResultWait { result, cleared, coordinator_gone, refused, deadline };
+  // follow_coordinator: also end (coordinator_gone) when nobody coordinates;
+  // refused_key: also end (refused, *out its words) when it is put.
   Status await_result(Gen next, Deadline deadline, bool follow_coordinator, ResultWait* how,
-                      std::optional<ResultRecord>* out);
+                      std::optional<ResultRecord>* out, const std::string& refused_key = {});
   Status coordinate_recovery(Gen from, const Recover& request, const MakeId& make_id,
                              Deadline deadline);
+  Status refuse_replacement(Gen next, const Snapshot& snap, int32_t rank,
+                            const rules::Refusal& refusal, Deadline deadline);
   Status give_up_recovery(Gen from, uint32_t timeout_ms, std::optional<ResultRecord>* out);
   Status finish_recovery(Gen next, const MemberInfo& info, const ResultRecord& result, Joined* out);
 };

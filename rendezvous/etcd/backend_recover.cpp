@@ -166,11 +166,6 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
   Joining joining_now(*this, req.info);
   if (!joining_now.started())
     return make_status(CC_ERR_INVALID_USAGE, rules::own_connection_words(req.kind, req.info));
-  if (req.kind == RecoverKind::regrow && (req.nranks < 1 || req.nranks > kMaxRegrowRanks))
-    return make_status(CC_ERR_INVALID_ARGUMENT, me_words + " called " +
-                                                    call_words(req.kind, req.nranks) +
-                                                    "; pass the job's size (1 to " +
-                                                    std::to_string(kMaxRegrowRanks) + " ranks)");
   if (Status s = ensure_lease(std::min(deadline, after(opt.request_timeout))); !s.ok()) return s;
 
   Gen from{req.info.comm_number, req.generation};
@@ -193,7 +188,9 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
                          call + " by " + me_words + ": " + at +
                              " never completed on this etcd rendezvous, so it has nothing to "
                              "recover; check MASTER_ADDR and the job id");
-    Decision d(snap, opt.job_id, from);
+    Tracker tracker(opt.job_id, from);
+    tracker.load(snap);
+    const rules::Recovery& rules = tracker.rules();
     // An earlier call of this process was decided: recover from what it got.
     auto mine = snap.asks.find(jr);
     const bool asked_before = mine != snap.asks.end() && same_process(mine->second.info, req.info);
@@ -219,20 +216,10 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
         return make_status(s.code, call + " by " + me_words + ": " + s.message);
       continue;
     }
-    // Only a member of `from` that is not dead takes part (as on cc's
-    // server, one that left cleanly may: it is not waited for).
-    const auto seat = d.seat_record(jr);
-    const bool member_of = d.in_from(jr) && seat && same_process(seat->info, req.info);
-    if (!member_of) {
-      std::string why;
-      if (seat)
-        why = "its rank is held by " + d.seat_who(jr);
-      else if (d.in_from(jr))
-        why = "it was declared failed (its etcd lease expired)";
-      else
-        why = "it is not one of its members";
-      return make_status(CC_ERR_MISMATCH, rules::stale_rank_words(req.info, at, why));
-    }
+    // Only a member of `from` that is not dead takes part (one that left
+    // cleanly may: it is not waited for), with a size a job can have.
+    if (auto refused = rules.check_caller(req.info, req.kind, req.nranks))
+      return make_status(refused->code, refused->words);
     // The request, on this connection's lease.
     const int64_t my_lease = current_lease();
     MemberRecord ask{req.info, nonce, {}};
@@ -258,12 +245,13 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
                                                   me_words + " holds it: stop the other process");
         continue;  // the result came first: read it
       }
-      log().info("etcd: {}: {} called {}", at, d.seat_who(jr), call_words(req.kind, req.nranks));
+      log().info("etcd: {}: {} called {}", at, rules.seat_who(jr),
+                 call_words(req.kind, req.nranks));
     } else if (mine->second.kind != req.kind ||
                (req.kind == RecoverKind::regrow && mine->second.nranks != req.nranks)) {
       return make_status(CC_ERR_INVALID_USAGE,
-                         d.seat_who(jr) + " called " + call_words(req.kind, req.nranks) + " on " +
-                             at + " while its earlier call (" +
+                         rules.seat_who(jr) + " called " + call_words(req.kind, req.nranks) +
+                             " on " + at + " while its earlier call (" +
                              call_words(mine->second.kind, mine->second.nranks) +
                              ") is still in progress; call it once at a time");
     }
@@ -312,17 +300,24 @@ Status Backend::Impl::wait_for_recovery(Gen from, const Recover& req, const Make
   }
 }
 
-// Waits for the next generation's result, or for its coordinator to go.
+// Waits for the next generation's result, or for its coordinator to go, or
+// (a replacement's `refused_key`, when not empty) for its own refusal.
 Status Backend::Impl::await_result(Gen next, Deadline deadline, bool follow_coordinator,
-                                   ResultWait* how, std::optional<ResultRecord>* out) {
+                                   ResultWait* how, std::optional<ResultRecord>* out,
+                                   const std::string& refused_key) {
   out->reset();
   *how = ResultWait::deadline;
   if (Clock::now() >= deadline) return Status::success();
   Txn t;
   t.success = {Op::get(keys.result(next)), Op::get(keys.coordinator(next))};
+  if (!refused_key.empty()) t.success.push_back(Op::get(refused_key));
   TxnResult r;
   if (Status s = etcd->txn(t, std::min(deadline, after(opt.request_timeout)), &r); !s.ok())
     return s;
+  if (!refused_key.empty() && (*out = result_of(r.responses.at(2).range.kvs))) {
+    *how = ResultWait::refused;
+    return Status::success();
+  }
   if ((*out = result_of(r.responses.at(0).range.kvs))) {
     *how = ResultWait::result;
     return Status::success();
@@ -331,22 +326,38 @@ Status Backend::Impl::await_result(Gen next, Deadline deadline, bool follow_coor
     *how = ResultWait::coordinator_gone;
     return Status::success();
   }
-  WatchSpec result;
-  result.key = keys.result(next);
-  result.start_revision = r.revision + 1;
-  WatchSpec coordinator;
-  coordinator.key = keys.coordinator(next);
-  coordinator.start_revision = r.revision + 1;
-  coordinator.no_put = true;
+  auto spec = [&](const std::string& key) {
+    WatchSpec w;
+    w.key = key;
+    w.start_revision = r.revision + 1;
+    return w;
+  };
+  std::vector<WatchSpec> specs = {spec(keys.result(next))};
+  size_t coordinator_spec = 0, refused_spec = 0;  // 0: not watched
+  if (follow_coordinator) {
+    coordinator_spec = specs.size();
+    specs.push_back(spec(keys.coordinator(next)));
+    specs.back().no_put = true;
+  }
+  if (!refused_key.empty()) {
+    refused_spec = specs.size();
+    specs.push_back(spec(refused_key));
+    specs.back().no_delete = true;
+  }
   *how = ResultWait::deadline;
-  std::vector<WatchSpec> specs = {result};
-  if (follow_coordinator) specs.push_back(coordinator);
   Status s =
       etcd->watch(specs, deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
         for (const WatchEvent& e : evs) {
-          if (e.spec == 1) {
+          if (coordinator_spec != 0 && e.spec == coordinator_spec) {
             *how = ResultWait::coordinator_gone;
             return false;
+          }
+          if (refused_spec != 0 && e.spec == refused_spec) {
+            if ((*out = result_of({e.kv}))) {
+              *how = ResultWait::refused;
+              return false;
+            }
+            continue;
           }
           if (e.type == WatchEvent::Type::del) {
             *how = ResultWait::cleared;
@@ -363,62 +374,74 @@ Status Backend::Impl::await_result(Gen next, Deadline deadline, bool follow_coor
   return s;
 }
 
-// The coordinator's part: watches the members of `from` and the requests
-// until the decision can be made (or must be refused), then puts it.
+// The coordinator's part: watches the members of `from` and the requests,
+// feeding each change to the recovery rules, until the decision can be made
+// (or must be refused), then puts it. A replacement the rules refuse once
+// the regrow is ready (another world size) is told on its own key, and the
+// watch goes on.
 Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const MakeId& make_id,
                                           Deadline deadline) {
   const Gen next{from.g, from.generation + 1};
   const std::string me_words = member_who(req.info);
   Snapshot snap;
-  auto settled = [&] {
-    Decision d(snap, opt.job_id, from);
-    return snap.next_result.has_value() || d.refusal().has_value() || d.ready();
-  };
+  Tracker tracker(opt.job_id, from);
   auto failed = [&](const Status& s) {
     return make_status(s.code,
                        me_words + " coordinating " + call_name(req.kind) + ": " + s.message);
   };
-  // Read, then watch until settled; read again when a seat leaves (its key
-  // of the generation before is then watched too).
-  for (bool again = true; again;) {
-    if (Status s =
-            read_snapshot(*etcd, keys, from, std::min(deadline, after(opt.request_timeout)), &snap);
-        !s.ok())
-      return failed(s);
-    if (settled()) break;
-    auto spec = [&](const std::string& key, bool prefix) {
-      WatchSpec w;
-      w.key = key;
-      if (prefix) w.range_end = prefix_end(key);
-      w.start_revision = snap.revision + 1;
-      return w;
-    };
-    std::vector<WatchSpec> specs = {spec(keys.member_prefix(from), true),
-                                    spec(keys.member_prefix(next), true),
-                                    spec(keys.result(next), false)};
-    for (const auto& [jr, parent] : snap.parents) specs.push_back(spec(parent.kv.key, false));
-    again = false;
-    Status s =
-        etcd->watch(specs, deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
-          for (const WatchEvent& e : evs) {
-            apply(keys, from, e, &snap);
-            again = again || (e.spec == 0 && e.type == WatchEvent::Type::put && e.kv.lease == 0);
-          }
-          return !again && !settled();
-        });
-    if (s.code == CC_ERR_TIMEOUT) return Status::success();  // the caller gives up in words
-    if (!s.ok()) return failed(s);
+  for (bool refused_some = true; refused_some;) {
+    refused_some = false;
+    // Read, then watch until settled; read again when a seat leaves (its key
+    // of the generation before is then watched too).
+    for (bool again = true; again;) {
+      if (Status s = read_snapshot(*etcd, keys, from,
+                                   std::min(deadline, after(opt.request_timeout)), &snap);
+          !s.ok())
+        return failed(s);
+      tracker.load(snap);
+      if (tracker.settled(snap)) break;
+      auto spec = [&](const std::string& key, bool prefix) {
+        WatchSpec w;
+        w.key = key;
+        if (prefix) w.range_end = prefix_end(key);
+        w.start_revision = snap.revision + 1;
+        return w;
+      };
+      std::vector<WatchSpec> specs = {spec(keys.member_prefix(from), true),
+                                      spec(keys.member_prefix(next), true),
+                                      spec(keys.result(next), false)};
+      for (const auto& [jr, parent] : snap.parents) specs.push_back(spec(parent.kv.key, false));
+      again = false;
+      Status s =
+          etcd->watch(specs, deadline, nullptr, [&](const std::vector<WatchEvent>& evs, int64_t) {
+            for (const WatchEvent& e : evs) {
+              apply(keys, from, e, &snap);
+              tracker.on_event(keys, snap, e);
+              again = again || (e.spec == 0 && e.type == WatchEvent::Type::put && e.kv.lease == 0);
+            }
+            return !again && !tracker.settled(snap);
+          });
+      if (s.code == CC_ERR_TIMEOUT) return Status::success();  // the caller gives up in words
+      if (!s.ok()) return failed(s);
+    }
+    if (snap.next_result || tracker.refusal()) break;
+    for (const auto& [info, refusal] : tracker.take_wrong_replacements()) {
+      if (Status s = refuse_replacement(next, snap, info.rank, refusal,
+                                        std::min(deadline, after(opt.request_timeout)));
+          !s.ok())
+        return failed(s);
+      refused_some = true;
+    }
   }
   if (snap.next_result) return Status::success();
   const Deadline requests = std::min(deadline, after(opt.request_timeout));
-  Decision d(snap, opt.job_id, from);
-  if (auto refused = d.refusal()) {
-    (void)fail_generation(next, refused->first, refused->second, requests);
+  if (const auto& refused = tracker.refusal()) {
+    (void)fail_generation(next, refused->code, refused->words, requests);
     return Status::success();
   }
   bool need_id = false;
   RosterRecord roster;
-  ResultRecord done = d.decide(&need_id, &roster);
+  ResultRecord done = tracker.decide(&need_id, &roster);
   done.checked_revision = snap.revision;
   if (need_id) {
     if (Status s = make_id(&done.unique_id); !s.ok()) {
@@ -444,6 +467,31 @@ Status Backend::Impl::coordinate_recovery(Gen from, const Recover& req, const Ma
   return Status::success();
 }
 
+// Takes a waiting replacement's request out (unless it changed meanwhile)
+// and puts its refusal where it watches (keys.hpp: refused/<its op id>).
+Status Backend::Impl::refuse_replacement(Gen next, const Snapshot& snap, int32_t rank,
+                                         const rules::Refusal& refusal, Deadline deadline) {
+  auto ask = snap.asks.find(rank);
+  auto created = snap.ask_order.find(rank);
+  if (ask == snap.asks.end() || created == snap.ask_order.end()) return Status::success();
+  ResultRecord words;
+  words.ok = false;
+  words.code = static_cast<uint32_t>(refusal.code);
+  words.words = refusal.words;
+  Compare same_request;
+  same_request.key = keys.member(next, rank);
+  same_request.target = Compare::Target::create;
+  same_request.number = created->second;
+  Txn t;
+  t.compare = {same_request};
+  t.success = {Op::del(keys.member(next, rank)),
+               Op::put(keys.refused(next, ask->second.nonce), encode(words))};
+  TxnResult r;
+  if (Status s = etcd->txn(t, deadline, &r); !s.ok()) return s;
+  log().warn("etcd: {}: {}", where(opt.job_id, next.g, next.generation - 1), refusal.words);
+  return Status::success();
+}
+
 // A participant's deadline passed: the next generation fails with words
 // naming who did not call, unless it was decided meanwhile; *out is the
 // result that stands.
@@ -454,8 +502,9 @@ Status Backend::Impl::give_up_recovery(Gen from, uint32_t timeout_ms,
   Snapshot snap;
   if (Status s = read_snapshot(*etcd, keys, from, grace, &snap); !s.ok()) return s;
   if (!snap.next_result) {
-    Decision d(snap, opt.job_id, from);
-    (void)fail_generation(next, CC_ERR_TIMEOUT, d.late_words(timeout_ms), grace);
+    Tracker tracker(opt.job_id, from);
+    tracker.load(snap);
+    (void)fail_generation(next, CC_ERR_TIMEOUT, tracker.late_words(timeout_ms), grace);
     if (Status s = read_snapshot(*etcd, keys, from, grace, &snap); !s.ok()) return s;
   }
   *out = snap.next_result;
@@ -554,9 +603,11 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     Snapshot snap;
     if (Status s = read_snapshot(*etcd, keys, from, requests, &snap); !s.ok())
       return make_status(s.code, me_words + ": " + s.message);
-    Decision d(snap, opt.job_id, from);
+    Tracker tracker(opt.job_id, from);
+    tracker.load(snap);
+    const rules::Recovery& rules = tracker.rules();
     const std::string at = where(opt.job_id, g, e);
-    if (d.in_from(jr) && d.state(jr) == Decision::SeatState::alive) {
+    if (rules.has_seat(jr) && rules.state(jr) == rules::SeatState::alive) {
       // etcd learns of a death when its lease expires: a replacement started
       // at once (cc-run --max-restarts) waits that long for the rank it
       // replaces to be declared failed before it counts as a second start.
@@ -572,7 +623,8 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
         std::this_thread::sleep_for(kRetry);
         continue;
       }
-      return make_status(CC_ERR_MISMATCH, rules::alive_rank_words(late, jr, at, d.seat_who(jr)));
+      return make_status(CC_ERR_MISMATCH,
+                         rules::alive_rank_words(late, jr, at, rules.seat_who(jr)));
     }
     if (snap.next_result) {  // decided (latest moves on) or failed (a survivor clears it)
       std::this_thread::sleep_for(kRetry);
@@ -583,6 +635,10 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
       return make_status(CC_ERR_MISMATCH,
                          rules::replacement_waiting_words(late, jr, mine->second.info));
     if (mine == snap.asks.end()) {
+      // Its rank is free and nobody waits for it: what else the rules
+      // check of a replacement (its NCCL).
+      if (auto refused = rules.check_replacement(in, late))
+        return make_status(refused->code, refused->words);
       const int64_t my_lease = current_lease();
       MemberRecord ask{in, nonce, {}};
       ask.recovering = true;
@@ -602,8 +658,13 @@ Status Backend::Impl::join_as_replacement(const Join& req, Joined* out) {
     std::optional<ResultRecord> result;
     ResultWait how = ResultWait::deadline;
     // The coordinator key comes and goes with the survivors: only the result counts here.
-    if (Status s = await_result(next, deadline, false, &how, &result); !s.ok())
+    if (Status s = await_result(next, deadline, false, &how, &result, keys.refused(next, nonce));
+        !s.ok())
       return make_status(s.code, me_words + ": " + s.message);
+    if (how == ResultWait::refused) {
+      asked.reset();  // the coordinator took its request out
+      return make_status(static_cast<cc_result_t>(result->code), result->words);
+    }
     if (!result || !result->ok) continue;  // the deadline, or a failed regrow: as above
     const auto& m = result->members;
     if (std::find(m.begin(), m.end(), jr) != m.end()) {

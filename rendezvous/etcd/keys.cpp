@@ -46,6 +46,9 @@ std::string Keys::gone(Gen g, int32_t rank) const {
 }
 std::string Keys::leaves(Gen g) const { return generation(g) + "leaves"; }
 std::string Keys::coordinator(Gen g) const { return generation(g) + "coordinator"; }
+std::string Keys::refused(Gen g, const std::string& nonce) const {
+  return generation(g) + "refused/" + nonce;
+}
 std::string Keys::calls_prefix(Gen g) const { return generation(g) + "calls/"; }
 namespace {
 
@@ -63,8 +66,7 @@ std::string Keys::mismatch(Gen g, uint32_t split, int32_t color) const {
   return generation(g) + "mismatch" + (split == 0 ? std::string() : "/" + split_part(split, color));
 }
 
-std::optional<std::pair<uint32_t, int32_t>> Keys::calls_line(Gen g,
-                                                             const std::string& key) const {
+std::optional<std::pair<uint32_t, int32_t>> Keys::calls_line(Gen g, const std::string& key) const {
   const std::string prefix = calls_prefix(g);
   if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0)
     return std::nullopt;

@@ -16,6 +16,7 @@
 //   lease <prefix>/<job>/gen/<g>/calls/s<n>.<color>/<rank>  the same for its n-th split child of
 //   that color <prefix>/<job>/gen/<g>/mismatch        the first difference in the ranks' calls, put
 //   once <prefix>/<job>/gen/<g>/mismatch/s<n>.<color>      the same for a split child
+//   <prefix>/<job>/gen/<g>/refused/<op>    a replacement refused by a recovery (gen/<g>.<e>/ only)
 //   <prefix>/<job>/latest/<g>              the newest generation a recovery made of join g
 //
 // Generation e > 0 of join g (made by cc_comm_shrink or cc_comm_regrow) has
@@ -67,6 +68,8 @@ class Keys {
   std::string gone(Gen g, int32_t rank) const;
   std::string leaves(Gen g) const;
   std::string coordinator(Gen g) const;
+  // A replacement's refusal by a recovery's coordinator (`nonce`: its request's).
+  std::string refused(Gen g, const std::string& nonce) const;
   std::string calls_prefix(Gen g) const;  // "<root>gen/<g>/calls/"
   // split 0: the communicator itself; n > 0: its n-th split child of `color`.
   std::string calls(Gen g, uint32_t split, int32_t color, int32_t rank) const;

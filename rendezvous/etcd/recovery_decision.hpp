@@ -1,7 +1,7 @@
-// How one recovery on etcd is decided, by the recovery rules
-// (rendezvous/rules/recovery_rules.hpp, as cc's own server decides), over
-// what etcd holds of it: pure, so the rules test without etcd. backend_recover.cpp reads the snapshot,
-// keeps it current from a watch and acts on the decision.
+// How one recovery on etcd is decided: what etcd holds of it (a snapshot
+// kept current from a watch) fed to the recovery rules that cc's own server
+// follows too (rendezvous/rules/recovery_state.hpp). Pure, so it tests
+// without etcd; backend_recover.cpp reads, watches and acts on the decision.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include "rendezvous/etcd/client.hpp"
 #include "rendezvous/etcd/keys.hpp"
 #include "rendezvous/etcd/records.hpp"
+#include "rendezvous/rules/recovery_state.hpp"
 
 namespace cc::rv::etcd {
 
@@ -47,53 +48,52 @@ struct Snapshot {
   std::map<int32_t, Held> parents;
 };
 
-// The decision, as cc's server makes it, over a snapshot (which must
-// outlive it).
-class Decision {
+// A seat's state from its member key of `from` (and, having left it
+// cleanly, its key of the generation before): alive on a lease, or through
+// its earlier key of the same process; gone off its lease; dead when the
+// key went with its lease.
+rules::SeatState seat_state(const Snapshot& s, int32_t job_rank);
+
+// The recovery rules (rendezvous/rules/recovery_state.hpp, as cc's server
+// decides) fed from what etcd holds of one recovery: a snapshot once, then
+// each watched change. Each change costs O(log n); only the snapshot, the
+// decision and the deadline's words walk the members.
+class Tracker {
  public:
-  Decision(const Snapshot& s, std::string job, Gen from);
+  Tracker(std::string job, Gen from) : job_(std::move(job)), from_(from) {}
 
-  // alive: its member key of `from` is on a lease, or it left `from`
-  // cleanly and its key of the generation before still is (the same
-  // process); gone: it left; dead: its key went with its lease.
-  enum class SeatState { alive, gone, dead };
-  SeatState state(int32_t job_rank) const;
-  const std::optional<MemberRecord>& seat_record(int32_t job_rank) const;
-  // "rank 2 (host h, pid 7, generation 1)": its rank in generation `from`.
-  std::string seat_who(int32_t job_rank) const;
-  bool in_from(int32_t job_rank) const;
-  // A request from the member of `from` that holds its rank, alive or gone
-  // (left cleanly: a survivor whose earlier attempt failed after the
-  // decision let go of that attempt's connection), not dead.
-  bool survivor_ask(int32_t job_rank) const;
-  // A replacement's request for a rank that no living member of `from` holds.
-  bool replacement_ask(int32_t job_rank) const;
-  std::vector<int32_t> survivors() const;
-  // The first survivor's request, which the others must match.
-  std::optional<MemberRecord> first() const;
-  // Living members of `from` that have not asked, in words.
-  std::vector<std::string> awaited() const;
-  // Ranks of a regrow to `nranks` with neither a survivor nor a replacement.
-  std::vector<int32_t> holes(int32_t nranks) const;
+  // What a snapshot holds: `from`'s members and their states, then the
+  // requests in the order they came.
+  void load(const Snapshot& s);
+  // One watched change, applied to `s` first.
+  void on_event(const Keys& keys, const Snapshot& s, const WatchEvent& e);
 
-  // Words that end this recovery at once (ranks that disagree, a regrow
-  // that cannot hold a survivor), or nullopt.
-  std::optional<std::pair<cc_result_t, std::string>> refusal() const;
-
-  // Every living member asked (and every rank of a regrow has a process).
-  bool ready() const;
-
-  // The next generation (call when ready() and no refusal()): its result,
-  // whether it needs a new NCCL id, and its roster.
+  const rules::Recovery& rules() const { return rules_; }
+  // Words that end this attempt at once (ranks that disagree, a regrow that
+  // cannot hold a survivor), once one came.
+  const std::optional<rules::Refusal>& refusal() const { return refusal_; }
+  // Decided, refused, or ready to decide.
+  bool settled(const Snapshot& s) const {
+    return s.next_result.has_value() || refusal_.has_value() || rules_.ready();
+  }
+  // Replacements of a ready regrow with another world size, taken out.
+  std::vector<std::pair<MemberInfo, rules::Refusal>> take_wrong_replacements() {
+    return rules_.take_wrong_replacements();
+  }
+  // The next generation (when ready): its result, whether it needs a new
+  // NCCL id, and its roster.
   ResultRecord decide(bool* need_id, RosterRecord* roster) const;
-
   // Why the recovery did not complete by a deadline of `timeout_ms`.
   std::string late_words(uint32_t timeout_ms) const;
 
  private:
-  const Snapshot& s_;
+  void seat_changed(const Snapshot& s, int32_t job_rank);
+  void offer(const Snapshot& s, int32_t job_rank);  // a request, to the rules
+
   std::string job_;
   Gen from_;
+  rules::Recovery rules_;
+  std::optional<rules::Refusal> refusal_;
 };
 
 }  // namespace cc::rv::etcd

@@ -426,7 +426,8 @@ struct ServerCore::Impl {
   void recovery_parked_expired(uint64_t id, const Parked& p);
   void settle(Job& job);
   void evaluate(Job& job, uint32_t comm_number, server_core::Lineage& l);
-  void commit(Job& job, uint32_t comm_number, server_core::Lineage& l, RecoverMethod method);
+  void commit(Job& job, uint32_t comm_number, server_core::Lineage& l,
+              const rules::NextGeneration& next);
   void fail_recovery(Job& job, uint32_t comm_number, server_core::Lineage& l, cc_result_t code,
                      const std::string& words);
 

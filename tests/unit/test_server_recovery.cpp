@@ -442,7 +442,7 @@ TEST_CASE("recovery: stale processes and disagreements are refused with words") 
     job.regrow(0, 1 << 30);
     CHECK_THAT(h.refusal(job.recovery(0), CC_ERR_INVALID_ARGUMENT),
                Catch::Contains("called cc_comm_regrow(nranks=1073741824)") &&
-                   Catch::Contains("more than the rendezvous's limit of 65536 ranks"));
+                   Catch::Contains("; pass the job's size (1 to 65536 ranks)"));
     job.ask(0, 0, rv::RecoverKind::shrink, 0, true, 1000, 501);  // it calls again: a shrink
     job.shrink(1, 0, true);
     const auto joined = h.one_as<rv::Joined>(501);
