@@ -73,7 +73,8 @@ void Recovery::change(int32_t job_rank, F&& f) {
 bool Recovery::set_state(int32_t job_rank, SeatState state, const std::string& why) {
   bool dropped = false;
   change(job_rank, [&](Seat* s) {
-    if (s == nullptr) return;
+    // A process declared failed cannot come back (its rank takes a replacement).
+    if (s == nullptr || s->state == SeatState::dead) return;
     s->state = state;
     if (state == SeatState::dead) {
       if (s->why.empty()) s->why = why;

@@ -54,6 +54,7 @@ class Recovery {
              std::vector<MemberInfo> seats);
 
   // A backend's news of a seat (`why`, for dead: "its connection closed").
+  // Dead is for good: later news of that seat changes nothing.
   // A seat that dies while it takes part stops taking part: returns true
   // then (its call is answered by stale_words()).
   bool set_state(int32_t job_rank, SeatState s, const std::string& why = {});

@@ -67,10 +67,9 @@ namespace {
 const auto call_name = server_core::recover_call_name;
 const auto call_words = server_core::recover_call_words;
 
-// How the rules see a seat from its connections: dead once declared so,
-// else alive while a connection of it holds a membership, else gone.
-rules::SeatState state_of(const Lineage& l, int32_t job_rank, const Seat& s) {
-  if (l.rules.state(job_rank) == rules::SeatState::dead) return rules::SeatState::dead;
+// How the rules see a seat from its connections: alive while one of them
+// holds a membership, else gone (dead, once declared, the rules keep).
+rules::SeatState state_of(const Seat& s) {
   return s.open > 0 ? rules::SeatState::alive : rules::SeatState::gone;
 }
 
@@ -215,7 +214,7 @@ void ServerCore::Impl::recovery_conn_ends(Job& job, const Conn& c, bool failed,
     if (sit == l.seats.end() || !same_process(l.rules.seat(m.job_rank), m.host, m.pid)) continue;
     Seat& s = sit->second;
     --s.open;
-    const rules::SeatState now = failed ? rules::SeatState::dead : state_of(l, m.job_rank, s);
+    const rules::SeatState now = failed ? rules::SeatState::dead : state_of(s);
     if (l.rules.set_state(m.job_rank, now, reason)) {  // it was taking part
       if (auto pit = parked.find(s.parked); s.parked != 0 && pit != parked.end()) {
         send_error(pit->second.conn, pit->second.request_id, CC_ERR_MISMATCH,
