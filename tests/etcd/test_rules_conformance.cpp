@@ -6,7 +6,8 @@
 // (the same next generation), survivors that disagree, a regrow too small
 // for a survivor, a deadline with a silent survivor or a rank nobody
 // replaced, a second start of a living rank, a second replacement for one
-// rank and a replacement's own deadline, a recovery on a member's connection.
+// rank and a replacement's own deadline, a recovery on a member's connection,
+// and a replacement of another world size than the regrow's (refused alone).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
@@ -89,7 +90,7 @@ struct RecoveryCase {
   std::vector<int> killed;        // gone without leaving, after the join
   std::vector<int> replacements;  // ranks a new process joins for, before the calls
   std::vector<Call> calls;
-  cc_result_t code;  // what every call returns
+  cc_result_t code;   // what every call returns
   std::string words;  // its words (CC_SUCCESS: none)
   // On success, what every caller and replacement is told.
   std::vector<int32_t> members = {};  // job ranks by new rank
@@ -104,22 +105,48 @@ std::vector<RecoveryCase> recovery_cases() {
   const std::string late = "did not complete within";
   return {
       {"shrink", 4, {1, 3}, {}, {{0, kShrink, 0}, {2, kShrink, 0}}, CC_SUCCESS, "", {0, 2}, {1, 3}},
-      {"regrow-replaced", 3, {1}, {1}, {{0, kRegrow, 3}, {2, kRegrow, 3}}, CC_SUCCESS, "",
-       {0, 1, 2}, {1}},
-      {"disagree", 3, {0}, {}, {{1, kShrink, 0}, {2, kRegrow, 3}}, CC_ERR_MISMATCH,
+      {"regrow-replaced",
+       3,
+       {1},
+       {1},
+       {{0, kRegrow, 3}, {2, kRegrow, 3}},
+       CC_SUCCESS,
+       "",
+       {0, 1, 2},
+       {1}},
+      {"disagree",
+       3,
+       {0},
+       {},
+       {{1, kShrink, 0}, {2, kRegrow, 3}},
+       CC_ERR_MISMATCH,
        "ranks disagree on how " + at +
            " goes on: rank 1 (host host-b, pid 1001, generation 0) called cc_comm_shrink, rank 2 "
            "(host host-c, pid 1002, generation 0) called cc_comm_regrow(nranks=3); every "
            "survivor must make the same call"},
-      {"regrow-too-small", 3, {1}, {}, {{2, kRegrow, 2}}, CC_ERR_INVALID_ARGUMENT,
+      {"regrow-too-small",
+       3,
+       {1},
+       {},
+       {{2, kRegrow, 2}},
+       CC_ERR_INVALID_ARGUMENT,
        "rank 2 (host host-c, pid 1002, generation 0) called cc_comm_regrow(nranks=2) on " + at +
            ", but a survivor keeps its job rank 2, which a communicator of 2 ranks does not "
            "have; regrow to at least 3 ranks, or shrink"},
-      {"silent-survivor", 3, {2}, {}, {{0, kShrink, 0, 1500}}, CC_ERR_TIMEOUT,
+      {"silent-survivor",
+       3,
+       {2},
+       {},
+       {{0, kShrink, 0, 1500}},
+       CC_ERR_TIMEOUT,
        "cc_comm_shrink on " + at + " " + late +
            " 1500 ms: rank 1 (host host-b, pid 1001, generation 0) is alive but did not call "
            "cc_comm_shrink"},
-      {"nobody-replaced", 3, {2}, {}, {{0, kRegrow, 3, 2000}, {1, kRegrow, 3, 2000}},
+      {"nobody-replaced",
+       3,
+       {2},
+       {},
+       {{0, kRegrow, 3, 2000}, {1, kRegrow, 3, 2000}},
        CC_ERR_TIMEOUT,
        "cc_comm_regrow(nranks=3) on " + at + " " + late +
            " 2000 ms: rank 2 never came: no replacement joined for it; start a process with "
@@ -231,6 +258,59 @@ TEST_CASE("conformance: every recovery case, the same outcome on cc's server and
       CHECK(o.joined.unique_id == std::vector<uint8_t>(128, 0x77));
     }
   });
+}
+
+TEST_CASE("conformance: a replacement of another world size is refused alone; the next one fits") {
+  LoopbackServer server;
+  for (const Side& side : both_sides(server)) {
+    INFO(side.name);
+    const std::string job = "wrong-world";
+    const Connect connect = side.connect(job);
+    auto ranks = joined(connect, 3);
+    ranks[2].reset();
+    auto wrong_conn = connect();
+    auto wrong = std::async(std::launch::async, [&] {
+      JoinOutcome o;
+      o.status = wrong_conn->join(replacement_join(2, 4), &o.joined);  // WORLD_SIZE=4
+      return o;
+    });
+    std::this_thread::sleep_for(milliseconds(300));
+    std::vector<std::unique_ptr<rv::Client>> own;
+    std::vector<std::future<JoinOutcome>> calls;
+    for (int r : {0, 1}) {
+      own.push_back(connect());
+      rv::Client* conn = own.back().get();
+      calls.push_back(std::async(std::launch::async, [conn, r] {
+        rv::Recover req;
+        req.info = table_join(r, 3).info;
+        req.kind = kRegrow;
+        req.nranks = 3;
+        req.can_shrink = true;
+        req.timeout_ms = 20000;
+        JoinOutcome o;
+        o.status = conn->recover(req, id_maker(), &o.joined);
+        return o;
+      }));
+    }
+    const JoinOutcome refused = wrong.get();
+    CHECK(refused.status.code == CC_ERR_MISMATCH);
+    CHECK(refused.status.message ==
+          "rank 2 (host host-new, pid 5002) came as a replacement with a world size of 4, but the "
+          "survivors of job 'wrong-world', communicator 1, generation 0 regrow to 3; give it "
+          "WORLD_SIZE=3");
+    const std::vector<JoinOutcome> fits = run_joins(connect, {replacement_join(2, 3)});
+    INFO("the replacement that fits: " << fits[0].status.message);
+    REQUIRE(fits[0].status.ok());
+    const RecoveryCase expected{"wrong-world", 3,  {2},       {2}, {{0, kRegrow, 3}},
+                                CC_SUCCESS,    "", {0, 1, 2}, {2}};
+    check_joined(fits[0].joined, expected, 2);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const JoinOutcome o = calls[i].get();
+      INFO("survivor " << i << ": " << o.status.message);
+      REQUIRE(o.status.ok());
+      check_joined(o.joined, expected, static_cast<int>(i));
+    }
+  }
 }
 
 TEST_CASE("conformance: late joins and replacements, the same words on both backends") {
