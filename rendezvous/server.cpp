@@ -457,8 +457,7 @@ class AsioServer final : public Server, private Sink {
       finish_close(s, true);
       return;
     }
-    core_.on_disconnect(s->id,
-                        ec == asio::error::eof ? "the client closed the connection" : ec.message(),
+    core_.on_disconnect(s->id, ec == asio::error::eof ? ServerCore::kClientClosed : ec.message(),
                         Clock::now());
     finish_close(s, true);
   }

@@ -67,6 +67,9 @@ class Sink {
 class ServerCore {
  public:
   static constexpr size_t kMaxAnnouncedFailures = 16;
+  // The reason the I/O layer gives when a client closed its connection (end
+  // of stream), for on_disconnect.
+  static constexpr const char* kClientClosed = "the client closed the connection";
   // What the store limits count for a key beyond its key's and value's
   // bytes: the server's hash node, bucket and heap chunks for it (measured:
   // 74 to 142 bytes with glibc 2.36 on x86-64, docs/RENDEZVOUS.md).
@@ -104,6 +107,9 @@ class ServerCore {
   bool on_connect(ConnId conn, const std::string& peer, Clock::time_point now, size_t closing = 0);
   void on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now);
   // The peer closed or the socket failed; `reason` says how ("end of stream").
+  // A member whose client closed the connection (kClientClosed) without a
+  // Leave is announced in rules::closed_without_leaving_words(), the words
+  // every backend tells the others for a member gone so.
   void on_disconnect(ConnId conn, const std::string& reason, Clock::time_point now);
   // The same, at the time of the latest call into the core.
   void on_disconnect(ConnId conn, const std::string& reason);

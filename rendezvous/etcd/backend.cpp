@@ -10,6 +10,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/etcd/backend_impl.hpp"
+#include "rendezvous/rules/event_rules.hpp"
 #include "rendezvous/rules/join_rules.hpp"
 
 namespace cc::rv::etcd {
@@ -376,11 +377,8 @@ Backend::~Backend() {
   }
   // Gone without leaving: the others are told now, not a TTL later.
   if (was_member)
-    (void)i.announce_departure(
-        PeerEventKind::failed,
-        "it closed its connection to the rendezvous without leaving (the process "
-        "exited or dropped the communicator without destroying it)",
-        i.after(i.opt.request_timeout));
+    (void)i.announce_departure(PeerEventKind::failed, rules::closed_without_leaving_words(),
+                               i.after(i.opt.request_timeout));
   i.stop_follower();
   int64_t id = 0;
   {
@@ -567,23 +565,39 @@ std::chrono::steady_clock::time_point Backend::last_heard() const {
 }
 
 Status Backend::abort(const std::string& reason) {
-  return impl_->do_abort(reason.empty() ? "the rank called abort" : reason);
+  return impl_->do_abort(rules::abort_reason(reason));
 }
 
 Status Backend::abort_nowait(const std::string& reason) {
   Impl& i = *impl_;
   std::lock_guard<std::mutex> lock(i.mu);
   if (!i.keeper.joinable()) return Status::success();  // never joined: nobody to tell
-  i.pending_abort = reason.empty() ? "the rank called abort" : reason;
+  i.pending_abort = rules::abort_reason(reason);
   i.keeper_cv.notify_all();
   return Status::success();
 }
 
 // The failing rank's words go on the events key (as init_failed) and its
-// lease is revoked: every other rank's watch has them at once.
-Status Backend::init_failed(uint32_t /*generation: the one joined*/, const std::string& reason,
-                            milliseconds timeout) {
-  return impl_->announce_departure(PeerEventKind::init_failed, reason, Impl::after(timeout));
+// lease is revoked: every other rank's watch has them at once. While its
+// join of that communicator is pending, it fails the generation instead, as
+// an abort does (cc's server: server_core/init_failures.cpp, rule 2).
+Status Backend::init_failed(uint32_t comm_number, const std::string& reason, milliseconds timeout) {
+  Impl& i = *impl_;
+  const std::string words = rules::init_failed_reason(reason);
+  std::optional<MemberInfo> joining;
+  {
+    std::lock_guard<std::mutex> lock(i.mu);
+    if (i.joining && i.join_comm_number == comm_number) joining = i.join_info;
+  }
+  if (joining) {  // its words are the generation's result (fail_generation returns them)
+    (void)i.fail_generation(
+        comm_number, CC_ERR_PEER_FAILED,
+        rules::init_failed_while_joining_words(
+            member_who(*joining), rules::communicator_where(i.opt.job_id, comm_number), words),
+        Impl::after(timeout));
+    return Status::success();
+  }
+  return i.announce_departure(PeerEventKind::init_failed, words, Impl::after(timeout));
 }
 
 Status Backend::preflight_ready(const PreflightReady& /*request*/, PreflightPlan* out) {

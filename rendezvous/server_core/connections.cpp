@@ -15,6 +15,7 @@
 #include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/auth.hpp"
+#include "rendezvous/rules/event_rules.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
@@ -147,6 +148,10 @@ void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason, Clock
   if (it == conns.end()) return;
   Conn& c = *it->second;
   std::string why = reason;
+  // A member that closed its connection without a Leave: every backend says
+  // so in the same words (etcd's client says them when destroyed unleft).
+  if (reason == ServerCore::kClientClosed && !c.memberships.empty() && !c.reader.mid_frame())
+    why = rules::closed_without_leaving_words();
   if (c.reader.mid_frame())
     why += " in the middle of a frame (" + std::to_string(c.reader.buffered()) +
            " bytes of a truncated frame)";

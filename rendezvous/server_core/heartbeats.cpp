@@ -12,6 +12,7 @@
 
 #include "common/log.hpp"
 #include "common/who.hpp"
+#include "rendezvous/rules/event_rules.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
@@ -137,7 +138,7 @@ bool ServerCore::Impl::on_progress(Conn& c, uint32_t rid, const ProgressQuery& q
 
 bool ServerCore::Impl::on_abort(Conn& c, uint32_t rid, const Abort& a) {
   Job& job = *c.job;
-  const std::string reason = a.reason.empty() ? "the rank called abort" : a.reason;
+  const std::string reason = rules::abort_reason(a.reason);
   if (!c.memberships.empty() && !c.announced) announce(job, c, PeerEventKind::aborted, reason);
   // A pending join fails its whole generation: nobody waits for an aborted rank.
   const std::vector<uint64_t> ids(c.parked.begin(), c.parked.end());

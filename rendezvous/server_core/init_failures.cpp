@@ -1,7 +1,8 @@
 // Init failures spread: a communicator's init ends on every rank as soon as
 // one rank cannot finish it, in that rank's words, instead of at the
-// deadline. The server's rules (a backend without this server, such as etcd,
-// keeps the same ones):
+// deadline. The server's rules (the etcd backend keeps rules 2 and 3 in the
+// same words, rendezvous/rules/event_rules.hpp; on etcd a joiner whose lease
+// expires frees its rank for a claim again, as its join does itself):
 //
 // 1. A joiner whose connection drops (or is dropped) while its join is
 //    pending fails the generation: every other pending joiner, and every
@@ -26,25 +27,17 @@
 #include "common/log.hpp"
 #include "common/printable.hpp"
 #include "common/who.hpp"
+#include "rendezvous/rules/event_rules.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv {
 
 using server_core::member_who;
-using server_core::quote;
-
-namespace {
-
-std::string communicator_words(const std::string& job, uint32_t comm_number) {
-  return "communicator " + std::to_string(comm_number) + " of job " + quote(job);
-}
-
-}  // namespace
 
 bool ServerCore::Impl::on_init_failed(Conn& c, uint32_t rid, const InitFailed& m) {
   Job& job = *c.job;
-  const std::string reason = m.reason.empty() ? "no reason given" : m.reason;
+  const std::string reason = rules::init_failed_reason(m.reason);
   if (membership_of(c, m.comm_number) == nullptr) {
     // Still joining: the generation cannot complete without this rank.
     const std::vector<uint64_t> ids(c.parked.begin(), c.parked.end());
@@ -58,19 +51,19 @@ bool ServerCore::Impl::on_init_failed(Conn& c, uint32_t rid, const InitFailed& m
       if (auto s = gen.slots.find(it->second.rank); s != gen.slots.end() && s->second.conn == c.id)
         who = member_who(s->second.info);
       fail_join(job, m.comm_number, gen, CC_ERR_PEER_FAILED,
-                who + " could not start while joining " +
-                    communicator_words(job.id, m.comm_number) + ": " + reason);
+                rules::init_failed_while_joining_words(
+                    who, rules::communicator_where(job.id, m.comm_number), reason));
       send(c.id, rid, Ok{});
       return true;
     }
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
                c.who() + " reported an init failure for " +
-                   communicator_words(job.id, m.comm_number) +
+                   rules::communicator_where(job.id, m.comm_number) +
                    ", which it has not joined; report it after the join");
     return true;
   }
-  log().warn("{}: {} could not start: {}", communicator_words(job.id, m.comm_number), c.who(),
-             printable(reason));
+  log().warn("{}: {} could not start: {}", rules::communicator_where(job.id, m.comm_number),
+             c.who(), printable(reason));
   if (!c.announced) announce(job, c, PeerEventKind::init_failed, reason);
   send(c.id, rid, Ok{});
   return true;
@@ -95,8 +88,8 @@ void ServerCore::Impl::joiner_lost(Conn& c, const std::string& reason) {
     // Its own join goes unanswered: its connection is gone.
     cancel_parked(id);
     fail_join(job, comm_number, gen, CC_ERR_PEER_FAILED,
-              who + " was lost while joining " + communicator_words(job.id, comm_number) + " (" +
-                  std::to_string(joined) + " of " + std::to_string(gen.world_size) +
+              who + " was lost while joining " + rules::communicator_where(job.id, comm_number) +
+                  " (" + std::to_string(joined) + " of " + std::to_string(gen.world_size) +
                   " ranks had joined): " + reason +
                   ". It crashed, was killed or lost its network: look at its output; "
                   "the other ranks stop instead of waiting for a rank that is gone");

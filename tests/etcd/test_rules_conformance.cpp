@@ -8,6 +8,10 @@
 // replaced, a second start of a living rank, a second replacement for one
 // rank and a replacement's own deadline, a recovery on a member's connection,
 // and a replacement of another world size than the regrow's (refused alone).
+// And the departures (rules_table.*): the peer event every other member gets
+// when one reports its init failed, aborts or is gone without leaving, every
+// field; an abort or a failed init while joining; and a death in a shrunk
+// generation, named by its rank there, after which the rest shrink again.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
@@ -70,6 +74,18 @@ TEST_CASE("conformance: every join case, the same words on cc's server and on et
       CHECK(out[i].status.code == c.code);
       CHECK(out[i].status.message == expand(c.words, c.name, side.words));
     }
+  });
+}
+
+TEST_CASE("conformance: every departure, the same peer event on cc's server and on etcd") {
+  each_case_on_both_sides(event_cases(), [](const Side& side, const EventCase& c) {
+    check_event_case(side.connect(c.name), c, side.words);
+  });
+}
+
+TEST_CASE("conformance: an abort or a failed init while joining, the same words on both backends") {
+  each_case_on_both_sides(joining_cases(), [](const Side& side, const JoiningCase& c) {
+    check_joining_case(side.connect(c.name), c, side.words);
   });
 }
 
@@ -164,24 +180,6 @@ rv::Join replacement_join(int rank, int world, int timeout_ms = 20000) {
   return j;
 }
 
-// `world` ranks of `job`, each on its own connection, all joined.
-std::vector<std::unique_ptr<rv::Client>> joined(const Connect& connect, int world) {
-  std::vector<std::unique_ptr<rv::Client>> ranks;
-  for (int r = 0; r < world; ++r) ranks.push_back(connect());
-  std::vector<std::future<Status>> joins;
-  for (int r = 0; r < world; ++r)
-    joins.push_back(std::async(std::launch::async, [&, r] {
-      rv::Joined j;
-      return ranks[static_cast<size_t>(r)]->join(table_join(r, world), &j);
-    }));
-  for (auto& j : joins) {
-    const Status s = j.get();
-    INFO(s.message);
-    REQUIRE(s.ok());
-  }
-  return ranks;
-}
-
 rv::Client::MakeId id_maker() {
   return [](std::vector<uint8_t>* id) {
     id->assign(128, 0x77);
@@ -207,7 +205,7 @@ void check_joined(const rv::Joined& j, const RecoveryCase& c, int job_rank) {
 TEST_CASE("conformance: every recovery case, the same outcome on cc's server and on etcd") {
   each_case_on_both_sides(recovery_cases(), [](const Side& side, const RecoveryCase& c) {
     const Connect connect = side.connect("recover-" + c.name);
-    auto ranks = joined(connect, c.world);
+    auto ranks = join_world(connect, c.world);
     for (int r : c.killed) ranks[static_cast<size_t>(r)].reset();
 
     std::vector<std::unique_ptr<rv::Client>> fresh;
@@ -266,7 +264,7 @@ TEST_CASE("conformance: a replacement of another world size is refused alone; th
     INFO(side.name);
     const std::string job = "wrong-world";
     const Connect connect = side.connect(job);
-    auto ranks = joined(connect, 3);
+    auto ranks = join_world(connect, 3);
     ranks[2].reset();
     auto wrong_conn = connect();
     auto wrong = std::async(std::launch::async, [&] {
@@ -320,7 +318,7 @@ TEST_CASE("conformance: late joins and replacements, the same words on both back
     {  // a second start of a living rank is refused
       const std::string job = "twin";
       const Connect connect = side.connect(job);
-      auto ranks = joined(connect, 2);
+      auto ranks = join_world(connect, 2);
       const std::vector<JoinOutcome> out = run_joins(connect, {table_join(1, 2)});
       CHECK(out[0].status.code == CC_ERR_MISMATCH);
       CHECK(out[0].status.message ==
@@ -334,7 +332,7 @@ TEST_CASE("conformance: late joins and replacements, the same words on both back
     {  // a second replacement for one rank is refused; the first one's deadline
       const std::string job = "two-replacements";
       const Connect connect = side.connect(job);
-      auto ranks = joined(connect, 2);
+      auto ranks = join_world(connect, 2);
       ranks[1].reset();
       rv::Join second = replacement_join(1, 2);
       second.info.pid = 6001;
@@ -354,7 +352,7 @@ TEST_CASE("conformance: late joins and replacements, the same words on both back
     }
     {  // a recovery on a member's own connection is refused
       const Connect connect = side.connect("own-connection");
-      auto ranks = joined(connect, 2);
+      auto ranks = join_world(connect, 2);
       rv::Recover req;
       req.info = table_join(0, 2).info;
       req.kind = kShrink;
@@ -365,6 +363,102 @@ TEST_CASE("conformance: late joins and replacements, the same words on both back
       CHECK(s.message ==
             "cc_comm_shrink by rank 0 (host host-a, pid 1000): a recovery needs a connection of "
             "its own, and this one is already a member or recovering (a client bug)");
+    }
+  }
+}
+
+namespace {
+
+// A survivor's connection of its own in a recovered generation, and what its
+// call returned.
+struct Recovered {
+  std::unique_ptr<rv::Client> client;
+  JoinOutcome outcome;
+};
+
+// The survivors, by job rank in increasing order, call cc_comm_shrink from
+// generation `from` (of `from_world` ranks), each on a connection of its own.
+std::vector<Recovered> shrink_from(const Connect& connect, const std::vector<int>& survivors,
+                                   int from_world, uint32_t from) {
+  std::vector<Recovered> out(survivors.size());
+  for (Recovered& r : out) r.client = connect();
+  std::vector<std::future<JoinOutcome>> calls;
+  for (size_t i = 0; i < survivors.size(); ++i) {
+    rv::Client* conn = out[i].client.get();
+    const int job_rank = survivors[i];
+    calls.push_back(std::async(std::launch::async, [conn, job_rank, from_world, from] {
+      rv::Recover req;
+      req.info = table_join(job_rank, from_world).info;
+      req.generation = from;
+      req.kind = kShrink;
+      req.can_shrink = true;
+      req.timeout_ms = 10000;
+      JoinOutcome o;
+      o.status = conn->recover(req, id_maker(), &o.joined);
+      return o;
+    }));
+  }
+  for (size_t i = 0; i < calls.size(); ++i) out[i].outcome = calls[i].get();
+  return out;
+}
+
+// Every survivor got `generation`: the job ranks `after` (the survivors, by
+// new rank) worked out from `before` (the job ranks of the generation it
+// recovered from), and `failed` in that generation's numbering.
+void check_shrunk(const std::vector<Recovered>& got, const std::vector<int32_t>& before,
+                  uint32_t generation, const std::vector<int32_t>& after,
+                  const std::vector<int32_t>& failed) {
+  REQUIRE(got.size() == after.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const JoinOutcome& o = got[i].outcome;
+    INFO("job rank " << after[i] << ": " << o.status.message);
+    REQUIRE(o.status.ok());
+    CHECK(o.joined.generation == generation);
+    CHECK(o.joined.rank == static_cast<int32_t>(i));
+    CHECK(rv::world_size_of(o.joined) == after.size());
+    CHECK(std::vector<int32_t>(o.joined.failed.begin(), o.joined.failed.end()) == failed);
+    CHECK(rv::rules::next_generation_members(before, kShrink, o.joined) == after);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("conformance: a death in a shrunk generation names its new rank; the rest shrink again") {
+  using K = rv::PeerEventKind;
+  const std::string closed =
+      "it closed its connection to the rendezvous without leaving (the process exited or "
+      "dropped the communicator without destroying it)";
+  LoopbackServer server;
+  for (const Side& side : both_sides(server)) {
+    INFO(side.name);
+    const Connect connect = side.connect("death-in-generation-1");
+    auto ranks = join_world(connect, 4);
+    ranks[1].reset();
+    for (size_t r : {0, 2, 3}) {
+      INFO("generation 0, rank " << r);
+      check_next_event(*ranks[r], {K::failed, 1, "host-b", 1001, closed});
+    }
+    // Generation 1: job ranks 0, 2, 3 as ranks 0, 1, 2.
+    std::vector<Recovered> gen1 = shrink_from(connect, {0, 2, 3}, 4, 0);
+    check_shrunk(gen1, {0, 1, 2, 3}, 1, {0, 2, 3}, {1});
+    // The parent communicator is destroyed: its members leave generation 0.
+    for (size_t r : {0, 2, 3}) REQUIRE(ranks[r]->leave().ok());
+
+    // Job rank 2 dies: the others are told of rank 1 (its rank in generation
+    // 1), with its host and pid, once.
+    gen1[1].client.reset();
+    for (size_t i : {0, 2}) {
+      INFO("generation 1, rank " << i);
+      check_next_event(*gen1[i].client, {K::failed, 1, "host-c", 1002, closed});
+      check_no_event(*gen1[i].client, milliseconds(i == 0 ? 500 : 10));
+    }
+
+    // Generation 2: job ranks 0, 3 (ranks 0 and 2 of generation 1) as ranks 0, 1.
+    const std::vector<Recovered> gen2 = shrink_from(connect, {0, 3}, 3, 1);
+    check_shrunk(gen2, {0, 2, 3}, 2, {0, 3}, {1});
+    for (const Recovered& m : gen2) {
+      check_no_event(*m.client, milliseconds(10));
+      CHECK(m.client->leave().ok());
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "rendezvous/frame_client.hpp"
@@ -152,6 +153,173 @@ std::vector<JoinOutcome> run_joins(const Connect& connect, const std::vector<rv:
   std::vector<JoinOutcome> out;
   for (auto& p : pending) out.push_back(p.get());
   return out;
+}
+
+std::vector<std::unique_ptr<rv::Client>> join_world(const Connect& connect, int world) {
+  std::vector<std::unique_ptr<rv::Client>> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(connect());
+  std::vector<std::future<Status>> joins;
+  for (int r = 0; r < world; ++r)
+    joins.push_back(std::async(std::launch::async, [&, r] {
+      rv::Joined j;
+      return ranks[static_cast<size_t>(r)]->join(table_join(r, world), &j);
+    }));
+  for (auto& j : joins) {
+    const Status s = j.get();
+    INFO(s.message);
+    REQUIRE(s.ok());
+  }
+  return ranks;
+}
+
+std::vector<EventCase> event_cases() {
+  using K = rv::PeerEventKind;
+  const std::string cuda = "rank 1: cudaSetDevice(3) failed: invalid device ordinal";
+  // A client destroyed without leave(): cc's server sees its connection end,
+  // etcd is told by the client itself; both know the same, and say it so.
+  const std::string closed =
+      "it closed its connection to the rendezvous without leaving (the process exited or "
+      "dropped the communicator without destroying it)";
+  return {
+      {"init-failed", 3, 1, Going::init_failed, cuda, K::init_failed, cuda},
+      {"init-failed-no-reason", 2, 0, Going::init_failed, "", K::init_failed, "no reason given"},
+      {"abort", 3, 2, Going::abort, "rank 2 saw a NaN", K::aborted, "rank 2 saw a NaN"},
+      {"abort-no-reason", 2, 1, Going::abort, "", K::aborted, "the rank called abort"},
+      {"dies", 3, 1, Going::dies, "", K::failed, closed},
+      {"rank-0-dies", 2, 0, Going::dies, "", K::failed, closed},
+  };
+}
+
+std::vector<JoiningCase> joining_cases() {
+  const std::string at = "communicator 1 of job '{job}'";
+  return {
+      {"abort-while-joining", 3, 2, 0, Going::abort, "the test gives up", CC_ERR_ABORTED,
+       "rank 0 (host host-a, pid 1000) aborted while joining " + at + ": the test gives up"},
+      {"abort-while-joining-no-reason", 3, 2, 1, Going::abort, "", CC_ERR_ABORTED,
+       "rank 1 (host host-b, pid 1001) aborted while joining " + at + ": the rank called abort"},
+      {"init-failed-while-joining", 4, 3, 1, Going::init_failed,
+       "rank 1: cudaSetDevice(3) failed: invalid device ordinal", CC_ERR_PEER_FAILED,
+       "rank 1 (host host-b, pid 1001) could not start while joining " + at +
+           ": rank 1: cudaSetDevice(3) failed: invalid device ordinal"},
+  };
+}
+
+namespace {
+
+const char* kind_name(rv::PeerEventKind k) {
+  switch (k) {
+    case rv::PeerEventKind::failed:
+      return "failed";
+    case rv::PeerEventKind::aborted:
+      return "aborted";
+    case rv::PeerEventKind::left:
+      return "left";
+    case rv::PeerEventKind::server_stopping:
+      return "server_stopping";
+    case rv::PeerEventKind::init_failed:
+      return "init_failed";
+    case rv::PeerEventKind::mismatch:
+      return "mismatch";
+  }
+  return "?";
+}
+
+std::string describe(const rv::PeerEvent& e) {
+  std::string with;
+  for (int32_t r : e.with) with += (with.empty() ? "" : ",") + std::to_string(r);
+  return std::string(kind_name(e.kind)) + " rank " + std::to_string(e.rank) + " host " + e.host +
+         " pid " + std::to_string(e.pid) + " split " + std::to_string(e.split) + " with [" + with +
+         "]: " + e.reason;
+}
+
+Status go(rv::Client& c, const Going how, const std::string& reason) {
+  if (how == Going::abort) return c.abort(reason);
+  return c.init_failed(1, reason, std::chrono::milliseconds(5000));
+}
+
+}  // namespace
+
+void check_next_event(rv::Client& c, const rv::PeerEvent& want, std::chrono::milliseconds timeout) {
+  const std::optional<rv::PeerEvent> e = c.next_event(timeout);
+  INFO("want: " << describe(want));
+  INFO("got:  " << (e ? describe(*e)
+                      : "(no event within " + std::to_string(timeout.count()) + " ms)"));
+  REQUIRE(e.has_value());
+  CHECK(e->kind == want.kind);
+  CHECK(e->rank == want.rank);
+  CHECK(e->host == want.host);
+  CHECK(e->pid == want.pid);
+  CHECK(e->reason == want.reason);
+  CHECK(e->split == want.split);
+  CHECK(e->split_color == want.split_color);
+  CHECK(e->with == want.with);
+}
+
+void check_no_event(rv::Client& c, std::chrono::milliseconds quiet) {
+  const std::optional<rv::PeerEvent> e = c.next_event(quiet);
+  INFO("got: " << (e ? describe(*e) : "(none)"));
+  CHECK_FALSE(e.has_value());
+}
+
+void check_event_case(const Connect& connect, const EventCase& c, const BackendWords& b) {
+  auto ranks = join_world(connect, c.world);
+  const size_t going = static_cast<size_t>(c.rank);
+  if (c.how == Going::dies) {
+    ranks[going].reset();
+  } else {
+    const Status s = go(*ranks[going], c.how, c.reason);
+    INFO(s.message);
+    REQUIRE(s.ok());
+  }
+  const rv::MemberInfo who = table_join(c.rank, c.world).info;
+  const rv::PeerEvent want{c.kind, c.rank, who.host, who.pid, expand(c.words, c.name, b)};
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (r == going) continue;
+    INFO("rank " << r);
+    check_next_event(*ranks[r], want);
+  }
+  // Told once: not to the one that went, and not again when its connection ends.
+  if (ranks[going]) {
+    INFO("rank " << c.rank << " (the one that went)");
+    check_no_event(*ranks[going], std::chrono::milliseconds(300));
+    ranks[going].reset();
+  }
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (r == going) continue;
+    INFO("rank " << r << ", after rank " << c.rank << "'s connection ended");
+    check_no_event(*ranks[r], std::chrono::milliseconds(r == 0 ? 500 : 10));
+  }
+}
+
+void check_joining_case(const Connect& connect, const JoiningCase& c, const BackendWords& b) {
+  using std::chrono::milliseconds;
+  std::vector<std::unique_ptr<rv::Client>> conns;
+  for (int r = 0; r < c.joining; ++r) conns.push_back(connect());
+  std::vector<std::future<JoinOutcome>> pending;
+  for (int r = 0; r < c.joining; ++r) {
+    rv::Client* conn = conns[static_cast<size_t>(r)].get();
+    pending.push_back(std::async(std::launch::async, [conn, r, &c] {
+      JoinOutcome o;
+      o.status = conn->join(table_join(r, c.world, 20000), &o.joined);
+      return o;
+    }));
+  }
+  std::this_thread::sleep_for(milliseconds(700));  // every join is in
+  const auto asked = std::chrono::steady_clock::now();
+  {
+    const Status s = go(*conns[static_cast<size_t>(c.rank)], c.how, c.reason);
+    INFO(s.message);
+    REQUIRE(s.ok());
+  }
+  for (size_t r = 0; r < pending.size(); ++r) {
+    INFO("rank " << r);
+    // At once, not at the join's 20 s deadline.
+    REQUIRE(pending[r].wait_until(asked + milliseconds(5000)) == std::future_status::ready);
+    const JoinOutcome o = pending[r].get();
+    INFO(o.status.message);
+    CHECK(o.status.code == c.code);
+    CHECK(o.status.message == expand(c.words, c.name, b));
+  }
 }
 
 LoopbackServer::LoopbackServer() {

@@ -10,6 +10,7 @@
 // {recover-settings} (a recovery's deadline): expand() fills them in.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,6 +61,59 @@ struct JoinOutcome {
 // returned.
 std::vector<JoinOutcome> run_joins(const Connect& connect, const std::vector<rv::Join>& joins,
                                    int later_ms = 300);
+
+// `world` ranks of a job (table_join), each on its own connection, all joined.
+std::vector<std::unique_ptr<rv::Client>> join_world(const Connect& connect, int world);
+
+// --- Departures: what the other members are told --------------------------
+
+// How a member goes: it reports its NCCL init failed (init_failed), it
+// aborts (abort), or its connection ends without a leave (dies).
+enum class Going { init_failed, abort, dies };
+
+// After every rank joined, rank `rank` goes; every other member gets one
+// peer event of `kind` naming it (its rank, host and pid of table_join)
+// with exactly `words` (before expand()), and no more: the one that went is
+// not told of itself, and its connection's end after an abort or a failed
+// init is no news.
+struct EventCase {
+  std::string name;
+  int world;
+  int rank;
+  Going how;
+  std::string reason;  // what it passes to init_failed or abort
+  rv::PeerEventKind kind;
+  std::string words;
+};
+
+std::vector<EventCase> event_cases();
+
+// While ranks 0 .. joining-1 of `world` wait in their join, rank `rank`
+// aborts or reports its init failed: every pending join (its own too)
+// returns `code` with exactly `words` (before expand()), at once.
+struct JoiningCase {
+  std::string name;
+  int world;
+  int joining;
+  int rank;
+  Going how;  // init_failed or abort
+  std::string reason;
+  cc_result_t code;
+  std::string words;
+};
+
+std::vector<JoiningCase> joining_cases();
+
+// The cases run through a backend for job c.name, checking what each rank
+// gets (Catch checks; `b`: the backend's words).
+void check_event_case(const Connect& connect, const EventCase& c, const BackendWords& b);
+void check_joining_case(const Connect& connect, const JoiningCase& c, const BackendWords& b);
+
+// The next peer event on `c` within `timeout` is `want`, every field.
+void check_next_event(rv::Client& c, const rv::PeerEvent& want,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+// No peer event comes on `c` within `quiet`.
+void check_no_event(rv::Client& c, std::chrono::milliseconds quiet);
 
 // cc's own server on loopback, and connections to it for a job.
 struct LoopbackServer {

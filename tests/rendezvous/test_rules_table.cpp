@@ -1,6 +1,8 @@
 // The conformance table (rules_table.hpp) through the rules alone and
 // through cc's own server on loopback: every join refusal and the missing
-// ranks, each rank getting the table's words exactly. And the rules' own
+// ranks, each rank getting the table's words exactly; the peer event every
+// other member gets when one aborts, reports its init failed or is gone, and
+// what the joining ranks get when one gives up. And the rules' own
 // bookkeeping: a rank that goes frees its rank and GPU, the recovery's
 // agreement compares each call with the first. The etcd suite runs the same
 // table on etcd too (tests/etcd/test_rules_conformance.cpp).
@@ -65,6 +67,22 @@ TEST_CASE("rules table: each case's words, from cc's server, to every rank") {
   }
 }
 
+TEST_CASE("rules table: each departure's peer event, from cc's server, to every other member") {
+  LoopbackServer server;
+  for (const EventCase& c : event_cases()) {
+    INFO(c.name);
+    check_event_case(server.connect(c.name), c, server_words());
+  }
+}
+
+TEST_CASE("rules table: an abort or a failed init while joining, from cc's server, to every rank") {
+  LoopbackServer server;
+  for (const JoiningCase& c : joining_cases()) {
+    INFO(c.name);
+    check_joining_case(server.connect(c.name), c, server_words());
+  }
+}
+
 TEST_CASE("join rules: a rank that goes frees its rank and its GPU; missing ranks are sorted") {
   rv::rules::JoinCheck check;
   const std::string where = rv::rules::communicator_where("j", 1);
@@ -90,10 +108,11 @@ TEST_CASE("join rules: a rank that goes frees its rank and its GPU; missing rank
   rv::Join clash = table_join(0, 4);
   clash.info.host = "host-b";
   clash.info.gpu_uuid = "GPU-1";
-  check_refused(check.arrive(clash.info, where), CC_ERR_MISMATCH,
-                "rank 1 (host host-b, pid 7777) and rank 0 (host host-b, pid 1000) of communicator 1 "
-                "of job 'j' use the same GPU GPU-1; give each local rank its own device "
-                "(LOCAL_RANK, CC_DEVICE)");
+  check_refused(
+      check.arrive(clash.info, where), CC_ERR_MISMATCH,
+      "rank 1 (host host-b, pid 7777) and rank 0 (host host-b, pid 1000) of communicator 1 "
+      "of job 'j' use the same GPU GPU-1; give each local rank its own device "
+      "(LOCAL_RANK, CC_DEVICE)");
   CHECK(rv::rules::absent_ranks(5, {4, 0, 0, 9, -1}) == std::vector<int32_t>{1, 2, 3});
 }
 
