@@ -58,7 +58,6 @@ Status Backend::Impl::ensure_lease(Deadline deadline) {
   if (Status s = etcd->lease_grant(ttl, deadline, &id, &granted, &revision); !s.ok()) return s;
   lock.lock();
   lease = id;
-  lease_revision = revision;
   lease_ttl = granted > 0 ? granted : ttl;
   if (!keeper.joinable()) keeper = std::thread([this] { keep_alive(); });
   keeper_cv.notify_all();

@@ -46,9 +46,8 @@ struct Backend::Impl {
   std::mutex mu;
   std::chrono::milliseconds window;
   int64_t lease = 0;
-  int64_t lease_ttl = 0;       // seconds, as granted
-  int64_t lease_revision = 0;  // the store's revision when it was granted
-  bool joining = false;        // a join is pending (for abort)
+  int64_t lease_ttl = 0;  // seconds, as granted
+  bool joining = false;   // a join is pending (for abort)
   uint32_t join_comm_number = 0;
   MemberInfo join_info;
   bool member = false;      // joined, not left
