@@ -54,17 +54,6 @@ std::vector<std::unique_ptr<etcd::Backend>> joined_ranks(const std::string& job,
   return ranks;
 }
 
-// The next peer event on `b`, within 3 s, is `want`.
-void check_next_event(etcd::Backend& b, const cc::rv::PeerEvent& want) {
-  auto e = b.next_event(milliseconds(3000));
-  REQUIRE(e.has_value());
-  CHECK(e->kind == want.kind);
-  CHECK(e->rank == want.rank);
-  CHECK(e->host == want.host);
-  CHECK(e->pid == want.pid);
-  CHECK(e->reason == want.reason);
-}
-
 }  // namespace
 
 TEST_CASE("etcd join: every rank gets rank 0's id and the members; a clean leave tells nobody") {
