@@ -136,84 +136,71 @@ void Backend::Impl::lost_membership(const std::string& how) {
 }
 
 // The generation follower: the generation's one etcd watch stream, from the
-// join to the leave, on keys that only rare writes touch (so no write
-// elsewhere in the generation costs etcd work for this watch): the result's put (how the join
-// ended), the events key (each departure, announced once), the mismatch keys (the ranks' calls
-// differ, put by rank 0 alone, once per line: backend_calls.cpp), and the next rank's member key
-// (its delete: a lease expired). Ranks watch their neighbour in a ring, so a death is seen by one
-// rank, which announces it to all through the events key.
+// join to the leave, with two watchers on keys that only rare writes touch
+// (so no write elsewhere in the generation costs etcd work for them): the
+// news/ prefix (keys.hpp: the result's put, how the join ended; the events
+// key, each departure, announced once; the mismatch keys, the ranks' calls
+// differ, put by rank 0 alone, once per line: backend_calls.cpp), and the
+// next rank's member key (its delete: a lease expired). Ranks watch their
+// neighbour in a ring, so a death is seen by one rank, which announces it to
+// all through the events key.
 void Backend::Impl::follow_generation(const Followed& w, int64_t from) {
   const Gen g = w.at;
-  int64_t next_result = from, next_events = from, next_neighbour = from;
+  int64_t next_news = from, next_neighbour = from;
   const int32_t neighbour = w.world > 1 ? (w.position + 1) % w.world : -1;
   const int32_t neighbour_key =
       neighbour < 0 || w.ring.empty() ? neighbour : w.ring[static_cast<size_t>(neighbour)];
   std::vector<bool> told(static_cast<size_t>(std::max(w.world, 1)), false);
   size_t announced = 0;
   std::vector<WatchEvent> early;  // the neighbour's delete before the result came
-  int64_t next_mismatch = from;
   std::set<std::pair<uint32_t, int32_t>> mismatch_told;  // by line (backend_calls.cpp)
-  enum class Role { result, events, neighbour, mismatch };
+  const std::string news = keys.news(g), result = keys.result(g), events = keys.events(g),
+                    mismatch = keys.mismatch(g, 0, 0);
   while (!follower_cancel->cancelled()) {
-    std::vector<WatchSpec> specs;
-    std::vector<Role> roles;
-    bool result_known = false;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      result_known = join_result.has_value();
+    // The news (result, events, mismatch keys: puts) in one watcher; the
+    // neighbour's member key matters when it goes, with what it held.
+    std::vector<WatchSpec> specs(1);
+    specs[0].key = news;
+    specs[0].range_end = prefix_end(news);
+    specs[0].start_revision = next_news;
+    specs[0].no_delete = true;
+    if (neighbour >= 0) {
+      WatchSpec n;
+      n.key = keys.member(g, neighbour_key);
+      n.start_revision = next_neighbour;
+      n.no_put = true;
+      n.prev_kv = true;
+      specs.push_back(std::move(n));
     }
-    // The result and the events are puts; the neighbour's member key matters
-    // when it goes, with what it held.
-    auto watch = [&](Role role, std::string key, int64_t start, bool deletes) {
-      WatchSpec spec;
-      spec.key = std::move(key);
-      spec.start_revision = start;
-      spec.no_delete = !deletes;
-      spec.no_put = deletes;
-      spec.prev_kv = deletes;
-      specs.push_back(std::move(spec));
-      roles.push_back(role);
-    };
-    if (!result_known) watch(Role::result, keys.result(g), next_result, false);
-    watch(Role::events, keys.events(g), next_events, false);
-    watch(Role::mismatch, keys.mismatch(g, 0, 0), next_mismatch, false);
-    specs.back().range_end = prefix_end(specs.back().key);  // split children's too
-    if (neighbour >= 0) watch(Role::neighbour, keys.member(g, neighbour_key), next_neighbour, true);
     log().debug(
-        "etcd: job {}: communicator {}, generation {}: watching from revision {} (events), "
+        "etcd: job {}: communicator {}, generation {}: watching from revision {} (news), "
         "{} (rank {}'s key)",
-        quote(opt.job_id), g.g, g.generation, next_events, next_neighbour, neighbour_key);
+        quote(opt.job_id), g.g, g.generation, next_news, next_neighbour, neighbour_key);
     Status s = etcd->watch(specs, Clock::now() + kFollowSlice, follower_cancel.get(),
                            [&](const std::vector<WatchEvent>& evs, int64_t) {
                              for (const WatchEvent& e : evs) {
-                               switch (roles[e.spec]) {
-                                 case Role::result:
-                                   next_result = std::max(next_result, e.kv.mod_revision + 1);
+                               if (e.spec == 0) {
+                                 next_news = std::max(next_news, e.kv.mod_revision + 1);
+                                 if (e.kv.key == result)
                                    on_result(g, e, &early);
-                                   break;
-                                 case Role::events:
-                                   next_events = std::max(next_events, e.kv.mod_revision + 1);
+                                 else if (e.kv.key == events)
                                    on_departure(e, &told, &announced);
-                                   break;
-                                 case Role::mismatch:
-                                   next_mismatch = std::max(next_mismatch, e.kv.mod_revision + 1);
+                                 else if (e.kv.key.compare(0, mismatch.size(), mismatch) == 0)
                                    on_mismatch(e, &mismatch_told);
-                                   break;
-                                 case Role::neighbour:
-                                   next_neighbour = std::max(next_neighbour, e.kv.mod_revision + 1);
-                                   if (e.type != WatchEvent::Type::del) break;
-                                   int64_t checked = -1;
-                                   {
-                                     std::lock_guard<std::mutex> lock(mu);
-                                     if (join_result && join_result->ok)
-                                       checked = join_result->checked_revision;
-                                     else if (!join_result)
-                                       early.push_back(e);
-                                   }
-                                   if (checked >= 0 && e.kv.mod_revision > checked)
-                                     neighbour_gone(g, neighbour, e);
-                                   break;
+                                 continue;
                                }
+                               next_neighbour = std::max(next_neighbour, e.kv.mod_revision + 1);
+                               if (e.type != WatchEvent::Type::del) continue;
+                               int64_t checked = -1;
+                               {
+                                 std::lock_guard<std::mutex> lock(mu);
+                                 if (join_result && join_result->ok)
+                                   checked = join_result->checked_revision;
+                                 else if (!join_result)
+                                   early.push_back(e);
+                               }
+                               if (checked >= 0 && e.kv.mod_revision > checked)
+                                 neighbour_gone(g, neighbour, e);
                              }
                              return true;
                            });

@@ -37,10 +37,11 @@ std::string Keys::member_prefix(Gen g) const { return generation(g) + "member/";
 std::string Keys::member(Gen g, int32_t rank) const {
   return member_prefix(g) + std::to_string(rank);
 }
-std::string Keys::result(Gen g) const { return generation(g) + "result"; }
+std::string Keys::news(Gen g) const { return generation(g) + "news/"; }
+std::string Keys::result(Gen g) const { return news(g) + "result"; }
 std::string Keys::roster(Gen g) const { return generation(g) + "roster"; }
 std::string Keys::closing(Gen g) const { return generation(g) + "closing"; }
-std::string Keys::events(Gen g) const { return generation(g) + "events"; }
+std::string Keys::events(Gen g) const { return news(g) + "events"; }
 std::string Keys::gone(Gen g, int32_t rank) const {
   return generation(g) + "gone/" + std::to_string(rank);
 }
@@ -63,7 +64,7 @@ std::string Keys::calls(Gen g, uint32_t split, int32_t color, int32_t rank) cons
          std::to_string(rank);
 }
 std::string Keys::mismatch(Gen g, uint32_t split, int32_t color) const {
-  return generation(g) + "mismatch" + (split == 0 ? std::string() : "/" + split_part(split, color));
+  return news(g) + "mismatch" + (split == 0 ? std::string() : "/" + split_part(split, color));
 }
 
 std::optional<std::pair<uint32_t, int32_t>> Keys::calls_line(Gen g, const std::string& key) const {

@@ -1,23 +1,26 @@
 // Where a job's rendezvous lives in etcd's key space. Pure: no I/O.
 //
-//   <prefix>/<job>/kv/<key>                the store's keys (cc_store_*)
-//   <prefix>/<job>/writer/<key>            the id of the last compare-set that wrote <key>
-//   <prefix>/<job>/add/<key>/one/<op>      an add of 1 to <key> (key escaped as a job id is)
-//   <prefix>/<job>/add/<key>/any/<op>      an add of any other delta: the delta, in decimal
-//   <prefix>/<job>/gen/<g>/member/<rank>   who the rank is; on the rank's lease (its membership)
-//   <prefix>/<job>/gen/<g>/result          the outcome: the id, or the failure's words
-//   <prefix>/<job>/gen/<g>/roster          every member's host and pid, put with the result
-//   <prefix>/<job>/gen/<g>/closing         taken by the first rank whose join deadline passed
-//   <prefix>/<job>/gen/<g>/events          each departure (abort, failure), put once per rank
-//   <prefix>/<job>/gen/<g>/gone/<rank>     that rank's departure was announced
-//   <prefix>/<job>/gen/<g>/leaves          one put per clean leave: the last one removes gen/<g>/
-//   <prefix>/<job>/gen/<g>/coordinator     a recovery's coordinator, on its lease (gen/<g>.<e>/
-//   only) <prefix>/<job>/gen/<g>/calls/<rank>    the rank's latest points of its calls, on its
-//   lease <prefix>/<job>/gen/<g>/calls/s<n>.<color>/<rank>  the same for its n-th split child of
-//   that color <prefix>/<job>/gen/<g>/mismatch        the first difference in the ranks' calls, put
-//   once <prefix>/<job>/gen/<g>/mismatch/s<n>.<color>      the same for a split child
-//   <prefix>/<job>/gen/<g>/refused/<op>    a replacement refused by a recovery (gen/<g>.<e>/ only)
-//   <prefix>/<job>/latest/<g>              the newest generation a recovery made of join g
+//   <prefix>/<job>/kv/<key>               the store's keys (cc_store_*)
+//   <prefix>/<job>/writer/<key>           the id of the last compare-set that wrote <key>
+//   <prefix>/<job>/add/<key>/one/<op>     an add of 1 to <key> (key escaped as a job id is)
+//   <prefix>/<job>/add/<key>/any/<op>     an add of any other delta: the delta, in decimal
+//   <prefix>/<job>/gen/<g>/member/<rank>  who the rank is; on the rank's lease (its membership)
+//   <prefix>/<job>/gen/<g>/news/result    the outcome: the id, or the failure's words
+//   <prefix>/<job>/gen/<g>/news/events    each departure (abort, failure), put once per rank
+//   <prefix>/<job>/gen/<g>/news/mismatch  the first difference in the ranks' calls, put once
+//   <prefix>/<job>/gen/<g>/news/mismatch/s<n>.<color>  the same for a split child
+//   <prefix>/<job>/gen/<g>/roster         every member's host and pid, put with the result
+//   <prefix>/<job>/gen/<g>/closing        taken by the first rank whose join deadline passed
+//   <prefix>/<job>/gen/<g>/gone/<rank>    that rank's departure was announced
+//   <prefix>/<job>/gen/<g>/leaves         one put per clean leave: the last one removes gen/<g>/
+//   <prefix>/<job>/gen/<g>/coordinator    a recovery's coordinator, on its lease (gen/<g>.<e>/)
+//   <prefix>/<job>/gen/<g>/refused/<op>   a replacement a recovery refused (gen/<g>.<e>/)
+//   <prefix>/<job>/gen/<g>/calls/<rank>   the rank's latest points of its calls, on its lease
+//   <prefix>/<job>/gen/<g>/calls/s<n>.<color>/<rank>  the same for its n-th split child
+//   <prefix>/<job>/latest/<g>             the newest generation a recovery made of join g
+//
+// news/ holds what every member follows for the life of a generation, each
+// key written rarely: one watcher a member covers them all.
 //
 // Generation e > 0 of join g (made by cc_comm_shrink or cc_comm_regrow) has
 // the same keys under gen/<g>.<e>/, with member keys by job rank: a
@@ -61,6 +64,9 @@ class Keys {
   std::string generation(Gen g) const;  // "<root>gen/<g>/"
   std::string member_prefix(Gen g) const;
   std::string member(Gen g, int32_t rank) const;
+  // The keys a member follows for the life of the generation (result,
+  // events, mismatch), under one prefix: one watcher covers them.
+  std::string news(Gen g) const;  // "<root>gen/<g>/news/"
   std::string result(Gen g) const;
   std::string roster(Gen g) const;
   std::string closing(Gen g) const;

@@ -105,8 +105,8 @@ TEST_CASE("a report's key names its line: the communicator or one of its split c
   const cc::rv::etcd::Gen g{1, 2};
   CHECK(keys.calls(g, 0, 0, 3) == "cc/job/gen/1.2/calls/3");
   CHECK(keys.calls(g, 4, -1, 3) == "cc/job/gen/1.2/calls/s4.-1/3");
-  CHECK(keys.mismatch(g, 0, 0) == "cc/job/gen/1.2/mismatch");
-  CHECK(keys.mismatch(g, 4, 7) == "cc/job/gen/1.2/mismatch/s4.7");
+  CHECK(keys.mismatch(g, 0, 0) == "cc/job/gen/1.2/news/mismatch");
+  CHECK(keys.mismatch(g, 4, 7) == "cc/job/gen/1.2/news/mismatch/s4.7");
   using Line = std::pair<uint32_t, int32_t>;
   CHECK(keys.calls_line(g, keys.calls(g, 0, 0, 3)) == Line{0, 0});
   CHECK(keys.calls_line(g, keys.calls(g, 4, -1, 3)) == Line{4, -1});
