@@ -12,8 +12,9 @@
 // when one reports its init failed, aborts or is gone without leaving, every
 // field; an abort or a failed init while joining; a death in a shrunk
 // generation, named by its rank there, after which the rest shrink again;
-// and the reachability test's verdicts (it passes; a rank's port refuses; a
-// rank's init fails while the others wait in it).
+// and the reachability test's verdicts (it passes; one host; a rank's port
+// refuses; a rank's init fails, it aborts or rank 0 is gone while the others
+// wait in it; CC_PREFLIGHT=0; a rank that never takes part).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>

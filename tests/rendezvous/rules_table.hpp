@@ -118,8 +118,9 @@ void check_no_event(rv::Client& c, std::chrono::milliseconds quiet);
 
 // --- The reachability test: the one verdict every member gets ------------
 
-// After every rank of `world` joined, rank `init_fails` (-1: none) reports
-// its init failed with `reason`; every other rank but `silent` (one that
+// After every rank of `world` joined, rank `goes` (-1: none) goes `how`
+// (with `reason`: its init failed, it aborts, it dies); every other rank but
+// `silent` (one that
 // never takes part) sends its endpoint: its own NCCL host id (all one when
 // one_host), 127.0.0.1 on interface lo, and a port where a listener of the
 // test accepts or, for the ranks in `refusing`, one where nothing listens
@@ -134,7 +135,8 @@ struct PreflightCase {
   std::string name{};
   int world = 3;
   std::vector<int> refusing{};
-  int init_fails = -1;
+  int goes = -1;
+  Going how = Going::init_failed;
   std::string reason{};
   int off = -1;
   int silent = -1;

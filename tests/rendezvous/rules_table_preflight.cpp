@@ -14,10 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/rules/event_rules.hpp"
 #include "tests/rendezvous/rules_table.hpp"
 
 namespace cc::test {
 namespace {
+
+namespace rules = rv::rules;
 
 using std::chrono::milliseconds;
 
@@ -104,10 +107,23 @@ std::vector<PreflightCase> preflight_cases() {
                 "NCCL_SOCKET_IFNAME on host host-b to an interface the other hosts reach. "
                 "(CC_PREFLIGHT=0 skips this test.)"},
       {.name = "preflight-init-failed",
-       .init_fails = 2,
+       .goes = 2,
        .reason = cuda,
        .code = CC_ERR_PEER_FAILED,
        .words = "rank 2 (host host-c, pid 1002) could not start: " + cuda},
+      {.name = "preflight-abort",
+       .goes = 1,
+       .how = Going::abort,
+       .reason = "rank 1 saw a NaN",
+       .code = CC_ERR_PEER_FAILED,
+       .words = "rank 1 (host host-b, pid 1001) aborted during init: rank 1 saw a NaN"},
+      {.name = "preflight-rank-0-dies",
+       .goes = 0,
+       .how = Going::dies,
+       .code = CC_ERR_PEER_FAILED,
+       .words = "rank 0 (host host-a, pid 1000) was lost during init: " +
+                rules::closed_without_leaving_words() +
+                ". It crashed, was killed or lost its network: look at its output"},
       {.name = "preflight-off",
        .off = 1,
        .step = Step::skipped,
@@ -131,11 +147,16 @@ void check_preflight_case(const Connect& connect, const PreflightCase& c, const 
     endpoints.push_back(std::make_unique<Endpoint>(!refuses(c, r)));
     if (port.empty() && refuses(c, r)) port = std::to_string(endpoints.back()->port());
   }
-  if (c.init_fails >= 0) {
-    const Status s =
-        ranks[static_cast<size_t>(c.init_fails)]->init_failed(1, c.reason, milliseconds(5000));
-    INFO(s.message);
-    REQUIRE(s.ok());
+  if (c.goes >= 0) {
+    std::unique_ptr<rv::Client>& going = ranks[static_cast<size_t>(c.goes)];
+    if (c.how == Going::dies) {
+      going.reset();
+    } else {
+      const Status s = c.how == Going::abort ? going->abort(c.reason)
+                                             : going->init_failed(1, c.reason, milliseconds(5000));
+      INFO(s.message);
+      REQUIRE(s.ok());
+    }
   }
   auto ready_of = [&](int r) {
     rv::PreflightReady ready;
@@ -162,7 +183,7 @@ void check_preflight_case(const Connect& connect, const PreflightCase& c, const 
   std::vector<std::future<Status>> outcomes;
   const auto asked = std::chrono::steady_clock::now();
   for (int r = 0; r < c.world; ++r) {
-    if (r == c.init_fails || r == c.silent || r == c.off) continue;
+    if (r == c.goes || r == c.silent || r == c.off) continue;
     rv::Client* rank = ranks[static_cast<size_t>(r)].get();
     rv::PreflightPlan* plan = &plans[static_cast<size_t>(r)];
     char* got = &answered[static_cast<size_t>(r)];
