@@ -85,8 +85,8 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   if (Status st = rv::factory::parse_address(req.rendezvous.addr, req.rendezvous.port, &address);
       !st.ok())
     return make_status(st.code, who + ": " + st.message);
-  // A rendezvous without the reachability test (etcd: no server hands out
-  // the plans and the verdict) has this rank neither listen nor test.
+  // A rendezvous without the reachability test would have this rank neither
+  // listen nor test (both backends run it: rendezvous/rules/preflight_rules).
   const bool tested = address.runs_reachability_test();
   PreflightSetup setup;
   if (Status st = preflight_enabled(req.getenv, &setup.enabled); !st.ok())

@@ -586,17 +586,6 @@ Status Backend::init_failed(uint32_t comm_number, const std::string& reason, mil
   return i.announce_departure(PeerEventKind::init_failed, words, Impl::after(timeout));
 }
 
-Status Backend::preflight_ready(const PreflightReady& /*request*/, PreflightPlan* out) {
-  if (out != nullptr) {
-    out->step = PreflightStep::skipped;
-    out->note = "the etcd rendezvous runs no reachability test";
-    out->targets.clear();
-  }
-  return Status::success();
-}
-
-Status Backend::preflight_report(const PreflightReport& /*request*/) { return Status::success(); }
-
 std::optional<PeerEvent> Backend::next_event(milliseconds timeout) {
   Impl& i = *impl_;
   std::unique_lock<std::mutex> lock(i.ev_mu);

@@ -1,10 +1,12 @@
 // The etcd backend's state, shared by backend.cpp (store, membership,
-// events) and backend_join.cpp (the join). Private to rendezvous/etcd.
+// events), backend_join.cpp (the join) and the others of this folder.
+// Private to rendezvous/etcd.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -14,8 +16,10 @@
 #include "rendezvous/etcd/backend.hpp"
 #include "rendezvous/etcd/client.hpp"
 #include "rendezvous/etcd/keys.hpp"
+#include "rendezvous/etcd/preflight_records.hpp"
 #include "rendezvous/etcd/records.hpp"
 #include "rendezvous/etcd/recovery_decision.hpp"
+#include "rendezvous/rules/preflight_rules.hpp"
 #include "rendezvous/rules/words.hpp"
 
 namespace cc::rv::etcd {
@@ -196,6 +200,19 @@ struct Backend::Impl {
   std::optional<ResultRecord> wait_result(Deadline deadline);
   Status join_timed_out(uint32_t g, const Join& request, Joined* out);
   Status finish_join(uint32_t g, const MemberInfo& info, const ResultRecord& result, Joined* out);
+
+  // backend_preflight.cpp: the reachability test; rank 0 keeps every
+  // member's facts from its plan to its verdict (under mu).
+  struct Preflighting;
+  std::vector<rules::PreflightFacts> preflight_facts;
+  Status preflighting(uint32_t comm_number, const std::string& did, Preflighting* out);
+  Status put_preflight_verdict(const Preflighting& p, const PreflightVerdictRecord& v,
+                               PreflightVerdictRecord* decided, Deadline deadline);
+  Status watch_preflight(const Preflighting& p, std::vector<WatchSpec> extra, Deadline deadline,
+                         const std::function<bool(const WatchEvent&)>& on_extra,
+                         std::optional<PreflightVerdictRecord>* verdict);
+  Status preflight_ready(const PreflightReady& request, PreflightPlan* out);
+  Status preflight_report(const PreflightReport& request);
 
   // backend_recover.cpp
   Status recover(const Recover& request, const MakeId& make_id, Joined* out);

@@ -88,8 +88,26 @@ std::optional<std::pair<uint32_t, int32_t>> Keys::calls_line(Gen g, const std::s
 }
 std::string Keys::latest(uint32_t join) const { return root_ + "latest/" + std::to_string(join); }
 
+std::string Keys::preflight_ready_prefix(Gen g) const { return generation(g) + "preflight/ready/"; }
+std::string Keys::preflight_ready(Gen g, int32_t rank) const {
+  return preflight_ready_prefix(g) + std::to_string(rank);
+}
+std::string Keys::preflight_plan(Gen g, int32_t rank) const {
+  return generation(g) + "preflight/plan/" + std::to_string(rank);
+}
+std::string Keys::preflight_report_prefix(Gen g) const {
+  return generation(g) + "preflight/report/";
+}
+std::string Keys::preflight_report(Gen g, int32_t rank) const {
+  return preflight_report_prefix(g) + std::to_string(rank);
+}
+std::string Keys::preflight_verdict(Gen g) const { return generation(g) + "preflight/verdict"; }
+
 std::optional<int32_t> Keys::member_rank(Gen g, const std::string& key) const {
-  const std::string prefix = member_prefix(g);
+  return rank_under(member_prefix(g), key);
+}
+
+std::optional<int32_t> Keys::rank_under(const std::string& prefix, const std::string& key) {
   if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0)
     return std::nullopt;
   int32_t rank = 0;

@@ -17,6 +17,10 @@
 //   <prefix>/<job>/gen/<g>/refused/<op>   a replacement a recovery refused (gen/<g>.<e>/)
 //   <prefix>/<job>/gen/<g>/calls/<rank>   the rank's latest points of its calls, on its lease
 //   <prefix>/<job>/gen/<g>/calls/s<n>.<color>/<rank>  the same for its n-th split child
+//   <prefix>/<job>/gen/<g>/preflight/ready/<rank>   a member's test endpoint, on its lease
+//   <prefix>/<job>/gen/<g>/preflight/plan/<rank>    its targets, put by the generation's rank 0
+//   <prefix>/<job>/gen/<g>/preflight/report/<rank>  what its connections found, on its lease
+//   <prefix>/<job>/gen/<g>/preflight/verdict        the reachability test's verdict, put once
 //   <prefix>/<job>/latest/<g>             the newest generation a recovery made of join g
 //
 // news/ holds what every member follows for the life of a generation, each
@@ -83,6 +87,15 @@ class Keys {
   // The split and color of a key made by calls(); nullopt for any other key.
   std::optional<std::pair<uint32_t, int32_t>> calls_line(Gen g, const std::string& key) const;
   std::string latest(uint32_t join) const;
+  // The reachability test (backend_preflight.cpp): rank in the generation.
+  std::string preflight_ready_prefix(Gen g) const;  // "<root>gen/<g>/preflight/ready/"
+  std::string preflight_ready(Gen g, int32_t rank) const;
+  std::string preflight_plan(Gen g, int32_t rank) const;
+  std::string preflight_report_prefix(Gen g) const;
+  std::string preflight_report(Gen g, int32_t rank) const;
+  std::string preflight_verdict(Gen g) const;
+  // The rank of a key under `prefix` ("<prefix><rank>"); nullopt for any other key.
+  static std::optional<int32_t> rank_under(const std::string& prefix, const std::string& key);
 
   // The rank of a key made by member(g, rank); nullopt for any other key.
   std::optional<int32_t> member_rank(Gen g, const std::string& key) const;

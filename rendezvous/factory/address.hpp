@@ -50,8 +50,10 @@ class Address {
   // first endpoint stands for all: every rank reaches the same cluster).
   const std::string& route_host() const { return route_host_; }
   // Whether the rendezvous runs the reachability test at a communicator's
-  // start (a server hands out the plans and the verdict; etcd has none).
-  bool runs_reachability_test() const { return server_.has_value(); }
+  // start: every backend does (cc's server hands out the plans and the
+  // verdict; on etcd the generation's rank 0 puts them), by one rule
+  // (rendezvous/rules/preflight_rules.hpp).
+  bool runs_reachability_test() const { return true; }
   // The same server reached over this host's loopback (rank 0 reaching the
   // server it hosts, with no hairpin through NAT). Only with a server().
   Address on_loopback() const;

@@ -10,6 +10,8 @@ std::string quote(const std::string& s) { return "'" + printable(s) + "'"; }
 
 std::string member_who(const MemberInfo& i) { return cc::who(i.rank, i.host, i.pid); }
 
+bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 || addr == "::1"; }
+
 std::string nccl_text(int32_t code) {
   if (code <= 0) return "unknown";
   return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +

@@ -1,9 +1,8 @@
 // The pieces of text every rendezvous backend builds its words from, so cc's
 // server and the etcd backend say the same thing the same way: a quoted
 // name, who a rank is (spelled by common/who.hpp, as the library spells it),
-// an NCCL version code as "2.18.1", a sorted list of ranks as "2, 3, 5-9",
-// shortened lists of names and keys, a recovery's call, and where a
-// generation is.
+// whether an address is loopback, an NCCL version code as "2.18.1", a sorted list of ranks as "2,
+// 3, 5-9", shortened lists of names and keys, a recovery's call, and where a generation is.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +18,9 @@ std::string quote(const std::string& s);
 
 // Who a rank that sent a Join is: "rank 3 (host gpu-a, pid 4242)".
 std::string member_who(const MemberInfo& i);
+
+// 127.0.0.0/8 or ::1.
+bool is_loopback(const std::string& addr);
 
 // "2.18.1" for 21801, "unknown" for 0.
 std::string nccl_text(int32_t code);

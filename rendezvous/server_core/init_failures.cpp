@@ -17,7 +17,7 @@
 //    heartbeats missed, abort) fails the reachability test (preflight.cpp)
 //    of each of its generations that is still undecided: every request
 //    parked in it is answered with CC_ERR_PEER_FAILED naming the member and
-//    its words, and so is every later one.
+//    its words (rules/preflight_rules.hpp), and so is every later one.
 //
 // Members waiting in NCCL's init hear rule 2's and 3's events on their
 // connection (lib/comm/init_listener.cpp) and stop within a poll interval.
@@ -28,6 +28,7 @@
 #include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/rules/event_rules.hpp"
+#include "rendezvous/rules/preflight_rules.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
@@ -103,16 +104,9 @@ void ServerCore::Impl::init_failure_spread(Job& job, Conn& c, PeerEventKind kind
   for (const Membership& m : c.memberships) {
     auto g = job.comm_joins.find(m.comm_number);
     if (g == job.comm_joins.end() || g->second.preflight.decided()) continue;
-    const std::string who = cc::who(m.rank, m.host, m.pid);
-    std::string words;
-    if (kind == PeerEventKind::init_failed)
-      words = who + " could not start: " + reason;
-    else if (kind == PeerEventKind::aborted)
-      words = who + " aborted during init: " + reason;
-    else
-      words = who + " was lost during init: " + reason +
-              ". It crashed, was killed or lost its network: look at its output";
-    preflight_fail(job, g->second, CC_ERR_PEER_FAILED, words);
+    preflight_fail(
+        job, g->second, CC_ERR_PEER_FAILED,
+        rules::preflight_member_failed_words(kind, cc::who(m.rank, m.host, m.pid), reason));
   }
 }
 

@@ -14,7 +14,11 @@
 // 3. Each member connects, then sends PreflightReport, parked until every
 //    member reported. Then one verdict for all: Ok, or Error with the same
 //    words everywhere: who cannot reach whom, at which address, the connect
-//    error, the likely cause and the fix (preflight_words.cpp).
+//    error, the likely cause and the fix.
+//
+// The plan, the verdict and all their words are the rule every backend
+// shares (rendezvous/rules/preflight_rules.hpp); this file keeps the parked
+// requests and the phases.
 //
 // Deadlines: a PreflightReady parked longer than its timeout_ms (a member
 // that never takes part: an older cc) skips the test for the generation,
@@ -24,19 +28,17 @@
 // generation then skips the test. A member that fails meanwhile fails the
 // test for everyone (init_failures.cpp, rule 3).
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "common/log.hpp"
 #include "common/printable.hpp"
 #include "common/who.hpp"
-#include "rendezvous/server_core/preflight_words.hpp"
+#include "rendezvous/rules/preflight_rules.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv {
 
-using server_core::member_who;
 using server_core::Preflight;
 using server_core::PreflightMember;
 using server_core::quote;
@@ -103,7 +105,10 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
     send(c.id, rid, plan);
     return true;
   }
-  if (pf.members.empty()) pf.members.resize(static_cast<size_t>(gen.world_size));
+  if (pf.members.empty()) {
+    pf.members.resize(static_cast<size_t>(gen.world_size));
+    pf.facts.resize(static_cast<size_t>(gen.world_size));
+  }
   PreflightMember& me = member(pf, ms->rank);
   if (me.ready || pf.phase != Preflight::Phase::gathering) {
     send_error(
@@ -112,8 +117,10 @@ bool ServerCore::Impl::on_preflight_ready(Conn& c, uint32_t rid, const Preflight
     return true;
   }
   me.ready = true;
-  me.endpoint = m;
-  me.peer = server_core::peer_address(c.peer);
+  rules::PreflightFacts& facts = pf.facts[static_cast<size_t>(ms->rank)];
+  facts.info = gen.slots.at(ms->rank).info;
+  facts.ready = m;
+  facts.peer = server_core::peer_address(c.peer);
   ++pf.ready;
   if (!m.enabled) {
     if (pf.disabled_by < 0) pf.disabled_by = ms->rank;
@@ -141,40 +148,19 @@ void ServerCore::Impl::preflight_plan(Job& job, uint32_t comm_number, CommJoin& 
     finish_parked(it->first);
   };
   if (pf.disabled_by >= 0) {
-    const MemberInfo& off = gen.slots.at(pf.disabled_by).info;
     pf.phase = Preflight::Phase::skipped;
-    pf.verdict = member_who(off) + " runs with CC_PREFLIGHT=0, so " + where(job.id, comm_number) +
-                 " skips the reachability test before NCCL's init";
+    pf.verdict = rules::preflight_disabled_words(gen.slots.at(pf.disabled_by).info,
+                                                 where(job.id, comm_number));
     log().info("{}", printable(pf.verdict));
     PreflightPlan plan{PreflightStep::skipped, pf.verdict, {}};
     for (int32_t r = 0; r < n; ++r) answer(r, plan);
     pf.members.clear();
+    pf.facts.clear();
     return;
   }
-  // The lowest rank of each host tests the root, unless its successor is the root.
-  std::unordered_map<std::string, int32_t> first_of_host;
-  first_of_host.reserve(static_cast<size_t>(n));
-  for (int32_t r = 0; r < n; ++r) first_of_host.try_emplace(member(pf, r).endpoint.host_key, r);
-  auto target = [&](int32_t t) {
-    const MemberInfo& info = gen.slots.at(t).info;
-    const PreflightReady& e = member(pf, t).endpoint;
-    return ProbeTarget{t, info.host, info.pid, e.addr, e.port};
-  };
-  auto testable = [&](int32_t from, int32_t to) {
-    const PreflightReady& a = member(pf, from).endpoint;
-    const PreflightReady& b = member(pf, to).endpoint;
-    return from != to && a.host_key != b.host_key && b.port != 0;
-  };
-  std::vector<PreflightPlan> plans(static_cast<size_t>(n));
+  std::vector<std::vector<ProbeTarget>> targets = rules::preflight_targets(pf.facts);
   size_t edges = 0;
-  for (int32_t r = 0; r < n; ++r) {
-    PreflightPlan& plan = plans[static_cast<size_t>(r)];
-    const int32_t next = (r + 1) % n;
-    if (testable(r, next)) plan.targets.push_back(target(next));
-    if (next != 0 && first_of_host.at(member(pf, r).endpoint.host_key) == r && testable(r, 0))
-      plan.targets.push_back(target(0));
-    edges += plan.targets.size();
-  }
+  for (const std::vector<ProbeTarget>& t : targets) edges += t.size();
   if (edges == 0) {
     pf.phase = Preflight::Phase::passed;
     pf.verdict.clear();
@@ -183,11 +169,13 @@ void ServerCore::Impl::preflight_plan(Job& job, uint32_t comm_number, CommJoin& 
     PreflightPlan plan{PreflightStep::passed, {}, {}};
     for (int32_t r = 0; r < n; ++r) answer(r, plan);
     pf.members.clear();
+    pf.facts.clear();
     return;
   }
   pf.phase = Preflight::Phase::probing;
   log().debug("{}: {} connections to test before NCCL's init", where(job.id, comm_number), edges);
-  for (int32_t r = 0; r < n; ++r) answer(r, plans[static_cast<size_t>(r)]);
+  for (int32_t r = 0; r < n; ++r)
+    answer(r, PreflightPlan{PreflightStep::probe, {}, std::move(targets[static_cast<size_t>(r)])});
 }
 
 bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const PreflightReport& m,
@@ -202,15 +190,18 @@ bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const Prefligh
     send(c.id, rid, Ok{});
     return true;
   }
-  if (pf.phase != Preflight::Phase::probing || member(pf, ms->rank).reported) {
+  const bool twice =
+      pf.phase == Preflight::Phase::probing && pf.facts[static_cast<size_t>(ms->rank)].reported;
+  if (pf.phase != Preflight::Phase::probing || twice) {
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
                c.who() + " reported a reachability test of " + where(job.id, m.comm_number) +
-                   (member(pf, ms->rank).reported ? " twice" : " before it got its plan"));
+                   (twice ? " twice" : " before it got its plan"));
     return true;
   }
   PreflightMember& me = member(pf, ms->rank);
-  me.reported = true;
-  me.results = m.results;
+  rules::PreflightFacts& facts = pf.facts[static_cast<size_t>(ms->rank)];
+  facts.reported = true;
+  facts.results = m.results;
   ++pf.reported;
   me.parked = park(
       c, Parked::of(Parked::Kind::preflight, rid, job, m.timeout_ms, m.comm_number, ms->rank), now);
@@ -221,27 +212,17 @@ bool ServerCore::Impl::on_preflight_report(Conn& c, uint32_t rid, const Prefligh
 // Every member reported (or the deadline passed): one answer for all.
 void ServerCore::Impl::preflight_verdict(Job& job, uint32_t comm_number, CommJoin& gen) {
   Preflight& pf = gen.preflight;
-  std::vector<server_core::FailedProbe> failed;
-  size_t tested = 0;
-  for (int32_t r = 0; r < gen.world_size; ++r) {
-    for (const ProbeResult& result : member(pf, r).results) {
-      if (result.rank < 0 || result.rank >= gen.world_size) continue;
-      ++tested;
-      if (!result.reached) failed.push_back({r, &result});
-    }
-  }
-  if (!failed.empty()) {
-    preflight_fail(job, gen, CC_ERR_SYSTEM, server_core::preflight_failure_words(gen, failed));
+  const rules::PreflightVerdict verdict = rules::preflight_verdict(pf.facts);
+  if (!verdict.passed) {
+    preflight_fail(job, gen, CC_ERR_SYSTEM, verdict.words);
     return;
   }
-  std::vector<int32_t> silent;
-  for (int32_t r = 0; r < gen.world_size; ++r)
-    if (!member(pf, r).reported) silent.push_back(r);
-  if (silent.empty())
-    log().info("{}: reachability test passed ({} connections)", where(job.id, comm_number), tested);
+  if (verdict.silent.empty())
+    log().info("{}: reachability test passed ({} connections)", where(job.id, comm_number),
+               verdict.tested);
   else
     log().warn("{}: reachability test passed on {} connections; rank(s) {} did not report in time",
-               where(job.id, comm_number), tested, rank_ranges(silent));
+               where(job.id, comm_number), verdict.tested, rank_ranges(verdict.silent));
   pf.phase = Preflight::Phase::passed;
   for (int32_t r = 0; r < gen.world_size; ++r) {
     PreflightMember& me = member(pf, r);
@@ -252,6 +233,7 @@ void ServerCore::Impl::preflight_verdict(Job& job, uint32_t comm_number, CommJoi
     finish_parked(it->first);
   }
   pf.members.clear();
+  pf.facts.clear();
 }
 
 // The test failed for the generation: every parked step gets the words, and
@@ -272,6 +254,7 @@ void ServerCore::Impl::preflight_fail(Job& job, CommJoin& gen, cc_result_t code,
     finish_parked(it->first);
   }
   pf.members.clear();
+  pf.facts.clear();
 }
 
 void ServerCore::Impl::preflight_expired(const Parked& p) {
@@ -291,10 +274,7 @@ void ServerCore::Impl::preflight_expired(const Parked& p) {
   for (int32_t r = 0; r < gen.world_size; ++r)
     if (!member(pf, r).ready) missing.push_back(r);
   pf.phase = Preflight::Phase::skipped;
-  pf.verdict = std::string(missing.size() == 1 ? "rank " : "ranks ") + rank_ranges(missing) +
-               " of " + where(job.id, comm_number) + " did not take part in the reachability " +
-               "test within " + std::to_string(timeout_ms) +
-               " ms (a cc without it?), so NCCL's init starts untested";
+  pf.verdict = rules::preflight_missing_words(missing, where(job.id, comm_number), timeout_ms);
   log().warn("{}", printable(pf.verdict));
   PreflightPlan plan{PreflightStep::skipped, pf.verdict, {}};
   for (PreflightMember& me : pf.members) {
@@ -305,6 +285,7 @@ void ServerCore::Impl::preflight_expired(const Parked& p) {
     finish_parked(it->first);
   }
   pf.members.clear();
+  pf.facts.clear();
 }
 
 }  // namespace cc::rv

@@ -1,7 +1,8 @@
 // What the rendezvous server holds of one generation's reachability test
-// (preflight.cpp): each member's listening endpoint and network facts from
-// its PreflightReady, the requests parked until the plan and the verdict, and
-// the verdict once known. Only the files of this folder include this header.
+// (preflight.cpp): each member's facts for the rule (its PreflightReady, who
+// it is, where its connection comes from, its report), the requests parked
+// until the plan and the verdict, and the verdict once known. Only the files
+// of this folder include this header.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "cc/cc.h"
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/rules/preflight_rules.hpp"
 
 namespace cc::rv::server_core {
 
@@ -32,7 +34,8 @@ struct Preflight {
     failed,
     skipped
   } phase = Phase::gathering;
-  std::vector<PreflightMember> members;  // by rank, sized on the first PreflightReady
+  std::vector<PreflightMember> members;      // by rank, sized on the first PreflightReady
+  std::vector<rules::PreflightFacts> facts;  // by rank, as members
   int32_t ready = 0;
   int32_t reported = 0;
   int32_t disabled_by = -1;  // the first rank that runs with CC_PREFLIGHT=0

@@ -12,8 +12,8 @@
 // deadlines.cpp, output.cpp, connections.cpp, parked.cpp, kv.cpp,
 // retention.cpp, joins.cpp, heartbeats.cpp, recovery.cpp, status.cpp (the
 // operator's status report), metrics.cpp (counters and the snapshot the
-// metrics endpoint shows), init_failures.cpp and preflight.cpp (with its
-// words in preflight_words.cpp).
+// metrics endpoint shows), init_failures.cpp and preflight.cpp (whose plan,
+// verdict and words are rendezvous/rules/preflight_rules.hpp's).
 // Only the files of this folder include this header.
 #pragma once
 

@@ -3,8 +3,8 @@
 // errors.
 #include "rendezvous/server_core/words.hpp"
 
-#include "common/who.hpp"
 #include "common/printable.hpp"
+#include "common/who.hpp"
 #include "rendezvous/server_core/state.hpp"
 
 namespace cc::rv::server_core {
@@ -17,8 +17,6 @@ std::string peer_address(const std::string& peer) {
   const size_t colon = peer.rfind(':');
   return colon == std::string::npos ? peer : peer.substr(0, colon);
 }
-
-bool is_loopback(const std::string& addr) { return addr.rfind("127.", 0) == 0 || addr == "::1"; }
 
 // "rank 3 (host a, pid 42) at 10.0.0.3:5555" once it joined, "host a (pid 42)
 // at 10.0.0.3:5555" after its hello, "10.0.0.3:5555" before.

@@ -12,6 +12,7 @@
 
 namespace cc::rv::server_core {
 
+using rules::is_loopback;
 using rules::key_list;
 using rules::lineage_where;
 using rules::member_who;
@@ -24,9 +25,6 @@ using rules::recover_call_words;
 
 // The address part of a connection's peer: "1.2.3.4" of "1.2.3.4:5", "::1" of "[::1]:5".
 std::string peer_address(const std::string& peer);
-
-// 127.0.0.0/8 or ::1.
-bool is_loopback(const std::string& addr);
 
 // Empty, or the warning for a rank behind NAT (see words.cpp).
 std::string nat_notice(const MemberInfo& in, const std::string& peer);

@@ -142,8 +142,9 @@ TEST_CASE(
 }
 
 TEST_CASE("comm start on etcd: a rank whose init fails tells the others at once, in its words") {
-  // cc_comm_init's own start (lib/comm/startup: no reachability test on
-  // etcd), then a stand-in for NCCL's init that fails on rank 1 only.
+  // cc_comm_init's own start (lib/comm/startup: the reachability test, with
+  // nothing to test on one host), then a stand-in for NCCL's init that fails
+  // on rank 1 only.
   constexpr int kWorld = 3;
   const std::string exe = member_exe("INIT_MEMBER");
   Members ms;

@@ -203,15 +203,6 @@ TEST_CASE("etcd membership: an abort and a rank gone without leaving reach the o
 TEST_CASE("etcd membership: a rank's failed init reaches the others at once, in its words") {
   auto ranks = joined_ranks("init-failed", 3, 5000);
 
-  // No reachability test on etcd: the plan says so, the report is taken.
-  cc::rv::PreflightReady ready;
-  ready.comm_number = 1;
-  cc::rv::PreflightPlan plan;
-  REQUIRE(ranks[0]->preflight_ready(ready, &plan).ok());
-  CHECK(plan.step == cc::rv::PreflightStep::skipped);
-  CHECK_THAT(plan.note, Catch::Contains("etcd rendezvous runs no reachability test"));
-  CHECK(ranks[0]->preflight_report(cc::rv::PreflightReport{}).ok());
-
   const auto t0 = Clock::now();
   REQUIRE(ranks[1]
               ->init_failed(1, "rank 1: cudaSetDevice(3) failed: invalid device ordinal",
@@ -226,6 +217,40 @@ TEST_CASE("etcd membership: a rank's failed init reaches the others at once, in 
   // Its membership ended with the news: dropping it tells nobody again.
   ranks[1].reset();
   CHECK_FALSE(ranks[0]->next_event(milliseconds(500)).has_value());
+}
+
+TEST_CASE("etcd membership: a rank with CC_PREFLIGHT=0 skips the reachability test for all") {
+  auto ranks = joined_ranks("preflight-off", 3, 5000);
+  const std::string note =
+      "rank 1 (host host-b, pid 1001) runs with CC_PREFLIGHT=0, so communicator 1 of job "
+      "'preflight-off' skips the reachability test before NCCL's init";
+  const auto t0 = Clock::now();
+  for (int r : {1, 0, 2}) {  // the one that is off first: it waits for nobody
+    cc::rv::PreflightReady ready;
+    ready.comm_number = 1;
+    ready.enabled = r != 1;
+    ready.host_key = "key-" + std::to_string(r);
+    ready.addr = "127.0.0.1";
+    ready.port = 7000;
+    ready.timeout_ms = 10000;
+    cc::rv::PreflightPlan plan;
+    const cc::Status s = ranks[static_cast<size_t>(r)]->preflight_ready(ready, &plan);
+    INFO("rank " << r << ": " << s.message);
+    REQUIRE(s.ok());
+    CHECK(plan.step == cc::rv::PreflightStep::skipped);
+    CHECK(plan.note == (r == 1 ? "CC_PREFLIGHT=0" : note));  // its own: as cc's server's client
+    CHECK(plan.targets.empty());
+  }
+  CHECK(ms_since(t0) < 2000);  // the verdict was there: nobody waited for the deadline
+  // A member that was no member of that communicator is told so.
+  cc::rv::PreflightReady other;
+  other.comm_number = 2;
+  cc::rv::PreflightPlan plan;
+  const cc::Status s = ranks[0]->preflight_ready(other, &plan);
+  CHECK(s.code == CC_ERR_INVALID_USAGE);
+  CHECK(s.message ==
+        "rank 0 (host host-a, pid 1000) asked for the reachability test of communicator 2 of job "
+        "'preflight-off', of which it is no member on etcd; join first");
 }
 
 TEST_CASE(

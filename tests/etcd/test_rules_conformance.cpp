@@ -10,8 +10,11 @@
 // and a replacement of another world size than the regrow's (refused alone).
 // And the departures (rules_table.*): the peer event every other member gets
 // when one reports its init failed, aborts or is gone without leaving, every
-// field; an abort or a failed init while joining; and a death in a shrunk
-// generation, named by its rank there, after which the rest shrink again.
+// field; an abort or a failed init while joining; a death in a shrunk
+// generation, named by its rank there, after which the rest shrink again;
+// and the reachability test's verdicts (it passes; one host; a rank's port
+// refuses; a rank's init fails, it aborts or rank 0 is gone while the others
+// wait in it; CC_PREFLIGHT=0; a rank that never takes part).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
@@ -86,6 +89,12 @@ TEST_CASE("conformance: every departure, the same peer event on cc's server and 
 TEST_CASE("conformance: an abort or a failed init while joining, the same words on both backends") {
   each_case_on_both_sides(joining_cases(), [](const Side& side, const JoiningCase& c) {
     check_joining_case(side.connect(c.name), c, side.words);
+  });
+}
+
+TEST_CASE("conformance: every reachability test's verdict, the same words on both backends") {
+  each_case_on_both_sides(preflight_cases(), [](const Side& side, const PreflightCase& c) {
+    check_preflight_case(side.connect(c.name), c, side.words);
   });
 }
 

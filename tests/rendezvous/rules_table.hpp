@@ -1,6 +1,7 @@
 // The conformance table of the rendezvous rules: joins that each rule
 // refuses, with the exact words every rank gets, and the joins that are
-// accepted. The rendezvous suite runs it through the rules alone and through
+// accepted; departures; the reachability test's verdicts
+// (rules_table_preflight.cpp). The rendezvous suite runs it through the rules alone and through
 // cc's server (test_rules_table.cpp); the etcd suite runs the same cases
 // through cc's server and through real etcd, and compares the words
 // (tests/etcd/test_rules_conformance.cpp).
@@ -114,6 +115,41 @@ void check_next_event(rv::Client& c, const rv::PeerEvent& want,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 // No peer event comes on `c` within `quiet`.
 void check_no_event(rv::Client& c, std::chrono::milliseconds quiet);
+
+// --- The reachability test: the one verdict every member gets ------------
+
+// After every rank of `world` joined, rank `goes` (-1: none) goes `how`
+// (with `reason`: its init failed, it aborts, it dies); every other rank but
+// `silent` (one that
+// never takes part) sends its endpoint: its own NCCL host id (all one when
+// one_host), 127.0.0.1 on interface lo, and a port where a listener of the
+// test accepts or, for the ranks in `refusing`, one where nothing listens
+// (connections are refused); rank `off` with CC_PREFLIGHT=0. Each rank whose
+// plan says probe connects to its targets and reports what it found. Every
+// rank that took part (but `off`, which waits for nobody) gets, at once or
+// at timeout_ms: a plan of `step` (when it was answered one), with targets
+// by rank `targets` (when not empty), then `code`; and `words` exactly
+// (before expand(); {port} is the first refusing rank's port): the error's
+// words, or the skipped plan's note.
+struct PreflightCase {
+  std::string name{};
+  int world = 3;
+  std::vector<int> refusing{};
+  int goes = -1;
+  Going how = Going::init_failed;
+  std::string reason{};
+  int off = -1;
+  int silent = -1;
+  bool one_host = false;
+  uint32_t timeout_ms = 10000;
+  rv::PreflightStep step = rv::PreflightStep::probe;
+  std::vector<std::vector<int32_t>> targets{};
+  cc_result_t code = CC_SUCCESS;
+  std::string words{};
+};
+
+std::vector<PreflightCase> preflight_cases();
+void check_preflight_case(const Connect& connect, const PreflightCase& c, const BackendWords& b);
 
 // cc's own server on loopback, and connections to it for a job.
 struct LoopbackServer {

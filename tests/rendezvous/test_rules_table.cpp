@@ -83,6 +83,14 @@ TEST_CASE("rules table: an abort or a failed init while joining, from cc's serve
   }
 }
 
+TEST_CASE("rules table: each reachability test's verdict, from cc's server, to every rank") {
+  LoopbackServer server;
+  for (const PreflightCase& c : preflight_cases()) {
+    INFO(c.name);
+    check_preflight_case(server.connect(c.name), c, server_words());
+  }
+}
+
 TEST_CASE("join rules: a rank that goes frees its rank and its GPU; missing ranks are sorted") {
   rv::rules::JoinCheck check;
   const std::string where = rv::rules::communicator_where("j", 1);

@@ -1,12 +1,21 @@
-#include "rendezvous/server_core/preflight_words.hpp"
+// The reachability test's rule (see preflight_rules.hpp): the plan, the
+// verdict and their words.
+#include "rendezvous/rules/preflight_rules.hpp"
 
 #include <cerrno>
+#include <unordered_map>
 
 #include "common/who.hpp"
-#include "rendezvous/server_core/words.hpp"
+#include "rendezvous/rules/words.hpp"
 
-namespace cc::rv::server_core {
+namespace cc::rv::rules {
 namespace {
+
+// A failed connection: result->rank is the target.
+struct FailedProbe {
+  int32_t from = -1;
+  const ProbeResult* result = nullptr;
+};
 
 constexpr size_t kOthersShown = 3;
 
@@ -20,15 +29,14 @@ struct End {
   std::string peer;  // the address its rendezvous connection came from
 };
 
-End end_of(const CommJoin& gen, int32_t rank) {
+End end_of(const std::vector<PreflightFacts>& members, int32_t rank) {
   End end;
   end.rank = rank;
-  const MemberInfo& info = gen.slots.at(rank).info;
-  end.who = member_who(info);
+  const PreflightFacts& m = members[static_cast<size_t>(rank)];
+  end.who = member_who(m.info);
   end.name = cc::who(rank, {});
-  end.host = info.host.empty() ? cc::who(rank, {}) + "'s host" : "host " + info.host;
-  const PreflightMember& m = gen.preflight.members[static_cast<size_t>(rank)];
-  end.e = &m.endpoint;
+  end.host = m.info.host.empty() ? cc::who(rank, {}) + "'s host" : "host " + m.info.host;
+  end.e = &m.ready;
   end.peer = m.peer;
   return end;
 }
@@ -39,8 +47,8 @@ std::string address(const PreflightReady& e) {
 }
 
 // Whether `from` reached `to` in its own test; 0 unknown, 1 yes, -1 no.
-int reached(const CommJoin& gen, int32_t from, int32_t to) {
-  for (const ProbeResult& r : gen.preflight.members[static_cast<size_t>(from)].results)
+int reached(const std::vector<PreflightFacts>& members, int32_t from, int32_t to) {
+  for (const ProbeResult& r : members[static_cast<size_t>(from)].results)
     if (r.rank == to) return r.reached ? 1 : -1;
   return 0;
 }
@@ -69,7 +77,8 @@ std::string firewall_fix(const End& s, const End& t) {
 }
 
 // "Likely cause: ... Fix: ..." for one failed connection.
-std::string cause_and_fix(const CommJoin& gen, const End& s, const End& t, const ProbeResult& r) {
+std::string cause_and_fix(const std::vector<PreflightFacts>& members, const End& s, const End& t,
+                          const ProbeResult& r) {
   const PreflightReady& te = *t.e;
   if (is_loopback(te.addr))
     return "Likely cause: NCCL will use the loopback address " + te.addr + " on " + t.host +
@@ -95,7 +104,7 @@ std::string cause_and_fix(const CommJoin& gen, const End& s, const End& t, const
            "not help, NCCL listens on ephemeral ports";
   const std::string by_hand =
       te.user_ifname.empty() ? "" : " (NCCL_SOCKET_IFNAME=" + te.user_ifname + " set by hand)";
-  const int back = reached(gen, t.rank, s.rank);
+  const int back = reached(members, t.rank, s.rank);
   const std::string one_way = back > 0 ? "; " + t.name + " did connect to " + s.name +
                                              ", so the other way works and the block is one-way"
                                        : "";
@@ -128,21 +137,21 @@ std::string failure_line(const End& s, const End& t, const ProbeResult& r) {
          ", the address NCCL will use for it (" + interface_words(*t.e) + "): " + r.words;
 }
 
-}  // namespace
-
-std::string preflight_failure_words(const CommJoin& gen, const std::vector<FailedProbe>& failed) {
+std::string failure_words(const std::vector<PreflightFacts>& members,
+                          const std::vector<FailedProbe>& failed) {
   std::string out = "the reachability test before NCCL's init failed";
   if (failed.empty()) return out;
   if (failed.size() > 1)
     out += " (" + std::to_string(failed.size()) + " of the connections NCCL needs cannot be made)";
   out += ", so NCCL would hang or fail there: ";
   const FailedProbe& first = failed.front();
-  const End s = end_of(gen, first.from);
-  const End t = end_of(gen, first.result->rank);
-  out += failure_line(s, t, *first.result) + ". " + cause_and_fix(gen, s, t, *first.result) + ".";
+  const End s = end_of(members, first.from);
+  const End t = end_of(members, first.result->rank);
+  out +=
+      failure_line(s, t, *first.result) + ". " + cause_and_fix(members, s, t, *first.result) + ".";
   for (size_t i = 1; i < failed.size() && i <= kOthersShown; ++i) {
-    const End so = end_of(gen, failed[i].from);
-    const End to = end_of(gen, failed[i].result->rank);
+    const End so = end_of(members, failed[i].from);
+    const End to = end_of(members, failed[i].result->rank);
     out += (i == 1 ? " Also: " : "; ") + so.who + " to " + to.who + " at " + address(*to.e) + ": " +
            failed[i].result->words;
   }
@@ -153,4 +162,74 @@ std::string preflight_failure_words(const CommJoin& gen, const std::vector<Faile
   return out;
 }
 
-}  // namespace cc::rv::server_core
+}  // namespace
+
+std::vector<std::vector<ProbeTarget>> preflight_targets(
+    const std::vector<PreflightFacts>& members) {
+  const int32_t n = static_cast<int32_t>(members.size());
+  auto ready = [&](int32_t r) -> const PreflightReady& {
+    return members[static_cast<size_t>(r)].ready;
+  };
+  // The lowest rank of each host tests the root, unless its successor is the root.
+  std::unordered_map<std::string, int32_t> first_of_host;
+  first_of_host.reserve(members.size());
+  for (int32_t r = 0; r < n; ++r) first_of_host.try_emplace(ready(r).host_key, r);
+  auto target = [&](int32_t t) {
+    const PreflightFacts& m = members[static_cast<size_t>(t)];
+    return ProbeTarget{t, m.info.host, m.info.pid, m.ready.addr, m.ready.port};
+  };
+  auto testable = [&](int32_t from, int32_t to) {
+    return from != to && ready(from).host_key != ready(to).host_key && ready(to).port != 0;
+  };
+  std::vector<std::vector<ProbeTarget>> targets(members.size());
+  for (int32_t r = 0; r < n; ++r) {
+    std::vector<ProbeTarget>& mine = targets[static_cast<size_t>(r)];
+    const int32_t next = (r + 1) % n;
+    if (testable(r, next)) mine.push_back(target(next));
+    if (next != 0 && first_of_host.at(ready(r).host_key) == r && testable(r, 0))
+      mine.push_back(target(0));
+  }
+  return targets;
+}
+
+PreflightVerdict preflight_verdict(const std::vector<PreflightFacts>& members) {
+  const int32_t n = static_cast<int32_t>(members.size());
+  PreflightVerdict v;
+  std::vector<FailedProbe> failed;
+  for (int32_t r = 0; r < n; ++r) {
+    const PreflightFacts& m = members[static_cast<size_t>(r)];
+    if (!m.reported) v.silent.push_back(r);
+    for (const ProbeResult& result : m.results) {
+      if (result.rank < 0 || result.rank >= n) continue;
+      ++v.tested;
+      if (!result.reached) failed.push_back({r, &result});
+    }
+  }
+  if (!failed.empty()) {
+    v.passed = false;
+    v.words = failure_words(members, failed);
+  }
+  return v;
+}
+
+std::string preflight_disabled_words(const MemberInfo& off, const std::string& where) {
+  return member_who(off) + " runs with CC_PREFLIGHT=0, so " + where +
+         " skips the reachability test before NCCL's init";
+}
+
+std::string preflight_missing_words(const std::vector<int32_t>& missing, const std::string& where,
+                                    uint32_t timeout_ms) {
+  return std::string(missing.size() == 1 ? "rank " : "ranks ") + rank_ranges(missing) + " of " +
+         where + " did not take part in the reachability test within " +
+         std::to_string(timeout_ms) + " ms (a cc without it?), so NCCL's init starts untested";
+}
+
+std::string preflight_member_failed_words(PeerEventKind kind, const std::string& who,
+                                          const std::string& reason) {
+  if (kind == PeerEventKind::init_failed) return who + " could not start: " + reason;
+  if (kind == PeerEventKind::aborted) return who + " aborted during init: " + reason;
+  return who + " was lost during init: " + reason +
+         ". It crashed, was killed or lost its network: look at its output";
+}
+
+}  // namespace cc::rv::rules
