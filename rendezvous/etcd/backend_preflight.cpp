@@ -47,6 +47,15 @@ constexpr size_t kPlansPerTxn = 64;  // etcd's default limit is 128 operations
 
 using Verdict = PreflightVerdictRecord;
 
+// The puts under `prefix` (each member's ready or report key).
+WatchSpec puts_under(const std::string& prefix) {
+  WatchSpec w;
+  w.key = prefix;
+  w.range_end = prefix_end(prefix);
+  w.no_delete = true;
+  return w;
+}
+
 }  // namespace
 
 struct Backend::Impl::Preflighting {
@@ -236,10 +245,7 @@ Status Backend::Impl::preflight_ready(const PreflightReady& request, PreflightPl
   // Rank 0: every member's endpoint, then every member's plan.
   std::vector<rules::PreflightFacts> facts(static_cast<size_t>(p.world));
   int32_t ready = 0;
-  WatchSpec readies;
-  readies.key = keys.preflight_ready_prefix(p.at);
-  readies.range_end = prefix_end(readies.key);
-  readies.no_delete = true;
+  const WatchSpec readies = puts_under(keys.preflight_ready_prefix(p.at));
   Status s = watch_preflight(
       p, {readies}, deadline_of(request.timeout_ms, opt.request_timeout),
       [&](const WatchEvent& e) {
@@ -342,10 +348,7 @@ Status Backend::Impl::preflight_report(const PreflightReport& request) {
                                                  p.where + " before it got its plan");
   }
   int32_t reported = 0;
-  WatchSpec reports;
-  reports.key = keys.preflight_report_prefix(p.at);
-  reports.range_end = prefix_end(reports.key);
-  reports.no_delete = true;
+  const WatchSpec reports = puts_under(keys.preflight_report_prefix(p.at));
   Status s = watch_preflight(
       p, {reports}, deadline,
       [&](const WatchEvent& e) {
