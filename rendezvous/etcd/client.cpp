@@ -740,7 +740,11 @@ struct Client::Impl {
         body += json{{"create_request", c}}.dump();
         body += '\n';
       }
-      auto conn = connect_to(ep);
+      // An idle connection of the pool carries the stream (the one the
+      // rank's lease and claim just used): a new connection per watch cost
+      // etcd's gateway a connection's setup each. It is not given back:
+      // a stream stopped halfway leaves it unusable.
+      auto conn = borrow(ep);
       if (!conn->is_valid()) {
         return make_status(CC_ERR_INVALID_ARGUMENT,
                            where() + ": cannot set up TLS with the CA file '" + opt.ca_file +
