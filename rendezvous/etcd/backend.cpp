@@ -55,8 +55,15 @@ Status Backend::Impl::ensure_lease(Deadline deadline) {
   const int64_t ttl = ttl_seconds(window);
   lock.unlock();
   int64_t id = 0, granted = 0, revision = 0;
-  if (Status s = etcd->lease_grant(ttl, deadline, &id, &granted, &revision); !s.ok()) return s;
-  lock.lock();
+  if (node) {  // the node's lease, which its agent keeps alive
+    std::string words;
+    if (Status s = node->lease(deadline, &id, &granted, &words); !s.ok()) return s;
+    lock.lock();
+    node_words = std::move(words);
+  } else {
+    if (Status s = etcd->lease_grant(ttl, deadline, &id, &granted, &revision); !s.ok()) return s;
+    lock.lock();
+  }
   lease = id;
   lease_ttl = granted > 0 ? granted : ttl;
   if (!keeper.joinable()) keeper = std::thread([this] { keep_alive(); });
@@ -77,8 +84,8 @@ void Backend::Impl::keep_alive() {
       last_ok = Clock::now();
     }
     const auto woken = [&] { return stopping || pending_abort.has_value() || lease != kept; };
-    if (kept == 0)
-      keeper_cv.wait(lock, woken);  // no lease now: nothing is due until one comes
+    if (kept == 0 || node)
+      keeper_cv.wait(lock, woken);  // no lease now, or the node's agent keeps it
     else
       keeper_cv.wait_until(lock, last_ok + ttl / 3, woken);
     if (stopping) break;
@@ -135,6 +142,40 @@ void Backend::Impl::lost_membership(const std::string& how) {
           "other ranks consider this rank failed"});
 }
 
+void Backend::Impl::tell_agent_member() {
+  if (!node) return;
+  node::Membership m;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const Gen g = current();
+    m.generation = keys.generation(g);
+    m.gone = keys.gone(g, position);
+    m.events = keys.events(g);
+    m.rank = position;
+    m.host = me.host;
+    m.pid = me.pid;
+  }
+  node->member(m);
+}
+
+// As keep_alive() when its lease expired: a joining rank claims again on the
+// node's new lease; a member's membership has ended.
+void Backend::Impl::node_lease_lost(int64_t old, const std::string& how) {
+  std::unique_lock<std::mutex> lock(mu);
+  if (old != 0 && lease != old) return;
+  if (leaving || stopping) return;
+  lease = 0;
+  if (joining) {
+    lease_lost = true;
+    result_cv.notify_all();
+    return;
+  }
+  const bool was_member = member;
+  member = false;
+  lock.unlock();
+  if (was_member) lost_membership(how);
+}
+
 // The generation follower: the generation's one etcd watch stream, from the
 // join to the leave, with two watchers on keys that only rare writes touch
 // (so no write elsewhere in the generation costs etcd work for them): the
@@ -176,8 +217,7 @@ void Backend::Impl::follow_generation(const Followed& w, int64_t from) {
         "etcd: job {}: communicator {}, generation {}: watching from revision {} (news), "
         "{} (rank {}'s key)",
         quote(opt.job_id), g.g, g.generation, next_news, next_neighbour, neighbour_key);
-    Status s = etcd->watch(specs, Clock::now() + kFollowSlice, follower_cancel.get(),
-                           [&](const std::vector<WatchEvent>& evs, int64_t) {
+    const auto on_events = [&](const std::vector<WatchEvent>& evs, int64_t) {
                              for (const WatchEvent& e : evs) {
                                if (e.spec == 0) {
                                  next_news = std::max(next_news, e.kv.mod_revision + 1);
@@ -203,7 +243,10 @@ void Backend::Impl::follow_generation(const Followed& w, int64_t from) {
                                  neighbour_gone(g, neighbour, e);
                              }
                              return true;
-                           });
+    };
+    const Deadline slice = Clock::now() + kFollowSlice;
+    Status s = node ? node->watch(specs, slice, follower_cancel.get(), on_events)
+                    : etcd->watch(specs, slice, follower_cancel.get(), on_events);
     if (s.code == CC_ERR_ABORTED) return;
     if (s.ok() || s.code == CC_ERR_TIMEOUT) continue;
     log().debug("etcd: watching communicator {}, generation {} of job {}: {}", g.g, g.generation,
@@ -267,10 +310,17 @@ void Backend::Impl::neighbour_gone(Gen g, int32_t rank, const WatchEvent& e) {
     d.host = rec.info.host;
     d.pid = rec.info.pid;
   }
-  d.reason = "its etcd lease expired: no keepalive reached etcd within its " +
-             std::to_string(lease_ttl) +
-             " s heartbeat window (the process died or stalled, its host went down, or its network "
-             "was cut)";
+  if (!rec.node.empty())
+    d.reason = "its node agent (" + rec.node +
+               ") was lost: the node's etcd lease expired: no keepalive reached etcd within its " +
+               std::to_string(lease_ttl) +
+               " s heartbeat window (the host went down, cc-run was killed or stalled, or its "
+               "network was cut)";
+  else
+    d.reason = "its etcd lease expired: no keepalive reached etcd within its " +
+               std::to_string(lease_ttl) +
+               " s heartbeat window (the process died or stalled, its host went down, or its "
+               "network was cut)";
   if (Status s = announce(g, d, after(opt.request_timeout)); !s.ok())
     log().warn("etcd: job {}: announcing that rank {} is gone: {}", quote(opt.job_id), rank,
                s.message);
@@ -323,7 +373,9 @@ Status Backend::Impl::announce_departure(PeerEventKind kind, const std::string& 
   if (kind == PeerEventKind::aborted) return announce(g, d, deadline);
   stop_follower();
   Status s = announce(g, d, deadline);
-  if (id != 0) {
+  if (node) {  // its keys go as its own lease's revoke would take them
+    node->ended(keys.generation(g));
+  } else if (id != 0) {
     Status r = etcd->lease_revoke(id, deadline);
     if (s.ok()) s = r;
     std::lock_guard<std::mutex> lock(mu);
@@ -375,10 +427,13 @@ Backend::~Backend() {
   }
   i.keeper_cv.notify_all();
   if (i.keeper.joinable()) i.keeper.join();
-  if (id != 0) (void)i.etcd->lease_revoke(id, Clock::now() + milliseconds(2000));
+  if (i.node)
+    i.node.reset();  // the lease is the node's; what was this rank's went with its departure
+  else if (id != 0)
+    (void)i.etcd->lease_revoke(id, Clock::now() + milliseconds(2000));
 }
 
-Status Backend::connect(const BackendOptions& options, std::unique_ptr<Backend>* out) {
+Status client_options(const BackendOptions& options, ClientOptions* out) {
   ClientOptions co;
   if (Status s = parse_address(options.address, &co.address); !s.ok()) return s;
   co.ca_file = options.ca_file;
@@ -387,8 +442,25 @@ Status Backend::connect(const BackendOptions& options, std::unique_ptr<Backend>*
   co.auth_file = options.auth_file;
   co.attempt_timeout = options.attempt_timeout;
   co.connect_timeout = options.attempt_connect_timeout;
+  *out = std::move(co);
+  return Status::success();
+}
+
+Status Backend::connect(const BackendOptions& options, std::unique_ptr<Backend>* out) {
+  ClientOptions co;
+  if (Status s = client_options(options, &co); !s.ok()) return s;
   auto impl = std::make_unique<Impl>(options);
   if (Status s = EtcdClient::create(co, &impl->etcd); !s.ok()) return s;
+  if (options.member && !options.agent_socket.empty()) {
+    if (Status s = node::Link::connect(options.agent_socket, &impl->node); !s.ok()) return s;
+    Impl* i = impl.get();
+    i->etcd->on_leased_put([i](const std::string& key) { i->node->own(key); });
+    i->node->on_lost([i](const std::string& why) { i->node_lease_lost(0, why); });
+    i->node->on_lease_lost([i](int64_t old) {
+      i->node_lease_lost(old, "the node's etcd lease expired before its agent's keepalive "
+                              "reached etcd");
+    });
+  }
   impl->endpoint_text = co.address.text();
   // A rank's first request proves etcd reachable (and the password right):
   // its membership lease, or for a store the member list.
@@ -416,6 +488,7 @@ Status Backend::leave() {
   }
   i.stop_call_check();
   i.stop_follower();
+  if (i.node) i.node->left(i.keys.generation(g));
   const Deadline d = i.after(i.opt.request_timeout);
   // The member key leaves the lease first (a put the others' watch filters
   // out), so revoking the lease deletes nothing they watch.
@@ -425,7 +498,7 @@ Status Backend::leave() {
                Op::put(i.keys.leaves(g), "", 0, true)};
   TxnResult r;
   Status s = i.etcd->txn(t, d, &r);
-  if (id != 0) {
+  if (id != 0 && !i.node) {  // the node's lease stays, for its other ranks
     (void)i.etcd->lease_revoke(id, d);
     std::lock_guard<std::mutex> lock(i.mu);
     if (i.lease == id) i.lease = 0;
@@ -455,6 +528,7 @@ Status Backend::set_heartbeat_window(milliseconds window) {
   {
     std::lock_guard<std::mutex> lock(i.mu);
     i.window = window;
+    if (i.node) return Status::success();  // the node's agent holds the lease, of its window
     if (i.lease == 0 || Impl::ttl_seconds(window) == i.lease_ttl) return Status::success();
     old = i.lease;
     if (i.member) {
@@ -547,6 +621,8 @@ Status Backend::progress_in(uint32_t comm_number, uint32_t generation, int32_t r
 }
 
 std::chrono::steady_clock::time_point Backend::last_heard() const {
+  // Behind an agent, etcd answers the node's keepalives, not this rank's.
+  if (impl_->node) return std::max(impl_->node->last_heard(), impl_->etcd->last_answer());
   return impl_->etcd->last_answer();
 }
 

@@ -75,6 +75,9 @@ struct BackendOptions {
   // A rank that will join a communicator: connect takes its membership lease
   // (which proves etcd reachable) instead of asking for the member list.
   bool member = false;
+  // cc-run's node agent (CC_AGENT_SOCKET; empty: none): a member takes the
+  // node's lease and joins through the agent (node_link.hpp).
+  std::string agent_socket;
 };
 
 class Backend final : public cc::rv::Client {

@@ -16,6 +16,7 @@
 #include "rendezvous/etcd/backend.hpp"
 #include "rendezvous/etcd/client.hpp"
 #include "rendezvous/etcd/keys.hpp"
+#include "rendezvous/etcd/node_link.hpp"
 #include "rendezvous/etcd/preflight_records.hpp"
 #include "rendezvous/etcd/records.hpp"
 #include "rendezvous/etcd/recovery_decision.hpp"
@@ -35,6 +36,10 @@ using rules::quote;
 using rules::rank_ranges;
 
 using std::chrono::milliseconds;
+
+// The etcd client's options for a backend's (the address parsed, TLS and
+// auth files, per-attempt timeouts). Errors: the address's.
+Status client_options(const BackendOptions& options, ClientOptions* out);
 
 struct Backend::Impl {
   static constexpr size_t kMaxAnnounced = 16;  // peer events per job, as cc's server
@@ -66,6 +71,18 @@ struct Backend::Impl {
   std::vector<int32_t> ring;
   std::vector<MemberSummary> members;
   std::atomic<uint64_t> last_completed{0};
+
+  // Behind cc-run's node agent (node_link.hpp): the lease is the node's, kept
+  // alive by the agent; the claim and the generation's watch go through it.
+  std::unique_ptr<node::Link> node;
+  std::string node_words;  // the agent, as the others name it
+  Status claim_txn(const Txn& t, Deadline deadline, TxnResult* out) {
+    return node ? node->claim(t, deadline, out) : etcd->txn(t, deadline, out);
+  }
+  // The agent is told this rank is a member of the generation it holds now.
+  void tell_agent_member();
+  // The node's lease expired, or the agent is gone (`how`).
+  void node_lease_lost(int64_t old, const std::string& how);
 
   // The keepalive thread (also sends an abort asked without waiting).
   std::thread keeper;

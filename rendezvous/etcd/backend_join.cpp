@@ -95,7 +95,11 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
   // One transaction: claim the rank, unless it is taken or the generation
   // has ended. Rank 0 also reads who came before it.
   const std::string nonce = next_op_id();
-  const MemberRecord rec{in, nonce, in.rank == 0 ? req.unique_id : std::vector<uint8_t>{}};
+  MemberRecord rec{in, nonce, in.rank == 0 ? req.unique_id : std::vector<uint8_t>{}};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    rec.node = node_words;
+  }
   TxnResult r;
   for (;;) {
     my_lease = current_lease();
@@ -104,7 +108,7 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
     t.success = {Op::put(keys.member(g, in.rank), encode(rec), my_lease)};
     if (in.rank == 0) t.success.push_back(Op::get_prefix(keys.member_prefix(g)));
     t.failure = {Op::get(keys.member(g, in.rank)), Op::get(keys.result(g))};
-    Status s = etcd->txn(t, requests, &r);
+    Status s = claim_txn(t, requests, &r);
     if (s.ok()) break;
     // Its lease expired before the claim (keepalives did not get through a
     // busy etcd in time): take a new one and claim again.
@@ -390,7 +394,7 @@ Status Backend::Impl::finish_join(uint32_t g, const MemberInfo& info, const Resu
     out->notice.clear();
     out->world_size = static_cast<uint32_t>(result.world_size);
   }
-  std::lock_guard<std::mutex> lock(mu);
+  std::unique_lock<std::mutex> lock(mu);
   member = true;
   leaving = false;
   comm_number = g;
@@ -400,6 +404,8 @@ Status Backend::Impl::finish_join(uint32_t g, const MemberInfo& info, const Resu
   ring.clear();
   world = result.world_size;
   members.clear();
+  lock.unlock();
+  tell_agent_member();
   return Status::success();
 }
 

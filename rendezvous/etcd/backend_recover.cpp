@@ -537,6 +537,7 @@ Status Backend::Impl::finish_recovery(Gen next, const MemberInfo& info, const Re
     world = result.world_size;
     members.clear();
   }
+  tell_agent_member();
   start_follower(Followed{next, pos, result.world_size, m}, result.checked_revision + 1, result);
   if (out != nullptr) {
     out->unique_id = result.unique_id;

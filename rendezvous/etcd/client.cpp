@@ -223,6 +223,7 @@ void WatchCancel::cancel() {
 
 struct Client::Impl {
   ClientOptions opt;
+  LeasedPut leased_put;  // set before the first request (Backend::connect)
   std::string user, password;  // from the auth file
   std::atomic<size_t> preferred{0};
   std::atomic<int> members{0};
@@ -1016,6 +1017,7 @@ Status Client::put(const std::string& key, const std::string& value, int64_t lea
                    Deadline deadline, int64_t* revision) {
   json resp;
   Op op = Op::put(key, value, lease);
+  if (lease != 0 && impl_->leased_put) impl_->leased_put(key);
   if (Status s = impl_->call("/v3/kv/put", put_json(op), deadline, "a put", &resp); !s.ok())
     return s;
   if (revision != nullptr)
@@ -1034,7 +1036,33 @@ Status Client::delete_range(const std::string& key, const std::string& range_end
   return Status::success();
 }
 
+namespace {
+
+void each_leased_put(const Txn& t, const Client::LeasedPut& tell) {
+  for (const auto* ops : {&t.success, &t.failure})
+    for (const Op& op : *ops) {
+      if (op.kind == Op::Kind::put && op.lease != 0) tell(op.key);
+      if (op.kind == Op::Kind::txn && op.txn) each_leased_put(*op.txn, tell);
+    }
+}
+
+}  // namespace
+
+void Client::on_leased_put(LeasedPut observer) { impl_->leased_put = std::move(observer); }
+
+Status Client::txn_text(const std::string& request, Deadline deadline, std::string* answer) {
+  json req = json::parse(request, nullptr, false);
+  if (req.is_discarded() || !req.is_object())
+    return make_status(CC_ERR_INVALID_ARGUMENT, "a transaction that is not a JSON object");
+  json resp;
+  if (Status s = impl_->call("/v3/kv/txn", req, deadline, "a transaction", &resp); !s.ok())
+    return s;
+  *answer = resp.dump();
+  return Status::success();
+}
+
 Status Client::txn(const Txn& t, Deadline deadline, TxnResult* out) {
+  if (impl_->leased_put) each_leased_put(t, impl_->leased_put);
   json resp;
   if (Status s = impl_->call("/v3/kv/txn", txn_json(t), deadline, "a transaction", &resp); !s.ok())
     return s;

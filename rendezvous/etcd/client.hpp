@@ -222,6 +222,16 @@ class Client {
   Status delete_range(const std::string& key, const std::string& range_end, Deadline deadline,
                       int64_t* deleted = nullptr);
   Status txn(const Txn& txn, Deadline deadline, TxnResult* out);
+  // The same with the request and its answer as the gateway's JSON text (a
+  // node agent batches its ranks' transactions: node_agent.hpp).
+  Status txn_text(const std::string& request, Deadline deadline, std::string* answer);
+
+  // Called with each key this client is about to put on a lease (a put, or a
+  // transaction's put), before the request leaves: a rank behind a node
+  // agent tells the agent which keys are its own on the node's lease
+  // (node_link.hpp), so they go when the rank does.
+  using LeasedPut = std::function<void(const std::string& key)>;
+  void on_leased_put(LeasedPut observer);
 
   // A lease of ttl_s seconds (etcd raises it to its minimum, about 1.5 x its
   // election timeout); *granted_ttl_s says what etcd granted.

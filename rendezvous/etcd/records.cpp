@@ -57,6 +57,7 @@ std::string encode(const MemberRecord& r) {
          {"hostkey", i.host_key},
          {"nonce", r.nonce}};
   if (!r.unique_id.empty()) j["id"] = hex(r.unique_id);
+  if (!r.node.empty()) j["node"] = r.node;
   if (r.recovering)
     j["recover"] = {{"kind", static_cast<int>(r.kind)},
                     {"nranks", r.nranks},
@@ -79,6 +80,7 @@ bool decode(const std::string& text, MemberRecord* out) {
     r.info.nccl_addr = j.value("addr", "");
     r.info.host_key = j.value("hostkey", "");
     r.nonce = j.value("nonce", "");
+    r.node = j.value("node", "");
     if (!unhex(j.value("id", ""), &r.unique_id)) return false;
     if (j.contains("recover")) {
       const json& a = j.at("recover");

@@ -19,6 +19,9 @@ struct MemberRecord {
   MemberInfo info;
   std::string nonce;  // this join attempt's own id (a retried write finds itself)
   std::vector<uint8_t> unique_id;
+  // Behind a node agent: the agent, for words when the node's lease ends
+  // ("cc-run, pid 777, on host node-3"); empty for a rank on its own lease.
+  std::string node{};
   bool recovering = false;  // the fields below are set
   RecoverKind kind = RecoverKind::shrink;
   int32_t nranks = 0;  // regrow

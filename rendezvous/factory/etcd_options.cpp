@@ -20,6 +20,7 @@ Status etcd_options(const Address& address, const Options& options, etcd::Backen
   if (options.heartbeat_window.count() > 0) {
     o.heartbeat_window = options.heartbeat_window;
     o.member = true;
+    o.agent_socket = options.agent_socket;
   }
   const auto text = [&](Id id, std::string* field) {
     if (const settings::Found f = settings::find(id, getenv); f.var != nullptr) *field = f.value;

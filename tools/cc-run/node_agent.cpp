@@ -10,8 +10,49 @@
 #include <optional>
 
 #include "lib/launch/host_name.hpp"
+#include "rendezvous/etcd/node_agent_server.hpp"
+#include "rendezvous/factory/etcd_options.hpp"
 
 namespace cc_run {
+
+namespace {
+
+// The etcd node agent (rendezvous/etcd/node_agent_server.hpp) behind the
+// interface cc-run holds for either.
+class EtcdNodeAgent final : public cc::rv::agent::NodeAgent {
+ public:
+  explicit EtcdNodeAgent(std::unique_ptr<cc::rv::etcd::node::AgentServer> server)
+      : server_(std::move(server)) {}
+  const std::string& socket_path() const override { return server_->socket_path(); }
+  void process_exited(pid_t group, const std::string& words) override {
+    server_->process_exited(group, words);
+  }
+  size_t rank_count() const override { return server_->rank_count(); }
+
+ private:
+  std::unique_ptr<cc::rv::etcd::node::AgentServer> server_;
+};
+
+cc::Status start_etcd_agent(const Options& o, const cc::launch::ResolvedConfig& config,
+                            const std::string& job_id,
+                            std::unique_ptr<cc::rv::agent::NodeAgent>* out) {
+  cc::rv::factory::Options f;
+  f.job_id = job_id;
+  f.connect_timeout =
+      std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
+  f.heartbeat_window = std::chrono::milliseconds(static_cast<int64_t>(config.heartbeat_ms) *
+                                                 config.heartbeat_misses);
+  cc::rv::etcd::node::AgentOptions a;
+  if (cc::Status s = cc::rv::factory::etcd_options(o.rendezvous, f, &a.backend); !s.ok()) return s;
+  a.host = cc::launch::host_name();
+  a.pid = static_cast<uint32_t>(::getpid());
+  std::unique_ptr<cc::rv::etcd::node::AgentServer> server;
+  if (cc::Status s = cc::rv::etcd::node::AgentServer::start(a, &server); !s.ok()) return s;
+  *out = std::make_unique<EtcdNodeAgent>(std::move(server));
+  return cc::Status::success();
+}
+
+}  // namespace
 
 std::string exit_words(int status) {
   if (WIFSIGNALED(status)) {
@@ -27,9 +68,9 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
                             asio::io_context& io, const std::string& addr, int port,
                             const std::string& job_id,
                             std::unique_ptr<cc::rv::agent::NodeAgent>* out) {
-  // An etcd cluster is reached by each rank itself.
+  if (!o.agent) return cc::Status::success();
   const std::optional<cc::rv::factory::ServerAt>& server = o.rendezvous.server();
-  if (!o.agent || !server) return cc::Status::success();
+  if (!server) return start_etcd_agent(o, config, job_id, out);
   const std::string host = o.master_addr.empty() ? addr : server->host;
   const int server_port = o.rendezvous.needs_port() ? port : server->port;
   cc::rv::agent::NodeAgentOptions a;
@@ -39,11 +80,12 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
   a.agent.pid = static_cast<uint32_t>(::getpid());
   a.agent.upstream = cc::rv::factory::ServerAt{host, server_port}.text();
   a.agent.heartbeat_interval = std::chrono::milliseconds(config.heartbeat_ms);
-  a.agent.heartbeat_window =
-      std::chrono::milliseconds(static_cast<int64_t>(config.heartbeat_ms) * config.heartbeat_misses);
+  a.agent.heartbeat_window = std::chrono::milliseconds(static_cast<int64_t>(config.heartbeat_ms) *
+                                                       config.heartbeat_misses);
   a.server_host = host;
   a.server_port = server_port;
-  a.connect_timeout = std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
+  a.connect_timeout =
+      std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
   return cc::rv::agent::NodeAgent::start(io, a, out);
 }
 

@@ -16,9 +16,9 @@
 namespace cc_run {
 
 // Starts the agent on `io` for the rendezvous server the ranks are given
-// (addr, and port where the address takes it apart), unless --no-agent asks
-// the ranks to go directly, or the rendezvous is etcd (whose ranks reach it
-// directly); *out stays empty then.
+// (addr, and port where the address takes it apart), or for the etcd
+// cluster the address names (rendezvous/etcd/node_agent_server.hpp), unless
+// --no-agent asks the ranks to go directly; *out stays empty then.
 // How a rank's process ended, for the others: "exited with status 3",
 // "exited with signal 9 (killed)".
 std::string exit_words(int status);
