@@ -91,6 +91,11 @@ struct Agent::Impl {
   }
 
   static Deadline after(milliseconds d) { return Clock::now() + d; }
+  bool owned_here(const std::string& key) const {  // under mu
+    for (const auto& [id, r] : ranks)
+      if (r.keys.count(key) != 0) return true;
+    return false;
+  }
 
   void work();
   void keepalive(std::unique_lock<std::mutex>& lock);
@@ -435,6 +440,10 @@ uint64_t Agent::subscribe(std::vector<WatchSpec> specs, Sink sink) {
     bool reopen = false;
     for (size_t n = 0; n < specs.size(); ++n) {
       const WatchSpec& spec = specs[n];
+      // A key of one of this node's ranks going (a ring neighbour's): this
+      // agent tells that rank's end itself, and the node's lease takes
+      // them together; no watcher for it (etcd keeps each watcher in sync).
+      if (spec.no_put && spec.range_end.empty() && i.owned_here(spec.key)) continue;
       const std::string wid = watcher_id(spec);
       auto [it, fresh] = i.watchers.try_emplace(wid);
       Impl::Watcher& w = it->second;

@@ -72,8 +72,8 @@ struct Sim {
 
   std::mutex mu;
   std::condition_variable cv;
-  int joined = 0;       // simulated ranks that have the result
-  int failures = 0;     // claims refused or failed
+  int joined = 0;    // simulated ranks that have the result
+  int failures = 0;  // claims refused or failed
   std::string first_error;
   int victim = -1, lost_node = -1;
   int told_victim = 0, told_node = 0;  // simulated ranks told each departure
@@ -148,28 +148,29 @@ void claim(Sim& s, int rank) {
   t.success = {etcd::Op::put(s.keys.member(g, rank), encode(record_of(s, rank, agent.node_words())),
                              agent.lease())};
   agent.own(static_cast<node::RankId>(rank), s.keys.member(g, rank));
-  agent.claim(etcd::wire::txn_json(t), [&s, &agent, rank, g](const cc::Status& st,
-                                                            const std::string& text) {
-    if (!st.ok()) return s.fail("rank " + std::to_string(rank) + ": " + st.message);
-    etcd::TxnResult r;
-    try {
-      r = etcd::wire::parse_txn(nlohmann::json::parse(text));
-    } catch (const std::exception& e) {
-      return s.fail(e.what());
-    }
-    if (!r.succeeded) return s.fail("rank " + std::to_string(rank) + ": claim refused");
-    std::vector<etcd::WatchSpec> specs(2);
-    specs[0].key = s.keys.news(g);
-    specs[0].range_end = etcd::prefix_end(specs[0].key);
-    specs[0].start_revision = r.revision + 1;
-    specs[0].no_delete = true;
-    specs[1].key = s.keys.member(g, (rank + 1) % s.world);
-    specs[1].start_revision = r.revision + 1;
-    specs[1].no_put = true;
-    specs[1].prev_kv = true;
-    agent.subscribe(std::move(specs),
-                    [&s, rank](std::vector<etcd::WatchEvent> evs) { s.on_events(rank, evs); });
-  });
+  agent.claim(etcd::wire::txn_json(t),
+              [&s, &agent, rank, g](const cc::Status& st, const std::string& text) {
+                if (!st.ok()) return s.fail("rank " + std::to_string(rank) + ": " + st.message);
+                etcd::TxnResult r;
+                try {
+                  r = etcd::wire::parse_txn(nlohmann::json::parse(text));
+                } catch (const std::exception& e) {
+                  return s.fail(e.what());
+                }
+                if (!r.succeeded) return s.fail("rank " + std::to_string(rank) + ": claim refused");
+                std::vector<etcd::WatchSpec> specs(2);
+                specs[0].key = s.keys.news(g);
+                specs[0].range_end = etcd::prefix_end(specs[0].key);
+                specs[0].start_revision = r.revision + 1;
+                specs[0].no_delete = true;
+                specs[1].key = s.keys.member(g, (rank + 1) % s.world);
+                specs[1].start_revision = r.revision + 1;
+                specs[1].no_put = true;
+                specs[1].prev_kv = true;
+                agent.subscribe(std::move(specs), [&s, rank](std::vector<etcd::WatchEvent> evs) {
+                  s.on_events(rank, evs);
+                });
+              });
 }
 
 // Runs `work(i)` for i < n on `threads` threads.
@@ -286,10 +287,9 @@ int main(int argc, char** argv) {
         s.to_announce.pop_front();
       }
       const etcd::Gen g(1);
-      etcd::Departure d{cc::rv::PeerEventKind::failed, next.first, next.second.info.host,
-                        next.second.info.pid,
-                        "its node agent (" + next.second.node +
-                            ") was lost: the node's etcd lease expired"};
+      etcd::Departure d{
+          cc::rv::PeerEventKind::failed, next.first, next.second.info.host, next.second.info.pid,
+          "its node agent (" + next.second.node + ") was lost: the node's etcd lease expired"};
       etcd::Txn t;
       t.compare = {etcd::Compare::absent(s.keys.gone(g, d.rank))};
       t.success = {etcd::Op::put(s.keys.gone(g, d.rank), "failed"),
@@ -319,14 +319,15 @@ int main(int argc, char** argv) {
   r0.join();
   end(joined && rank0_status.ok());
   if (!joined || !rank0_status.ok()) {
-    std::printf("failed: %s\n", !rank0_status.ok() ? rank0_status.message.c_str()
-                                                   : s.first_error.c_str());
+    std::printf("failed: %s\n",
+                !rank0_status.ok() ? rank0_status.message.c_str() : s.first_error.c_str());
     return 1;
   }
   // Each simulated rank tells its agent it is a member (as after its join).
   for (int r = 1; r < s.world; ++r) {
     const etcd::Gen g(1);
-    node::Membership m{s.keys.generation(g), s.keys.gone(g, r), s.keys.events(g), r,
+    node::Membership m{s.keys.generation(g), s.keys.gone(g, r),
+                       s.keys.events(g),     r,
                        s.host(s.node_of(r)), static_cast<uint32_t>(100000 + r)};
     s.agents[static_cast<size_t>(s.node_of(r))]->member(static_cast<node::RankId>(r), m);
   }

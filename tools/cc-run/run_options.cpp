@@ -107,8 +107,9 @@ Options parse_options(int argc, char** argv) {
   app.add_flag("!--no-agent", o.agent,
                "the ranks reach the rendezvous each on a connection of its\n"
                "own, as ranks of other launchers do, instead of through this\n"
-               "cc-run (the node's agent: one connection for the node, a\n"
-               "rank's death told the moment it exits)");
+               "cc-run (the node's agent: one connection for the node, or on\n"
+               "etcd one lease and one watch for the node; a rank's death\n"
+               "told the moment it exits)");
   command_line.add_help();
 
   if (const auto exit_status = command_line.parse_or_exit(argc, argv, "option", usage_error))
