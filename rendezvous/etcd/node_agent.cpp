@@ -23,6 +23,13 @@ using std::chrono::milliseconds;
 constexpr size_t kMaxOpsPerSide = 120;  // etcd's default limit is 128
 constexpr size_t kRecentEvents = 64;    // kept per watched range, for ranks that come late
 constexpr milliseconds kWatchSlice{30000};
+// A range whose first rank asks to watch from further back than this many
+// revisions is read instead, and watched from the present: etcd would keep
+// a watcher that starts behind "unsynced" and catch it up from its history,
+// a few hundred watchers a pass, each pass reading every revision since the
+// oldest start (a large job's claims put thousands of revisions between a
+// node's claim and its watch).
+constexpr int64_t kCatchUpGap = 256;
 
 bool reads(const json& request) {
   for (const json& op : request.value("success", json::array()))
@@ -72,7 +79,16 @@ struct Agent::Impl {
     int64_t complete_from = 0;  // every event from here on is in `recent`
     std::map<std::pair<int64_t, std::string>, WatchEvent> recent;
     std::vector<std::pair<uint64_t, size_t>> subs;  // subscription, its spec index
+    bool fresh = false;  // new: see kCatchUpGap before its stream opens
   };
+  // Events for each subscription, gathered under mu, then told.
+  struct Routed {
+    std::unordered_map<uint64_t, std::vector<WatchEvent>> events;
+    std::unordered_map<uint64_t, std::vector<std::pair<size_t, int64_t>>> seen;
+  };
+  void route(Watcher& w, const WatchEvent& e, Routed* out);
+  void tell(Routed* out);  // under mu
+  void catch_up(std::unique_lock<std::mutex>& lock);
   struct Subscription {
     Sink sink;
     std::vector<std::string> watchers;
@@ -451,6 +467,7 @@ uint64_t Agent::subscribe(std::vector<WatchSpec> specs, Sink sink) {
       if (fresh) {
         w.spec = spec;
         w.resume = w.complete_from = spec.start_revision;
+        w.fresh = spec.start_revision > 0;
         reopen = true;
       } else if (spec.start_revision > 0 && spec.start_revision < w.complete_from) {
         // Earlier than this range's stream has kept: open it again from there.
@@ -504,6 +521,8 @@ void Agent::Impl::watch_loop() {
   while (!stopping) {
     watch_cv.wait(lock, [&] { return stopping || !watchers.empty(); });
     if (stopping) break;
+    catch_up(lock);
+    if (stopping) break;
     std::vector<WatchSpec> specs;
     std::vector<std::string> ids;
     for (auto& [wid, w] : watchers) {
@@ -535,35 +554,88 @@ void Agent::Impl::watch_loop() {
   }
 }
 
+void Agent::Impl::route(Watcher& w, const WatchEvent& e, Routed* out) {
+  const int64_t at = e.kv.mod_revision;
+  w.resume = std::max(w.resume, at + 1);
+  w.recent[{at, e.kv.key}] = e;
+  while (w.recent.size() > kRecentEvents) {
+    w.recent.erase(w.recent.begin());
+    w.complete_from = w.recent.begin()->first.first;
+  }
+  for (const auto& [sub, n] : w.subs) {
+    auto s = subs.find(sub);
+    if (s == subs.end() || at < s->second.next[n]) continue;
+    out->events[sub].push_back(e);
+    out->events[sub].back().spec = n;
+    out->seen[sub].emplace_back(n, at);
+  }
+}
+
+void Agent::Impl::tell(Routed* out) {
+  for (auto& [sub, events] : out->events) {
+    Subscription& s = subs[sub];
+    for (const auto& [n, at] : out->seen[sub]) s.next[n] = std::max(s.next[n], at + 1);
+    s.sink(std::move(events));  // under the lock: in order with a replay
+  }
+}
+
 void Agent::Impl::deliver(const std::vector<std::string>& ids, const std::vector<WatchEvent>& evs) {
   std::lock_guard<std::mutex> lock(mu);
-  std::unordered_map<uint64_t, std::vector<WatchEvent>> out;
-  std::unordered_map<uint64_t, std::vector<std::pair<size_t, int64_t>>> seen;
+  Routed out;
   for (const WatchEvent& e : evs) {
     if (e.spec >= ids.size()) continue;
     auto it = watchers.find(ids[e.spec]);
-    if (it == watchers.end()) continue;
+    if (it != watchers.end()) route(it->second, e, &out);
+  }
+  tell(&out);
+}
+
+// New ranges whose start lies far behind the cluster's revision are read
+// (their puts since the start told as events) and then watched from the
+// present, so that etcd never keeps them unsynced (kCatchUpGap). What a
+// read cannot show, a key put twice or deleted in between, does not happen
+// to the ranges ranks watch from far back: the news of a joining
+// generation (its result and mismatch keys are put once; a departure before
+// the result fails the generation through the result) and its members'
+// keys (a delete before the result is the coordinator's to see).
+void Agent::Impl::catch_up(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::pair<std::string, WatchSpec>> fresh;
+  for (auto& [wid, w] : watchers)
+    if (w.fresh) {
+      w.fresh = false;
+      fresh.emplace_back(wid, w.spec);
+    }
+  if (fresh.empty()) return;
+  lock.unlock();
+  std::vector<std::optional<RangeResult>> read(fresh.size());
+  for (size_t k = 0; k < fresh.size(); ++k) {
+    RangeResult r;
+    if (etcd->range(fresh[k].second.key, fresh[k].second.range_end,
+                    after(opt.backend.request_timeout), &r)
+            .ok())
+      read[k] = std::move(r);
+  }
+  lock.lock();
+  Routed out;
+  for (size_t k = 0; k < fresh.size(); ++k) {
+    auto it = watchers.find(fresh[k].first);
+    if (it == watchers.end() || !read[k]) continue;
     Watcher& w = it->second;
-    const int64_t at = e.kv.mod_revision;
-    w.resume = std::max(w.resume, at + 1);
-    w.recent[{at, e.kv.key}] = e;
-    while (w.recent.size() > kRecentEvents) {
-      w.recent.erase(w.recent.begin());
-      w.complete_from = w.recent.begin()->first.first;
+    RangeResult& r = *read[k];
+    if (r.revision - w.resume <= kCatchUpGap) continue;  // etcd catches this one up cheaply
+    std::sort(r.kvs.begin(), r.kvs.end(), [](const KeyValue& a, const KeyValue& b) {
+      return a.mod_revision < b.mod_revision;
+    });
+    const int64_t from = w.resume;
+    for (const KeyValue& kv : r.kvs) {
+      if (kv.mod_revision < from || w.spec.no_put) continue;
+      WatchEvent e;
+      e.kv = kv;
+      route(w, e, &out);
     }
-    for (const auto& [sub, n] : w.subs) {
-      auto s = subs.find(sub);
-      if (s == subs.end() || at < s->second.next[n]) continue;
-      out[sub].push_back(e);
-      out[sub].back().spec = n;
-      seen[sub].emplace_back(n, at);
-    }
+    w.resume = std::max(w.resume, r.revision + 1);
   }
-  for (auto& [sub, events] : out) {
-    Subscription& s = subs[sub];
-    for (const auto& [n, at] : seen[sub]) s.next[n] = std::max(s.next[n], at + 1);
-    s.sink(std::move(events));  // under the lock: in order with a replay
-  }
+  tell(&out);
 }
 
 }  // namespace cc::rv::etcd::node

@@ -73,6 +73,8 @@ struct Sim {
   std::mutex mu;
   std::condition_variable cv;
   int joined = 0;    // simulated ranks that have the result
+  int claimed = 0;   // simulated ranks whose claim etcd took
+  Clock::time_point all_claimed;
   int failures = 0;  // claims refused or failed
   std::string first_error;
   int victim = -1, lost_node = -1;
@@ -158,6 +160,10 @@ void claim(Sim& s, int rank) {
                   return s.fail(e.what());
                 }
                 if (!r.succeeded) return s.fail("rank " + std::to_string(rank) + ": claim refused");
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (++s.claimed == s.world - 1) s.all_claimed = Clock::now();
+    }
                 std::vector<etcd::WatchSpec> specs(2);
                 specs[0].key = s.keys.news(g);
                 specs[0].range_end = etcd::prefix_end(specs[0].key);
@@ -317,7 +323,10 @@ int main(int argc, char** argv) {
   for (int r = 1; r < s.world; ++r) claim(s, r);
   const bool joined = s.wait([&] { return s.joined == s.world - 1; }, limit);
   r0.join();
+  const Clock::time_point join_start = phase.start;
   end(joined && rank0_status.ok());
+  std::printf("  (every claim taken by %.0f ms)\n",
+              std::chrono::duration<double, std::milli>(s.all_claimed - join_start).count());
   if (!joined || !rank0_status.ok()) {
     std::printf("failed: %s\n",
                 !rank0_status.ok() ? rank0_status.message.c_str() : s.first_error.c_str());
