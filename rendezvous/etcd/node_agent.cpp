@@ -30,6 +30,7 @@ constexpr milliseconds kWatchSlice{30000};
 // oldest start (a large job's claims put thousands of revisions between a
 // node's claim and its watch).
 constexpr int64_t kCatchUpGap = 256;
+constexpr milliseconds kAgentAttempt{15000};
 
 bool reads(const json& request) {
   for (const json& op : request.value("success", json::array()))
@@ -129,6 +130,11 @@ Status Agent::start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   auto impl = std::make_unique<Impl>(options);
   ClientOptions co;
   if (Status s = client_options(options.backend, &co); !s.ok()) return s;
+  // A node's batch is worth waiting for: when a large job's nodes all claim
+  // at once etcd answers in seconds, and an attempt given up after the
+  // default 2 s is sent again to the next member, doubling the load that
+  // made it slow. (A keepalive's own deadline, TTL/3, still bounds it.)
+  co.attempt_timeout = std::max(co.attempt_timeout, kAgentAttempt);
   if (Status s = Client::create(co, &impl->etcd); !s.ok()) return s;
   const int64_t want =
       std::max<int64_t>(1, (options.backend.heartbeat_window.count() + 999) / 1000);
@@ -294,21 +300,61 @@ void Agent::Impl::keepalive(std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
-// The batch as one transaction: every claim's conditions (each once) and
-// puts. Claims fail only when their rank is taken or the generation has
-// ended; then each goes alone and gets its own answer.
+// Whether a claim may share a transaction: its conditions are all "this key
+// is absent" and what it reads when they fail is among those keys, so its
+// own answer can be cut out of a shared one (below).
+bool batchable(const json& request) {
+  std::set<std::string> keys;
+  for (const json& c : request.value("compare", json::array())) {
+    if (c.value("target", "") != "CREATE" || c.value("result", "") != "EQUAL" ||
+        c.contains("range_end") || wire::num(c, "create_revision") != 0)
+      return false;
+    keys.insert(c.value("key", ""));
+  }
+  for (const json& op : request.value("failure", json::array())) {
+    auto r = op.find("request_range");
+    if (r == op.end() || r->contains("range_end") || keys.count(r->value("key", "")) == 0)
+      return false;
+  }
+  return !reads(request);
+}
+
+// The batch as one transaction: every claim's conditions (each key once)
+// and its puts. When it succeeds each claim gets its puts' answers. When it
+// fails, one read of every key the conditions name tells which claims
+// failed: each of those gets the answer it would have had alone, now (its
+// own reads); the others go into the next batch. A batch sent twice (an
+// answer lost, the attempt repeated on another member) thus costs two more
+// requests, not one per claim. (Reads in the batch's own failure branch
+// would save one, but made every successful batch cost etcd more.)
 void Agent::Impl::run_claims(std::vector<Claim> batch) {
   {
     std::lock_guard<std::mutex> lock(mu);
     counts.claims += batch.size();
   }
+  std::vector<Claim> alone;
+  if (batch.size() > 1) {
+    std::vector<Claim> shared;
+    for (Claim& c : batch) (batchable(c.request) ? shared : alone).push_back(std::move(c));
+    batch = std::move(shared);
+  } else {
+    alone = std::move(batch);
+    batch.clear();
+  }
+  if (batch.size() == 1) alone.push_back(std::move(batch.front()));
   if (batch.size() > 1) {
     json merged{{"compare", json::array()}, {"success", json::array()}};
-    std::set<std::string> seen;
+    json reads{{"success", json::array()}};
+    std::vector<std::string> keys;  // base64, in the order of the failure's reads
     std::vector<size_t> puts;
     for (const Claim& c : batch) {
-      for (const json& cmp : c.request.value("compare", json::array()))
-        if (seen.insert(cmp.dump()).second) merged["compare"].push_back(cmp);
+      for (const json& cmp : c.request.value("compare", json::array())) {
+        const std::string key = cmp.value("key", "");
+        if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+        keys.push_back(key);
+        merged["compare"].push_back(cmp);
+        reads["success"].push_back(json{{"request_range", json{{"key", key}}}});
+      }
       const json success = c.request.value("success", json::array());
       puts.push_back(success.size());
       for (const json& op : success) merged["success"].push_back(op);
@@ -319,26 +365,63 @@ void Agent::Impl::run_claims(std::vector<Claim> batch) {
       ++counts.transactions;
     }
     Status s = etcd->txn_text(merged.dump(), after(opt.backend.request_timeout), &text);
-    if (s.ok()) {
-      json answer = json::parse(text, nullptr, false);
-      const json responses =
-          answer.is_object() ? answer.value("responses", json::array()) : json::array();
-      if (answer.is_object() && wire::flag(answer, "succeeded") &&
-          responses.size() == merged["success"].size()) {
-        size_t at = 0;
-        for (size_t k = 0; k < batch.size(); ++k) {
-          json one{{"header", answer.value("header", json::object())}, {"succeeded", true}};
-          one["responses"] = json::array();
-          for (size_t n = 0; n < puts[k]; ++n) one["responses"].push_back(responses[at++]);
-          batch[k].done(Status::success(), one.dump());
+    json answer = s.ok() ? json::parse(text, nullptr, false) : json();
+    json responses = answer.is_object() ? answer.value("responses", json::array()) : json::array();
+    json header = answer.is_object() ? answer.value("header", json::object()) : json();
+    if (answer.is_object() && !wire::flag(answer, "succeeded")) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++counts.transactions;
+      }
+      s = etcd->txn_text(reads.dump(), after(opt.backend.request_timeout), &text);
+      answer = s.ok() ? json::parse(text, nullptr, false) : json();
+      if (answer.is_object()) {
+        responses = answer.value("responses", json::array());
+        header = answer.value("header", json::object());
+        answer.erase("succeeded");  // what the batch did, for the branches below
+      }
+    }
+    if (!s.ok() || !answer.is_object()) {
+      log().debug("node agent: a batch of {} claims: {}", batch.size(), s.message);
+      for (Claim& c : batch) alone.push_back(std::move(c));
+    } else if (wire::flag(answer, "succeeded") && responses.size() == merged["success"].size()) {
+      size_t at = 0;
+      for (size_t k = 0; k < batch.size(); ++k) {
+        json one{{"header", header}, {"succeeded", true}, {"responses", json::array()}};
+        for (size_t n = 0; n < puts[k]; ++n) one["responses"].push_back(responses[at++]);
+        batch[k].done(Status::success(), one.dump());
+      }
+    } else if (!wire::flag(answer, "succeeded") && responses.size() == keys.size()) {
+      std::map<std::string, json> read;  // key -> its range answer
+      for (size_t k = 0; k < keys.size(); ++k) read[keys[k]] = responses[k];
+      const auto present = [&](const std::string& key) {
+        const json range = read[key].value("response_range", json::object());
+        return !range.value("kvs", json::array()).empty();
+      };
+      std::vector<Claim> again;
+      for (Claim& c : batch) {
+        bool held = true;
+        for (const json& cmp : c.request.value("compare", json::array()))
+          held = held && !present(cmp.value("key", ""));
+        if (held) {
+          again.push_back(std::move(c));
+          continue;
         }
-        return;
+        json one{{"header", header}, {"responses", json::array()}};
+        for (const json& op : c.request.value("failure", json::array()))
+          one["responses"].push_back(read[op["request_range"].value("key", "")]);
+        c.done(Status::success(), one.dump());
+      }
+      if (!again.empty()) {
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto it = again.rbegin(); it != again.rend(); ++it) claims.push_front(std::move(*it));
+        counts.claims -= again.size();  // counted again with their next batch
       }
     } else {
-      log().debug("node agent: a batch of {} claims: {}", batch.size(), s.message);
+      for (Claim& c : batch) alone.push_back(std::move(c));
     }
   }
-  for (Claim& c : batch) run_alone(c);
+  for (Claim& c : alone) run_alone(c);
 }
 
 void Agent::Impl::run_alone(Claim& c) {
