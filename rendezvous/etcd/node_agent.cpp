@@ -80,7 +80,7 @@ struct Agent::Impl {
     int64_t complete_from = 0;  // every event from here on is in `recent`
     std::map<std::pair<int64_t, std::string>, WatchEvent> recent;
     std::vector<std::pair<uint64_t, size_t>> subs;  // subscription, its spec index
-    bool fresh = false;  // new: see kCatchUpGap before its stream opens
+    bool fresh = false;                             // new: see kCatchUpGap before its stream opens
   };
   // Events for each subscription, gathered under mu, then told.
   struct Routed {
@@ -706,9 +706,8 @@ void Agent::Impl::catch_up(std::unique_lock<std::mutex>& lock) {
     Watcher& w = it->second;
     RangeResult& r = *read[k];
     if (r.revision - w.resume <= kCatchUpGap) continue;  // etcd catches this one up cheaply
-    std::sort(r.kvs.begin(), r.kvs.end(), [](const KeyValue& a, const KeyValue& b) {
-      return a.mod_revision < b.mod_revision;
-    });
+    std::sort(r.kvs.begin(), r.kvs.end(),
+              [](const KeyValue& a, const KeyValue& b) { return a.mod_revision < b.mod_revision; });
     const int64_t from = w.resume;
     for (const KeyValue& kv : r.kvs) {
       if (kv.mod_revision < from || w.spec.no_put) continue;

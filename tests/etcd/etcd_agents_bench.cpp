@@ -72,8 +72,8 @@ struct Sim {
 
   std::mutex mu;
   std::condition_variable cv;
-  int joined = 0;    // simulated ranks that have the result
-  int claimed = 0;   // simulated ranks whose claim etcd took
+  int joined = 0;   // simulated ranks that have the result
+  int claimed = 0;  // simulated ranks whose claim etcd took
   Clock::time_point all_claimed;
   int failures = 0;  // claims refused or failed
   std::string first_error;
@@ -160,10 +160,10 @@ void claim(Sim& s, int rank) {
                   return s.fail(e.what());
                 }
                 if (!r.succeeded) return s.fail("rank " + std::to_string(rank) + ": claim refused");
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (++s.claimed == s.world - 1) s.all_claimed = Clock::now();
-    }
+                {
+                  std::lock_guard<std::mutex> lock(s.mu);
+                  if (++s.claimed == s.world - 1) s.all_claimed = Clock::now();
+                }
                 std::vector<etcd::WatchSpec> specs(2);
                 specs[0].key = s.keys.news(g);
                 specs[0].range_end = etcd::prefix_end(specs[0].key);
