@@ -218,31 +218,30 @@ void Backend::Impl::follow_generation(const Followed& w, int64_t from) {
         "{} (rank {}'s key)",
         quote(opt.job_id), g.g, g.generation, next_news, next_neighbour, neighbour_key);
     const auto on_events = [&](const std::vector<WatchEvent>& evs, int64_t) {
-                             for (const WatchEvent& e : evs) {
-                               if (e.spec == 0) {
-                                 next_news = std::max(next_news, e.kv.mod_revision + 1);
-                                 if (e.kv.key == result)
-                                   on_result(g, e, &early);
-                                 else if (e.kv.key == events)
-                                   on_departure(e, &told, &announced);
-                                 else if (e.kv.key.compare(0, mismatch.size(), mismatch) == 0)
-                                   on_mismatch(e, &mismatch_told);
-                                 continue;
-                               }
-                               next_neighbour = std::max(next_neighbour, e.kv.mod_revision + 1);
-                               if (e.type != WatchEvent::Type::del) continue;
-                               int64_t checked = -1;
-                               {
-                                 std::lock_guard<std::mutex> lock(mu);
-                                 if (join_result && join_result->ok)
-                                   checked = join_result->checked_revision;
-                                 else if (!join_result)
-                                   early.push_back(e);
-                               }
-                               if (checked >= 0 && e.kv.mod_revision > checked)
-                                 neighbour_gone(g, neighbour, e);
-                             }
-                             return true;
+      for (const WatchEvent& e : evs) {
+        if (e.spec == 0) {
+          next_news = std::max(next_news, e.kv.mod_revision + 1);
+          if (e.kv.key == result)
+            on_result(g, e, &early);
+          else if (e.kv.key == events)
+            on_departure(e, &told, &announced);
+          else if (e.kv.key.compare(0, mismatch.size(), mismatch) == 0)
+            on_mismatch(e, &mismatch_told);
+          continue;
+        }
+        next_neighbour = std::max(next_neighbour, e.kv.mod_revision + 1);
+        if (e.type != WatchEvent::Type::del) continue;
+        int64_t checked = -1;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (join_result && join_result->ok)
+            checked = join_result->checked_revision;
+          else if (!join_result)
+            early.push_back(e);
+        }
+        if (checked >= 0 && e.kv.mod_revision > checked) neighbour_gone(g, neighbour, e);
+      }
+      return true;
     };
     const Deadline slice = Clock::now() + kFollowSlice;
     Status s = node ? node->watch(specs, slice, follower_cancel.get(), on_events)
@@ -457,8 +456,9 @@ Status Backend::connect(const BackendOptions& options, std::unique_ptr<Backend>*
     i->etcd->on_leased_put([i](const std::string& key) { i->node->own(key); });
     i->node->on_lost([i](const std::string& why) { i->node_lease_lost(0, why); });
     i->node->on_lease_lost([i](int64_t old) {
-      i->node_lease_lost(old, "the node's etcd lease expired before its agent's keepalive "
-                              "reached etcd");
+      i->node_lease_lost(old,
+                         "the node's etcd lease expired before its agent's keepalive "
+                         "reached etcd");
     });
   }
   impl->endpoint_text = co.address.text();

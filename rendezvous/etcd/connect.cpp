@@ -72,14 +72,26 @@ Loaded load() {
   return {api, Status::success()};
 }
 
-}  // namespace
-
-Status connect_backend(const BackendOptions& options, std::unique_ptr<Client>* out) {
+const Loaded& plugin() {
   static std::once_flag once;
   static Loaded loaded;
   std::call_once(once, [] { loaded = load(); });
+  return loaded;
+}
+
+}  // namespace
+
+Status connect_backend(const BackendOptions& options, std::unique_ptr<cc::rv::Client>* out) {
+  const Loaded& loaded = plugin();
   if (loaded.api == nullptr) return loaded.error;
   return loaded.api->connect(options, out);
+}
+
+Status start_node_agent(const node::AgentOptions& options,
+                        std::unique_ptr<node::AgentHandle>* out) {
+  const Loaded& loaded = plugin();
+  if (loaded.api == nullptr) return loaded.error;
+  return loaded.api->start_node_agent(options, out);
 }
 
 }  // namespace cc::rv::etcd

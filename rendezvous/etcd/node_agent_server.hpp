@@ -15,19 +15,29 @@
 
 namespace cc::rv::etcd::node {
 
-class AgentServer {
+// What cc-run holds of it: the plugin (plugin.hpp) starts it, so cc-run
+// links no HTTP client.
+class AgentHandle {
+ public:
+  virtual ~AgentHandle() = default;
+  virtual const std::string& socket_path() const = 0;
+  // A process cc-run started ended (`group`: its process group), in words.
+  virtual void process_exited(pid_t group, const std::string& words) = 0;
+  virtual size_t rank_count() const = 0;
+};
+
+class AgentServer final : public AgentHandle {
  public:
   // Starts the agent and listens on a fresh socket in a folder only this
   // user may enter (under $TMPDIR or /tmp).
   static Status start(const AgentOptions& options, std::unique_ptr<AgentServer>* out);
-  ~AgentServer();  // closes the ranks' connections, then the agent
+  ~AgentServer() override;  // closes the ranks' connections, then the agent
   AgentServer(const AgentServer&) = delete;
   AgentServer& operator=(const AgentServer&) = delete;
 
-  const std::string& socket_path() const;
-  // A process cc-run started ended (`group`: its process group), in words.
-  void process_exited(pid_t group, const std::string& words);
-  size_t rank_count() const;
+  const std::string& socket_path() const override;
+  void process_exited(pid_t group, const std::string& words) override;
+  size_t rank_count() const override;
 
   struct Impl;
 

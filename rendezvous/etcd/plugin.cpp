@@ -9,7 +9,7 @@
 namespace cc::rv::etcd {
 namespace {
 
-Status plugin_connect(const BackendOptions& options, std::unique_ptr<Client>* out) {
+Status plugin_connect(const BackendOptions& options, std::unique_ptr<cc::rv::Client>* out) {
   try {
     std::unique_ptr<Backend> backend;
     Status s = Backend::connect(options, &backend);
@@ -20,7 +20,19 @@ Status plugin_connect(const BackendOptions& options, std::unique_ptr<Client>* ou
   }
 }
 
-constexpr PluginApi kApi{CC_VERSION_STRING, &plugin_connect};
+Status plugin_start_node_agent(const node::AgentOptions& options,
+                               std::unique_ptr<node::AgentHandle>* out) {
+  try {
+    std::unique_ptr<node::AgentServer> server;
+    Status s = node::AgentServer::start(options, &server);
+    if (s.ok()) *out = std::move(server);
+    return s;
+  } catch (const std::exception& e) {
+    return make_status(CC_ERR_INTERNAL, std::string("etcd node agent: ") + e.what());
+  }
+}
+
+constexpr PluginApi kApi{CC_VERSION_STRING, &plugin_connect, &plugin_start_node_agent};
 
 }  // namespace
 }  // namespace cc::rv::etcd

@@ -11,13 +11,17 @@
 #include "common/status.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/etcd/backend.hpp"
+#include "rendezvous/etcd/node_agent_server.hpp"
 
 namespace cc::rv::etcd {
 
 struct PluginApi {
   const char* version;  // CC_VERSION_STRING of the build the plugin came from
   // Backend::connect; never throws.
-  Status (*connect)(const BackendOptions& options, std::unique_ptr<Client>* out);
+  Status (*connect)(const BackendOptions& options, std::unique_ptr<cc::rv::Client>* out);
+  // node::AgentServer::start (cc-run's node agent on etcd); never throws.
+  Status (*start_node_agent)(const node::AgentOptions& options,
+                             std::unique_ptr<node::AgentHandle>* out);
 };
 
 // The file name the loader looks for and the symbol it exports.

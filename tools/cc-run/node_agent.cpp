@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "lib/launch/host_name.hpp"
+#include "rendezvous/etcd/connect.hpp"
 #include "rendezvous/etcd/node_agent_server.hpp"
 #include "rendezvous/factory/etcd_options.hpp"
 
@@ -17,11 +18,11 @@ namespace cc_run {
 
 namespace {
 
-// The etcd node agent (rendezvous/etcd/node_agent_server.hpp) behind the
-// interface cc-run holds for either.
+// The etcd node agent (rendezvous/etcd/node_agent_server.hpp, in the plugin)
+// behind the interface cc-run holds for either.
 class EtcdNodeAgent final : public cc::rv::agent::NodeAgent {
  public:
-  explicit EtcdNodeAgent(std::unique_ptr<cc::rv::etcd::node::AgentServer> server)
+  explicit EtcdNodeAgent(std::unique_ptr<cc::rv::etcd::node::AgentHandle> server)
       : server_(std::move(server)) {}
   const std::string& socket_path() const override { return server_->socket_path(); }
   void process_exited(pid_t group, const std::string& words) override {
@@ -30,7 +31,7 @@ class EtcdNodeAgent final : public cc::rv::agent::NodeAgent {
   size_t rank_count() const override { return server_->rank_count(); }
 
  private:
-  std::unique_ptr<cc::rv::etcd::node::AgentServer> server_;
+  std::unique_ptr<cc::rv::etcd::node::AgentHandle> server_;
 };
 
 cc::Status start_etcd_agent(const Options& o, const cc::launch::ResolvedConfig& config,
@@ -46,8 +47,10 @@ cc::Status start_etcd_agent(const Options& o, const cc::launch::ResolvedConfig& 
   if (cc::Status s = cc::rv::factory::etcd_options(o.rendezvous, f, &a.backend); !s.ok()) return s;
   a.host = cc::launch::host_name();
   a.pid = static_cast<uint32_t>(::getpid());
-  std::unique_ptr<cc::rv::etcd::node::AgentServer> server;
-  if (cc::Status s = cc::rv::etcd::node::AgentServer::start(a, &server); !s.ok()) return s;
+  std::unique_ptr<cc::rv::etcd::node::AgentHandle> server;
+  // Through the plugin libcc-etcd.so, as libcc reaches etcd: cc-run itself
+  // needs no HTTP client where nobody uses etcd.
+  if (cc::Status s = cc::rv::etcd::start_node_agent(a, &server); !s.ok()) return s;
   *out = std::make_unique<EtcdNodeAgent>(std::move(server));
   return cc::Status::success();
 }
