@@ -826,10 +826,10 @@ struct Client::Impl {
       if (st.fatal) return *st.fatal;
       if (cancel != nullptr && cancel->cancelled()) return cancelled();
       if (creates_lost && !st.broken && Clock::now() < deadline) {
-        log().debug(
-            "etcd watch on {}: {} of its {} keys confirmed within {} ms (etcd's gateway "
-            "drops a stream's later requests when it answers first); opening it again",
-            opt.address.endpoints[ep].text(), st.created, specs.size(), create_grace.count());
+        log().debug("etcd watch on {}: {} of its {} keys confirmed within {} ms (etcd's gateway "
+                    "drops a stream's later requests when it answers first); opening it again",
+                    opt.address.endpoints[ep].text(), st.created, specs.size(),
+                    create_grace.count());
         create_grace = std::min(create_grace * 2, kMostCreateGrace);
         continue;
       }

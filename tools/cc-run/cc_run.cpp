@@ -100,8 +100,9 @@ int main(int argc, char** argv) {
   }
   if (agent) {
     agent_socket = agent->socket_path();
-    supervisor.on_exit(
-        [&agent](const Rank& r, int status) { agent->process_exited(r.pid, exit_words(status)); });
+    supervisor.on_exit([&agent](const Rank& r, int status) {
+      agent->process_exited(r.pid, exit_words(status));
+    });
   }
 
   const bool stdin_to_rank0 = ::isatty(0) == 0;
