@@ -80,6 +80,15 @@ struct BackendOptions {
   std::string agent_socket;
 };
 
+// cc-run's node agent on etcd (node_agent_server.hpp), as cc-run asks the
+// plugin for it: where etcd is, as a rank's backend has it (its
+// heartbeat_window: the node lease's TTL), and this node for words.
+struct NodeAgentStart {
+  BackendOptions backend;
+  std::string host;
+  uint32_t pid = 0;
+};
+
 class Backend final : public cc::rv::Client {
  public:
   // Parses the address, reads the auth file and asks etcd for its members

@@ -87,8 +87,7 @@ Status connect_backend(const BackendOptions& options, std::unique_ptr<cc::rv::Cl
   return loaded.api->connect(options, out);
 }
 
-Status start_node_agent(const node::AgentOptions& options,
-                        std::unique_ptr<node::AgentHandle>* out) {
+Status start_node_agent(const NodeAgentStart& options, std::unique_ptr<NodeAgentHandle>* out) {
   const Loaded& loaded = plugin();
   if (loaded.api == nullptr) return loaded.error;
   return loaded.api->start_node_agent(options, out);

@@ -9,19 +9,15 @@
 #include "common/status.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/etcd/backend.hpp"
+#include "rendezvous/node_agent_handle.hpp"
 
 namespace cc::rv::etcd {
-
-namespace node {
-struct AgentOptions;
-class AgentHandle;
-}  // namespace node
 
 // Backend::connect through the plugin. A plugin that cannot be loaded, or
 // comes from another version of cc, is CC_ERR_RENDEZVOUS with words naming
 // the file, the loader's reason and the fix.
 Status connect_backend(const BackendOptions& options, std::unique_ptr<cc::rv::Client>* out);
 // cc-run's node agent on etcd (node_agent_server.hpp), through the plugin.
-Status start_node_agent(const node::AgentOptions& options, std::unique_ptr<node::AgentHandle>* out);
+Status start_node_agent(const NodeAgentStart& options, std::unique_ptr<NodeAgentHandle>* out);
 
 }  // namespace cc::rv::etcd

@@ -12,21 +12,11 @@
 
 #include "common/status.hpp"
 #include "rendezvous/etcd/node_agent.hpp"
+#include "rendezvous/node_agent_handle.hpp"
 
 namespace cc::rv::etcd::node {
 
-// What cc-run holds of it: the plugin (plugin.hpp) starts it, so cc-run
-// links no HTTP client.
-class AgentHandle {
- public:
-  virtual ~AgentHandle() = default;
-  virtual const std::string& socket_path() const = 0;
-  // A process cc-run started ended (`group`: its process group), in words.
-  virtual void process_exited(pid_t group, const std::string& words) = 0;
-  virtual size_t rank_count() const = 0;
-};
-
-class AgentServer final : public AgentHandle {
+class AgentServer final : public NodeAgentHandle {
  public:
   // Starts the agent and listens on a fresh socket in a folder only this
   // user may enter (under $TMPDIR or /tmp).

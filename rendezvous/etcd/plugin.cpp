@@ -1,6 +1,8 @@
 // libcc-etcd.so's one exported function (see plugin.hpp).
 #include "rendezvous/etcd/plugin.hpp"
 
+#include "rendezvous/etcd/node_agent_server.hpp"
+
 #include <exception>
 #include <string>
 
@@ -20,11 +22,15 @@ Status plugin_connect(const BackendOptions& options, std::unique_ptr<cc::rv::Cli
   }
 }
 
-Status plugin_start_node_agent(const node::AgentOptions& options,
-                               std::unique_ptr<node::AgentHandle>* out) {
+Status plugin_start_node_agent(const NodeAgentStart& options,
+                               std::unique_ptr<NodeAgentHandle>* out) {
   try {
+    node::AgentOptions o;
+    o.backend = options.backend;
+    o.host = options.host;
+    o.pid = options.pid;
     std::unique_ptr<node::AgentServer> server;
-    Status s = node::AgentServer::start(options, &server);
+    Status s = node::AgentServer::start(o, &server);
     if (s.ok()) *out = std::move(server);
     return s;
   } catch (const std::exception& e) {

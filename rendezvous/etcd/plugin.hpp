@@ -11,7 +11,7 @@
 #include "common/status.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/etcd/backend.hpp"
-#include "rendezvous/etcd/node_agent_server.hpp"
+#include "rendezvous/node_agent_handle.hpp"
 
 namespace cc::rv::etcd {
 
@@ -20,8 +20,8 @@ struct PluginApi {
   // Backend::connect; never throws.
   Status (*connect)(const BackendOptions& options, std::unique_ptr<cc::rv::Client>* out);
   // node::AgentServer::start (cc-run's node agent on etcd); never throws.
-  Status (*start_node_agent)(const node::AgentOptions& options,
-                             std::unique_ptr<node::AgentHandle>* out);
+  Status (*start_node_agent)(const NodeAgentStart& options,
+                             std::unique_ptr<NodeAgentHandle>* out);
 };
 
 // The file name the loader looks for and the symbol it exports.

@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   Supervisor supervisor(o, restart);  // watches the signals from here on
   // After the supervisor, so that it goes first on every return: it runs on
   // the supervisor's io_context.
-  std::unique_ptr<cc::rv::agent::NodeAgent> agent;
+  std::unique_ptr<cc::rv::NodeAgentHandle> agent;
   raise_fd_limit(static_cast<rlim_t>(o.nproc) * 3 + 256);
 
   if (cc::Status s = start_hosted_server(o, cfg, &server); !s.ok()) {

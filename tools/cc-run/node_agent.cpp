@@ -10,49 +10,23 @@
 #include <optional>
 
 #include "lib/launch/host_name.hpp"
-#include "rendezvous/etcd/connect.hpp"
-#include "rendezvous/etcd/node_agent_server.hpp"
-#include "rendezvous/factory/etcd_options.hpp"
+#include "rendezvous/factory/node_agent.hpp"
 
 namespace cc_run {
 
 namespace {
 
-// The etcd node agent (rendezvous/etcd/node_agent_server.hpp, in the plugin)
-// behind the interface cc-run holds for either.
-class EtcdNodeAgent final : public cc::rv::agent::NodeAgent {
- public:
-  explicit EtcdNodeAgent(std::unique_ptr<cc::rv::etcd::node::AgentHandle> server)
-      : server_(std::move(server)) {}
-  const std::string& socket_path() const override { return server_->socket_path(); }
-  void process_exited(pid_t group, const std::string& words) override {
-    server_->process_exited(group, words);
-  }
-  size_t rank_count() const override { return server_->rank_count(); }
-
- private:
-  std::unique_ptr<cc::rv::etcd::node::AgentHandle> server_;
-};
-
 cc::Status start_etcd_agent(const Options& o, const cc::launch::ResolvedConfig& config,
                             const std::string& job_id,
-                            std::unique_ptr<cc::rv::agent::NodeAgent>* out) {
+                            std::unique_ptr<cc::rv::NodeAgentHandle>* out) {
   cc::rv::factory::Options f;
   f.job_id = job_id;
   f.connect_timeout =
       std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
   f.heartbeat_window = std::chrono::milliseconds(static_cast<int64_t>(config.heartbeat_ms) *
                                                  config.heartbeat_misses);
-  cc::rv::etcd::node::AgentOptions a;
-  if (cc::Status s = cc::rv::factory::etcd_options(o.rendezvous, f, &a.backend); !s.ok()) return s;
-  a.host = cc::launch::host_name();
-  a.pid = static_cast<uint32_t>(::getpid());
-  std::unique_ptr<cc::rv::etcd::node::AgentHandle> server;
-  // Through the plugin libcc-etcd.so, as libcc reaches etcd: cc-run itself
-  // needs no HTTP client where nobody uses etcd.
-  if (cc::Status s = cc::rv::etcd::start_node_agent(a, &server); !s.ok()) return s;
-  *out = std::make_unique<EtcdNodeAgent>(std::move(server));
-  return cc::Status::success();
+  return cc::rv::factory::start_etcd_node_agent(o.rendezvous, f, cc::launch::host_name(),
+                                                static_cast<uint32_t>(::getpid()), out);
 }
 
 }  // namespace
@@ -70,7 +44,7 @@ std::string exit_words(int status) {
 cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& config,
                             asio::io_context& io, const std::string& addr, int port,
                             const std::string& job_id,
-                            std::unique_ptr<cc::rv::agent::NodeAgent>* out) {
+                            std::unique_ptr<cc::rv::NodeAgentHandle>* out) {
   if (!o.agent) return cc::Status::success();
   const std::optional<cc::rv::factory::ServerAt>& server = o.rendezvous.server();
   if (!server) return start_etcd_agent(o, config, job_id, out);
@@ -89,7 +63,10 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
   a.server_port = server_port;
   a.connect_timeout =
       std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
-  return cc::rv::agent::NodeAgent::start(io, a, out);
+  std::unique_ptr<cc::rv::agent::NodeAgent> agent;
+  if (cc::Status s = cc::rv::agent::NodeAgent::start(io, a, &agent); !s.ok()) return s;
+  *out = std::move(agent);
+  return cc::Status::success();
 }
 
 }  // namespace cc_run

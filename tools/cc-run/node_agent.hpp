@@ -26,6 +26,6 @@ std::string exit_words(int status);
 cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& config,
                             asio::io_context& io, const std::string& addr, int port,
                             const std::string& job_id,
-                            std::unique_ptr<cc::rv::agent::NodeAgent>* out);
+                            std::unique_ptr<cc::rv::NodeAgentHandle>* out);
 
 }  // namespace cc_run
