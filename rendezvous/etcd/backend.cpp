@@ -309,28 +309,60 @@ void Backend::Impl::neighbour_gone(Gen g, int32_t rank, const WatchEvent& e) {
     d.host = rec.info.host;
     d.pid = rec.info.pid;
   }
-  if (!rec.node.empty())
+  if (!rec.node.empty()) {
+    d.with = lost_with(g, rank, e);
     d.reason = "its node agent (" + rec.node +
                ") was lost: the node's etcd lease expired: no keepalive reached etcd within its " +
                std::to_string(lease_ttl) +
                " s heartbeat window (the host went down, cc-run was killed or stalled, or its "
                "network was cut)";
-  else
+  } else {
     d.reason = "its etcd lease expired: no keepalive reached etcd within its " +
                std::to_string(lease_ttl) +
                " s heartbeat window (the process died or stalled, its host went down, or its "
                "network was cut)";
+  }
   if (Status s = announce(g, d, after(opt.request_timeout)); !s.ok())
     log().warn("etcd: job {}: announcing that rank {} is gone: {}", quote(opt.job_id), rank,
                s.message);
 }
 
-// Puts a departure on the events key, once per rank.
+// The ranks after `rank` in the ring whose member keys went with its node's
+// lease, in the same revision as its own: the rest of a node whose agent was
+// lost, told with it in one event (at most one agent's ranks).
+std::vector<int32_t> Backend::Impl::lost_with(Gen g, int32_t rank, const WatchEvent& e) {
+  std::vector<int32_t> with;
+  const int64_t node_lease = e.prev_kv ? e.prev_kv->lease : 0;
+  const int64_t before = e.kv.mod_revision - 1;
+  std::vector<int32_t> by_rank;
+  int32_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    by_rank = ring;
+    n = world;
+  }
+  if (node_lease == 0 || n <= 1) return with;
+  const Deadline deadline = after(opt.request_timeout);
+  for (int32_t k = (rank + 1) % n, steps = 0; k != rank && steps < 4096; k = (k + 1) % n, ++steps) {
+    const int32_t key_rank = by_rank.empty() ? k : by_rank[static_cast<size_t>(k)];
+    std::optional<KeyValue> now, then;
+    if (!etcd->get(keys.member(g, key_rank), deadline, &now, nullptr).ok() || now) break;
+    if (!etcd->get_at(keys.member(g, key_rank), before, deadline, &then).ok() || !then ||
+        then->lease != node_lease)
+      break;
+    with.push_back(k);
+  }
+  return with;
+}
+
+// Puts a departure on the events key, once per rank (and once for the ranks
+// that went with it).
 Status Backend::Impl::announce(Gen g, const Departure& d, Deadline deadline) {
   Txn t;
   t.compare = {Compare::absent(keys.gone(g, d.rank))};
   t.success = {Op::put(keys.gone(g, d.rank), departure_word(d.kind)),
                Op::put(keys.events(g), encode(d))};
+  for (int32_t k : d.with) t.success.push_back(Op::put(keys.gone(g, k), departure_word(d.kind)));
   TxnResult r;
   return etcd->txn(t, deadline, &r);
 }

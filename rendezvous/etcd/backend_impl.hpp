@@ -151,6 +151,7 @@ struct Backend::Impl {
   void on_result(Gen at, const WatchEvent& e, std::vector<WatchEvent>* early);
   void on_departure(const WatchEvent& e, std::vector<bool>* told, size_t* announced);
   void neighbour_gone(Gen at, int32_t rank, const WatchEvent& e);
+  std::vector<int32_t> lost_with(Gen at, int32_t rank, const WatchEvent& e);
   Status announce(Gen at, const Departure& d, Deadline deadline);
   // known: the generation's result, when it came before the follower (a recovery).
   void start_follower(Followed w, int64_t from, std::optional<ResultRecord> known = std::nullopt);

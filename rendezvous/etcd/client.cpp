@@ -1013,6 +1013,22 @@ Status Client::get(const std::string& key, Deadline deadline, std::optional<KeyV
   return Status::success();
 }
 
+Status Client::get_at(const std::string& key, int64_t revision, Deadline deadline,
+                      std::optional<KeyValue>* out) {
+  json req = range_json(key, "", false, 0);
+  req["revision"] = std::to_string(revision);
+  json resp;
+  if (Status s = impl_->call("/v3/kv/range", req, deadline, "a range read", &resp); !s.ok())
+    return s;
+  RangeResult r;
+  if (Status s = impl_->read_answer(resp, parse_range, "a range", &r); !s.ok()) return s;
+  if (r.kvs.empty())
+    out->reset();
+  else
+    *out = std::move(r.kvs.front());
+  return Status::success();
+}
+
 Status Client::put(const std::string& key, const std::string& value, int64_t lease,
                    Deadline deadline, int64_t* revision) {
   json resp;

@@ -217,6 +217,9 @@ class Client {
                RangeResult* out, bool keys_only = false, int64_t limit = 0);
   Status get(const std::string& key, Deadline deadline, std::optional<KeyValue>* out,
              int64_t* revision);
+  // The key as it was at `revision` (etcd keeps its history until compacted).
+  Status get_at(const std::string& key, int64_t revision, Deadline deadline,
+                std::optional<KeyValue>* out);
   Status put(const std::string& key, const std::string& value, int64_t lease, Deadline deadline,
              int64_t* revision = nullptr);
   Status delete_range(const std::string& key, const std::string& range_end, Deadline deadline,

@@ -173,12 +173,13 @@ const char* departure_word(PeerEventKind kind) {
 }
 
 std::string encode(const Departure& d) {
-  return json{{"kind", departure_word(d.kind)},
-              {"rank", d.rank},
-              {"host", d.host},
-              {"pid", d.pid},
-              {"reason", d.reason}}
-      .dump();
+  json j{{"kind", departure_word(d.kind)},
+         {"rank", d.rank},
+         {"host", d.host},
+         {"pid", d.pid},
+         {"reason", d.reason}};
+  if (!d.with.empty()) j["with"] = d.with;
+  return j.dump();
 }
 
 bool decode(const std::string& text, Departure* out) {
@@ -191,6 +192,7 @@ bool decode(const std::string& text, Departure* out) {
     d.host = j.value("host", "");
     d.pid = j.value("pid", 0u);
     d.reason = j.value("reason", "");
+    d.with = j.value("with", std::vector<int32_t>{});
     return true;
   });
 }

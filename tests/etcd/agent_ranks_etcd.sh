@@ -5,8 +5,8 @@
 # 1. ranks join through the agent; one killed by a signal is named to the
 #    others with its exit status at once (no lease wait), and they shrink;
 # 2. a node's agent killed: the node's lease expires, and the others are
-#    told its rank failed with words naming the node's agent; they shrink
-#    without both of its ranks;
+#    told its ranks failed together (one event, both ranks) with words
+#    naming the node's agent; they shrink without both;
 # 3. one job of agent ranks (node 0) and direct ranks (node 1, --no-agent):
 #    an agent rank's death reaches the direct ones, named with its status.
 # Usage: agent_ranks_etcd.sh PATH/TO/cc-run PATH/TO/recovery_member
@@ -92,7 +92,7 @@ agent1=$(pgrep -f -n "node-rank 1 --master-addr $addr --job-id $job")
 kill -9 "$agent1"
 wait_for "$dir/node0.out" "\] RECOVERED gen=1" 2 30
 for r in 0 1; do
-  expect "$dir/node0.out" "^\[rank $r\] FAILED gen=0 rank 2 (host $host, pid [0-9]*) failed: its node agent (cc-run, pid $agent1, on host $host) was lost: the node's etcd lease expired"
+  expect "$dir/node0.out" "^\[rank $r\] FAILED gen=0 rank 2 (host $host, pid [0-9]*) and rank 3 with it failed: its node agent (cc-run, pid $agent1, on host $host) was lost: the node's etcd lease expired"
 done
 expect "$dir/node0.out" "^\[rank 1\] RECOVERED gen=1 rank=1 size=2 members=0,1 failed=2,3 "
 wait "$node0" || fail "2: node 0's cc-run exited with $?"
