@@ -16,23 +16,12 @@
 
 namespace cc::rv::etcd::node {
 
-namespace {
-
-constexpr milliseconds kAgentAttempt{15000};
-
-}  // namespace
-
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Status Agent::start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   auto impl = std::make_unique<Impl>(options);
   ClientOptions co;
   if (Status s = client_options(options.backend, &co); !s.ok()) return s;
-  // A node's batch is worth waiting for: when a large job's nodes all claim
-  // at once etcd answers in seconds, and an attempt given up after the
-  // default 2 s is sent again to the next member, doubling the load that
-  // made it slow. (A keepalive's own deadline, TTL/3, still bounds it.)
-  co.attempt_timeout = std::max(co.attempt_timeout, kAgentAttempt);
   if (Status s = Client::create(co, &impl->etcd); !s.ok()) return s;
   const int64_t want =
       std::max<int64_t>(1, (options.backend.heartbeat_window.count() + 999) / 1000);

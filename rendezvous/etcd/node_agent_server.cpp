@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "common/log.hpp"
+#include "rendezvous/etcd/node_lines.hpp"
 
 namespace cc::rv::etcd::node {
 
@@ -48,16 +49,8 @@ struct Conn {
   std::map<uint64_t, uint64_t> by_request;  // the rank's watch id -> subscription
 
   void send(const json& j) {
-    std::string line = j.dump();
-    line.push_back('\n');
     std::lock_guard<std::mutex> lock(write_mu);
-    size_t off = 0;
-    while (off < line.size()) {
-      const ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;  // the rank is gone: its reader sees the end
-      off += static_cast<size_t>(n);
-    }
+    (void)write_line(fd, j);  // false: the rank is gone, its reader sees the end
   }
 };
 
@@ -185,31 +178,11 @@ void AgentServer::Impl::accept_loop() {
 }
 
 void AgentServer::Impl::read_loop(std::shared_ptr<Conn> c) {
-  std::string buf;
-  char chunk[64 * 1024];
-  for (;;) {
-    const ssize_t n = ::recv(c->fd, chunk, sizeof(chunk), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    buf.append(chunk, static_cast<size_t>(n));
-    size_t start = 0;
-    for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
-      auto m = parse_line(buf.substr(start, nl - start));
-      if (!m) {
-        log().warn("node agent: pid {} sent a line that is not ours; closing it", c->pid);
-        buf.clear();
-        start = 0;
-        ::shutdown(c->fd, SHUT_RDWR);
-        break;
-      }
-      handle(*c, *m);
-    }
-    buf.erase(0, start);
-    if (buf.size() > kMaxLine) {
-      log().warn("node agent: pid {} sent a line over {} bytes; closing it", c->pid, kMaxLine);
-      break;
-    }
-  }
+  const std::string why = read_lines(c->fd, kMaxLine, [&](json m) {
+    handle(*c, m);
+    return true;
+  });
+  if (!why.empty()) log().warn("node agent: pid {} sent {}; closing its connection", c->pid, why);
   closed(c);
 }
 

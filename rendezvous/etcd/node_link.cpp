@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "rendezvous/etcd/node_lines.hpp"
 #include "rendezvous/etcd/wire.hpp"
 
 namespace cc::rv::etcd::node {
@@ -21,6 +22,7 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr milliseconds kCancelPoll{20};  // how soon a cancelled watch lets go
+constexpr size_t kMaxLine = 64 << 20;    // an answer with every member (rank 0's claim)
 
 }  // namespace
 
@@ -42,16 +44,8 @@ struct Link::Impl {
   std::function<void(int64_t)> lease_lost;
 
   void send(const json& j) {
-    std::string line = j.dump();
-    line.push_back('\n');
     std::lock_guard<std::mutex> lock(write_mu);
-    size_t off = 0;
-    while (off < line.size()) {
-      const ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;  // the reader sees the end
-      off += static_cast<size_t>(n);
-    }
+    (void)write_line(fd, j);  // false: the agent is gone, the reader sees the end
   }
 
   std::string gone_words() const {
@@ -87,20 +81,10 @@ struct Link::Impl {
   }
 
   void read_loop() {
-    std::string buf;
-    char chunk[64 * 1024];
-    std::string why;
-    for (;;) {
-      const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) why = std::strerror(errno);
-      if (n <= 0) break;
-      buf.append(chunk, static_cast<size_t>(n));
-      size_t start = 0;
-      for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1)
-        if (auto m = parse_line(buf.substr(start, nl - start))) take(std::move(*m));
-      buf.erase(0, start);
-    }
+    const std::string why = read_lines(fd, kMaxLine, [this](json m) {
+      take(std::move(m));
+      return true;
+    });
     std::function<void(const std::string&)> observer;
     {
       std::lock_guard<std::mutex> lock(mu);

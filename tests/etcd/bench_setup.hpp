@@ -1,21 +1,39 @@
-// What the two etcd benchmarks (cc-etcd-rendezvous-bench, cc-etcd-store-bench)
-// share: their options (-n, -r, --members, --address), the words of a wrong
-// argument, a high open-file limit, and the local cluster they start when no
-// --address is given.
+// What the etcd benchmarks (cc-etcd-rendezvous-bench, cc-etcd-store-bench,
+// cc-etcd-agents-bench) share: their options (-n, -r, --members, --address),
+// the words of a wrong argument, a high open-file limit, a process's CPU
+// time, and the local cluster they start when no --address is given.
 #pragma once
 
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "tests/etcd/etcd_cluster.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace cc::test {
+
+// CPU seconds used so far by a process (user + system), from /proc.
+inline double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(line.substr(close + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i == 14 || i == 15) ticks += std::atof(f.c_str());
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 // What both take: how many ranks or clients, how many runs, and the cluster.
 struct BenchArgs {

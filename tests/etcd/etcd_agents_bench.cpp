@@ -42,25 +42,12 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 namespace etcd = cc::rv::etcd;
 namespace node = cc::rv::etcd::node;
+using cc::test::cpu_seconds;
 
 const char* kAbout =
     "Simulates a job of N nodes x R ranks on etcd through node agents: each node\n"
     "the real agent of cc-run with its own etcd connections, rank 0 a real rank,\n"
     "the others in memory. Prints each phase's wall time and etcd's CPU in it.";
-
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(line.substr(close + 2));
-  std::string f;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i)
-    if (i == 14 || i == 15) ticks += std::atof(f.c_str());
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
 
 struct Sim {
   int nodes = 0, per_node = 0, world = 0;

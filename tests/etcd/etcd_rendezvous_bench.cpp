@@ -50,24 +50,10 @@ struct Result {
   double etcd_cpu_s = 0;    // the etcd members started here, during the run
 };
 
-// CPU seconds used so far by a process (user + system), from /proc.
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(line.substr(close + 2));
-  std::string f;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i)
-    if (i == 14 || i == 15) ticks += std::atof(f.c_str());
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
 std::vector<pid_t> g_etcd_pids;
 
 double etcd_cpu() {
+  using cc::test::cpu_seconds;
   double total = 0;
   for (pid_t p : g_etcd_pids) total += cpu_seconds(p);
   return total;
@@ -126,7 +112,7 @@ Result run_once(const std::string& address, int n, const std::string& job) {
     });
   }
   const auto start = Clock::now();
-  const double self0 = cpu_seconds(::getpid()), etcd0 = etcd_cpu();
+  const double self0 = cc::test::cpu_seconds(::getpid()), etcd0 = etcd_cpu();
   {
     std::lock_guard<std::mutex> lock(mu);
     go = true;
@@ -134,7 +120,7 @@ Result run_once(const std::string& address, int n, const std::string& job) {
   cv.notify_all();
   for (auto& t : threads) t.join();
   Result res;
-  res.client_cpu_s = cpu_seconds(::getpid()) - self0;
+  res.client_cpu_s = cc::test::cpu_seconds(::getpid()) - self0;
   res.etcd_cpu_s = etcd_cpu() - etcd0;
   res.failed = failed.load();
   res.first_error = first_error;
