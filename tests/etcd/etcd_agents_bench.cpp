@@ -136,34 +136,46 @@ void claim(Sim& s, int rank) {
                etcd::Compare::absent(s.keys.result(g))};
   t.success = {etcd::Op::put(s.keys.member(g, rank), encode(record_of(s, rank, agent.node_words())),
                              agent.lease())};
+  t.failure = {etcd::Op::get(s.keys.member(g, rank)), etcd::Op::get(s.keys.result(g))};
   agent.own(static_cast<node::RankId>(rank), s.keys.member(g, rank));
-  agent.claim(etcd::wire::txn_json(t),
-              [&s, &agent, rank, g](const cc::Status& st, const std::string& text) {
-                if (!st.ok()) return s.fail("rank " + std::to_string(rank) + ": " + st.message);
-                etcd::TxnResult r;
-                try {
-                  r = etcd::wire::parse_txn(nlohmann::json::parse(text));
-                } catch (const std::exception& e) {
-                  return s.fail(e.what());
-                }
-                if (!r.succeeded) return s.fail("rank " + std::to_string(rank) + ": claim refused");
-                {
-                  std::lock_guard<std::mutex> lock(s.mu);
-                  if (++s.claimed == s.world - 1) s.all_claimed = Clock::now();
-                }
-                std::vector<etcd::WatchSpec> specs(2);
-                specs[0].key = s.keys.news(g);
-                specs[0].range_end = etcd::prefix_end(specs[0].key);
-                specs[0].start_revision = r.revision + 1;
-                specs[0].no_delete = true;
-                specs[1].key = s.keys.member(g, (rank + 1) % s.world);
-                specs[1].start_revision = r.revision + 1;
-                specs[1].no_put = true;
-                specs[1].prev_kv = true;
-                agent.subscribe(std::move(specs), [&s, rank](std::vector<etcd::WatchEvent> evs) {
-                  s.on_events(rank, evs);
-                });
-              });
+  agent.claim(etcd::wire::txn_json(t), [&s, &agent, rank, g](const cc::Status& st,
+                                                             const std::string& text) {
+    if (!st.ok()) return s.fail("rank " + std::to_string(rank) + ": " + st.message);
+    etcd::TxnResult r;
+    try {
+      r = etcd::wire::parse_txn(nlohmann::json::parse(text));
+    } catch (const std::exception& e) {
+      return s.fail(e.what());
+    }
+    int64_t claimed = r.revision;
+    if (!r.succeeded) {
+      // Its own claim, sent twice (an attempt given up and sent again to
+      // another member): the rank's key holds its record, as the backend
+      // checks.
+      etcd::MemberRecord holder;
+      const auto& held =
+          r.responses.empty() ? std::vector<etcd::KeyValue>{} : r.responses.front().range.kvs;
+      if (held.empty() || !etcd::decode(held.front().value, &holder) ||
+          holder.nonce != "sim-" + std::to_string(rank))
+        return s.fail("rank " + std::to_string(rank) + ": claim refused");
+      claimed = held.front().mod_revision;
+    }
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (++s.claimed == s.world - 1) s.all_claimed = Clock::now();
+    }
+    std::vector<etcd::WatchSpec> specs(2);
+    specs[0].key = s.keys.news(g);
+    specs[0].range_end = etcd::prefix_end(specs[0].key);
+    specs[0].start_revision = claimed + 1;
+    specs[0].no_delete = true;
+    specs[1].key = s.keys.member(g, (rank + 1) % s.world);
+    specs[1].start_revision = claimed + 1;
+    specs[1].no_put = true;
+    specs[1].prev_kv = true;
+    agent.subscribe(std::move(specs),
+                    [&s, rank](std::vector<etcd::WatchEvent> evs) { s.on_events(rank, evs); });
+  });
 }
 
 // Runs `work(i)` for i < n on `threads` threads.
@@ -291,6 +303,15 @@ int main(int argc, char** argv) {
       (void)direct->txn(t, Clock::now() + milliseconds(30000), &r);
     }
   });
+  // Stops the announcer on every way out of main.
+  struct Joined {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joined() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } announcer_stops{stop, announcer};
 
   // The join: rank 0 real, the others through their agents.
   begin("join");
@@ -370,8 +391,6 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(total.claims),
               static_cast<unsigned long long>(total.transactions),
               static_cast<unsigned long long>(total.streams));
-  stop = true;
-  announcer.join();
   rank0.reset();
   parallel(s.nodes, 64, [&](int n) { s.agents[static_cast<size_t>(n)].reset(); });
   return s.failures == 0 && told ? 0 : 1;
