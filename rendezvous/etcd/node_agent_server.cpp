@@ -52,6 +52,12 @@ struct Conn {
     std::lock_guard<std::mutex> lock(write_mu);
     (void)write_line(fd, j);  // false: the rank is gone, its reader sees the end
   }
+  // Closed with the last holder (a claim's answer may come after the rank
+  // went), so that a late answer never reaches another rank that got the
+  // same descriptor number.
+  ~Conn() {
+    if (fd >= 0) ::close(fd);
+  }
 };
 
 }  // namespace
@@ -167,10 +173,7 @@ void AgentServer::Impl::accept_loop() {
       c->group = std::max<pid_t>(0, ::getpgid(cred.pid));
     }
     std::lock_guard<std::mutex> lock(mu);
-    if (stopping) {
-      ::close(fd);
-      return;
-    }
+    if (stopping) return;  // ~Conn closes it
     c->id = next_id++;
     conns.emplace(c->id, c);
     readers.emplace_back([this, c] { read_loop(c); });
@@ -262,7 +265,7 @@ void AgentServer::Impl::closed(const std::shared_ptr<Conn>& c) {
   }
   for (uint64_t sub : watches) agent->unsubscribe(sub);
   agent->rank_gone(c->id, words);
-  ::close(c->fd);
+  ::shutdown(c->fd, SHUT_RDWR);  // closed with the last holder (~Conn)
 }
 
 }  // namespace cc::rv::etcd::node
