@@ -1052,8 +1052,6 @@ Status Client::delete_range(const std::string& key, const std::string& range_end
   return Status::success();
 }
 
-namespace {
-
 void each_leased_put(const Txn& t, const Client::LeasedPut& tell) {
   for (const auto* ops : {&t.success, &t.failure})
     for (const Op& op : *ops) {
@@ -1061,8 +1059,6 @@ void each_leased_put(const Txn& t, const Client::LeasedPut& tell) {
       if (op.kind == Op::Kind::txn && op.txn) each_leased_put(*op.txn, tell);
     }
 }
-
-}  // namespace
 
 void Client::on_leased_put(LeasedPut observer) { impl_->leased_put = std::move(observer); }
 

@@ -196,6 +196,9 @@ class WatchCancel {
   bool running_ = false;
 };
 
+// Each key `t` puts on a lease, in either branch and nested transactions.
+void each_leased_put(const Txn& t, const std::function<void(const std::string& key)>& tell);
+
 // The key that ends a range of every key starting with `prefix` (etcd's
 // "range_end": the prefix with its last byte increased).
 std::string prefix_end(const std::string& prefix);

@@ -194,8 +194,7 @@ Status Link::lease(Deadline deadline, int64_t* id, int64_t* ttl_s, std::string* 
 }
 
 Status Link::claim(const Txn& t, Deadline deadline, TxnResult* out) {
-  for (const Op& op : t.success)
-    if (op.kind == Op::Kind::put && op.lease != 0) own(op.key);
+  each_leased_put(t, [this](const std::string& key) { own(key); });
   json answer;
   if (Status s = impl_->ask(json{{"op", "claim"}, {"txn", wire::txn_json(t)}}, deadline, &answer);
       !s.ok())

@@ -20,27 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 host=$(hostname)
-fail() {
-  echo "FAIL: $*"
-  for f in "$dir"/*.out; do echo "--- $f:"; cat "$f"; done
-  exit 1
-}
-expect() {  # FILE PATTERN
-  grep -q -- "$2" "$1" || fail "no '$2' in $(basename "$1")"
-}
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-# wait_for FILE PATTERN COUNT SECONDS
-wait_for() {
-  local n=0
-  for _ in $(seq $((10 * $4))); do
-    n=$(grep -c -- "$2" "$1" 2>/dev/null)
-    [ "${n:-0}" -ge "$3" ] && return 0
-    sleep 0.1
-  done
-  fail "$(basename "$1"): $n of $3 lines '$2' within $4 s"
-}
+. "$(dirname "$0")/../common/rank_output.sh"
 export CC_LOG_LEVEL=error
 
 # 1. One node of 4 ranks under the agent; rank 2 is killed with SIGKILL.
