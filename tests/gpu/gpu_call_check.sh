@@ -9,7 +9,7 @@
 #              trace-sigusr1
 #
 # diverge: rank 1 makes another call at op #50; every rank must return
-# CC_ERR_MISMATCH within 2 s naming both calls. legal: two communicators used
+# CC_ERR_MISMATCH within 5 s naming both calls. legal: two communicators used
 # interleaved on two streams: nothing flagged. split: two children of a
 # split, one whose ranks differ (flagged) and one whose ranks agree (not
 # flagged), each compared on its own. trace-*: after a mismatch,
