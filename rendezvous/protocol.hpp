@@ -149,9 +149,12 @@ inline std::string gpu_owner_key(const MemberInfo& i) {
 // scalable init (lib/comm/nccl_ids.hpp).
 inline constexpr uint32_t kMaxUniqueIdBytes = 8192;
 
-// Join a communicator. Rank 0 sends the NCCL id(s) in unique_id; the others
-// send it empty. Answered with Joined once all world_size ranks have joined,
-// or Error (mismatch / timeout naming the missing ranks).
+// Join a communicator. Rank 0 sends the NCCL id(s) in unique_id; past the
+// scalable-init threshold each rank rooting one of NCCL's bootstrap trees
+// sends its own too, the others send it empty; Joined carries them all, end
+// to end in rank order (rules::JoinCheck). Answered with Joined once all
+// world_size ranks have joined, or Error (mismatch / timeout naming the
+// missing ranks).
 struct Join {
   MemberInfo info;
   std::vector<uint8_t> unique_id;

@@ -103,11 +103,19 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   request.rendezvous.config = c->config;
   request.rendezvous.info = info;
   request.rendezvous.deadline = deadline;
+  // Rank 0 makes the first NCCL id; past the scalable init's threshold the
+  // first rank of each of NCCL's bootstrap groups makes its group's.
+  const int my_id = nccl_id_made_by(rank, nranks, c->config.nccl_ranks_per_id);
+  const int id_count = nccl_ids_to_make(nranks, c->config.nccl_ranks_per_id);
+  request.rendezvous.makes_id = my_id >= 0;
   RendezvousResult joined;
   Status st = start(
       std::move(request),
       [&](std::vector<uint8_t>* id_bytes) {
-        return make_nccl_ids(*c, nccl_ids_to_make(nranks, c->config.nccl_ranks_per_id), id_bytes);
+        if (id_count > 1)
+          log().info("rank {} makes NCCL id {} of {}: a root of NCCL's scalable init", rank, my_id,
+                     id_count);
+        return make_nccl_ids(*c, 1, id_bytes);
       },
       &joined);
   c->server = std::move(joined.server);

@@ -1,5 +1,6 @@
 #include "lib/comm/nccl_ids.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "lib/comm/nccl_symbol.hpp"
@@ -20,6 +21,17 @@ InitRankScalableFn nccl_init_rank_scalable() {
 
 int nccl_ids_to_make(int nranks, int ranks_per_id) {
   return nccl_init_rank_scalable() != nullptr ? nccl_id_count(nranks, ranks_per_id) : 1;
+}
+
+int nccl_id_maker(int i, int nranks, int count) {
+  return i * (nranks / count) + std::min(i, nranks % count);
+}
+
+int nccl_id_made_by(int rank, int nranks, int ranks_per_id) {
+  const int count = nccl_ids_to_make(nranks, ranks_per_id);
+  for (int i = 0; i < count; ++i)
+    if (nccl_id_maker(i, nranks, count) == rank) return i;
+  return -1;
 }
 
 Status make_nccl_ids(const core::Core& c, int count, std::vector<uint8_t>* bytes) {

@@ -2,8 +2,13 @@
 // hands out. One id (ncclCommInitRankConfig: NCCL's bootstrap has one root)
 // up to CC_NCCL_RANKS_PER_ID ranks; past that, ceil(ranks / per) ids end to
 // end (at most kMaxNcclIds), and ncclCommInitRankScalable spreads NCCL's
-// bootstrap over that many roots. Rank 0 makes them all; every rank reads
-// the count from the bytes, so the ranks never need to agree on the setting.
+// bootstrap over that many roots. Each id is made by the first rank of the
+// group of ranks its root serves (nccl_id_maker), so the roots' listening
+// threads are spread over the job's hosts as NCCL's are; the rendezvous
+// hands every rank all of them in rank order (rv::rules::JoinCheck). Every
+// rank reads the count from the bytes, so the ranks need not agree on the
+// setting: where they differ, more ranks make ids, all handed out alike.
+// A recovery's ids are all made by the one survivor the rendezvous asks.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +36,14 @@ InitRankScalableFn nccl_init_rank_scalable();
 
 // nccl_id_count, or 1 where the NCCL loaded has no scalable init.
 int nccl_ids_to_make(int nranks, int ranks_per_id);
+
+// The rank that makes id `i` of `count` for a communicator of `nranks`: the
+// first rank of the i-th group, as NCCL's bootstrap divides the ranks among
+// its roots (nranks / count each, the first nranks % count one more).
+int nccl_id_maker(int i, int nranks, int count);
+
+// Which of the communicator's ids `rank` makes (rank 0 the first), or -1.
+int nccl_id_made_by(int rank, int nranks, int ranks_per_id);
 
 // `count` new ids (ncclGetUniqueId each) end to end in *bytes; a failure is
 // told as c's.

@@ -75,7 +75,7 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
     return make_status(st.code, who + ": could not reach the rendezvous at " + where + " (job '" +
                                     req.config.job_id + "'): " + st.message);
   rv::Join join;
-  if (rank == 0) {
+  if (rank == 0 || req.makes_id) {
     if (Status st = make_id(&join.unique_id); !st.ok()) return st;
   }
   out->comm_number = req.comm_number != 0 ? req.comm_number : next_comm_number(req.config.job_id);

@@ -2,7 +2,8 @@
 // starts (or shares) the embedded server where the address names a server
 // the job may host and the job has none of its own; every rank connects
 // through the backend the factory makes for the address (rendezvous/factory)
-// and joins, and the rendezvous hands out rank 0's id once all have joined.
+// and joins, and the rendezvous hands out the ids (rank 0's, and those of
+// the scalable init's other roots) once all have joined.
 // Unit-tested with threads as ranks; on etcd, by tests/etcd with processes.
 #pragma once
 
@@ -28,6 +29,8 @@ struct RendezvousRequest {
   rv::MemberInfo info;            // rank, world size, host, pid, versions, GPU
   uint32_t comm_number = 0;       // 0 = this process's next one for the job (tests set it)
   std::chrono::steady_clock::time_point deadline;
+  // Besides rank 0, this rank makes an id (a root of NCCL's scalable init).
+  bool makes_id = false;
 };
 
 struct RendezvousResult {
@@ -45,7 +48,8 @@ struct RendezvousResult {
   std::vector<rv::MemberSummary> members;  // by rank, from rank 0 (cc's server: rank 0 only)
 };
 
-// make_id runs on rank 0 only, once connected (ncclGetUniqueId there).
+// make_id runs on rank 0 and on a rank that makes_id, once connected
+// (ncclGetUniqueId there).
 using MakeId = std::function<Status(std::vector<uint8_t>*)>;
 
 // The n-th communicator this process creates through the rendezvous of a job.

@@ -21,13 +21,14 @@ const auto where_of = rules::communicator_where;
 
 // The members of a joining generation as rank 0 sees them arrive, each
 // checked by the join rules, as cc's server checks a join; with their
-// records, for the roster and rank 0's id.
+// records, for the roster; the NCCL ids they brought, as the rules hand
+// them out.
 class Arrivals {
  public:
   explicit Arrivals(std::string where) : where_(std::move(where)) {}
 
   std::optional<Refusal> arrive(const MemberRecord& m) {
-    if (auto refused = check_.arrive(m.info, where_)) return refused;
+    if (auto refused = check_.arrive(m.info, where_, m.unique_id)) return refused;
     present_[m.info.rank] = m;
     return std::nullopt;
   }
@@ -43,6 +44,7 @@ class Arrivals {
   int32_t joined() const { return check_.joined(); }
   std::vector<int32_t> missing() const { return check_.missing(); }
   const std::map<int32_t, MemberRecord>& present() const { return present_; }
+  std::vector<uint8_t> unique_ids() const { return check_.unique_ids(); }
 
  private:
   std::string where_;
@@ -95,7 +97,7 @@ Status Backend::Impl::join(const Join& req, Joined* out) {
   // One transaction: claim the rank, unless it is taken or the generation
   // has ended. Rank 0 also reads who came before it.
   const std::string nonce = next_op_id();
-  MemberRecord rec{in, nonce, in.rank == 0 ? req.unique_id : std::vector<uint8_t>{}};
+  MemberRecord rec{in, nonce, req.unique_id};
   {
     std::lock_guard<std::mutex> lock(mu);
     rec.node = node_words;
@@ -289,7 +291,7 @@ Status Backend::Impl::coordinate(uint32_t g, std::vector<KeyValue> before, int64
   RosterRecord roster;
   for (const auto& [rank, m] : arrivals.present())
     roster.members.push_back({rank, m.info.host, m.info.pid});
-  done.unique_id = arrivals.present().at(0).unique_id;
+  done.unique_id = arrivals.unique_ids();
   Txn t;
   t.compare = {Compare::absent(keys.result(g))};
   t.success = {Op::put(keys.roster(g), encode(roster)), Op::put(keys.result(g), encode(done))};

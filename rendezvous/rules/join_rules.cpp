@@ -11,7 +11,8 @@
 
 namespace cc::rv::rules {
 
-std::optional<Refusal> JoinCheck::arrive(const MemberInfo& in, const std::string& where) {
+std::optional<Refusal> JoinCheck::arrive(const MemberInfo& in, const std::string& where,
+                                         const std::vector<uint8_t>& ids) {
   const std::string me = member_who(in);
   if (!first_) first_ = in;
   const MemberInfo& f = *first_;
@@ -43,6 +44,7 @@ std::optional<Refusal> JoinCheck::arrive(const MemberInfo& in, const std::string
                          "; give each local rank its own device (LOCAL_RANK, CC_DEVICE)"};
   }
   in_.emplace(in.rank, in);
+  if (!ids.empty()) ids_[in.rank] = ids;
   return std::nullopt;
 }
 
@@ -54,11 +56,24 @@ void JoinCheck::leave(int32_t rank) {
     if (owner != gpu_owner_.end() && owner->second == rank) gpu_owner_.erase(owner);
   }
   in_.erase(it);
+  ids_.erase(rank);  // its process made them: they went with it
 }
 
 void JoinCheck::clear() {
   in_.clear();
   gpu_owner_.clear();
+  ids_.clear();
+}
+
+std::vector<uint8_t> JoinCheck::unique_ids() const {
+  std::vector<uint8_t> out;
+  for (const auto& [rank, bytes] : ids_) {
+    // A contribution that does not fit is left out whole (its ids unused),
+    // so every id handed out stays whole.
+    if (out.size() + bytes.size() > kMaxUniqueIdBytes) continue;
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+  return out;
 }
 
 std::vector<int32_t> JoinCheck::missing() const {

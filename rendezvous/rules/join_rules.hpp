@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -29,11 +30,21 @@ struct Refusal {
 // The ranks of one generation that arrived while it joins. Each arrival
 // costs O(1) on average (hash maps by rank and by GPU owner): nothing is
 // walked but at the deadline (missing()).
+//
+// The NCCL ids: every rank may bring some (rank 0 always does; past the
+// scalable-init threshold each rank that roots one of NCCL's bootstrap
+// trees brings its own, so the roots' listening threads live on their own
+// hosts, not all in rank 0's process). Every rank is handed the same bytes:
+// those of the ranks that brought any, end to end in rank order, as many
+// whole contributions as fit in kMaxUniqueIdBytes (rank 0's first). The
+// bytes stay opaque: which rank brings what is lib/comm/nccl_ids.hpp's.
 class JoinCheck {
  public:
   // Checks `in` against the ranks in; accepted, it is in (nullopt), else the
   // refusal that fails the generation. `where`: generation_where() of it.
-  std::optional<Refusal> arrive(const MemberInfo& in, const std::string& where);
+  // `ids`: the NCCL id bytes it brought (empty: none).
+  std::optional<Refusal> arrive(const MemberInfo& in, const std::string& where,
+                                const std::vector<uint8_t>& ids = {});
   // A rank that arrived went before the generation completed (its
   // connection, or its lease): its rank and GPU are free again.
   void leave(int32_t rank);
@@ -49,11 +60,14 @@ class JoinCheck {
   // The ranks below world() that are not in, sorted: O(world).
   std::vector<int32_t> missing() const;
   const MemberInfo* member(int32_t rank) const;
+  // The ids every rank is handed (see above): O(ranks that brought any).
+  std::vector<uint8_t> unique_ids() const;
 
  private:
   std::optional<MemberInfo> first_;                     // the first to arrive
   std::unordered_map<int32_t, MemberInfo> in_;          // by rank
   std::unordered_map<std::string, int32_t> gpu_owner_;  // gpu_owner_key -> rank
+  std::map<int32_t, std::vector<uint8_t>> ids_;         // by rank, those that brought any
 };
 
 // The words of the rules that a backend checks on its own (etcd claims a

@@ -80,7 +80,7 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   const uint64_t id =
       park(c, Parked::of(Parked::Kind::join, rid, job, j.timeout_ms, in.comm_number, in.rank), now);
   ++job.joiners;
-  if (auto refused = gen.check.arrive(in, where)) {
+  if (auto refused = gen.check.arrive(in, where, j.unique_id)) {
     fail_join(job, in.comm_number, gen, refused->code, refused->words, id);
     return true;
   }
@@ -88,7 +88,6 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   slot.conn = c.id;
   slot.parked = id;
   slot.info = in;
-  if (in.rank == 0) gen.unique_id = j.unique_id;
   if (std::string note = nat_notice(in, c.peer); !note.empty()) {
     log().warn("{}: {}", where, printable(note));
     if (gen.notice_lines < kMaxNoticeLines) gen.notice += (gen.notice.empty() ? "" : "\n") + note;
@@ -111,7 +110,7 @@ void ServerCore::Impl::complete(Job& job, uint32_t comm_number, CommJoin& gen,
   gen.state = CommJoin::State::complete;
   ++counters.generations_completed;
   Joined joined;
-  joined.unique_id = gen.unique_id;
+  joined.unique_id = gen.check.unique_ids();
   joined.notice = gen.notice;
   if (gen.notice_lines > kMaxNoticeLines)
     joined.notice += "\nand " + std::to_string(gen.notice_lines - kMaxNoticeLines) +

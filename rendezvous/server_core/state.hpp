@@ -193,7 +193,6 @@ struct CommJoin {
   // By rank; only joined ranks, so a claimed world size costs no memory.
   std::unordered_map<int32_t, Slot> slots;
   int32_t joined = 0;
-  std::vector<uint8_t> unique_id;
   // The join rules' state while it joins (the first rank's world size and
   // NCCL version, the ranks and GPUs taken); emptied when it ends.
   rules::JoinCheck check;

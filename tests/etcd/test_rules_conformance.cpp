@@ -98,6 +98,34 @@ TEST_CASE("conformance: every reachability test's verdict, the same words on bot
   });
 }
 
+TEST_CASE("conformance: the scalable init's ids of several ranks reach every rank in rank order") {
+  // Rank 0 and the ranks that root NCCL's other bootstrap trees bring ids
+  // (lib/comm/nccl_ids.hpp); they arrive in another order than their ranks.
+  const std::vector<int> order = {3, 1, 0, 4, 2};
+  const std::map<int, std::vector<uint8_t>> brought = {{0, std::vector<uint8_t>(128, 0x40)},
+                                                       {2, std::vector<uint8_t>(128, 0x42)},
+                                                       {4, std::vector<uint8_t>(128, 0x44)}};
+  std::vector<uint8_t> want;
+  for (const auto& [rank, bytes] : brought) want.insert(want.end(), bytes.begin(), bytes.end());
+  LoopbackServer server;
+  for (const Side& side : both_sides(server)) {
+    INFO(side.name);
+    std::vector<rv::Join> joins;
+    for (int rank : order) {
+      rv::Join j = table_join(rank, 5);
+      auto it = brought.find(rank);
+      j.unique_id = it == brought.end() ? std::vector<uint8_t>{} : it->second;
+      joins.push_back(j);
+    }
+    const std::vector<JoinOutcome> out = run_joins(side.connect("scalable-ids"), joins, 100);
+    for (size_t i = 0; i < out.size(); ++i) {
+      INFO("rank " << order[i] << ": " << out[i].status.message);
+      REQUIRE(out[i].status.ok());
+      CHECK(out[i].joined.unique_id == want);
+    }
+  }
+}
+
 namespace {
 
 // A recovery call by job rank `rank`, `delay_ms` after the one before.

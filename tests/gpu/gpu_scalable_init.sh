@@ -2,7 +2,9 @@
 # NCCL's scalable init on one GPU: N ranks under `cc-run --share-gpu`, made
 # from several NCCL ids (CC_NCCL_RANKS_PER_ID below N: ncclCommInitRankScalable)
 # and from one (the default: ncclCommInitRankConfig); each rank checks an
-# all-reduce and an all-gather, and the two runs' checksums must agree.
+# all-reduce and an all-gather, and the two runs' checksums must agree. The
+# scalable run's ids are made by the ranks that root NCCL's bootstrap groups,
+# each in its own process.
 #
 #   gpu_scalable_init.sh BUILD [SCENARIO...]    (default: all of them)
 #   scenarios: N-PER (N ranks, CC_NCCL_RANKS_PER_ID=PER): 2-1 4-1 4-2
@@ -47,6 +49,15 @@ for s in "${SCENARIOS[@]}"; do
     "ncclCommInitRankScalable from $ids NCCL ids"
   [ "$(grep -c "ncclCommInitRankScalable from $ids NCCL ids" "$WORK/scalable-$s")" -eq "$n" ] ||
     { echo "   FAILED: not every rank said so"; bad=1; }
+  # Each id made by the first rank of its NCCL root's group, in its own
+  # process: ranks i*(n/ids) + min(i, n%ids).
+  for ((i = 0; i < ids; i++)); do
+    maker=$((i * (n / ids) + (i < n % ids ? i : n % ids)))
+    check "id $i made by rank $maker" "$WORK/scalable-$s" \
+      "^\[rank $maker\] .*rank $maker makes NCCL id $i of $ids"
+  done
+  [ "$(grep -c "makes NCCL id" "$WORK/scalable-$s")" -eq "$ids" ] ||
+    { echo "   FAILED: not $ids ranks made ids"; bad=1; }
   run "$n" "$WORK/plain-$s"
   check "the default at $n ranks: one id" "$WORK/plain-$s" "ncclCommInitRankConfig from 1 NCCL id)"
   a=$(checksum "$WORK/scalable-$s") b=$(checksum "$WORK/plain-$s")

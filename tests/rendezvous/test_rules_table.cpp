@@ -137,6 +137,38 @@ TEST_CASE("join rules: the NCCL words name the first rank while it is in, and no
                 "major.minor everywhere");
 }
 
+TEST_CASE("join rules: the NCCL ids of several ranks, end to end in rank order, whole") {
+  rv::rules::JoinCheck check;
+  const std::string where = rv::rules::communicator_where("j", 1);
+  const std::vector<uint8_t> id0(128, 0x10), id2(128, 0x12), id3(256, 0x13);
+  // They arrive out of order; rank 1 brings none.
+  REQUIRE_FALSE(check.arrive(table_join(3, 5).info, where, id3));
+  REQUIRE_FALSE(check.arrive(table_join(1, 5).info, where));
+  REQUIRE_FALSE(check.arrive(table_join(2, 5).info, where, id2));
+  REQUIRE_FALSE(check.arrive(table_join(0, 5).info, where, id0));
+  std::vector<uint8_t> want = id0;
+  want.insert(want.end(), id2.begin(), id2.end());
+  want.insert(want.end(), id3.begin(), id3.end());
+  CHECK(check.unique_ids() == want);
+
+  // A rank that went took its process's ids with it; its successor's count.
+  check.leave(2);
+  CHECK(check.unique_ids().size() == 384);
+  const std::vector<uint8_t> id2b(128, 0x22);
+  REQUIRE_FALSE(check.arrive(table_join(2, 5).info, where, id2b));
+  const std::vector<uint8_t> again = check.unique_ids();
+  CHECK(std::vector<uint8_t>(again.begin() + 128, again.begin() + 256) == id2b);
+
+  // Past kMaxUniqueIdBytes a rank's ids are left out whole; rank 0's stay first.
+  REQUIRE_FALSE(check.arrive(table_join(4, 5).info, where,
+                             std::vector<uint8_t>(rv::kMaxUniqueIdBytes - 256, 0x14)));
+  const std::vector<uint8_t> capped = check.unique_ids();
+  CHECK(capped.size() == 512);
+  CHECK(std::vector<uint8_t>(capped.begin(), capped.begin() + 128) == id0);
+  check.clear();
+  CHECK(check.unique_ids().empty());
+}
+
 TEST_CASE("recovery rules: every call is compared with the first, in the words of both") {
   rv::rules::RecoveryAgreement agreement;
   const std::string where = rv::rules::lineage_where("j", 1, 0);

@@ -24,6 +24,37 @@ TEST_CASE("one NCCL id up to CC_NCCL_RANKS_PER_ID ranks, then one per that many"
   CHECK(nccl_id_count(1 << 30, 1) == kMaxNcclIds);
 }
 
+TEST_CASE("each id is made by the first rank of the group its NCCL root serves") {
+  using cc::comm::nccl_id_maker;
+  // 10 ranks, 4 roots: NCCL gives the first 10 % 4 = 2 roots 3 ranks, the rest 2.
+  CHECK(nccl_id_maker(0, 10, 4) == 0);
+  CHECK(nccl_id_maker(1, 10, 4) == 3);
+  CHECK(nccl_id_maker(2, 10, 4) == 6);
+  CHECK(nccl_id_maker(3, 10, 4) == 8);
+  // Even groups: 131,072 ranks over 64 roots, 2,048 each.
+  CHECK(nccl_id_maker(63, 131072, 64) == 63 * 2048);
+  CHECK(nccl_id_maker(0, 1, 1) == 0);
+}
+
+TEST_CASE("the ranks that make ids: rank 0 always, the other roots past the threshold") {
+  using cc::comm::nccl_id_made_by;
+  for (int rank = 0; rank < 300; ++rank) {
+    INFO("rank " << rank);
+    CHECK(nccl_id_made_by(rank, 300, 1000) == (rank == 0 ? 0 : -1));  // below: rank 0's only
+  }
+  if (cc::comm::nccl_init_rank_scalable() == nullptr) return;  // NCCL before 2.23: one id
+  // 300 ranks at 128 a root: 3 ids, made by ranks 0, 100 and 200.
+  int makers = 0;
+  for (int rank = 0; rank < 300; ++rank) {
+    INFO("rank " << rank);
+    const int made = nccl_id_made_by(rank, 300, 128);
+    CHECK(made == (rank % 100 == 0 ? rank / 100 : -1));
+    makers += made >= 0 ? 1 : 0;
+  }
+  CHECK(makers == 3);
+  CHECK(nccl_id_made_by(3, 4, 1) == 3);  // forced on: every rank roots one
+}
+
 TEST_CASE("the NCCL linked here has the scalable init, so its count is made") {
   int version = 0;
   REQUIRE(ncclGetVersion(&version) == ncclSuccess);
