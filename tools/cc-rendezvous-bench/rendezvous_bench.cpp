@@ -5,7 +5,8 @@
 // instead start a communicator: they join one generation, then (a second
 // run) also take the reachability test's two steps (endpoint, report), and
 // the test's added time is printed per rank. --start-pair measures what the
-// test adds to a healthy start of 2 ranks (start_pair.cpp). --abuse and
+// test adds to a healthy start of 2 ranks (start_pair.cpp), --agent-pair
+// what cc-run's node agent adds to one (agent_pair.cpp). --abuse and
 // --core-events measure the server under abuse (abuse.cpp).
 //
 // The ranks are driven by one epoll loop over non-blocking sockets, so the
@@ -39,6 +40,7 @@
 #include "tools/cc-rendezvous-bench/abuse.hpp"
 #include "tools/cc-rendezvous-bench/agents.hpp"
 #include "tools/cc-rendezvous-bench/child_server.hpp"
+#include "tools/cc-rendezvous-bench/agent_pair.hpp"
 #include "tools/cc-rendezvous-bench/start_pair.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -473,13 +475,15 @@ int main(int argc, char** argv) {
   bool start = false;
   int per_host = 8;
   int pair_rounds = 0;
+  int agent_pair_rounds = 0;
   int abuse_members = 0;
   int core_events = 0;
   cc_bench::AgentsRun agents;
   int agent_nodes = 0;
   cc::cli::CommandLine command_line(
       "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W] "
-      "[--start [--ranks-per-host R]] [--start-pair K] [--abuse M] [--core-events N]",
+      "[--start [--ranks-per-host R]] [--start-pair K] [--agent-pair K] [--abuse M] "
+      "[--core-events N]",
       15);
   CLI::App& app = command_line.app();
   app.description(kAbout);
@@ -509,6 +513,11 @@ int main(int argc, char** argv) {
                       "what the reachability test adds to a healthy start of 2 ranks on\n"
                       "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"
                       "with it and K without, medians");
+  cc::cli::add_number(app, "--agent-pair", "K", 1, 100000, &agent_pair_rounds,
+                      "what cc-run's node agent adds to a start of 2 ranks of one host\n"
+                      "against a running server (cc_comm_init's path without NCCL):\n"
+                      "K starts straight to the server and K through an agent, medians;\n"
+                      "with --addr etcd://HOST:PORT against that etcd cluster instead");
   cc::cli::add_number(app, "--abuse", "M", 1, 1000000, &abuse_members,
                       "a healthy job of M members (256 in docs/RENDEZVOUS.md)\n"
                       "heartbeating beside each abuse of a server in a child\n"
@@ -536,6 +545,9 @@ int main(int argc, char** argv) {
           }))
     return *exit_status;
   if (pair_rounds > 0) return cc_bench::run_start_pair(pair_rounds) ? 0 : 1;
+  if (agent_pair_rounds > 0)
+    return cc_bench::run_agent_pair(agent_pair_rounds, addr.rfind("etcd", 0) == 0 ? addr : "") ? 0
+                                                                                                : 1;
   if (agent_nodes > 0) {
     raise_fd_limit();
     agents.nodes = agent_nodes;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/cc.h"
 #include "common/unique_fd.hpp"
 #include "lib/comm/startup.hpp"
 
@@ -38,25 +39,29 @@ struct Outcome {
   cc::comm::RendezvousResult result;
 };
 
-// One start of 2 ranks; the slower rank's time (cc_comm_init returns on
-// both only then).
-bool start_two(bool preflight, int round, double* ms) {
-  const int port = free_port();
-  const std::string job = "pair-" + std::to_string(round) + (preflight ? "-on" : "-off");
+}  // namespace
+
+bool start_two(const PairSetup& setup, int round, double* ms) {
+  const bool own_server = setup.server_port == 0;
+  const int port = own_server ? free_port() : setup.server_port;
+  const std::string job = setup.job_prefix + std::to_string(round);
   auto rank = [&](int r) {
     return std::async(std::launch::async, [=] {
       cc::comm::StartRequest q;
-      q.rendezvous.addr = "127.0.0.1";
+      q.rendezvous.addr = setup.address;
       q.rendezvous.port = port;
       q.rendezvous.config.job_id = job;
       q.rendezvous.config.timeout_ms = 20000;
+      if (!own_server) q.rendezvous.config.rendezvous = CC_RENDEZVOUS_EXTERNAL;
+      q.rendezvous.config.agent_socket = setup.agent_socket;
       q.rendezvous.info.rank = r;
       q.rendezvous.info.world_size = 2;
-      q.rendezvous.info.host = r == 0 ? "pair-a" : "pair-b";
+      q.rendezvous.info.host = r == 0 || setup.one_host ? "pair-a" : "pair-b";
       q.rendezvous.info.pid = static_cast<uint32_t>(::getpid());
       q.rendezvous.info.nccl_version = 22809;
       q.rendezvous.comm_number = 1;
       q.rendezvous.deadline = Clock::now() + milliseconds(20000);
+      const bool preflight = setup.preflight;
       q.getenv = [preflight](const char* name) -> const char* {
         if (std::string(name) == "CC_PREFLIGHT") return preflight ? "1" : "0";
         return nullptr;
@@ -99,16 +104,18 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
-
 bool run_start_pair(int rounds) {
   std::vector<double> on, off;
   // Alternate, so a slow spell of the machine hits both alike.
+  PairSetup without, with;
+  without.preflight = false;
+  without.job_prefix = "pair-off-";
+  with.job_prefix = "pair-on-";
   for (int i = 0; i < rounds; ++i) {
     double ms = 0;
-    if (!start_two(false, i, &ms)) return false;
+    if (!start_two(without, i, &ms)) return false;
     off.push_back(ms);
-    if (!start_two(true, i, &ms)) return false;
+    if (!start_two(with, i, &ms)) return false;
     on.push_back(ms);
   }
   const double m_off = median(off), m_on = median(on);
