@@ -25,7 +25,8 @@
 //   next call clears a failed attempt and starts again. A survivor whose
 //   earlier call was decided (and failed afterwards, in NCCL) recovers from
 //   the generation it was given.
-// Costs: per participant, a lease, a few transactions and one watch; the
+// Costs: per participant, a lease, a few transactions of its own keys (its
+// request batched by its node agent, when it has one) and one watch; the
 // coordinator alone reads the O(n) member lists, once per generation.
 #include <algorithm>
 #include <thread>
@@ -155,6 +156,54 @@ Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline dead
   return Status::success();
 }
 
+// A caller's own part of a recovery's state, O(1) on etcd whatever the
+// world's size: `from`'s result, the caller's member keys of `from` and of
+// the next generation (and of the generation before, where it left `from`
+// cleanly), the next generation's result. Enough for the rules' checks of
+// this caller (rules::Recovery::check_caller looks at its own seat only);
+// the coordinator alone reads every member (read_snapshot), so W callers
+// cost etcd O(W) reads, not O(W^2).
+Status read_own_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, int32_t jr,
+                         Deadline deadline, Snapshot* out) {
+  const Gen next{from.g, from.generation + 1};
+  Txn t;
+  t.success = {Op::get(keys.result(from)), Op::get(keys.member(from, jr)),
+               Op::get(keys.member(next, jr)), Op::get(keys.result(next))};
+  TxnResult r;
+  if (Status s = etcd.txn(t, deadline, &r); !s.ok()) return s;
+  Snapshot snap;
+  snap.revision = r.revision;
+  snap.from_result = result_of(r.responses.at(0).range.kvs);
+  snap.next_result = result_of(r.responses.at(3).range.kvs);
+  if (!r.responses.at(3).range.kvs.empty())
+    snap.next_result_revision = r.responses.at(3).range.kvs.front().mod_revision;
+  if (snap.from_result && snap.from_result->ok) {
+    const auto& m = snap.from_result->members;
+    const bool member = m.empty() ? jr >= 0 && jr < snap.from_result->world_size
+                                  : std::find(m.begin(), m.end(), jr) != m.end();
+    if (member) snap.members = {jr};
+  }
+  for (const KeyValue& kv : r.responses.at(1).range.kvs) snap.seats.insert_or_assign(jr, Held(kv));
+  for (const KeyValue& kv : r.responses.at(2).range.kvs) {
+    MemberRecord m;
+    if (decode(kv.value, &m) && m.recovering) {
+      snap.asks[jr] = std::move(m);
+      snap.ask_order[jr] = kv.create_revision;
+    }
+  }
+  if (auto seat = snap.seats.find(jr);
+      from.generation > 0 && seat != snap.seats.end() && seat->second.kv.lease == 0) {
+    std::optional<KeyValue> got;
+    if (Status s =
+            etcd.get(keys.member(Gen{from.g, from.generation - 1}, jr), deadline, &got, nullptr);
+        !s.ok())
+      return s;
+    if (got) snap.parents.insert_or_assign(jr, Held(*got));
+  }
+  *out = std::move(snap);
+  return Status::success();
+}
+
 }  // namespace
 
 Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined* out) {
@@ -179,7 +228,7 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
                                              " did not complete within " +
                                              std::to_string(req.timeout_ms) + " ms");
     Snapshot snap;
-    if (Status s = read_snapshot(*etcd, keys, from, requests, &snap); !s.ok())
+    if (Status s = read_own_snapshot(*etcd, keys, from, jr, requests, &snap); !s.ok())
       return make_status(s.code, call + " by " + me_words + ": " + s.message);
     const Gen next{from.g, from.generation + 1};
     const std::string at = where(opt.job_id, from.g, from.generation);
@@ -233,7 +282,8 @@ Status Backend::Impl::recover(const Recover& req, const MakeId& make_id, Joined*
       t.success = {Op::put(keys.member(next, jr), encode(ask), my_lease)};
       t.failure = {Op::get(keys.member(next, jr))};
       TxnResult r;
-      if (Status s = etcd->txn(t, requests, &r); !s.ok())
+      // Behind a node agent, batched with the node's other ranks' requests.
+      if (Status s = claim_txn(t, requests, &r); !s.ok())
         return make_status(s.code, call + " by " + me_words + ": " + s.message);
       if (!r.succeeded) {
         MemberRecord held;
