@@ -98,6 +98,37 @@ bool decode(const std::string& text, MemberRecord* out) {
   });
 }
 
+namespace {
+
+// A generation's job ranks by rank as runs of consecutive ranks, [first,
+// count] each: a shrink or regrow of W ranks that lost F is F + 1 runs at
+// most, so the result every member receives stays O(F) bytes, not O(W)
+// (O(W^2) over the members).
+json member_runs(const std::vector<int32_t>& members) {
+  json runs = json::array();
+  for (size_t i = 0; i < members.size();) {
+    size_t n = 1;
+    while (i + n < members.size() && members[i + n] == members[i] + static_cast<int32_t>(n)) ++n;
+    runs.push_back(json::array({members[i], n}));
+    i += n;
+  }
+  return runs;
+}
+
+// The runs back as ranks; false when they hold more than `limit` ranks.
+bool members_of(const json& runs, size_t limit, std::vector<int32_t>* out) {
+  out->clear();
+  for (const json& run : runs) {
+    const int32_t first = run.at(0).get<int32_t>();
+    const int64_t count = run.at(1).get<int64_t>();
+    if (count < 1 || out->size() + static_cast<size_t>(count) > limit) return false;
+    for (int64_t k = 0; k < count; ++k) out->push_back(first + static_cast<int32_t>(k));
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string encode(const ResultRecord& r) {
   if (!r.ok) return json{{"ok", false}, {"code", r.code}, {"words", r.words}}.dump();
   json j{{"ok", true},
@@ -105,7 +136,7 @@ std::string encode(const ResultRecord& r) {
          {"world", r.world_size},
          {"checked", r.checked_revision}};
   if (!r.members.empty()) {
-    j["members"] = r.members;
+    j["member_runs"] = member_runs(r.members);
     j["failed"] = r.failed;
     j["method"] = r.method;
   }
@@ -122,8 +153,14 @@ bool decode(const std::string& text, ResultRecord* out) {
       if (!unhex(j.value("id", ""), &r.unique_id)) return false;
       r.world_size = j.at("world").get<int32_t>();
       r.checked_revision = j.value("checked", int64_t{0});
-      if (j.contains("members")) {
-        r.members = j.at("members").get<std::vector<int32_t>>();
+      if (j.contains("member_runs") || j.contains("members")) {
+        if (j.contains("member_runs")) {
+          if (r.world_size < 0 ||
+              !members_of(j.at("member_runs"), static_cast<size_t>(r.world_size), &r.members))
+            return false;
+        } else {  // written by an earlier cc (every rank listed)
+          r.members = j.at("members").get<std::vector<int32_t>>();
+        }
         r.failed = j.at("failed").get<std::vector<int32_t>>();
         r.method = j.at("method").get<uint8_t>();
         if (r.members.size() != static_cast<size_t>(r.world_size)) return false;

@@ -359,3 +359,31 @@ TEST_CASE("recovery decision: watched changes move the rules as a new snapshot w
     CHECK(t.rules().kind() == RecoverKind::regrow);
   }
 }
+
+TEST_CASE("a recovery's result names its members in runs: O(ranks lost) bytes, read back alike") {
+  ResultRecord r;
+  r.ok = true;
+  r.world_size = 131072 - 9;
+  for (int32_t jr = 0; jr < 131072; ++jr)
+    if (jr != 70000 && (jr < 8192 || jr >= 8200)) r.members.push_back(jr);
+  r.failed = {8192, 8193, 8194, 8195, 8196, 8197, 8198, 8199, 70000};
+  r.method = 1;
+  const std::string text = encode(r);
+  CHECK(text.size() < 300);  // 3 runs, not 131,063 ranks
+  ResultRecord back;
+  REQUIRE(decode(text, &back));
+  CHECK(back.members == r.members);
+  CHECK(back.failed == r.failed);
+  CHECK(back.world_size == r.world_size);
+
+  // An earlier cc's record, every rank listed, is read too.
+  ResultRecord small;
+  REQUIRE(decode(R"({"ok":true,"id":"","world":2,"checked":5,"members":[0,2],"failed":[1],)"
+                 R"("method":1})",
+                 &small));
+  CHECK(small.members == std::vector<int32_t>{0, 2});
+  // Runs that hold more ranks than the world are refused, not trusted.
+  CHECK_FALSE(decode(R"({"ok":true,"id":"","world":2,"checked":5,"member_runs":[[0,3]],)"
+                     R"("failed":[],"method":1})",
+                     &small));
+}
