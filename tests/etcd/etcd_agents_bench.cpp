@@ -382,7 +382,7 @@ struct Phase {
 
 int main(int argc, char** argv) {
   cc::test::BenchArgs args;
-  int per_node = 8, window_ms = 5000, per_process = 2048;
+  int per_node = 8, window_ms = 5000, per_process = 2048, idle_ms = 0;
   bool one_address = false;
   cc::cli::CommandLine command_line(
       "usage: cc-etcd-agents-bench [-n NODES] [--ranks-per-node R] [--heartbeat-window MS] "
@@ -396,6 +396,9 @@ int main(int argc, char** argv) {
                       "the node lease's TTL (default 5000)");
   cc::cli::add_number(app, "--nodes-per-process", "K", 1, 100000, &per_process,
                       "agents in one worker process at most (default 2048)");
+  cc::cli::add_number(app, "--idle", "MS", 0, 600000, &idle_ms,
+                      "after the agents start, this long with nothing but their keepalives, to "
+                      "measure etcd's CPU for them (default 0: none)");
   app.add_flag("--from-one-address", one_address,
                "every agent connects from the kernel's choice of address (127.0.0.1), not one of "
                "its own");
@@ -488,6 +491,18 @@ int main(int argc, char** argv) {
   const bool started = all("start");
   end(started);
   if (!started) return stop(false);
+
+  // The cost of the keepalives alone (one a node every third of the TTL),
+  // which goes on through every later phase.
+  if (idle_ms > 0) {
+    begin("idle (the agents' keepalives only)");
+    std::this_thread::sleep_for(milliseconds(idle_ms));
+    const double cpu = etcd_cpu() - phase.etcd0;
+    end(true);
+    const double keepalives = s.nodes * (idle_ms / 1000.0) / (window_ms / 3000.0);
+    std::printf("  (about %.0f keepalives a second: etcd %.2f ms of CPU each, %.2f cores)\n",
+                keepalives * 1000.0 / idle_ms, cpu * 1000.0 / keepalives, cpu * 1000.0 / idle_ms);
+  }
 
   // The join: rank 0 real, the others through their agents.
   begin("join");
