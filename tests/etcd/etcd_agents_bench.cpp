@@ -382,7 +382,7 @@ struct Phase {
 
 int main(int argc, char** argv) {
   cc::test::BenchArgs args;
-  int per_node = 8, window_ms = 5000, per_process = 2048, idle_ms = 0;
+  int per_node = 8, window_ms = 5000, per_process = 2048, idle_ms = 0, attempt_ms = 2000;
   bool one_address = false;
   cc::cli::CommandLine command_line(
       "usage: cc-etcd-agents-bench [-n NODES] [--ranks-per-node R] [--heartbeat-window MS] "
@@ -399,6 +399,9 @@ int main(int argc, char** argv) {
   cc::cli::add_number(app, "--idle", "MS", 0, 600000, &idle_ms,
                       "after the agents start, this long with nothing but their keepalives, to "
                       "measure etcd's CPU for them (default 0: none)");
+  cc::cli::add_number(app, "--attempt-timeout", "MS", 100, 600000, &attempt_ms,
+                      "the agents' wait for one member's answer before the next is tried "
+                      "(default 2000, the client's)");
   app.add_flag("--from-one-address", one_address,
                "every agent connects from the kernel's choice of address (127.0.0.1), not one of "
                "its own");
@@ -439,6 +442,7 @@ int main(int argc, char** argv) {
   bo.prefix = "bench";
   bo.connect_timeout = bo.request_timeout = milliseconds(120000);
   bo.heartbeat_window = s.window;
+  bo.attempt_timeout = milliseconds(attempt_ms);
 
   // The workers, forked before this process starts a thread.
   std::vector<cc::test::Worker> workers;
