@@ -8,9 +8,10 @@
 // its agent, its generation's news and its neighbour's key through the
 // agent's stream, and, when its neighbour's key goes with a lost node's
 // lease, the announcement. Phases, each timed with etcd's CPU in it:
-// the agents start; the join; one rank's death told to every rank (its agent
-// reports the exit); a node that hangs (its agent stops its keepalives)
-// told to every rank.
+// the agents start; with --idle, a time of nothing but their keepalives;
+// the join; one rank's death told to every rank (its agent reports the
+// exit); a node that hangs (its agent stops its keepalives) told to every
+// rank.
 //
 // Without --address it starts a local etcd cluster of --members members on
 // 127.0.0.1, as cc-etcd-rendezvous-bench does.
