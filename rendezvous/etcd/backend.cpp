@@ -471,6 +471,7 @@ Status client_options(const BackendOptions& options, ClientOptions* out) {
   co.cert_file = options.cert_file;
   co.key_file = options.key_file;
   co.auth_file = options.auth_file;
+  co.local_address = options.local_address;
   co.attempt_timeout = options.attempt_timeout;
   co.connect_timeout = options.attempt_connect_timeout;
   *out = std::move(co);

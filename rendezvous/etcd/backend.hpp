@@ -62,6 +62,7 @@ struct BackendOptions {
   std::string cert_file;
   std::string key_file;
   std::string auth_file;  // "user:password"
+  std::string local_address;  // connections from this address: see ClientOptions
   // Reaching etcd (and authenticating) at connect.
   std::chrono::milliseconds connect_timeout{30000};
   // A request that does not wait by design (set, add, ...).

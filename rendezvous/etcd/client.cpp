@@ -1,5 +1,8 @@
 #include "rendezvous/etcd/client.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <httplib.h>
@@ -36,6 +39,37 @@ constexpr milliseconds kMostCreateGrace{8000};
 // leader refuses requests at once (so the next endpoint is tried) and
 // cancels a watch when it loses its leader, rather than holding them.
 constexpr const char* kRequireLeader = "Grpc-Metadata-hasleader";
+
+// ClientOptions::local_address as a socket address with port 0; false when it
+// is not an IPv4 or IPv6 literal.
+bool parse_local_address(const std::string& text, sockaddr_storage* out, socklen_t* len) {
+  *out = {};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(out);
+  if (::inet_pton(AF_INET, text.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    *len = sizeof(sockaddr_in);
+    return true;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
+  if (::inet_pton(AF_INET6, text.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    *len = sizeof(sockaddr_in6);
+    return true;
+  }
+  return false;
+}
+
+// Binds a socket about to connect to `local` (port 0). The port is left to
+// connect (IP_BIND_ADDRESS_NO_PORT), which picks one unique for the whole
+// connection rather than one free on the address for every destination. A
+// failure is logged and the connection comes from the kernel's choice.
+void bind_before_connect(int fd, const sockaddr_storage& local, socklen_t len,
+                         const std::string& text) {
+  const int on = 1;
+  (void)::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof(on));
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&local), len) != 0)
+    log().warn("cannot connect to etcd from {}: bind: {}", text, std::strerror(errno));
+}
 
 long long ms_until(Deadline d) {
   return std::chrono::duration_cast<milliseconds>(d - Clock::now()).count();
@@ -236,6 +270,9 @@ struct Client::Impl {
   std::mutex pool_mu;
   std::vector<std::vector<std::unique_ptr<httplib::ClientImpl>>> idle;
 
+  sockaddr_storage local{};  // opt.local_address, parsed (local_len 0: none)
+  socklen_t local_len = 0;
+
   // The outcome of one request on one endpoint.
   struct Attempt {
     enum class Kind { ok, retry, reauth, fatal } kind = Kind::ok;
@@ -278,6 +315,10 @@ struct Client::Impl {
     }
     c->set_keep_alive(true);
     c->set_tcp_nodelay(true);
+    if (local_len != 0)
+      c->set_socket_options([local = local, len = local_len, text = opt.local_address](int fd) {
+        bind_before_connect(fd, local, len, text);
+      });
     return c;
   }
 
@@ -967,6 +1008,11 @@ Status Client::create(ClientOptions options, std::unique_ptr<Client>* out) {
   if (!options.auth_file.empty())
     if (Status s = read_auth_file(options.auth_file, &impl->user, &impl->password); !s.ok())
       return s;
+  if (!options.local_address.empty() &&
+      !parse_local_address(options.local_address, &impl->local, &impl->local_len))
+    return make_status(CC_ERR_INVALID_ARGUMENT, "the local address for etcd connections '" +
+                                                    options.local_address +
+                                                    "' is not an IPv4 or IPv6 address");
   if (options.attempt_timeout.count() <= 0) options.attempt_timeout = milliseconds(2000);
   if (options.connect_timeout.count() <= 0) options.connect_timeout = milliseconds(2000);
   impl->idle.resize(options.address.endpoints.size());

@@ -74,6 +74,12 @@ struct ClientOptions {
   // copies. A write sent again is recognised by its caller (see Backend).
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds attempt_timeout{2000};
+  // The address this client's connections come from: an IPv4 or IPv6
+  // literal of this host (empty: the kernel's choice). For simulations of
+  // many hosts on one machine (each node's agent from an address of its own
+  // in 127.0.0.0/8), where thousands of connections from one address to one
+  // port make the kernel's search for a free port the largest cost.
+  std::string local_address;
 };
 
 struct KeyValue {

@@ -1,7 +1,8 @@
 // The etcd v3 client against real etcd: reads, writes, transactions, leases,
 // watches (from a revision, stopped from another thread, at their deadline),
 // failover when a member dies, the words when the quorum is lost, auth with
-// a password file (a wrong password, an expired token) and TLS with a CA.
+// a password file (a wrong password, an expired token) and TLS with a CA;
+// connections from a given local address.
 #include <sys/stat.h>
 
 #include <atomic>
@@ -289,6 +290,37 @@ TEST_CASE("etcd client: nothing listening is named as such") {
   CHECK(ms_since(t0) < 2000);
   CHECK_THAT(s.message,
              Catch::Contains("No endpoint answered") && Catch::Contains("connection refused"));
+}
+
+namespace {
+
+// 127.0.0.7 as /proc/net/tcp writes a local address: hex, in memory order.
+bool connected_from_127_0_0_7() {
+  std::ifstream in("/proc/self/net/tcp");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find(" 0700007F:") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("etcd client: connections from the local address it is given") {
+  auto cluster = start_cluster();
+  etcd::ClientOptions o;
+  o.local_address = "127.0.0.7";
+  auto c = client_for(cluster->address(), o);
+  int64_t rev = 0;
+  REQUIRE(c->put("t/from", "seven", 0, in(5000), &rev).ok());
+  CHECK(connected_from_127_0_0_7());  // its idle connection, kept for the next request
+
+  etcd::ClientOptions wrong;
+  wrong.local_address = "host-7";
+  REQUIRE(etcd::parse_address(cluster->address(), &wrong.address).ok());
+  std::unique_ptr<etcd::Client> refused;
+  const cc::Status s = etcd::Client::create(wrong, &refused);
+  CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(s.message, Catch::Contains("'host-7' is not an IPv4 or IPv6 address"));
 }
 
 TEST_CASE("etcd client: users and passwords from a file; a wrong password is refused in words") {
