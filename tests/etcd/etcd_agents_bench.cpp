@@ -11,7 +11,10 @@
 // the agents start; with --idle, a time of nothing but their keepalives;
 // the join; one rank's death told to every rank (its agent reports the
 // exit); a node that hangs (its agent stops its keepalives) told to every
-// rank.
+// rank; a shrink after both, to its result told to every survivor (the real
+// rank 0 coordinates; each simulated survivor's request goes through its
+// agent, batched; not simulated: a real survivor's read of its own keys and
+// its try at the coordinator key, two transactions of its own each).
 //
 // Without --address it starts a local etcd cluster of --members members on
 // 127.0.0.1, as cc-etcd-rendezvous-bench does.
@@ -34,6 +37,7 @@
 #include <deque>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -80,6 +84,7 @@ struct Sim {
   std::string first_error;
   int victim = -1, lost_node = -1;
   int told_victim = 0, told_node = 0;  // simulated ranks told each departure
+  int shrunk = 0;                      // simulated survivors that have the shrink's result
   std::deque<std::pair<int, etcd::MemberRecord>> to_announce;  // neighbour gone
   std::vector<uint8_t> saw_result;
 
@@ -234,6 +239,8 @@ class Worker {
         answer = death(arg);
       else if (verb == "hang")
         answer = hang(arg);
+      else if (verb == "shrink")
+        answer = shrink();
       else if (verb == "counts")
         answer = counts();
       else
@@ -351,6 +358,61 @@ class Worker {
         s_.simulated() - (here ? s_.per_node : 0) - (s_.mine(s_.node_of(s_.victim)) ? 1 : 0);
     if (!s_.wait([&] { return s_.told_node >= want; }, limit_)) return failed("not told in time");
     return "ok " + std::to_string(here ? s_.agent(lost).lease_ttl() : 0);
+  }
+
+  // Every survivor of this share calls cc_comm_shrink, as a rank behind an
+  // agent does on etcd (backend_recover.cpp): its request through its agent
+  // (batched with its node's), then the next generation's result from the
+  // agent's stream. The real rank 0 in the parent coordinates (the simulated
+  // ranks leave the coordinator key to it: each real survivor would also
+  // try it once, one transaction of its own). Answers when each has the
+  // result.
+  std::string shrink() {
+    const etcd::Gen next{1, 1};
+    int want = 0;
+    for (int r = std::max(1, s_.first_node * s_.per_node); r < s_.end_node * s_.per_node; ++r) {
+      if (r == s_.victim || s_.node_of(r) == s_.lost_node) continue;
+      ++want;
+      node::Agent& agent = s_.agent(s_.node_of(r));
+      etcd::MemberRecord ask = record_of(s_, r, agent.node_words());
+      ask.nonce = "shrink-" + std::to_string(r);
+      ask.recovering = true;
+      ask.kind = cc::rv::RecoverKind::shrink;
+      ask.can_shrink = true;
+      etcd::Txn t;
+      t.compare = {etcd::Compare::absent(s_.keys.member(next, r)),
+                   etcd::Compare::absent(s_.keys.result(next))};
+      t.success = {etcd::Op::put(s_.keys.member(next, r), etcd::encode(ask), agent.lease())};
+      t.failure = {etcd::Op::get(s_.keys.member(next, r))};
+      agent.own(static_cast<node::RankId>(r), s_.keys.member(next, r));
+      agent.claim(etcd::wire::txn_json(t), [this, &agent, r, next](const cc::Status& st,
+                                                                   const std::string& text) {
+        if (!st.ok()) return s_.fail("rank " + std::to_string(r) + "'s shrink: " + st.message);
+        int64_t revision = 0;
+        try {
+          const etcd::TxnResult res = etcd::wire::parse_txn(nlohmann::json::parse(text));
+          if (!res.succeeded) return s_.fail("rank " + std::to_string(r) + ": request refused");
+          revision = res.revision;
+        } catch (const std::exception& e) {
+          return s_.fail(e.what());
+        }
+        std::vector<etcd::WatchSpec> specs(1);
+        specs[0].key = s_.keys.result(next);
+        specs[0].start_revision = revision + 1;
+        specs[0].no_delete = true;
+        auto counted = std::make_shared<bool>(false);
+        agent.subscribe(std::move(specs), [this, counted](std::vector<etcd::WatchEvent> evs) {
+          std::lock_guard<std::mutex> lock(s_.mu);
+          if (evs.empty() || *counted) return;
+          *counted = true;
+          ++s_.shrunk;
+          s_.cv.notify_all();
+        });
+      });
+    }
+    if (!s_.wait([&] { return s_.shrunk >= want; }, limit_))
+      return failed("the shrink's result did not reach every survivor in time");
+    return "ok";
   }
 
   std::string counts() {
@@ -533,7 +595,8 @@ int main(int argc, char** argv) {
     return stop(false);
   }
   Clock::rep last_claim = 0;
-  for (const auto& a : answers) last_claim = std::max<Clock::rep>(last_claim, std::stoll(a.substr(3)));
+  for (const auto& a : answers)
+    last_claim = std::max<Clock::rep>(last_claim, std::stoll(a.substr(3)));
   std::printf("  (every claim taken by %.0f ms)\n",
               std::chrono::duration<double, std::milli>(
                   Clock::time_point(Clock::duration(last_claim)) - join_start)
@@ -557,6 +620,41 @@ int main(int argc, char** argv) {
     long long ttl = 0;
     for (const auto& a : answers) ttl = std::max(ttl, std::stoll(a.substr(3)));
     std::printf("  (the node lease's TTL is %lld s)\n", ttl);
+  }
+
+  // A shrink after both: the real rank 0 on a connection of its own
+  // coordinates; every simulated survivor asks through its agent.
+  {
+    begin("shrink, to the decision told to all");
+    std::unique_ptr<etcd::Backend> recovery;
+    cc::Status recovered;
+    cc::rv::Joined next;
+    std::thread r0_shrink([&] {
+      etcd::BackendOptions o = bo;
+      o.member = true;
+      if (recovered = etcd::Backend::connect(o, &recovery); !recovered.ok()) return;
+      cc::rv::Recover req;
+      req.info = record_of(s, 0, "").info;
+      req.kind = cc::rv::RecoverKind::shrink;
+      req.can_shrink = true;
+      req.timeout_ms = static_cast<uint32_t>(limit.count());
+      recovered = recovery->recover(
+          req,
+          [](std::vector<uint8_t>* id) {
+            id->assign(128, 0x6b);
+            return cc::Status::success();
+          },
+          &next);
+    });
+    const bool shrunk = all("shrink");
+    r0_shrink.join();
+    end(shrunk && recovered.ok());
+    if (!shrunk || !recovered.ok()) {
+      if (shrunk) why = "rank 0's shrink: " + recovered.message;
+      return stop(false);
+    }
+    std::printf("  (generation %u: %u ranks, %zu left out)\n", next.generation, next.world_size,
+                next.failed.size());
   }
 
   if (!all("counts")) return stop(false);
