@@ -391,8 +391,19 @@ class Worker {
         int64_t revision = 0;
         try {
           const etcd::TxnResult res = etcd::wire::parse_txn(nlohmann::json::parse(text));
-          if (!res.succeeded) return s_.fail("rank " + std::to_string(r) + ": request refused");
           revision = res.revision;
+          if (!res.succeeded) {
+            // Its own request, sent twice (an attempt given up and sent
+            // again to another member), as the backend checks: the key
+            // holds its record.
+            etcd::MemberRecord held;
+            const auto& kvs = res.responses.empty() ? std::vector<etcd::KeyValue>{}
+                                                    : res.responses.front().range.kvs;
+            if (kvs.empty() || !etcd::decode(kvs.front().value, &held) ||
+                held.nonce != "shrink-" + std::to_string(r))
+              return s_.fail("rank " + std::to_string(r) + "'s shrink request refused");
+            revision = kvs.front().mod_revision;
+          }
         } catch (const std::exception& e) {
           return s_.fail(e.what());
         }
