@@ -107,6 +107,18 @@ void apply(const Keys& keys, Gen from, const WatchEvent& e, Snapshot* s) {
   }
 }
 
+// What both reads below begin with: `from`'s result (the read's first
+// answer) and the next generation's (its fourth), at the read's revision.
+Snapshot results_read(const TxnResult& r) {
+  Snapshot snap;
+  snap.revision = r.revision;
+  snap.from_result = result_of(r.responses.at(0).range.kvs);
+  snap.next_result = result_of(r.responses.at(3).range.kvs);
+  if (!r.responses.at(3).range.kvs.empty())
+    snap.next_result_revision = r.responses.at(3).range.kvs.front().mod_revision;
+  return snap;
+}
+
 // A recovery's state in one read: `from`'s result and member keys, the next
 // generation's requests and result.
 Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline deadline,
@@ -117,12 +129,7 @@ Status read_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, Deadline dead
                Op::get_prefix(keys.member_prefix(next)), Op::get(keys.result(next))};
   TxnResult r;
   if (Status s = etcd.txn(t, deadline, &r); !s.ok()) return s;
-  Snapshot snap;
-  snap.revision = r.revision;
-  snap.from_result = result_of(r.responses.at(0).range.kvs);
-  snap.next_result = result_of(r.responses.at(3).range.kvs);
-  if (!r.responses.at(3).range.kvs.empty())
-    snap.next_result_revision = r.responses.at(3).range.kvs.front().mod_revision;
+  Snapshot snap = results_read(r);
   if (snap.from_result && snap.from_result->ok) {
     if (!snap.from_result->members.empty())
       snap.members = snap.from_result->members;
@@ -171,12 +178,7 @@ Status read_own_snapshot(EtcdClient& etcd, const Keys& keys, Gen from, int32_t j
                Op::get(keys.member(next, jr)), Op::get(keys.result(next))};
   TxnResult r;
   if (Status s = etcd.txn(t, deadline, &r); !s.ok()) return s;
-  Snapshot snap;
-  snap.revision = r.revision;
-  snap.from_result = result_of(r.responses.at(0).range.kvs);
-  snap.next_result = result_of(r.responses.at(3).range.kvs);
-  if (!r.responses.at(3).range.kvs.empty())
-    snap.next_result_revision = r.responses.at(3).range.kvs.front().mod_revision;
+  Snapshot snap = results_read(r);
   if (snap.from_result && snap.from_result->ok) {
     const auto& m = snap.from_result->members;
     const bool member = m.empty() ? jr >= 0 && jr < snap.from_result->world_size
