@@ -33,6 +33,7 @@ Status Agent::start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   impl->lease = id;
   impl->ttl = granted > 0 ? granted : want;
   Impl* i = impl.get();
+  i->keeper = std::thread([i] { i->keep_loop(); });
   i->worker = std::thread([i] { i->work(); });
   i->watcher = std::thread([i] { i->watch_loop(); });
   out->reset(new Agent(std::move(impl)));
@@ -48,8 +49,10 @@ Agent::~Agent() {
     cancel = i.stream_cancel;
   }
   i.work_cv.notify_all();
+  i.keep_cv.notify_all();
   i.watch_cv.notify_all();
   if (cancel) cancel->cancel();
+  if (i.keeper.joinable()) i.keeper.join();
   if (i.worker.joinable()) i.worker.join();
   if (i.watcher.joinable()) i.watcher.join();
   if (i.lease != 0 && !i.frozen)
@@ -96,20 +99,29 @@ Agent::Counts Agent::counts() const {
   return impl_->counts;
 }
 
-// ---- the worker: keepalives, claims, announcements ----------------------------
+// ---- the keeper: the node lease's keepalives ------------------------------------
+
+// On a thread of its own: a claim batch or a task held up by an etcd without
+// a leader (its attempts go member after member until its deadline) must not
+// hold up the keepalives too, or a short lease expires behind it and takes
+// every key of the node with it.
+void Agent::Impl::keep_loop() {
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stopping) {
+    const milliseconds third = milliseconds(std::max<int64_t>(ttl, 1) * 1000) / 3;
+    keep_cv.wait_for(lock, third, [&] { return stopping; });
+    if (stopping) break;
+    if (!frozen) keepalive(lock);
+  }
+}
+
+// ---- the worker: claims, announcements ----------------------------------------
 
 void Agent::Impl::work() {
   std::unique_lock<std::mutex> lock(mu);
-  Clock::time_point last_ok = Clock::now();
   while (!stopping) {
-    const Clock::time_point due = last_ok + milliseconds(std::max<int64_t>(ttl, 1) * 1000) / 3;
-    work_cv.wait_until(lock, due, [&] { return stopping || !claims.empty() || !tasks.empty(); });
+    work_cv.wait(lock, [&] { return stopping || !claims.empty() || !tasks.empty(); });
     if (stopping) break;
-    if (Clock::now() >= due) {
-      if (!frozen) keepalive(lock);
-      last_ok = Clock::now();
-      continue;
-    }
     if (!tasks.empty()) {
       auto task = std::move(tasks.front());
       tasks.pop_front();

@@ -20,8 +20,9 @@
 //   leaving, the agent tells the others at once, in the words it has (the
 //   exit status), and deletes that rank's keys, as a lease's end would.
 //
-// Threads: every call may come from any thread; one worker thread (the
-// keepalive, the claims, the announcements) and one watch thread.
+// Threads: every call may come from any thread; one keeper thread (the
+// lease's keepalives, never held up behind a claim), one worker thread (the
+// claims, the announcements) and one watch thread.
 #pragma once
 
 #include <chrono>
@@ -87,11 +88,11 @@ class Agent {
   // deleted, on the worker thread.
   void rank_gone(RankId rank, const std::string& words);
 
-  // Called (from the worker thread) when the node's lease expired: a new one
+  // Called (from the keeper thread) when the node's lease expired: a new one
   // is granted first; the ranks' keys on the old one are gone.
   void on_lease_lost(std::function<void(int64_t old_lease)> observer);
 
-  // Called (from the worker thread) after each keepalive etcd answered.
+  // Called (from the keeper thread) after each keepalive etcd answered.
   void on_lease_kept(std::function<void()> observer);
 
   // Stops the keepalives, as a hung node's agent would (the simulation's).

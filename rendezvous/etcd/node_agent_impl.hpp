@@ -1,6 +1,7 @@
 // The etcd node agent's state (node_agent.hpp), shared by node_agent.cpp
-// (the lease, the worker, what ranks tell of themselves), node_claims.cpp
-// (the claims' batches) and node_watch.cpp (the one watch stream). Private
+// (the lease and its keeper, the worker, what ranks tell of themselves),
+// node_claims.cpp (the claims' batches) and node_watch.cpp (the one watch
+// stream). Private
 // to rendezvous/etcd.
 #pragma once
 
@@ -75,7 +76,8 @@ struct Agent::Impl {
   std::shared_ptr<WatchCancel> stream_cancel;  // of the running stream
   std::condition_variable watch_cv;
 
-  std::thread worker, watcher;
+  std::condition_variable keep_cv;  // wakes the keeper to stop
+  std::thread keeper, worker, watcher;
 
   explicit Impl(const AgentOptions& o) : opt(o) {
     node = "cc-run, pid " + std::to_string(o.pid) + ", on host " + o.host;
@@ -89,6 +91,7 @@ struct Agent::Impl {
     return false;
   }
 
+  void keep_loop();
   void work();
   void keepalive(std::unique_lock<std::mutex>& lock);
   std::vector<Claim> take_batch();  // under mu
