@@ -1144,13 +1144,15 @@ Status Client::lease_grant(int64_t ttl_s, Deadline deadline, int64_t* id, int64_
   return Status::success();
 }
 
-Status Client::lease_keepalive(int64_t id, Deadline deadline, int64_t* ttl_s) {
+Status Client::lease_keepalive(int64_t id, Deadline deadline, int64_t* ttl_s, int64_t* revision) {
   json resp;
   if (Status s = impl_->call("/v3/lease/keepalive", json{{"ID", std::to_string(id)}}, deadline,
                              "a lease keepalive", &resp);
       !s.ok())
     return s;
   *ttl_s = num(resp, "TTL");
+  if (revision != nullptr)
+    *revision = resp.contains("header") ? num(resp["header"], "revision") : 0;
   return Status::success();
 }
 

@@ -250,8 +250,10 @@ class Client {
   // *revision: the store's revision when it was granted.
   Status lease_grant(int64_t ttl_s, Deadline deadline, int64_t* id,
                      int64_t* granted_ttl_s = nullptr, int64_t* revision = nullptr);
-  // One keepalive; *ttl_s is the time left, 0 when the lease is gone.
-  Status lease_keepalive(int64_t id, Deadline deadline, int64_t* ttl_s);
+  // One keepalive; *ttl_s is the time left, 0 when the lease is gone;
+  // *revision: the store's revision when it answered.
+  Status lease_keepalive(int64_t id, Deadline deadline, int64_t* ttl_s,
+                         int64_t* revision = nullptr);
   // Deletes the lease and every key attached to it. An unknown lease is success.
   Status lease_revoke(int64_t id, Deadline deadline);
 

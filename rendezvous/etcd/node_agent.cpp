@@ -145,8 +145,13 @@ void Agent::Impl::keepalive(std::unique_lock<std::mutex>& lock) {
   const int64_t id = lease;
   const milliseconds third = milliseconds(std::max<int64_t>(ttl, 1) * 1000) / 3;
   lock.unlock();
-  int64_t left = 0;
-  Status s = etcd->lease_keepalive(id, after(third), &left);
+  int64_t left = 0, revision = 0;
+  Status s = etcd->lease_keepalive(id, after(third), &left, &revision);
+  if (s.ok()) {
+    lock.lock();
+    saw_revision(revision);
+    lock.unlock();
+  }
   if (!s.ok()) {
     log().debug("node agent: keepalive of the node's lease {:x}: {}", id, s.message);
     lock.lock();

@@ -103,6 +103,9 @@ class Agent {
     uint64_t transactions = 0;  // sent to etcd, batches and single claims
     uint64_t claims = 0;
     uint64_t streams = 0;  // watch streams opened
+    // Ranges the stream watched before, opened again from the present: a
+    // read showed nothing they react to happened since (node_watch.cpp).
+    uint64_t resumed_from_present = 0;
   };
   Counts counts() const;
 

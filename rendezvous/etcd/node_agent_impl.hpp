@@ -5,6 +5,7 @@
 // to rendezvous/etcd.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -34,6 +35,12 @@ struct Agent::Impl {
   std::function<void(int64_t)> lease_lost;
   std::function<void()> lease_kept;
   Counts counts;
+  // The newest store revision any answer from etcd brought (keepalives,
+  // claims, reads, the stream): how far behind a watcher's resume lies.
+  int64_t latest_revision = 0;
+  void saw_revision(int64_t revision) {  // under mu
+    latest_revision = std::max(latest_revision, revision);
+  }
 
   struct Claim {
     json request;
@@ -98,7 +105,8 @@ struct Agent::Impl {
   void run_claims(std::vector<Claim> batch);
   void run_alone(Claim& c);
   void watch_loop();
-  void deliver(const std::vector<std::string>& ids, const std::vector<WatchEvent>& evs);
+  void deliver(const std::vector<std::string>& ids, const std::vector<WatchEvent>& evs,
+               int64_t revision);
   Status delete_keys(const Membership* m, const std::set<std::string>& keys,
                      const std::string& words);
 };

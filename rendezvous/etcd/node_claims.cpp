@@ -131,6 +131,10 @@ void Agent::Impl::run_claims(std::vector<Claim> batch) {
       log().debug("node agent: a batch of {} claims: {}", batch.size(), s.message);
       for (Claim& c : batch) alone.push_back(std::move(c));
     } else if (wire::flag(answer, "succeeded") && responses.size() == merged["success"].size()) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        saw_revision(wire::num(header, "revision"));
+      }
       size_t at = 0;
       for (size_t k = 0; k < batch.size(); ++k) {
         json one{{"header", header}, {"succeeded", true}, {"responses", json::array()}};
@@ -177,6 +181,13 @@ void Agent::Impl::run_alone(Claim& c) {
   }
   std::string text;
   Status s = etcd->txn_text(c.request.dump(), after(opt.backend.request_timeout), &text);
+  if (s.ok()) {
+    const json answer = json::parse(text, nullptr, false);
+    if (answer.is_object() && answer.contains("header")) {
+      std::lock_guard<std::mutex> lock(mu);
+      saw_revision(wire::num(answer["header"], "revision"));
+    }
+  }
   c.done(s, text);
 }
 

@@ -11,13 +11,29 @@ namespace {
 
 constexpr size_t kRecentEvents = 64;  // kept per watched range, for ranks that come late
 constexpr milliseconds kWatchSlice{30000};
-// A range whose first rank asks to watch from further back than this many
-// revisions is read instead, and watched from the present: etcd would keep
-// a watcher that starts behind "unsynced" and catch it up from its history,
-// a few hundred watchers a pass, each pass reading every revision since the
-// oldest start (a large job's claims put thousands of revisions between a
-// node's claim and its watch).
+// A range to be watched from further back than this many revisions is read
+// first (catch_up): etcd keeps a watcher that starts behind "unsynced" and
+// catches it up from its history, a few hundred watchers a pass, each pass
+// reading every revision since the oldest start (a large job's claims put
+// thousands of revisions between a node's claim and its watch).
 constexpr int64_t kCatchUpGap = 256;
+
+// Whether a read of a watched range shows that nothing the watcher reacts
+// to happened there since revision `from`: no key of the range put since
+// (it watches puts), or the one key it watches for its delete still there,
+// created before `from` (a delete and a new put would have made it anew).
+// A delete leaves no trace in a read of a range of several keys, nor when
+// the key is gone: not quiet. (A key put and deleted again since `from`
+// leaves none either: the ranges watched for puts alone, a generation's
+// news, lose their keys only with the whole generation.)
+bool quiet_since(const WatchSpec& spec, const RangeResult& read, int64_t from) {
+  if (spec.no_put)
+    return spec.range_end.empty() && read.kvs.size() == 1 &&
+           read.kvs.front().create_revision < from;
+  for (const KeyValue& kv : read.kvs)
+    if (kv.mod_revision >= from) return false;
+  return spec.no_delete || (spec.range_end.empty() && read.kvs.size() == 1);
+}
 
 std::string watcher_id(const WatchSpec& s) {
   return s.key + '\0' + s.range_end + '\0' + (s.no_put ? 'p' : '-') + (s.no_delete ? 'd' : '-') +
@@ -118,8 +134,8 @@ void Agent::Impl::watch_loop() {
     ++counts.streams;
     lock.unlock();
     Status s = etcd->watch(specs, Clock::now() + kWatchSlice, cancel.get(),
-                           [&](const std::vector<WatchEvent>& evs, int64_t) {
-                             deliver(ids, evs);
+                           [&](const std::vector<WatchEvent>& evs, int64_t revision) {
+                             deliver(ids, evs, revision);
                              return true;
                            });
     lock.lock();
@@ -162,8 +178,10 @@ void Agent::Impl::tell(Routed* out) {
   }
 }
 
-void Agent::Impl::deliver(const std::vector<std::string>& ids, const std::vector<WatchEvent>& evs) {
+void Agent::Impl::deliver(const std::vector<std::string>& ids, const std::vector<WatchEvent>& evs,
+                          int64_t revision) {
   std::lock_guard<std::mutex> lock(mu);
+  saw_revision(revision);
   Routed out;
   for (const WatchEvent& e : evs) {
     if (e.spec >= ids.size()) continue;
@@ -173,39 +191,65 @@ void Agent::Impl::deliver(const std::vector<std::string>& ids, const std::vector
   tell(&out);
 }
 
-// New ranges whose start lies far behind the cluster's revision are read
-// (their puts since the start told as events) and then watched from the
-// present, so that etcd never keeps them unsynced (kCatchUpGap). What a
-// read cannot show, a key put twice or deleted in between, does not happen
-// to the ranges ranks watch from far back: the news of a joining
-// generation (its result and mismatch keys are put once; a departure before
-// the result fails the generation through the result) and its members'
-// keys (a delete before the result is the coordinator's to see).
+// Where the stream opens, each range is watched from near the present, so
+// that etcd never keeps one "unsynced" (kCatchUpGap). How far behind a
+// range's resume lies is judged by the newest revision this agent heard of
+// (latest_revision); a range far behind is read first:
+// - A new range: its puts since its start are told as events, then it is
+//   watched from the present. What a read cannot show, a key put twice or
+//   deleted in between, does not happen to the ranges ranks watch from far
+//   back: the news of a joining generation (its result and mismatch keys
+//   are put once; a departure before the result fails the generation
+//   through the result) and its members' keys (a delete before the result
+//   is the coordinator's to see).
+// - A range the stream watched before (the stream ends every kWatchSlice,
+//   and opens again for each new range): a quiet one resumes from the
+//   present only when the read proves nothing it reacts to happened since
+//   its resume (quiet_since); else etcd catches it up from there. Without
+//   this, every range a node watched since its join came back that far
+//   each time the stream opened, and etcd read its whole history since
+//   then, a few hundred watchers a pass: the superlinear cost of large
+//   jobs' joins and shrinks.
 void Agent::Impl::catch_up(std::unique_lock<std::mutex>& lock) {
-  std::vector<std::pair<std::string, WatchSpec>> fresh;
-  for (auto& [wid, w] : watchers)
-    if (w.fresh) {
-      w.fresh = false;
-      fresh.emplace_back(wid, w.spec);
-    }
-  if (fresh.empty()) return;
+  struct Pending {
+    std::string wid;
+    WatchSpec spec;
+    bool fresh;
+  };
+  std::vector<Pending> pending;
+  for (auto& [wid, w] : watchers) {
+    const bool fresh = w.fresh;
+    w.fresh = false;
+    if (w.resume <= 0) continue;  // from the present
+    const bool far = latest_revision - w.resume > kCatchUpGap;
+    if (far || (fresh && latest_revision == 0)) pending.push_back({wid, w.spec, fresh});
+  }
+  if (pending.empty()) return;
   lock.unlock();
-  std::vector<std::optional<RangeResult>> read(fresh.size());
-  for (size_t k = 0; k < fresh.size(); ++k) {
+  std::vector<std::optional<RangeResult>> read(pending.size());
+  for (size_t k = 0; k < pending.size(); ++k) {
     RangeResult r;
-    if (etcd->range(fresh[k].second.key, fresh[k].second.range_end,
+    if (etcd->range(pending[k].spec.key, pending[k].spec.range_end,
                     after(opt.backend.request_timeout), &r)
             .ok())
       read[k] = std::move(r);
   }
   lock.lock();
   Routed out;
-  for (size_t k = 0; k < fresh.size(); ++k) {
-    auto it = watchers.find(fresh[k].first);
+  for (size_t k = 0; k < pending.size(); ++k) {
+    auto it = watchers.find(pending[k].wid);
     if (it == watchers.end() || !read[k]) continue;
     Watcher& w = it->second;
     RangeResult& r = *read[k];
+    saw_revision(r.revision);
     if (r.revision - w.resume <= kCatchUpGap) continue;  // etcd catches this one up cheaply
+    if (!pending[k].fresh) {
+      if (quiet_since(w.spec, r, w.resume)) {
+        w.resume = r.revision + 1;
+        ++counts.resumed_from_present;
+      }
+      continue;
+    }
     std::sort(r.kvs.begin(), r.kvs.end(),
               [](const KeyValue& a, const KeyValue& b) { return a.mod_revision < b.mod_revision; });
     const int64_t from = w.resume;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/etcd/etcd_cluster.hpp"
 #include "tools/cli/cli.hpp"
@@ -41,10 +42,14 @@ struct BenchArgs {
   int runs = 3;
   int members = 3;      // of the cluster started here
   std::string address;  // a cluster to use instead
+  // For the cluster started here: more flags for every member, and NAME=value
+  // for their environment (an operator's tuning, measured: GOGC=400, say).
+  std::vector<std::string> etcd_flags;
+  std::vector<std::string> etcd_env;
 };
 
-// -n N (up to max_n; n_help says what they are), -r RUNS, --members M and
-// --address ADDR.
+// -n N (up to max_n; n_help says what they are), -r RUNS, --members M,
+// --address ADDR, --etcd-flag=FLAG and --etcd-env NAME=VALUE.
 inline void add_bench_options(CLI::App& app, BenchArgs* args, int max_n,
                               const std::string& n_help) {
   cc::cli::add_number(app, "-n", "N", 1, max_n, &args->n, n_help);
@@ -57,6 +62,18 @@ inline void add_bench_options(CLI::App& app, BenchArgs* args, int max_n,
                        if (v.empty()) cc::cli::reject("--address is empty");
                        args->address = v;
                      });
+  app.add_option("--etcd-flag", args->etcd_flags,
+                 "one more flag for every member of the cluster started here, e.g. "
+                 "--etcd-flag=--backend-batch-interval=10ms (repeatable)")
+      ->option_text("FLAG");
+  app.add_option("--etcd-env", args->etcd_env,
+                 "NAME=VALUE in the environment of every member of the cluster started here, "
+                 "e.g. GOGC=400 (repeatable)")
+      ->option_text("NAME=VALUE")
+      ->check([](const std::string& v) {
+        return v.find('=') == std::string::npos ? std::string("not NAME=VALUE: ") + v
+                                                : std::string();
+      });
 }
 
 // Parses the command line (adding --help); a wrong argument prints
@@ -85,9 +102,14 @@ inline void raise_open_files() {
 // heartbeats. False, with "<program>: cannot start etcd: <why>" printed, when
 // it did not start.
 inline bool start_bench_cluster(const char* program, int members, std::string* address,
-                                std::unique_ptr<EtcdCluster>* cluster) {
+                                std::unique_ptr<EtcdCluster>* cluster,
+                                const BenchArgs* tuning = nullptr) {
   EtcdClusterOptions o;
   o.members = members;
+  if (tuning != nullptr) {
+    o.extra_args = tuning->etcd_flags;
+    o.extra_env = tuning->etcd_env;
+  }
   o.heartbeat_ms = 100;
   o.election_ms = 1000;
   if (std::string why = EtcdCluster::start(o, cluster); !why.empty()) {

@@ -496,7 +496,8 @@ int main(int argc, char** argv) {
   std::vector<pid_t> etcd_pids;
   s.address = args.address;
   if (s.address.empty()) {
-    if (!cc::test::start_bench_cluster("cc-etcd-agents-bench", args.members, &s.address, &cluster))
+    if (!cc::test::start_bench_cluster("cc-etcd-agents-bench", args.members, &s.address, &cluster,
+                                         &args))
       return 1;
     for (int m = 0; m < args.members; ++m) etcd_pids.push_back(cluster->pid(m));
   }

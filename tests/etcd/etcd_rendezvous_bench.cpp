@@ -144,7 +144,10 @@ Result run_once(const std::string& address, int n, const std::string& job) {
 
 int main(int argc, char** argv) {
   cc::test::BenchArgs args;
-  auto& [n, runs, members, address] = args;
+  int& n = args.n;
+  int& runs = args.runs;
+  int& members = args.members;
+  std::string& address = args.address;
   cc::cli::CommandLine command_line(
       "usage: cc-etcd-rendezvous-bench [-n N] [-r RUNS] [--members M | --address etcd://...]", 15);
   CLI::App& app = command_line.app();
@@ -157,7 +160,8 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<cc::test::EtcdCluster> cluster;
   if (address.empty()) {
-    if (!cc::test::start_bench_cluster("cc-etcd-rendezvous-bench", members, &address, &cluster))
+    if (!cc::test::start_bench_cluster("cc-etcd-rendezvous-bench", members, &address, &cluster,
+                                         &args))
       return 1;
     for (int m = 0; m < members; ++m) g_etcd_pids.push_back(cluster->pid(m));
   }

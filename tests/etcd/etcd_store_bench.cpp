@@ -179,7 +179,10 @@ Outcome adds(const std::string& address, const std::string& job, int n) {
 
 int main(int argc, char** argv) {
   cc::test::BenchArgs args;
-  auto& [n, runs, members, address] = args;
+  int& n = args.n;
+  int& runs = args.runs;
+  int& members = args.members;
+  std::string& address = args.address;
   std::string mode = "barrier";
   cc::cli::CommandLine command_line(
       "usage: cc-etcd-store-bench [--mode barrier|adds] [-n N] [-r RUNS] "
@@ -200,7 +203,7 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<cc::test::EtcdCluster> cluster;
   if (address.empty() &&
-      !cc::test::start_bench_cluster("cc-etcd-store-bench", members, &address, &cluster))
+      !cc::test::start_bench_cluster("cc-etcd-store-bench", members, &address, &cluster, &args))
     return 1;
   std::printf("etcd store, %s: %d clients against %s\n", mode.c_str(), n, address.c_str());
   std::vector<double> times;

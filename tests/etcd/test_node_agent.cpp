@@ -183,6 +183,86 @@ TEST_CASE("node agent: ranks watching one range share a stream, each from its ow
   CHECK(agent->counts().streams <= 3);  // one stream, opened again at most once a new rank
 }
 
+// etcd keeps a watcher that starts far behind its revision "unsynced" and
+// catches it up through its whole history since: a range the stream watched
+// before comes back from the present when a read shows it quiet, and still
+// tells what comes after.
+TEST_CASE("node agent: a quiet range opens again from the present and still tells what comes") {
+  EtcdCluster& cluster = shared_cluster();
+  auto agent = start_agent(cluster.address());
+  auto c = client_for(cluster.address());
+  const etcd::Keys keys("cc", "agent-resume");
+  const etcd::Gen g(1);
+  int64_t put_at = 0;
+  REQUIRE(c->put(keys.member(g, 5), "rank 5", 0, in(5000), &put_at).ok());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int, std::vector<etcd::WatchEvent>> seen;
+  auto sink = [&](int who) {
+    return [&, who](std::vector<etcd::WatchEvent> evs) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& e : evs) seen[who].push_back(std::move(e));
+      cv.notify_all();
+    };
+  };
+  const auto wait_for = [&](auto done) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), done);
+  };
+  // A ring neighbour's key (its delete matters) and one not there (a read
+  // cannot tell what happened to it: never skipped).
+  etcd::WatchSpec neighbour;
+  neighbour.key = keys.member(g, 5);
+  neighbour.start_revision = put_at + 1;
+  neighbour.no_put = true;
+  neighbour.prev_kv = true;
+  etcd::WatchSpec absent = neighbour;
+  absent.key = keys.member(g, 6);
+  const uint64_t a = agent->subscribe({neighbour, absent}, sink(1));
+  for (int i = 0; i < 40 && agent->counts().streams == 0; ++i)
+    std::this_thread::sleep_for(milliseconds(50));
+  REQUIRE(agent->counts().streams >= 1);
+
+  // 300 revisions elsewhere, and a claim through the agent that tells it the
+  // store's revision.
+  for (int i = 0; i < 300; ++i)
+    REQUIRE(c->put(keys.kv("filler"), std::to_string(i), 0, in(5000)).ok());
+  Answers answers;
+  agent->claim(etcd::wire::txn_json(claim_of(keys, 0, "rank 0", agent->lease())),
+               answers.for_rank(0));
+  REQUIRE(answers.wait(1));
+  REQUIRE(answers.got[0].first.ok());
+
+  // A new range: the stream opens again; the neighbour's comes back from the
+  // present, the absent key's from where it was.
+  etcd::WatchSpec news;
+  news.key = keys.news(g);
+  news.range_end = etcd::prefix_end(news.key);
+  news.no_delete = true;
+  news.start_revision = answers.got[0].second.revision + 1;
+  const uint64_t b = agent->subscribe({news}, sink(2));
+  REQUIRE(c->put(keys.events(g), "a departure", 0, in(5000)).ok());
+  REQUIRE(wait_for([&] { return seen[2].size() >= 1; }));
+  CHECK(seen[2].front().kv.value == "a departure");
+  const node::Agent::Counts counts = agent->counts();
+  CHECK(counts.streams >= 2);
+  CHECK(counts.resumed_from_present == 1);
+
+  // What comes after is told: the neighbour's delete, with what it held.
+  int64_t deleted = 0;
+  REQUIRE(c->delete_range(keys.member(g, 5), "", in(5000), &deleted).ok());
+  CHECK(deleted == 1);
+  REQUIRE(wait_for([&] { return seen[1].size() >= 1; }));
+  CHECK(seen[1].front().type == etcd::WatchEvent::Type::del);
+  CHECK(seen[1].front().spec == 0);
+  CHECK(seen[1].front().kv.key == keys.member(g, 5));
+  REQUIRE(seen[1].front().prev_kv.has_value());
+  CHECK(seen[1].front().prev_kv->value == "rank 5");
+  agent->unsubscribe(a);
+  agent->unsubscribe(b);
+}
+
 TEST_CASE("node agent: a rank's end is told once, with its words, and its keys go") {
   EtcdCluster& cluster = shared_cluster();
   auto agent = start_agent(cluster.address());
