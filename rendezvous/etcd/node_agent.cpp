@@ -16,6 +16,10 @@
 
 namespace cc::rv::etcd::node {
 
+namespace {
+constexpr milliseconds kKeepaliveRetry{250};  // after a keepalive etcd did not answer
+}  // namespace
+
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Status Agent::start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
@@ -32,6 +36,7 @@ Status Agent::start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
     return make_status(s.code, "cc-run's node agent cannot take its node's lease: " + s.message);
   impl->lease = id;
   impl->ttl = granted > 0 ? granted : want;
+  impl->kept_at = Clock::now();
   Impl* i = impl.get();
   i->keeper = std::thread([i] { i->keep_loop(); });
   i->worker = std::thread([i] { i->work(); });
@@ -105,13 +110,17 @@ Agent::Counts Agent::counts() const {
 // a leader (its attempts go member after member until its deadline) must not
 // hold up the keepalives too, or a short lease expires behind it and takes
 // every key of the node with it.
+// A keepalive every third of the TTL; one that etcd did not answer (a busy
+// leader refuses renewals while its applies lag) is tried again after a
+// short pause, not a third later: the lease's whole TTL is its budget.
 void Agent::Impl::keep_loop() {
   std::unique_lock<std::mutex> lock(mu);
+  bool answered = true;
   while (!stopping) {
     const milliseconds third = milliseconds(std::max<int64_t>(ttl, 1) * 1000) / 3;
-    keep_cv.wait_for(lock, third, [&] { return stopping; });
+    keep_cv.wait_for(lock, answered ? third : kKeepaliveRetry, [&] { return stopping; });
     if (stopping) break;
-    if (!frozen) keepalive(lock);
+    answered = frozen || keepalive(lock);
   }
 }
 
@@ -141,29 +150,29 @@ void Agent::Impl::work() {
   }
 }
 
-void Agent::Impl::keepalive(std::unique_lock<std::mutex>& lock) {
+bool Agent::Impl::keepalive(std::unique_lock<std::mutex>& lock) {
   const int64_t id = lease;
-  const milliseconds third = milliseconds(std::max<int64_t>(ttl, 1) * 1000) / 3;
+  const milliseconds ttl_ms(std::max<int64_t>(ttl, 1) * 1000);
+  // Tried until shortly before the lease would end, at least a third.
+  const Deadline until = std::max(after(ttl_ms / 3), kept_at + ttl_ms - ttl_ms / 10);
   lock.unlock();
   int64_t left = 0, revision = 0;
-  Status s = etcd->lease_keepalive(id, after(third), &left, &revision);
-  if (s.ok()) {
-    lock.lock();
-    saw_revision(revision);
-    lock.unlock();
-  }
+  const Clock::time_point sent = Clock::now();
+  Status s = etcd->lease_keepalive(id, until, &left, &revision);
   if (!s.ok()) {
     log().debug("node agent: keepalive of the node's lease {:x}: {}", id, s.message);
     lock.lock();
-    return;
+    return false;
   }
   if (left > 0) {
     lock.lock();
+    saw_revision(revision);
+    if (lease == id) kept_at = sent;
     auto observer = lease_kept;
     lock.unlock();
     if (observer) observer();
     lock.lock();
-    return;
+    return true;
   }
   // The lease expired (this agent stalled, or etcd was out of reach for a
   // whole TTL): the node's keys are gone; a new lease for what comes next.
@@ -174,14 +183,16 @@ void Agent::Impl::keepalive(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   if (!s.ok()) {
     log().warn("node agent: cannot take a new lease: {}", s.message);
-    return;
+    return false;
   }
   lease = fresh;
   if (granted > 0) ttl = granted;
+  kept_at = Clock::now();
   auto observer = lease_lost;
   lock.unlock();
   if (observer) observer(id);
   lock.lock();
+  return true;
 }
 
 // ---- what ranks tell of themselves --------------------------------------------

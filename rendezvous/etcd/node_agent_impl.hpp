@@ -32,6 +32,7 @@ struct Agent::Impl {
   bool frozen = false;
   int64_t lease = 0;
   int64_t ttl = 0;
+  Clock::time_point kept_at{};  // the lease's grant or its last keepalive etcd answered
   std::function<void(int64_t)> lease_lost;
   std::function<void()> lease_kept;
   Counts counts;
@@ -100,7 +101,7 @@ struct Agent::Impl {
 
   void keep_loop();
   void work();
-  void keepalive(std::unique_lock<std::mutex>& lock);
+  bool keepalive(std::unique_lock<std::mutex>& lock);  // false: not answered, try again soon
   std::vector<Claim> take_batch();  // under mu
   void run_claims(std::vector<Claim> batch);
   void run_alone(Claim& c);
