@@ -82,9 +82,18 @@ std::string strip_brackets(const std::string& addr) {
 }
 
 std::string make_endpoint(const std::string& addr, int port) {
+  if (port == 0) return addr;  // an etcd address, reached through a node agent
   const std::string host = strip_brackets(addr);
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
+}
+
+// A client's session (Hello::session): 16 random bytes, kept across its
+// reconnects.
+std::vector<uint8_t> make_session() {
+  std::vector<uint8_t> nonce = make_nonce();
+  nonce.resize(16);
+  return nonce;
 }
 
 std::string local_hostname() {
@@ -229,7 +238,9 @@ Status dial_agent(const FrameClientOptions& o, const std::string& endpoint,
 class FrameClient final : public Client {
  public:
   FrameClient(Fd fd, const FrameClientOptions& options, std::string endpoint)
-      : fd_(std::move(fd)), options_(options), endpoint_(std::move(endpoint)), inbox_(endpoint_) {}
+      : fd_(std::move(fd)), options_(options), endpoint_(std::move(endpoint)), inbox_(endpoint_) {
+    session_ = make_session();
+  }
 
   ~FrameClient() override = default;
 
@@ -239,6 +250,7 @@ class FrameClient final : public Client {
     hello.host = local_hostname();
     hello.pid = static_cast<uint32_t>(::getpid());
     hello.client = options_.client;
+    hello.session = session_;
     Challenge challenge;
     if (Status s = expect(hello, deadline, "the handshake (hello)", &challenge); !s.ok()) return s;
     if (!challenge.auth_required) return Status::success();
@@ -652,6 +664,7 @@ class FrameClient final : public Client {
   FrameClientOptions options_;
   std::string endpoint_;
   std::atomic<uint32_t> next_id_{1};
+  std::vector<uint8_t> session_;
   std::atomic<Clock::rep> last_heard_{Clock::now().time_since_epoch().count()};
 
   std::mutex write_mu_;
@@ -664,14 +677,21 @@ class FrameClient final : public Client {
 
 }  // namespace
 
-Status connect_frame_client(const FrameClientOptions& options, std::unique_ptr<Client>* out) {
+Status connect_frame_client(const FrameClientOptions& given, std::unique_ptr<Client>* out) {
+  FrameClientOptions options = given;
+  if (options.locate && options.agent_socket.empty()) {
+    if (Status s = options.locate(after(options.connect_timeout), &options.addr, &options.port);
+        !s.ok())
+      return s;
+  }
   const std::string endpoint = make_endpoint(options.addr, options.port);
   if (Status s = check_job_id(options.job_id, "the job id"); !s.ok()) return s;
   if (options.addr.empty()) {
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        "no rendezvous address given: set MASTER_ADDR (or pass an address)");
   }
-  if (options.port < 1 || options.port > 65535) {
+  if ((options.port < 1 || options.port > 65535) &&
+      !(options.port == 0 && !options.agent_socket.empty())) {
     return make_status(CC_ERR_INVALID_ARGUMENT, "the rendezvous port " +
                                                     std::to_string(options.port) +
                                                     " is out of range 1..65535: check MASTER_PORT");

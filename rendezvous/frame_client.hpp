@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,11 @@ struct FrameClientOptions {
   // carries the connection's frames to the rendezvous at addr:port
   // (rendezvous/agent/agent_core.hpp); the client connects there instead.
   std::string agent_socket;
+  // Where the server is, asked before connecting (addr and port are then
+  // ignored): the elected leader of an etcd address (rendezvous/factory).
+  std::function<Status(std::chrono::steady_clock::time_point deadline, std::string* host,
+                       int* port)>
+      locate;
 };
 
 // Connects over TCP with retries and backoff until connect_timeout, then

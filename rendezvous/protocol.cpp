@@ -205,7 +205,7 @@ requires std::is_empty_v<M>
 bool fields(auto&, M&) { return true; }
 bool fields(auto& io, Is<Hello> auto& m) {
   return io.str(m.job_id, io.limits().max_key) && io.text(m.host) && io.u32(m.pid) &&
-         io.text(m.client);
+         io.text(m.client) && (io.at_end() || io.bytes(m.session, kMaxSessionBytes));
 }
 bool fields(auto& io, Is<Challenge> auto& m) {
   return io.boolean(m.auth_required) && io.bytes(m.nonce, 256) && io.text(m.server);

@@ -81,7 +81,12 @@ struct Hello {
   std::string host;
   uint32_t pid = 0;
   std::string client;  // free text: "cc 0.1.0 store", "cc 0.1.0 comm"
+  // Chosen once by a client and kept across its reconnects: with the
+  // request id it names a store write, so one sent again after a failover
+  // is answered, not applied twice. Empty: none (absent in older frames).
+  std::vector<uint8_t> session{};
 };
+inline constexpr uint32_t kMaxSessionBytes = 64;
 // The server's answer to Hello. When auth_required the client must send Auth
 // with HMAC-SHA256(token, nonce || job_id) before anything else.
 struct Challenge {

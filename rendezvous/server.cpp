@@ -149,6 +149,9 @@ class AsioServer final : public Server, private Sink {
           shown);
     log().info("listening on {}{}", shown,
                addr.to_string() == opt_.bind_addr ? "" : " (" + opt_.bind_addr + ")");
+    if (opt_.durable) {
+      if (Status st = restore(); !st.ok()) return st;
+    }
     reserve_descriptors(acceptor_.native_handle(), opt_.max_connections);
     spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     accept();
@@ -157,6 +160,60 @@ class AsioServer final : public Server, private Sink {
   }
 
   int port() const override { return port_; }
+
+  // What the durable store kept, into the core before the first connection.
+  Status restore() {
+    size_t keys = 0, sessions = 0;
+    Status st = opt_.durable->load(
+        [&](const DurableWrite& w) {
+          core_.restore(w);
+          ++keys;
+        },
+        [&](const DurableSession& s) {
+          core_.restore(s);
+          ++sessions;
+        });
+    if (!st.ok())
+      return make_status(st.code, "cannot read the store back from " + opt_.durable->where() +
+                                      ": " + st.message);
+    core_.restored(Clock::now());
+    log().info("rendezvous server: {} key(s) and {} session(s) read back from {}", keys, sessions,
+               opt_.durable->where());
+    return Status::success();
+  }
+
+  void abandon() override {
+    asio::post(io_, [this] { drop_everything(); });
+  }
+
+  // No longer the leader: every connection is closed unanswered, so clients
+  // go to the next leader, and nothing more is read or written.
+  void drop_everything() {
+    if (stopping_) return;
+    stopping_ = true;
+    log().warn("rendezvous server on port {} no longer leads: every connection is closed "
+               "unanswered, so its clients reconnect to the next leader",
+               port_);
+    std::error_code ec;
+    acceptor_.close(ec);
+    accept_backoff_.cancel();
+    timer_.cancel();
+    armed_.reset();
+    for (auto& [id, session] : sessions_) {
+      session->closed = true;
+      session->sock.close(ec);
+    }
+    sessions_.clear();
+    for (auto& [job, done] : idle_waiters_) done->set_value(true);
+    idle_waiters_.clear();
+    io_.stop();
+  }
+
+  bool still_leading() {
+    if (!opt_.still_leading || opt_.still_leading()) return true;
+    drop_everything();
+    return false;
+  }
 
   void stop() override {
     {
@@ -470,7 +527,7 @@ class AsioServer final : public Server, private Sink {
   }
 
   void on_readable(const SessionPtr& s, std::error_code ec) {
-    if (s->closing || s->closed) return;
+    if (s->closing || s->closed || !still_leading()) return;
     if (ec) {
       socket_failed(s, ec);
       flush();

@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "common/status.hpp"
+#include "rendezvous/durable.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server_metrics.hpp"
 
@@ -51,6 +53,13 @@ struct ServerOptions {
   size_t max_parked_bytes_per_connection = size_t{4} << 20;
   size_t max_parked_bytes_per_job = size_t{64} << 20;
   size_t max_parked_bytes_total = size_t{256} << 20;
+  // Where store writes are kept before they are answered, and read back from
+  // at start (rendezvous/durable.hpp): the elected leader's etcd. Null: in
+  // memory only.
+  std::shared_ptr<Durable> durable;
+  // Asked before each batch of input once set: false when this server no
+  // longer leads, and then it answers nothing more and stops.
+  std::function<bool()> still_leading;
 };
 
 class Server {
@@ -64,6 +73,10 @@ class Server {
   // Stops accepting, releases every waiting client with an error, closes all
   // connections and joins the io thread. Idempotent.
   virtual void stop() = 0;
+  // This server no longer leads (its election's lease is lost): every
+  // connection is closed unanswered and nothing more is read or written,
+  // so clients reconnect to the next leader. Call stop() after it. Any thread.
+  virtual void abandon() = 0;
   // Blocks until stop() has finished (from another thread or a signal).
   virtual void wait() = 0;
   // Blocks until no connection of job_id is a communicator member any more

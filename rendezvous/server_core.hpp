@@ -117,6 +117,12 @@ class ServerCore {
   void expire(Clock::time_point now);
   // The earliest pending deadline, for the I/O layer's one timer.
   std::optional<Clock::time_point> next_deadline() const;
+  // A server that takes over, before its first connection: the keys and
+  // sessions its durable store kept (ServerOptions::durable), then
+  // restored(), from when the restored jobs' TTLs count.
+  void restore(const DurableWrite& key);
+  void restore(const DurableSession& session);
+  void restored(Clock::time_point now);
   // Releases every parked request with an error, tells members the server is
   // stopping and closes every connection.
   void stop();

@@ -25,7 +25,7 @@ DEPENDS = {
     "rendezvous": ["common"],
     "rendezvous/rules": ["rendezvous"],
     "rendezvous/server_core": ["rendezvous/rules"],
-    "rendezvous/etcd": ["rendezvous/rules"],
+    "rendezvous/etcd": ["rendezvous"],
     "rendezvous/factory": ["rendezvous/etcd"],
     "rendezvous/agent": ["rendezvous"],
     "lib/launch": ["rendezvous/factory"],
@@ -38,11 +38,13 @@ DEPENDS = {
 LAYERS = sorted(DEPENDS, key=len, reverse=True)  # longest prefix first
 
 # What libcc itself holds of rendezvous/etcd (the address parser and the
-# plugin's loader) and the headers it shares with the plugin.
+# plugin's loader) and the headers it shares with the plugin (the election's
+# options hold the client's).
 PLUGIN_SHARED = {
     "rendezvous/etcd/endpoints.hpp",
     "rendezvous/etcd/connect.hpp",
-    "rendezvous/etcd/backend.hpp",
+    "rendezvous/etcd/election.hpp",
+    "rendezvous/etcd/client.hpp",
     "rendezvous/etcd/plugin.hpp",
 }
 # The files of rendezvous/etcd compiled into libcc (rendezvous/meson.build).

@@ -8,6 +8,10 @@
 #include "rendezvous/server.hpp"
 
 namespace cc::comm {
+
+bool server_in_rank0(const rv::factory::Address& address, int rendezvous_mode) {
+  return address.server().has_value() && rendezvous_mode != CC_RENDEZVOUS_EXTERNAL;
+}
 namespace {
 
 struct Entry {

@@ -8,8 +8,15 @@
 #include <string>
 
 #include "common/status.hpp"
+#include "rendezvous/factory/address.hpp"
 
 namespace cc::comm {
+
+// Whether the job's rendezvous server lives in its rank 0: the address names
+// cc's server and the job has none of its own (CC_RENDEZVOUS=embedded, the
+// default). Never for an etcd address, whose election puts the server. The
+// one place init, split, shrink and regrow ask.
+bool server_in_rank0(const rv::factory::Address& address, int rendezvous_mode);
 
 class EmbeddedServerRef {
  public:

@@ -140,8 +140,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
 
   // From here every failure ends the others' init too: this rank tells them,
   // or, when the rendezvous brought the cause, ends with that cause's words.
-  // Rank 0 hosts only a server the address names (none for an etcd cluster).
-  const bool embedded = address.server() && c->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
+  const bool embedded = server_in_rank0(address, c->config.rendezvous);
   InitListener listener(*c->client, c->who(), rank, c->comm_number, joined.members, embedded);
   std::optional<Status> news;
   const core::Interrupt interrupted = [&] {

@@ -128,7 +128,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   c->generation = parent->generation;  // until the rendezvous says which
   c->job_rank = parent->job_rank;
   c->rendezvous = parent->rendezvous;
-  const bool embedded = parent->config.rendezvous == CC_RENDEZVOUS_EMBEDDED;
+  const bool embedded = server_in_rank0(*parent->rendezvous, parent->config.rendezvous);
   if (parent->server) {
     // A share of the embedded server, which stays while any communicator needs it.
     const rv::factory::ServerAt& hosted = *parent->rendezvous->server();

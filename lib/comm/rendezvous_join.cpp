@@ -33,8 +33,6 @@ Status connect_member(const rv::factory::Address& address, const launch::Resolve
   options.client = client;
   options.connect_timeout = connect_timeout;
   options.request_timeout = std::min(milliseconds(config.timeout_ms), milliseconds(10000));
-  options.heartbeat_window =
-      milliseconds(static_cast<int64_t>(config.heartbeat_ms) * config.heartbeat_misses);
   options.agent_socket = config.agent_socket;
   return rv::factory::connect_client(address, options, out);
 }
@@ -54,10 +52,10 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
     return make_status(st.code, who + ": " + st.message);
   const std::string where = address.where();
   // Rank 0 hosts the server an address names unless the job has its own
-  // (CC_RENDEZVOUS=external); an etcd cluster is the job's rendezvous
-  // whatever CC_RENDEZVOUS says, and no rank hosts it.
+  // (CC_RENDEZVOUS=external); with an etcd cluster the election decides who
+  // hosts it (rendezvous/factory/elected.hpp), whatever CC_RENDEZVOUS says.
   rv::factory::Address connect_to = address;
-  if (rank == 0 && address.server() && req.config.rendezvous != CC_RENDEZVOUS_EXTERNAL) {
+  if (rank == 0 && server_in_rank0(address, req.config.rendezvous)) {
     const rv::factory::ServerAt& server = *address.server();
     // The server lives as long as rank 0's communicator: it keeps the jobs'
     // keys for that long unless a job TTL was asked for.

@@ -85,9 +85,6 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   if (Status st = rv::factory::parse_address(req.rendezvous.addr, req.rendezvous.port, &address);
       !st.ok())
     return make_status(st.code, who + ": " + st.message);
-  // A rendezvous without the reachability test would have this rank neither
-  // listen nor test (both backends run it: rendezvous/rules/preflight_rules).
-  const bool tested = address.runs_reachability_test();
   PreflightSetup setup;
   if (Status st = preflight_enabled(req.getenv, &setup.enabled); !st.ok())
     return make_status(st.code, who + ": " + st.message);
@@ -112,10 +109,9 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   setup.addr = req.addr_override.empty() ? sock.addr : req.addr_override;
   setup.ifname = sock.ifname;
   if (!req.addr_override.empty()) info.nccl_addr = req.addr_override;
-  if (!sock.link_local && tested) preflight_listen(&setup, who);
+  if (!sock.link_local) preflight_listen(&setup, who);
 
-  const bool embedded =
-      address.server() && req.rendezvous.config.rendezvous != CC_RENDEZVOUS_EXTERNAL;
+  const bool embedded = server_in_rank0(address, req.rendezvous.config.rendezvous);
   const std::string job_id = req.rendezvous.config.job_id;
   const auto deadline = req.rendezvous.deadline;
   const int rank = info.rank;
@@ -126,7 +122,7 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   // A replacement for a failed rank joins a later generation of a running
   // communicator: the survivors take no test with it (they recover through
   // the rendezvous), so it has none to take.
-  if (out->generation > 0 || !tested) return Status::success();
+  if (out->generation > 0) return Status::success();
   if (Status st = run_preflight(*out->client, job_id, out->comm_number, rank, setup, deadline, who);
       !st.ok()) {
     // A member's failure names its cause best where the news says it.

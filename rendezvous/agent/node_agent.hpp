@@ -14,7 +14,6 @@
 
 #include "common/status.hpp"
 #include "rendezvous/agent/agent_core.hpp"
-#include "rendezvous/node_agent_handle.hpp"
 
 namespace cc::rv::agent {
 
@@ -27,14 +26,20 @@ struct NodeAgentOptions {
   std::chrono::milliseconds connect_timeout{30000};
 };
 
-class NodeAgent : public NodeAgentHandle {
+class NodeAgent {
  public:
   // Listens on a fresh Unix socket (in a folder only this user may enter)
   // and starts connecting to the server. Errors: CC_ERR_SYSTEM naming what
   // failed.
   static Status start(asio::io_context& io, const NodeAgentOptions& options,
                       std::unique_ptr<NodeAgent>* out);
-  ~NodeAgent() override = default;  // closes everything and removes the socket
+  virtual ~NodeAgent() = default;  // closes everything and removes the socket
+  // The Unix socket the node's ranks connect to (CC_AGENT_SOCKET).
+  virtual const std::string& socket_path() const = 0;
+  // A process cc-run started ended (`group`: its process group), in words.
+  virtual void process_exited(pid_t group, const std::string& words) = 0;
+  // Ranks connected now.
+  virtual size_t rank_count() const = 0;
 };
 
 }  // namespace cc::rv::agent

@@ -81,16 +81,11 @@ const Loaded& plugin() {
 
 }  // namespace
 
-Status connect_backend(const BackendOptions& options, std::unique_ptr<cc::rv::Client>* out) {
+Status open_election_plugin(const ElectionOptions& options, Deadline deadline,
+                           std::unique_ptr<Election>* out) {
   const Loaded& loaded = plugin();
   if (loaded.api == nullptr) return loaded.error;
-  return loaded.api->connect(options, out);
-}
-
-Status start_node_agent(const NodeAgentStart& options, std::unique_ptr<NodeAgentHandle>* out) {
-  const Loaded& loaded = plugin();
-  if (loaded.api == nullptr) return loaded.error;
-  return loaded.api->start_node_agent(options, out);
+  return loaded.api->open_election(options, deadline, out);
 }
 
 }  // namespace cc::rv::etcd

@@ -1,121 +1,114 @@
 #include "rendezvous/etcd/keys.hpp"
 
-#include <charconv>
+#include <cstdint>
 
-namespace cc::rv::etcd {
+namespace cc::rv::etcd::keys {
+namespace {
 
-std::string escape_component(const std::string& s) {
+constexpr const char* kHex = "0123456789abcdef";
+
+std::string escape(const std::string& job) {
   std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (c == '%')
-      out += "%25";
-    else if (c == '/')
-      out += "%2F";
-    else
-      out += c;
+  for (char ch : job) {
+    if (ch == '%') out += "%25";
+    else if (ch == '/') out += "%2F";
+    else out += ch;
   }
   return out;
 }
 
-Keys::Keys(const std::string& prefix, const std::string& job_id) {
-  std::string p = prefix;
-  while (!p.empty() && p.back() == '/') p.pop_back();
-  root_ = (p.empty() ? "" : p + "/") + escape_component(job_id) + "/";
+std::optional<std::string> unescape(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const std::string code = text.substr(i + 1, 2);
+    if (code == "25") out += '%';
+    else if (code == "2F") out += '/';
+    else return std::nullopt;
+    i += 2;
+  }
+  return out;
 }
 
-std::string Keys::kv(const std::string& key) const { return root_ + "kv/" + key; }
-std::string Keys::adds(const std::string& key) const {
-  return root_ + "add/" + escape_component(key) + "/";
+std::string hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
 }
-std::string Keys::writer(const std::string& key) const { return root_ + "writer/" + key; }
-std::string Keys::generation(Gen g) const {
-  return root_ + "gen/" + std::to_string(g.g) +
-         (g.generation == 0 ? std::string() : "." + std::to_string(g.generation)) + "/";
-}
-std::string Keys::member_prefix(Gen g) const { return generation(g) + "member/"; }
-std::string Keys::member(Gen g, int32_t rank) const {
-  return member_prefix(g) + std::to_string(rank);
-}
-std::string Keys::news(Gen g) const { return generation(g) + "news/"; }
-std::string Keys::result(Gen g) const { return news(g) + "result"; }
-std::string Keys::roster(Gen g) const { return generation(g) + "roster"; }
-std::string Keys::closing(Gen g) const { return generation(g) + "closing"; }
-std::string Keys::events(Gen g) const { return news(g) + "events"; }
-std::string Keys::gone(Gen g, int32_t rank) const {
-  return generation(g) + "gone/" + std::to_string(rank);
-}
-std::string Keys::leaves(Gen g) const { return generation(g) + "leaves"; }
-std::string Keys::coordinator(Gen g) const { return generation(g) + "coordinator"; }
-std::string Keys::refused(Gen g, const std::string& nonce) const {
-  return generation(g) + "refused/" + nonce;
-}
-std::string Keys::calls_prefix(Gen g) const { return generation(g) + "calls/"; }
-namespace {
 
-std::string split_part(uint32_t split, int32_t color) {
-  return "s" + std::to_string(split) + "." + std::to_string(color);
+std::optional<std::string> unhex(const std::string& text) {
+  if (text.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < text.size(); i += 2) {
+    int v = 0;
+    for (size_t j = i; j < i + 2; ++j) {
+      const char ch = text[j];
+      const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+      if (d < 0) return std::nullopt;
+      v = v * 16 + d;
+    }
+    out += static_cast<char>(v);
+  }
+  return out;
 }
 
 }  // namespace
 
-std::string Keys::calls(Gen g, uint32_t split, int32_t color, int32_t rank) const {
-  return calls_prefix(g) + (split == 0 ? std::string() : split_part(split, color) + "/") +
-         std::to_string(rank);
-}
-std::string Keys::mismatch(Gen g, uint32_t split, int32_t color) const {
-  return news(g) + "mismatch" + (split == 0 ? std::string() : "/" + split_part(split, color));
+std::string daemons(const std::string& prefix) { return prefix + "/daemons"; }
+
+std::string leader(const std::string& prefix, const std::string& scope) {
+  return scope.empty() ? prefix + "/leader" : job(prefix, scope) + "leader";
 }
 
-std::optional<std::pair<uint32_t, int32_t>> Keys::calls_line(Gen g, const std::string& key) const {
-  const std::string prefix = calls_prefix(g);
-  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0)
-    return std::nullopt;
-  const char* p = key.data() + prefix.size();
-  const char* e = key.data() + key.size();
-  uint32_t split = 0;
-  int32_t color = 0, rank = 0;
-  if (*p == 's') {
-    auto [q, ec] = std::from_chars(p + 1, e, split);
-    if (ec != std::errc() || split == 0 || q == e || *q != '.') return std::nullopt;
-    auto [r, ec2] = std::from_chars(q + 1, e, color);
-    if (ec2 != std::errc() || r == e || *r != '/') return std::nullopt;
-    p = r + 1;
+std::string fence(const std::string& prefix, const std::string& scope) {
+  return scope.empty() ? prefix + "/fence" : job(prefix, scope) + "fence";
+}
+
+std::string jobs(const std::string& prefix, const std::string& scope) {
+  return scope.empty() ? prefix + "/job/" : job(prefix, scope);
+}
+
+std::string job(const std::string& prefix, const std::string& job) {
+  return prefix + "/job/" + escape(job) + "/";
+}
+
+std::string kv(const std::string& prefix, const std::string& j, const std::string& key) {
+  return job(prefix, j) + "kv/" + key;
+}
+
+std::string session(const std::string& prefix, const std::string& j, const std::string& s) {
+  return job(prefix, j) + "session/" + hex(s);
+}
+
+std::optional<Parsed> parse(const std::string& prefix, const std::string& key) {
+  const std::string root = prefix + "/job/";
+  if (key.compare(0, root.size(), root) != 0) return std::nullopt;
+  const size_t slash = key.find('/', root.size());
+  if (slash == std::string::npos) return std::nullopt;
+  std::optional<std::string> job = unescape(key.substr(root.size(), slash - root.size()));
+  if (!job) return std::nullopt;
+  const std::string rest = key.substr(slash + 1);
+  Parsed p;
+  p.job = *job;
+  if (rest.compare(0, 3, "kv/") == 0) {
+    p.kind = Parsed::Kind::kv;
+    p.name = rest.substr(3);
+    return p;
   }
-  auto [q, ec] = std::from_chars(p, e, rank);
-  if (ec != std::errc() || q != e || rank < 0) return std::nullopt;
-  return std::make_pair(split, color);
-}
-std::string Keys::latest(uint32_t join) const { return root_ + "latest/" + std::to_string(join); }
-
-std::string Keys::preflight_ready_prefix(Gen g) const { return generation(g) + "preflight/ready/"; }
-std::string Keys::preflight_ready(Gen g, int32_t rank) const {
-  return preflight_ready_prefix(g) + std::to_string(rank);
-}
-std::string Keys::preflight_plan(Gen g, int32_t rank) const {
-  return generation(g) + "preflight/plan/" + std::to_string(rank);
-}
-std::string Keys::preflight_report_prefix(Gen g) const {
-  return generation(g) + "preflight/report/";
-}
-std::string Keys::preflight_report(Gen g, int32_t rank) const {
-  return preflight_report_prefix(g) + std::to_string(rank);
-}
-std::string Keys::preflight_verdict(Gen g) const { return generation(g) + "preflight/verdict"; }
-
-std::optional<int32_t> Keys::member_rank(Gen g, const std::string& key) const {
-  return rank_under(member_prefix(g), key);
+  if (rest.compare(0, 8, "session/") == 0) {
+    std::optional<std::string> s = unhex(rest.substr(8));
+    if (!s) return std::nullopt;
+    p.kind = Parsed::Kind::session;
+    p.name = *s;
+    return p;
+  }
+  return std::nullopt;
 }
 
-std::optional<int32_t> Keys::rank_under(const std::string& prefix, const std::string& key) {
-  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0)
-    return std::nullopt;
-  int32_t rank = 0;
-  const char* b = key.data() + prefix.size();
-  const char* e = key.data() + key.size();
-  auto [p, ec] = std::from_chars(b, e, rank);
-  if (ec != std::errc() || p != e) return std::nullopt;
-  return rank;
-}
-
-}  // namespace cc::rv::etcd
+}  // namespace cc::rv::etcd::keys

@@ -1,8 +1,6 @@
 // libcc-etcd.so's one exported function (see plugin.hpp).
 #include "rendezvous/etcd/plugin.hpp"
 
-#include "rendezvous/etcd/node_agent_server.hpp"
-
 #include <exception>
 #include <string>
 
@@ -11,39 +9,21 @@
 namespace cc::rv::etcd {
 namespace {
 
-Status plugin_connect(const BackendOptions& options, std::unique_ptr<cc::rv::Client>* out) {
+Status plugin_open_election(const ElectionOptions& options, Deadline deadline,
+                            std::unique_ptr<Election>* out) {
   try {
-    std::unique_ptr<Backend> backend;
-    Status s = Backend::connect(options, &backend);
-    if (s.ok()) *out = std::move(backend);
-    return s;
+    return open_election(options, deadline, out);
   } catch (const std::exception& e) {
-    return make_status(CC_ERR_INTERNAL, std::string("etcd backend: ") + e.what());
+    return make_status(CC_ERR_INTERNAL, std::string("etcd election: ") + e.what());
   }
 }
 
-Status plugin_start_node_agent(const NodeAgentStart& options,
-                               std::unique_ptr<NodeAgentHandle>* out) {
-  try {
-    node::AgentOptions o;
-    o.backend = options.backend;
-    o.host = options.host;
-    o.pid = options.pid;
-    std::unique_ptr<node::AgentServer> server;
-    Status s = node::AgentServer::start(o, &server);
-    if (s.ok()) *out = std::move(server);
-    return s;
-  } catch (const std::exception& e) {
-    return make_status(CC_ERR_INTERNAL, std::string("etcd node agent: ") + e.what());
-  }
-}
-
-constexpr PluginApi kApi{CC_VERSION_STRING, &plugin_connect, &plugin_start_node_agent};
+constexpr PluginApi kApi{CC_VERSION_STRING, &plugin_open_election};
 
 }  // namespace
 }  // namespace cc::rv::etcd
 
 extern "C" __attribute__((visibility("default"))) const cc::rv::etcd::PluginApi*
-cc_etcd_plugin_v1() {
+cc_etcd_plugin_v2() {
   return &cc::rv::etcd::kApi;
 }

@@ -44,16 +44,12 @@ class Address {
   std::string where() const;
   // cc's own server this address names: the one a job may host (rank 0's
   // embedded server, node 0's cc-run), and cc-doctor probes. None for an
-  // etcd cluster: no rank hosts that.
+  // etcd cluster, whose election says where the server is
+  // (rendezvous/factory/elected.hpp).
   const std::optional<ServerAt>& server() const { return server_; }
   // The host whose route NCCL's interface choice follows (an etcd cluster's
   // first endpoint stands for all: every rank reaches the same cluster).
   const std::string& route_host() const { return route_host_; }
-  // Whether the rendezvous runs the reachability test at a communicator's
-  // start: every backend does (cc's server hands out the plans and the
-  // verdict; on etcd the generation's rank 0 puts them), by one rule
-  // (rendezvous/rules/preflight_rules.hpp).
-  bool runs_reachability_test() const { return true; }
   // The same server reached over this host's loopback (rank 0 reaching the
   // server it hosts, with no hairpin through NAT). Only with a server().
   Address on_loopback() const;

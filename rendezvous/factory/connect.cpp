@@ -2,29 +2,36 @@
 
 #include <utility>
 
-#include "rendezvous/etcd/connect.hpp"
-#include "rendezvous/factory/etcd_options.hpp"
+#include "rendezvous/factory/elected.hpp"
 #include "rendezvous/frame_client.hpp"
 
 namespace cc::rv::factory {
 
 Status connect_client(const Address& address, const Options& options,
                       std::unique_ptr<Client>* out) {
+  FrameClientOptions o;
+  o.job_id = options.job_id;
+  o.token = options.token;
+  o.client = options.client;
+  o.connect_timeout = options.connect_timeout;
+  o.request_timeout = options.request_timeout;
+  o.agent_socket = options.agent_socket;
   if (const std::optional<ServerAt>& server = address.server()) {
-    FrameClientOptions o;
     o.addr = server->host;
     o.port = server->port;
-    o.job_id = options.job_id;
-    o.token = options.token;
-    o.client = options.client;
-    o.connect_timeout = options.connect_timeout;
-    o.request_timeout = options.request_timeout;
-    o.agent_socket = options.agent_socket;
     return connect_frame_client(o, out);
   }
-  etcd::BackendOptions o;
-  if (Status s = etcd_options(address, options, &o); !s.ok()) return s;
-  return etcd::connect_backend(o, out);
+  if (!options.agent_socket.empty()) {
+    // cc-run's agent finds the elected server for its ranks.
+    o.addr = address.text();
+    return connect_frame_client(o, out);
+  }
+  // An etcd cluster: cc's server is where its election put it (or here).
+  std::shared_ptr<ElectedServer> elected;
+  if (Status s = ElectedServer::open(address, options, &elected); !s.ok()) return s;
+  o.locate = [elected](std::chrono::steady_clock::time_point deadline, std::string* host,
+                       int* port) { return elected->locate(deadline, host, port); };
+  return connect_frame_client(o, out);
 }
 
 Status connect_store(const Address& address, const Options& options, std::unique_ptr<Store>* out) {

@@ -1,9 +1,9 @@
-// The one factory of rendezvous backends: from a parsed address (address.hpp)
-// and the options, the backend that serves it. A host or tcp://host:port is
-// cc's own server, reached by its frame client (rendezvous/frame_client.hpp);
-// etcd:// and etcds:// are an etcd cluster, reached by the etcd backend
-// (rendezvous/etcd/backend.hpp) in the plugin libcc-etcd.so, loaded on first
-// use (rendezvous/etcd/connect.hpp). Callers hold the interface they need:
+// The one place that connects to a rendezvous: from a parsed address
+// (address.hpp) and the options, a client of cc's server. A host or
+// tcp://host:port names the server; etcd:// and etcds:// name an etcd
+// cluster whose election says where the server is, or makes this process
+// host it (elected.hpp; etcd is reached through the plugin libcc-etcd.so,
+// loaded on first use). Callers hold the interface they need:
 // cc_store_connect a Store, a communicator a Client (store and membership).
 #pragma once
 
@@ -28,11 +28,10 @@ struct Options {
   std::chrono::milliseconds connect_timeout{30000};
   // A request that does not wait by design (set, add, a leave, ...).
   std::chrono::milliseconds request_timeout{30000};
-  // A connection that will join a communicator: the heartbeat window it will
-  // ask for. On etcd that is its membership lease's TTL, taken at connect
-  // (which proves etcd reachable), so asking makes no second lease. Zero: it
-  // will join nothing (a store, a status query).
-  std::chrono::milliseconds heartbeat_window{0};
+  // With an etcd address: the lease of a leader this process elects, which
+  // is how long a leader that vanished keeps the job before another takes
+  // over.
+  std::chrono::milliseconds lease{5000};
   // The Unix socket of cc-run's node agent (CC_AGENT_SOCKET): a client of
   // cc's server is carried by it (rendezvous/agent). Empty: none.
   std::string agent_socket;
@@ -49,10 +48,8 @@ Status connect_store(const Address& address, const Options& options, std::unique
 // A rank's connection: the store and the membership, as a communicator holds
 // it. Errors as connect_store.
 //
-// Every route to a backend is chosen here, once. A rank started by a node
-// agent would reach the membership through it (a local Unix socket, cc's
-// frame protocol) while `address` still names the real rendezvous: that is
-// a route taken here, and a second dial beside the frame client's TCP one.
+// A rank started by a node agent reaches the server through it (a local
+// Unix socket) while `address` still names the real rendezvous.
 Status connect_client(const Address& address, const Options& options, std::unique_ptr<Client>* out);
 
 }  // namespace cc::rv::factory

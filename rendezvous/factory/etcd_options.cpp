@@ -8,27 +8,21 @@ namespace cc::rv::factory {
 
 using settings::Id;
 
-Status etcd_options(const Address& address, const Options& options, etcd::BackendOptions* out) {
+Status etcd_options(const Address& address, const Options& options, etcd::ElectionOptions* out) {
   etcd::Address parsed;
   if (Status s = etcd::parse_address(address.text(), &parsed); !s.ok()) return s;
   const settings::Getenv getenv = options.getenv ? options.getenv : settings::process_env();
-  etcd::BackendOptions o;
-  o.address = address.text();
-  o.job_id = options.job_id;
-  o.connect_timeout = options.connect_timeout;
+  etcd::ElectionOptions o;
+  o.client.address = parsed;
   o.request_timeout = options.request_timeout;
-  if (options.heartbeat_window.count() > 0) {
-    o.heartbeat_window = options.heartbeat_window;
-    o.member = true;
-    o.agent_socket = options.agent_socket;
-  }
+  o.lease = options.lease;
   const auto text = [&](Id id, std::string* field) {
     if (const settings::Found f = settings::find(id, getenv); f.var != nullptr) *field = f.value;
   };
-  text(Id::etcd_auth_file, &o.auth_file);
-  text(Id::etcd_ca_file, &o.ca_file);
-  text(Id::etcd_cert_file, &o.cert_file);
-  text(Id::etcd_key_file, &o.key_file);
+  text(Id::etcd_auth_file, &o.client.auth_file);
+  text(Id::etcd_ca_file, &o.client.ca_file);
+  text(Id::etcd_cert_file, &o.client.cert_file);
+  text(Id::etcd_key_file, &o.client.key_file);
   o.prefix = settings::get(Id::etcd_prefix).default_text;
   if (const settings::Found f = settings::find(Id::etcd_prefix, getenv); f.var != nullptr) {
     if (*f.value == '\0')
@@ -38,7 +32,7 @@ Status etcd_options(const Address& address, const Options& options, etcd::Backen
                              "etcd key prefix cc keeps its jobs under");
     o.prefix = f.value;
   }
-  if (!parsed.tls && (!o.ca_file.empty() || !o.cert_file.empty()))
+  if (!parsed.tls && (!o.client.ca_file.empty() || !o.client.cert_file.empty()))
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        "a CA or client certificate is set (CC_ETCD_CA_FILE, CC_ETCD_CERT_FILE) "
                        "but the rendezvous address " +

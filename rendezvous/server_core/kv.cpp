@@ -12,6 +12,11 @@
 // parked on it waiting. CompareSet writes only when the key's value is the
 // one expected (or, with no expected value, when the key is absent), and then
 // wakes the key's waiters as Set does.
+// With a durable store (ServerOptions::durable) every write is kept there
+// before it is applied and answered; a write it cannot keep is refused, and
+// nothing changes. A write carries its client's session and request id: one
+// sent again (after a failover, to the server that took over) is answered
+// as it was the first time, never applied twice.
 #include <charconv>
 #include <optional>
 #include <string>
@@ -40,6 +45,7 @@ size_t held(const std::string& key, size_t value_size) {
 
 using server_core::key_list;
 using server_core::quote;
+using server_core::session_of;
 
 // True when the job may hold `key` with a value of value_size bytes (in place
 // of its current value, if any); else answers the request with an error.
@@ -106,8 +112,43 @@ void ServerCore::Impl::erase_key(Job& job, const std::string& key) {
   job.keys.erase(it);
 }
 
+// The answer this session's request got already, when it is sent again.
+std::optional<int64_t> ServerCore::Impl::answered_before(const Conn& c, uint32_t rid) const {
+  if (c.hello.session.empty()) return std::nullopt;
+  auto it = c.job->sessions.find(session_of(c));
+  if (it == c.job->sessions.end() || it->second.request_id != rid) return std::nullopt;
+  return it->second.answer;
+}
+
+// Keeps the write in the durable store (when there is one) and notes the
+// session's answer; false when it could not be kept (the request was
+// answered with the error).
+bool ServerCore::Impl::keep_write(Conn& c, uint32_t rid, const std::string& key,
+                                  const std::vector<uint8_t>* value, int64_t answer) {
+  if (opt.durable) {
+    DurableWrite w;
+    w.job = c.job->id;
+    w.key = key;
+    if (value != nullptr) w.value = *value;
+    w.session = session_of(c);
+    w.request_id = rid;
+    w.answer = answer;
+    if (Status st = opt.durable->write(w); !st.ok()) {
+      send_error(c.id, rid, st.code, st.message);
+      return false;
+    }
+  }
+  if (!c.hello.session.empty()) c.job->sessions[session_of(c)] = {rid, answer};
+  return true;
+}
+
 bool ServerCore::Impl::on_set(Conn& c, uint32_t rid, const Set& s) {
+  if (answered_before(c, rid)) {
+    send(c.id, rid, Ok{});
+    return true;
+  }
   if (!store_room(c, rid, s.key, s.value.size())) return true;
+  if (!keep_write(c, rid, s.key, &s.value, 0)) return true;
   put_key(*c.job, s.key, s.value);
   send(c.id, rid, Ok{});
   wake(*c.job, s.key);
@@ -137,6 +178,10 @@ bool ServerCore::Impl::on_get(Conn& c, uint32_t rid, const Get& g, Clock::time_p
 }
 
 bool ServerCore::Impl::on_add(Conn& c, uint32_t rid, const Add& a) {
+  if (std::optional<int64_t> total = answered_before(c, rid)) {
+    send(c.id, rid, Integer{*total});
+    return true;
+  }
   Job& job = *c.job;
   int64_t current = 0;
   auto it = job.keys.find(a.key);
@@ -161,7 +206,9 @@ bool ServerCore::Impl::on_add(Conn& c, uint32_t rid, const Add& a) {
   }
   const std::string text = std::to_string(result);
   if (!store_room(c, rid, a.key, text.size())) return true;
-  put_key(job, a.key, std::vector<uint8_t>(text.begin(), text.end()));
+  std::vector<uint8_t> value(text.begin(), text.end());
+  if (!keep_write(c, rid, a.key, &value, result)) return true;
+  put_key(job, a.key, std::move(value));
   send(c.id, rid, Integer{result});
   wake(job, a.key);
   return true;
@@ -195,12 +242,17 @@ bool ServerCore::Impl::on_wait(Conn& c, uint32_t rid, const Wait& w, Clock::time
 }
 
 bool ServerCore::Impl::on_del(Conn& c, uint32_t rid, const Del& d) {
+  if (!answered_before(c, rid) && !keep_write(c, rid, d.key, nullptr, 0)) return true;
   erase_key(*c.job, d.key);
   send(c.id, rid, Ok{});
   return true;
 }
 
 bool ServerCore::Impl::on_compare_set(Conn& c, uint32_t rid, const CompareSet& m) {
+  if (std::optional<int64_t> swapped = answered_before(c, rid)) {
+    send(c.id, rid, CompareSetResult{*swapped != 0});
+    return true;
+  }
   Job& job = *c.job;
   auto it = job.keys.find(m.key);
   const bool match =
@@ -210,6 +262,7 @@ bool ServerCore::Impl::on_compare_set(Conn& c, uint32_t rid, const CompareSet& m
     return true;
   }
   if (!store_room(c, rid, m.key, m.value.size())) return true;
+  if (!keep_write(c, rid, m.key, &m.value, 1)) return true;
   put_key(job, m.key, m.value);
   send(c.id, rid, CompareSetResult{true});
   wake(job, m.key);

@@ -85,6 +85,16 @@ void ServerCore::Impl::job_unused(Job& job) {
   arm(job.ttl_timer, current_time + opt.job_ttl, DeadlineKind::job_ttl, job.serial);
 }
 
+ServerCore::Impl::Job& ServerCore::Impl::restored_job(const std::string& id) {
+  auto it = jobs.find(id);
+  if (it != jobs.end()) return *it->second;
+  auto job = std::make_unique<Job>();
+  job->id = id;
+  job->serial = next_job_serial++;
+  jobs_by_serial.emplace(job->serial, job.get());
+  return *jobs.emplace(id, std::move(job)).first->second;
+}
+
 void ServerCore::Impl::expire_job(uint64_t serial) {
   auto it = jobs_by_serial.find(serial);
   if (it == jobs_by_serial.end()) return;
@@ -93,6 +103,10 @@ void ServerCore::Impl::expire_job(uint64_t serial) {
   if (!job.conns.empty() || job.parked_bytes > 0) return;
   ++counters.jobs_expired;
   counters.keys_expired += job.keys.size();
+  if (opt.durable) {
+    if (Status st = opt.durable->forget_job(job.id); !st.ok())
+      log().warn("job {}: its keys stay in {}: {}", quote(job.id), opt.durable->where(), st.message);
+  }
   forget_job(job, "no connection for " + std::to_string(opt.job_ttl.count()) +
                       " ms (job TTL): its " + std::to_string(job.keys.size()) + " key(s), " +
                       std::to_string(job.bytes) + " bytes, are dropped");
@@ -104,6 +118,25 @@ void ServerCore::Impl::forget_job(Job& job, const std::string& why) {
   total_bytes -= job.bytes;
   jobs_by_serial.erase(job.serial);
   jobs.erase(job.id);  // job is gone from here on
+}
+
+}  // namespace cc::rv
+
+namespace cc::rv {
+
+void ServerCore::restore(const DurableWrite& key) {
+  if (!key.value) return;
+  impl_->put_key(impl_->restored_job(key.job), key.key, *key.value);
+}
+
+void ServerCore::restore(const DurableSession& session) {
+  impl_->restored_job(session.job).sessions[session.session] = {session.request_id, session.answer};
+}
+
+void ServerCore::restored(Clock::time_point now) {
+  impl_->current_time = now;
+  for (auto& [id, job] : impl_->jobs)
+    if (job->conns.empty()) impl_->job_unused(*job);
 }
 
 }  // namespace cc::rv

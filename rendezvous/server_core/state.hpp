@@ -137,6 +137,10 @@ struct Conn {
   std::string who() const;
 };
 
+inline std::string session_of(const Conn& c) {
+  return std::string(c.hello.session.begin(), c.hello.session.end());
+}
+
 struct Parked {
   // recover: a survivor's Recover or RecoverId, or a replacement's Join
   // (recovery.cpp). preflight: a PreflightReady waiting for the plan, or a
@@ -217,11 +221,20 @@ struct PendingWake {
 // no connection for the job TTL. Its communicator state (generations,
 // announced failures) belongs to its ranks: it is forgotten when the last
 // connection that joined or was joining has left or gone.
+// A client session's last store write and its answer (kv.cpp).
+struct SessionWrite {
+  uint32_t request_id = 0;
+  int64_t answer = 0;
+};
+
 struct Job {
   std::string id;
   uint64_t serial = 0;  // names the job in its TTL deadline
   std::unordered_map<std::string, std::vector<uint8_t>> keys;
   size_t bytes = 0;  // what its keys hold (kv.cpp), for the byte limits
+  // By client session (Hello::session): its last write, so one sent again
+  // after a failover is answered as before (kv.cpp).
+  std::unordered_map<std::string, SessionWrite> sessions;
   // Per key, the Gets and Waits parked on it, in listing order.
   std::unordered_map<std::string, WaiterList> waiters;
   size_t parked_bytes = 0;  // what its parked Gets and Waits cost (Parked::cost)
@@ -387,9 +400,13 @@ struct ServerCore::Impl {
   bool on_wait(Conn& c, uint32_t rid, const Wait& w, Clock::time_point now);
   bool on_del(Conn& c, uint32_t rid, const Del& d);
   bool on_compare_set(Conn& c, uint32_t rid, const CompareSet& m);
+  std::optional<int64_t> answered_before(const Conn& c, uint32_t rid) const;
+  bool keep_write(Conn& c, uint32_t rid, const std::string& key, const std::vector<uint8_t>* value,
+                  int64_t answer);
 
   // ---- what a job keeps, and for how long (retention.cpp) -------------------
   Job* job_for(Conn& c, uint32_t rid);
+  Job& restored_job(const std::string& id);
   void rank_gone(Job& job, ConnId id);
   void forget_communicators(Job& job);
   void job_unused(Job& job);

@@ -1,5 +1,6 @@
-// The store's semantics as cases that run against any rendezvous backend:
-// cc's own server and etcd get the same cases, and must pass them alike.
+// The store's semantics as cases that run against every way of reaching
+// cc's server: in memory, with its store kept in etcd, and through an
+// etcd:// address; each must pass them alike.
 // Each case is a function of a StoreBackend, called from a TEST_CASE per
 // backend (test_store_backends.cpp).
 #pragma once
@@ -20,14 +21,11 @@ class StoreBackend {
   virtual std::string name() const = 0;
   // A new connection to the store of `job`; REQUIREs success.
   virtual std::unique_ptr<cc::rv::Client> connect(const std::string& job) = 0;
-  // Compare-and-set on a connection of this backend; false when the backend
-  // has none (then the compare-set cases are left out).
-  virtual bool has_compare_set() const { return false; }
-  virtual cc::Status compare_set(cc::rv::Client& c, const std::string& key,
-                                 const std::vector<uint8_t>* expected,
-                                 std::span<const uint8_t> desired, bool* swapped) {
-    (void)c, (void)key, (void)expected, (void)desired, (void)swapped;
-    return cc::make_status(CC_ERR_INVALID_USAGE, "no compare-set");
+  bool has_compare_set() const { return true; }
+  cc::Status compare_set(cc::rv::Client& c, const std::string& key,
+                         const std::vector<uint8_t>* expected, std::span<const uint8_t> desired,
+                         bool* swapped) {
+    return c.compare_set(key, expected, desired, swapped);
   }
 };
 

@@ -1,8 +1,11 @@
-// The store cases (store_cases.cpp) on every backend: cc's own server, and
-// etcd with one member and with three.
+// The store cases (store_cases.cpp) on each way to cc's server: its store in
+// memory; its store kept in etcd (the server started with a leadership, one
+// etcd member and three); and through an etcd:// address, where this test
+// process is elected to host the job's server.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/etcd/backend.hpp"
+#include "rendezvous/etcd/election.hpp"
+#include "rendezvous/factory/connect.hpp"
 #include "rendezvous/server.hpp"
 #include "tests/etcd/etcd_test.hpp"
 #include "tests/etcd/store_cases.hpp"
@@ -35,64 +38,98 @@ class TcpStore final : public StoreBackend {
   std::unique_ptr<cc::rv::Server> server_;
 };
 
+// cc's server leading in etcd's election, every store write kept there.
 template <int Members>
-class EtcdStore final : public StoreBackend {
+class DurableStore final : public StoreBackend {
  public:
-  static EtcdStore& instance() {
-    static EtcdStore one;
+  static DurableStore& instance() {
+    static DurableStore one;
     return one;
   }
-  std::string name() const override { return "etcd (" + std::to_string(Members) + " members)"; }
+  std::string name() const override {
+    return "cc-rendezvous kept in etcd (" + std::to_string(Members) + " members)";
+  }
   std::unique_ptr<cc::rv::Client> connect(const std::string& job) override {
-    cc::rv::etcd::BackendOptions o;
-    o.address = cluster_->address();
+    return cc::test::loopback_client(server_->port(), job);
+  }
+
+ private:
+  DurableStore() : cluster_(cc::test::start_cluster(cc::test::members(Members))) {
+    cc::rv::etcd::ElectionOptions eo;
+    REQUIRE(cc::rv::etcd::parse_address(cluster_->address(), &eo.client.address).ok());
+    eo.prefix = "store-cases";
+    std::unique_ptr<cc::rv::Election> election;
+    cc::Status s = cc::rv::etcd::open_election(eo, cc::test::Clock::now() + milliseconds(10000),
+                                               &election);
+    INFO(s.message);
+    REQUIRE(s.ok());
+    std::unique_ptr<cc::rv::Leadership> won;
+    s = election->campaign("", "127.0.0.1:1", cc::test::Clock::now() + milliseconds(10000), &won);
+    REQUIRE(s.ok());
+    REQUIRE(won);
+    leadership_ = std::move(won);
+    cc::rv::ServerOptions o;
+    o.bind_addr = "127.0.0.1";
+    o.durable = leadership_;
+    s = cc::rv::Server::start(o, &server_);
+    REQUIRE(s.ok());
+    election_ = std::move(election);
+  }
+  std::unique_ptr<EtcdCluster> cluster_;
+  std::unique_ptr<cc::rv::Election> election_;
+  std::shared_ptr<cc::rv::Leadership> leadership_;
+  std::unique_ptr<cc::rv::Server> server_;
+};
+
+// An etcd:// address, as cc_store_connect takes it: the first client of a
+// job campaigns and hosts its server here.
+class ElectedStore final : public StoreBackend {
+ public:
+  static ElectedStore& instance() {
+    static ElectedStore one;
+    return one;
+  }
+  std::string name() const override { return "etcd:// (this process elected)"; }
+  std::unique_ptr<cc::rv::Client> connect(const std::string& job) override {
+    cc::rv::factory::Address address;
+    REQUIRE(cc::rv::factory::parse_address(cluster_.address(), &address).ok());
+    cc::rv::factory::Options o;
     o.job_id = job;
-    o.prefix = "store-cases";
-    o.connect_timeout = milliseconds(5000);
+    o.connect_timeout = milliseconds(10000);
     o.request_timeout = milliseconds(5000);
-    std::unique_ptr<cc::rv::etcd::Backend> c;
-    const cc::Status s = cc::rv::etcd::Backend::connect(o, &c);
+    std::unique_ptr<cc::rv::Client> c;
+    const cc::Status s = cc::rv::factory::connect_client(address, o, &c);
     INFO(s.message);
     REQUIRE(s.ok());
     return c;
   }
-  bool has_compare_set() const override { return true; }
-  cc::Status compare_set(cc::rv::Client& c, const std::string& key,
-                         const std::vector<uint8_t>* expected, std::span<const uint8_t> desired,
-                         bool* swapped) override {
-    return dynamic_cast<cc::rv::etcd::Backend&>(c).compare_set(key, expected, desired, swapped);
-  }
 
  private:
-  EtcdStore() : cluster_(cc::test::start_cluster(cc::test::members(Members))) {}
-  std::unique_ptr<EtcdCluster> cluster_;
+  ElectedStore() : cluster_(cc::test::shared_cluster()) {}
+  EtcdCluster& cluster_;
 };
 
-using EtcdOne = EtcdStore<1>;
-using EtcdThree = EtcdStore<3>;
+using DurableOne = DurableStore<1>;
+using DurableThree = DurableStore<3>;
 
 }  // namespace
 
-// Each store case (store_cases.hpp), a test case on the backends listed: compare-set
-// only where the backend has it.
-#define STORE_CASE(title, run, ...)                             \
-  TEMPLATE_TEST_CASE("store: " title, "[store]", __VA_ARGS__) { \
-    cc::test::run(TestType::instance());                        \
+// Each store case (store_cases.hpp), a test case on each way.
+#define STORE_CASE(title, run)                                                             \
+  TEMPLATE_TEST_CASE("store: " title, "[store]", TcpStore, DurableOne, DurableThree, \
+                     ElectedStore) {                                                       \
+    cc::test::run(TestType::instance());                                                   \
   }
 
-#define ALL_STORES TcpStore, EtcdOne, EtcdThree
-STORE_CASE("set, get, add and wait", store_case_set_get_add_wait, ALL_STORES)
-STORE_CASE("deadlines and their words", store_case_deadlines_and_words, ALL_STORES)
-STORE_CASE("binary, large and replaced values", store_case_values, ALL_STORES)
-STORE_CASE("add refuses text and overflow", store_case_add_refusals, ALL_STORES)
-STORE_CASE("delete", store_case_delete, ALL_STORES)
-STORE_CASE("jobs keep apart", store_case_jobs_apart, ALL_STORES)
-STORE_CASE("concurrent adders lose nothing", store_case_concurrent_adders, ALL_STORES)
-STORE_CASE("add after set, with set and delete between", store_case_add_with_set_and_delete,
-           ALL_STORES)
-STORE_CASE("an add wakes a get and a wait", store_case_add_wakes_waiters, ALL_STORES)
-STORE_CASE("128 concurrent adds of 1 return exactly 1..128", store_case_concurrent_adds_exact,
-           ALL_STORES)
-STORE_CASE("compare-set", store_case_compare_set, EtcdOne, EtcdThree)
-STORE_CASE("64 racing compare-sets have exactly one winner", store_case_racing_compare_sets,
-           EtcdOne, EtcdThree)
+STORE_CASE("set, get, add and wait", store_case_set_get_add_wait)
+STORE_CASE("deadlines and their words", store_case_deadlines_and_words)
+STORE_CASE("binary, large and replaced values", store_case_values)
+STORE_CASE("add refuses text and overflow", store_case_add_refusals)
+STORE_CASE("delete", store_case_delete)
+STORE_CASE("jobs keep apart", store_case_jobs_apart)
+STORE_CASE("concurrent adders lose nothing", store_case_concurrent_adders)
+STORE_CASE("add after set, with set and delete between", store_case_add_with_set_and_delete)
+STORE_CASE("an add wakes a get and a wait", store_case_add_wakes_waiters)
+STORE_CASE("128 concurrent adds of 1 return exactly 1..128", store_case_concurrent_adds_exact)
+STORE_CASE("compare-set", store_case_compare_set)
+STORE_CASE("64 racing compare-sets have exactly one winner", store_case_racing_compare_sets)

@@ -108,3 +108,18 @@ TEST_CASE("a port another program holds is an error that says what to do") {
   ref.reset();  // the destructor releases
   CHECK(can_bind(other.port));
 }
+
+TEST_CASE("embedded server: rank 0 hosts only a server the address names, unless external") {
+  const auto address = [](const char* text) {
+    cc::rv::factory::Address a;
+    REQUIRE(cc::rv::factory::parse_address(text, 29500, &a).ok());
+    return a;
+  };
+  CHECK(cc::comm::server_in_rank0(address("10.0.0.1"), CC_RENDEZVOUS_EMBEDDED));
+  CHECK(cc::comm::server_in_rank0(address("tcp://10.0.0.1:7000"), CC_RENDEZVOUS_EMBEDDED));
+  CHECK_FALSE(cc::comm::server_in_rank0(address("10.0.0.1"), CC_RENDEZVOUS_EXTERNAL));
+  // An etcd cluster: its election puts the server, whatever CC_RENDEZVOUS
+  // says, so a shrink's watchdog never blames rank 0 for losing it.
+  CHECK_FALSE(cc::comm::server_in_rank0(address("etcd://10.0.0.1:2379"), CC_RENDEZVOUS_EMBEDDED));
+  CHECK_FALSE(cc::comm::server_in_rank0(address("etcds://a:2379,b:2379"), CC_RENDEZVOUS_EXTERNAL));
+}

@@ -1,6 +1,6 @@
 // The factory's address (rendezvous/factory/address.hpp): every form a user
 // may write, what each answers to the questions the rest of cc asks, and the
-// exact words for each malformed one; the etcd backend's options from the
+// exact words for each malformed one; the etcd election's options from the
 // CC_ETCD_* settings. No sockets: connecting is the rendezvous and etcd
 // suites' part (test_factory_connect.cpp, test_store_backends.cpp).
 #include <catch2/catch.hpp>
@@ -49,7 +49,6 @@ TEST_CASE("factory address: a host alone is cc's server, its port given apart") 
   CHECK(std::string(a.server()->any()) == "0.0.0.0");
   CHECK(a.where() == "10.0.0.1:29500");
   CHECK(a.route_host() == "10.0.0.1");
-  CHECK(a.runs_reachability_test());
   CHECK(a.text() == "10.0.0.1");
 
   // Rank 0 reaches the server it hosts over its loopback, port and all.
@@ -84,7 +83,6 @@ TEST_CASE("factory address: tcp://host:port carries its port") {
   CHECK(a.server()->port == 5000);
   CHECK(a.where() == "node-a:5000");
   CHECK(a.route_host() == "node-a");
-  CHECK(a.runs_reachability_test());
   CHECK(a.on_loopback().where() == "127.0.0.1:5000");
 
   CHECK(parsed("TCP://10.1.2.3:29500/").where() == "10.1.2.3:29500");
@@ -94,11 +92,10 @@ TEST_CASE("factory address: tcp://host:port carries its port") {
   CHECK(v6.on_loopback().where() == "[::1]:1234");
 }
 
-TEST_CASE("factory address: an etcd cluster hosts no server and runs the reachability test") {
+TEST_CASE("factory address: an etcd cluster names no server: its election does") {
   const factory::Address a = parsed("etcds://node-a:2379,node-b:2379", 29500);
   CHECK_FALSE(a.needs_port());
   CHECK_FALSE(a.server());
-  CHECK(a.runs_reachability_test());  // rank 0 puts the plans and the verdict in etcd
   CHECK(a.route_host() == "node-a");  // the first endpoint stands for all
   CHECK(a.where() == "etcds://node-a:2379,node-b:2379");
   CHECK(a.text() == "etcds://node-a:2379,node-b:2379");
@@ -153,50 +150,45 @@ TEST_CASE("factory address: each malformed address in words") {
 namespace {
 
 cc::Status etcd_options(const std::string& text, const FakeEnv& env,
-                        cc::rv::etcd::BackendOptions* out,
-                        std::chrono::milliseconds window = std::chrono::milliseconds(0)) {
+                        cc::rv::etcd::ElectionOptions* out) {
   factory::Address address;
   if (cc::Status s = factory::parse_address(text, &address); !s.ok()) return s;
   factory::Options o;
   o.job_id = "job-7";
   o.connect_timeout = std::chrono::milliseconds(1234);
   o.request_timeout = std::chrono::milliseconds(567);
-  o.heartbeat_window = window;
+  o.lease = std::chrono::milliseconds(3000);
   o.getenv = env.getenv();
   return factory::etcd_options(address, o, out);
 }
 
 }  // namespace
 
-TEST_CASE("factory etcd options: the job, deadlines, membership and CC_ETCD_* settings") {
+TEST_CASE("factory etcd options: the endpoints, deadlines, lease and CC_ETCD_* settings") {
   FakeEnv env{{{"CC_ETCD_AUTH_FILE", "/secrets/etcd-user"}, {"CC_ETCD_PREFIX", "team-a/cc"}}};
-  cc::rv::etcd::BackendOptions o;
+  cc::rv::etcd::ElectionOptions o;
   const cc::Status s = etcd_options("etcd://127.0.0.1:2379", env, &o);
   INFO(s.message);
   REQUIRE(s.ok());
-  CHECK(o.address == "etcd://127.0.0.1:2379");
-  CHECK(o.job_id == "job-7");
-  CHECK(o.connect_timeout.count() == 1234);
+  CHECK(o.client.address.text() == "etcd://127.0.0.1:2379");
   CHECK(o.request_timeout.count() == 567);
-  CHECK(o.auth_file == "/secrets/etcd-user");
+  CHECK(o.lease.count() == 3000);
+  CHECK(o.client.auth_file == "/secrets/etcd-user");
   CHECK(o.prefix == "team-a/cc");
-  CHECK(o.ca_file.empty());
-  CHECK_FALSE(o.member);  // a store takes no membership lease
+  CHECK(o.client.ca_file.empty());
 
-  // A rank that will join: its lease's TTL is its heartbeat window.
-  REQUIRE(etcd_options("etcd://h:1", FakeEnv{}, &o, std::chrono::milliseconds(3000)).ok());
-  CHECK(o.member);
-  CHECK(o.heartbeat_window.count() == 3000);
+  REQUIRE(etcd_options("etcd://h:1", FakeEnv{}, &o).ok());
   CHECK(o.prefix == "cc");
-  CHECK(o.auth_file.empty());
+  CHECK(o.client.auth_file.empty());
 
   FakeEnv tls{{{"CC_ETCD_CA_FILE", "/ca.pem"},
                {"CC_ETCD_CERT_FILE", "/c.pem"},
                {"CC_ETCD_KEY_FILE", "/k.pem"}}};
   REQUIRE(etcd_options("etcds://h:1", tls, &o).ok());
-  CHECK(o.ca_file == "/ca.pem");
-  CHECK(o.cert_file == "/c.pem");
-  CHECK(o.key_file == "/k.pem");
+  CHECK(o.client.ca_file == "/ca.pem");
+  CHECK(o.client.cert_file == "/c.pem");
+  CHECK(o.client.key_file == "/k.pem");
+  CHECK(o.client.address.tls);
   cc::Status plain = etcd_options("etcd://h:1", tls, &o);
   CHECK(plain.code == CC_ERR_INVALID_ARGUMENT);
   CHECK(plain.message ==

@@ -12,7 +12,6 @@
 #include <asio/io_context.hpp>
 
 #include "rendezvous/agent/node_agent.hpp"
-#include "rendezvous/factory/node_agent.hpp"
 #include "rendezvous/server.hpp"
 #include "tools/cc-rendezvous-bench/start_pair.hpp"
 
@@ -21,32 +20,19 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A node agent for one job, as cc-run runs one: cc's server's on its own io
-// thread, or etcd's (its own threads).
+// A node agent for one job, as cc-run runs one, on its own io thread.
 class AgentForJob {
  public:
-  bool start(const std::string& job, const cc::rv::factory::Address& etcd, int server_port) {
-    cc::Status s;
-    if (server_port == 0) {
-      cc::rv::factory::Options f;
-      f.job_id = job;
-      f.connect_timeout = milliseconds(20000);
-      f.heartbeat_window = milliseconds(5000);
-      s = cc::rv::factory::start_etcd_node_agent(etcd, f, "pair-a",
-                                                 static_cast<uint32_t>(::getpid()), &agent_);
-    } else {
-      cc::rv::agent::NodeAgentOptions a;
-      a.agent.job_id = job;
-      a.agent.host = "pair-a";
-      a.agent.pid = static_cast<uint32_t>(::getpid());
-      a.agent.upstream = "127.0.0.1:" + std::to_string(server_port);
-      a.server_host = "127.0.0.1";
-      a.server_port = server_port;
-      std::unique_ptr<cc::rv::agent::NodeAgent> ours;
-      s = cc::rv::agent::NodeAgent::start(io_, a, &ours);
-      agent_ = std::move(ours);
-      if (s.ok()) thread_ = std::thread([this] { io_.run(); });
-    }
+  bool start(const std::string& job, int server_port) {
+    cc::rv::agent::NodeAgentOptions a;
+    a.agent.job_id = job;
+    a.agent.host = "pair-a";
+    a.agent.pid = static_cast<uint32_t>(::getpid());
+    a.agent.upstream = "127.0.0.1:" + std::to_string(server_port);
+    a.server_host = "127.0.0.1";
+    a.server_port = server_port;
+    const cc::Status s = cc::rv::agent::NodeAgent::start(io_, a, &agent_);
+    if (s.ok()) thread_ = std::thread([this] { io_.run(); });
     if (!s.ok()) std::printf("the node agent did not start: %s\n", s.message.c_str());
     return s.ok();
   }
@@ -59,31 +45,21 @@ class AgentForJob {
 
  private:
   asio::io_context io_;
-  std::unique_ptr<cc::rv::NodeAgentHandle> agent_;
+  std::unique_ptr<cc::rv::agent::NodeAgent> agent_;
   std::thread thread_;
 };
 
 }  // namespace
 
-bool run_agent_pair(int rounds, const std::string& etcd_address) {
-  cc::rv::factory::Address etcd;
+bool run_agent_pair(int rounds) {
   std::unique_ptr<cc::rv::Server> server;
-  int port = 0;
-  if (!etcd_address.empty()) {
-    if (cc::Status s = cc::rv::factory::parse_address(etcd_address, 0, &etcd);
-        !s.ok() || etcd.server()) {
-      std::printf("--addr: not an etcd cluster: %s\n", etcd_address.c_str());
-      return false;
-    }
-  } else {
-    cc::rv::ServerOptions options;
-    options.bind_addr = "127.0.0.1";
-    if (cc::Status s = cc::rv::Server::start(options, &server); !s.ok()) {
-      std::printf("the server did not start: %s\n", s.message.c_str());
-      return false;
-    }
-    port = server->port();
+  cc::rv::ServerOptions options;
+  options.bind_addr = "127.0.0.1";
+  if (cc::Status s = cc::rv::Server::start(options, &server); !s.ok()) {
+    std::printf("the server did not start: %s\n", s.message.c_str());
+    return false;
   }
+  const int port = server->port();
   // Each run's jobs are its own (an etcd cluster keeps a job's keys).
   const std::string run = std::to_string(::getpid()) + "-";
   std::vector<double> direct, through;
@@ -92,14 +68,13 @@ bool run_agent_pair(int rounds, const std::string& etcd_address) {
     PairSetup straight;
     straight.one_host = true;
     straight.server_port = port;
-    if (!server) straight.address = etcd_address;  // the cluster: no rank hosts it
     straight.job_prefix = "direct-" + run;
     double ms = 0;
     if (!start_two(straight, i, &ms)) return false;
     direct.push_back(ms);
 
     AgentForJob agent;
-    if (!agent.start("agent-" + run + std::to_string(i), etcd, port)) return false;
+    if (!agent.start("agent-" + run + std::to_string(i), port)) return false;
     PairSetup via = straight;
     via.job_prefix = "agent-" + run;
     via.agent_socket = agent.socket();
@@ -108,11 +83,10 @@ bool run_agent_pair(int rounds, const std::string& etcd_address) {
   }
   const double m_direct = median(direct), m_agent = median(through);
   std::printf(
-      "start of 2 ranks of one host against %s, median of %d: %.2f ms straight to it, %.2f ms "
-      "through a node agent: the agent adds %.2f ms\n",
-      server ? "a running cc server" : etcd_address.c_str(), rounds, m_direct, m_agent,
-      m_agent - m_direct);
-  if (server) server->stop();
+      "start of 2 ranks of one host against a running cc server, median of %d: %.2f ms straight "
+      "to it, %.2f ms through a node agent: the agent adds %.2f ms\n",
+      rounds, m_direct, m_agent, m_agent - m_direct);
+  server->stop();
   return true;
 }
 

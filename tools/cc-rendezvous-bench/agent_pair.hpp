@@ -1,11 +1,9 @@
 // What cc-run's node agent adds to a communicator's start: 2 ranks of one
 // host (threads running cc_comm_init's path without NCCL, lib/comm/startup)
-// against a rendezvous already running: cc's server started here, as cc-run
-// hosts it, or the etcd cluster `etcd_address` names (etcd://...). Each
-// round once straight to the rendezvous and once through a node agent
-// started for the round's job (the real agent: rendezvous/agent's for cc's
-// server, the etcd plugin's for etcd), as cc-run starts one before its
-// ranks. Prints both medians and their difference. NCCL's part of an init
+// against cc's server started here, as cc-run hosts it (with an etcd
+// address too, the elected host runs the same server). Each round once
+// straight to the server and once through a node agent started for the
+// round's job, as cc-run starts one before its ranks. Prints both medians and their difference. NCCL's part of an init
 // is the same either way: the agent only carries the rendezvous's messages.
 // False when a start failed.
 #pragma once
@@ -14,6 +12,6 @@
 
 namespace cc_bench {
 
-bool run_agent_pair(int rounds, const std::string& etcd_address);
+bool run_agent_pair(int rounds);
 
 }  // namespace cc_bench

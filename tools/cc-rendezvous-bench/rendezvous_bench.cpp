@@ -546,7 +546,7 @@ int main(int argc, char** argv) {
     return *exit_status;
   if (pair_rounds > 0) return cc_bench::run_start_pair(pair_rounds) ? 0 : 1;
   if (agent_pair_rounds > 0)
-    return cc_bench::run_agent_pair(agent_pair_rounds, addr.rfind("etcd", 0) == 0 ? addr : "") ? 0
+    return cc_bench::run_agent_pair(agent_pair_rounds) ? 0
                                                                                                 : 1;
   if (agent_nodes > 0) {
     raise_fd_limit();

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "common/token_file.hpp"
 #include "rendezvous/server.hpp"
 #include "rendezvous/server_metrics.hpp"
+#include "tools/cc-rendezvous/elected_daemon.hpp"
 #include "tools/cc-rendezvous/metrics_http.hpp"
 #include "tools/cc-rendezvous/status_command.hpp"
 #include "tools/cli/cli.hpp"
@@ -46,7 +48,12 @@ constexpr const char* kFooter =
     "\n"
     "SIGINT or SIGTERM stops the daemon: waiting clients get an error, members\n"
     "are told the server is stopping. SIGHUP rereads the token file: new\n"
-    "connections must prove the new token, connected jobs keep running.";
+    "connections must prove the new token, connected jobs keep running.\n"
+    "\n"
+    "With --etcd, run two or three daemons: etcd elects one to serve, the others\n"
+    "stand by. The leader keeps every store write in etcd before it answers, so\n"
+    "when it dies the next one takes over within the lease with nothing lost,\n"
+    "and clients reconnect to it and resume.";
 
 int usage_error(const std::string& words) {
   std::fprintf(stderr, "cc-rendezvous: %s (see --help)\n", words.c_str());
@@ -80,7 +87,8 @@ std::atomic<uint64_t> token_reload_failures{0};
 // SIGHUP: the token file again. A file that cannot be read, or a server
 // that does not take the token within 5 s, keeps the old token (and says
 // so); a server without a token file has nothing to reread.
-void reload_token(cc::rv::Server& server, const std::string& token_file) {
+void reload_token(const std::function<bool(const std::string&)>& set_token,
+                  const std::string& token_file) {
   if (token_file.empty()) {
     cc::log().warn(
         "SIGHUP: the daemon was started without --token-file, so there is no token "
@@ -93,7 +101,7 @@ void reload_token(cc::rv::Server& server, const std::string& token_file) {
     cc::log().error("SIGHUP: {}; the old token stays in force", read.message);
     return;
   }
-  if (!server.set_token(token, std::chrono::seconds(5))) {
+  if (!set_token(token)) {
     ++token_reload_failures;
     cc::log().error(
         "SIGHUP: the server's thread did not take the new token within 5 s (is it overloaded?); "
@@ -107,8 +115,12 @@ void reload_token(cc::rv::Server& server, const std::string& token_file) {
       token_file);
 }
 
-std::optional<std::string> render_metrics(cc::rv::Server& server) {
-  std::optional<cc::rv::ServerMetrics> m = server.metrics(std::chrono::seconds(2));
+std::optional<std::string> render_metrics(cc::rv::Server* server) {
+  if (server == nullptr)  // a daemon standing by for etcd's election
+    return cc::rv::prometheus_metric("cc_rendezvous_leader", "gauge",
+                                     "1 while this daemon serves (leads), 0 while it stands by.",
+                                     0);
+  std::optional<cc::rv::ServerMetrics> m = server->metrics(std::chrono::seconds(2));
   if (!m) return std::nullopt;
   return cc::rv::prometheus_text(*m) +
          cc::rv::prometheus_metric("cc_rendezvous_token_reloads_total", "counter",
@@ -129,6 +141,7 @@ int main(int argc, char** argv) {
   options.port = 29500;
   std::string token_file;
   std::optional<cc::daemon::MetricsEndpoint> metrics;
+  cc::daemon::ElectedOptions elected;
   std::string level = std::getenv("CC_LOG_LEVEL") ? std::getenv("CC_LOG_LEVEL") : "info";
   bool version = false;
 
@@ -153,6 +166,27 @@ int main(int argc, char** argv) {
                  "require clients to prove they know the token in\n"
                  "FILE (CC_RENDEZVOUS_TOKEN on the ranks)")
       ->option_text("FILE");
+  add_value(app, "--etcd", "URL",
+            "serve only while etcd's election says this daemon\n"
+            "leads (etcd://host:port[,...], etcds:// for TLS;\n"
+            "CC_ETCD_* for auth, CA and key prefix); the store\n"
+            "is kept in etcd",
+            [&](const std::string& v) {
+              if (v.empty()) cc::cli::reject("--etcd needs an etcd://host:port address");
+              elected.etcd = v;
+            });
+  add_value(app, "--advertise", "HOST:PORT",
+            "with --etcd: the address clients dial (default:\n"
+            "this host's address toward etcd, and --port)",
+            [&](const std::string& v) {
+              if (v.find(':') == std::string::npos)
+                cc::cli::reject("--advertise needs HOST:PORT");
+              elected.advertise = v;
+            });
+  add_duration(app, "--lease", &elected.lease,
+               "--lease needs a duration such as 5s or 2s",
+               "with --etcd: the leader's lease; a leader that\n"
+               "vanished is replaced within it (default 5s)");
   add_value(app, "--metrics", "[ADDR:]PORT",
             "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
             "(PORT alone: 127.0.0.1, loopback only; no token)",
@@ -236,26 +270,47 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::unique_ptr<cc::rv::Server> server;
-  cc::Status st = cc::rv::Server::start(options, &server);
+  // A plain daemon serves from the start; with --etcd, while it leads.
+  std::shared_ptr<cc::rv::Server> plain;
+  std::unique_ptr<cc::daemon::ElectedDaemon> candidate;
+  cc::Status st;
+  if (elected.etcd.empty()) {
+    std::unique_ptr<cc::rv::Server> started;
+    st = cc::rv::Server::start(options, &started);
+    plain = std::move(started);
+  } else {
+    st = cc::daemon::ElectedDaemon::start(elected, options, &candidate);
+  }
   if (!st.ok()) {
     std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());
     return 1;
   }
+  const auto serving = [&]() { return candidate ? candidate->server() : plain; };
+  const auto set_token = [&](const std::string& token) {
+    return candidate ? candidate->set_token(token, std::chrono::seconds(5))
+                     : plain->set_token(token, std::chrono::seconds(5));
+  };
+  const auto stop = [&] {
+    if (candidate) candidate->stop();
+    if (plain) plain->stop();
+  };
   std::unique_ptr<cc::daemon::MetricsServer> metrics_server;
   if (metrics) {
-    cc::rv::Server& served = *server;
     st = cc::daemon::MetricsServer::start(
-        *metrics, [&served] { return render_metrics(served); }, &metrics_server);
+        *metrics, [&serving] { return render_metrics(serving().get()); }, &metrics_server);
     if (!st.ok()) {
       std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());
-      server->stop();
+      stop();
       return 1;
     }
     cc::log().info("metrics on http://{}/metrics", metrics_server->where());
   }
-  cc::log().info("cc-rendezvous {} ready on port {} (pid {})", CC_VERSION_STRING, server->port(),
-                 getpid());
+  if (plain)
+    cc::log().info("cc-rendezvous {} ready on port {} (pid {})", CC_VERSION_STRING, plain->port(),
+                   getpid());
+  else
+    cc::log().info("cc-rendezvous {} campaigning in {} for port {} (pid {})", CC_VERSION_STRING,
+                   elected.etcd, options.port, getpid());
   if (options.job_ttl.count() > 0)
     cc::log().info("a job's keys are kept for {} ms after its last connection (--job-ttl)",
                    options.job_ttl.count());
@@ -266,14 +321,14 @@ int main(int argc, char** argv) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      reload_token(*server, token_file);
+      reload_token(set_token, token_file);
       continue;
     }
     cc::log().info("received {}, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     break;
   }
   if (metrics_server) metrics_server->stop();
-  server->stop();
+  stop();
   cc::log().flush();
   return 0;
 }

@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
   Supervisor supervisor(o, restart);  // watches the signals from here on
   // After the supervisor, so that it goes first on every return: it runs on
   // the supervisor's io_context.
-  std::unique_ptr<cc::rv::NodeAgentHandle> agent;
+  std::shared_ptr<cc::rv::factory::ElectedServer> elected;  // outlives the agent
+  std::unique_ptr<cc::rv::agent::NodeAgent> agent;
   raise_fd_limit(static_cast<rlim_t>(o.nproc) * 3 + 256);
 
   if (cc::Status s = start_hosted_server(o, cfg, &server); !s.ok()) {
@@ -93,7 +94,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (server) port = server->port();
-  if (cc::Status s = start_node_agent(o, cfg, supervisor.io(), addr, port, job_id, &agent);
+  if (cc::Status s = start_node_agent(o, cfg, supervisor.io(), addr, port, job_id, &agent,
+                                          &elected);
       !s.ok()) {
     std::fprintf(stderr, "cc-run: cannot start the node agent: %s\n", s.message.c_str());
     return 1;

@@ -10,26 +10,10 @@
 #include <optional>
 
 #include "lib/launch/host_name.hpp"
-#include "rendezvous/factory/node_agent.hpp"
+#include "rendezvous/factory/elected.hpp"
 
 namespace cc_run {
 
-namespace {
-
-cc::Status start_etcd_agent(const Options& o, const cc::launch::ResolvedConfig& config,
-                            const std::string& job_id,
-                            std::unique_ptr<cc::rv::NodeAgentHandle>* out) {
-  cc::rv::factory::Options f;
-  f.job_id = job_id;
-  f.connect_timeout =
-      std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
-  f.heartbeat_window = std::chrono::milliseconds(static_cast<int64_t>(config.heartbeat_ms) *
-                                                 config.heartbeat_misses);
-  return cc::rv::factory::start_etcd_node_agent(o.rendezvous, f, cc::launch::host_name(),
-                                                static_cast<uint32_t>(::getpid()), out);
-}
-
-}  // namespace
 
 std::string exit_words(int status) {
   if (WIFSIGNALED(status)) {
@@ -44,12 +28,30 @@ std::string exit_words(int status) {
 cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& config,
                             asio::io_context& io, const std::string& addr, int port,
                             const std::string& job_id,
-                            std::unique_ptr<cc::rv::NodeAgentHandle>* out) {
+                            std::unique_ptr<cc::rv::agent::NodeAgent>* out,
+                            std::shared_ptr<cc::rv::factory::ElectedServer>* elected) {
   if (!o.agent) return cc::Status::success();
-  const std::optional<cc::rv::factory::ServerAt>& server = o.rendezvous.server();
-  if (!server) return start_etcd_agent(o, config, job_id, out);
-  const std::string host = o.master_addr.empty() ? addr : server->host;
-  const int server_port = o.rendezvous.needs_port() ? port : server->port;
+  const auto connect_timeout =
+      std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
+  std::string host;
+  int server_port = 0;
+  if (const std::optional<cc::rv::factory::ServerAt>& server = o.rendezvous.server()) {
+    host = o.master_addr.empty() ? addr : server->host;
+    server_port = o.rendezvous.needs_port() ? port : server->port;
+  } else {
+    // An etcd cluster: the agent is a candidate to host the job's server,
+    // and reaches whoever leads.
+    cc::rv::factory::Options f;
+    f.job_id = job_id;
+    f.token = config.token;
+    f.connect_timeout = connect_timeout;
+    if (cc::Status s = cc::rv::factory::ElectedServer::open(o.rendezvous, f, elected); !s.ok())
+      return s;
+    if (cc::Status s = (*elected)->locate(std::chrono::steady_clock::now() + connect_timeout,
+                                          &host, &server_port);
+        !s.ok())
+      return s;
+  }
   cc::rv::agent::NodeAgentOptions a;
   a.agent.job_id = job_id;
   a.agent.token = config.token;
@@ -61,8 +63,7 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
                                                        config.heartbeat_misses);
   a.server_host = host;
   a.server_port = server_port;
-  a.connect_timeout =
-      std::chrono::milliseconds(o.timeout_ms > 0 ? o.timeout_ms : config.timeout_ms);
+  a.connect_timeout = connect_timeout;
   std::unique_ptr<cc::rv::agent::NodeAgent> agent;
   if (cc::Status s = cc::rv::agent::NodeAgent::start(io, a, &agent); !s.ok()) return s;
   *out = std::move(agent);
