@@ -684,7 +684,10 @@ Status connect_frame_client(const FrameClientOptions& given, std::unique_ptr<Cli
         !s.ok())
       return s;
   }
-  const std::string endpoint = make_endpoint(options.addr, options.port);
+  const std::string endpoint =
+      options.name.empty() ? make_endpoint(options.addr, options.port)
+                           : options.name + " (its server at " +
+                                 make_endpoint(options.addr, options.port) + ")";
   if (Status s = check_job_id(options.job_id, "the job id"); !s.ok()) return s;
   if (options.addr.empty()) {
     return make_status(CC_ERR_INVALID_ARGUMENT,

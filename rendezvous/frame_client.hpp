@@ -40,6 +40,9 @@ struct FrameClientOptions {
   std::function<Status(std::chrono::steady_clock::time_point deadline, std::string* host,
                        int* port)>
       locate;
+  // How messages name the rendezvous when it is not addr:port (the etcd
+  // address the server was located by).
+  std::string name;
 };
 
 // Connects over TCP with retries and backoff until connect_timeout, then

@@ -29,6 +29,7 @@ Status connect_client(const Address& address, const Options& options,
   // An etcd cluster: cc's server is where its election put it (or here).
   std::shared_ptr<ElectedServer> elected;
   if (Status s = ElectedServer::open(address, options, &elected); !s.ok()) return s;
+  o.name = address.text();
   o.locate = [elected](std::chrono::steady_clock::time_point deadline, std::string* host,
                        int* port) { return elected->locate(deadline, host, port); };
   return connect_frame_client(o, out);

@@ -42,7 +42,7 @@ struct Daemon {
 // one leads.
 std::vector<Daemon> start_daemons(const cc::test::EtcdCluster& cluster, const std::string& prefix,
                                   int n) {
-  const char* program = std::getenv("CC_RENDEZVOUS");
+  const char* program = std::getenv("RENDEZVOUS_PROGRAM");
   REQUIRE(program != nullptr);
   std::vector<Daemon> out;
   for (int i = 0; i < n; ++i) {

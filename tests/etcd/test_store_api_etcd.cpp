@@ -229,7 +229,8 @@ TEST_CASE("cc-doctor with an etcd MASTER_ADDR says whether etcd answers") {
   };
   const std::string address = shared_cluster().address();
   CHECK_THAT(run(address),
-             Catch::Contains("the rendezvous at " + address + " answers (job 'default')"));
+             Catch::Contains("the rendezvous at " + address + " answers (job 'default'): nobody "
+                             "serves job 'default' yet"));
   // A member started and killed: nothing listens on its port.
   auto gone = start_cluster();
   const std::string dead = gone->address();

@@ -7,6 +7,7 @@
 #include "common/settings.hpp"
 #include "lib/launch/netif.hpp"
 #include "rendezvous/factory/connect.hpp"
+#include "rendezvous/factory/elected.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::doctor {
@@ -103,23 +104,37 @@ void check_probe(Report* r, const Options& o, const rv::factory::ServerAt& serve
   r->add("rendezvous", Level::error, where + joint + p.detail, fix);
 }
 
-// Any other rendezvous (an etcd cluster): connects as a store of the job
-// would (auth, TLS and the plugin included) and says whether it answered.
+// An etcd cluster: reaches it as a job's process would (auth, TLS and the
+// plugin included) and says who serves the job, without campaigning.
 void check_store(Report* r, const Options& o, const rv::factory::Address& address) {
   rv::factory::Options options;
   options.job_id = o.job_id;
   options.client = "cc-doctor";
   options.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
   options.request_timeout = std::chrono::milliseconds(o.timeout_ms);
-  std::unique_ptr<rv::Store> store;
-  if (Status s = rv::factory::connect_store(address, options, &store); !s.ok()) {
-    r->add("rendezvous", Level::error, s.message,
-           "start the rendezvous or mend the network to it, check the address and the "
-           "CC_ETCD_* settings (auth file, CA), and see 'etcdctl endpoint status --cluster'");
+  const std::string fix =
+      "start the rendezvous or mend the network to it, check the address and the CC_ETCD_* "
+      "settings (auth file, CA), and see 'etcdctl endpoint status --cluster'";
+  std::unique_ptr<rv::Election> election;
+  if (Status s = rv::factory::open_election(address, options, &election); !s.ok()) {
+    r->add("rendezvous", Level::error, "cannot use the rendezvous: " + s.message, fix);
     return;
   }
+  const auto deadline = std::chrono::steady_clock::now() + options.request_timeout;
+  std::string daemons, job;
+  Status s = election->leader("", deadline, &daemons);
+  if (s.ok() && daemons.empty()) s = election->leader(o.job_id, deadline, &job);
+  if (!s.ok()) {
+    r->add("rendezvous", Level::error, "cannot use the rendezvous: " + s.message, fix);
+    return;
+  }
+  const std::string who =
+      !daemons.empty() ? "the cc-rendezvous daemons' leader serves it at " + daemons
+      : !job.empty()   ? "job '" + o.job_id + "' hosts its server at " + job
+                       : "nobody serves job '" + o.job_id +
+                           "' yet: its first rank or cc-run will, or a cc-rendezvous --etcd";
   r->add("rendezvous", Level::info,
-         "the rendezvous at " + address.where() + " answers (job '" + o.job_id + "')");
+         "the rendezvous at " + address.where() + " answers (job '" + o.job_id + "'): " + who);
 }
 
 }  // namespace
