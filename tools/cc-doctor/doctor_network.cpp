@@ -9,7 +9,7 @@
 #include "rendezvous/factory/connect.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 namespace {
 
 bool looks_like_container_bridge(const std::string& name) {
@@ -164,4 +164,4 @@ void collect_network(Report* r, const Options& o) {
     check_store(r, o, address);
 }
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

@@ -16,7 +16,7 @@
 #include "rendezvous/server.hpp"
 #include "tools/cc-rendezvous-bench/start_pair.hpp"
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 namespace {
 
 using std::chrono::milliseconds;
@@ -116,4 +116,4 @@ bool run_agent_pair(int rounds, const std::string& etcd_address) {
   return true;
 }
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -12,8 +12,8 @@
 
 #include <string>
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 
 bool run_agent_pair(int rounds, const std::string& etcd_address);
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -28,9 +28,9 @@
 
 namespace {
 
-using cc::cli::add_duration;
-using cc::cli::add_size;
-using cc::cli::add_value;
+using cc::tools::cli::add_duration;
+using cc::tools::cli::add_size;
+using cc::tools::cli::add_value;
 
 constexpr const char* kAbout =
     "The cc rendezvous daemon: hands every rank of a job the NCCL id and its\n"
@@ -58,7 +58,7 @@ long long number(const std::string& text, long long min, long long max, const st
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || *end != '\0' || v < min || v > max) cc::cli::reject(words);
+  if (text.empty() || errno != 0 || *end != '\0' || v < min || v > max) cc::tools::cli::reject(words);
   return v;
 }
 
@@ -123,16 +123,16 @@ std::optional<std::string> render_metrics(cc::rv::Server& server) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "status") == 0)
-    return cc::daemon::status_command(argc - 1, argv + 1);
+    return cc::tools::rendezvous::status_command(argc - 1, argv + 1);
 
   cc::rv::ServerOptions options;
   options.port = 29500;
   std::string token_file;
-  std::optional<cc::daemon::MetricsEndpoint> metrics;
+  std::optional<cc::tools::rendezvous::MetricsEndpoint> metrics;
   std::string level = std::getenv("CC_LOG_LEVEL") ? std::getenv("CC_LOG_LEVEL") : "info";
   bool version = false;
 
-  cc::cli::CommandLine command_line(
+  cc::tools::cli::CommandLine command_line(
       "usage: cc-rendezvous [options]\n       cc-rendezvous status [options]", 28);
   CLI::App& app = command_line.app();
   app.description(kAbout);
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
             "address to listen on (default 0.0.0.0; :: for IPv6\n"
             "and IPv4, 127.0.0.1, ::1 or a host name)",
             [&](const std::string& v) {
-              if (v.empty()) cc::cli::reject("--bind needs an address");
+              if (v.empty()) cc::tools::cli::reject("--bind needs an address");
               options.bind_addr = v;
             });
   add_value(app, "--port", "PORT", "TCP port (default 29500; 0 = any free port)",
@@ -157,9 +157,9 @@ int main(int argc, char** argv) {
             "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
             "(PORT alone: 127.0.0.1, loopback only; no token)",
             [&](const std::string& v) {
-              cc::daemon::MetricsEndpoint ep;
+              cc::tools::rendezvous::MetricsEndpoint ep;
               std::string error;
-              if (!cc::daemon::parse_metrics_endpoint(v, &ep, &error)) cc::cli::reject(error);
+              if (!cc::tools::rendezvous::parse_metrics_endpoint(v, &ep, &error)) cc::tools::cli::reject(error);
               metrics = ep;
             });
   app.add_option("--log-level", level, "trace, debug, info (default), warn, error, off")
@@ -242,10 +242,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());
     return 1;
   }
-  std::unique_ptr<cc::daemon::MetricsServer> metrics_server;
+  std::unique_ptr<cc::tools::rendezvous::MetricsServer> metrics_server;
   if (metrics) {
     cc::rv::Server& served = *server;
-    st = cc::daemon::MetricsServer::start(
+    st = cc::tools::rendezvous::MetricsServer::start(
         *metrics, [&served] { return render_metrics(served); }, &metrics_server);
     if (!st.ok()) {
       std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());

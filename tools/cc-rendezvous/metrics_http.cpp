@@ -25,7 +25,7 @@
 
 #include "common/unique_fd.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -344,4 +344,4 @@ Status MetricsServer::start(const MetricsEndpoint& at, Render render,
   }
 }
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

@@ -15,7 +15,7 @@
 
 #include "common/status.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 
 inline constexpr int kMaxMetricsConnections = 32;
 
@@ -48,4 +48,4 @@ class MetricsServer {
   virtual void stop() = 0;
 };
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

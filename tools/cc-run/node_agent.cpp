@@ -12,7 +12,7 @@
 #include "lib/launch/host_name.hpp"
 #include "rendezvous/factory/node_agent.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 
 namespace {
 
@@ -69,4 +69,4 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
   return cc::Status::success();
 }
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

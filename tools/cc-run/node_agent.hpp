@@ -13,7 +13,7 @@
 #include "rendezvous/agent/node_agent.hpp"
 #include "tools/cc-run/run_options.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 
 // Starts the agent on `io` for the rendezvous server the ranks are given
 // (addr, and port where the address takes it apart), or for the etcd
@@ -28,4 +28,4 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
                             const std::string& job_id,
                             std::unique_ptr<cc::rv::NodeAgentHandle>* out);
 
-}  // namespace cc_run
+}  // namespace cc::tools::run
