@@ -21,4 +21,8 @@ inline Status make_status(cc_result_t code, std::string message) {
   return Status{code, std::move(message)};
 }
 
+inline Status invalid_argument(std::string message) {
+  return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
+}
+
 }  // namespace cc

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Configures (once) and builds cc into BUILD (default: build). Arguments go
-# to `meson setup`. BUILD_TARGETS, when set, names the targets to build
+# to `meson setup`, after -Dunity_parts=true: a folder configured here is built
+# once rather than edited, so unity units (meson.build) save their CPU. BUILD_TARGETS, when set, names the targets to build
 # (meson target names, e.g. "cc cc-run allreduce"); else everything is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" ${CUDA_HOME:+-Dcudatoolkit=$CUDA_HOME} "$@"
+  meson setup "$build" -Dunity_parts=true ${CUDA_HOME:+-Dcudatoolkit=$CUDA_HOME} "$@"
 fi
 if [ -z "${BUILD_TARGETS:-}" ]; then
   ninja -C "$build"

@@ -9,7 +9,12 @@ is one:
 - a backend's folder is included only by itself and the factory
   (BACKENDS): nothing else may ask which backend it has;
 - a program in tools/ includes no test and no other program's folder (only
-  its own and tools/cli/), and compiles only its own folder's sources.
+  its own and tools/cli/), and compiles only its own folder's sources;
+- namespaces follow folders: a file in tools/<folder>/ opens only
+  cc::tools::<folder> (its "cc-" dropped, dashes as underscores:
+  tools/cc-rendezvous-bench/ is cc::tools::rendezvous_bench), a file in
+  lib/<folder>/ only cc::<folder>, a file in common/ only cc, each with
+  namespaces of its own inside (cc::comm::args, cc::settings).
 
     scripts/check-layers.py [REPO_ROOT]
 """
@@ -60,6 +65,8 @@ TOP = ["tools", "tests", "examples"]
 SHARED = "tools/cli/"
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# A named namespace opened on a line of its own ("namespace cc::comm {").
+NAMESPACE = re.compile(r"^\s*(?:inline\s+)?namespace\s+([A-Za-z_][\w:]*)\s*\{\s*(?://.*)?$", re.M)
 SOURCE = re.compile(r"'([^']+\.(?:cpp|cu|c))'")
 
 
@@ -119,6 +126,29 @@ def check_layer_include(rel, include, bad):
                    f"(libcc may include only {', '.join(sorted(PLUGIN_SHARED))})")
 
 
+def folder_namespace(rel):
+    """The namespace a file's folder gives it, or None where none is asked."""
+    parts = rel.split("/")
+    if parts[0] == "tools" and len(parts) > 2:
+        name = parts[1][3:] if parts[1].startswith("cc-") else parts[1]
+        return "cc::tools::" + name.replace("-", "_")
+    if parts[0] == "lib" and len(parts) > 2:
+        return "cc::" + parts[1]
+    if parts[0] == "common":
+        return "cc"
+    return None
+
+
+def check_namespaces(rel, text, bad):
+    want = folder_namespace(rel)
+    if want is None:
+        return
+    for name in NAMESPACE.findall(text):
+        if name != want and not name.startswith(want + "::"):
+            bad.append(f"{rel}: namespace {name} in {rel.rsplit('/', 1)[0]}/, whose namespace "
+                       f"is {want} (open it as one name: namespace {want} {{)")
+
+
 def check_tool_sources(root, bad):
     """Each executable in tools/meson.build compiles only its own folder."""
     build = root / "tools" / "meson.build"
@@ -150,7 +180,9 @@ def main():
         if rel.startswith("include/"):  # public headers include their siblings, as installed
             continue
         top = rel.split("/")[0]
-        for include in INCLUDE.findall(file.read_text(errors="replace")):
+        text = file.read_text(errors="replace")
+        check_namespaces(rel, text, bad)
+        for include in INCLUDE.findall(text):
             if "/" not in include:
                 bad.append(f"{rel}: #include \"{include}\" does not name its folder")
             elif top == "tools":

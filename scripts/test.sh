@@ -9,12 +9,26 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh || exit 1
 build=${BUILD:-build}
 # A folder scripts/demo.sh configured on a machine without GPUs has no
-# kernels; the tests build them (and their one-GPU tests) as any build does.
+# kernels; the tests build them (and their one-GPU tests) for Ampere and
+# Hopper, as any build does. A folder it configured before the test packages
+# were installed is configured again, so that Catch2, cmake and mpirun are
+# found.
 if [ -f "$build/.demo-without-kernels" ]; then
   meson configure "$build" -Dfast_kernels=auto -Dkernel_archs=80,90 >/dev/null || exit 1
   rm -f "$build/.demo-without-kernels"
 fi
-scripts/build.sh || exit 1
+if [ -f "$build/.demo-setup" ]; then
+  meson setup --reconfigure "$build" >/dev/null || exit 1
+  rm -f "$build/.demo-setup"
+fi
+# A folder configured here on a machine with GPUs has the kernels compiled
+# for those GPUs alone, as scripts/demo.sh does: each architecture is
+# minutes of device compile on a small machine.
+setup=()
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  setup=(-Dkernel_archs=native)
+fi
+scripts/build.sh "${setup[@]}" || exit 1
 suites=${CC_TEST_SUITES:-unit rendezvous packaging etcd mpi netns gpu python}
 args=()
 for s in $suites; do args+=(--suite "$s"); done

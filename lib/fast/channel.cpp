@@ -30,11 +30,6 @@ namespace {
 // The kernels are built for sm_80 and newer.
 constexpr int kMinMajor = 8;
 
-std::string cuda_words(cudaError_t e) {
-  cudaGetLastError();
-  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
-
 }  // namespace
 
 bool locally_possible(int nranks, int device, std::string* why) {
@@ -78,7 +73,7 @@ Channel* prepare(int rank, int nranks, int device, const std::string& host, Peer
   }
   auto fail = [&](const char* what, cudaError_t e) {
     record->able = 0;
-    std::snprintf(record->why, sizeof record->why, "%s failed (%s)", what, cuda_words(e).c_str());
+    std::snprintf(record->why, sizeof record->why, "%s failed (%s)", what, cuda_error_text(e).c_str());
     destroy(ch);
     return nullptr;
   };
@@ -111,7 +106,7 @@ bool connect(Channel* ch, const std::vector<PeerRecord>& records, std::string* w
   cudaError_t e = cudaMemcpy(ch->state, &host, sizeof host, cudaMemcpyHostToDevice);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
   if (e != cudaSuccess) {
-    *why = "uploading the peer addresses failed (" + cuda_words(e) + ")";
+    *why = "uploading the peer addresses failed (" + cuda_error_text(e) + ")";
     return false;
   }
   return true;

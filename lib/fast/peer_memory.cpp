@@ -20,12 +20,12 @@ std::string text_of(const char (&src)[N]) {
   return std::string(src, strnlen(src, N));
 }
 
-std::string cuda_words(cudaError_t e) {
+}  // namespace
+
+std::string cuda_error_text(cudaError_t e) {
   cudaGetLastError();
   return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
-
-}  // namespace
 
 std::string boot_id() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -43,7 +43,7 @@ bool PeerMemory::allocate(size_t bytes, int rank, const std::string& host, PeerR
   copy_text(record->boot_id, boot_id());
   record->pid = static_cast<uint32_t>(getpid());
   auto fail = [&](const std::string& what, cudaError_t e) {
-    copy_text(record->why, what + " failed (" + cuda_words(e) + ")");
+    copy_text(record->why, what + " failed (" + cuda_error_text(e) + ")");
     release();
     return false;
   };
@@ -121,7 +121,7 @@ bool PeerMemory::open(const std::vector<PeerRecord>& records, int rank, std::str
       }
       const cudaError_t e = cudaDeviceEnablePeerAccess(peer_device, 0);
       if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
-        *why = "cudaDeviceEnablePeerAccess to " + who + "'s GPU failed (" + cuda_words(e) + ")";
+        *why = "cudaDeviceEnablePeerAccess to " + who + "'s GPU failed (" + cuda_error_text(e) + ")";
         return false;
       }
       cudaGetLastError();
@@ -132,7 +132,7 @@ bool PeerMemory::open(const std::vector<PeerRecord>& records, int rank, std::str
     const cudaError_t e = cudaIpcOpenMemHandle(&p, r.handle, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess) {
       *why = "cudaIpcOpenMemHandle of " + who + "'s buffer (GPU " + text_of(r.bus_id) +
-             ") failed (" + cuda_words(e) +
+             ") failed (" + cuda_error_text(e) +
              "): its GPU is not peer-reachable from this one, or the processes do not share "
              "an IPC namespace";
       return false;

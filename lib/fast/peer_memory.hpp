@@ -13,6 +13,9 @@
 
 namespace cc::fast {
 
+// "cudaErrorX: its description" for `e`; clears CUDA's last error.
+std::string cuda_error_text(cudaError_t e);
+
 inline constexpr uint32_t kRecordMagic = 0xcc0fa571u;
 inline constexpr uint32_t kRecordVersion = 1;
 

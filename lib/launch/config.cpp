@@ -11,10 +11,6 @@ namespace {
 
 using settings::Id;
 
-Status invalid(std::string message) {
-  return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
-}
-
 // True when the caller's struct (of config->size bytes) has the field that
 // ends at `end` bytes: an older header simply lacks the later fields.
 bool has_field(const cc_config_t* config, size_t end) {
@@ -31,7 +27,7 @@ Status resolve_int(const cc_config_t* config, size_t end, int cc_config_t::*fiel
   if (has_field(config, end) && config->*field != CC_CONFIG_UNDEF_INT) {
     const int v = config->*field;
     if (v < min) {
-      return invalid("config." + std::string(field_name) + "=" + std::to_string(v) +
+      return invalid_argument("config." + std::string(field_name) + "=" + std::to_string(v) +
                      " is out of range: use a value of at least " + std::to_string(min) +
                      " (or leave it undefined for the default)");
     }
@@ -50,12 +46,12 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
                       ResolvedConfig* out) {
   if (config != nullptr) {
     if (config->magic != CC_CONFIG_MAGIC) {
-      return invalid(
+      return invalid_argument(
           "config was not initialised with CC_CONFIG_INIT: declare it as "
           "'cc_config_t config = CC_CONFIG_INIT;' and then set the fields you need");
     }
     if (config->size < CC_FIELD_END(version) || config->size > (1u << 16)) {
-      return invalid("config has an impossible size " + std::to_string(config->size) +
+      return invalid_argument("config has an impossible size " + std::to_string(config->size) +
                      ": declare it as 'cc_config_t config = CC_CONFIG_INIT;'");
     }
   }
@@ -81,13 +77,13 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
 
   if (has_field(config, CC_FIELD_END(job_id)) && config->job_id != nullptr) {
     if (*config->job_id == '\0') {
-      return invalid("config.job_id is empty: use NULL for the default or a non-empty name");
+      return invalid_argument("config.job_id is empty: use NULL for the default or a non-empty name");
     }
     if (Status s = rv::check_job_id(config->job_id, "config.job_id"); !s.ok()) return s;
     r.job_id = config->job_id;
   } else if (const settings::Found job = settings::find(Id::job_id, getenv); job.var) {
     if (*job.value == '\0') {
-      return invalid(std::string(job.var) + "='' is empty: unset it or give the job a name");
+      return invalid_argument(std::string(job.var) + "='' is empty: unset it or give the job a name");
     }
     if (Status s = rv::check_job_id(job.value, job.var); !s.ok()) return s;
     r.job_id = job.value;
@@ -97,7 +93,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     r.token = config->token;  // "" = explicitly no token
   } else if (const settings::Found token = settings::find(Id::token, getenv); token.var) {
     if (*token.value == '\0') {
-      return invalid(std::string(token.var) +
+      return invalid_argument(std::string(token.var) +
                      "='' is empty: unset it or set it to the shared token");
     }
     r.token = token.value;
@@ -108,7 +104,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
   if (has_field(config, CC_FIELD_END(rendezvous)) && config->rendezvous != CC_CONFIG_UNDEF_INT) {
     if (config->rendezvous != CC_RENDEZVOUS_EMBEDDED &&
         config->rendezvous != CC_RENDEZVOUS_EXTERNAL) {
-      return invalid("config.rendezvous=" + std::to_string(config->rendezvous) +
+      return invalid_argument("config.rendezvous=" + std::to_string(config->rendezvous) +
                      " is neither CC_RENDEZVOUS_EMBEDDED nor CC_RENDEZVOUS_EXTERNAL");
     }
     r.rendezvous = config->rendezvous;
@@ -133,7 +129,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
       config->fast_allreduce != CC_CONFIG_UNDEF_INT) {
     if (config->fast_allreduce < CC_FAST_ALLREDUCE_OFF ||
         config->fast_allreduce > CC_FAST_ALLREDUCE_REQUIRE) {
-      return invalid("config.fast_allreduce=" + std::to_string(config->fast_allreduce) +
+      return invalid_argument("config.fast_allreduce=" + std::to_string(config->fast_allreduce) +
                      " is none of CC_FAST_ALLREDUCE_OFF, _AUTO and _REQUIRE");
     }
     r.fast_allreduce = config->fast_allreduce;
@@ -182,7 +178,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     // Processes sharing a GPU as separate hosts cannot map each other's
     // memory the way cc's kernels need.
     if (r.fast_allreduce == CC_FAST_ALLREDUCE_REQUIRE)
-      return invalid(std::string(shared_by.var) +
+      return invalid_argument(std::string(shared_by.var) +
                      " puts ranks on one GPU as separate hosts, where cc's all-reduce kernels "
                      "cannot run, but CC_FAST_ALLREDUCE=require (or config.fast_allreduce) "
                      "asks for them: drop one of the two");

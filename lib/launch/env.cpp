@@ -16,10 +16,6 @@ constexpr const char* kNoPort =
     "no rendezvous port in the environment: set MASTER_PORT (or CC_MASTER_PORT) to the TCP "
     "port rank 0 (or cc-rendezvous) listens on, e.g. 29500";
 
-Status invalid(std::string message) {
-  return make_status(CC_ERR_INVALID_ARGUMENT, std::move(message));
-}
-
 // A whole number the launch cannot do without, and the variable that held
 // it; `missing` is the error when no variable does.
 Status read_required(settings::Id id, const Getenv& getenv, const char* missing, int* value,
@@ -27,7 +23,7 @@ Status read_required(settings::Id id, const Getenv& getenv, const char* missing,
   long long v = 0;
   settings::Found found;
   if (Status s = settings::read_int(id, getenv, &v, &found); !s.ok()) return s;
-  if (found.var == nullptr) return invalid(missing);
+  if (found.var == nullptr) return invalid_argument(missing);
   *value = static_cast<int>(v);
   *var = found.var;
   return Status::success();
@@ -59,7 +55,7 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
     return s;
 
   if (info.rank >= info.world_size) {
-    return invalid("rank " + std::to_string(info.rank) + " (from " + info.rank_var +
+    return invalid_argument("rank " + std::to_string(info.rank) + " (from " + info.rank_var +
                    ") is not below the world size " + std::to_string(info.world_size) + " (from " +
                    info.world_size_var + "): ranks are numbered 0.." +
                    std::to_string(info.world_size - 1));
@@ -69,13 +65,13 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
 
   const settings::Found addr = settings::find(Id::master_addr, getenv);
   if (addr.var == nullptr) {
-    return invalid(
+    return invalid_argument(
         "no rendezvous address in the environment: set MASTER_ADDR (or CC_MASTER_ADDR) to the "
         "host name or IP address of rank 0 (or of the cc-rendezvous daemon), or to an etcd "
         "cluster as etcd://host:port[,host:port...]");
   }
   if (*addr.value == '\0') {
-    return invalid(std::string(addr.var) +
+    return invalid_argument(std::string(addr.var) +
                    "='' is empty: set it to the host name or IP address of rank 0 (or of the "
                    "cc-rendezvous daemon)");
   }
@@ -86,7 +82,7 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   // that carries its port (tcp://, etcd://) leaves MASTER_PORT unread.
   rv::factory::Address parsed;
   if (Status s = rv::factory::parse_address(info.master_addr, &parsed); !s.ok())
-    return invalid(info.addr_var + "=" + info.master_addr + ": " + s.message);
+    return invalid_argument(info.addr_var + "=" + info.master_addr + ": " + s.message);
   if (!parsed.needs_port()) {
     *out = std::move(info);
     return Status::success();

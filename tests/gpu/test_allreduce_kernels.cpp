@@ -185,19 +185,12 @@ const cc_datatype_t kTypes[] = {CC_INT8,   CC_UINT8,   CC_INT32,    CC_UINT32,  
                                 CC_UINT64, CC_FLOAT16, CC_BFLOAT16, CC_FLOAT32, CC_FLOAT64};
 const cc_redop_t kOps[] = {CC_SUM, CC_PROD, CC_MAX, CC_MIN, CC_AVG};
 
-// cc's kernels reduce between peers: a communicator of one rank has none
-// (its reductions are copies), so the cases about the kernels themselves
-// say so and pass.
-bool alone() {
-  if (world_size() >= 2) return false;
-  SUCCEED("one rank: cc's kernels need a peer");
-  return true;
-}
-
 }  // namespace
 
 // The kernels' own cases exist only where the kernels are built: elsewhere
-// they would pass having run nothing.
+// they would pass having run nothing. Those tagged [peers] need two ranks or
+// more (cc's kernels reduce between peers; on one rank a reduction is a
+// copy): gpu_main.cpp leaves them out of a run of one rank, and says so.
 #if CC_TEST_FAST_KERNELS
 TEST_CASE("cc's kernels: every type and op gives ncclAllReduce's bits", "[one-gpu-per-rank]") {
   Plain plain;
@@ -223,8 +216,7 @@ TEST_CASE("cc's kernels: every type and op gives ncclAllReduce's bits", "[one-gp
   }
 }
 
-TEST_CASE("cc's kernels: sizes around every edge, in place and unaligned", "[one-gpu-per-rank]") {
-  if (alone()) return;
+TEST_CASE("cc's kernels: sizes around every edge, in place and unaligned", "[one-gpu-per-rank][peers]") {
   Plain plain;
   const cc_datatype_t types[] = {CC_FLOAT32, CC_INT8, CC_BFLOAT16, CC_FLOAT64};
   const cc_redop_t ops[] = {CC_SUM, CC_MAX, CC_SUM, CC_AVG};
@@ -399,8 +391,7 @@ TEST_CASE("cc's kernels: captured in a CUDA graph, replays and direct calls inte
   }
 }
 
-TEST_CASE("config.fast_allreduce_plan: taken as given, capped to the kernels, checked", "[one-gpu-per-rank]") {
-  if (alone()) return;
+TEST_CASE("config.fast_allreduce_plan: taken as given, capped to the kernels, checked", "[one-gpu-per-rank][peers]") {
   if (CC_TEST_FAST_KERNELS) {
     struct Want {
       const char* given;
@@ -436,8 +427,7 @@ TEST_CASE("config.fast_allreduce_plan: taken as given, capped to the kernels, ch
   CHECK(cc_comm_allreduce_plan(world(), tiny, sizeof tiny) == CC_ERR_INVALID_ARGUMENT);
 }
 
-TEST_CASE("CC_FAST_ALLREDUCE_REQUIRE: made wherever the kernels can run, with any NCCL", "[one-gpu-per-rank]") {
-  if (alone()) return;
+TEST_CASE("CC_FAST_ALLREDUCE_REQUIRE: made wherever the kernels can run, with any NCCL", "[one-gpu-per-rank][peers]") {
   int version = 0;
   ncclGetVersion(&version);
   int device = 0, major = 0;
@@ -473,8 +463,7 @@ TEST_CASE("CC_FAST_ALLREDUCE_REQUIRE: made wherever the kernels can run, with an
 }
 
 TEST_CASE(
-    "CC_FAST_ALLREDUCE_REQUIRE on one rank, off on the others: every rank fails, saying why", "[one-gpu-per-rank]") {
-  if (alone()) return;
+    "CC_FAST_ALLREDUCE_REQUIRE on one rank, off on the others: every rank fails, saying why", "[one-gpu-per-rank][peers]") {
   cc_comm_t c = nullptr;
   const cc_result_t r = split_with(
       world_rank() == 0 ? CC_FAST_ALLREDUCE_REQUIRE : CC_FAST_ALLREDUCE_OFF, nullptr, &c);

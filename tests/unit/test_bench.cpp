@@ -20,7 +20,7 @@
 #include "tools/cc-bench/bench_plot.hpp"
 #include "tools/cc-bench/bench_report.hpp"
 
-using namespace ccbench;
+using namespace cc::tools::bench;
 
 namespace {
 

@@ -9,8 +9,8 @@
 
 #include "tools/cc-doctor/doctor_report.hpp"
 
-using cc::doctor::render_json;
-using cc::doctor::Report;
+using cc::tools::doctor::render_json;
+using cc::tools::doctor::Report;
 
 namespace {
 
@@ -62,7 +62,7 @@ TEST_CASE("cc-doctor's JSON has every field, in order, on one line", "[doctor]")
   r.cuda_runtime = 13000;
   r.cuda_driver = 12080;
   r.device_count = 2;
-  cc::doctor::Gpu g;
+  cc::tools::doctor::Gpu g;
   g.name = "NVIDIA H200";
   g.uuid = "GPU-0a1b";
   g.pci_bus_id = "0000:3b:00.0";
@@ -89,7 +89,7 @@ TEST_CASE("cc-doctor's JSON has every field, in order, on one line", "[doctor]")
   r.master_port_var = "MASTER_PORT";
   r.route_found = true;
   r.route = {"127.0.0.1", "127.0.0.1", "lo", 2};
-  r.probe.answer = cc::doctor::Answer::refused;
+  r.probe.answer = cc::tools::doctor::Answer::refused;
   r.probe.address = "127.0.0.1";
   r.probe.detail = "connection refused";
   r.probe.elapsed_ms = 3;
@@ -97,8 +97,8 @@ TEST_CASE("cc-doctor's JSON has every field, in order, on one line", "[doctor]")
   r.nofile_soft = 1024;
   r.nofile_hard = UINT64_MAX;
   r.env = {{"CC_JOB_ID", "j"}, {"NCCL_DEBUG", "WARN"}};
-  r.add("rendezvous", cc::doctor::Level::error, "nothing listens", "start it");
-  r.add("cuda", cc::doctor::Level::info, "no driver");
+  r.add("rendezvous", cc::tools::doctor::Level::error, "nothing listens", "start it");
+  r.add("cuda", cc::tools::doctor::Level::info, "no driver");
   CHECK_NOTHROW(nlohmann::json::parse(render_json(r)));
   CHECK(render_json(r) ==
         R"({"host":"node-1","cc":{"version":"0.1.0","code":100},"nccl":{"version":"2.28.9",)"

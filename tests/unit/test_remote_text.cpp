@@ -75,7 +75,7 @@ TEST_CASE("status text: names and reasons from the server cannot reach the termi
                        "the reason " + kHostile});
   r.jobs.push_back({"job-" + kHostile, 2, 0, 0, 0, {g}});
 
-  const std::string text = cc::daemon::status_text(r, "127.0.0.1:29500");
+  const std::string text = cc::tools::rendezvous::status_text(r, "127.0.0.1:29500");
   INFO(text);
   CHECK(first_control(text) == -1);
   CHECK_THAT(text, Catch::Contains("job 'job-" + kHostileShown + "'"));
@@ -84,7 +84,7 @@ TEST_CASE("status text: names and reasons from the server cannot reach the termi
   CHECK_THAT(text, Catch::Contains("cc-rendezvous " + kHostileShown));
 
   // The JSON view keeps the names as the server sent them.
-  const auto json = cc::daemon::status_json(r, "127.0.0.1:29500");
+  const auto json = cc::tools::rendezvous::status_json(r, "127.0.0.1:29500");
   CHECK(json["jobs"][0]["id"] == "job-" + kHostile);
   CHECK(json["jobs"][0]["communicators"][0]["members"][0]["host"] == kHostile);
 }

@@ -148,7 +148,7 @@ TEST_CASE("bounds: status stays within its budget with 300 joining generations o
   CHECK(gens.back().missing.empty());
   CHECK(listed * 4 <= rv::kStatusBudget / 4);  // the missing lists' share of the budget
 
-  const std::string text = cc::daemon::status_text(report, "127.0.0.1:29500");
+  const std::string text = cc::tools::rendezvous::status_text(report, "127.0.0.1:29500");
   CHECK_THAT(text, Catch::Contains("missing: ranks 1-4096 and 95903 more (99999 of 100000) not "
                                    "joined yet\n"));
   CHECK_THAT(text, Catch::Contains("missing: 99999 of 100000 ranks not joined yet (not listed: "

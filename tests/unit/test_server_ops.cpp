@@ -350,13 +350,13 @@ TEST_CASE("ops: what the store holds, its limits hit and the jobs that expire") 
   CHECK(r.jobs[0].expires_in_ms == 45000);
   CHECK(r.jobs[1].bytes == 60 + k);
   CHECK(r.jobs[1].expires_in_ms == 0);  // connected: not expiring
-  const std::string text = cc::daemon::status_text(r, "127.0.0.1:29500");
+  const std::string text = cc::tools::rendezvous::status_text(r, "127.0.0.1:29500");
   CHECK_THAT(text,
              Catch::Contains("; store " + n(120 + 3 * k) + " B of " + n(150 + 3 * k) + " B\n"));
   CHECK_THAT(text, Catch::Contains("job 'a': no connection; 2 keys (" + n(60 + 2 * k) +
                                    " B) kept 45 s more (job TTL)"));
   CHECK_THAT(text, Catch::Contains("job 'b': 1 connection, 1 key (" + n(60 + k) + " B)"));
-  const auto json = cc::daemon::status_json(r, "127.0.0.1:29500");
+  const auto json = cc::tools::rendezvous::status_json(r, "127.0.0.1:29500");
   CHECK(json["store_bytes"] == 120 + 3 * k);
   CHECK(json["jobs"][0]["expires_in_ms"] == 45000);
   CHECK(json["jobs"][1]["expires_in_ms"].is_null());
@@ -384,7 +384,7 @@ TEST_CASE("ops: what the store holds, its limits hit and the jobs that expire") 
 
   // Without a TTL a job is kept until deleted, and says so.
   r.jobs[0].expires_in_ms = 0;
-  CHECK_THAT(cc::daemon::status_text(r, "x"),
+  CHECK_THAT(cc::tools::rendezvous::status_text(r, "x"),
              Catch::Contains("job 'a': no connection; 2 keys (" + n(60 + 2 * k) +
                              " B) kept until deleted"));
 }
@@ -437,7 +437,7 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
       {0, rv::MemberState::joining, "gpu-a", 10, "10.0.0.1:1", "", 0, 0, 0, ""});
   r.jobs.push_back({"train", 4, 0, 0, 0, {g, joining}});
 
-  const auto late = cc::daemon::behind(r.jobs[0].comms[0]);
+  const auto late = cc::tools::rendezvous::behind(r.jobs[0].comms[0]);
   REQUIRE(late.size() == 2);
   CHECK(late[0].rank == 1);
   CHECK(late[0].why == "silent for 4.2 s");
@@ -448,20 +448,20 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
   rv::CommStatus pair{3, rv::JoinState::complete, 2, 2, "", {}, {}};
   pair.members.push_back({0, rv::MemberState::member, "gpu-a", 10, "", "", 9, 150, 5000, ""});
   pair.members.push_back({1, rv::MemberState::member, "gpu-b", 11, "", "", 9, 3000, 5000, ""});
-  const auto stopped = cc::daemon::behind(pair);
+  const auto stopped = cc::tools::rendezvous::behind(pair);
   REQUIRE(stopped.size() == 1);
   CHECK(stopped[0].rank == 1);
   CHECK(stopped[0].why == "silent for 3.0 s");
   pair.members[1].heartbeat_age_ms = 900;  // under kSilentMs: a heartbeat a little late
-  CHECK(cc::daemon::behind(pair).empty());
+  CHECK(cc::tools::rendezvous::behind(pair).empty());
 
-  const std::string text = cc::daemon::status_text(r, "127.0.0.1:29500");
+  const std::string text = cc::tools::rendezvous::status_text(r, "127.0.0.1:29500");
   CHECK_THAT(text, Catch::Contains("behind: rank 1 (host gpu-b, pid 11): silent for 4.2 s"));
   CHECK_THAT(text, Catch::Contains("failed: rank 3 (host gpu-d, pid 13) at 10.0.0.4:1: the client "
                                    "closed the connection"));
   CHECK_THAT(text, Catch::Contains("missing: ranks 1, 2 (2 of 3) not joined yet"));
 
-  const auto json = cc::daemon::status_json(r, "127.0.0.1:29500");
+  const auto json = cc::tools::rendezvous::status_json(r, "127.0.0.1:29500");
   const auto& m1 = json["jobs"][0]["communicators"][0]["members"][1];
   CHECK(m1["behind"] == "silent for 4.2 s");
   CHECK(m1["host"] == "gpu-b");

@@ -2,7 +2,7 @@
 
 #include <type_traits>
 
-namespace ccbench {
+namespace cc::tools::bench {
 namespace {
 
 cc_stream_t to_cc(cudaStream_t s) { return reinterpret_cast<cc_stream_t>(s); }
@@ -147,4 +147,4 @@ ncclResult_t enqueue_raw(const Call& c, ncclComm_t comm, cudaStream_t stream) {
   return ncclInternalError;
 }
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

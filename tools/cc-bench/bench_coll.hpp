@@ -9,7 +9,7 @@
 
 #include "tools/cc-bench/bench_data.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 
 // The buffers of one call, already offset for in-place runs.
 struct Call {
@@ -41,4 +41,4 @@ Call make_call(const Shape& s, bool in_place, void* buf_a, void* buf_b);
 cc_result_t enqueue_cc(const Call& c, cc_comm_t comm, cudaStream_t stream);
 ncclResult_t enqueue_raw(const Call& c, ncclComm_t comm, cudaStream_t stream);
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

@@ -8,7 +8,7 @@
 
 #include "common/datatypes.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 namespace {
 
 struct MiniFloat {
@@ -330,4 +330,4 @@ size_t count_wrong(const Shape& s, const uint8_t* recv) {
   });
 }
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

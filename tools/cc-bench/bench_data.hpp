@@ -9,7 +9,7 @@
 
 #include "tools/cc-bench/bench_options.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 
 // What one rank sees of one collective run, in elements of `dtype`.
 struct Shape {
@@ -41,4 +41,4 @@ size_t count_wrong(const Shape& s, const uint8_t* recv);
 void encode(cc_datatype_t t, double v, uint8_t* out);
 double decode(cc_datatype_t t, const uint8_t* in);
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

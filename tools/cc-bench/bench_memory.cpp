@@ -7,7 +7,7 @@
 #include "cc/cc.h"
 #include "lib/comm/nccl_symbol.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 namespace {
 
 // ncclCommWindowRegister/Deregister of the NCCL loaded (NCCL 2.27+), looked
@@ -101,4 +101,4 @@ void free_buffers(cc_comm_t comm, ncclComm_t raw, Buffers* b) {
   b->send = b->recv = nullptr;
 }
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

@@ -11,7 +11,7 @@
 
 #include "tools/cc-bench/bench_options.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 
 struct Buffers {
   void* send = nullptr;
@@ -34,4 +34,4 @@ Status allocate_buffers(const Options& opt, cc_comm_t comm, ncclComm_t raw, Buff
 // Deregisters (collective for windows: every rank calls it) and frees.
 void free_buffers(cc_comm_t comm, ncclComm_t raw, Buffers* bufs);
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

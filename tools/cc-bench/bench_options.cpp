@@ -10,7 +10,7 @@
 #include "common/units.hpp"
 #include "tools/cli/cli.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 namespace {
 
 struct Named {
@@ -117,12 +117,12 @@ constexpr const char* kFooter =
     "2(n-1)/n; allgather, reducescatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1).";
 
 // cc-bench's options, writing into `o` as CLI11 parses them.
-void add_options(cc::cli::CommandLine& command_line, Options* o) {
+void add_options(cc::tools::cli::CommandLine& command_line, Options* o) {
   CLI::App& app = command_line.app();
   app.footer(kFooter);
   // Rejects a value in cc-bench's words, the flag as typed: "-d float7: unknown datatype; ...".
   auto bad = [&command_line](const char* flag, const std::string& value, const std::string& what) {
-    cc::cli::reject(command_line.spelled(flag) + " " + value + ": " + what);
+    cc::tools::cli::reject(command_line.spelled(flag) + " " + value + ": " + what);
   };
   // An integer in [lo, hi]; `what` for anything else.
   auto integer = [bad](const char* flag, const std::string& value, long lo, long hi,
@@ -135,14 +135,14 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   auto add_integer = [&app, integer](const std::string& names, long lo, long hi, const char* what,
                                      int* target, const char* help) {
     const std::string flag = first_name(names);
-    return cc::cli::add_value(app, names, "N", help, [=](const std::string& v) {
+    return cc::tools::cli::add_value(app, names, "N", help, [=](const std::string& v) {
       *target = integer(flag.c_str(), v, lo, hi, what);
     });
   };
   // An option taking a size ("64K") into *target, SIZE in --help.
   auto add_size = [&app, bad](const std::string& names, size_t* target, const char* help) {
     const std::string flag = first_name(names);
-    cc::cli::add_value(app, names, "SIZE", help, [=](const std::string& v) {
+    cc::tools::cli::add_value(app, names, "SIZE", help, [=](const std::string& v) {
       uint64_t bytes = 0;
       if (!cc::parse_bytes(v, &bytes)) bad(flag.c_str(), v, "not a size (e.g. 8, 64K, 32M, 1G)");
       *target = bytes;
@@ -153,7 +153,7 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
                         const std::string& names, const Named(&table)[N], T* target,
                         const std::string& what, const char* help, const char* value_name) {
     const std::string flag = first_name(names);
-    cc::cli::add_value(app, names, value_name, help, [=, &table](const std::string& v) {
+    cc::tools::cli::add_value(app, names, value_name, help, [=, &table](const std::string& v) {
       int value = 0;
       if (!lookup(table, v, &value)) bad(flag.c_str(), v, what);
       *target = static_cast<T>(value);
@@ -191,7 +191,7 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   add_size("-b,--minbytes", &o->min_bytes,
            "smallest size (default 8); K, M, G suffixes (powers of 1024)");
   add_size("-e,--maxbytes", &o->max_bytes, "largest size (default 64M)");
-  cc::cli::add_value(app, "-f,--stepfactor", "F", "size multiplier between rows (default 2)",
+  cc::tools::cli::add_value(app, "-f,--stepfactor", "F", "size multiplier between rows (default 2)",
                      [o, bad](const std::string& v) {
                        char* end = nullptr;
                        o->factor = std::strtod(v.c_str(), &end);
@@ -215,7 +215,7 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
   add_integer("--small-iters", 1, 100000000, "iterations must be 1 or more", &o->small_iters,
               "timed iterations for sizes up to 64K (default: -n); their\n"
               "warm-up is at least N/10");
-  cc::cli::add_value(
+  cc::tools::cli::add_value(
       app, "-c,--check", "0|1", "check every result (default 1); #wrong counts bad elements",
       [o, integer](const std::string& v) { o->check = integer("-c", v, 0, 1, "use 0 or 1") == 1; });
   add_choice("-i,--inplace", kModes, &o->modes, "use 0 (out-of-place), 1 (in-place) or 2 (both)",
@@ -246,7 +246,7 @@ void add_options(cc::cli::CommandLine& command_line, Options* o) {
 
 std::string usage() {
   Options o;
-  cc::cli::CommandLine command_line(kUsage, 25);
+  cc::tools::cli::CommandLine command_line(kUsage, 25);
   add_options(command_line, &o);
   return command_line.help();
 }
@@ -274,9 +274,9 @@ bool parse_options(int argc, char** argv, Options* o, std::string* error) {
   error->clear();
   o->command = "cc-bench";
   for (int i = 1; i < argc; ++i) o->command += std::string(" ") + argv[i];
-  cc::cli::CommandLine command_line(kUsage, 25);
+  cc::tools::cli::CommandLine command_line(kUsage, 25);
   add_options(command_line, o);
-  const cc::cli::Parsed parsed = command_line.parse(argc, argv, "option");
+  const cc::tools::cli::Parsed parsed = command_line.parse(argc, argv, "option");
   if (!parsed.ok) {
     *error = parsed.error;  // empty for --help
     return false;
@@ -292,4 +292,4 @@ bool parse_options(int argc, char** argv, Options* o, std::string* error) {
   return true;
 }
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

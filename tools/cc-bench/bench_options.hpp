@@ -8,7 +8,7 @@
 
 #include "cc/cc.h"
 
-namespace ccbench {
+namespace cc::tools::bench {
 
 enum class Coll { allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv };
 enum class Modes { out_of_place, in_place, both };
@@ -48,4 +48,4 @@ const char* op_name(cc_redop_t op);       // "sum", ...
 const char* mem_name(Mem m);
 size_t dtype_size(cc_datatype_t t);
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

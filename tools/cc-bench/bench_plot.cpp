@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-namespace ccbench {
+namespace cc::tools::bench {
 namespace {
 
 constexpr double kWidth = 900, kPanelH = 280, kLeft = 80, kRight = 190, kTop = 50, kGap = 70;
@@ -184,4 +184,4 @@ bool write_plot(const std::string& path, const RunInfo& info, const CollResults&
   return true;
 }
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

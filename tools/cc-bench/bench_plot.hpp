@@ -6,7 +6,7 @@
 
 #include "tools/cc-bench/bench_report.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 
 // Writes the plot of one collective; false with the reason in `error`.
 bool write_plot(const std::string& path, const RunInfo& info, const CollResults& res,
@@ -16,4 +16,4 @@ bool write_plot(const std::string& path, const RunInfo& info, const CollResults&
 // collective, else "name-<collective>.svg" beside it.
 std::string plot_path(const std::string& path, Coll coll, bool several);
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

@@ -14,7 +14,7 @@
 #include "lib/fast/plan.hpp"
 #include "tools/cc-bench/bench_coll.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -348,4 +348,4 @@ bool write_json(const std::string& path, const RunInfo& info, const std::vector<
   return close_file(path, &file, error);
 }
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

@@ -9,7 +9,7 @@
 
 #include "tools/cc-bench/bench_options.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 
 // One timing of one (size, mode, implementation).
 struct Result {
@@ -84,4 +84,4 @@ bool write_json(const std::string& path, const RunInfo& info, const std::vector<
 // "8B", "64K", "32M", "1G" for a byte size.
 std::string short_size(double bytes);
 
-}  // namespace ccbench
+}  // namespace cc::tools::bench

@@ -32,7 +32,7 @@
 #include "tools/cc-bench/bench_plot.hpp"
 #include "tools/cc-bench/bench_report.hpp"
 
-namespace ccbench {
+namespace cc::tools::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -419,10 +419,10 @@ void time_check_cost(Bench& b) {
 }
 
 }  // namespace
-}  // namespace ccbench
+}  // namespace cc::tools::bench
 
 int main(int argc, char** argv) {
-  using namespace ccbench;
+  using namespace cc::tools::bench;
   // NVLink SHARP stays off unless the user says otherwise (the machines we
   // measure on need it off).
   setenv("NCCL_NVLS_ENABLE", "0", 0);

@@ -12,7 +12,7 @@
 
 namespace {
 
-using cc::cli::add_value;
+using cc::tools::cli::add_value;
 
 constexpr const char* kUsage =
     "usage: cc-doctor [--json] [--master-addr ADDR] [--master-port PORT] "
@@ -36,10 +36,10 @@ const char* setting(cc::settings::Id id, std::string* which) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace cc::doctor;
+  using namespace cc::tools::doctor;
   if (argc >= 2 && std::strcmp(argv[1], "trace") == 0) return trace_command(argc - 1, argv + 1);
   Options o;
-  cc::doctor::Report report;
+  cc::tools::doctor::Report report;
 
   using cc::settings::Id;
   std::string var;
@@ -61,29 +61,29 @@ int main(int argc, char** argv) {
     }
   }
 
-  cc::cli::CommandLine command_line(kUsage, 22);
+  cc::tools::cli::CommandLine command_line(kUsage, 22);
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.add_flag("--json", o.json, "the report as one JSON object");
   add_value(app, "--master-addr", "ADDR",
             "the rendezvous host (default CC_MASTER_ADDR, else MASTER_ADDR)",
             [&](const std::string& v) {
-              if (v.empty()) cc::cli::reject("--master-addr needs a host");
+              if (v.empty()) cc::tools::cli::reject("--master-addr needs a host");
               o.master_addr = v;
               o.master_addr_var = "--master-addr";
             });
   add_value(app, "--master-port", "PORT", "its TCP port (default CC_MASTER_PORT, else MASTER_PORT)",
             [&](const std::string& v) {
-              o.master_port = static_cast<int>(cc::cli::number("--master-port", v, 1, 65535));
+              o.master_port = static_cast<int>(cc::tools::cli::number("--master-port", v, 1, 65535));
               o.master_port_var = "--master-port";
             });
   add_value(app, "--job-id", "ID",
             "the job the probe says hello for (default CC_JOB_ID, else\n\"default\")",
             [&](const std::string& v) {
-              if (v.empty()) cc::cli::reject("--job-id needs a value");
+              if (v.empty()) cc::tools::cli::reject("--job-id needs a value");
               o.job_id = v;
             });
-  cc::cli::add_number(app, "--timeout-ms", "MS", 1, 600000, &o.timeout_ms,
+  cc::tools::cli::add_number(app, "--timeout-ms", "MS", 1, 600000, &o.timeout_ms,
                       "the probe's deadline (default 3000)");
   command_line.add_help();
 

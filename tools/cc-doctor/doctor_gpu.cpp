@@ -11,7 +11,7 @@
 #include "lib/launch/gpu_uuid.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 namespace {
 
 std::string version_text(int code, int major_div, int minor_div, int minor_mod) {
@@ -176,4 +176,4 @@ void collect_gpu(Report* r) {
   cudaGetLastError();
 }
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

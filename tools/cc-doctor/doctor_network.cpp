@@ -10,7 +10,7 @@
 #include "rendezvous/factory/elected.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 namespace {
 
 bool looks_like_container_bridge(const std::string& name) {
@@ -179,4 +179,4 @@ void collect_network(Report* r, const Options& o) {
     check_store(r, o, address);
 }
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

@@ -18,7 +18,7 @@
 #include "rendezvous/protocol.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -189,4 +189,4 @@ Probe probe_rendezvous(const std::string& addr_in, int port, const std::string& 
   return finish();
 }
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

@@ -7,7 +7,7 @@
 
 #include "tools/cc-doctor/doctor_report.hpp"
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 
 const char* level_name(Level level) {
   switch (level) {
@@ -251,4 +251,4 @@ std::string render_json(const Report& r) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

@@ -9,7 +9,7 @@
 
 #include "lib/launch/netif.hpp"
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 
 enum class Level { info, warn, error };
 const char* level_name(Level level);  // "info", "warn", "error"
@@ -110,4 +110,4 @@ Probe probe_rendezvous(const std::string& addr, int port, const std::string& job
 std::string render_text(const Report& r);  // doctor_render.cpp
 std::string render_json(const Report& r);
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

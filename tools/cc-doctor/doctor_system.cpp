@@ -11,7 +11,7 @@
 
 extern char** environ;
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 namespace {
 
 constexpr int64_t kShmWant = int64_t{1} << 30;
@@ -77,4 +77,4 @@ void collect_system(Report* r) {
   r->host.resize(std::strlen(r->host.c_str()));
 }
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

@@ -13,10 +13,10 @@
 #include "tools/cc-doctor/trace_report.hpp"
 #include "tools/cli/cli.hpp"
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 
 int trace_command(int argc, char** argv) {
-  cc::cli::CommandLine command_line("usage: cc-doctor trace DIR [--json]", 22);
+  cc::tools::cli::CommandLine command_line("usage: cc-doctor trace DIR [--json]", 22);
   CLI::App& app = command_line.app();
   app.description(
       "Reads every rank's flight recorder file in DIR (CC_TRACE_DIR) and prints, per\n"
@@ -79,4 +79,4 @@ int trace_command(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

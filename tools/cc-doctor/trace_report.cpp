@@ -8,7 +8,7 @@
 
 #include "common/who.hpp"
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 namespace {
 
 using Json = nlohmann::json;
@@ -301,4 +301,4 @@ nlohmann::json render_traces_json(const std::vector<CommunicatorReport>& reports
   return {{"communicators", all}};
 }
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace cc::doctor {
+namespace cc::tools::doctor {
 
 struct TraceCall {
   std::string line;  // "collective", "send", "recv"
@@ -83,4 +83,4 @@ nlohmann::json render_traces_json(const std::vector<CommunicatorReport>& reports
 // "0, 2, 3": up to 16 ranks named, then "and 3 more".
 std::string rank_list(const std::vector<int>& ranks);
 
-}  // namespace cc::doctor
+}  // namespace cc::tools::doctor

@@ -33,7 +33,7 @@
 #include "rendezvous/server_core.hpp"
 #include "tools/cc-rendezvous-bench/child_server.hpp"
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 namespace {
 
 namespace rv = cc::rv;
@@ -584,4 +584,4 @@ bool run_abuse(int members) {
   return ok;
 }
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

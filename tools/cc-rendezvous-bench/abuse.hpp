@@ -10,9 +10,9 @@
 // connection closes holding n parked gets. False when a run could not be made.
 #pragma once
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 
 bool run_abuse(int members);
 bool run_core_events(int n);
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -15,7 +15,7 @@
 #include "rendezvous/server.hpp"
 #include "tools/cc-rendezvous-bench/start_pair.hpp"
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 namespace {
 
 using std::chrono::milliseconds;
@@ -90,4 +90,4 @@ bool run_agent_pair(int rounds) {
   return true;
 }
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -10,8 +10,8 @@
 
 #include <string>
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 
 bool run_agent_pair(int rounds);
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -19,7 +19,7 @@
 #include "rendezvous/protocol.hpp"
 #include "tools/cc-rendezvous-bench/child_server.hpp"
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 namespace {
 
 namespace rv = cc::rv;
@@ -445,4 +445,4 @@ bool run_agents(const AgentsRun& run) {
   return ok;
 }
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

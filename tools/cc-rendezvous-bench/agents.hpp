@@ -8,7 +8,7 @@
 
 #include <chrono>
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 
 struct AgentsRun {
   int nodes = 16384;
@@ -22,4 +22,4 @@ struct AgentsRun {
 // every rank; a shrink after both; a clean leave. False when a phase failed.
 bool run_agents(const AgentsRun& run);
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -9,7 +9,7 @@
 
 #include "rendezvous/server.hpp"
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 
 ChildServer fork_server() {
   int fds[2];
@@ -60,4 +60,4 @@ std::chrono::milliseconds stop_server(const ChildServer& server, std::chrono::mi
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t);
 }
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

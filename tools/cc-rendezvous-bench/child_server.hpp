@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 
 struct ChildServer {
   pid_t pid = -1;  // -1: it did not start
@@ -22,4 +22,4 @@ ChildServer fork_server();
 // that. Returns how long it took to end.
 std::chrono::milliseconds stop_server(const ChildServer& server, std::chrono::milliseconds grace);
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -478,9 +478,9 @@ int main(int argc, char** argv) {
   int agent_pair_rounds = 0;
   int abuse_members = 0;
   int core_events = 0;
-  cc_bench::AgentsRun agents;
+  cc::tools::rendezvous_bench::AgentsRun agents;
   int agent_nodes = 0;
-  cc::cli::CommandLine command_line(
+  cc::tools::cli::CommandLine command_line(
       "usage: cc-rendezvous-bench [-n N]... [--addr ADDR --port PORT] [--window W] "
       "[--start [--ranks-per-host R]] [--start-pair K] [--agent-pair K] [--abuse M] "
       "[--core-events N]",
@@ -491,15 +491,15 @@ int main(int argc, char** argv) {
          "-n",
          [&](const std::vector<std::string>& values) {
            for (const auto& v : values)
-             sizes.push_back(static_cast<int>(cc::cli::number("-n", v, 1, 10000000)));
+             sizes.push_back(static_cast<int>(cc::tools::cli::number("-n", v, 1, 10000000)));
          },
          "ranks of one run; repeat for more runs")
       ->option_text("N")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   app.add_option("--addr", addr, "the server to run against (with --port)")->option_text("ADDR");
-  cc::cli::add_number(app, "--port", "PORT", 1, 65535, &port, "its port (with --addr)");
-  cc::cli::add_number(app, "--window", "W", 1, 10000000, &window,
+  cc::tools::cli::add_number(app, "--port", "PORT", 1, 65535, &port, "its port (with --addr)");
+  cc::tools::cli::add_number(app, "--window", "W", 1, 10000000, &window,
                       "ranks between connect and the server's first answer at once\n"
                       "(default 1024): beyond the kernel's listen backlog (somaxconn)\n"
                       "SYNs are dropped and cost a 1 s retransmit");
@@ -507,35 +507,35 @@ int main(int argc, char** argv) {
                "a communicator's start instead (default N: 1024): the join, then\n"
                "the join and the reachability test's two steps; prints what the\n"
                "test adds per rank");
-  cc::cli::add_number(app, "--ranks-per-host", "R", 1, 10000000, &per_host,
+  cc::tools::cli::add_number(app, "--ranks-per-host", "R", 1, 10000000, &per_host,
                       "with --start: ranks on one simulated host (default 8)");
-  cc::cli::add_number(app, "--start-pair", "K", 1, 100000, &pair_rounds,
+  cc::tools::cli::add_number(app, "--start-pair", "K", 1, 100000, &pair_rounds,
                       "what the reachability test adds to a healthy start of 2 ranks on\n"
                       "loopback as two hosts (cc_comm_init's path without NCCL): K starts\n"
                       "with it and K without, medians");
-  cc::cli::add_number(app, "--agent-pair", "K", 1, 100000, &agent_pair_rounds,
+  cc::tools::cli::add_number(app, "--agent-pair", "K", 1, 100000, &agent_pair_rounds,
                       "what cc-run's node agent adds to a start of 2 ranks of one host\n"
                       "against a running server (cc_comm_init's path without NCCL):\n"
                       "K starts straight to the server and K through an agent, medians;\n"
                       "with --addr etcd://HOST:PORT against that etcd cluster instead");
-  cc::cli::add_number(app, "--abuse", "M", 1, 1000000, &abuse_members,
+  cc::tools::cli::add_number(app, "--abuse", "M", 1, 1000000, &abuse_members,
                       "a healthy job of M members (256 in docs/RENDEZVOUS.md)\n"
                       "heartbeating beside each abuse of a server in a child\n"
                       "process: its largest heartbeat gap and the server's peak\n"
                       "memory per abuse, then how long a SIGTERM takes");
-  cc::cli::add_number(app, "--core-events", "N", 1, 100000000, &core_events,
+  cc::tools::cli::add_number(app, "--core-events", "N", 1, 100000000, &core_events,
                       "the server's core alone, no sockets: the longest call while\n"
                       "one Set wakes N waiters, N waits expire together, and a\n"
                       "connection closes holding N parked gets");
-  cc::cli::add_number(app, "--agents", "NODES", 1, 1000000, &agent_nodes,
+  cc::tools::cli::add_number(app, "--agents", "NODES", 1, 1000000, &agent_nodes,
                       "a job of NODES nodes through node agents (the real agent\n"
                       "code, its ranks simulated in memory) against a server in a\n"
                       "child process: the join, the first heartbeats, one rank's\n"
                       "death told to all, a hung node told to all, a shrink, a leave");
-  cc::cli::add_number(app, "--ranks-per-node", "R", 1, 4096, &agents.ranks_per_node,
+  cc::tools::cli::add_number(app, "--ranks-per-node", "R", 1, 4096, &agents.ranks_per_node,
                       "with --agents: ranks per node (default 8)");
   int window_ms = static_cast<int>(agents.heartbeat_window.count());
-  cc::cli::add_number(app, "--heartbeat-window", "MS", 100, 600000, &window_ms,
+  cc::tools::cli::add_number(app, "--heartbeat-window", "MS", 100, 600000, &window_ms,
                       "with --agents: the silence after which a node is failed\n"
                       "(default 5000)");
   command_line.add_help();
@@ -544,21 +544,21 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "cc-rendezvous-bench: %s (see --help)\n", words.c_str());
           }))
     return *exit_status;
-  if (pair_rounds > 0) return cc_bench::run_start_pair(pair_rounds) ? 0 : 1;
+  if (pair_rounds > 0) return cc::tools::rendezvous_bench::run_start_pair(pair_rounds) ? 0 : 1;
   if (agent_pair_rounds > 0)
-    return cc_bench::run_agent_pair(agent_pair_rounds) ? 0
+    return cc::tools::rendezvous_bench::run_agent_pair(agent_pair_rounds) ? 0
                                                                                                 : 1;
   if (agent_nodes > 0) {
     raise_fd_limit();
     agents.nodes = agent_nodes;
     agents.window = window;
     agents.heartbeat_window = std::chrono::milliseconds(window_ms);
-    return cc_bench::run_agents(agents) ? 0 : 1;
+    return cc::tools::rendezvous_bench::run_agents(agents) ? 0 : 1;
   }
-  if (core_events > 0) return cc_bench::run_core_events(core_events) ? 0 : 1;
+  if (core_events > 0) return cc::tools::rendezvous_bench::run_core_events(core_events) ? 0 : 1;
   if (abuse_members > 0) {
     raise_fd_limit();
-    return cc_bench::run_abuse(abuse_members) ? 0 : 1;
+    return cc::tools::rendezvous_bench::run_abuse(abuse_members) ? 0 : 1;
   }
   if (sizes.empty()) sizes = start ? std::vector<int>{1024} : std::vector<int>{1024, 4096, 16384};
   int max_n = 0;
@@ -576,7 +576,7 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<rv::Server> server;
-  cc_bench::ChildServer child;
+  cc::tools::rendezvous_bench::ChildServer child;
   if (!addr.empty() || port != 0) {
     if (addr.empty() || port == 0) {
       std::fprintf(stderr, "cc-rendezvous-bench: give both --addr and --port\n");
@@ -595,7 +595,7 @@ int main(int argc, char** argv) {
     port = server->port();
     std::printf("embedded server on %s:%d (its own thread in this process)\n", addr.c_str(), port);
   } else {
-    child = cc_bench::fork_server();
+    child = cc::tools::rendezvous_bench::fork_server();
     port = child.port;
     if (child.pid < 0) {
       std::fprintf(stderr, "cc-rendezvous-bench: could not start a server process\n");
@@ -630,6 +630,6 @@ int main(int argc, char** argv) {
          ok;
 
   if (server) server->stop();
-  if (child.pid > 0) cc_bench::stop_server(child, std::chrono::seconds(30));
+  if (child.pid > 0) cc::tools::rendezvous_bench::stop_server(child, std::chrono::seconds(30));
   return ok ? 0 : 1;
 }

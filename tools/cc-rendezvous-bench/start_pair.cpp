@@ -16,7 +16,7 @@
 #include "common/unique_fd.hpp"
 #include "lib/comm/startup.hpp"
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -126,4 +126,4 @@ bool run_start_pair(int rounds) {
   return true;
 }
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace cc_bench {
+namespace cc::tools::rendezvous_bench {
 
 bool run_start_pair(int rounds);
 
@@ -30,4 +30,4 @@ bool start_two(const PairSetup& setup, int round, double* ms);
 
 double median(std::vector<double> v);
 
-}  // namespace cc_bench
+}  // namespace cc::tools::rendezvous_bench

@@ -30,9 +30,9 @@
 
 namespace {
 
-using cc::cli::add_duration;
-using cc::cli::add_size;
-using cc::cli::add_value;
+using cc::tools::cli::add_duration;
+using cc::tools::cli::add_size;
+using cc::tools::cli::add_value;
 
 constexpr const char* kAbout =
     "The cc rendezvous daemon: hands every rank of a job the NCCL id and its\n"
@@ -65,7 +65,7 @@ long long number(const std::string& text, long long min, long long max, const st
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || *end != '\0' || v < min || v > max) cc::cli::reject(words);
+  if (text.empty() || errno != 0 || *end != '\0' || v < min || v > max) cc::tools::cli::reject(words);
   return v;
 }
 
@@ -135,17 +135,17 @@ std::optional<std::string> render_metrics(cc::rv::Server* server) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "status") == 0)
-    return cc::daemon::status_command(argc - 1, argv + 1);
+    return cc::tools::rendezvous::status_command(argc - 1, argv + 1);
 
   cc::rv::ServerOptions options;
   options.port = 29500;
   std::string token_file;
-  std::optional<cc::daemon::MetricsEndpoint> metrics;
-  cc::daemon::ElectedOptions elected;
+  std::optional<cc::tools::rendezvous::MetricsEndpoint> metrics;
+  cc::tools::rendezvous::ElectedOptions elected;
   std::string level = std::getenv("CC_LOG_LEVEL") ? std::getenv("CC_LOG_LEVEL") : "info";
   bool version = false;
 
-  cc::cli::CommandLine command_line(
+  cc::tools::cli::CommandLine command_line(
       "usage: cc-rendezvous [options]\n       cc-rendezvous status [options]", 28);
   CLI::App& app = command_line.app();
   app.description(kAbout);
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
             "address to listen on (default 0.0.0.0; :: for IPv6\n"
             "and IPv4, 127.0.0.1, ::1 or a host name)",
             [&](const std::string& v) {
-              if (v.empty()) cc::cli::reject("--bind needs an address");
+              if (v.empty()) cc::tools::cli::reject("--bind needs an address");
               options.bind_addr = v;
             });
   add_value(app, "--port", "PORT", "TCP port (default 29500; 0 = any free port)",
@@ -191,9 +191,9 @@ int main(int argc, char** argv) {
             "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
             "(PORT alone: 127.0.0.1, loopback only; no token)",
             [&](const std::string& v) {
-              cc::daemon::MetricsEndpoint ep;
+              cc::tools::rendezvous::MetricsEndpoint ep;
               std::string error;
-              if (!cc::daemon::parse_metrics_endpoint(v, &ep, &error)) cc::cli::reject(error);
+              if (!cc::tools::rendezvous::parse_metrics_endpoint(v, &ep, &error)) cc::tools::cli::reject(error);
               metrics = ep;
             });
   app.add_option("--log-level", level, "trace, debug, info (default), warn, error, off")
@@ -272,14 +272,14 @@ int main(int argc, char** argv) {
 
   // A plain daemon serves from the start; with --etcd, while it leads.
   std::shared_ptr<cc::rv::Server> plain;
-  std::unique_ptr<cc::daemon::ElectedDaemon> candidate;
+  std::unique_ptr<cc::tools::rendezvous::ElectedDaemon> candidate;
   cc::Status st;
   if (elected.etcd.empty()) {
     std::unique_ptr<cc::rv::Server> started;
     st = cc::rv::Server::start(options, &started);
     plain = std::move(started);
   } else {
-    st = cc::daemon::ElectedDaemon::start(elected, options, &candidate);
+    st = cc::tools::rendezvous::ElectedDaemon::start(elected, options, &candidate);
   }
   if (!st.ok()) {
     std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());
@@ -294,9 +294,9 @@ int main(int argc, char** argv) {
     if (candidate) candidate->stop();
     if (plain) plain->stop();
   };
-  std::unique_ptr<cc::daemon::MetricsServer> metrics_server;
+  std::unique_ptr<cc::tools::rendezvous::MetricsServer> metrics_server;
   if (metrics) {
-    st = cc::daemon::MetricsServer::start(
+    st = cc::tools::rendezvous::MetricsServer::start(
         *metrics, [&serving] { return render_metrics(serving().get()); }, &metrics_server);
     if (!st.ok()) {
       std::fprintf(stderr, "cc-rendezvous: %s\n", st.message.c_str());

@@ -11,7 +11,7 @@
 #include "rendezvous/factory/address.hpp"
 #include "rendezvous/factory/elected.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -162,4 +162,4 @@ Status ElectedDaemon::start(const ElectedOptions& options, const rv::ServerOptio
   return Status::success();
 }
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

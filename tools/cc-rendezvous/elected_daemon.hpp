@@ -14,7 +14,7 @@
 #include "common/status.hpp"
 #include "rendezvous/server.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 
 struct ElectedOptions {
   std::string etcd;       // etcd://host:port[,...] or etcds://...
@@ -38,4 +38,4 @@ class ElectedDaemon {
   virtual bool set_token(const std::string& token, std::chrono::milliseconds timeout) = 0;
 };
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

@@ -1,219 +1,300 @@
-// The metrics endpoint on Boost.Beast: one io_context thread, an accept
-// loop, and a Session per connection that reads one request under a
-// deadline, answers it and closes. Beast parses the request (header at most
-// kMaxHeader bytes, no body allowed); this file only decides the answer.
+// The metrics endpoint on cpp-httplib: httplib accepts on its own thread and
+// hands each connection to a worker of its pool, where this file reads one
+// request through a Connection (the request under one deadline, the answer
+// under another) and closes it. httplib parses the request; the
+// pre-routing handler decides the answer before any body is read.
 #include "tools/cc-rendezvous/metrics_http.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <utility>
 
-// Boost 1.74's boost/asio.hpp pulls in awaitable.hpp, which misses an include
-// under C++20; the parts used here are included one by one.
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
+#include <fmt/format.h>
+#include <httplib.h>
 
-#include "common/log.hpp"
-#include "common/run_until_stopped.hpp"
+#include "common/unique_fd.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 namespace {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = boost::beast::http;
-using tcp = net::ip::tcp;
-
+using Clock = std::chrono::steady_clock;
 constexpr auto kDeadline = std::chrono::seconds(5);  // to read a request, and to write the answer
-constexpr size_t kMaxHeader = 8 * 1024;
+constexpr char kOnlyMetrics[] = "only GET /metrics is served\n";
 
-std::string endpoint_text(const tcp::endpoint& ep) {
-  const auto a = ep.address();
-  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(ep.port());
+// An IPv4 or IPv6 address with its port, as the socket calls take it.
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t size = 0;
+
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  int family() const { return storage.ss_family; }
+};
+
+// Also gives the address as inet_ntop writes it, in *text.
+bool parse_address(const std::string& addr, int port, SocketAddress* out, std::string* text) {
+  char buf[INET6_ADDRSTRLEN] = "";
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&out->storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&out->storage);
+  if (inet_pton(AF_INET, addr.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    out->size = sizeof(sockaddr_in);
+    *text = inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof(buf));
+    return true;
+  }
+  if (inet_pton(AF_INET6, addr.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    out->size = sizeof(sockaddr_in6);
+    *text = inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof(buf));
+    return true;
+  }
+  return false;
 }
 
-// What the server and its sessions share; a session may outlive the server
-// object by a little (its handlers are destroyed with the io_context).
-struct Shared {
-  explicit Shared(MetricsServer::Render r) : render(std::move(r)) {}
-  void count(bool ok) { (ok ? served : refused).fetch_add(1, std::memory_order_relaxed); }
+// "127.0.0.1:9464", "[::1]:9464".
+std::string host_port(const std::string& ip, int port) {
+  return ip.find(':') != std::string::npos ? fmt::format("[{}]:{}", ip, port)
+                                           : fmt::format("{}:{}", ip, port);
+}
 
-  MetricsServer::Render render;
-  int open = 0;  // sessions alive; io thread only
+// The address and port of a socket's end, for httplib's Request.
+void ip_and_port(const sockaddr_storage& ss, std::string* ip, int* port) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (ss.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(ss);
+    inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof(text));
+    *port = ntohs(v6.sin6_port);
+  } else {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(ss);
+    inet_ntop(AF_INET, &v4.sin_addr, text, sizeof(text));
+    *port = ntohs(v4.sin_port);
+  }
+  *ip = text;
+}
+
+// Why `at` cannot be bound, as the kernel says it: httplib only says that it
+// could not.
+std::string bind_error(const SocketAddress& at) {
+  UniqueFd fd(::socket(at.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return std::strerror(errno);
+  const int on = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  if (::bind(fd.get(), at.get(), at.size) != 0) return std::strerror(errno);
+  return "the port could not be opened";
+}
+
+// What the endpoint counts: requests answered 200 (served) and every other
+// connection (refused), each counted once, before its answer is sent.
+struct Counts {
   std::atomic<uint64_t> served{0};
   std::atomic<uint64_t> refused{0};
+  std::atomic<int> open{0};
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+// One connection as httplib reads and writes it. A request that does not
+// arrive whole before the deadline (or whose connection fails) gets no
+// answer: the connection is closed. The first bytes of the answer count it.
+class Connection final : public httplib::Stream {
  public:
-  Session(tcp::socket socket, std::shared_ptr<Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)), buffer_(kMaxHeader) {
-    ++shared_->open;
-    parser_.header_limit(kMaxHeader);
-    parser_.body_limit(0);
-  }
-  ~Session() { --shared_->open; }
+  Connection(int fd, Counts& counts) : fd_(fd), counts_(counts) {}
 
-  void start() {
-    stream_.expires_after(kDeadline);
-    http::async_read(
-        stream_, buffer_, parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  // Counts a connection that ended with no answer written.
+  ~Connection() override {
+    if (!counted_) counts_.refused.fetch_add(1, std::memory_order_relaxed);
   }
+
+  bool is_readable() const override { return !failed_ && wait(POLLIN); }
+  bool is_writable() const override { return !failed_ && wait(POLLOUT); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (failed_ || !wait(POLLIN)) return fail();
+    const ssize_t n = ::recv(fd_, ptr, size, 0);
+    return n < 0 ? fail() : n;
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (failed_) return -1;
+    if (!counted_) {
+      counted_ = true;
+      const bool ok = std::string_view(ptr, size).starts_with("HTTP/1.1 200 ");
+      (ok ? counts_.served : counts_.refused).fetch_add(1, std::memory_order_relaxed);
+      deadline_ = Clock::now() + kDeadline;
+    }
+    if (!wait(POLLOUT)) return fail();
+    const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
+    return n < 0 ? fail() : n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) ip_and_port(ss, &ip, &port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) ip_and_port(ss, &ip, &port);
+  }
+  socket_t socket() const override { return fd_; }
 
  private:
-  void on_read(beast::error_code ec);
-  void answer(http::status status, std::string body, bool metrics);
+  ssize_t fail() {
+    failed_ = true;
+    return -1;
+  }
 
-  beast::tcp_stream stream_;
-  std::shared_ptr<Shared> shared_;
-  beast::flat_buffer buffer_;
-  http::request_parser<http::empty_body> parser_;
-  http::response<http::string_body> response_;
+  // Whether the socket becomes ready for `events` before the deadline.
+  bool wait(short events) const {
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
+      pollfd p{fd_, events, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+      if (n > 0) return true;
+      if (n == 0 || errno != EINTR) return false;
+    }
+  }
+
+  int fd_;
+  Counts& counts_;
+  Clock::time_point deadline_ = Clock::now() + kDeadline;
+  bool failed_ = false;
+  bool counted_ = false;
 };
 
-class BeastMetricsServer final : public MetricsServer {
+class HttplibMetricsServer final : public MetricsServer, private httplib::Server {
  public:
-  explicit BeastMetricsServer(Render render)
-      : shared_(std::make_shared<Shared>(std::move(render))), acceptor_(io_) {}
-  ~BeastMetricsServer() override { stop(); }
+  explicit HttplibMetricsServer(Render render) : render_(std::move(render)) {
+    // One worker more than the connections allowed, so that the one over
+    // the limit is closed at once instead of waiting in the queue.
+    new_task_queue = [] { return new httplib::ThreadPool(kMaxMetricsConnections + 1); };
+    set_default_headers({{"Server", "cc-rendezvous"}});
+    set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
+      answer(request, response);
+      return HandlerResponse::Handled;
+    });
+    // Requests httplib refused before the pre-routing handler saw them.
+    set_error_handler(HandlerWithResponse([](const httplib::Request&, httplib::Response& response) {
+      if (!response.body.empty()) return HandlerResponse::Unhandled;
+      response.set_content(
+          "not an HTTP request this endpoint takes; it serves only GET /metrics\n",
+          "text/plain; charset=utf-8");
+      return HandlerResponse::Handled;
+    }));
+  }
+  ~HttplibMetricsServer() override { stop(); }
 
   Status open(const MetricsEndpoint& at) {
-    beast::error_code ec;
-    const auto addr = net::ip::make_address(at.addr, ec);
-    if (ec)
+    SocketAddress address;
+    std::string ip;
+    if (!parse_address(at.addr, at.port, &address, &ip))
       return make_status(CC_ERR_INVALID_ARGUMENT,
-                         "--metrics: '" + at.addr +
-                             "' is not an IP address; give one of this machine's, such as "
-                             "127.0.0.1 (loopback only) or 0.0.0.0");
-    const tcp::endpoint ep(addr, static_cast<unsigned short>(at.port));
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(64, ec);
-    if (ec)
+                         fmt::format("--metrics: '{}' is not an IP address; give one of this "
+                                     "machine's, such as 127.0.0.1 (loopback only) or 0.0.0.0",
+                                     at.addr));
+    const int port = at.port == 0 ? bind_to_any_port(at.addr)
+                                  : (bind_to_port(at.addr, at.port) ? at.port : -1);
+    if (port < 0) {
+      const std::string why = bind_error(address);
       return make_status(
           CC_ERR_SYSTEM,
-          "cannot serve metrics on " + endpoint_text(ep) + ": " + ec.message() +
-              (ec == net::error::address_in_use ? "; another program holds the port: choose "
-                                                  "another with --metrics ADDR:PORT"
-                                                : ""));
-    where_ = endpoint_text(acceptor_.local_endpoint());
-    port_ = acceptor_.local_endpoint().port();
-    accept();
-    thread_ = std::thread([this] { run(); });
+          fmt::format("cannot serve metrics on {}: {}{}", host_port(ip, at.port), why,
+                      why == std::strerror(EADDRINUSE)
+                          ? "; another program holds the port: choose another with "
+                            "--metrics ADDR:PORT"
+                          : ""));
+    }
+    port_ = port;
+    where_ = host_port(ip, port);
+    thread_ = std::thread([this] {
+      listen_after_bind();
+      listen_ended_ = true;
+    });
+    // stop() can end the accept loop only once it runs.
+    while (!is_running() && !listen_ended_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return Status::success();
   }
 
   int port() const override { return port_; }
   std::string where() const override { return where_; }
-  uint64_t served() const override { return shared_->served.load(std::memory_order_relaxed); }
-  uint64_t refused() const override { return shared_->refused.load(std::memory_order_relaxed); }
+  uint64_t served() const override { return counts_.served.load(std::memory_order_relaxed); }
+  uint64_t refused() const override { return counts_.refused.load(std::memory_order_relaxed); }
 
   void stop() override {
     if (!thread_.joinable()) return;
-    net::post(io_, [this] {
-      beast::error_code ec;
-      acceptor_.close(ec);
-      io_.stop();
-    });
+    httplib::Server::stop();
     thread_.join();
   }
 
  private:
-  void run() { run_until_stopped(io_, "metrics endpoint"); }
-
-  void accept() {
-    acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-      if (!ec) {
-        if (shared_->open >= kMaxMetricsConnections) {
-          shared_->count(false);  // closing it at once is the answer
-          beast::error_code ignored;
-          socket.close(ignored);
-        } else {
-          std::make_shared<Session>(std::move(socket), shared_)->start();
-        }
-      }
-      accept();
-    });
+  // httplib's worker calls this for each accepted connection.
+  bool process_and_close_socket(socket_t fd) override {
+    UniqueFd closed_at_end(fd);
+    if (counts_.open.fetch_add(1) >= kMaxMetricsConnections) {
+      counts_.open.fetch_sub(1);
+      counts_.refused.fetch_add(1, std::memory_order_relaxed);  // closing it at once is the answer
+      return false;
+    }
+    bool answered = false;
+    {
+      Connection connection(fd, counts_);
+      bool connection_closed = false;
+      answered = process_request(connection, true, connection_closed, [](httplib::Request&) {});
+    }
+    ::shutdown(fd, SHUT_RDWR);
+    counts_.open.fetch_sub(1);
+    return answered;
   }
 
-  std::shared_ptr<Shared> shared_;
-  net::io_context io_{1};
-  tcp::acceptor acceptor_;
+  void answer(const httplib::Request& request, httplib::Response& response) {
+    constexpr char kText[] = "text/plain; charset=utf-8";
+    if (request.method != "GET") {
+      response.status = 405;
+      response.set_header("Allow", "GET");
+      response.set_content(kOnlyMetrics, kText);
+      return;
+    }
+    if (request.target != "/metrics") {
+      response.status = 404;
+      response.set_content(kOnlyMetrics, kText);
+      return;
+    }
+    std::optional<std::string> text = render_();
+    if (!text) {
+      response.status = 503;
+      response.set_content("the rendezvous server did not answer in time; try again\n", kText);
+      return;
+    }
+    // This endpoint's own counts, this request included.
+    fmt::format_to(std::back_inserter(*text),
+                   "# HELP cc_rendezvous_metrics_requests_total Requests to this metrics "
+                   "endpoint: served (GET /metrics) or refused (anything else).\n"
+                   "# TYPE cc_rendezvous_metrics_requests_total counter\n"
+                   "cc_rendezvous_metrics_requests_total{{result=\"served\"}} {}\n"
+                   "cc_rendezvous_metrics_requests_total{{result=\"refused\"}} {}\n",
+                   served() + 1, refused());
+    response.status = 200;
+    response.set_content(std::move(*text), "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  Render render_;
+  Counts counts_;
   std::thread thread_;
+  std::atomic<bool> listen_ended_{false};
   std::string where_;
   int port_ = 0;
 };
-
-void Session::on_read(beast::error_code ec) {
-  if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-      ec == net::error::connection_reset || ec == net::error::operation_aborted) {
-    shared_->count(false);  // closed or stalled before a whole request: nothing to answer
-    return;
-  }
-  if (ec) {
-    answer(http::status::bad_request,
-           "not an HTTP request this endpoint takes: " + ec.message() +
-               "; it serves only GET /metrics\n",
-           false);
-    return;
-  }
-  const auto& request = parser_.get();
-  if (request.method() != http::verb::get) {
-    answer(http::status::method_not_allowed, "only GET /metrics is served\n", false);
-    return;
-  }
-  if (request.target() != "/metrics") {
-    answer(http::status::not_found, "only GET /metrics is served\n", false);
-    return;
-  }
-  std::optional<std::string> text = shared_->render();
-  if (!text) {
-    answer(http::status::service_unavailable,
-           "the rendezvous server did not answer in time; try again\n", false);
-    return;
-  }
-  // This endpoint's own counts, this request included.
-  *text +=
-      "# HELP cc_rendezvous_metrics_requests_total Requests to this metrics endpoint: "
-      "served (GET /metrics) or refused (anything else).\n"
-      "# TYPE cc_rendezvous_metrics_requests_total counter\n"
-      "cc_rendezvous_metrics_requests_total{result=\"served\"} " +
-      std::to_string(shared_->served.load(std::memory_order_relaxed) + 1) +
-      "\ncc_rendezvous_metrics_requests_total{result=\"refused\"} " +
-      std::to_string(shared_->refused.load(std::memory_order_relaxed)) + "\n";
-  answer(http::status::ok, std::move(*text), true);
-}
-
-void Session::answer(http::status status, std::string body, bool metrics) {
-  shared_->count(metrics);
-  response_.version(11);
-  response_.result(status);
-  response_.set(http::field::server, "cc-rendezvous");
-  response_.set(http::field::content_type,
-                metrics ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8");
-  if (status == http::status::method_not_allowed) response_.set(http::field::allow, "GET");
-  response_.keep_alive(false);
-  response_.body() = std::move(body);
-  response_.prepare_payload();
-  stream_.expires_after(kDeadline);
-  http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, size_t) {
-    beast::error_code ignored;
-    self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    self->stream_.close();
-  });
-}
 
 }  // namespace
 
@@ -223,7 +304,7 @@ bool parse_metrics_endpoint(const std::string& text, MetricsEndpoint* out, std::
   if (!text.empty() && text.front() == '[') {
     const size_t close = text.find("]:");
     if (close == std::string::npos) {
-      *error = "--metrics '" + text + "': an IPv6 address takes the form [ADDR]:PORT";
+      *error = fmt::format("--metrics '{}': an IPv6 address takes the form [ADDR]:PORT", text);
       return false;
     }
     ep.addr = text.substr(1, close - 1);
@@ -232,15 +313,17 @@ bool parse_metrics_endpoint(const std::string& text, MetricsEndpoint* out, std::
     ep.addr = text.substr(0, colon);
     port = text.substr(colon + 1);
     if (ep.addr.find(':') != std::string::npos) {
-      *error = "--metrics '" + text + "': write an IPv6 address in brackets, [ADDR]:PORT";
+      *error = fmt::format("--metrics '{}': write an IPv6 address in brackets, [ADDR]:PORT", text);
       return false;
     }
   }
   char* end = nullptr;
   const long v = std::strtol(port.c_str(), &end, 10);
   if (port.empty() || *end != '\0' || v < 0 || v > 65535 || ep.addr.empty()) {
-    *error = "--metrics '" + text +
-             "': give PORT (loopback), ADDR:PORT or [ADDR]:PORT with a port from 0 to 65535";
+    *error = fmt::format(
+        "--metrics '{}': give PORT (loopback), ADDR:PORT or [ADDR]:PORT with a port from 0 to "
+        "65535",
+        text);
     return false;
   }
   ep.port = static_cast<int>(v);
@@ -251,14 +334,14 @@ bool parse_metrics_endpoint(const std::string& text, MetricsEndpoint* out, std::
 Status MetricsServer::start(const MetricsEndpoint& at, Render render,
                             std::unique_ptr<MetricsServer>* out) {
   try {
-    auto server = std::make_unique<BeastMetricsServer>(std::move(render));
+    auto server = std::make_unique<HttplibMetricsServer>(std::move(render));
     if (Status st = server->open(at); !st.ok()) return st;
     *out = std::move(server);
     return Status::success();
   } catch (const std::exception& e) {
     return make_status(CC_ERR_SYSTEM,
-                       std::string("cannot start the metrics endpoint: ") + e.what());
+                       fmt::format("cannot start the metrics endpoint: {}", e.what()));
   }
 }
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

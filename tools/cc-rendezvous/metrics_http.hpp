@@ -2,9 +2,9 @@
 // only GET /metrics with the Prometheus text the daemon renders; any other
 // method or path, and anything that is not HTTP, is refused. No token: bind
 // it to loopback (the default) unless the scraper needs more. HTTP is
-// Boost.Beast, compiled into the daemon from Debian's libboost-dev headers
-// (no run-time library). Each connection has a deadline and one request; at
-// most kMaxMetricsConnections are open at once.
+// cpp-httplib, the HTTP library the etcd backend uses too. Each connection
+// has a deadline and one request; at most kMaxMetricsConnections are open at
+// once.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 #include "common/status.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 
 inline constexpr int kMaxMetricsConnections = 32;
 
@@ -48,4 +48,4 @@ class MetricsServer {
   virtual void stop() = 0;
 };
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

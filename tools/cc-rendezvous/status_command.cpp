@@ -12,7 +12,7 @@
 #include "tools/cc-rendezvous/status_render.hpp"
 #include "tools/cli/cli.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 namespace {
 
 constexpr const char* kAbout =
@@ -47,7 +47,7 @@ int status_command(int argc, char** argv) {
   long long port = -1;
   long long timeout_ms = 10000;
 
-  cc::cli::CommandLine command_line("usage: cc-rendezvous status [options]", 24);
+  cc::tools::cli::CommandLine command_line("usage: cc-rendezvous status [options]", 24);
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
@@ -59,7 +59,7 @@ int status_command(int argc, char** argv) {
          "--port",
          [&](const std::string& v) {
            if (settings::parse_int("--port", v.c_str(), 1, 65535, &port).code != CC_SUCCESS)
-             cc::cli::reject("--port needs a number from 1 to 65535");
+             cc::tools::cli::reject("--port needs a number from 1 to 65535");
          },
          "the server's port (default MASTER_PORT, else 29500)")
       ->option_text("PORT");
@@ -72,7 +72,7 @@ int status_command(int argc, char** argv) {
          [&](const std::string& v) {
            if (settings::parse_int("--timeout-ms", v.c_str(), 1, 3600000, &timeout_ms).code !=
                CC_SUCCESS)
-             cc::cli::reject("--timeout-ms needs a positive number");
+             cc::tools::cli::reject("--timeout-ms needs a positive number");
          },
          "give up after N ms (default 10000)")
       ->option_text("N");
@@ -132,4 +132,4 @@ int status_command(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

@@ -3,10 +3,10 @@
 // job's token, and prints it as text or JSON.
 #pragma once
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 
 // argv[0] is "status". Returns the exit status: 0 with a report, 1 when the
 // server cannot be asked, 2 for a bad command line.
 int status_command(int argc, char** argv);
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

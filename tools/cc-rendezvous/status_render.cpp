@@ -9,7 +9,7 @@
 #include "common/who.hpp"
 #include "rendezvous/server_core/words.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 namespace {
 
 std::string seconds(uint64_t ms) {
@@ -233,4 +233,4 @@ nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string&
   return out;
 }
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

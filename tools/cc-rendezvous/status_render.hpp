@@ -18,7 +18,7 @@
 
 #include "rendezvous/protocol.hpp"
 
-namespace cc::daemon {
+namespace cc::tools::rendezvous {
 
 inline constexpr uint32_t kSilentMs = 1500;
 
@@ -38,4 +38,4 @@ const char* state_name(rv::JoinState s);
 std::string status_text(const rv::StatusReport& r, const std::string& endpoint);
 nlohmann::ordered_json status_json(const rv::StatusReport& r, const std::string& endpoint);
 
-}  // namespace cc::daemon
+}  // namespace cc::tools::rendezvous

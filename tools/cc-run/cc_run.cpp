@@ -48,7 +48,7 @@ void raise_fd_limit(rlim_t needed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace cc_run;
+  using namespace cc::tools::run;
   const Options o = parse_options(argc, argv);
 
   cc::launch::ResolvedConfig cfg;

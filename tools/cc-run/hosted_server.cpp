@@ -3,7 +3,7 @@
 #include <chrono>
 #include <optional>
 
-namespace cc_run {
+namespace cc::tools::run {
 
 cc::Status start_hosted_server(const Options& o, const cc::launch::ResolvedConfig& config,
                                std::unique_ptr<cc::rv::Server>* out) {
@@ -29,4 +29,4 @@ void stop_hosted_server(cc::rv::Server& server, const Options& o, const std::str
   server.stop();
 }
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -11,7 +11,7 @@
 #include "rendezvous/server.hpp"
 #include "tools/cc-run/run_options.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 
 // Starts the server when this node hosts one; *out stays empty when not.
 cc::Status start_hosted_server(const Options& o, const cc::launch::ResolvedConfig& config,
@@ -20,4 +20,4 @@ cc::Status start_hosted_server(const Options& o, const cc::launch::ResolvedConfi
 // Stops it, once the job's members on other nodes have left (up to 30 s).
 void stop_hosted_server(cc::rv::Server& server, const Options& o, const std::string& job_id);
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -12,7 +12,7 @@
 #include "lib/launch/host_name.hpp"
 #include "rendezvous/factory/elected.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 
 
 std::string exit_words(int status) {
@@ -70,4 +70,4 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
   return cc::Status::success();
 }
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

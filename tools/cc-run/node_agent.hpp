@@ -14,7 +14,7 @@
 #include "rendezvous/factory/elected.hpp"
 #include "tools/cc-run/run_options.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 
 // How a rank's process ended, for the others: "exited with status 3",
 // "exited with signal 9 (killed)".
@@ -31,4 +31,4 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
                             std::unique_ptr<cc::rv::agent::NodeAgent>* out,
                             std::shared_ptr<cc::rv::factory::ElectedServer>* elected);
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -4,7 +4,7 @@
 
 #include <cerrno>
 
-namespace cc_run {
+namespace cc::tools::run {
 namespace {
 
 constexpr size_t kMaxLine = 64 * 1024;  // a longer line is cut, not buffered forever
@@ -123,4 +123,4 @@ void OutputRelay::close(Stream& s) {
   s.pipe.close(ignored);
 }
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace cc_run {
+namespace cc::tools::run {
 
 class OutputRelay {
  public:
@@ -54,4 +54,4 @@ class OutputRelay {
   std::vector<std::array<StreamPtr, 2>> streams_;  // per slot: stdout, stderr
 };
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace cc_run {
+namespace cc::tools::run {
 
 namespace {
 
@@ -174,4 +174,4 @@ std::string describe_status(int status) {
   return s;
 }
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

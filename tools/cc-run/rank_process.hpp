@@ -11,7 +11,7 @@
 
 #include "tools/cc-run/run_options.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 
 // The environment of local rank `local`: this process's, with the launch
 // variables set (and inherited ones that would shadow them dropped).
@@ -43,4 +43,4 @@ void signal_groups(const std::vector<pid_t>& pids, int sig);
 int exit_code_of(int status);
 std::string describe_status(int status);
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -7,7 +7,7 @@
 #include "common/settings.hpp"
 #include "tools/cli/cli.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 namespace {
 
 constexpr const char* kAbout =
@@ -41,7 +41,7 @@ void add_text(CLI::App& app, const std::string& flag, std::string* target, const
   app.add_option_function<std::string>(
          flag,
          [=](const std::string& v) {
-           if (v.empty()) cc::cli::reject(flag + " is empty");
+           if (v.empty()) cc::tools::cli::reject(flag + " is empty");
            *target = v;
          },
          help)
@@ -52,7 +52,7 @@ void add_text(CLI::App& app, const std::string& flag, std::string* target, const
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  cc::cli::CommandLine command_line("usage: cc-run -n N [options] -- PROGRAM [ARGS...]", 25);
+  cc::tools::cli::CommandLine command_line("usage: cc-run -n N [options] -- PROGRAM [ARGS...]", 25);
   CLI::App& app = command_line.app();
   app.description(kAbout);
   app.footer(kFooter);
@@ -63,14 +63,14 @@ Options parse_options(int argc, char** argv) {
       app.add_option_function<std::string>(
              "-n,--nproc",
              [&](const std::string& v) {
-               o.nproc = static_cast<int>(cc::cli::number(command_line.spelled("-n"), v, 1, 4096));
+               o.nproc = static_cast<int>(cc::tools::cli::number(command_line.spelled("-n"), v, 1, 4096));
              },
              "ranks on this node (required)")
           ->option_text("N");
-  cc::cli::add_number(app, "--nnodes", "K", 1, 100000, &o.nnodes,
+  cc::tools::cli::add_number(app, "--nnodes", "K", 1, 100000, &o.nnodes,
                       "nodes in the job (default 1); world size = K * N");
   auto* node_rank =
-      cc::cli::add_number(app, "--node-rank", "I", 0, 100000, &o.node_rank,
+      cc::tools::cli::add_number(app, "--node-rank", "I", 0, 100000, &o.node_rank,
                           "this node's index, 0..K-1 (default 0); node 0 hosts the server");
   add_text(app, "--master-addr", &o.master_addr,
            "the rendezvous address the ranks use (default 127.0.0.1;\n"
@@ -80,19 +80,19 @@ Options parse_options(int argc, char** argv) {
            "so any node may fail. --master-port is unused with both forms",
            "A");
   auto* master_port =
-      cc::cli::add_number(app, "--master-port", "P", 0, 65535, &o.master_port,
+      cc::tools::cli::add_number(app, "--master-port", "P", 0, 65535, &o.master_port,
                           "port of the rendezvous (node 0: 0 = any free port, the default;\n"
                           "required on nodes other than 0)");
   add_text(app, "--job-id", &o.job_id,
            "job id (default: CC_JOB_ID, else a fresh one for one node,\n"
            "else \"default\")",
            "J");
-  cc::cli::add_number(app, "--grace-ms", "MS", 0, INT_MAX, &o.grace_ms,
+  cc::tools::cli::add_number(app, "--grace-ms", "MS", 0, INT_MAX, &o.grace_ms,
                       "after a rank fails, wait MS before SIGTERM, and MS more before\n"
                       "SIGKILL (default 2000)");
-  cc::cli::add_number(app, "--timeout-ms", "MS", 1, INT_MAX, &o.timeout_ms,
+  cc::tools::cli::add_number(app, "--timeout-ms", "MS", 1, INT_MAX, &o.timeout_ms,
                       "exported to the ranks as CC_TIMEOUT_MS (init and store deadline)");
-  cc::cli::add_number(app, "--max-restarts", "K", 0, INT_MAX, &o.max_restarts,
+  cc::tools::cli::add_number(app, "--max-restarts", "K", 0, INT_MAX, &o.max_restarts,
                       "the job survives failed ranks: a rank that fails is started\n"
                       "again (same environment plus CC_RESTART_COUNT=n, the n-th\n"
                       "restart of the job), up to K restarts in the job; the other\n"
@@ -146,4 +146,4 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -6,7 +6,7 @@
 
 #include "rendezvous/factory/address.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 
 constexpr int kUsageError = 2;
 
@@ -30,4 +30,4 @@ struct Options {
 // with cc-run's words and exit status.
 Options parse_options(int argc, char** argv);
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -2,7 +2,7 @@
 
 #include <signal.h>
 
-namespace cc_run {
+namespace cc::tools::run {
 
 Signals::Signals(asio::io_context& io, std::function<void(int)> on_signal)
     : set_(io, SIGINT, SIGTERM, SIGHUP), on_signal_(std::move(on_signal)) {
@@ -19,4 +19,4 @@ void Signals::wait() {
   });
 }
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -7,7 +7,7 @@
 #include <asio/signal_set.hpp>
 #include <functional>
 
-namespace cc_run {
+namespace cc::tools::run {
 
 class Signals {
  public:
@@ -21,4 +21,4 @@ class Signals {
   std::function<void(int)> on_signal_;
 };
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace cc_run {
+namespace cc::tools::run {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -180,4 +180,4 @@ void Supervisor::check_done() {
   });
 }
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

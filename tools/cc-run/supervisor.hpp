@@ -18,7 +18,7 @@
 #include "tools/cc-run/run_options.hpp"
 #include "tools/cc-run/signals.hpp"
 
-namespace cc_run {
+namespace cc::tools::run {
 
 struct Rank {
   int rank = 0;
@@ -81,4 +81,4 @@ class Supervisor {
   int restarts_ = 0;     // ranks started again so far (--max-restarts)
 };
 
-}  // namespace cc_run
+}  // namespace cc::tools::run

@@ -9,7 +9,7 @@
 #include "common/settings.hpp"
 #include "common/units.hpp"
 
-namespace cc::cli {
+namespace cc::tools::cli {
 namespace {
 
 class Formatter : public CLI::Formatter {
@@ -173,4 +173,4 @@ std::string CommandLine::spelled(const std::string& name) const {
   return it != spelled_.end() ? it->second : name;
 }
 
-}  // namespace cc::cli
+}  // namespace cc::tools::cli

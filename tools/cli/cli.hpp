@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-namespace cc::cli {
+namespace cc::tools::cli {
 
 // For option callbacks: rejects the value with `words` as the whole message.
 [[noreturn]] void reject(const std::string& words);
@@ -85,4 +85,4 @@ class CommandLine {
   std::map<const CLI::Option*, std::string> spelled_;
 };
 
-}  // namespace cc::cli
+}  // namespace cc::tools::cli

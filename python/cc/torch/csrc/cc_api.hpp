@@ -15,10 +15,6 @@
 
 namespace cc_torch {
 
-// cc_comm_failed_ranks (the recovery API); declared here so the extension
-// builds against a cc.h that does not have it yet.
-using FailedRanksFn = cc_result_t (*)(cc_comm_t, int*, int, int*);
-
 struct Api {
   decltype(&cc_comm_init) comm_init = nullptr;
   decltype(&cc_comm_destroy) comm_destroy = nullptr;
@@ -38,7 +34,7 @@ struct Api {
   decltype(&cc_server_stop) server_stop = nullptr;
   decltype(&cc_result_string) result_string = nullptr;
   decltype(&cc_last_error) last_error = nullptr;
-  FailedRanksFn comm_failed_ranks = nullptr;  // optional
+  decltype(&cc_comm_failed_ranks) comm_failed_ranks = nullptr;  // optional
 };
 
 // Opens libcc at `path` and resolves every function; throws
