@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
             "CC_ETCD_* for auth, CA and key prefix); the store\n"
             "is kept in etcd",
             [&](const std::string& v) {
-              if (v.empty()) cc::cli::reject("--etcd needs an etcd://host:port address");
+              if (v.empty()) cc::tools::cli::reject("--etcd needs an etcd://host:port address");
               elected.etcd = v;
             });
   add_value(app, "--advertise", "HOST:PORT",
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
             "this host's address toward etcd, and --port)",
             [&](const std::string& v) {
               if (v.find(':') == std::string::npos)
-                cc::cli::reject("--advertise needs HOST:PORT");
+                cc::tools::cli::reject("--advertise needs HOST:PORT");
               elected.advertise = v;
             });
   add_duration(app, "--lease", &elected.lease,
