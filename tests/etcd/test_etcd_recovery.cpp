@@ -7,11 +7,14 @@
 // paths an etcd address takes: survivors shrink on the elected server, etcd
 // losing its own leader meanwhile costs nothing, and cc-run's agents host
 // the job so that any rank's death is survived.
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +46,38 @@ struct HostHere {
   }
   ~HostHere() { cc_store_close(store); }
 };
+
+// The process among `pids` that listens on TCP `port` (from /proc: the
+// listening socket's inode, then whose descriptors hold it); -1 if none.
+pid_t listening_on(int port, const std::vector<pid_t>& pids) {
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line, inode;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "%04X", port);
+  while (std::getline(tcp, line)) {
+    std::istringstream in(line);
+    std::string sl, local, remote, state, queues, timer, retr, uid, timeout, node;
+    in >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> node;
+    if (state == "0A" && local.size() > 5 && local.substr(local.size() - 4) == hex) inode = node;
+  }
+  if (inode.empty()) return -1;
+  const std::string want = "socket:[" + inode + "]";
+  for (pid_t pid : pids) {
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = readdir(d)) {
+      char target[64] = {};
+      const std::string fd = dir + "/" + e->d_name;
+      if (readlink(fd.c_str(), target, sizeof target - 1) > 0 && want == target) {
+        closedir(d);
+        return pid;
+      }
+    }
+    closedir(d);
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -85,6 +120,39 @@ TEST_CASE("etcd: etcd's leader killed while the survivors shrink: they agree, wi
   cluster->kill(leader);
   for (int r : {1, 2}) ms[r]->say("shrink 20000");
   cc::test::check_shrunk(ms, "1", "0,1,2", "3");
+}
+
+TEST_CASE("etcd: the rank hosting the job's server killed: the others resume, are told, shrink") {
+  // No store client here: the ranks themselves are the job's candidates.
+  auto ms = cc::test::start_recovery_job(shared_cluster().address(), 0, "host-killed", 4, kFast);
+  std::string out;
+  REQUIRE(shared_cluster().etcdctl({"get", "cc/job/host-killed/leader", "--print-value-only"},
+                                   &out) == 0);
+  const int port = std::atoi(out.substr(out.rfind(':') + 1).c_str());
+  std::vector<pid_t> pids;
+  for (auto& [r, m] : ms) pids.push_back(m->pid());
+  const pid_t host = listening_on(port, pids);
+  INFO("the leader key says " << out);
+  REQUIRE(host > 0);
+  int host_rank = -1;
+  for (auto& [r, m] : ms)
+    if (m->pid() == host) host_rank = r;
+  const auto killed = cc::test::Clock::now();
+  kill_ranks(ms, {host_rank});
+  for (auto& [r, m] : ms) {
+    const std::string f = m->next("FAILED");
+    INFO("rank " << r << ": " << f);
+    CHECK(f.find("gen=0 rank " + std::to_string(host_rank)) != std::string::npos);
+  }
+  // The lease (5 s), the election, the resumes and the grace period.
+  const long long told_ms = cc::test::ms_since(killed);
+  CHECK(told_ms < 5000 + 5000 + 5000);
+  std::printf("etcd: the host's death told %lld ms after the kill\n", told_ms);
+  for (auto& [r, m] : ms) m->say("shrink 20000");
+  std::string members, failed = std::to_string(host_rank);
+  for (int r = 0; r < 4; ++r)
+    if (r != host_rank) members += (members.empty() ? "" : ",") + std::to_string(r);
+  cc::test::check_shrunk(ms, "1", members, failed);
 }
 
 namespace {

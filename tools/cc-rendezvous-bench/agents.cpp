@@ -1,9 +1,14 @@
 #include "tools/cc-rendezvous-bench/agents.hpp"
 
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <climits>
 #include <cstdio>
+#include <thread>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -16,6 +21,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "rendezvous/agent/agent_loop.hpp"
+#include "rendezvous/factory/elected.hpp"
 #include "rendezvous/protocol.hpp"
 #include "tools/cc-rendezvous-bench/child_server.hpp"
 
@@ -418,17 +424,102 @@ double cpu_seconds(pid_t pid) {
          static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+// The elected server: a cc-rendezvous --etcd daemon on 127.0.0.1:port
+// under a prefix of this run's own, and the election the nodes ask.
+struct Elected {
+  ChildServer server;
+  std::unique_ptr<rv::Election> election;
+};
+
+std::string own_folder() {
+  char path[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  std::string p(path, n > 0 ? static_cast<size_t>(n) : 0);
+  return p.substr(0, p.rfind('/'));
+}
+
+bool start_elected(const std::string& etcd, Elected* out) {
+  const std::string prefix = "agents-bench-" + std::to_string(::getpid());
+  ::setenv("CC_ETCD_PREFIX", prefix.c_str(), 1);
+  rv::factory::Address address;
+  rv::factory::Options fo;
+  fo.job_id.clear();
+  fo.connect_timeout = std::chrono::seconds(20);
+  if (cc::Status s = rv::factory::parse_address(etcd, &address); !s.ok() || address.server()) {
+    std::printf("agents: --etcd %s is not an etcd address\n", etcd.c_str());
+    return false;
+  }
+  if (cc::Status s = rv::factory::open_election(address, fo, &out->election); !s.ok()) {
+    std::printf("agents: FAILED: %s\n", s.message.c_str());
+    return false;
+  }
+  // A free port for the daemon.
+  {
+    asio::io_context io;
+    asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    out->server.port = a.local_endpoint().port();
+  }
+  const std::string daemon = own_folder() + "/cc-rendezvous";
+  const std::string port = std::to_string(out->server.port);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(daemon.c_str(), daemon.c_str(), "--etcd", etcd.c_str(), "--bind", "127.0.0.1",
+            "--port", port.c_str(), "--advertise", ("127.0.0.1:" + port).c_str(),
+            "--max-connections", "10000000", "--log-level", "warn", nullptr);
+    std::_Exit(127);
+  }
+  out->server.pid = pid;
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < until) {
+    std::string leader;
+    if (out->election->leader("", Clock::now() + std::chrono::seconds(5), &leader).ok() &&
+        !leader.empty())
+      return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  std::printf("agents: FAILED: %s did not lead within 30 s\n", daemon.c_str());
+  return false;
+}
+
+// Every node asks etcd where the server is, as cc-run's agent does; 16 at once.
+bool locate_all(const AgentsRun& run, rv::Election& election) {
+  std::atomic<int> next{0}, failed{0};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&] {
+      for (int i = next++; i < run.nodes; i = next++) {
+        std::string leader;
+        if (!election.leader("", Clock::now() + std::chrono::seconds(30), &leader).ok() ||
+            leader.empty())
+          ++failed;
+      }
+    });
+  for (auto& t : threads) t.join();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("  locate: %d nodes asked etcd for the leader in %.2f s%s\n", run.nodes, s,
+              failed > 0 ? " (some failed)" : "");
+  return failed == 0;
+}
+
 }  // namespace
 
 bool run_agents(const AgentsRun& run) {
-  const ChildServer server = fork_server();
+  Elected elected;
+  if (!run.etcd.empty()) {
+    if (!start_elected(run.etcd, &elected)) return false;
+    if (!locate_all(run, *elected.election)) return false;
+  }
+  const ChildServer server = run.etcd.empty() ? fork_server() : elected.server;
   if (server.pid < 0) {
     std::printf("agents: FAILED: could not start a server process\n");
     return false;
   }
-  std::printf("%d nodes x %d ranks (%d ranks) through node agents; server in a child process on "
+  std::printf("%d nodes x %d ranks (%d ranks) through node agents; server %s on "
               "127.0.0.1:%d; heartbeat window %lld ms\n",
-              run.nodes, run.ranks_per_node, run.nodes * run.ranks_per_node, server.port,
+              run.nodes, run.ranks_per_node, run.nodes * run.ranks_per_node,
+              run.etcd.empty() ? "in a child process" : "a cc-rendezvous elected in etcd",
+              server.port,
               static_cast<long long>(run.heartbeat_window.count()));
   std::fflush(stdout);
   bool ok = false;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 namespace cc::tools::rendezvous_bench {
 
@@ -15,6 +16,9 @@ struct AgentsRun {
   int ranks_per_node = 8;
   int window = 1024;  // agents connecting at once
   std::chrono::milliseconds heartbeat_window{5000};
+  // Not empty (etcd://...): the server is a cc-rendezvous --etcd daemon
+  // elected in that cluster, and every node first asks etcd where it is.
+  std::string etcd;
 };
 
 // The phases, each timed: the join; the first heartbeats reaching the

@@ -538,6 +538,11 @@ int main(int argc, char** argv) {
   cc::tools::cli::add_number(app, "--heartbeat-window", "MS", 100, 600000, &window_ms,
                       "with --agents: the silence after which a node is failed\n"
                       "(default 5000)");
+  app.add_option("--etcd", agents.etcd,
+                 "with --agents: the server is a cc-rendezvous --etcd daemon\n"
+                 "elected in this etcd cluster, and each node first asks etcd\n"
+                 "where it is")
+      ->option_text("URL");
   command_line.add_help();
   if (const auto exit_status =
           command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
