@@ -51,7 +51,23 @@ struct ServerOptions {
   size_t max_parked_bytes_per_connection = size_t{4} << 20;
   size_t max_parked_bytes_per_job = size_t{64} << 20;
   size_t max_parked_bytes_total = size_t{256} << 20;
+  // Failover: this server takes over the jobs of one that went away. Its
+  // clients resume (protocol.hpp, Resume) and it rebuilds each communicator
+  // generation from their resumes. For resume_grace from its start nobody
+  // is declared failed for not being there; then the members that never
+  // resumed are announced as failed to the others, as a dropped connection
+  // is. A server that is no successor refuses resumes.
+  bool successor = false;
+  std::chrono::milliseconds resume_grace{5000};
 };
+
+// How a server stops (Server::stop). fail: every waiting request is
+// answered with an error and members are told the server stops, so ranks
+// fail (clients with a locator move to the next server instead). handover:
+// a successor takes over: nothing is answered or announced, every client is
+// told the server stops and its connection closed, so clients with a
+// locator resume on the successor; those without one see the server gone.
+enum class StopMode : uint8_t { fail, handover };
 
 class Server {
  public:
@@ -64,6 +80,8 @@ class Server {
   // Stops accepting, releases every waiting client with an error, closes all
   // connections and joins the io thread. Idempotent.
   virtual void stop() = 0;
+  // The same, as `mode` says (StopMode::fail is stop()).
+  virtual void stop(StopMode mode) = 0;
   // Blocks until stop() has finished (from another thread or a signal).
   virtual void wait() = 0;
   // Blocks until no connection of job_id is a communicator member any more

@@ -118,8 +118,9 @@ class ServerCore {
   // The earliest pending deadline, for the I/O layer's one timer.
   std::optional<Clock::time_point> next_deadline() const;
   // Releases every parked request with an error, tells members the server is
-  // stopping and closes every connection.
-  void stop();
+  // stopping and closes every connection. StopMode::handover answers and
+  // announces nothing (ServerOptions, StopMode).
+  void stop(StopMode mode = StopMode::fail);
 
   // Connections of the I/O layer (node agents' included), and the ranks the
   // agents carry besides.
