@@ -330,7 +330,8 @@ void ServerCore::Impl::rebuild(Job& job, uint32_t g) {
     }
     log().info("{}: rebuilt from {} of {} ranks{}", where, rs.members.size(), rs.world_size,
                missing.empty() ? std::string()
-                               : "; ranks " + rank_ranges(missing) + " never resumed");
+                               : std::string(missing.size() == 1 ? "; rank " : "; ranks ") +
+                                     rank_ranges(missing) + " never resumed");
     if (!missing.empty()) {
       // As a lost node's ranks are told (output.cpp, announce_together).
       size_t& told = job.announced[{g, rs.generation}];
