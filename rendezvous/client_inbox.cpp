@@ -63,6 +63,7 @@ std::optional<PeerEvent> ClientInbox::take_event() {
 }
 
 const Status& ClientInbox::break_with(Status why) {
+  moving_ = false;
   if (broken_.ok()) {
     broken_ = std::move(why);
     PeerEvent e;
@@ -71,6 +72,24 @@ const Status& ClientInbox::break_with(Status why) {
     events_.push_back(std::move(e));
   }
   return broken_;
+}
+
+bool ClientInbox::lose(Status why) {
+  if (!broken_.ok()) return false;
+  if (!failover_) {
+    break_with(std::move(why));
+    return false;
+  }
+  if (!moving_) lost_ = std::move(why);
+  moving_ = true;
+  return true;
+}
+
+void ClientInbox::resumed(std::string endpoint) {
+  endpoint_ = std::move(endpoint);
+  reader_ = FrameReader(reader_.limits());
+  moving_ = false;
+  lost_ = Status::success();
 }
 
 void ClientInbox::push_event(PeerEvent e) {
@@ -91,7 +110,19 @@ void ClientInbox::push_event(PeerEvent e) {
 void ClientInbox::file(FrameReader::Frame frame) {
   if (frame.request_id == 0) {
     if (auto* event = std::get_if<PeerEvent>(&frame.message)) {
+      // A client that can follow the job to the next server does so.
+      const bool stopping = event->kind == PeerEventKind::server_stopping;
+      Status stopped;
+      if (stopping)
+        stopped = make_status(CC_ERR_RENDEZVOUS, "the rendezvous server at " + endpoint_ +
+                                                     " stopped: " + printable(event->reason));
+      if (stopping && failover_) {
+        lose(std::move(stopped));
+        return;
+      }
       push_event(std::move(*event));
+      // Its words are every later call's: nothing more comes from it.
+      if (stopping && broken_.ok()) broken_ = std::move(stopped);
     } else if (auto* error = std::get_if<Error>(&frame.message)) {
       // The server dropping us on its own: every waiter gets its words.
       break_with(server_error(*error, endpoint_));

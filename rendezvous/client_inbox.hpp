@@ -52,13 +52,34 @@ class ClientInbox {
   std::optional<PeerEvent> take_event();
   size_t events_queued() const { return events_.size(); }
 
-  // Marks the connection unusable (the first reason stays) and queues one
-  // server_stopping event with it, so the event reader learns that the
-  // server is gone. Returns the reason in force.
+  // Marks the connection unusable for good (the first reason stays) and
+  // queues one server_stopping event with it, so the event reader learns
+  // that the server is gone. Returns the reason in force.
   const Status& break_with(Status why);
-  // Success while the connection is usable, else why not.
+  // Success while the connection is usable or moving, else why not.
   const Status& broken() const { return broken_; }
-  bool usable() const { return broken_.ok(); }
+  bool usable() const { return broken_.ok() && !moving_; }
+
+  // Failover (the client has a locator, frame_client.hpp): a connection
+  // lost by accident, or a server that says it is stopping, is `moving`
+  // instead of broken: nothing more is filed from it and no event is queued
+  // while the client looks for the next server. Without failover, lose() is
+  // break_with().
+  void set_failover(bool on) { failover_ = on; }
+  bool failover() const { return failover_; }
+  // The connection is lost (end of stream, reset, a read or write error).
+  // True when it is moving now (or was already).
+  bool lose(Status why);
+  bool moving() const { return moving_; }
+  // Why the connection that is moving was lost.
+  const Status& lost() const { return lost_; }
+  // The client took up a new connection at `endpoint`: frames are read
+  // afresh from it; the replies held, the requests awaited and the events
+  // queued stay.
+  void resumed(std::string endpoint);
+  // An event that arrived on the next server's connection before it was
+  // taken up.
+  void queue_event(PeerEvent e) { push_event(std::move(e)); }
 
   // Requests awaited and replies held, for tests of the bounds.
   size_t awaited() const { return awaited_.size(); }
@@ -74,6 +95,9 @@ class ClientInbox {
   std::map<uint32_t, Message> replies_;
   std::deque<PeerEvent> events_;
   Status broken_;
+  bool failover_ = false;
+  bool moving_ = false;
+  Status lost_;
 };
 
 }  // namespace cc::rv

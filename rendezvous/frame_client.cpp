@@ -13,6 +13,14 @@
 // waiting for a reply while another reads sleeps on cv_ in short slices, so a
 // heartbeat from one thread and next_event() or a long join on another work
 // together.
+//
+// Failover (FrameClientOptions::locate): a lost connection makes the inbox
+// `moving`, and one thread of the client's own (move_on) finds the next
+// server, greets it and resumes there on a socket of its own, with plain
+// blocking reads of whole frames; only then does it take every lock, swap
+// the socket in and write again what the ResumeBook (resume_book.hpp) holds
+// unanswered. Callers meanwhile wait on cv_ within their deadlines; requests
+// they make are kept in the book and written by the swap.
 #include "rendezvous/frame_client.hpp"
 
 #include <arpa/inet.h>
@@ -43,6 +51,7 @@
 #include "rendezvous/auth.hpp"
 #include "rendezvous/client_inbox.hpp"
 #include "rendezvous/connect_by.hpp"
+#include "rendezvous/resume_book.hpp"
 
 namespace cc::rv {
 namespace {
@@ -54,8 +63,12 @@ constexpr milliseconds kReadSlice{50};
 // A request that waits by design (get, wait, join, ...) waits its timeout at
 // the server, which then answers with its words (the keys or ranks still
 // missing); this is all the client adds for that answer to arrive.
-constexpr milliseconds kAnswerGrace{250};
+constexpr milliseconds kAnswerGrace = ResumeBook::kAnswerGrace;
 constexpr milliseconds kAttemptCap{5000};  // one connect attempt to one address
+// During a failover, the locator is asked again after this long of dialing
+// what it said (a server that is gone refuses at once; a lost host does not).
+constexpr milliseconds kRelocateEvery{1000};
+constexpr size_t kSessionBytes = 16;
 const Clock::time_point kNever = Clock::time_point::max();
 
 using Fd = UniqueFd;
@@ -88,12 +101,81 @@ std::string make_endpoint(const std::string& addr, int port) {
   return host + ":" + std::to_string(port);
 }
 
-// A client's session (Hello::session): 16 random bytes, kept across its
-// reconnects.
 std::vector<uint8_t> make_session() {
-  std::vector<uint8_t> nonce = make_nonce();
-  nonce.resize(16);
-  return nonce;
+  std::random_device rd;
+  std::vector<uint8_t> out(kSessionBytes);
+  for (auto& b : out) b = static_cast<uint8_t>(rd());
+  return out;
+}
+
+// Blocking I/O of whole frames on a socket of its own, for a failover's
+// handshake and resumes before the socket is taken up.
+Status write_all_by(int fd, std::span<const uint8_t> bytes, Clock::time_point deadline,
+                    const std::string& endpoint) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      return make_status(CC_ERR_RENDEZVOUS, "the connection to the rendezvous at " + endpoint +
+                                                " failed (send: " + std::strerror(errno) + ")");
+    if (Clock::now() >= deadline)
+      return make_status(CC_ERR_TIMEOUT,
+                         "the rendezvous at " + endpoint + " took no frame in time");
+    pollfd p{fd, POLLOUT, 0};
+    (void)::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
+  }
+  return Status::success();
+}
+
+Status read_all_by(int fd, uint8_t* out, size_t size, Clock::time_point deadline,
+                   const std::string& endpoint) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::recv(fd, out + done, size - done, 0);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0)
+      return make_status(CC_ERR_RENDEZVOUS,
+                         "the rendezvous server at " + endpoint + " closed the connection");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return make_status(CC_ERR_RENDEZVOUS, "the connection to the rendezvous at " + endpoint +
+                                                " failed (recv: " + std::strerror(errno) + ")");
+    if (Clock::now() >= deadline)
+      return make_status(CC_ERR_TIMEOUT,
+                         "the rendezvous at " + endpoint + " did not answer in time");
+    pollfd p{fd, POLLIN, 0};
+    (void)::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
+  }
+  return Status::success();
+}
+
+Status read_frame_by(int fd, Clock::time_point deadline, const std::string& endpoint,
+                     FrameReader::Frame* out) {
+  const Limits limits;
+  uint8_t header[kHeaderSize];
+  if (Status s = read_all_by(fd, header, sizeof(header), deadline, endpoint); !s.ok()) return s;
+  FrameHeader h;
+  DecodeError e = parse_header(header, limits, &h);
+  std::vector<uint8_t> payload(e == DecodeError::none ? h.length : 0);
+  if (e == DecodeError::none) {
+    if (Status s = read_all_by(fd, payload.data(), payload.size(), deadline, endpoint); !s.ok())
+      return s;
+    e = decode_message(h.type, payload, limits, &out->message);
+  }
+  if (e != DecodeError::none)
+    return make_status(CC_ERR_RENDEZVOUS,
+                       "the rendezvous at " + endpoint + " sent a frame we cannot read (" +
+                           describe(e) + "): is it a cc rendezvous server of the same version?");
+  out->request_id = h.request_id;
+  return Status::success();
 }
 
 std::string local_hostname() {
@@ -238,19 +320,40 @@ Status dial_agent(const FrameClientOptions& o, const std::string& endpoint,
 class FrameClient final : public Client {
  public:
   FrameClient(Fd fd, const FrameClientOptions& options, std::string endpoint)
-      : fd_(std::move(fd)), options_(options), endpoint_(std::move(endpoint)), inbox_(endpoint_) {
-    session_ = make_session();
+      : fd_(std::move(fd)),
+        options_(options),
+        endpoint_(std::move(endpoint)),
+        current_(endpoint_),
+        session_(make_session()),
+        inbox_(endpoint_) {}
+
+  // After the first handshake: a lost connection is followed to the next
+  // server from now on.
+  void enable_failover() {
+    inbox_.set_failover(options_.locate != nullptr && options_.agent_socket.empty());
   }
 
-  ~FrameClient() override = default;
+  ~FrameClient() override {
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+    if (mover_.joinable()) mover_.join();
+  }
 
-  Status handshake(Clock::time_point deadline) {
+  Hello hello() const {
     Hello hello;
     hello.job_id = options_.job_id;
     hello.host = local_hostname();
     hello.pid = static_cast<uint32_t>(::getpid());
     hello.client = options_.client;
     hello.session = session_;
+    return hello;
+  }
+
+  Status handshake(Clock::time_point deadline) {
+    const Hello hello = this->hello();
     Challenge challenge;
     if (Status s = expect(hello, deadline, "the handshake (hello)", &challenge); !s.ok()) return s;
     if (!challenge.auth_required) return Status::success();
@@ -337,12 +440,23 @@ class FrameClient final : public Client {
   Status join(const Join& request, Joined* out) override {
     // timeout_ms 0: the server waits without a deadline, and so do we.
     const auto deadline = request.timeout_ms == 0 ? kNever : waiting_deadline(request.timeout_ms);
-    return expect(request, deadline, "the join of rank " + std::to_string(request.info.rank), out);
+    if (Status s = expect(request, deadline,
+                          "the join of rank " + std::to_string(request.info.rank), out);
+        !s.ok())
+      return s;
+    book([&] { book_.joined(request.info, *out); });
+    return Status::success();
   }
 
-  Status leave() override { return expect_ok(Leave{}, after(options_.request_timeout), "a leave"); }
+  Status leave() override {
+    book([&] { book_.left(); });
+    return expect_ok(Leave{}, after(options_.request_timeout), "a leave");
+  }
 
-  Status leave_nowait() override { return send_nowait(Leave{}, "a leave"); }
+  Status leave_nowait() override {
+    book([&] { book_.left(); });
+    return send_nowait(Leave{}, "a leave");
+  }
 
   Status recover(const Recover& request, const MakeId& make_id, Joined* out) override {
     const auto start = Clock::now();
@@ -365,19 +479,23 @@ class FrameClient final : public Client {
     auto* joined = std::get_if<Joined>(&reply);
     if (joined == nullptr) return unexpected(reply, "recover");
     *out = std::move(*joined);
+    book([&] { book_.joined(request.info, *out); });
     return Status::success();
   }
 
   Status heartbeat(uint64_t last_completed) override {
+    book([&] { book_.completed(last_completed); });
     return expect<HeartbeatAck>(Heartbeat{last_completed}, after(options_.request_timeout),
                                 "a heartbeat");
   }
 
   Status heartbeat_nowait(uint64_t last_completed) override {
+    book([&] { book_.completed(last_completed); });
     return send_nowait(Heartbeat{last_completed}, "a heartbeat");
   }
 
   Status heartbeat_with_calls_nowait(const Heartbeat& h) override {
+    book([&] { book_.completed(h.last_completed); });
     return send_nowait(h, "a heartbeat");
   }
 
@@ -391,16 +509,21 @@ class FrameClient final : public Client {
     if (id == 0) id = next_id_.fetch_add(1);
     {
       std::lock_guard<std::mutex> lock(state_mu_);
+      // While the client moves to the next server a heartbeat or a leave is
+      // dropped: the resume tells the server what it would have.
+      if (inbox_.moving()) return Status::success();
       if (!inbox_.usable()) return inbox_.broken();
     }
     const std::vector<uint8_t> frame = encode_frame(id, request);
     std::lock_guard<std::mutex> lock(write_mu_);
     Status s = send_all(frame, after(milliseconds(1000)), what);
     if (!s.ok() && s.code == CC_ERR_TIMEOUT) return mark_broken(s);  // a frame cut in half
+    if (!s.ok() && failover_lost()) return Status::success();
     return s;
   }
 
   Status set_heartbeat_window(milliseconds window) override {
+    book([&] { book_.window(window); });
     return expect_ok(HeartbeatWindow{static_cast<uint32_t>(window.count())},
                      after(options_.request_timeout), "a heartbeat window request");
   }
@@ -452,7 +575,10 @@ class FrameClient final : public Client {
     cv_.notify_all();
   }
 
+  // While the client moves to the next server it is heard: the failover
+  // has its own deadline, and then the loss is told as an event.
   Clock::time_point last_heard() const override {
+    if (moving_.load(std::memory_order_relaxed)) return Clock::now();
     return Clock::time_point(Clock::duration(last_heard_.load(std::memory_order_relaxed)));
   }
 
@@ -464,8 +590,14 @@ class FrameClient final : public Client {
     const auto deadline = after(timeout);
     for (;;) {
       {
-        std::lock_guard<std::mutex> lock(state_mu_);
+        std::unique_lock<std::mutex> lock(state_mu_);
         if (auto e = inbox_.take_event()) return e;
+        if (inbox_.moving()) {
+          const auto now = Clock::now();
+          if (now >= deadline) return std::nullopt;
+          cv_.wait_until(lock, std::min(deadline, now + kReadSlice));
+          continue;
+        }
         if (!inbox_.usable()) return std::nullopt;
       }
       const auto now = Clock::now();
@@ -514,22 +646,31 @@ class FrameClient final : public Client {
   // returned Status.
   Status transact(const Message& request, Clock::time_point deadline, const std::string& what,
                   Message* reply) {
-    uint32_t id = next_id_.fetch_add(1);
-    if (id == 0) id = next_id_.fetch_add(1);  // 0 is for server-pushed messages
+    const uint32_t id = next_id();
+    const bool failover = inbox_.failover();
     {
       std::lock_guard<std::mutex> lock(state_mu_);
-      if (!inbox_.usable()) return inbox_.broken();
+      if (!inbox_.usable() && !inbox_.moving()) return inbox_.broken();
       inbox_.await(id);
+      // Kept until answered, to be written again on the next server.
+      if (failover) book_.await(id, request, deadline);
     }
     const std::vector<uint8_t> frame = encode_frame(id, request);
     Status sent;
     {
       std::lock_guard<std::mutex> lock(write_mu_);
-      sent = send_all(frame, deadline, what);
+      bool write = true;
+      if (failover) {
+        // A failover writes what the book holds: written there, or to be.
+        std::lock_guard<std::mutex> lock(state_mu_);
+        write = !inbox_.moving() && book_.take_for_sending(id);
+      }
+      if (write) sent = send_all(frame, deadline, what);
     }
-    if (!sent.ok()) {
+    if (!sent.ok() && !failover_lost()) {
       std::lock_guard<std::mutex> lock(state_mu_);
       inbox_.give_up(id);
+      book_.done(id);
       return sent;
     }
     Status s = await(id, deadline, what, reply);
@@ -570,22 +711,32 @@ class FrameClient final : public Client {
     const auto start = Clock::now();
     for (;;) {
       {
-        std::lock_guard<std::mutex> lock(state_mu_);
+        std::unique_lock<std::mutex> lock(state_mu_);
         if (auto m = inbox_.take_reply(id)) {
+          book_.done(id);
           *reply = std::move(*m);
           return Status::success();
         }
-        if (!inbox_.usable()) {
+        const bool moving = inbox_.moving();
+        if (!inbox_.usable() && !moving) {
           inbox_.give_up(id);
+          book_.done(id);
           return inbox_.broken();
         }
         if (Clock::now() >= deadline) {
           inbox_.give_up(id);  // a late reply is dropped
-          return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint_ + " did not answer " +
-                                                 what + " within " +
-                                                 std::to_string(elapsed_ms(start)) +
-                                                 " ms: is the server stopped, overloaded or "
-                                                 "stuck?");
+          book_.done(id);
+          return make_status(
+              CC_ERR_TIMEOUT,
+              "the rendezvous at " + current_ + " did not answer " + what + " within " +
+                  std::to_string(elapsed_ms(start)) + " ms" +
+                  (moving ? " (the connection was lost: " + inbox_.lost().message +
+                                "; the client is still looking for the next server)"
+                          : ": is the server stopped, overloaded or stuck?"));
+        }
+        if (moving) {  // the failover writes the request again once it is done
+          cv_.wait_until(lock, std::min(deadline, Clock::now() + kReadSlice));
+          continue;
         }
       }
       read_or_wait(std::min(deadline, Clock::now() + kReadSlice),
@@ -635,8 +786,10 @@ class FrameClient final : public Client {
     last_heard_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(state_mu_);
     inbox_.receive(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
-    // A server we gave up on (garbage, a flood of events) hears so at once.
+    // A server we gave up on (garbage, a flood of events) hears so at once;
+    // one that said it stops is left for the next.
     if (!inbox_.usable()) ::shutdown(fd_.get(), SHUT_RDWR);
+    if (inbox_.moving()) start_moving();
   }
 
   Status closed_status() const {
@@ -650,21 +803,238 @@ class FrameClient final : public Client {
   }
 
   // Marks the connection unusable and tells the event reader once, so a
-  // watchdog learns that the server is gone.
+  // watchdog learns that the server is gone; with a locator the client
+  // moves to the next server instead (start_moving).
   Status mark_broken(Status s) {
     {
       std::lock_guard<std::mutex> lock(state_mu_);
-      inbox_.break_with(s);
+      if (inbox_.lose(s)) start_moving();
     }
     cv_.notify_all();
     return s;
   }
 
+  // True when the connection was lost and the client moves to the next server.
+  bool failover_lost() {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    return inbox_.moving();
+  }
+
+  uint32_t next_id() {
+    uint32_t id = next_id_.fetch_add(1);
+    if (id == 0) id = next_id_.fetch_add(1);  // 0 is for server-pushed messages
+    return id;
+  }
+
+  // Notes what a resume needs to know, when the client can fail over.
+  template <class F>
+  void book(F note) {
+    if (!inbox_.failover()) return;
+    std::lock_guard<std::mutex> lock(state_mu_);
+    note();
+  }
+
+  // ---- failover ------------------------------------------------------------
+
+  // Starts the thread that finds the next server, unless it runs. Caller
+  // holds state_mu_.
+  void start_moving() {
+    moving_.store(true, std::memory_order_relaxed);
+    if (mover_running_ || closing_) return;
+    if (mover_.joinable()) mover_.join();  // it ended: it took no lock since
+    mover_running_ = true;
+    mover_ = std::thread([this] { move_on(); });
+  }
+
+  void move_on() {
+    for (;;) {
+      Status why;
+      {
+        std::lock_guard<std::mutex> lock(state_mu_);
+        why = inbox_.lost();
+      }
+      const Status s = find_next_server(why);
+      {
+        std::lock_guard<std::mutex> lock(state_mu_);
+        if (!s.ok()) inbox_.break_with(s);
+        if (!inbox_.moving()) {  // else lost again while writing: go on
+          moving_.store(false, std::memory_order_relaxed);
+          mover_running_ = false;
+          cv_.notify_all();
+          return;
+        }
+      }
+    }
+  }
+
+  // Until failover_timeout: asks the locator, dials, greets and resumes,
+  // then takes the new connection up. The refusals no other server would
+  // answer otherwise (a token, a resume refused with words) end it at once.
+  Status find_next_server(const Status& why) {
+    const auto start = Clock::now();
+    const auto deadline = after(options_.failover_timeout);
+    std::string who;
+    std::string was;
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      who = book_.who();
+      was = current_;
+    }
+    log().warn("{}lost the rendezvous server at {} ({}); looking for the next one",
+               who.empty() ? "" : who + ": ", was, why.message);
+    Backoff backoff;
+    int attempts = 0;
+    Status last;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(state_mu_);
+        if (closing_)
+          return make_status(CC_ERR_RENDEZVOUS, "the client was closed during a failover");
+      }
+      ++attempts;
+      last = try_next_server(deadline);
+      if (last.ok()) {
+        log().info("{}resumed on the rendezvous server at {} after {} ms",
+                   who.empty() ? "" : who + ": ", current(), elapsed_ms(start));
+        return last;
+      }
+      log().debug("failover attempt {}: {}", attempts, last.message);
+      if (last.code == CC_ERR_AUTH || last.code == CC_ERR_MISMATCH ||
+          last.code == CC_ERR_PEER_FAILED || last.code == CC_ERR_INVALID_USAGE)
+        break;
+      if (!backoff.sleep_until_next(deadline)) break;
+    }
+    const bool refused = last.code == CC_ERR_AUTH || last.code == CC_ERR_MISMATCH ||
+                         last.code == CC_ERR_PEER_FAILED || last.code == CC_ERR_INVALID_USAGE;
+    return make_status(
+        refused ? last.code : CC_ERR_RENDEZVOUS,
+        (who.empty() ? std::string("this client") : who) + " on host " + local_hostname() +
+            " lost the rendezvous server at " + was + " (" + why.message + ") and " +
+            (refused ? "the next server refused to take it up: " + last.message
+                     : "could not resume on a next one within " +
+                           std::to_string(elapsed_ms(start)) + " ms (" + std::to_string(attempts) +
+                           " attempt" + (attempts == 1 ? "" : "s") + "; the last: " +
+                           last.message + ")") +
+            ". Check that a successor rendezvous server runs and is reachable (cc-rendezvous, or "
+            "the job's etcd election), or raise the failover timeout");
+  }
+
+  std::string current() {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    return current_;
+  }
+
+  // One attempt: where is the server, a connection to it, the handshake and
+  // every resume; success once the connection is taken up.
+  Status try_next_server(Clock::time_point deadline) {
+    const auto until = std::min(deadline, Clock::now() + kAttemptCap);
+    std::string host;
+    int port = 0;
+    if (Status s = options_.locate(until, &host, &port); !s.ok()) return s;
+    if (host.empty() || port < 1 || port > 65535)
+      return make_status(CC_ERR_RENDEZVOUS, "the locator named no server ('" + host + "', port " +
+                                                std::to_string(port) + ")");
+    FrameClientOptions o = options_;
+    o.addr = host;
+    o.port = port;
+    const std::string endpoint =
+        options_.name.empty() ? make_endpoint(host, port)
+                              : options_.name + " (its server at " + make_endpoint(host, port) + ")";
+    Fd fd;
+    if (Status s = dial_tcp(o, endpoint, std::min(until, Clock::now() + kRelocateEvery), &fd);
+        !s.ok())
+      return s;
+    std::vector<PeerEvent> events;
+    if (Status s = greet(fd.get(), endpoint, until, &events); !s.ok()) return s;
+    take_up(std::move(fd), endpoint, std::move(events));
+    return Status::success();
+  }
+
+  // Sends one request on the new connection and reads until its answer;
+  // the events that come first are kept for the inbox.
+  Status ask(int fd, const std::string& endpoint, Clock::time_point until, const Message& request,
+             std::vector<PeerEvent>* events, Message* reply) {
+    const uint32_t id = next_id();
+    if (Status s = write_all_by(fd, encode_frame(id, request), until, endpoint); !s.ok())
+      return s;
+    for (;;) {
+      FrameReader::Frame f;
+      if (Status s = read_frame_by(fd, until, endpoint, &f); !s.ok()) return s;
+      if (f.request_id == id) {
+        if (auto* e = std::get_if<Error>(&f.message)) return server_error(*e, endpoint);
+        *reply = std::move(f.message);
+        return Status::success();
+      }
+      if (f.request_id != 0) continue;
+      if (auto* e = std::get_if<Error>(&f.message)) return server_error(*e, endpoint);
+      if (auto* ev = std::get_if<PeerEvent>(&f.message)) {
+        if (ev->kind == PeerEventKind::server_stopping)
+          return make_status(CC_ERR_RENDEZVOUS,
+                             "the rendezvous server at " + endpoint + " is stopping too");
+        events->push_back(std::move(*ev));
+      }
+    }
+  }
+
+  // Hello (with this client's session), Auth when asked, and one Resume per
+  // membership this connection held.
+  Status greet(int fd, const std::string& endpoint, Clock::time_point until,
+               std::vector<PeerEvent>* events) {
+    Message reply;
+    if (Status s = ask(fd, endpoint, until, hello(), events, &reply); !s.ok()) return s;
+    const auto* challenge = std::get_if<Challenge>(&reply);
+    if (challenge == nullptr) return unexpected(reply, "hello");
+    if (challenge->auth_required) {
+      if (options_.token.empty())
+        return make_status(CC_ERR_AUTH, "the rendezvous at " + endpoint +
+                                            " requires a token: set CC_RENDEZVOUS_TOKEN or "
+                                            "CC_RENDEZVOUS_TOKEN_FILE (or the config's token)");
+      const Auth auth{auth_mac(options_.token, challenge->nonce, options_.job_id)};
+      if (Status s = ask(fd, endpoint, until, auth, events, &reply); !s.ok()) return s;
+      if (!std::holds_alternative<Ok>(reply)) return unexpected(reply, "auth");
+    }
+    std::vector<Resume> resumes;
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      resumes = book_.resumes();
+    }
+    for (const Resume& r : resumes) {
+      if (Status s = ask(fd, endpoint, until, r, events, &reply); !s.ok()) return s;
+      if (!std::holds_alternative<Ok>(reply)) return unexpected(reply, "resume");
+    }
+    return Status::success();
+  }
+
+  // The new connection becomes the client's: every lock is taken, so no
+  // frame is half written or half read across the swap. Then the requests
+  // still awaited are written again with their ids.
+  void take_up(Fd fd, const std::string& endpoint, std::vector<PeerEvent> events) {
+    std::lock_guard<std::mutex> read_lock(read_mu_);
+    std::lock_guard<std::mutex> write_lock(write_mu_);
+    std::vector<std::pair<uint32_t, Message>> again;
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      fd_ = std::move(fd);
+      current_ = endpoint;
+      inbox_.resumed(endpoint);
+      for (PeerEvent& e : events) inbox_.queue_event(std::move(e));
+      again = book_.to_send_again(Clock::now());
+      last_heard_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    }
+    for (const auto& [id, request] : again) {
+      if (!send_all(encode_frame(id, request), after(options_.request_timeout), "a request")
+               .ok())
+        break;  // lost again: move_on goes on
+    }
+    cv_.notify_all();
+  }
+
   Fd fd_;
   FrameClientOptions options_;
-  std::string endpoint_;
+  std::string endpoint_;  // the first server's, for words
+  std::string current_;   // the server's now (under state_mu_)
+  const std::vector<uint8_t> session_;
   std::atomic<uint32_t> next_id_{1};
-  std::vector<uint8_t> session_;
   std::atomic<Clock::rep> last_heard_{Clock::now().time_since_epoch().count()};
 
   std::mutex write_mu_;
@@ -673,22 +1043,40 @@ class FrameClient final : public Client {
   std::mutex state_mu_;
   std::condition_variable cv_;
   ClientInbox inbox_;  // under state_mu_
+  ResumeBook book_;    // under state_mu_
+  bool closing_ = false;         // under state_mu_: the destructor runs
+  bool mover_running_ = false;   // under state_mu_
+  std::atomic<bool> moving_{false};  // the inbox is moving (for last_heard)
+  std::thread mover_;
 };
+
+// Asks the locator where the server is, again with backoff while it cannot
+// say, until `deadline`.
+Status locate_first(const FrameClientOptions& options, Clock::time_point deadline,
+                    FrameClientOptions* out) {
+  Backoff backoff;
+  *out = options;
+  for (;;) {
+    Status s = options.locate(deadline, &out->addr, &out->port);
+    if (s.ok()) return s;
+    if (!backoff.sleep_until_next(deadline))
+      return make_status(s.code == CC_SUCCESS ? CC_ERR_RENDEZVOUS : s.code,
+                         "cannot find the rendezvous server: " + s.message);
+  }
+}
 
 }  // namespace
 
 Status connect_frame_client(const FrameClientOptions& given, std::unique_ptr<Client>* out) {
+  if (Status s = check_job_id(given.job_id, "the job id"); !s.ok()) return s;
   FrameClientOptions options = given;
-  if (options.locate && options.agent_socket.empty()) {
-    if (Status s = options.locate(after(options.connect_timeout), &options.addr, &options.port);
-        !s.ok())
-      return s;
+  if (given.locate && given.agent_socket.empty()) {
+    if (Status s = locate_first(given, after(given.connect_timeout), &options); !s.ok()) return s;
   }
   const std::string endpoint =
       options.name.empty() ? make_endpoint(options.addr, options.port)
                            : options.name + " (its server at " +
                                  make_endpoint(options.addr, options.port) + ")";
-  if (Status s = check_job_id(options.job_id, "the job id"); !s.ok()) return s;
   if (options.addr.empty()) {
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        "no rendezvous address given: set MASTER_ADDR (or pass an address)");
@@ -715,6 +1103,7 @@ Status connect_frame_client(const FrameClientOptions& given, std::unique_ptr<Cli
     }
     return s;
   }
+  client->enable_failover();
   *out = std::move(client);
   return Status::success();
 }

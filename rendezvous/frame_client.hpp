@@ -8,6 +8,18 @@
 // A library or program reaches it through rendezvous/factory, which makes
 // it for a host (with its port apart) or a tcp://host:port address; tests
 // and cc's own server tools may connect directly.
+//
+// Failover: given a locator, the client asks it where the server is, and
+// asks again when the connection is lost without a clean close (end of
+// stream, reset, a read or write error, or the server saying it stops). It
+// then dials the server found, says Hello with the same session id,
+// authenticates, resumes every communicator membership it held (protocol.hpp,
+// Resume) and sends again every request still awaiting its answer, with the
+// same request id; peer events already queued stay queued. Calls made
+// meanwhile wait for it (each within its own deadline). When no server takes
+// it within failover_timeout, the connection is lost as it is without a
+// locator: every call fails, and the event reader gets server_stopping with
+// the words why.
 #pragma once
 
 #include <chrono>
@@ -35,11 +47,16 @@ struct FrameClientOptions {
   // carries the connection's frames to the rendezvous at addr:port
   // (rendezvous/agent/agent_core.hpp); the client connects there instead.
   std::string agent_socket;
-  // Where the server is, asked before connecting (addr and port are then
-  // ignored): the elected leader of an etcd address (rendezvous/factory).
-  std::function<Status(std::chrono::steady_clock::time_point deadline, std::string* host,
-                       int* port)>
-      locate;
+  // Not empty: where the rendezvous server is now, asked before the first
+  // connect (addr and port are then unused) and after every loss of the
+  // connection; it fills host and port, or says why not (it is asked again,
+  // with backoff, until the deadline). Not used through a node agent, which
+  // follows the server itself.
+  using Locate = std::function<Status(std::chrono::steady_clock::time_point deadline,
+                                      std::string* host, int* port)>;
+  Locate locate;
+  // How long the client looks for the next server after losing one.
+  std::chrono::milliseconds failover_timeout{30000};
   // How messages name the rendezvous when it is not addr:port (the etcd
   // address the server was located by).
   std::string name;

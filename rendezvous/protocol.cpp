@@ -205,7 +205,8 @@ requires std::is_empty_v<M>
 bool fields(auto&, M&) { return true; }
 bool fields(auto& io, Is<Hello> auto& m) {
   return io.str(m.job_id, io.limits().max_key) && io.text(m.host) && io.u32(m.pid) &&
-         io.text(m.client) && (io.at_end() || io.bytes(m.session, kMaxSessionBytes));
+         io.text(m.client) &&
+         (io.at_end() || io.bytes(m.session, kMaxSessionBytes));  // an older client: none
 }
 bool fields(auto& io, Is<Challenge> auto& m) {
   return io.boolean(m.auth_required) && io.bytes(m.nonce, 256) && io.text(m.server);
@@ -297,6 +298,12 @@ bool fields(auto& io, Is<Recover> auto& m) {
          io.valid(in_range(m.kind, RecoverKind::shrink, RecoverKind::regrow) && m.info.rank >= 0 &&
                   m.info.world_size > 0) &&
          io.valid(m.kind != RecoverKind::regrow || m.nranks > 0);
+}
+bool fields(auto& io, Is<Resume> auto& m) {
+  return fields(io, m.info) && io.u32(m.generation) && io.i32(m.rank) && io.i32(m.world_size) &&
+         io.u32(m.heartbeat_window_ms) && io.u64(m.last_completed) &&
+         io.bytes(m.unique_id, kMaxUniqueIdBytes) &&
+         io.valid(m.info.rank >= 0 && m.world_size > 0 && m.rank >= 0 && m.rank < m.world_size);
 }
 bool fields(auto& io, Is<RecoverId> auto& m) {
   return io.u32(m.generation) && io.bytes(m.unique_id, kMaxUniqueIdBytes) && io.u32(m.timeout_ms);
@@ -417,7 +424,8 @@ using Kinds = std::tuple<
     Kind<MsgType::preflight_ready, PreflightReady, "preflight-ready">,
     Kind<MsgType::preflight_report, PreflightReport, "preflight-report">,
     Kind<MsgType::preflight_plan, PreflightPlan, "preflight-plan">,
-    Kind<MsgType::relay, Relay, "relay">>;
+    Kind<MsgType::relay, Relay, "relay">,
+    Kind<MsgType::resume, Resume, "resume">>;
 // clang-format on
 static_assert(std::tuple_size_v<Kinds> == std::variant_size_v<Message>);
 

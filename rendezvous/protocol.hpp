@@ -50,6 +50,7 @@ enum class MsgType : uint16_t {
   abort = 23,
   heartbeat_window = 24,  // announce me as failed after a silence
   progress_query = 25,    // who is behind
+  resume = 26,            // go on as a member on a successor server (failover)
   recover = 30,           // go on as the next generation of a communicator (shrink, regrow)
   recover_id = 31,        // the NCCL id of that generation, from the rank asked to make it
   init_failed = 40,       // this member's init failed after its join, in its own words
@@ -337,6 +338,27 @@ struct RecoverIdWanted {
   uint32_t generation = 0;  // the generation being made
 };
 
+// ---- failover: resuming on a successor server ---------------------------
+//
+// When the server a client talks to goes away, the client finds the next
+// one (FrameClientOptions::locate), says Hello (with the same session) and
+// sends one Resume per communicator membership its connection held, before
+// anything else; then it sends again the requests left unanswered. The
+// successor rebuilds each communicator's generation from the Resumes of its
+// members (server_core/resume.cpp). Answered with Ok, or with Error when the
+// server takes no resumes (it is no successor, or its grace period is over),
+// the member disagrees with those that resumed before it (world size,
+// generation, NCCL ids), or its seat is taken or was declared failed.
+struct Resume {
+  MemberInfo info;             // as the member joined: rank is its job rank
+  uint32_t generation = 0;     // of its communicator (info.comm_number)
+  int32_t rank = -1;           // its rank in that generation
+  int32_t world_size = 0;      // that generation's number of ranks
+  uint32_t heartbeat_window_ms = 0;  // the silence it may keep (0: unwatched)
+  uint64_t last_completed = 0;
+  std::vector<uint8_t> unique_id;  // the generation's NCCL id bytes, as it got them
+};
+
 // ---- operations: what an operator asks during a hang ---------------------
 //
 // A connection whose Hello names no job (an empty job id) enters no job: it
@@ -483,7 +505,8 @@ using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave,
                              Challenge, Ok, Error, Value, Integer, Joined, PeerEvent, HeartbeatAck,
                              HeartbeatWindow, ProgressQuery, Progress, CompareSet, CompareSetResult,
                              Recover, RecoverId, RecoverIdWanted, StatusQuery, StatusReport,
-                             InitFailed, PreflightReady, PreflightReport, PreflightPlan, Relay>;
+                             InitFailed, PreflightReady, PreflightReport, PreflightPlan, Relay,
+                             Resume>;
 
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"

@@ -155,6 +155,12 @@ class AsioServer final : public Server, private Sink {
     reserve_descriptors(acceptor_.native_handle(), opt_.max_connections);
     spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     accept();
+    if (opt_.successor) {  // its grace period for resumes starts now
+      asio::post(io_, [this] {
+        core_.expire(Clock::now());
+        flush();
+      });
+    }
     thread_ = std::thread([this] { run(); });
     return Status::success();
   }
@@ -215,7 +221,9 @@ class AsioServer final : public Server, private Sink {
     return false;
   }
 
-  void stop() override {
+  void stop() override { stop(StopMode::fail); }
+
+  void stop(StopMode mode) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_requested_) {
@@ -225,7 +233,7 @@ class AsioServer final : public Server, private Sink {
       stop_requested_ = true;
     }
     if (thread_.joinable()) {
-      asio::post(io_, [this] { shutdown(); });
+      asio::post(io_, [this, mode] { shutdown(mode); });
       {
         std::unique_lock<std::mutex> lock(mu_);
         const auto bound = opt_.drain_timeout + kStopMargin;
@@ -657,12 +665,12 @@ class AsioServer final : public Server, private Sink {
     });
   }
 
-  void shutdown() {
+  void shutdown(StopMode mode) {
     stopping_ = true;
     std::error_code ec;
     acceptor_.close(ec);
     accept_backoff_.cancel();
-    core_.stop();
+    core_.stop(mode);
     flush();
     timer_.cancel();
     armed_.reset();

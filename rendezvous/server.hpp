@@ -60,7 +60,23 @@ struct ServerOptions {
   // Asked before each batch of input once set: false when this server no
   // longer leads, and then it answers nothing more and stops.
   std::function<bool()> still_leading;
+  // Failover: this server takes over the jobs of one that went away. Its
+  // clients resume (protocol.hpp, Resume) and it rebuilds each communicator
+  // generation from their resumes. For resume_grace from its start nobody
+  // is declared failed for not being there; then the members that never
+  // resumed are announced as failed to the others, as a dropped connection
+  // is. A server that is no successor refuses resumes.
+  bool successor = false;
+  std::chrono::milliseconds resume_grace{5000};
 };
+
+// How a server stops (Server::stop). fail: every waiting request is
+// answered with an error and members are told the server stops, so ranks
+// fail (clients with a locator move to the next server instead). handover:
+// a successor takes over: nothing is answered or announced, every client is
+// told the server stops and its connection closed, so clients with a
+// locator resume on the successor; those without one see the server gone.
+enum class StopMode : uint8_t { fail, handover };
 
 class Server {
  public:
@@ -77,6 +93,8 @@ class Server {
   // connection is closed unanswered and nothing more is read or written,
   // so clients reconnect to the next leader. Call stop() after it. Any thread.
   virtual void abandon() = 0;
+  // The same, as `mode` says (StopMode::fail is stop()).
+  virtual void stop(StopMode mode) = 0;
   // Blocks until stop() has finished (from another thread or a signal).
   virtual void wait() = 0;
   // Blocks until no connection of job_id is a communicator member any more

@@ -124,8 +124,9 @@ class ServerCore {
   void restore(const DurableSession& session);
   void restored(Clock::time_point now);
   // Releases every parked request with an error, tells members the server is
-  // stopping and closes every connection.
-  void stop();
+  // stopping and closes every connection. StopMode::handover answers and
+  // announces nothing (ServerOptions, StopMode).
+  void stop(StopMode mode = StopMode::fail);
 
   // Connections of the I/O layer (node agents' included), and the ranks the
   // agents carry besides.

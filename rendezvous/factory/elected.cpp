@@ -168,6 +168,7 @@ class ElectedServerImpl final : public ElectedServer {
     so.port = port;
     so.token = options_.token;
     so.durable = leadership;
+    so.successor = true;  // the job's clients may come back from a leader that went
     so.still_leading = [l = std::weak_ptr<Leadership>(leadership)] {
       auto held = l.lock();
       return held && held->leading();

@@ -26,6 +26,7 @@ using server_core::quote;
 bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::time_point now,
                                   size_t closing) {
   current_time = now;
+  open_resume_grace(now);
   if (stopped || socket_conns() + closing >= opt.max_connections) {
     const std::string why =
         stopped
@@ -223,6 +224,8 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
       return on_recover(c, rid, std::get<Recover>(m), now);
     case MsgType::recover_id:
       return on_recover_id(c, rid, std::get<RecoverId>(m), now);
+    case MsgType::resume:
+      return on_resume(c, rid, std::get<Resume>(m), now);
     case MsgType::init_failed:
       return on_init_failed(c, rid, std::get<InitFailed>(m));
     case MsgType::preflight_ready:
@@ -329,27 +332,35 @@ void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   }
 }
 
-// Answers every parked request with an error, tells every member that the
-// server is stopping, then forgets every connection without announcing
-// anyone as failed.
-void ServerCore::Impl::stop() {
+// Tells every member that the server is stopping, answers every parked
+// request with an error, then forgets every connection without announcing
+// anyone as failed. A client that says a session (one that may follow the
+// job to a successor) and waits for an answer is told it stops first, so it
+// moves on before the error arrives. A handover tells every connection of
+// a job it stops and answers nothing: its clients resume on the successor.
+void ServerCore::Impl::stop(StopMode mode) {
   if (stopped) return;
   stopped = true;
+  const bool handover = mode == StopMode::handover;
   const std::string why =
-      "the rendezvous server is stopping; the job cannot continue through it (restart the server "
-      "or the job)";
+      handover ? "the rendezvous server is handing its jobs over to its successor; clients that "
+                 "can find the successor resume there, others cannot continue (restart the job)"
+               : "the rendezvous server is stopping; the job cannot continue through it (restart "
+                 "the server or the job)";
+  for (auto& [id, c] : conns) {
+    const bool waits = !c->hello.session.empty() && (!c->parked.empty() || !c->waiting.empty());
+    if (!c->memberships.empty() || waits || (handover && c->job != nullptr && !c->link))
+      send(id, 0, PeerEvent{PeerEventKind::server_stopping, -1, "", 0, why});
+  }
   std::vector<uint64_t> ids;
   ids.reserve(parked.size());
   for (const auto& [id, p] : parked) ids.push_back(id);
   for (uint64_t id : ids) {
     auto it = parked.find(id);
     if (it == parked.end()) continue;
-    send_error(it->second.conn, it->second.request_id, CC_ERR_RENDEZVOUS, why);
+    if (!handover) send_error(it->second.conn, it->second.request_id, CC_ERR_RENDEZVOUS, why);
     finish_parked(id);
   }
-  for (auto& [id, c] : conns)
-    if (!c->memberships.empty())
-      send(id, 0, PeerEvent{PeerEventKind::server_stopping, -1, "", 0, why});
   flush_relays();  // the ranks behind agents are told before their agents go
   std::vector<ConnId> all;
   all.reserve(conns.size());

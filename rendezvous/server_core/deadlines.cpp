@@ -5,8 +5,9 @@
 // that stalled halfway, a member silent for longer than its heartbeat window
 // (dropped and announced), a parked request that timed out (parked.cpp), an
 // idle connection that holds nothing, a job without a connection whose
-// TTL passed (retention.cpp), and the next turn of a Set's answers to its
-// waiters (parked.cpp).
+// TTL passed (retention.cpp), the next turn of a Set's answers to its
+// waiters (parked.cpp), and the end of a successor's grace period for
+// resumes (resume.cpp).
 #include <string>
 
 #include "common/log.hpp"
@@ -28,6 +29,7 @@ void ServerCore::Impl::disarm(Timer& t) {
 // the rest (next_deadline() is then already due).
 void ServerCore::Impl::expire(Clock::time_point now) {
   start_turn(now);
+  open_resume_grace(now);
   while (!deadlines.empty() && deadlines.begin()->first <= now && turn_budget > 0 &&
          !turn_spent()) {
     const DeadlineRef ref = deadlines.begin()->second;
@@ -38,6 +40,11 @@ void ServerCore::Impl::expire(Clock::time_point now) {
     }
     if (ref.kind == DeadlineKind::reap) {
       reap_orphans();
+      continue;
+    }
+    if (ref.kind == DeadlineKind::resume_grace) {
+      resume_grace_timer.reset();
+      end_resume_grace();
       continue;
     }
     --turn_budget;

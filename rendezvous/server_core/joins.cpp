@@ -60,6 +60,8 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
                    "; check WORLD_SIZE");
     return true;
   }
+  if (auto r = job.resuming.find(in.comm_number); r != job.resuming.end() && r->second.known)
+    return resume_join(c, rid, j, now);  // resume.cpp: it completed on the server before
   auto [git, fresh] = job.comm_joins.try_emplace(in.comm_number);
   CommJoin& gen = git->second;
   if (!fresh && gen.state == CommJoin::State::complete && job.lineages.count(in.comm_number))

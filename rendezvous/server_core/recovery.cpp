@@ -97,6 +97,11 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
   const std::string me = member_who(r.info);
   const std::string call = call_name(r.kind);
   auto lit = job.lineages.find(g);
+  // A communicator still resuming on a successor: it waits for its Lineage.
+  if (lit == job.lineages.end() && (taking_resumes() || job.resuming.count(g) != 0)) {
+    hold_recover(c, rid, r);
+    return true;
+  }
   if (lit == job.lineages.end()) {
     send_error(c.id, rid, CC_ERR_INVALID_USAGE,
                call + " by " + me + ": communicator " + std::to_string(g) + " of job " +
@@ -107,6 +112,7 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
   }
   Lineage& l = lit->second;
   bool recovering = !c.memberships.empty();
+
   for (uint64_t id : c.parked) {
     auto p = parked.find(id);
     recovering = recovering || (p != parked.end() && p->second.kind == Parked::Kind::recover);
@@ -206,6 +212,7 @@ bool ServerCore::Impl::on_replacement(Conn& c, uint32_t rid, const Join& j, Cloc
 // maker that had nothing parked stops being one.
 void ServerCore::Impl::recovery_conn_ends(Job& job, const Conn& c, bool failed,
                                           const std::string& reason) {
+  if (!job.resuming.empty()) resumed_conn_ends(job, c, failed, reason);
   for (const Membership& m : c.memberships) {
     auto lit = job.lineages.find(m.comm_number);
     if (lit == job.lineages.end()) continue;

@@ -56,6 +56,8 @@ void ServerCore::Impl::rank_gone(Job& job, ConnId id) {
 }
 
 void ServerCore::Impl::forget_communicators(Job& job) {
+  for (const auto& [g, r] : job.resuming) job.joiners -= r.held.size();
+  job.resuming.clear();
   if (job.comm_joins.empty()) return;
   log().info("job {}: communicator state forgotten (its last rank left); {} key(s) kept",
              quote(job.id), job.keys.size());

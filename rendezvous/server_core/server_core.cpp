@@ -39,7 +39,7 @@ std::optional<Clock::time_point> ServerCore::next_deadline() const {
   if (impl_->deadlines.empty()) return std::nullopt;
   return impl_->deadlines.begin()->first;
 }
-void ServerCore::stop() { impl_->stop(); }
+void ServerCore::stop(StopMode mode) { impl_->stop(mode); }
 size_t ServerCore::connection_count() const { return impl_->socket_conns(); }
 size_t ServerCore::relayed_rank_count() const { return impl_->channel_conns; }
 size_t ServerCore::job_count() const { return impl_->jobs.size(); }

@@ -56,7 +56,8 @@ enum class DeadlineKind : uint8_t {
   job_ttl,
   wake,
   reap,
-  input  // a connection's frames left for the next turn (ServerCore::kValueBytesPerTurn)
+  input,  // a connection's frames left for the next turn (ServerCore::kValueBytesPerTurn)
+  resume_grace  // a successor's grace period for resumes ended (resume.cpp)
 };
 
 struct DeadlineRef {
@@ -216,6 +217,30 @@ struct PendingWake {
   Timer timer;
 };
 
+// A communicator generation rebuilt on a successor server from the Resumes
+// of its members (resume.cpp), until its Lineage is made: once every rank
+// resumed, or when the grace period ends.
+struct Resumed {
+  enum class State : uint8_t { live, failed, left } state = State::live;
+  MemberInfo info;  // rank: the job rank
+  ConnId conn = 0;
+  std::string why;  // failed: how its connection ended
+};
+struct Resuming {
+  bool known = false;  // a member resumed (else only recoveries wait)
+  uint32_t generation = 0;
+  int32_t world_size = 0;
+  std::vector<uint8_t> unique_id;
+  std::map<int32_t, Resumed> members;  // by rank in the generation
+  // Recovers sent before the Lineage is made, handled once it is.
+  struct Held {
+    ConnId conn = 0;
+    uint32_t request_id = 0;
+    Recover request;
+  };
+  std::vector<Held> held;
+};
+
 // A job has two parts with separate lives. Its store (keys, and requests
 // parked on them) outlives its connections: it is kept until the job has had
 // no connection for the job TTL. Its communicator state (generations,
@@ -247,6 +272,7 @@ struct Job {
   // By communicator (join number), once its join completed.
   std::map<uint32_t, Lineage> lineages;
   std::set<uint32_t> unsettled;  // lineages whose pending recovery may move on
+  std::map<uint32_t, Resuming> resuming;  // by communicator, on a successor (resume.cpp)
   size_t joiners = 0;            // pending joins and recoveries
   // Failures announced per generation of a communicator: (comm_number, generation).
   std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
@@ -354,7 +380,7 @@ struct ServerCore::Impl {
   bool on_auth(Conn& c, uint32_t rid, const Auth& a);
   bool enter_job(Conn& c, uint32_t rid);
   void forget(Conn& c, const std::string& reason, bool failed);
-  void stop();
+  void stop(StopMode mode);
 
   // ---- ranks behind node agents (relay.cpp) -------------------------------
   static bool is_channel(ConnId id) { return (id & kChannelBit) != 0; }
@@ -446,6 +472,26 @@ struct ServerCore::Impl {
               const rules::NextGeneration& next);
   void fail_recovery(Job& job, uint32_t comm_number, server_core::Lineage& l, cc_result_t code,
                      const std::string& words);
+
+  // ---- failover: resumes on a successor server (resume.cpp) ----------------
+  Timer resume_grace_timer;
+  bool grace_armed = false;
+  bool grace_over = false;
+  // Arms the grace period at the first call into the core.
+  void open_resume_grace(Clock::time_point now);
+  bool taking_resumes() const { return opt.successor && !grace_over; }
+  bool on_resume(Conn& c, uint32_t rid, const Resume& r, Clock::time_point now);
+  // A Join of a generation 0 its members are resuming: the join it was
+  // waiting for completed on the server that went away.
+  bool resume_join(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
+  // The seat of the member `r` names, taken by c; else why not.
+  std::optional<rules::Refusal> take_seat(Conn& c, const Resume& r, Clock::time_point now);
+  // A Recover of a communicator still resuming waits for its Lineage.
+  void hold_recover(Conn& c, uint32_t rid, const Recover& r);
+  void resumed_conn_ends(Job& job, const Conn& c, bool failed, const std::string& reason);
+  void end_resume_grace();
+  // The Lineage of a resumed generation: those that never resumed are failed.
+  void rebuild(Job& job, uint32_t comm_number);
 
   // ---- the operator's status report (status.cpp) ---------------------------
   bool on_status(Conn& c, uint32_t rid, const StatusQuery& q, Clock::time_point now);

@@ -9,6 +9,18 @@ namespace rv = cc::rv;
 
 namespace {
 
+rv::Resume resume_msg() {
+  rv::Resume r;
+  r.info = {5, 8, 2, "node-5", 55, 22809, 13000, 13000, "GPU-5", "10.0.0.5", "node-5-boot"};
+  r.generation = 2;
+  r.rank = 3;
+  r.world_size = 6;
+  r.heartbeat_window_ms = 4000;
+  r.last_completed = 1ull << 33;
+  r.unique_id = std::vector<uint8_t>(256, 0xcd);
+  return r;
+}
+
 std::vector<rv::Message> one_of_each() {
   rv::Join join;
   join.info = {3,     8,     2,          "node-7",   4242,          22809,
@@ -55,6 +67,8 @@ std::vector<rv::Message> one_of_each() {
       report,
       plan,
       rv::PeerEvent{rv::PeerEventKind::init_failed, 3, "node-3", 33, "NCCL said no"},
+      rv::Hello{"job-1", "host", 77, "cc 0.1.0 comm", std::vector<uint8_t>(16, 0x5a)},
+      resume_msg(),
   };
 }
 
@@ -137,6 +151,56 @@ TEST_CASE("every message type round-trips through a frame") {
   CHECK(plan.targets[0].pid == 11);
   auto rep = decode_one(rv::encode_frame(6, one_of_each()[26]));
   CHECK(std::get<rv::PreflightReport>(rep.message).results[1].error == 110);
+}
+
+TEST_CASE("failover: a Resume and a Hello's session round-trip; older Hellos decode") {
+  const auto f = decode_one(rv::encode_frame(8, resume_msg()));
+  CHECK(static_cast<int>(rv::MsgType::resume) == 26);
+  CHECK(std::string(rv::type_name(rv::MsgType::resume)) == "resume");
+  const auto& r = std::get<rv::Resume>(f.message);
+  CHECK(r.info.rank == 5);
+  CHECK(r.info.host == "node-5");
+  CHECK(r.generation == 2);
+  CHECK(r.rank == 3);
+  CHECK(r.world_size == 6);
+  CHECK(r.heartbeat_window_ms == 4000);
+  CHECK(r.last_completed == 1ull << 33);
+  CHECK(r.unique_id == std::vector<uint8_t>(256, 0xcd));
+
+  // A Hello of an older client ends after its client text: no session.
+  auto p = payload_of(rv::Hello{"job", "h", 7, "old", {}});
+  p.resize(p.size() - 4);  // the session's length
+  rv::Message m;
+  REQUIRE(rv::decode_message(static_cast<uint16_t>(rv::MsgType::hello), p, {}, &m) ==
+          rv::DecodeError::none);
+  CHECK(std::get<rv::Hello>(m).client == "old");
+  CHECK(std::get<rv::Hello>(m).session.empty());
+  const auto h = decode_one(rv::encode_frame(9, rv::Hello{"job", "h", 7, "new", {1, 2, 3}}));
+  CHECK(std::get<rv::Hello>(h.message).session == std::vector<uint8_t>{1, 2, 3});
+}
+
+TEST_CASE("failover: a Resume cut short, too large or impossible is refused") {
+  const auto p = payload_of(resume_msg());
+  for (size_t cut = 0; cut < p.size(); ++cut) {
+    rv::Message m;
+    INFO("cut at " << cut);
+    CHECK(rv::decode_message(static_cast<uint16_t>(rv::MsgType::resume), std::span(p.data(), cut),
+                             {}, &m) == rv::DecodeError::truncated);
+  }
+  rv::Resume big = resume_msg();
+  big.unique_id.assign(rv::kMaxUniqueIdBytes + 1, 1);
+  CHECK(reader_error(rv::encode_frame(1, big)) == rv::DecodeError::field_too_large);
+  rv::Hello h{"job", "h", 1, "c", std::vector<uint8_t>(rv::kMaxSessionBytes + 1, 1)};
+  CHECK(reader_error(rv::encode_frame(1, h)) == rv::DecodeError::field_too_large);
+  rv::Resume outside = resume_msg();
+  outside.rank = outside.world_size;  // a rank outside its generation
+  CHECK(reader_error(rv::encode_frame(1, outside)) == rv::DecodeError::bad_field);
+  rv::Resume empty = resume_msg();
+  empty.world_size = 0;
+  CHECK(reader_error(rv::encode_frame(1, empty)) == rv::DecodeError::bad_field);
+  rv::Resume no_job_rank = resume_msg();
+  no_job_rank.info.rank = -1;
+  CHECK(reader_error(rv::encode_frame(1, no_job_rank)) == rv::DecodeError::bad_field);
 }
 
 TEST_CASE("a Get's answer written from the value's bytes is the frame of a Value") {

@@ -87,6 +87,7 @@ class Candidate final : public ElectedDaemon {
       so = options_;
     }
     so.durable = leadership;
+    so.successor = true;  // clients of a leader that went resume here
     so.still_leading = [l = std::weak_ptr<rv::Leadership>(leadership)] {
       auto held = l.lock();
       return held && held->leading();
