@@ -68,6 +68,9 @@ constexpr milliseconds kAttemptCap{5000};  // one connect attempt to one address
 // During a failover, the locator is asked again after this long of dialing
 // what it said (a server that is gone refuses at once; a lost host does not).
 constexpr milliseconds kRelocateEvery{1000};
+// A server silent this long while the client waits for it is looked up
+// again: a leader that was paused is still connected but no longer leads.
+constexpr milliseconds kSilence{1000};
 constexpr size_t kSessionBytes = 16;
 const Clock::time_point kNever = Clock::time_point::max();
 
@@ -569,6 +572,7 @@ class FrameClient final : public Client {
   }
 
   void pump() override {
+    check_leader();
     if (!read_mu_.try_lock()) return;
     read_once(Clock::now());
     read_mu_.unlock();
@@ -739,6 +743,7 @@ class FrameClient final : public Client {
           continue;
         }
       }
+      check_leader();
       read_or_wait(std::min(deadline, Clock::now() + kReadSlice),
                    [&] { return inbox_.has_reply(id); });
     }
@@ -812,6 +817,32 @@ class FrameClient final : public Client {
     }
     cv_.notify_all();
     return s;
+  }
+
+  // With a locator: a server silent for kSilence is looked up again, at
+  // most once a kSilence; when the locator names another server now (a
+  // paused leader still holds the connection but was deposed), the
+  // connection is given up and the client moves there.
+  void check_leader() {
+    if (!inbox_.failover() || moving_.load(std::memory_order_relaxed)) return;
+    const auto now = Clock::now();
+    const auto heard = Clock::time_point(Clock::duration(last_heard_.load(std::memory_order_relaxed)));
+    if (now - heard < kSilence || now - last_leader_check_.load() < kSilence) return;
+    last_leader_check_.store(now);
+    std::string host, was;
+    int port = 0;
+    if (!options_.locate(now + kSilence, &host, &port).ok() || host.empty()) return;
+    const std::string there = make_endpoint(host, port);
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      was = current_;
+      if (was == there || was.find("at " + there + ")") != std::string::npos) return;
+      if (inbox_.moving()) return;
+      if (fd_.get() >= 0) ::shutdown(fd_.get(), SHUT_RDWR);
+    }
+    (void)mark_broken(make_status(
+        CC_ERR_RENDEZVOUS, "the rendezvous server at " + was + " went silent and " + there +
+                               " leads now"));
   }
 
   // True when the connection was lost and the client moves to the next server.
@@ -1046,6 +1077,7 @@ class FrameClient final : public Client {
   ResumeBook book_;    // under state_mu_
   bool closing_ = false;         // under state_mu_: the destructor runs
   bool mover_running_ = false;   // under state_mu_
+  std::atomic<Clock::time_point> last_leader_check_{Clock::time_point()};
   std::atomic<bool> moving_{false};  // the inbox is moving (for last_heard)
   std::thread mover_;
 };
