@@ -19,7 +19,6 @@
 #include "common/backoff.hpp"
 #include "common/log.hpp"
 #include "common/sigpipe_blocked.hpp"
-#include "rendezvous/etcd/create_confirmation.hpp"
 #include "rendezvous/etcd/wire.hpp"
 
 namespace cc::rv::etcd {
@@ -31,13 +30,9 @@ using std::chrono::milliseconds;
 
 constexpr size_t kMaxIdlePerEndpoint = 8;
 constexpr int kMaxReauth = 2;
-// How long a watch stream of several keys may take to confirm them all
-// (create_confirmation.hpp); doubled each time it did not, up to the most.
-constexpr milliseconds kCreateGrace{500};
-constexpr milliseconds kMostCreateGrace{8000};
 // gRPC metadata "hasleader: true" through the gateway: a member without a
-// leader refuses requests at once (so the next endpoint is tried) and
-// cancels a watch when it loses its leader, rather than holding them.
+// leader refuses requests at once (so the next endpoint is tried) rather
+// than holding them.
 constexpr const char* kRequireLeader = "Grpc-Metadata-hasleader";
 
 // ClientOptions::local_address as a socket address with port 0; false when it
@@ -178,12 +173,6 @@ Compare Compare::absent(std::string key) {
   return c;
 }
 
-Compare Compare::none_under(std::string prefix) {
-  Compare c = absent(prefix);
-  c.range_end = prefix_end(c.key);
-  return c;
-}
-
 Compare Compare::value_is(std::string key, std::string value) {
   Compare c = compare_on(std::move(key), Target::value);
   c.value = std::move(value);
@@ -196,23 +185,11 @@ Compare Compare::mod_revision_is(std::string key, int64_t revision) {
   return c;
 }
 
-Compare Compare::lease_is(std::string key, int64_t lease) {
-  Compare c = compare_on(std::move(key), Target::lease);
-  c.number = lease;
-  return c;
-}
-
 Op Op::put(std::string key, std::string value, int64_t lease, bool prev_kv) {
   Op op = key_op(Kind::put, std::move(key), false);
   op.value = std::move(value);
   op.lease = lease;
   op.prev_kv = prev_kv;
-  return op;
-}
-
-Op Op::move_to_lease(std::string key, int64_t lease) {
-  Op op = put(std::move(key), "", lease);
-  op.ignore_value = true;
   return op;
 }
 
@@ -224,44 +201,17 @@ Op Op::get_prefix(std::string prefix, bool keys_only) {
   return op;
 }
 
-Op Op::count_prefix(std::string prefix, int64_t max_create_revision) {
-  Op op = key_op(Kind::range, std::move(prefix), true);
-  op.count_only = true;
-  op.max_create_revision = max_create_revision;
-  return op;
-}
-
 Op Op::del(std::string key) { return key_op(Kind::del, std::move(key), false); }
 
 Op Op::del_prefix(std::string prefix) { return key_op(Kind::del, std::move(prefix), true); }
-
-Op Op::nested(Txn txn) {
-  Op op;
-  op.kind = Kind::txn;
-  op.txn = std::make_shared<const Txn>(std::move(txn));
-  return op;
-}
-
-void WatchCancel::cancel() {
-  cancelled_.store(true);
-  std::unique_lock<std::mutex> lock(mu_);
-  // stop() shuts the socket down when a request is in flight; a request that
-  // has not opened its socket yet sees the flag, so repeat until it is out.
-  while (running_) {
-    if (active_ != nullptr) active_->stop();
-    cv_.wait_for(lock, milliseconds(5));
-  }
-}
 
 // ---- the client ----------------------------------------------------------------
 
 struct Client::Impl {
   ClientOptions opt;
-  LeasedPut leased_put;        // set before the first request (Backend::connect)
   std::string user, password;  // from the auth file
   std::atomic<size_t> preferred{0};
   std::atomic<int> members{0};
-  std::atomic<Clock::rep> last_answer{0};
 
   std::mutex token_mu;
   std::string token;
@@ -341,7 +291,6 @@ struct Client::Impl {
   }
 
   void heard() {
-    last_answer.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   }
 
   static void set_timeouts(httplib::ClientImpl& c, Deadline until, milliseconds connect_cap) {
@@ -650,286 +599,6 @@ struct Client::Impl {
     }
     return quorum_words(what, ms_since(start), errors, answered);
   }
-
-  // ---- watch ---------------------------------------------------------------
-
-  struct StreamState {
-    std::string buffer;
-    std::vector<int64_t>* next = nullptr;  // per spec: the revision to resume from
-    std::vector<size_t> spec_of_id;        // watch_id -> spec, in the order of creation
-    size_t created = 0;
-    bool done = false;    // on_events said stop
-    bool broken = false;  // an error line: open the stream again
-    std::string broken_why;
-    std::optional<Status> fatal;
-    bool reauth = false;
-  };
-
-  // One line of a watch stream. False stops reading.
-  bool on_watch_line(const std::string& line, const std::vector<WatchSpec>& specs, StreamState& st,
-                     const OnEvents& on_events) {
-    if (line.empty()) return true;
-    json j = json::parse(line, nullptr, false);
-    if (!j.is_object()) {
-      st.broken = true;
-      st.broken_why = "a watch answer that is not JSON: '" + line.substr(0, 120) + "'";
-      return false;
-    }
-    if (auto e = j.find("error"); e != j.end()) {
-      Attempt a = classify_error(e->is_object() ? static_cast<int>(num(*e, "http_code")) : 500,
-                                 line, "a watch");
-      if (a.kind == Attempt::Kind::fatal) st.fatal = a.status;
-      if (a.kind == Attempt::Kind::reauth) st.reauth = true;
-      st.broken = true;
-      st.broken_why = a.error;
-      return false;
-    }
-    auto rit = j.find("result");
-    if (rit == j.end() || !rit->is_object()) return true;
-    const json& r = *rit;
-    const int64_t revision = r.contains("header") ? num(r["header"], "revision") : 0;
-    const int64_t id = num(r, "watch_id");
-    if (flag(r, "created")) {
-      if (id >= 0) {
-        const size_t spec = std::min(st.created, specs.size() - 1);
-        if (st.spec_of_id.size() <= static_cast<size_t>(id))
-          st.spec_of_id.resize(static_cast<size_t>(id) + 1, spec);
-        st.spec_of_id[static_cast<size_t>(id)] = spec;
-        if ((*st.next)[spec] == 0 && revision > 0) (*st.next)[spec] = revision + 1;
-      }
-      ++st.created;
-    }
-    if (flag(r, "canceled")) {
-      const std::string reason = text(r, "cancel_reason");
-      const int64_t compacted = num(r, "compact_revision");
-      if (compacted > 0) {
-        st.fatal = make_status(
-            CC_ERR_RENDEZVOUS,
-            where() + " compacted its history up to revision " + std::to_string(compacted) +
-                " while a watch needed it: raise etcd's --auto-compaction-retention");
-      } else if (contains(lower(reason), "invalid auth token")) {
-        st.reauth = true;
-      } else if (contains(lower(reason), "permission denied")) {
-        st.fatal = make_status(CC_ERR_AUTH,
-                               where() + " refused a watch to the user '" + user + "': " + reason);
-      } else {
-        st.broken = true;
-        st.broken_why = "etcd cancelled the watch: " + reason;
-      }
-      return false;
-    }
-    auto evs = r.find("events");
-    if (evs == r.end() || !evs->is_array() || evs->empty()) return true;
-    const size_t spec = id >= 0 && static_cast<size_t>(id) < st.spec_of_id.size()
-                            ? st.spec_of_id[static_cast<size_t>(id)]
-                            : 0;
-    std::vector<WatchEvent> events;
-    events.reserve(evs->size());
-    for (const auto& e : *evs) {
-      WatchEvent ev;
-      ev.type = text(e, "type") == "DELETE" ? WatchEvent::Type::del : WatchEvent::Type::put;
-      ev.spec = spec;
-      if (auto kv = e.find("kv"); kv != e.end()) ev.kv = parse_kv(*kv);
-      if (auto prev = e.find("prev_kv"); prev != e.end()) ev.prev_kv = parse_kv(*prev);
-      (*st.next)[spec] = std::max((*st.next)[spec], ev.kv.mod_revision + 1);
-      events.push_back(std::move(ev));
-    }
-    if (!on_events(events, revision)) {
-      st.done = true;
-      return false;
-    }
-    return true;
-  }
-
-  Status watch(const std::vector<WatchSpec>& specs, Deadline deadline, WatchCancel* cancel,
-               const OnEvents& on_events) {
-    const size_t n = opt.address.endpoints.size();
-    std::vector<int64_t> next;
-    for (const auto& s : specs) next.push_back(s.start_revision);
-    std::vector<std::string> errors(n);
-    bool answered = false;
-    size_t ep = preferred.load() % n;
-    size_t failures_this_round = 0;
-    Backoff backoff;  // after a round in which every endpoint failed
-    int reauths = 0;
-    milliseconds create_grace = kCreateGrace;
-    const auto start = Clock::now();
-    const auto cancelled = [&] {
-      return make_status(CC_ERR_ABORTED, "the watch on " + where() + " was stopped");
-    };
-    for (;;) {
-      if (cancel != nullptr && cancel->cancelled()) return cancelled();
-      if (Clock::now() >= deadline)
-        return make_status(CC_ERR_TIMEOUT,
-                           "no matching event came from " + where() + " before the deadline");
-      std::string tok;
-      uint64_t epoch = 0;
-      if (!user.empty()) {
-        if (Status s = current_token(deadline, &tok, &epoch); !s.ok()) return s;
-        if (tok.empty()) continue;  // authenticated again: take the new token
-      }
-      std::string body;
-      for (size_t i = 0; i < specs.size(); ++i) {
-        const WatchSpec& s = specs[i];
-        json c{{"key", b64(s.key)}};
-        if (!s.range_end.empty()) c["range_end"] = b64(s.range_end);
-        if (next[i] > 0) c["start_revision"] = std::to_string(next[i]);
-        json filters = json::array();
-        if (s.no_put) filters.push_back("NOPUT");
-        if (s.no_delete) filters.push_back("NODELETE");
-        if (!filters.empty()) c["filters"] = filters;
-        if (s.prev_kv) c["prev_kv"] = true;
-        body += json{{"create_request", c}}.dump();
-        body += '\n';
-      }
-      // An idle connection of the pool carries the stream (the one the
-      // rank's lease and claim just used): a new connection per watch cost
-      // etcd's gateway a connection's setup each. It is not given back:
-      // a stream stopped halfway leaves it unusable.
-      auto conn = borrow(ep);
-      if (!conn->is_valid()) {
-        return make_status(CC_ERR_INVALID_ARGUMENT,
-                           where() + ": cannot set up TLS with the CA file '" + opt.ca_file +
-                               "' and the client certificate: check those files");
-      }
-      set_timeouts(*conn, deadline, opt.connect_timeout);
-      if (cancel != nullptr) {
-        std::lock_guard<std::mutex> lock(cancel->mu_);
-        if (cancel->cancelled()) return cancelled();
-        cancel->active_ = conn.get();
-        cancel->running_ = true;
-      }
-      StreamState st;
-      st.next = &next;
-      CreateConfirmation* creates = nullptr;  // set before the first answer can come
-      int http_status = 0;
-      std::string error_body;
-      bool timed_out = false;
-      httplib::Request req;
-      req.method = "POST";
-      req.path = "/v3/watch";
-      req.headers = {{"Host", opt.address.endpoints[ep].text()},
-                     {"Content-Type", "application/json"},
-                     {kRequireLeader, "true"}};
-      if (!tok.empty()) req.headers.emplace("Authorization", tok);
-      req.body = body;
-      req.response_handler = [&](const httplib::Response& r) {
-        http_status = r.status;
-        if (r.status == 200) creates->begin();
-        return true;
-      };
-      req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-        if (http_status != 200) {
-          error_body.append(data, std::min(len, size_t(4096)));
-          return true;
-        }
-        heard();
-        st.buffer.append(data, len);
-        size_t pos = 0;
-        for (;;) {
-          const size_t nl = st.buffer.find('\n', pos);
-          if (nl == std::string::npos) break;
-          const bool go_on = on_watch_line(st.buffer.substr(pos, nl - pos), specs, st, on_events);
-          pos = nl + 1;
-          if (!go_on) return false;
-        }
-        st.buffer.erase(0, pos);
-        creates->confirmed(st.created);
-        if (Clock::now() >= deadline) {
-          timed_out = true;
-          return false;
-        }
-        return !(cancel != nullptr && cancel->cancelled());
-      };
-      httplib::Response res;
-      httplib::Error err = httplib::Error::Success;
-      const auto t0 = Clock::now();
-      const long long limit = std::max<long long>(1, ms_until(deadline));
-      bool creates_lost = false;
-      {
-        CreateConfirmation confirmation(specs.size(), create_grace, [&] { conn->stop(); });
-        creates = &confirmation;
-        const SigpipeBlocked sigpipe_blocked;
-        conn->send(req, res, err);
-        creates_lost = confirmation.finish();
-      }
-      if (cancel != nullptr) {
-        std::lock_guard<std::mutex> lock(cancel->mu_);
-        cancel->active_ = nullptr;
-        cancel->running_ = false;
-        cancel->cv_.notify_all();
-      }
-      conn.reset();
-      // A last line without its newline (the stream ended).
-      if (!st.done && !st.broken && !st.fatal && !st.buffer.empty() && http_status == 200)
-        on_watch_line(strip_line_end(st.buffer), specs, st, on_events);
-      if (st.done) return Status::success();
-      if (st.fatal) return *st.fatal;
-      if (cancel != nullptr && cancel->cancelled()) return cancelled();
-      if (creates_lost && !st.broken && Clock::now() < deadline) {
-        log().debug("etcd watch on {}: {} of its {} keys confirmed within {} ms (etcd's gateway "
-                    "drops a stream's later requests when it answers first); opening it again",
-                    opt.address.endpoints[ep].text(), st.created, specs.size(),
-                    create_grace.count());
-        create_grace = std::min(create_grace * 2, kMostCreateGrace);
-        continue;
-      }
-      if (timed_out || Clock::now() >= deadline)
-        return make_status(CC_ERR_TIMEOUT,
-                           "no matching event came from " + where() + " before the deadline");
-      bool progressed = st.created > 0;
-      std::string why;
-      if (st.reauth) {
-        if (user.empty())
-          return make_status(CC_ERR_AUTH,
-                             where() +
-                                 " has authentication enabled and refused a watch: name a "
-                                 "file holding 'user:password' with CC_ETCD_AUTH_FILE");
-        if (++reauths > kMaxReauth)
-          return make_status(CC_ERR_AUTH, where() + " refused the token it gave the user '" + user +
-                                              "' for a watch");
-        if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
-        continue;
-      }
-      if (http_status != 0 && http_status != 200) {
-        Attempt a = classify_error(http_status, error_body, "a watch");
-        if (a.kind == Attempt::Kind::fatal) return a.status;
-        if (a.kind == Attempt::Kind::reauth) {
-          if (user.empty() || ++reauths > kMaxReauth)
-            return make_status(CC_ERR_AUTH,
-                               where() + " refused a watch: " + a.error +
-                                   " (name a file holding 'user:password' with CC_ETCD_AUTH_FILE)");
-          if (Status s = reauthenticate(epoch, deadline); !s.ok()) return s;
-          continue;
-        }
-        why = a.error;
-        answered = answered || a.answered;
-      } else if (st.broken) {
-        why = st.broken_why;
-        answered = true;
-      } else if (err != httplib::Error::Success) {
-        why = describe_transport(err, ms_since(t0), limit, opt, opt.address.endpoints[ep]);
-        answered = answered || err == httplib::Error::Read;
-      } else {
-        why = "the watch stream ended";
-      }
-      errors[ep] = why;
-      log().debug("etcd watch on {}: {}; trying the next endpoint",
-                  opt.address.endpoints[ep].text(), why);
-      ep = (ep + 1) % n;
-      if (progressed) {
-        failures_this_round = 0;  // it worked there for a while: no pause before the next
-        continue;
-      }
-      if (++failures_this_round >= n) {
-        failures_this_round = 0;
-        if (!backoff.sleep_until_next(deadline)) break;
-        // Every endpoint failed and the time is spent: say so in etcd's words.
-        if (Clock::now() >= deadline) break;
-      }
-    }
-    return quorum_words("a watch", ms_since(start), errors, answered);
-  }
 };
 
 // ---- Client --------------------------------------------------------------------
@@ -1059,27 +728,10 @@ Status Client::get(const std::string& key, Deadline deadline, std::optional<KeyV
   return Status::success();
 }
 
-Status Client::get_at(const std::string& key, int64_t revision, Deadline deadline,
-                      std::optional<KeyValue>* out) {
-  json req = range_json(key, "", false, 0);
-  req["revision"] = std::to_string(revision);
-  json resp;
-  if (Status s = impl_->call("/v3/kv/range", req, deadline, "a range read", &resp); !s.ok())
-    return s;
-  RangeResult r;
-  if (Status s = impl_->read_answer(resp, parse_range, "a range", &r); !s.ok()) return s;
-  if (r.kvs.empty())
-    out->reset();
-  else
-    *out = std::move(r.kvs.front());
-  return Status::success();
-}
-
 Status Client::put(const std::string& key, const std::string& value, int64_t lease,
                    Deadline deadline, int64_t* revision) {
   json resp;
   Op op = Op::put(key, value, lease);
-  if (lease != 0 && impl_->leased_put) impl_->leased_put(key);
   if (Status s = impl_->call("/v3/kv/put", put_json(op), deadline, "a put", &resp); !s.ok())
     return s;
   if (revision != nullptr)
@@ -1098,29 +750,7 @@ Status Client::delete_range(const std::string& key, const std::string& range_end
   return Status::success();
 }
 
-void each_leased_put(const Txn& t, const Client::LeasedPut& tell) {
-  for (const auto* ops : {&t.success, &t.failure})
-    for (const Op& op : *ops) {
-      if (op.kind == Op::Kind::put && op.lease != 0) tell(op.key);
-      if (op.kind == Op::Kind::txn && op.txn) each_leased_put(*op.txn, tell);
-    }
-}
-
-void Client::on_leased_put(LeasedPut observer) { impl_->leased_put = std::move(observer); }
-
-Status Client::txn_text(const std::string& request, Deadline deadline, std::string* answer) {
-  json req = json::parse(request, nullptr, false);
-  if (req.is_discarded() || !req.is_object())
-    return make_status(CC_ERR_INVALID_ARGUMENT, "a transaction that is not a JSON object");
-  json resp;
-  if (Status s = impl_->call("/v3/kv/txn", req, deadline, "a transaction", &resp); !s.ok())
-    return s;
-  *answer = resp.dump();
-  return Status::success();
-}
-
 Status Client::txn(const Txn& t, Deadline deadline, TxnResult* out) {
-  if (impl_->leased_put) each_leased_put(t, impl_->leased_put);
   json resp;
   if (Status s = impl_->call("/v3/kv/txn", txn_json(t), deadline, "a transaction", &resp); !s.ok())
     return s;
@@ -1164,17 +794,7 @@ Status Client::lease_revoke(int64_t id, Deadline deadline) {
   return s;
 }
 
-Status Client::watch(const std::vector<WatchSpec>& specs, Deadline deadline, WatchCancel* cancel,
-                     const OnEvents& on_events) {
-  if (specs.empty()) return make_status(CC_ERR_INVALID_ARGUMENT, "a watch needs at least one key");
-  return impl_->watch(specs, deadline, cancel, on_events);
-}
-
 const Address& Client::address() const { return impl_->opt.address; }
 std::string Client::where() const { return impl_->where(); }
 int Client::cluster_size() const { return impl_->members.load(); }
-Clock::time_point Client::last_answer() const {
-  return Clock::time_point(Clock::duration(impl_->last_answer.load(std::memory_order_relaxed)));
-}
-
 }  // namespace cc::rv::etcd

@@ -1,7 +1,7 @@
-// An etcd v3 client: key ranges, puts, deletes, transactions, leases and
-// watches, with a deadline on every call and failover between endpoints.
+// An etcd v3 client: key ranges, puts, deletes, transactions and leases,
+// with a deadline on every call and failover between endpoints.
 //
-// It speaks etcd's JSON gateway (POST /v3/kv/range, /v3/kv/txn, /v3/watch,
+// It speaks etcd's JSON gateway (POST /v3/kv/range, /v3/kv/txn, /v3/lease/*,
 // ...; keys and values base64 in JSON) over HTTP/1.1, with cpp-httplib for
 // HTTP and TLS and nlohmann-json for JSON. Why the gateway and not gRPC:
 // - gRPC needs etcd's .proto files compiled into our code, and Debian packages
@@ -111,40 +111,29 @@ struct Compare {
   std::string range_end;
 
   static Compare absent(std::string key);         // create_revision == 0
-  static Compare none_under(std::string prefix);  // no key starts with prefix
   static Compare value_is(std::string key, std::string value);
   static Compare mod_revision_is(std::string key, int64_t revision);
-  static Compare lease_is(std::string key, int64_t lease);
 };
 
 struct Txn;
 
 // One operation of a transaction.
 struct Op {
-  enum class Kind : uint8_t { put, range, del, txn };
+  enum class Kind : uint8_t { put, range, del };
   Kind kind = Kind::range;
   std::string key;
   std::string range_end;            // empty: key alone
   std::string value;                // put
   int64_t lease = 0;                // put: 0 = no lease (a put detaches a key from its lease)
   bool prev_kv = false;             // put, del: return the value before
-  bool ignore_value = false;        // put: keep the value, change the lease
   bool keys_only = false;           // range
   int64_t limit = 0;                // range
-  bool count_only = false;          // range: the count alone, no keys
-  int64_t max_create_revision = 0;  // range: only keys created at or before it (0: any)
-  std::shared_ptr<const Txn> txn;   // a nested transaction (etcd 3.3+)
 
   static Op put(std::string key, std::string value, int64_t lease = 0, bool prev_kv = false);
-  static Op move_to_lease(std::string key, int64_t lease);  // the value kept; 0: no lease
   static Op get(std::string key);
   static Op get_prefix(std::string prefix, bool keys_only = false);
-  // How many keys start with prefix (those created at or before
-  // max_create_revision, when not 0): RangeResult::count.
-  static Op count_prefix(std::string prefix, int64_t max_create_revision = 0);
   static Op del(std::string key);
   static Op del_prefix(std::string prefix);
-  static Op nested(Txn txn);
 };
 
 struct Txn {
@@ -160,7 +149,6 @@ struct OpResult {
   RangeResult range;                // range
   std::optional<KeyValue> prev_kv;  // put and del with prev_kv
   int64_t deleted = 0;              // del
-  std::shared_ptr<TxnResult> txn;   // nested txn
 };
 
 struct TxnResult {
@@ -168,42 +156,6 @@ struct TxnResult {
   bool succeeded = false;
   std::vector<OpResult> responses;
 };
-
-struct WatchSpec {
-  std::string key;
-  std::string range_end;       // empty: key alone; prefix_end(key): every key under it
-  int64_t start_revision = 0;  // 0: from now
-  bool no_put = false;         // leave out puts (etcd filters them)
-  bool no_delete = false;
-  bool prev_kv = false;  // deletes carry the value they removed
-};
-
-struct WatchEvent {
-  enum class Type : uint8_t { put, del };
-  Type type = Type::put;
-  size_t spec = 0;  // which WatchSpec matched
-  KeyValue kv;      // a delete has key and mod_revision only
-  std::optional<KeyValue> prev_kv;
-};
-
-// Stops a watch from another thread: cancel() returns once the watch call has
-// let go of its connection (within a few milliseconds).
-class WatchCancel {
- public:
-  void cancel();
-  bool cancelled() const { return cancelled_.load(); }
-
- private:
-  friend class Client;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::atomic<bool> cancelled_{false};
-  httplib::ClientImpl* active_ = nullptr;  // the connection of the running watch
-  bool running_ = false;
-};
-
-// Each key `t` puts on a lease, in either branch and nested transactions.
-void each_leased_put(const Txn& t, const std::function<void(const std::string& key)>& tell);
 
 // The key that ends a range of every key starting with `prefix` (etcd's
 // "range_end": the prefix with its last byte increased).
@@ -226,24 +178,11 @@ class Client {
                RangeResult* out, bool keys_only = false, int64_t limit = 0);
   Status get(const std::string& key, Deadline deadline, std::optional<KeyValue>* out,
              int64_t* revision);
-  // The key as it was at `revision` (etcd keeps its history until compacted).
-  Status get_at(const std::string& key, int64_t revision, Deadline deadline,
-                std::optional<KeyValue>* out);
   Status put(const std::string& key, const std::string& value, int64_t lease, Deadline deadline,
              int64_t* revision = nullptr);
   Status delete_range(const std::string& key, const std::string& range_end, Deadline deadline,
                       int64_t* deleted = nullptr);
   Status txn(const Txn& txn, Deadline deadline, TxnResult* out);
-  // The same with the request and its answer as the gateway's JSON text (a
-  // node agent batches its ranks' transactions: node_agent.hpp).
-  Status txn_text(const std::string& request, Deadline deadline, std::string* answer);
-
-  // Called with each key this client is about to put on a lease (a put, or a
-  // transaction's put), before the request leaves: a rank behind a node
-  // agent tells the agent which keys are its own on the node's lease
-  // (node_link.hpp), so they go when the rank does.
-  using LeasedPut = std::function<void(const std::string& key)>;
-  void on_leased_put(LeasedPut observer);
 
   // A lease of ttl_s seconds (etcd raises it to its minimum, about 1.5 x its
   // election timeout); *granted_ttl_s says what etcd granted.
@@ -257,21 +196,11 @@ class Client {
   // Deletes the lease and every key attached to it. An unknown lease is success.
   Status lease_revoke(int64_t id, Deadline deadline);
 
-  // Streams events matching `specs` to on_events until it returns false
-  // (success), the deadline (CC_ERR_TIMEOUT), or cancel (CC_ERR_ABORTED). A
-  // broken stream is opened again on the next endpoint, from the revision
-  // after the last event seen, so no event is lost or repeated.
-  using OnEvents = std::function<bool(const std::vector<WatchEvent>& events, int64_t revision)>;
-  Status watch(const std::vector<WatchSpec>& specs, Deadline deadline, WatchCancel* cancel,
-               const OnEvents& on_events);
-
   const Address& address() const;
   // "etcd at 127.0.0.1:2379, 127.0.0.1:2381" for messages.
   std::string where() const;
   // Members in the cluster, as etcd said at check() (0 before).
   int cluster_size() const;
-  // When a request last got an answer from etcd (any endpoint).
-  Clock::time_point last_answer() const;
 
   struct Impl;
 

@@ -84,7 +84,6 @@ RangeResult parse_range(const json& j) {
   return r;
 }
 
-TxnResult parse_txn(const json& j);
 
 OpResult parse_op_result(const json& j) {
   OpResult r;
@@ -99,9 +98,6 @@ OpResult parse_op_result(const json& j) {
     r.deleted = num(*d, "deleted");
     if (auto prev = d->find("prev_kvs"); prev != d->end() && prev->is_array() && !prev->empty())
       r.prev_kv = parse_kv(prev->front());
-  } else if (auto t = j.find("response_txn"); t != j.end()) {
-    r.kind = Op::Kind::txn;
-    r.txn = std::make_shared<TxnResult>(parse_txn(*t));
   }
   return r;
 }
@@ -175,38 +171,25 @@ json range_json(const std::string& key, const std::string& range_end, bool keys_
 }
 
 json put_json(const Op& op) {
-  json j{{"key", b64(op.key)}};
-  if (op.ignore_value) {
-    j["ignore_value"] = true;
-  } else {
-    j["value"] = b64(op.value);
-  }
+  json j{{"key", b64(op.key)}, {"value", b64(op.value)}};
   if (op.lease != 0) j["lease"] = std::to_string(op.lease);
   if (op.prev_kv) j["prev_kv"] = true;
   return j;
 }
 
-json txn_json(const Txn& t);
 
 json op_json(const Op& op) {
   switch (op.kind) {
     case Op::Kind::put:
       return json{{"request_put", put_json(op)}};
-    case Op::Kind::range: {
-      json r = range_json(op.key, op.range_end, op.keys_only, op.limit);
-      if (op.count_only) r["count_only"] = true;
-      if (op.max_create_revision > 0)
-        r["max_create_revision"] = std::to_string(op.max_create_revision);
-      return json{{"request_range", r}};
-    }
+    case Op::Kind::range:
+      return json{{"request_range", range_json(op.key, op.range_end, op.keys_only, op.limit)}};
     case Op::Kind::del: {
       json d{{"key", b64(op.key)}};
       if (!op.range_end.empty()) d["range_end"] = b64(op.range_end);
       if (op.prev_kv) d["prev_kv"] = true;
       return json{{"request_delete_range", d}};
     }
-    case Op::Kind::txn:
-      return json{{"request_txn", txn_json(*op.txn)}};
   }
   return json::object();
 }
