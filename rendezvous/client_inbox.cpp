@@ -62,6 +62,13 @@ std::optional<PeerEvent> ClientInbox::take_event() {
   return e;
 }
 
+std::optional<CallsWanted> ClientInbox::take_want() {
+  if (wants_.empty()) return std::nullopt;
+  CallsWanted w = wants_.front();
+  wants_.pop_front();
+  return w;
+}
+
 const Status& ClientInbox::break_with(Status why) {
   if (broken_.ok()) {
     broken_ = std::move(why);
@@ -92,6 +99,9 @@ void ClientInbox::file(FrameReader::Frame frame) {
   if (frame.request_id == 0) {
     if (auto* event = std::get_if<PeerEvent>(&frame.message)) {
       push_event(std::move(*event));
+    } else if (auto* want = std::get_if<CallsWanted>(&frame.message)) {
+      if (wants_.size() >= kMaxWants) wants_.pop_front();
+      wants_.push_back(*want);
     } else if (auto* error = std::get_if<Error>(&frame.message)) {
       // The server dropping us on its own: every waiter gets its words.
       break_with(server_error(*error, endpoint_));
