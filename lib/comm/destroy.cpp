@@ -12,6 +12,8 @@
 #include "lib/comm/fast_setup.hpp"
 #include "lib/comm/handle.hpp"
 #include "lib/comm/parts.hpp"
+#include "lib/core/call_log.hpp"
+#include "lib/watch/comm_watch.hpp"
 #include "rendezvous/protocol.hpp"
 
 namespace cc::comm {

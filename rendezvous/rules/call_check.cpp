@@ -154,7 +154,7 @@ std::optional<CallMismatch> CallCheck::ended_apart() {
   uint64_t furthest = 0;
   for (const auto& [rank, call] : last_calls_) {
     const auto e = ended_.find(rank);
-    const uint64_t at = std::max(call.seq, e == ended_.end() ? 0 : e->second);
+    const uint64_t at = std::max(call.seq, e == ended_.end() ? uint64_t{0} : e->second);
     if (rank == short_rank || at <= lo || long_rank >= 0) continue;
     long_rank = rank;
     furthest = at;

@@ -85,7 +85,7 @@ void ServerCore::Impl::tell_calls_differ(Job& job, CallKey key, const rules::Cal
   const Membership* named = nullptr;
   member_conn(job, key, m.rank, &named);
   const PeerEvent ev{PeerEventKind::mismatch, m.rank, named ? named->host : std::string(),
-                     named ? named->pid : 0, m.words};
+                     named ? named->pid : 0u, m.words};
   auto& enders = job.call_enders[key];
   size_t told = 0;
   for (ConnId id : job.members) {
