@@ -62,12 +62,18 @@ std::optional<CallMismatch> CallCheck::take(const CallReport& r) {
   std::stable_sort(points.begin(), points.end(), [](const CallPoint* a, const CallPoint* b) {
     return std::tie(a->line, a->peer, a->seq) < std::tie(b->line, b->peer, b->seq);
   });
+  bool collectives_done = false;
   for (const CallPoint* p : points) {
     if (p->line == CallPoint::Line::collective) {
       collective(r, *p);
-    } else if (std::optional<CallMismatch> m = pair(r, *p)) {
-      return conclude(std::move(*m));
+      continue;
     }
+    // A difference among the collectives is told before one of the pairs.
+    if (!collectives_done) {
+      collectives_done = true;
+      if (std::optional<CallMismatch> m = decide(); m || diverged_) return m;
+    }
+    if (std::optional<CallMismatch> m = pair(r, *p)) return conclude(std::move(*m));
   }
   if (r.answers != 0 && want_ && want_->id == r.answers) {
     std::erase(want_->ranks, r.rank);

@@ -67,14 +67,16 @@ void ServerCore::Impl::send_wants(Job& job, CallKey key, rules::CallCheck& check
   const std::optional<rules::CallsWant>& w = check.pending_want();
   if (!w) return;
   const CallsWanted wanted{key.first, key.second, 0, 0, w->id, w->after, w->through};
-  auto& enders = job.call_enders[key];
+  auto ending = job.call_enders.find(key);
   for (int32_t rank : w->ranks) {
-    auto e = enders.find(rank);
-    if (e != enders.end()) {
-      if (!e->second.waiting || e->second.sent_want == w->id) continue;
-      send(e->second.conn, e->second.rid, wanted);
-      e->second.waiting = false;  // it answers with another CallsEnd
-      e->second.sent_want = w->id;
+    Job::CallEnder* e = nullptr;
+    if (ending != job.call_enders.end())
+      if (auto it = ending->second.find(rank); it != ending->second.end()) e = &it->second;
+    if (e != nullptr) {
+      if (!e->waiting || e->sent_want == w->id) continue;
+      send(e->conn, e->rid, wanted);
+      e->waiting = false;  // it answers with another CallsEnd
+      e->sent_want = w->id;
     } else if (fresh) {
       if (Conn* c = member_conn(job, key, rank)) send(c->id, 0, wanted);
     }
@@ -86,20 +88,21 @@ void ServerCore::Impl::tell_calls_differ(Job& job, CallKey key, const rules::Cal
   member_conn(job, key, m.rank, &named);
   const PeerEvent ev{PeerEventKind::mismatch, m.rank, named ? named->host : std::string(),
                      named ? named->pid : 0u, m.words};
-  auto& enders = job.call_enders[key];
+  auto ending = job.call_enders.find(key);
   size_t told = 0;
   for (ConnId id : job.members) {
     auto it = conns.find(id);
     if (it == conns.end()) continue;
     for (const Membership& om : it->second->memberships) {
       if (om.comm_number != key.first || om.generation != key.second) continue;
-      auto e = enders.find(om.rank);
-      if (e != enders.end() && e->second.waiting) {
-        send(e->second.conn, e->second.rid,
-             Error{static_cast<uint32_t>(CC_ERR_MISMATCH), m.words});
-        e->second.waiting = false;
-      } else if (e == enders.end()) {
+      Job::CallEnder* e = nullptr;
+      if (ending != job.call_enders.end())
+        if (auto it2 = ending->second.find(om.rank); it2 != ending->second.end()) e = &it2->second;
+      if (e == nullptr) {
         send(id, 0, ev);
+      } else if (e->waiting) {
+        send(e->conn, e->rid, Error{static_cast<uint32_t>(CC_ERR_MISMATCH), m.words});
+        e->waiting = false;
       }
       ++told;
       break;
@@ -113,7 +116,10 @@ void ServerCore::Impl::settle_calls(Job& job, CallKey key) {
   auto found = job.call_checks.find(key);
   if (found == job.call_checks.end()) return;
   rules::CallCheck& check = found->second;
-  auto& enders = job.call_enders[key];
+  send_wants(job, key, check);
+  auto ending = job.call_enders.find(key);
+  if (ending == job.call_enders.end()) return;
+  auto& enders = ending->second;
   if (check.diverged()) {  // told before this member ended
     for (auto& [rank, e] : enders) {
       if (!e.waiting) continue;
@@ -122,7 +128,6 @@ void ServerCore::Impl::settle_calls(Job& job, CallKey key) {
     }
     return;
   }
-  send_wants(job, key, check);
   if (enders.empty()) return;
   if (!check.finishing()) {
     for (ConnId id : job.members) {
