@@ -62,6 +62,13 @@ std::optional<PeerEvent> ClientInbox::take_event() {
   return e;
 }
 
+std::optional<CallsWanted> ClientInbox::take_want() {
+  if (wants_.empty()) return std::nullopt;
+  CallsWanted w = wants_.front();
+  wants_.pop_front();
+  return w;
+}
+
 const Status& ClientInbox::break_with(Status why) {
   moving_ = false;
   if (broken_.ok()) {
@@ -123,6 +130,9 @@ void ClientInbox::file(FrameReader::Frame frame) {
       push_event(std::move(*event));
       // Its words are every later call's: nothing more comes from it.
       if (stopping && broken_.ok()) broken_ = std::move(stopped);
+    } else if (auto* want = std::get_if<CallsWanted>(&frame.message)) {
+      if (wants_.size() >= kMaxWants) wants_.pop_front();
+      wants_.push_back(*want);
     } else if (auto* error = std::get_if<Error>(&frame.message)) {
       // The server dropping us on its own: every waiter gets its words.
       break_with(server_error(*error, endpoint_));

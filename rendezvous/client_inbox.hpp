@@ -1,7 +1,7 @@
 // What a rendezvous client files from the bytes its server sends, with no
 // socket: replies under their request id for the call that awaits them,
-// peer events (request id 0) in a bounded queue, and the first reason the
-// connection broke. FrameClient (frame_client.cpp) holds its state mutex around
+// peer events and requests for calls' points (request id 0) in bounded
+// queues, and the first reason the connection broke. FrameClient (frame_client.cpp) holds its state mutex around
 // every call; tests and the fuzzer drive it alone.
 #pragma once
 
@@ -52,6 +52,11 @@ class ClientInbox {
   std::optional<PeerEvent> take_event();
   size_t events_queued() const { return events_.size(); }
 
+  // The server asks for points of this member's calls (CallsWanted) at most
+  // once per difference it looks into: a few are kept, the oldest dropped.
+  static constexpr size_t kMaxWants = 16;
+  std::optional<CallsWanted> take_want();
+
   // Marks the connection unusable for good (the first reason stays) and
   // queues one server_stopping event with it, so the event reader learns
   // that the server is gone. Returns the reason in force.
@@ -94,6 +99,7 @@ class ClientInbox {
   std::set<uint32_t> awaited_;
   std::map<uint32_t, Message> replies_;
   std::deque<PeerEvent> events_;
+  std::deque<CallsWanted> wants_;
   Status broken_;
   bool failover_ = false;
   bool moving_ = false;

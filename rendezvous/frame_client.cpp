@@ -502,6 +502,27 @@ class FrameClient final : public Client {
     return send_nowait(h, "a heartbeat");
   }
 
+  std::optional<CallsWanted> next_calls_wanted() override {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    return inbox_.take_want();
+  }
+
+  Status end_calls(const CallsEnd& request, const PointsIn& points_in) override {
+    const auto deadline = waiting_deadline(request.timeout_ms);
+    CallsEnd next = request;
+    for (;;) {
+      Message reply;
+      if (Status s = transact(next, deadline, "the comparison of the ranks' last calls", &reply);
+          !s.ok())
+        return s;
+      if (std::holds_alternative<Ok>(reply)) return Status::success();
+      const auto* wanted = std::get_if<CallsWanted>(&reply);
+      if (wanted == nullptr) return unexpected(reply, "calls-end");
+      next.calls = points_in(wanted->after, wanted->through);
+      next.answers = wanted->id;
+    }
+  }
+
   Status abort_nowait(const std::string& reason) override {
     return send_nowait(Abort{reason}, "an abort");
   }

@@ -62,6 +62,22 @@ class Membership {
   virtual Status heartbeat_with_calls_nowait(const Heartbeat& h) {
     return heartbeat_nowait(h.last_completed);
   }
+  // A request of the rendezvous for points of this member's calls, if one
+  // arrived (read by pump() or next_event()); a backend that asks none
+  // returns none.
+  virtual std::optional<CallsWanted> next_calls_wanted() { return std::nullopt; }
+  // The member's calls up to its last, as its communicator ends: sends
+  // `request` and waits for the verdict of every live member's (CallsEnd),
+  // answering the rendezvous's requests for more points with `points_in`.
+  // Success when the calls agree, CC_ERR_MISMATCH with the words of the
+  // first difference, CC_ERR_TIMEOUT when no verdict came in
+  // request.timeout_ms. A backend that compares none returns success.
+  using PointsIn = std::function<std::vector<CallPoint>(uint64_t after, uint64_t through)>;
+  virtual Status end_calls(const CallsEnd& request, const PointsIn& points_in) {
+    (void)request;
+    (void)points_in;
+    return Status::success();
+  }
   // Reads what arrived so far without blocking (for next_event(0)).
   virtual void pump() = 0;
   // A peer event pushed by the rendezvous, waiting up to `timeout` for one;

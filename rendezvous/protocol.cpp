@@ -246,7 +246,18 @@ bool fields(auto& io, Is<Heartbeat> auto& m) {
            io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); }))) &&
          (io.at_end() ||  // a client without split lines
           (io.u32(m.split) && io.i32(m.split_color) && io.i32(m.split_rank) &&
-           io.valid(m.split == 0 || m.split_rank >= 0)));
+           io.valid(m.split == 0 || m.split_rank >= 0))) &&
+         (io.at_end() || io.u64(m.answers));  // a client that answers no CallsWanted
+}
+bool fields(auto& io, Is<CallsEnd> auto& m) {
+  return io.u32(m.comm_number) && io.u32(m.generation) && io.u64(m.last) &&
+         io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); }) &&
+         io.u64(m.answers) && io.u32(m.timeout_ms);
+}
+bool fields(auto& io, Is<CallsWanted> auto& m) {
+  return io.u32(m.comm_number) && io.u32(m.generation) && io.u32(m.split) &&
+         io.i32(m.split_color) && io.u64(m.id) && io.u64(m.after) && io.u64(m.through) &&
+         io.valid(m.after <= m.through);
 }
 bool fields(auto& io, Is<Abort> auto& m) { return io.text(m.reason); }
 // Error texts may be long (they list missing ranks): allow a whole frame.
@@ -425,7 +436,9 @@ using Kinds = std::tuple<
     Kind<MsgType::preflight_report, PreflightReport, "preflight-report">,
     Kind<MsgType::preflight_plan, PreflightPlan, "preflight-plan">,
     Kind<MsgType::relay, Relay, "relay">,
-    Kind<MsgType::resume, Resume, "resume">>;
+    Kind<MsgType::resume, Resume, "resume">,
+    Kind<MsgType::calls_end, CallsEnd, "calls-end">,
+    Kind<MsgType::calls_wanted, CallsWanted, "calls-wanted">>;
 // clang-format on
 static_assert(std::tuple_size_v<Kinds> == std::variant_size_v<Message>);
 

@@ -53,6 +53,7 @@ enum class MsgType : uint16_t {
   resume = 26,            // go on as a member on a successor server (failover)
   recover = 30,           // go on as the next generation of a communicator (shrink, regrow)
   recover_id = 31,        // the NCCL id of that generation, from the rank asked to make it
+  calls_end = 32,         // a member's last calls before its communicator ends (cc_comm_destroy)
   init_failed = 40,       // this member's init failed after its join, in its own words
   preflight_ready = 41,   // where this member listens for the reachability test
   preflight_report = 42,  // what this member's test connections found
@@ -70,6 +71,7 @@ enum class MsgType : uint16_t {
   progress = 109,
   compare_set_result = 110,
   recover_id_wanted = 115,  // answers recover: this rank makes the next generation's id
+  calls_wanted = 116,       // pushed, or answers calls_end: the points of some calls, from the flight recorder
   preflight_plan = 125,
   status_report = 135,
 };
@@ -177,6 +179,8 @@ inline constexpr size_t kMaxHeartbeatCalls = 256;
 // which the member is rank `split_rank`: they are compared among that
 // child's members only, and last_completed is still the parent's. (Absent
 // in older frames: 0, the communicator itself.)
+// answers (absent in older frames: 0): the CallsWanted whose points `calls`
+// carry.
 struct Heartbeat {
   uint64_t last_completed = 0;  // sequence number of the last finished operation
   uint32_t comm_number = 0;
@@ -185,6 +189,36 @@ struct Heartbeat {
   uint32_t split = 0;
   int32_t split_color = 0;
   int32_t split_rank = -1;
+  uint64_t answers = 0;
+};
+// A member's calls up to its last, as its communicator ends (cc_comm_destroy):
+// its points not yet sent and the number of its last collective. The server
+// answers once every live member of the generation has sent its own (a
+// member that is gone is not waited for): Ok when their calls agree, Error
+// CC_ERR_MISMATCH naming the first op where they differ, or CallsWanted when
+// it needs more of this member's points, which come in another CallsEnd
+// (answers: that want's id). The member waits at most timeout_ms.
+struct CallsEnd {
+  uint32_t comm_number = 0;
+  uint32_t generation = 0;
+  uint64_t last = 0;
+  std::vector<CallPoint> calls{};
+  uint64_t answers = 0;
+  uint32_t timeout_ms = 0;
+};
+// The points of a member's collectives numbered after `after` up to
+// `through`, lowest first, as its flight recorder holds them (at most
+// kMaxHeartbeatCalls): asked where reports left a gap before a difference.
+// Pushed (request id 0) to a running member, whose next Heartbeat answers;
+// split > 0 names a split child's line as in Heartbeat.
+struct CallsWanted {
+  uint32_t comm_number = 0;
+  uint32_t generation = 0;
+  uint32_t split = 0;
+  int32_t split_color = 0;
+  uint64_t id = 0;
+  uint64_t after = 0;
+  uint64_t through = 0;
 };
 struct Abort {
   std::string reason;
@@ -506,7 +540,7 @@ using Message = std::variant<Hello, Auth, Set, Get, Add, Wait, Del, Join, Leave,
                              HeartbeatWindow, ProgressQuery, Progress, CompareSet, CompareSetResult,
                              Recover, RecoverId, RecoverIdWanted, StatusQuery, StatusReport,
                              InitFailed, PreflightReady, PreflightReport, PreflightPlan, Relay,
-                             Resume>;
+                             Resume, CallsEnd, CallsWanted>;
 
 MsgType type_of(const Message& m);
 const char* type_name(MsgType t);  // "set", "join", ... or "unknown"

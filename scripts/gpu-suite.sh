@@ -168,6 +168,14 @@ if [ -x "$BUILD/tests/gpu/gpu_call_check" ] && [ -f "$CALL_CHECK_SH" ]; then
     run gpu-call-check bash "$CALL_CHECK_SH" "$BUILD" &&
     expect gpu-call-check "gpu_call_check: all passed" 1
 fi
+# Ranks whose calls differ and then destroy at once, 2 and 4 ranks on one
+# GPU: every way of differing, in the middle and among the last ten calls,
+# named by cc_comm_destroy (or a call) on every rank; the control told nothing.
+CALL_ENDS_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_call_ends.sh
+if [ -x "$BUILD/tests/gpu/gpu_call_ends" ] && [ -f "$CALL_ENDS_SH" ]; then
+  run gpu-call-ends bash "$CALL_ENDS_SH" "$BUILD" &&
+    expect gpu-call-ends "gpu_call_ends: all passed" 1
+fi
 # NCCL's scalable init, 2 and 4 ranks on one GPU made from several ids
 # (CC_NCCL_RANKS_PER_ID below the size), checked against a plain init; with
 # the other NCCL too.

@@ -172,9 +172,14 @@ CC_API cc_result_t cc_comm_init_from_env(cc_comm_t* comm, const cc_config_t* con
 CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* newcomm,
                                  const cc_config_t* config);
 
-/* Leaves the rendezvous cleanly and frees the communicator. Blocking; NULL is
- * a no-op. A communicator that failed is aborted, not finalized, so this
- * returns promptly. Not thread-safe against other calls on the same comm. */
+/* Compares every rank's calls up to its last (with CC_CHECK_CALLS on), leaves
+ * the rendezvous cleanly and frees the communicator. Blocking: it waits for
+ * the other live ranks' destroy, up to the communicator's deadline. Returns
+ * CC_ERR_MISMATCH, with cc_last_error() naming the first op whose calls
+ * differ and each side's call, when they differ (the handle is freed all
+ * the same). NULL is a no-op. A communicator that failed is aborted, not
+ * finalized, so this returns promptly. Not thread-safe against other calls
+ * on the same comm. */
 CC_API cc_result_t cc_comm_destroy(cc_comm_t comm);
 
 /* Aborts the communicator: pending NCCL work is stopped, the other ranks are

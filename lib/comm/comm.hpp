@@ -75,8 +75,10 @@ Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, 
 // LOCAL_RANK for a plain cc_comm_init: -1 when no launcher set one.
 Status local_rank_from_env(int* local_rank);
 Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_config_t* config);
-// Leaves the job, frees NCCL and CUDA resources, and buries the handle.
-void destroy(std::unique_ptr<cc_comm> c);
+// Compares the ranks' calls up to their last, leaves the job, frees NCCL and
+// CUDA resources, and buries the handle; CC_ERR_MISMATCH when the calls
+// differ (the handle is gone all the same).
+Status destroy(std::unique_ptr<cc_comm> c);
 // Marks the communicator aborted and tells the other ranks, once.
 void abort(cc_comm* c);
 

@@ -1,7 +1,8 @@
-// A communicator's end: cc_comm_destroy finalizes NCCL within the deadline
-// (aborting past it; a failed one is aborted at once), leaves the job cleanly
-// and buries the handle; cc_comm_abort marks it aborted and tells the other
-// ranks.
+// A communicator's end: cc_comm_destroy compares the ranks' calls up to
+// their last (a difference fails it: CC_ERR_MISMATCH, the flight recorder
+// written), finalizes NCCL within the deadline (aborting past it; a failed
+// one is aborted at once), leaves the job cleanly and buries the handle;
+// cc_comm_abort marks it aborted and tells the other ranks.
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -11,6 +12,9 @@
 #include "lib/comm/fast_setup.hpp"
 #include "lib/comm/handle.hpp"
 #include "lib/comm/parts.hpp"
+#include "lib/core/call_log.hpp"
+#include "lib/watch/comm_watch.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace cc::comm {
 namespace {
@@ -54,14 +58,53 @@ bool finalize_nccl(cc_comm* c, Clock::time_point deadline) {
   return true;
 }
 
+// The ranks' calls compared up to their last, before NCCL lets go: the
+// rendezvous answers once every live rank has sent its own. A difference
+// fails the communicator (its NCCL is aborted, not finalized, as a call may
+// wait for a partner that never comes). Ranks that do not all come before
+// the deadline leave it unchecked, with a warning.
+Status compare_last_calls(cc_comm* c, Clock::time_point deadline) {
+  if (!c->client || !c->config.check_calls || !c->recorder) return Status::success();
+  core::CallLog& calls = c->recorder->calls();
+  rv::CallsEnd end;
+  end.comm_number = c->comm_number;
+  end.generation = c->generation;
+  end.last = calls.collectives();
+  end.calls = calls.take_report();
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+  end.timeout_ms = static_cast<uint32_t>(std::max<long long>(1, left));
+  const Status st = c->client->end_calls(end, [&calls](uint64_t after, uint64_t through) {
+    return calls.points_in(after, through, rv::kMaxHeartbeatCalls);
+  });
+  if (st.ok()) return st;
+  if (st.code != CC_ERR_MISMATCH) {
+    log().warn("{}: the ranks' last calls were not compared: {}", c->who(), st.message);
+    return Status::success();
+  }
+  if (core::fail(*c, core::State::mismatch, st.message)) {
+    log().error("{}: {}", c->who(), st.message);
+    std::string path;
+    const uint64_t completed = c->watch ? c->watch->completed() : 0;
+    if (!c->recorder->dir().empty()) {
+      if (Status w = c->recorder->write(c->recorder->dir(), "mismatch", completed, &path); !w.ok())
+        log().warn("{}: {}", c->who(), w.message);
+      else
+        log().warn("{}: flight recorder written to {} (mismatch)", c->who(), path);
+    }
+  }
+  return core::state_status("cc_comm_destroy", *c);
+}
+
 }  // namespace
 
-void destroy(std::unique_ptr<cc_comm> c) {
+Status destroy(std::unique_ptr<cc_comm> c) {
   const auto start = Clock::now();
+  const auto deadline = start + c->timeout;
   stop_watch(c.get());  // no tick runs on it from here on
+  Status verdict;
+  if (core::usable(*c) && !c->abort_requested.load()) verdict = compare_last_calls(c.get(), deadline);
   const bool healthy = core::usable(*c) && !c->abort_requested.load();
   if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {
-    const auto deadline = Clock::now() + c->timeout;
     core::DeviceScope scope(c->device);
     bool ok = drain_fast_allreduce(c.get(), deadline);  // no kernel of cc's runs past here
     ok = ok && unmap_fast_allreduce_peers(c.get(), deadline);
@@ -103,6 +146,7 @@ void destroy(std::unique_ptr<cc_comm> c) {
   log().debug("{}: communicator destroyed in {:.1f} ms (leaving the rendezvous {:.1f} ms)",
               c->who(), ms_since(start), ms_since(leave_start));
   bury(std::move(c));
+  return verdict;
 }
 
 void abort(cc_comm* c) {

@@ -73,6 +73,23 @@ std::vector<CallPoint> CallLog::take_report() {
   checkpoints_.clear();
   recent_.clear();
   recent_p2p_.clear();
+  reported_seq_ = collectives_.seq;
+  return out;
+}
+
+bool CallLog::report_due() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return collectives_.seq - reported_seq_ >= kReportEvery;
+}
+
+std::vector<CallPoint> CallLog::points_in(uint64_t after, uint64_t through, size_t max) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CallPoint> out;
+  for (size_t i = 0; i < filled_ && out.size() < max; ++i) {
+    const CallPoint& p = ring_[(next_ + capacity_ - filled_ + i) % capacity_].point;
+    if (p.line == CallPoint::Line::collective && p.seq > after && p.seq <= through)
+      out.push_back(p);
+  }
   return out;
 }
 

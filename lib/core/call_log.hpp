@@ -29,6 +29,9 @@ class CallLog {
   static constexpr size_t kRecent = 16;       // the last collectives, and the last sends and recvs
   static constexpr size_t kCheckpoints = 32;  // collectives numbered a multiple of kCheckpointEvery
   static constexpr uint64_t kCheckpointEvery = 64;
+  // Collectives since the last report past which the next report is due at
+  // once, not at the next heartbeat.
+  static constexpr uint64_t kReportEvery = 64;
 
   // `capacity`: entries the ring keeps (CC_TRACE_BUFFER; 0 keeps none, the
   // fingerprints still run).
@@ -42,6 +45,12 @@ class CallLog {
   // The points recorded since the last call of it (each is sent once), in
   // the order they were recorded.
   std::vector<CallPoint> take_report();
+  // Whether kReportEvery collectives or more were recorded since the last report.
+  bool report_due() const;
+  // The ring's collectives numbered after `after` up to `through`, lowest
+  // first, at most `max` of them: what the rendezvous asks for where
+  // reports left a gap before a difference (rv::CallsWanted).
+  std::vector<CallPoint> points_in(uint64_t after, uint64_t through, size_t max) const;
   // The ring, oldest first.
   std::vector<TraceEntry> entries() const;
   uint64_t collectives() const;  // the number of the last collective (0: none yet)
@@ -63,6 +72,7 @@ class CallLog {
   size_t next_ = 0;  // the ring's next slot
   size_t filled_ = 0;
   uint64_t completed_op_ = 0;
+  uint64_t reported_seq_ = 0;  // the last collective when the last report was taken
   // Not yet reported:
   std::vector<CallPoint> recent_, checkpoints_, recent_p2p_;
 };

@@ -115,8 +115,13 @@ ChannelFailure ControlChannel::server_lost(const std::string& reason) const {
 
 std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64_t last_completed) {
   last_completed_ = last_completed;
-  if (now >= next_heartbeat_) {
+  // Many calls since the last report: the next goes now, not at the interval.
+  const bool due = options_.calls != nullptr && !reported_ &&
+                   now >= last_heartbeat_ + options_.interval / 10 &&
+                   options_.calls->report_due();
+  if (now >= next_heartbeat_ || due) {
     next_heartbeat_ = now + options_.interval;
+    last_heartbeat_ = now;
     Status st;
     if (options_.calls != nullptr && !reported_) {
       rv::Heartbeat h{last_completed, options_.comm_number, options_.generation,
@@ -128,6 +133,7 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
     if (!st.ok() && !reported_) log().debug("{}: heartbeat: {}", self(), st.message);
   }
   client_.pump();
+  answer_wants();
   std::optional<ChannelFailure> first;
   while (auto e = client_.next_event(milliseconds(0))) {
     if (e->kind == rv::PeerEventKind::left) continue;
@@ -164,8 +170,44 @@ std::optional<ChannelFailure> ControlChannel::poll(Clock::time_point now, uint64
   return std::nullopt;
 }
 
+void ControlChannel::send_points(const rv::CallsWanted& w, core::CallLog& calls,
+                                 int32_t split_rank) {
+  rv::Heartbeat h{last_completed_, options_.comm_number, options_.generation,
+                  calls.points_in(w.after, w.through, rv::kMaxHeartbeatCalls)};
+  h.split = w.split;
+  h.split_color = w.split_color;
+  h.split_rank = split_rank;
+  h.answers = w.id;
+  if (Status st = client_.heartbeat_with_calls_nowait(h); !st.ok())
+    log().debug("{}: the points of its calls asked by the rendezvous: {}", self(), st.message);
+}
+
+void ControlChannel::answer_wants() {
+  while (std::optional<rv::CallsWanted> w = client_.next_calls_wanted()) {
+    if (w->comm_number != options_.comm_number || w->generation != options_.generation) continue;
+    if (w->split != 0) {
+      std::lock_guard<std::mutex> lock(split_mu_);
+      if (split_wants_.size() < kMaxSplitEvents || split_wants_.count({w->split, w->split_color}))
+        split_wants_[{w->split, w->split_color}] = *w;
+      continue;
+    }
+    if (options_.calls != nullptr && !reported_) send_points(*w, *options_.calls, -1);
+  }
+}
+
 std::optional<ChannelFailure> ControlChannel::poll_split(Clock::time_point now, SplitLine& line) {
   if (line.told) return std::nullopt;
+  if (line.calls != nullptr) {
+    std::optional<rv::CallsWanted> w;
+    {
+      std::lock_guard<std::mutex> lock(split_mu_);
+      if (auto it = split_wants_.find({line.split, line.color}); it != split_wants_.end()) {
+        w = it->second;
+        split_wants_.erase(it);
+      }
+    }
+    if (w) send_points(*w, *line.calls, line.rank);
+  }
   if (line.calls != nullptr && now >= line.next_report) {
     line.next_report = now + options_.interval;
     std::vector<CallPoint> points = line.calls->take_report();

@@ -2,7 +2,11 @@
 // connection that stays open while the communicator lives. It asks the server
 // to watch its heartbeats, sends one every interval, and turns what the server
 // pushes (a member failed, aborted; the server went away) or a silent server
-// into one failure in words. No CUDA: CI drives it with processes as ranks.
+// into one failure in words. Its heartbeats carry points of the
+// communicator's calls: at once when CallLog::kReportEvery calls were made
+// since the last (at most every tenth of an interval), and the points the
+// server asks for (rv::CallsWanted) from the flight recorder's ring. No
+// CUDA: CI drives it with processes as ranks.
 #pragma once
 
 #include <chrono>
@@ -89,6 +93,10 @@ class ControlChannel {
 
  private:
   ChannelFailure from_event(const rv::PeerEvent& e) const;
+  // The points asked of this communicator, and those asked of a split child
+  // kept for its poll_split.
+  void answer_wants();
+  void send_points(const rv::CallsWanted& w, core::CallLog& calls, int32_t split_rank);
   ChannelFailure server_lost(const std::string& reason) const;
   std::string self() const;  // who this member is, with its generation
 
@@ -96,6 +104,7 @@ class ControlChannel {
   ChannelOptions options_;
   std::map<int32_t, rv::MemberProgress> members_;
   std::chrono::steady_clock::time_point next_heartbeat_{};
+  std::chrono::steady_clock::time_point last_heartbeat_{};
   bool reported_ = false;
   uint64_t last_completed_ = 0;  // the parent's, sent with a child's points
   // Mismatches on split children, by (split, color), until their poll_split
@@ -103,6 +112,7 @@ class ControlChannel {
   static constexpr size_t kMaxSplitEvents = 64;
   std::mutex split_mu_;
   std::map<std::pair<uint32_t, int32_t>, rv::PeerEvent> split_events_;
+  std::map<std::pair<uint32_t, int32_t>, rv::CallsWanted> split_wants_;
   mutable std::mutex failed_mu_;
   std::set<int> failed_;
 };

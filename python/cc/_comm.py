@@ -161,8 +161,12 @@ class Comm(OwnedHandle):
     # ------------------------------------------------------------- life
 
     def destroy(self):
-        """Leaves the rendezvous cleanly and frees the communicator. Blocking;
-        destroying twice is harmless."""
+        """Compares every rank's calls up to its last, leaves the rendezvous
+        cleanly and frees the communicator. Blocking: waits for the other
+        ranks' destroy, up to the communicator's deadline. Raises
+        cc.MismatchError naming the first op whose calls differ when they
+        do (the communicator is freed all the same); destroying twice is
+        harmless."""
         self._free()
 
     def abort(self):

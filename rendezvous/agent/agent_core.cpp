@@ -188,13 +188,27 @@ struct AgentCore::Impl {
     end(r.id, words);
   }
 
+  bool carries_calls(std::span<const uint8_t> frame) const {
+    Message m;
+    if (decode_message(static_cast<uint16_t>(MsgType::heartbeat), frame.subspan(kHeaderSize),
+                       opt.limits, &m) != DecodeError::none)
+      return false;
+    const auto* hb = std::get_if<Heartbeat>(&m);
+    return hb != nullptr && (!hb->calls.empty() || hb->answers != 0);
+  }
+
   // One whole frame of a rank: false when the rank was closed.
   bool rank_frame(Rank& r, const FrameHeader& h, std::span<const uint8_t> frame) {
     const auto type = static_cast<MsgType>(h.type);
     if (r.state == RankState::open) {
       if (type == MsgType::heartbeat) {
-        // Answered here; the latest goes to the server at the agent's heartbeat.
+        // Answered here; the latest goes to the server at the agent's
+        // heartbeat, but one that carries calls to compare goes at once.
         to_rank(r, h.request_id, HeartbeatAck{});
+        if (carries_calls(frame)) {
+          relay(r.channel, RelayOp::frames, frame);
+          return true;
+        }
         if (r.heartbeat.empty()) heartbeats_held.push_back(r.id);
         r.heartbeat.assign(frame.begin(), frame.end());
         return true;

@@ -10,9 +10,45 @@ namespace {
 
 std::string op(uint64_t seq) { return "op #" + std::to_string(seq); }
 
+const char* const kAdvice =
+    ". Every rank must make the same collective calls in the same order; the flight "
+    "recorder's files (CC_TRACE_DIR, cc-doctor trace) show each rank's calls";
+
+std::string parted_after(uint64_t agreed) {
+  return agreed == 0 ? "the ranks diverged at their first collective"
+                     : "the ranks diverged after " + op(agreed);
+}
+
 }  // namespace
 
-std::optional<CallMismatch> CallCheck::report(const CallReport& r) {
+std::optional<CallMismatch> CallCheck::report(const CallReport& r) { return take(r); }
+
+std::optional<CallMismatch> CallCheck::end(const CallReport& r, uint64_t last) {
+  ended_[r.rank] = last;
+  enders_[r.rank] = Seen{r.rank, r.host, r.pid, {}, false};
+  return take(r);
+}
+
+std::optional<CallMismatch> CallCheck::finish() {
+  finishing_ = true;
+  return decide();
+}
+
+std::optional<CallMismatch> CallCheck::gone(int32_t rank) {
+  if (want_) {
+    std::erase(want_->ranks, rank);
+    if (want_->ranks.empty()) want_.reset();
+  }
+  return decide();
+}
+
+std::optional<CallsWant> CallCheck::take_want() {
+  if (!want_ || want_taken_) return std::nullopt;
+  want_taken_ = true;
+  return want_;
+}
+
+std::optional<CallMismatch> CallCheck::take(const CallReport& r) {
   for (const CallPoint& p : r.points) {
     if (p.line != CallPoint::Line::collective) continue;
     RankCall& last = last_calls_[r.rank];
@@ -26,17 +62,24 @@ std::optional<CallMismatch> CallCheck::report(const CallReport& r) {
   std::stable_sort(points.begin(), points.end(), [](const CallPoint* a, const CallPoint* b) {
     return std::tie(a->line, a->peer, a->seq) < std::tie(b->line, b->peer, b->seq);
   });
+  bool collectives_done = false;
   for (const CallPoint* p : points) {
-    std::optional<CallMismatch> m =
-        p->line == CallPoint::Line::collective ? collective(r, *p) : pair(r, *p);
-    if (m) {
-      diverged_ = true;
-      collectives_.clear();
-      pairs_.clear();
-      return m;
+    if (p->line == CallPoint::Line::collective) {
+      collective(r, *p);
+      continue;
     }
+    // A difference among the collectives is told before one of the pairs.
+    if (!collectives_done) {
+      collectives_done = true;
+      if (std::optional<CallMismatch> m = decide(); m || diverged_) return m;
+    }
+    if (std::optional<CallMismatch> m = pair(r, *p)) return conclude(std::move(*m));
   }
-  return std::nullopt;
+  if (r.answers != 0 && want_ && want_->id == r.answers) {
+    std::erase(want_->ranks, r.rank);
+    if (want_->ranks.empty()) want_.reset();
+  }
+  return decide();
 }
 
 uint64_t CallCheck::last_agreed_before(uint64_t seq) const {
@@ -48,48 +91,139 @@ uint64_t CallCheck::last_agreed_before(uint64_t seq) const {
   return 0;
 }
 
-std::optional<CallMismatch> CallCheck::collective(const CallReport& r, const CallPoint& p) {
+void CallCheck::collective(const CallReport& r, const CallPoint& p) {
   auto [it, inserted] = collectives_.try_emplace(p.seq, Seen{r.rank, r.host, r.pid, p, false});
   if (inserted) {
     if (collectives_.size() > kKeep) collectives_.erase(collectives_.begin());
-    return std::nullopt;
+    return;
   }
   Seen& first = it->second;
-  if (first.rank == r.rank) return std::nullopt;  // a point reported again
+  if (first.rank == r.rank) return;  // a point reported again
   if (first.point.fingerprint == p.fingerprint) {
     first.matched = true;
-    return std::nullopt;
+    return;
   }
-  const uint64_t agreed = last_agreed_before(p.seq);
-  const std::string me = who(r.rank, r.host, r.pid);
+  if (!difference_ || p.seq < difference_->seq)
+    difference_ = Difference{p.seq, first, Seen{r.rank, r.host, r.pid, p, false}};
+}
+
+bool CallCheck::ask(uint64_t after, uint64_t through, std::vector<int32_t> ranks) {
+  if (!asks_ || std::make_pair(after, through) == last_asked_ || wants_ >= kMaxWants)
+    return false;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  want_ = CallsWant{next_want_++, after, through, std::move(ranks)};
+  want_taken_ = false;
+  ++wants_;
+  last_asked_ = {after, through};
+  return true;
+}
+
+std::optional<CallMismatch> CallCheck::conclude(CallMismatch m) {
+  diverged_ = true;
+  verdict_ = m;
+  want_.reset();
+  difference_.reset();
+  collectives_.clear();
+  pairs_.clear();
+  return m;
+}
+
+std::optional<CallMismatch> CallCheck::decide() {
+  if (diverged_) return std::nullopt;
+  if (difference_) {
+    const uint64_t agreed = last_agreed_before(difference_->seq);
+    if (agreed + 1 == difference_->seq) return conclude(differ_words(*difference_, agreed));
+    if (want_) return std::nullopt;  // the points in between are on their way
+    // The point where the ranks last agreed is asked too: another pair of
+    // ranks may have been the ones that agreed there.
+    if (ask(agreed > 0 ? agreed - 1 : 0, difference_->seq - 1,
+            {difference_->first.rank, difference_->other.rank}))
+      return std::nullopt;
+    return conclude(differ_words(*difference_, agreed));
+  }
+  if (ended_.empty()) return std::nullopt;
+  return ended_apart();
+}
+
+// A rank that ended after op #N while another made op #N+1: one of them
+// skipped a call or made an extra one.
+std::optional<CallMismatch> CallCheck::ended_apart() {
+  int32_t short_rank = -1;
+  uint64_t lo = 0;
+  for (const auto& [rank, last] : ended_) {
+    if (short_rank >= 0 && last >= lo) continue;
+    short_rank = rank;
+    lo = last;
+  }
+  int32_t long_rank = -1;
+  uint64_t furthest = 0;
+  for (const auto& [rank, call] : last_calls_) {
+    const auto e = ended_.find(rank);
+    const uint64_t at = std::max(call.seq, e == ended_.end() ? uint64_t{0} : e->second);
+    if (rank == short_rank || at <= lo || long_rank >= 0) continue;
+    long_rank = rank;
+    furthest = at;
+  }
+  if (long_rank < 0) return std::nullopt;
+  const auto next = collectives_.find(lo + 1);
+  const auto at_end = collectives_.find(lo);
+  const bool have_next = next != collectives_.end() && next->second.rank != short_rank;
+  const bool agree = lo == 0 || (at_end != collectives_.end() && at_end->second.matched);
+  if (want_) return std::nullopt;
+  if (!(have_next && agree) && ask(lo > 0 ? lo - 1 : 0, lo + 1, {long_rank})) return std::nullopt;
+  const Seen& s = enders_[short_rank];
+  const std::string shorter = who(s.rank, s.host, s.pid);
+  const std::string ended_words =
+      lo == 0 ? "it ended (cc_comm_destroy) before any collective"
+              : "it ended (cc_comm_destroy) after " + op(lo);
+  CallMismatch m{long_rank, short_rank, lo + 1, {}};
+  if (have_next) {
+    const Seen& l = next->second;
+    m.rank = l.rank;
+    m.words = who(l.rank, l.host, l.pid) + " called " + op(lo + 1) + " " +
+              call_words(l.point.call) + ", but " + shorter + " made no " + op(lo + 1) + ": " +
+              ended_words + "; " +
+              (agree ? parted_after(lo)
+                     : "their calls differ at " + op(lo + 1) + " or before");
+  } else {
+    m.words = "rank " + std::to_string(long_rank) + " made " + std::to_string(furthest) +
+              " collectives, but " + shorter + " made " + std::to_string(lo) + ": " +
+              ended_words + "; their calls differ at " + op(lo + 1) + " or before";
+  }
+  m.words += kAdvice;
+  return conclude(std::move(m));
+}
+
+CallMismatch CallCheck::differ_words(const Difference& d, uint64_t agreed) const {
+  const Seen& first = d.first;
+  const Seen& mine = d.other;
+  const std::string me = who(mine.rank, mine.host, mine.pid);
   const std::string them = who(first.rank, first.host, first.pid);
-  CallMismatch m{r.rank, first.rank, p.seq, {}};
-  if (!same_call(first.point.call, p.call)) {
+  CallMismatch m{mine.rank, first.rank, d.seq, {}};
+  if (!same_call(first.point.call, mine.point.call)) {
     // The higher rank first, whichever report came first, so that every run
     // of a program says the same ("rank 3 called ..., but rank 0 called ...").
-    const bool me_first = r.rank > first.rank;
+    const bool me_first = mine.rank > first.rank;
     const std::string& a = me_first ? me : them;
     const std::string& b = me_first ? them : me;
-    const CallDesc& a_call = me_first ? p.call : first.point.call;
-    const CallDesc& b_call = me_first ? first.point.call : p.call;
-    m.words = a + " called " + op(p.seq) + " " + call_words(a_call) + ", but " + b + " called " +
-              op(p.seq) + " " + call_words(b_call) + "; ";
-    if (agreed + 1 == p.seq)
-      m.words += agreed == 0 ? "the ranks diverged at their first collective"
-                             : "the ranks diverged after " + op(agreed);
+    const CallDesc& a_call = me_first ? mine.point.call : first.point.call;
+    const CallDesc& b_call = me_first ? first.point.call : mine.point.call;
+    m.words = a + " called " + op(d.seq) + " " + call_words(a_call) + ", but " + b + " called " +
+              op(d.seq) + " " + call_words(b_call) + "; ";
+    if (agreed + 1 == d.seq)
+      m.words += parted_after(agreed);
     else
       m.words += "their calls agree up to " +
                  (agreed == 0 ? "their first collective" : op(agreed)) +
-                 " at least, and differ at " + op(p.seq) + " or before";
+                 " at least, and differ at " + op(d.seq) + " or before";
   } else {
-    m.words = me + " and " + them + " both called " + op(p.seq) + " " + call_words(p.call) +
+    m.words = me + " and " + them + " both called " + op(d.seq) + " " + call_words(mine.point.call) +
               ", but an earlier call differs: the ranks' calls " +
               (agreed == 0 ? std::string("differ before it")
                            : "agree up to " + op(agreed) + " and differ after it");
   }
-  m.words +=
-      ". Every rank must make the same collective calls in the same order; the flight "
-      "recorder's files (CC_TRACE_DIR, cc-doctor trace) show each rank's calls";
+  m.words += kAdvice;
   return m;
 }
 

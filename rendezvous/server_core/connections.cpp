@@ -214,6 +214,8 @@ bool ServerCore::Impl::handle(Conn& c, uint32_t rid, const Message& m, Clock::ti
       return on_leave(c, rid);
     case MsgType::heartbeat:
       return on_heartbeat(c, rid, std::get<Heartbeat>(m), now);
+    case MsgType::calls_end:
+      return on_calls_end(c, rid, std::get<CallsEnd>(m), now);
     case MsgType::heartbeat_window:
       return on_heartbeat_window(c, rid, std::get<HeartbeatWindow>(m), now);
     case MsgType::progress_query:

@@ -39,37 +39,26 @@ bool ServerCore::Impl::on_heartbeat(Conn& c, uint32_t rid, const Heartbeat& h,
   // A rank behind a node agent got its acknowledgement from the agent.
   if (c.agent == 0) send(c.id, rid, HeartbeatAck{});
   // A split child's heartbeat (split > 0) is sent with its parent's progress.
-  if (!h.calls.empty() && c.job != nullptr) check_calls(*c.job, c, h);
+  if ((!h.calls.empty() || h.answers != 0) && c.job != nullptr) check_calls(*c.job, c, h);
   return true;
 }
 
 // The calls a member reported are compared with its generation's other
 // ranks'; the first difference is told to every member of that generation,
-// the ranks named included, and their watchdogs abort.
+// the ranks named included, and their watchdogs abort (call_ends.cpp).
 void ServerCore::Impl::check_calls(Job& job, const Conn& c, const Heartbeat& h) {
   const Membership* member = nullptr;
   for (const Membership& m : c.memberships)
     if (m.comm_number == h.comm_number && m.generation == h.generation) member = &m;
   if (member == nullptr) return;  // not (or no longer) a member of that generation
   if (h.split != 0) return check_split_calls(job, c, *member, h);
-  rules::CallCheck& check = job.call_checks[{h.comm_number, h.generation}];
+  const CallKey key{h.comm_number, h.generation};
+  rules::CallCheck& check = call_check(job, key);
+  if (check.diverged()) return;
   const std::optional<rules::CallMismatch> m =
-      check.report({member->rank, member->host, member->pid, h.calls});
-  if (!m) return;
-  const PeerEvent ev{PeerEventKind::mismatch, m->rank, member->host, member->pid, m->words};
-  size_t told = 0;
-  for (ConnId id : job.members) {
-    auto it = conns.find(id);
-    if (it == conns.end()) continue;
-    for (const Membership& om : it->second->memberships)
-      if (om.comm_number == h.comm_number && om.generation == h.generation) {
-        send(id, 0, ev);
-        ++told;
-        break;
-      }
-  }
-  log().warn("job {}: communicator {} (generation {}): {}; told {} members", quote(job.id),
-             h.comm_number, h.generation, m->words, told);
+      check.report({member->rank, member->host, member->pid, h.calls, h.answers});
+  if (m) return tell_calls_differ(job, key, *m);
+  settle_calls(job, key);
 }
 
 // Every live member of a generation by its last reported collective, in words.

@@ -211,9 +211,11 @@ void ServerCore::Impl::end_memberships(Job& job, Conn& c) {
     s->second.last_completed = m.last_completed;
     if (!s->second.ended) s->second.ended = MemberState::left;
   }
+  const std::vector<Membership> ended = std::move(c.memberships);
   c.memberships.clear();
   job.members.erase(c.id);
   disarm(c.heartbeat_timer);
+  for (const Membership& m : ended) calls_member_gone(job, {m.comm_number, m.generation}, m.rank);
 }
 
 }  // namespace cc::rv

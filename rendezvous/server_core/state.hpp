@@ -11,7 +11,8 @@
 // Impl are defined in the files of this folder, one section each:
 // deadlines.cpp, output.cpp, connections.cpp, parked.cpp, kv.cpp,
 // retention.cpp, joins.cpp, heartbeats.cpp, recovery.cpp, status.cpp (the
-// operator's status report), metrics.cpp (counters and the snapshot the
+// operator's status report), call_ends.cpp (the ranks' calls compared as
+// their communicator ends), metrics.cpp (counters and the snapshot the
 // metrics endpoint shows), init_failures.cpp and preflight.cpp (whose plan,
 // verdict and words are rendezvous/rules/preflight_rules.hpp's).
 // Only the files of this folder include this header.
@@ -278,13 +279,23 @@ struct Job {
   std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
   // The comparison of each generation's calls across its ranks (heartbeats.cpp).
   std::map<std::pair<uint32_t, uint32_t>, rules::CallCheck> call_checks;
+  // The members of a generation whose communicator ends (CallsEnd), by
+  // rank: where their request waits for the verdict (call_ends.cpp).
+  struct CallEnder {
+    ConnId conn = 0;
+    uint32_t rid = 0;
+    bool waiting = false;    // its request is not answered yet
+    uint64_t sent_want = 0;  // the last CallsWant it was asked
+  };
+  std::map<std::pair<uint32_t, uint32_t>, std::map<int32_t, CallEnder>> call_enders;
   // The same for communicators made by cc_comm_split (split_calls.cpp), by
   // (comm_number, generation, split, color): compared among the members that
   // report to it, who alone are told.
   struct SplitCallCheck {
-    rules::CallCheck check;
+    rules::CallCheck check{true};
     std::set<ConnId> reporters;
-    std::optional<PeerEvent> verdict;  // the first difference, for later reporters
+    std::map<int32_t, ConnId> by_rank;  // in the child's numbering, to ask for points
+    std::optional<PeerEvent> verdict;   // the first difference, for later reporters
   };
   static constexpr size_t kMaxSplitChecks = 64;  // the oldest splits go first
   std::map<std::tuple<uint32_t, uint32_t, uint32_t, int32_t>, SplitCallCheck> split_call_checks;
@@ -457,6 +468,20 @@ struct ServerCore::Impl {
   void check_calls(Job& job, const Conn& c, const Heartbeat& h);
   void check_split_calls(Job& job, const Conn& c, const Membership& member, const Heartbeat& h);
   std::string where_calls_are(const Job& job, uint32_t comm_number, uint32_t generation) const;
+
+  // ---- the ranks' calls as their communicator ends (call_ends.cpp) ---------
+  using CallKey = std::pair<uint32_t, uint32_t>;  // (comm_number, generation)
+  bool on_calls_end(Conn& c, uint32_t rid, const CallsEnd& e, Clock::time_point now);
+  rules::CallCheck& call_check(Job& job, CallKey key);
+  // The live member of a generation with that rank, or null.
+  Conn* member_conn(Job& job, CallKey key, int32_t rank, const Membership** m = nullptr);
+  // Where the comparison stands after a change: wants sent, the verdict told,
+  // or every member that ended told that the calls agree.
+  void settle_calls(Job& job, CallKey key);
+  void tell_calls_differ(Job& job, CallKey key, const rules::CallMismatch& m);
+  void send_wants(Job& job, CallKey key, rules::CallCheck& check);
+  // A member left or is gone: it is waited for no more.
+  void calls_member_gone(Job& job, CallKey key, int32_t rank);
 
   // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------
   void start_lineage(Job& job, uint32_t comm_number, const CommJoin& gen);

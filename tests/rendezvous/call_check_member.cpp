@@ -5,11 +5,11 @@
 // control channel per communicator (heartbeats carrying the points) to the
 // process's watchdog.
 //   call_check_member ADDR PORT JOB RANK WORLD CASE [--interval MS]
-//                     [--diverging R] [--delay-ms N]
+//                     [--diverging R] [--delay-ms N] [--calls N]
 // ADDR etcd://host:port,...: the rendezvous on etcd (PORT is ignored). The
 // rank joins as host h<rank>, pid 100 + rank, so the words are the same on
-// every run and backend. Cases (calls numbered from 1, 60 of them; rank R,
-// --diverging, differs at op #50):
+// every run and backend. Cases (calls numbered from 1, 60 of them or
+// --calls; rank R, --diverging, differs at op #50):
 //   kind, count, type, op, root   op #50 differs in that field
 //   skip                          rank R leaves out op #50
 //   extra                         rank R makes a barrier before op #50
@@ -22,10 +22,15 @@
 //                                 or on the parent only
 // Ranks from 2 on start --delay-ms after "go" (default 400), so ranks 0 and 1
 // are compared first, whatever the machine's load.
+// On "end" instead of "go", the rank records its calls with no heartbeat
+// and ends communicator 1 as cc_comm_destroy does (CallsEnd, answering the
+// server's requests for points from a flight recorder of 2000 calls).
 // stdout: "READY <rank>", then per communicator g that learns of a difference
 // "MISMATCH <g> <words>" (the child: g "1.s1"), of another failure
 // "FAILED <g> <words>"; "CALLED" when the legal case made its calls; "LEFT"
-// after "leave" on stdin.
+// after "leave" on stdin; after "end", "END OK", "END MISMATCH <words>" or
+// "END ERROR <code> <words>".
+// "die" exits at once without leaving.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -98,9 +103,9 @@ CallDesc allreduce(uint64_t count, int dtype = CC_FLOAT32, int op = CC_SUM) {
 CallDesc common_call(uint64_t n) { return allreduce(8 * n); }
 
 // The case's calls on the communicator that is compared, for one rank.
-std::vector<CallDesc> calls_of(const std::string& c, bool diverges) {
+std::vector<CallDesc> calls_of(const std::string& c, bool diverges, size_t calls = 60) {
   std::vector<CallDesc> out;
-  for (uint64_t n = 1; out.size() < 60; ++n) {
+  for (uint64_t n = 1; out.size() < calls; ++n) {
     CallDesc call = common_call(n);
     if (n == 50) {
       if (c == "kind" || c == "count" || c == "type" || c == "op") call = allreduce(4096);
@@ -117,7 +122,7 @@ std::vector<CallDesc> calls_of(const std::string& c, bool diverges) {
     }
     out.push_back(call);
   }
-  out.resize(60);
+  out.resize(calls);
   return out;
 }
 
@@ -145,11 +150,13 @@ int main(int argc, char** argv) {
   milliseconds interval{100};
   int diverging = 1;
   milliseconds delay{400};
+  size_t calls = 60;
   for (int i = 7; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--interval") interval = milliseconds(std::atoi(argv[i + 1]));
     if (a == "--diverging") diverging = std::atoi(argv[i + 1]);
     if (a == "--delay-ms") delay = milliseconds(std::atoi(argv[i + 1]));
+    if (a == "--calls") calls = static_cast<size_t>(std::atoi(argv[i + 1]));
   }
   const std::string host = "h" + std::to_string(rank);
   const uint32_t pid = 100 + static_cast<uint32_t>(rank);
@@ -188,7 +195,7 @@ int main(int argc, char** argv) {
       say("ERROR " + js.message);
       return 1;
     }
-    c.log = std::make_unique<cc::core::CallLog>(world, 0);
+    c.log = std::make_unique<cc::core::CallLog>(world, 2000);
   }
   say("READY " + std::to_string(rank));
 
@@ -269,6 +276,22 @@ int main(int argc, char** argv) {
         for (const CallDesc& call : calls_of(which, rank == diverging)) record(comms[0], call);
         start_channels();
       }
+    } else if (line == "end") {
+      op = 0;
+      Comm& c = comms[0];
+      for (const CallDesc& call : calls_of(which, rank == diverging, calls))
+        c.log->record(call, ++op, 0, 0);
+      cc::rv::CallsEnd end{c.comm_number, 0, c.log->collectives(), c.log->take_report(), 0,
+                           static_cast<uint32_t>(config.timeout_ms)};
+      cc::core::CallLog& log = *c.log;
+      const cc::Status st = c.client->end_calls(end, [&log](uint64_t after, uint64_t through) {
+        return log.points_in(after, through, cc::rv::kMaxHeartbeatCalls);
+      });
+      say(st.ok()                        ? std::string("END OK")
+          : st.code == CC_ERR_MISMATCH ? "END MISMATCH " + st.message
+                                       : "END ERROR " + std::to_string(st.code) + " " + st.message);
+    } else if (line == "die") {
+      std::_Exit(3);
     } else if (line == "leave") {
       if (caller.joinable()) caller.join();
       if (child_watch) cc::watch::Watchdog::instance().remove(child_watch.get());
