@@ -37,16 +37,16 @@ constexpr auto kStall = std::chrono::seconds(60);
 constexpr uint32_t kComm = 1;
 constexpr const char* kKilled = "exited with signal 9 (killed)";
 
-enum class Phase { join, heartbeats, death, node_death, shrink, leave, done, failed };
+enum class AgentsPhase { join, heartbeats, death, node_death, shrink, leave, done, failed };
 
-const char* phase_name(Phase p) {
+const char* phase_name(AgentsPhase p) {
   switch (p) {
-    case Phase::join: return "join";
-    case Phase::heartbeats: return "first heartbeats";
-    case Phase::death: return "one rank's death told to all";
-    case Phase::node_death: return "a hung node told to all";
-    case Phase::shrink: return "shrink";
-    case Phase::leave: return "leave";
+    case AgentsPhase::join: return "join";
+    case AgentsPhase::heartbeats: return "first heartbeats";
+    case AgentsPhase::death: return "one rank's death told to all";
+    case AgentsPhase::node_death: return "a hung node told to all";
+    case AgentsPhase::shrink: return "shrink";
+    case AgentsPhase::leave: return "leave";
     default: return "";
   }
 }
@@ -119,7 +119,7 @@ class Sim {
     arm_stall();
     io_.run();
     for (auto& n : nodes_) n->loop().stop();
-    return phase_ == Phase::done;
+    return phase_ == AgentsPhase::done;
   }
 
   void on_frame(int index, ag::LocalId conn, uint32_t rid, const rv::Message& m) {
@@ -157,7 +157,7 @@ class Sim {
     }
     if (const auto* p = std::get_if<rv::Progress>(&m)) return on_progress(*p);
     if (const auto* ev = std::get_if<rv::PeerEvent>(&m)) return on_event(r, *ev);
-    if (std::holds_alternative<rv::Ok>(m) && rid == 9 && phase_ == Phase::leave) {
+    if (std::holds_alternative<rv::Ok>(m) && rid == 9 && phase_ == AgentsPhase::leave) {
       if (++count_ == 2 * alive_) next_phase();
     }
   }
@@ -244,20 +244,20 @@ class Sim {
     count_ = 0;
     phase_start_ = now;
     switch (phase_) {
-      case Phase::join: return start_heartbeats();
-      case Phase::heartbeats: return start_death();
-      case Phase::death: return start_node_death();
-      case Phase::node_death: return start_shrink();
-      case Phase::shrink: return start_leave();
-      case Phase::leave:
-        phase_ = Phase::done;
+      case AgentsPhase::join: return start_heartbeats();
+      case AgentsPhase::heartbeats: return start_death();
+      case AgentsPhase::death: return start_node_death();
+      case AgentsPhase::node_death: return start_shrink();
+      case AgentsPhase::shrink: return start_leave();
+      case AgentsPhase::leave:
+        phase_ = AgentsPhase::done;
         return io_.stop();
       default: return;
     }
   }
 
   void start_heartbeats() {
-    phase_ = Phase::heartbeats;
+    phase_ = AgentsPhase::heartbeats;
     for (SimRank& r : ranks_) {
       node_of(r).send(r.comm, 4, rv::HeartbeatWindow{static_cast<uint32_t>(
                                      run_.heartbeat_window.count())});
@@ -273,7 +273,7 @@ class Sim {
   }
 
   void on_progress(const rv::Progress& p) {
-    if (phase_ != Phase::heartbeats) return;
+    if (phase_ != AgentsPhase::heartbeats) return;
     bool all = !p.members.empty();
     for (const auto& m : p.members) all = all && m.last_completed >= 1;
     if (all) return next_phase();
@@ -284,7 +284,7 @@ class Sim {
   }
 
   void start_death() {
-    phase_ = Phase::death;
+    phase_ = AgentsPhase::death;
     SimRank& v = ranks_[static_cast<size_t>(victim_)];
     v.gone = true;
     alive_ = world_ - 1;
@@ -293,7 +293,7 @@ class Sim {
   }
 
   void start_node_death() {
-    phase_ = Phase::node_death;
+    phase_ = AgentsPhase::node_death;
     for (int i = 0; i < run_.ranks_per_node; ++i)
       ranks_[static_cast<size_t>(hung_ * run_.ranks_per_node + i)].gone = true;
     alive_ = world_ - 1 - run_.ranks_per_node;
@@ -307,7 +307,7 @@ class Sim {
         return fail("rank " + std::to_string(r.rank) + " was told '" + ev.reason + "', not '" +
                     kKilled + "'");
       r.told_death = true;
-      if (phase_ == Phase::death && ++count_ == alive_) next_phase();
+      if (phase_ == AgentsPhase::death && ++count_ == alive_) next_phase();
       return;
     }
     if (ev.rank == hung_ * run_.ranks_per_node && !r.told_node) {
@@ -315,12 +315,12 @@ class Sim {
         return fail("the hung node's event names " + std::to_string(ev.with.size() + 1) +
                     " ranks, not " + std::to_string(run_.ranks_per_node));
       r.told_node = true;
-      if (phase_ == Phase::node_death && ++count_ == alive_) next_phase();
+      if (phase_ == AgentsPhase::node_death && ++count_ == alive_) next_phase();
     }
   }
 
   void start_shrink() {
-    phase_ = Phase::shrink;
+    phase_ = AgentsPhase::shrink;
     for (SimRank& r : ranks_) {
       if (r.gone) continue;
       r.recovery = node_of(r).connect(r.rank);
@@ -329,7 +329,7 @@ class Sim {
   }
 
   void start_leave() {
-    phase_ = Phase::leave;
+    phase_ = AgentsPhase::leave;
     for (SimRank& r : ranks_) {
       if (r.gone) continue;
       node_of(r).send(r.recovery, 9, rv::Leave{});
@@ -338,9 +338,9 @@ class Sim {
   }
 
   void fail(const std::string& why) {
-    if (phase_ == Phase::failed) return;
+    if (phase_ == AgentsPhase::failed) return;
     std::printf("  %s FAILED: %s\n", phase_name(phase_), why.c_str());
-    phase_ = Phase::failed;
+    phase_ = AgentsPhase::failed;
     io_.stop();
   }
 
@@ -367,7 +367,7 @@ class Sim {
   std::vector<SimRank> ranks_;
   std::vector<std::unique_ptr<SimNode>> nodes_;
   int next_node_ = 0;
-  Phase phase_ = Phase::join;
+  AgentsPhase phase_ = AgentsPhase::join;
   int count_ = 0;
   Clock::time_point phase_start_, last_progress_;
   double server_cpu_at_start_ = 0;
