@@ -31,7 +31,7 @@ DEPENDS = {
     "rendezvous/rules": ["rendezvous"],
     "rendezvous/server_core": ["rendezvous/rules"],
     "rendezvous/etcd": ["rendezvous"],
-    "rendezvous/factory": ["rendezvous/etcd"],
+    "rendezvous/factory": ["rendezvous/etcd", "rendezvous/rules"],
     "rendezvous/agent": ["rendezvous"],
     "lib/launch": ["rendezvous/factory"],
     "lib/fast": ["common"],

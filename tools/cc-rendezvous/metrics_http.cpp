@@ -180,6 +180,12 @@ class HttplibMetricsServer final : public MetricsServer, private httplib::Server
     // the limit is closed at once instead of waiting in the queue.
     new_task_queue = [] { return new httplib::ThreadPool(kMaxMetricsConnections + 1); };
     set_default_headers({{"Server", "cc-rendezvous"}});
+    // SO_REUSEADDR alone: httplib's default SO_REUSEPORT would let a second
+    // daemon share a port another one serves, instead of saying it is taken.
+    set_socket_options([](socket_t fd) {
+      int yes = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
       answer(request, response);
       return HandlerResponse::Handled;
@@ -267,6 +273,12 @@ class HttplibMetricsServer final : public MetricsServer, private httplib::Server
     }
     if (request.target != "/metrics") {
       response.status = 404;
+      response.set_content(kOnlyMetrics, kText);
+      return;
+    }
+    // A GET with a body (a length, even a bad one, or chunks) is no scrape.
+    if (request.has_header("Content-Length") || request.has_header("Transfer-Encoding")) {
+      response.status = 400;
       response.set_content(kOnlyMetrics, kText);
       return;
     }
