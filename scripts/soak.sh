@@ -13,7 +13,7 @@
 #
 # server (default): cc's server, in cc-run. etcd: a 3-member etcd cluster on
 # loopback started here (etcd on PATH, CC_ETCD_BIN, or BUILD/etcd-tools from
-# STAGE_ETCD=1 scripts/stage-build.sh), the ranks on it with 200 ms
+# STAGE_ETCD=1 scripts/stage-build.sh), the ranks on it with 500 ms
 # heartbeats (CC_HEARTBEAT_MS); after half the kills its leader is killed
 # too, and not restarted: the second half runs on the two members left.
 #
@@ -144,7 +144,10 @@ EOF
   for ((i = 0; i < 200; i++)); do [ -n "$(etcd_leader)" ] && break; sleep 0.1; done
   [ -n "$(etcd_leader)" ] || { tail -n 20 "$OUT"/etcd/m*.log; fail "etcd elected no leader in 20 s"; }
   MASTER_FLAGS=(--master-addr "etcd://127.0.0.1:${CLIENT_PORTS[0]},127.0.0.1:${CLIENT_PORTS[1]},127.0.0.1:${CLIENT_PORTS[2]}")
-  export CC_HEARTBEAT_MS=${CC_HEARTBEAT_MS:-200} CC_HEARTBEAT_MISSES=${CC_HEARTBEAT_MISSES:-5}
+  # The elected server keeps each store write in etcd before it answers, on
+  # its one thread: while etcd elects a new leader (the kill below) it
+  # answers nothing, so the window covers an etcd election (3 s).
+  export CC_HEARTBEAT_MS=${CC_HEARTBEAT_MS:-500} CC_HEARTBEAT_MISSES=${CC_HEARTBEAT_MISSES:-6}
   echo "soak: etcd $("$ETCD" --version | head -1 | awk '{print $3}'), 3 members at ${MASTER_FLAGS[1]}; heartbeats ${CC_HEARTBEAT_MS} ms x ${CC_HEARTBEAT_MISSES}"
 fi
 export CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-60000}
