@@ -102,8 +102,10 @@ regrow_cc_run() {
 # Many ranks under one cc-run: rank 1 dies; the N-1 survivors shrink.
 shrink_many() {  # shrink_many N
   local n=$1
-  CC_LOG_LEVEL=warn timeout 300 "$CC_RUN" -n "$n" $(share_for "$n") --max-restarts 0 -- "$BIN" shrink \
-    >"$WORK/out" 2>&1
+  # NCCL's INIT log names each communicator's end: "nranks N ... - Destroy
+  # COMPLETE" or "- Abort COMPLETE".
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT CC_LOG_LEVEL=warn timeout 300 "$CC_RUN" -n "$n" \
+    $(share_for "$n") --max-restarts 0 -- "$BIN" shrink >"$WORK/out" 2>&1
   status "cc-run (rank 1's SIGKILL)" $? 137
   count_lines "survivors failed with CC_ERR_PEER_FAILED naming rank 1" $((n - 1)) \
     "^\[rank [0-9]*\] FAILED_AT [0-9]* CC_ERR_PEER_FAILED.*rank 1 (host"
@@ -111,6 +113,24 @@ shrink_many() {  # shrink_many N
     "^\[rank [0-9]*\] RECOVERED generation=1 rank=[0-9]* size=$((n - 1)) failed=1$"
   count_lines "their all-reduces are right" $((n - 1)) \
     "^\[rank [0-9]*\] OK shrunk: rank [0-9]* of $((n - 1)), generation 1"
+  # After an abortive shrink the parent is aborted, never destroyed (a
+  # destroy may wait for a dead peer); the shrunk one ends by destroy.
+  local child_destroyed parent_destroyed
+  child_destroyed=$(grep -c "nranks $((n - 1)) .* - Destroy COMPLETE" "$WORK/out")
+  if [ "$child_destroyed" -ge $((n - 1)) ]; then
+    echo "   ok: the shrunk communicators ended by ncclCommDestroy ($child_destroyed)"
+  else
+    echo "   FAILED: $child_destroyed shrunk communicators ended by ncclCommDestroy, want $((n - 1)) or more"
+    bad=1
+  fi
+  parent_destroyed=$(grep -c "nranks $n .* - Destroy COMPLETE" "$WORK/out")
+  if [ "$parent_destroyed" -eq 0 ]; then
+    echo "   ok: no parent communicator ended by ncclCommDestroy"
+  else
+    echo "   FAILED: $parent_destroyed parent communicators of $n ranks ended by ncclCommDestroy:"
+    grep "nranks $n .* - Destroy COMPLETE" "$WORK/out" | sed 's/^/   | /' | head
+    bad=1
+  fi
   recovery_times "$WORK/out"
 }
 
