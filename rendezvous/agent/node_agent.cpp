@@ -3,9 +3,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <unordered_map>
 
 #include <asio/ip/tcp.hpp>
@@ -13,6 +10,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/agent/agent_loop.hpp"
+#include "rendezvous/agent/socket_folder.hpp"
 #include "rendezvous/agent/stream.hpp"
 
 namespace cc::rv::agent {
@@ -22,25 +20,12 @@ namespace {
 using Local = asio::local::stream_protocol;
 using RankStream = Stream<Local::socket>;
 
-// A folder only this user may enter, for the socket: mkdtemp makes it 0700.
-Status private_folder(std::string* out) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = (tmp != nullptr && *tmp != '\0' ? std::string(tmp) : "/tmp") +
-                        "/cc-agent-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr)
-    return make_status(CC_ERR_SYSTEM, "cannot make a folder for the node agent's socket (" +
-                                          pattern + "): " + std::strerror(errno) +
-                                          "; set TMPDIR to a writable folder");
-  *out = pattern;
-  return Status::success();
-}
-
 class UnixNodeAgent final : public NodeAgent, private RankSide {
  public:
   UnixNodeAgent(asio::io_context& io, const NodeAgentOptions& o, UpstreamTarget target,
-                std::string folder)
+                SocketFolder folder)
       : folder_(std::move(folder)),
-        path_(folder_ + "/agent.sock"),
+        path_(folder_.path() + "/agent.sock"),
         acceptor_(io),
         loop_(io, o.agent, *this, std::move(target)) {}
 
@@ -50,9 +35,7 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
     std::error_code ec;
     acceptor_.close(ec);
     for (auto& [id, s] : streams_) s->close_now();
-    streams_.clear();
-    ::unlink(path_.c_str());
-    ::rmdir(folder_.c_str());
+    streams_.clear();  // folder_ goes last, with the socket in it
   }
 
   Status listen() {
@@ -127,7 +110,8 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
     streams_.erase(it);
   }
 
-  std::string folder_, path_;
+  SocketFolder folder_;
+  std::string path_;
   Local::acceptor acceptor_;
   AgentLoop loop_;
   std::unordered_map<LocalId, std::shared_ptr<RankStream>> streams_;
@@ -154,9 +138,9 @@ Status NodeAgent::start(asio::io_context& io, const NodeAgentOptions& options,
                            "': " + (ec ? ec.message() : std::string("no address")) +
                            ". Check MASTER_ADDR and the name service (DNS, /etc/hosts)");
   for (const auto& r : results) target.endpoints.push_back(r.endpoint());
-  std::string folder;
-  if (Status s = private_folder(&folder); !s.ok()) return s;
-  auto agent = std::make_unique<UnixNodeAgent>(io, options, std::move(target), folder);
+  SocketFolder folder;
+  if (Status s = SocketFolder::make(&folder); !s.ok()) return s;
+  auto agent = std::make_unique<UnixNodeAgent>(io, options, std::move(target), std::move(folder));
   if (Status s = agent->listen(); !s.ok()) return s;
   log().debug("node agent listening on {} for the rendezvous at {}:{}", agent->socket_path(),
               options.server_host, options.server_port);

@@ -2,7 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,20 +84,6 @@ std::vector<std::string> rank_environment(const Options& o, int local, const std
 
 namespace {
 
-// posix_spawn's attributes and file actions, destroyed with the object.
-struct SpawnSetup {
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t actions;
-  SpawnSetup() {
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_init(&actions);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-};
-
 int make_pipe(int fds[2]) {
   if (::pipe2(fds, O_CLOEXEC) != 0) return errno;
   // cc-run reads without blocking; the rank writes as usual.
@@ -104,47 +91,123 @@ int make_pipe(int fds[2]) {
   return 0;
 }
 
+// The file `name` runs as, searched in PATH as execvp would, before the
+// fork: the child may only make async-signal-safe calls. 0, or ENOENT,
+// EACCES as execvp would fail.
+int find_program(const std::string& name, std::string* path) {
+  if (name.find('/') != std::string::npos) {
+    *path = name;
+    return 0;
+  }
+  const char* env = std::getenv("PATH");
+  const std::string dirs = env != nullptr ? env : "/usr/local/bin:/usr/bin:/bin";
+  int error = ENOENT;
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > at ? dirs.substr(at, end - at) : ".";
+    const std::string candidate = dir + "/" + name;
+    struct stat st{};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) {
+        *path = candidate;
+        return 0;
+      }
+      error = EACCES;
+    }
+    at = end + 1;
+  }
+  return error;
+}
+
+// In the child, between fork and exec: async-signal-safe calls only. Writes
+// the errno of what failed to `report` and exits.
+[[noreturn]] void report_errno(int report) {
+  const int e = errno;
+  [[maybe_unused]] const ssize_t n = ::write(report, &e, sizeof e);
+  ::_exit(127);
+}
+
+[[noreturn]] void exec_rank(const char* path, char* const argv[], char* const envp[],
+                            pid_t parent, bool inherit_stdin, int out, int err, int report) {
+  auto fail = [report]() { report_errno(report); };
+  // The rank's own process group, so a signal reaches the whole rank (a
+  // shell script and its children) and never cc-run itself.
+  if (::setpgid(0, 0) != 0) fail();
+  // The rank dies with cc-run, even with a cc-run killed by SIGKILL. (The
+  // signal follows the thread that forked: cc-run starts ranks on its main
+  // thread only.) A cc-run gone already is caught by the parent check.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail();
+  if (::getppid() != parent) ::_exit(128 + SIGKILL);
+  // The signals cc-run takes, back at their defaults; none blocked.
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (!inherit_stdin) {
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null < 0 || ::dup2(null, 0) < 0) fail();
+    if (null != 0) ::close(null);
+  }
+  if (::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) fail();
+  // Nothing else of cc-run's is inherited; `report` closes itself at exec.
+  if (report > 3) ::close_range(3, static_cast<unsigned>(report) - 1, 0);
+  ::close_range(static_cast<unsigned>(report) + 1, ~0U, 0);
+  ::execve(path, argv, envp);
+  report_errno(report);
+}
+
 }  // namespace
 
 int start_rank(const std::vector<std::string>& command, const std::vector<std::string>& env,
                bool inherit_stdin, StartedRank* out) {
-  int out_pipe[2], err_pipe[2];
+  std::string path;
+  if (const int e = find_program(command[0], &path); e != 0) return e;
+  int out_pipe[2], err_pipe[2], report[2];
   if (const int e = make_pipe(out_pipe); e != 0) return e;
   if (const int e = make_pipe(err_pipe); e != 0) {
     ::close(out_pipe[0]);
     ::close(out_pipe[1]);
     return e;
   }
-  SpawnSetup s;
-  // The rank's own process group, and the signals cc-run takes left at
-  // their defaults.
-  sigset_t defaults, none;
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
-  sigemptyset(&none);
-  posix_spawnattr_setpgroup(&s.attr, 0);
-  posix_spawnattr_setsigdefault(&s.attr, &defaults);
-  posix_spawnattr_setsigmask(&s.attr, &none);
-  posix_spawnattr_setflags(&s.attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  if (!inherit_stdin) posix_spawn_file_actions_addopen(&s.actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&s.actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&s.actions, err_pipe[1], 2);
-  posix_spawn_file_actions_addclosefrom_np(&s.actions, 3);
-
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    const int e = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    return e;
+  }
   std::vector<char*> argv, envp;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0], &s.actions, &s.attr, argv.data(), envp.data());
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0)
+    exec_rank(path.c_str(), argv.data(), envp.data(), parent, inherit_stdin, out_pipe[1],
+              err_pipe[1], report[1]);
+  const int fork_error = pid < 0 ? errno : 0;
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  if (rc != 0) {
+  ::close(report[1]);
+  // The exec's outcome: end of file once it ran, else the child's errno.
+  int child_error = fork_error;
+  if (pid > 0) {
+    int e = 0;
+    ssize_t n;
+    do n = ::read(report[0], &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof e)) {
+      child_error = e;
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  ::close(report[0]);
+  if (child_error != 0) {
     ::close(out_pipe[0]);
     ::close(err_pipe[0]);
-    return rc;
+    return child_error;
   }
   out->pid = pid;
   out->out_fd = out_pipe[0];

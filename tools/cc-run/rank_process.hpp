@@ -1,7 +1,7 @@
 // Starting one rank: its environment (the launch variables cc reads), and
-// the process, through posix_spawnp (PATH search included) in a process
-// group of its own, so a signal reaches the whole rank (a shell script and
-// its children) and never cc-run itself.
+// the process, in a process group of its own, so a signal reaches the whole
+// rank (a shell script and its children) and never cc-run itself, and which
+// dies with cc-run (PR_SET_PDEATHSIG), even with a cc-run killed outright.
 #pragma once
 
 #include <sys/types.h>
