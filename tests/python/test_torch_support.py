@@ -157,6 +157,42 @@ class ExtensionHeaders(unittest.TestCase):
             self.assertTrue(os.path.isfile(path), path)
 
 
+# Where the extension's sources include torch; each becomes the stand-in.
+TORCH_HEADERS = (
+    "ATen/ATen.h", "ATen/core/ivalue.h", "ATen/core/jit_type.h", "ATen/cuda/CUDAEvent.h",
+    "c10/cuda/CUDACachingAllocator.h", "c10/cuda/CUDAFunctions.h", "c10/cuda/CUDAGuard.h",
+    "c10/cuda/CUDAStream.h", "c10/util/ArrayRef.h", "c10/util/Exception.h",
+    "torch/csrc/distributed/c10d/Backend.hpp", "torch/csrc/distributed/c10d/Work.hpp",
+)
+
+
+class ExtensionSources(unittest.TestCase):
+    """The backend's C++ sources (all but module.cpp, which is pybind11's)
+    compile against torch_api_stub.hpp, which declares torch's Backend and
+    Work virtuals as torch 2.11 does: an override whose signature drifted
+    from torch's, a typo, or a call with the wrong arguments fails here
+    rather than on the GPU machine."""
+
+    def test_backend_sources_compile_against_torchs_declarations(self):
+        compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+        if compiler is None:
+            self.skipTest("no C++ compiler")
+        stub = pathlib.Path(__file__).resolve().parent / "torch_api_stub.hpp"
+        dirs = _torch_build.include_dirs(helpers.libcc_path())
+        with tempfile.TemporaryDirectory() as tmp:
+            for header in TORCH_HEADERS:
+                path = pathlib.Path(tmp, header)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text('#include "%s"\n' % stub)
+            for source in _torch_build.sources():
+                if source.endswith("module.cpp"):
+                    continue
+                args = [compiler, "-std=c++17", "-fsyntax-only", "-I" + tmp, source]
+                args += ["-I" + d for d in dirs]
+                proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+                self.assertEqual(proc.returncode, 0, "%s:\n%s" % (source, proc.stderr))
+
+
 class WheelBuild(unittest.TestCase):
     """pip install --no-build-isolation ./python where bdist_wheel is missing
     (setuptools before 70.1 without the wheel package): one line saying what
