@@ -130,25 +130,32 @@ class TwoGpus(SuiteRun):
 
 # A stand-in for distributed_test_ranks.py: writes the results STUB_RESULTS
 # gives its backend ({"backend": {"test": "PASS", ...}}), each with the
-# variables that place its ranks as its "why"; with STUB_HANG=backend, that
-# backend writes its first result and then hangs (its pid in STUB_PIDS).
+# variables that place its ranks as its "why", and with CC_DT_DISCOVER=1 a
+# test of its own after the named ones; with STUB_HANG=backend, that backend
+# hangs in its second test (its pid in STUB_PIDS).
 RANKS_STUB = textwrap.dedent("""
     import json, os, sys, time
     backend = os.environ["CC_DT_BACKEND"]
     spec = json.loads(os.environ["STUB_RESULTS"])[backend]
     names = os.environ["CC_DT_TESTS"].split(",")
+    if os.environ.get("CC_DT_DISCOVER") == "1":
+        names.append("test_discovered")
     placed = " ".join("%s=%s" % (k, os.environ.get(k, "-")) for k in (
         "BACKEND", "WORLD_SIZE", "CC_SHARE_GPU", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
         "NCCL_HOSTID"))
     results = {}
-    for i, name in enumerate(names):
-        results[name] = {"status": spec.get(name, "SKIP"), "seconds": 1.0, "why": placed}
+    def save():
         with open(os.environ["CC_DT_RESULTS"], "w") as f:
-            json.dump({"backend": backend, "results": results}, f)
-        if os.environ.get("STUB_HANG") == backend:
+            json.dump({"backend": backend, "tests": names, "results": results}, f)
+    for i, name in enumerate(names):
+        if i == 1 and os.environ.get("STUB_HANG") == backend:
+            results[name] = {"status": "RUNNING", "seconds": 0.0, "why": ""}
+            save()
             with open(os.environ["STUB_PIDS"], "a") as f:
                 f.write("%d\\n" % os.getpid())
             time.sleep(600)
+        results[name] = {"status": spec.get(name, "SKIP"), "seconds": 1.0, "why": placed}
+        save()
 """)
 
 DT = HERE / "gpu" / "distributed_test.py"
@@ -208,15 +215,34 @@ class DistributedTestComparison(unittest.TestCase):
         self.assertEqual(placed["cc"], "BACKEND=nccl WORLD_SIZE=4 CC_SHARE_GPU=1 "
                          "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_HOSTID=-")
 
-    def test_a_hung_backend_is_stopped_at_the_budget_and_its_tests_count_as_not_run(self):
-        proc = self.run_dt({"nccl": {"test_a": "PASS", "test_b": "PASS"},
-                            "cc": {"test_a": "PASS", "test_b": "PASS"}},
-                           ["test_a", "test_b"], "--budget", "2", "--per-test", "1", hang="cc")
+    def test_by_default_the_named_tests_run_then_the_ones_found(self):
+        proc = subprocess.run(
+            [sys.executable, str(DT), "--logs", str(pathlib.Path(self.tmp, "logs"))],
+            env=dict(os.environ, CC_DT_RANKS_SCRIPT=str(self.stub), STUB_RESULTS=json.dumps(
+                {"nccl": {"test_gather_cuda": "PASS", "test_discovered": "PASS"},
+                 "cc": {"test_gather_cuda": "PASS", "test_discovered": "PASS"}})),
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        rows = re.findall(r"^  (test_\w+) +nccl", proc.stdout, re.M)
+        self.assertEqual(rows[0], "test_gather_cuda")  # the operations cc added come first
+        self.assertEqual(rows[-1], "test_discovered")
+        self.assertEqual(proc.stdout.splitlines()[-1],
+                         "distributed test: nccl 2 passed, cc 2 passed, only-nccl: []")
+
+    def test_a_hung_backend_is_stopped_at_the_budget(self):
+        # cc hangs in test_b: a failure; it never reaches test_c: not counted.
+        proc = self.run_dt({"nccl": {"test_a": "PASS", "test_b": "PASS", "test_c": "PASS"},
+                            "cc": {"test_a": "PASS", "test_b": "PASS", "test_c": "PASS"}},
+                           ["test_a", "test_b", "test_c"], "--budget", "2", "--per-test", "1",
+                           hang="cc")
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
         self.assertIn("distributed test: cc still running after", proc.stdout)
-        self.assertRegex(proc.stdout, r"test_b +nccl PASS +cc NOT RUN")
+        self.assertRegex(proc.stdout, r"test_b +nccl PASS +cc FAIL")
+        self.assertRegex(proc.stdout, r"test_c +nccl PASS +cc NOT RUN")
+        self.assertIn("  cc FAIL test_b: still running when the run's budget ended", proc.stdout)
+        self.assertIn("  passed on nccl, not reached on cc in the budget: [test_c]", proc.stdout)
         self.assertEqual(proc.stdout.splitlines()[-1],
-                         "distributed test: nccl 2 passed, cc 1 passed, only-nccl: [test_b]")
+                         "distributed test: nccl 3 passed, cc 1 passed, only-nccl: [test_b]")
         pid = int(pathlib.Path(self.tmp, "pids").read_text().split()[0])
         with self.assertRaises(ProcessLookupError):  # stopped, not left behind
             os.kill(pid, 0)

@@ -7,15 +7,19 @@ test/distributed/test_distributed_spawn.py does.
     distributed_test.py [--ranks N] [--budget S] [--per-test S] [--logs DIR]
                         [--tests NAME,...]
 
-Prints one line per test and backend (PASS, FAIL, SKIP; NOT RUN when the
-budget ran out first; ABSENT when this torch has no such test), the tests
+The tests: the list below, then (unless --tests names them) this torch's
+other CUDA collective, point-to-point and object tests, until the budget
+ends. Prints one line per test and backend (PASS, FAIL, SKIP; NOT RUN when
+the budget ran out before it started; ABSENT when this torch has no such
+test; a test still running when the budget ran out is a FAIL), the tests
 that passed on nccl and not on cc, each with its reason where one is named
-below, and last:
+below, those cc never reached, and last:
 
     distributed test: nccl N passed, cc N passed, only-nccl: [NAME, ...]
 
-Exit status 0 when every test that passed on nccl passed on cc or is named
-below with the reason it cannot, and nccl passed at least one; else 1.
+only-nccl holds the tests that passed on nccl and ran on cc without
+passing. Exit status 0 when each of them is named below with the reason it
+cannot pass on cc, and nccl passed at least one; else 1.
 Each backend's whole output (its ranks' included) is in
 LOGS/distributed-test-<ranks>ranks-<backend>.log, its results in the .json
 beside it.
@@ -117,6 +121,7 @@ def start_backend(backend, args, logs, deadline):
     env = dict(os.environ,
                CC_DT_BACKEND=backend,
                CC_DT_TESTS=",".join(args.tests),
+               CC_DT_DISCOVER="1" if args.discover else "0",
                CC_DT_RESULTS=stem + ".json",
                CC_DT_PER_TEST=str(args.per_test),
                CC_DT_DEADLINE=str(deadline),
@@ -149,11 +154,18 @@ def stop(proc):
 
 
 def read_results(path):
+    """(test names in the order run, results by name) of one backend's run; a
+    test it was running when stopped is a FAIL."""
     try:
         with open(path) as f:
-            return json.load(f).get("results", {})
+            data = json.load(f)
     except (OSError, ValueError):
-        return {}
+        return [], {}
+    results = data.get("results", {})
+    for r in results.values():
+        if r.get("status") == "RUNNING":
+            r["status"], r["why"] = "FAIL", "still running when the run's budget ended"
+    return data.get("tests", []), results
 
 
 def compare(tests, nccl, cc):
@@ -167,10 +179,14 @@ def compare(tests, nccl, cc):
     def passed(results):
         return [t for t in tests if results.get(t, {}).get("status") == "PASS"]
 
+    def ran(results, name):
+        return results.get(name, {}).get("status", "NOT RUN") not in ("NOT RUN", "ABSENT")
+
     nccl_passed, cc_passed = passed(nccl), passed(cc)
-    only_nccl = [t for t in nccl_passed if t not in cc_passed]
+    only_nccl = [t for t in nccl_passed if t not in cc_passed and ran(cc, t)]
+    unreached = [t for t in nccl_passed if not ran(cc, t)]
     unexplained = [t for t in only_nccl if t not in REASONS]
-    return lines, nccl_passed, cc_passed, only_nccl, unexplained
+    return lines, nccl_passed, cc_passed, only_nccl, unexplained, unreached
 
 
 def main(argv=None):
@@ -181,8 +197,11 @@ def main(argv=None):
     parser.add_argument("--per-test", type=float, default=45.0,
                         help="seconds one test may take")
     parser.add_argument("--logs", default=None, help="folder for each backend's log and results")
-    parser.add_argument("--tests", default=None, help="comma-separated test names (default: the list here)")
+    parser.add_argument("--tests", default=None,
+                        help="comma-separated test names, run alone (default: the list here, "
+                             "then this torch's other collective tests)")
     args = parser.parse_args(argv)
+    args.discover = not args.tests
     args.tests = unique(args.tests.split(",") if args.tests else TESTS)
     logs = args.logs or tempfile.mkdtemp(prefix="cc-distributed-test-")
     os.makedirs(logs, exist_ok=True)
@@ -191,8 +210,10 @@ def main(argv=None):
     # No test starts after this; the grace after it lets a started one end.
     deadline = start + args.budget - args.per_test
     runs = {b: start_backend(b, args, logs, deadline) for b in ("nccl", "cc")}
-    print("distributed test: %d ranks on GPU 0, %d tests, nccl and cc side by side; logs in %s"
-          % (args.ranks, len(args.tests), logs), flush=True)
+    print("distributed test: %d ranks on GPU 0, %d tests named%s, nccl and cc side by side, "
+          "%.0f s; logs in %s" % (args.ranks, len(args.tests),
+                                 " and this torch's other collective tests" if args.discover else "",
+                                 args.budget, logs), flush=True)
     try:
         while any(p.poll() is None for p, _, _, _ in runs.values()):
             if time.time() - start > args.budget + min(15.0, args.per_test):
@@ -209,16 +230,19 @@ def main(argv=None):
             log.close()
             shutil.rmtree(temp_dir, ignore_errors=True)
 
-    results = {b: read_results(path) for b, (_, _, path, _) in runs.items()}
+    order, results = list(args.tests), {}
+    for backend, (_, _, path, _) in runs.items():
+        names, results[backend] = read_results(path)
+        order += [n for n in names if n not in order]
     for backend in ("nccl", "cc"):
         rc = runs[backend][0].returncode
         if rc not in (0, None):
             print("distributed test: the %s run ended with status %s (see its log)" % (backend, rc))
-    lines, nccl_passed, cc_passed, only_nccl, unexplained = compare(args.tests, results["nccl"],
-                                                                     results["cc"])
+    lines, nccl_passed, cc_passed, only_nccl, unexplained, unreached = compare(
+        order, results["nccl"], results["cc"])
     print("\n".join(lines))
     for backend in ("nccl", "cc"):
-        for name in args.tests:
+        for name in order:
             r = results[backend].get(name, {})
             if r.get("status") == "FAIL":
                 why = (r.get("why") or "").strip().splitlines()
@@ -228,6 +252,8 @@ def main(argv=None):
     only_cc = [t for t in cc_passed if t not in nccl_passed]
     if only_cc:
         print("  only-cc: [%s]" % ", ".join(only_cc))
+    if unreached:
+        print("  passed on nccl, not reached on cc in the budget: [%s]" % ", ".join(unreached))
     print("distributed test: nccl %d passed, cc %d passed, only-nccl: [%s]"
           % (len(nccl_passed), len(cc_passed), ", ".join(only_nccl)), flush=True)
     if not nccl_passed:

@@ -16,13 +16,16 @@ machine with a GPU per rank, while every rank runs on GPU 0:
     (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE, set by distributed_test.py).
 
 Environment: CC_DT_BACKEND (nccl or cc), CC_DT_TESTS (test names, comma
-separated, run in that order), CC_DT_RESULTS (a JSON file, rewritten after
-each test), CC_DT_PER_TEST (seconds a test may take), CC_DT_DEADLINE (a
-time.time() after which no test starts), WORLD_SIZE.
+separated, run in that order), CC_DT_DISCOVER=1 (then this torch's other
+CUDA collective, point-to-point and object tests follow, by name),
+CC_DT_RESULTS (a JSON file, rewritten as each test starts and ends),
+CC_DT_PER_TEST (seconds a test may take), CC_DT_DEADLINE (a time.time()
+after which no test starts), WORLD_SIZE.
 """
 
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -81,6 +84,29 @@ if WANT == "cc":
     dist.init_process_group = _mapped(dist.init_process_group, 0)
     dist.new_group = _mapped(dist.new_group, 2)
 
+# torch's test modules need numpy, and build their TestCase on expecttest,
+# whose inline expectations none of the tests run here uses.
+try:
+    import numpy  # noqa: E402,F401
+except ImportError:
+    print("distributed test: torch's test modules need numpy; install it (pip install numpy)",
+          flush=True)
+    sys.exit(3)
+try:
+    import expecttest  # noqa: E402,F401
+except ImportError:
+    import types
+
+    class _ExpectTestCase(unittest.TestCase):
+        def assertExpectedInline(self, *args, **kwargs):
+            raise unittest.SkipTest("expecttest is not installed")
+
+        assertExpectedRaisesInline = assertExpectedInline
+
+    _shim = types.ModuleType("expecttest")
+    _shim.TestCase = _ExpectTestCase
+    sys.modules["expecttest"] = _shim
+
 # torch's test module reads BACKEND and WORLD_SIZE when imported.
 from torch.testing._internal import common_distributed  # noqa: E402
 from torch.testing._internal.distributed import distributed_test  # noqa: E402
@@ -127,6 +153,19 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 
 
 # ---------------------------------------------------------------- driver
+# This torch's tests of CUDA collectives, point to point and object
+# collectives, beyond the named ones (names differ between torch releases).
+_OPERATION = re.compile(r"^test_(.*_)?(gather|scatter|all_to_all|broadcast|reduce|barrier|"
+                        r"send_recv|isend_irecv|coalescing)")
+_DEVICE = re.compile(r"cuda|nccl|object")
+_LEFT_OUT = re.compile(r"ddp|profil|sparse|timeout|monitored|debug")
+
+
+def discovered(available):
+    return sorted(n for n in available
+                  if _OPERATION.match(n) and _DEVICE.search(n) and not _LEFT_OUT.search(n))
+
+
 def _last_lines(text, count=25):
     lines = text.rstrip().splitlines()
     return "\n".join(lines[-count:])
@@ -158,16 +197,21 @@ def main():
     results_path = os.environ["CC_DT_RESULTS"]
     deadline = float(os.environ.get("CC_DT_DEADLINE", "0") or 0)
     available = {n for n in dir(TestDistBackendWithSpawn) if n.startswith("test_")}
+    if os.environ.get("CC_DT_DISCOVER") == "1":
+        names += [n for n in discovered(available) if n not in names]
     results = {}
 
     def save():
         tmp = results_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump({"backend": WANT, "world_size": WORLD_SIZE, "torch": torch.__version__,
-                       "results": results}, f, indent=1)
+                       "tests": names, "results": results}, f, indent=1)
         os.replace(tmp, results_path)
 
     save()
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else "-"
+    print("[%s] torch %s, NCCL %s (torch's), %d ranks on GPU 0, %d tests"
+          % (WANT, torch.__version__, nccl, WORLD_SIZE, len(names)), flush=True)
     for name in names:
         if name not in available:
             results[name] = {"status": "ABSENT", "seconds": 0.0,
@@ -175,6 +219,9 @@ def main():
         elif deadline and time.time() + min(PER_TEST, 20.0) > deadline:
             results[name] = {"status": "NOT RUN", "seconds": 0.0, "why": "out of time"}
         else:
+            # Left as it is when this process is stopped while the test runs.
+            results[name] = {"status": "RUNNING", "seconds": 0.0, "why": ""}
+            save()
             status, seconds, why = run_one(name)
             results[name] = {"status": status, "seconds": round(seconds, 1), "why": why}
             print("[%s] %s %s (%.1f s)%s" % (WANT, status, name, seconds,

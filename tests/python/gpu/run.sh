@@ -369,6 +369,8 @@ distributed_test() {  # N...
   for ranks in "$@"; do
     run "distributed-test-${ranks}ranks" "$PYTHON" "$HERE/distributed_test.py" --ranks "$ranks" \
       --budget "$DT_BUDGET" --logs "$OUT"
+    # The counts, passed or not.
+    grep -h "^distributed test: nccl" "$OUT/distributed-test-${ranks}ranks.log" | sed "s/^/   ${ranks} ranks: /"
   done
 }
 
