@@ -155,8 +155,8 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 # ---------------------------------------------------------------- driver
 # This torch's tests of CUDA collectives, point to point and object
 # collectives, beyond the named ones (names differ between torch releases).
-_OPERATION = re.compile(r"^test_(.*_)?(gather|scatter|all_to_all|broadcast|reduce|barrier|"
-                        r"send_recv|isend_irecv|coalescing)")
+_OPERATION = re.compile(r"^test_(.*_)?(all_?gather|gather|scatter|all_to_all|broadcast|"
+                        r"all_?reduce|reduce|barrier|send_recv|isend_irecv|coalescing)")
 _DEVICE = re.compile(r"cuda|nccl|object")
 _LEFT_OUT = re.compile(r"ddp|profil|sparse|timeout|monitored|debug")
 
