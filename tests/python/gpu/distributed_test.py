@@ -206,6 +206,10 @@ def main(argv=None):
     logs = args.logs or tempfile.mkdtemp(prefix="cc-distributed-test-")
     os.makedirs(logs, exist_ok=True)
 
+    # Stopped from outside (the suite's timeout): the finally below still
+    # stops both runs and the ranks they spawned, which live in sessions of
+    # their own.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     start = time.time()
     # No test starts after this; the grace after it lets a started one end.
     deadline = start + args.budget - args.per_test
