@@ -175,13 +175,16 @@ def read_results(path):
 
 
 def compare(tests, nccl, cc):
-    """(lines, nccl passed, cc passed, only-nccl names, unexplained names)."""
+    """(table lines, passed on nccl, passed on cc, only-nccl (passed on nccl,
+    ran on cc and did not pass), those of them without a named reason, and
+    those that passed on nccl and never ran on cc)."""
     lines = []
     width = max(len(t) for t in tests)
     for name in tests:
         a = nccl.get(name, {}).get("status", "NOT RUN")
         b = cc.get(name, {}).get("status", "NOT RUN")
         lines.append("  %-*s  nccl %-7s  cc %-7s" % (width, name, a, b))
+
     def passed(results):
         return [t for t in tests if results.get(t, {}).get("status") == "PASS"]
 
