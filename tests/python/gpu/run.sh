@@ -42,8 +42,9 @@
 #     object collectives) on "nccl" and on "cc" side by side, every rank on
 #     GPU 0 with the same patches for both (distributed_test.py), at 2 and 4
 #     ranks: it fails when a test passes on nccl but not on cc and no reason
-#     is named for it. Bounded by PYTHON_GPU_DT_BUDGET (default 300 s) a rank
-#     count; the counts are its last line.
+#     is named for it. Each rank count's run is bounded by
+#     PYTHON_GPU_DT_BUDGET (default 300 s); its counts line is printed
+#     after the step, passed or not.
 # PYTHON_GPU_QUICK=1 builds the extension once (the pip install, made while
 # the steps that need no extension run: cc.Comm's and the nccl reference
 # losses), runs every later step on that build, and leaves out the mp.spawn
