@@ -13,9 +13,33 @@ CC_INCLUDE_DIR, beside the libcc that CC_LIBRARY names, or in this tree.
 import os
 import sys
 
-from setuptools import setup
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The commands pip runs to build a wheel (its metadata first: dist_info), which
+# all need bdist_wheel.
+WHEEL_COMMANDS = ("dist_info", "bdist_wheel", "editable_wheel")
+NO_WHEEL_WORDS = ("cc: building a wheel needs setuptools 70.1+ or the wheel package; install one "
+                  "(pip install -U 'setuptools>=70.1', or pip install wheel) and run pip again")
+
+
+def can_build_wheels():
+    """Whether bdist_wheel is here: in setuptools since 70.1, else from the
+    wheel package. pip, with --no-build-isolation, installs neither itself."""
+    for module in ("setuptools.command.bdist_wheel", "wheel.bdist_wheel"):
+        try:
+            __import__(module)
+            return True
+        except ImportError:
+            pass
+    return False
+
+
+# Without it, setuptools' own words would be "invalid command 'bdist_wheel'".
+if any(command in sys.argv[1:] for command in WHEEL_COMMANDS) and not can_build_wheels():
+    raise SystemExit(NO_WHEEL_WORDS)
+
+from setuptools import setup  # noqa: E402
+
 sys.path.insert(0, HERE)
 
 

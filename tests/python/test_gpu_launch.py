@@ -5,12 +5,15 @@ two or more ranks shares it, each rank its own host, and the step that needs
 a GPU per rank is listed as skipped; with two GPUs the two-rank steps take
 one GPU each and only the 4 and 8 ranks' steps share."""
 
+import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import textwrap
 import unittest
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -93,6 +96,12 @@ class OneGpu(SuiteRun):
         self.assertRegex(self.logs["seed-allreduce-byhand"],
                          r"rank 1 runs .*seed_entry.py seed_allreduce: CC_SHARE_GPU=1 LOCAL_RANK=0")
 
+    def test_torchs_distributed_test_runs_at_two_ranks(self):
+        log = self.logs["distributed-test-2ranks"]
+        self.assertRegex(log, r"distributed_test.py --ranks 2 --budget 300 --logs \S+/logs")
+        self.assertIn("distributed-test-2ranks: passed", log)
+        self.assertNotIn("distributed-test-4ranks", self.logs)  # not in the quick run
+
     def test_killed_rank_steps_share_the_gpu(self):
         for step, ranks, victim in (("peer-failure-victim-1", 2, 1),
                                     ("peer-failure-4ranks-victim-2", 4, 2),
@@ -117,6 +126,126 @@ class TwoGpus(SuiteRun):
         self.assertIn("torchrun node 7 of 8, 1 per node: CC_SHARE_GPU=1 ",
                       self.logs["torch-ops-cc-8ranks"])
         self.assertRegex(self.logs["peer-failure-4ranks-victim-2"], r"--victim 2: CC_SHARE_GPU=1 ")
+
+
+# A stand-in for distributed_test_ranks.py: writes the results STUB_RESULTS
+# gives its backend ({"backend": {"test": "PASS", ...}}), each with the
+# variables that place its ranks as its "why", and with CC_DT_DISCOVER=1 a
+# test of its own after the named ones; with STUB_HANG=backend, that backend
+# hangs in its second test (its pid in STUB_PIDS).
+RANKS_STUB = textwrap.dedent("""
+    import json, os, sys, time
+    backend = os.environ["CC_DT_BACKEND"]
+    spec = json.loads(os.environ["STUB_RESULTS"])[backend]
+    names = os.environ["CC_DT_TESTS"].split(",")
+    if os.environ.get("CC_DT_DISCOVER") == "1":
+        names.append("test_discovered")
+    placed = " ".join("%s=%s" % (k, os.environ.get(k, "-")) for k in (
+        "BACKEND", "WORLD_SIZE", "CC_SHARE_GPU", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
+        "NCCL_HOSTID"))
+    results = {}
+    def save():
+        with open(os.environ["CC_DT_RESULTS"], "w") as f:
+            json.dump({"backend": backend, "tests": names, "results": results}, f)
+    for i, name in enumerate(names):
+        if i == 1 and os.environ.get("STUB_HANG") == backend:
+            results[name] = {"status": "RUNNING", "seconds": 0.0, "why": ""}
+            save()
+            with open(os.environ["STUB_PIDS"], "a") as f:
+                f.write("%d\\n" % os.getpid())
+            time.sleep(600)
+        results[name] = {"status": spec.get(name, "SKIP"), "seconds": 1.0, "why": placed}
+        save()
+""")
+
+DT = HERE / "gpu" / "distributed_test.py"
+
+
+class DistributedTestComparison(unittest.TestCase):
+    """distributed_test.py's side-by-side run and comparison, with a stand-in
+    for the backend runs (torch is not needed)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="cc-dt-")
+        self.stub = pathlib.Path(self.tmp, "ranks_stub.py")
+        self.stub.write_text(RANKS_STUB)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_dt(self, results, tests, *args, hang=None):
+        env = dict(os.environ, CC_DT_RANKS_SCRIPT=str(self.stub), STUB_RESULTS=json.dumps(results),
+                   STUB_PIDS=str(pathlib.Path(self.tmp, "pids")), NCCL_HOSTID="outer")
+        if hang:
+            env["STUB_HANG"] = hang
+        logs = pathlib.Path(self.tmp, "logs")
+        return subprocess.run([sys.executable, str(DT), "--tests", ",".join(tests),
+                               "--logs", str(logs)] + list(args),
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    def test_a_test_that_passes_on_nccl_only_fails_the_run_unless_a_reason_is_named(self):
+        proc = self.run_dt({"nccl": {"test_a": "PASS", "test_b": "PASS", "test_get_backend": "PASS"},
+                            "cc": {"test_a": "PASS", "test_b": "FAIL"}},
+                           ["test_a", "test_b", "test_get_backend"])
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        lines = proc.stdout.splitlines()
+        self.assertEqual(lines[-1], "distributed test: nccl 3 passed, cc 1 passed, "
+                                    "only-nccl: [test_b, test_get_backend]")
+        self.assertIn("  only-nccl test_b: NO REASON NAMED", lines)
+        self.assertIn("  only-nccl test_get_backend: asserts the backend's name: "
+                      "dist.get_backend() is \"cc\", not \"nccl\"", lines)
+        self.assertRegex(proc.stdout, r"test_b +nccl PASS +cc FAIL")
+        self.assertRegex(proc.stdout, r"test_get_backend +nccl PASS +cc SKIP")
+
+    def test_only_named_reasons_left_passes_and_both_backends_run_alike(self):
+        proc = self.run_dt({"nccl": {"test_a": "PASS", "test_get_backend": "PASS"},
+                            "cc": {"test_a": "PASS"}},
+                           ["test_a", "test_get_backend"], "--ranks", "4")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(proc.stdout.splitlines()[-1], "distributed test: nccl 2 passed, cc 1 "
+                         "passed, only-nccl: [test_get_backend]")
+        placed = {}
+        for backend in ("nccl", "cc"):
+            data = json.loads(pathlib.Path(self.tmp, "logs", "distributed-test-4ranks-%s.json"
+                                           % backend).read_text())
+            placed[backend] = data["results"]["test_a"]["why"]
+        # The same placement for both: torch's gating sees "nccl", each rank
+        # names its own NCCL host (not the caller's), NCCL over sockets.
+        self.assertEqual(placed["nccl"], placed["cc"])
+        self.assertEqual(placed["cc"], "BACKEND=nccl WORLD_SIZE=4 CC_SHARE_GPU=1 "
+                         "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_HOSTID=-")
+
+    def test_by_default_the_named_tests_run_then_the_ones_found(self):
+        proc = subprocess.run(
+            [sys.executable, str(DT), "--logs", str(pathlib.Path(self.tmp, "logs"))],
+            env=dict(os.environ, CC_DT_RANKS_SCRIPT=str(self.stub), STUB_RESULTS=json.dumps(
+                {"nccl": {"test_gather_cuda": "PASS", "test_discovered": "PASS"},
+                 "cc": {"test_gather_cuda": "PASS", "test_discovered": "PASS"}})),
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        rows = re.findall(r"^  (test_\w+) +nccl", proc.stdout, re.M)
+        self.assertEqual(rows[0], "test_gather_cuda")  # the operations cc added come first
+        self.assertEqual(rows[-1], "test_discovered")
+        self.assertEqual(proc.stdout.splitlines()[-1],
+                         "distributed test: nccl 2 passed, cc 2 passed, only-nccl: []")
+
+    def test_a_hung_backend_is_stopped_at_the_budget(self):
+        # cc hangs in test_b: a failure; it never reaches test_c: not counted.
+        proc = self.run_dt({"nccl": {"test_a": "PASS", "test_b": "PASS", "test_c": "PASS"},
+                            "cc": {"test_a": "PASS", "test_b": "PASS", "test_c": "PASS"}},
+                           ["test_a", "test_b", "test_c"], "--budget", "2", "--per-test", "1",
+                           hang="cc")
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("distributed test: cc still running after", proc.stdout)
+        self.assertRegex(proc.stdout, r"test_b +nccl PASS +cc FAIL")
+        self.assertRegex(proc.stdout, r"test_c +nccl PASS +cc NOT RUN")
+        self.assertIn("  cc FAIL test_b: still running when the run's budget ended", proc.stdout)
+        self.assertIn("  passed on nccl, not reached on cc in the budget: [test_c]", proc.stdout)
+        self.assertEqual(proc.stdout.splitlines()[-1],
+                         "distributed test: nccl 3 passed, cc 1 passed, only-nccl: [test_b]")
+        pid = int(pathlib.Path(self.tmp, "pids").read_text().split()[0])
+        with self.assertRaises(ProcessLookupError):  # stopped, not left behind
+            os.kill(pid, 0)
 
 
 if __name__ == "__main__":

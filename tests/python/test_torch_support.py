@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -154,6 +155,84 @@ class ExtensionHeaders(unittest.TestCase):
     def test_sources_are_shipped(self):
         for path in _torch_build.sources():
             self.assertTrue(os.path.isfile(path), path)
+
+
+# Where the extension's sources include torch; each becomes the stand-in.
+TORCH_HEADERS = (
+    "ATen/ATen.h", "ATen/core/ivalue.h", "ATen/core/jit_type.h", "ATen/cuda/CUDAEvent.h",
+    "c10/cuda/CUDACachingAllocator.h", "c10/cuda/CUDAFunctions.h", "c10/cuda/CUDAGuard.h",
+    "c10/cuda/CUDAStream.h", "c10/util/ArrayRef.h", "c10/util/Exception.h",
+    "torch/csrc/distributed/c10d/Backend.hpp", "torch/csrc/distributed/c10d/Work.hpp",
+)
+
+
+class ExtensionSources(unittest.TestCase):
+    """The backend's C++ sources (all but module.cpp, which is pybind11's)
+    compile against torch_api_stub.hpp, which declares torch's Backend and
+    Work virtuals as torch 2.11 does: an override whose signature drifted
+    from torch's, a typo, or a call with the wrong arguments fails here
+    rather than on the GPU machine."""
+
+    def test_backend_sources_compile_against_torchs_declarations(self):
+        compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+        if compiler is None:
+            self.skipTest("no C++ compiler")
+        stub = pathlib.Path(__file__).resolve().parent / "torch_api_stub.hpp"
+        dirs = _torch_build.include_dirs(helpers.libcc_path())
+        with tempfile.TemporaryDirectory() as tmp:
+            for header in TORCH_HEADERS:
+                path = pathlib.Path(tmp, header)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text('#include "%s"\n' % stub)
+            for source in _torch_build.sources():
+                if source.endswith("module.cpp"):
+                    continue
+                args = [compiler, "-std=c++17", "-fsyntax-only", "-I" + tmp, source]
+                args += ["-I" + d for d in dirs]
+                proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+                self.assertEqual(proc.returncode, 0, "%s:\n%s" % (source, proc.stderr))
+
+
+class WheelBuild(unittest.TestCase):
+    """pip install --no-build-isolation ./python where bdist_wheel is missing
+    (setuptools before 70.1 without the wheel package): one line saying what
+    to install, instead of setuptools' "invalid command 'bdist_wheel'".
+    setup.py runs against stand-ins for setuptools and wheel."""
+
+    WORDS = ("cc: building a wheel needs setuptools 70.1+ or the wheel package; install one "
+             "(pip install -U 'setuptools>=70.1', or pip install wheel) and run pip again")
+
+    def run_setup(self, command, with_bdist_wheel):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = pathlib.Path(tmp)
+            (root / "setuptools").mkdir()
+            (root / "setuptools" / "__init__.py").write_text(
+                "def setup(**kwargs):\n    print('setup() called')\n")
+            if with_bdist_wheel:  # as setuptools 70.1+ has it
+                (root / "setuptools" / "command").mkdir()
+                (root / "setuptools" / "command" / "__init__.py").write_text("")
+                (root / "setuptools" / "command" / "bdist_wheel.py").write_text("")
+            (root / "wheel").mkdir()  # the wheel package is not installed
+            (root / "wheel" / "__init__.py").write_text("raise ImportError('no wheel here')\n")
+            env = dict(os.environ, PYTHONPATH=tmp, CC_BUILD_TORCH="0")
+            return subprocess.run([sys.executable, "setup.py", command, "--output-dir", tmp],
+                                  cwd=str(helpers.PACKAGE_ROOT), env=env, capture_output=True,
+                                  text=True, timeout=60)
+
+    def test_without_bdist_wheel_pip_hears_what_to_install(self):
+        for command in ("dist_info", "bdist_wheel", "editable_wheel"):
+            proc = self.run_setup(command, with_bdist_wheel=False)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertEqual(proc.stderr, self.WORDS + "\n")
+            self.assertNotIn("setup() called", proc.stdout)
+
+    def test_with_bdist_wheel_or_without_a_wheel_to_build_setup_runs(self):
+        proc = self.run_setup("bdist_wheel", with_bdist_wheel=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("setup() called", proc.stdout)
+        proc = self.run_setup("egg_info", with_bdist_wheel=False)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("setup() called", proc.stdout)
 
 
 if __name__ == "__main__":

@@ -37,11 +37,19 @@
 #   - a rank killed mid-run: the survivor's next operation raises cc's words;
 #   - a rank whose tensor has another shape: every rank raises cc's words,
 #     which name both calls (mismatch.py, 2 and 4 ranks);
-#   - the torch backend's operations and a killed rank also with 4 and 8 ranks.
+#   - the torch backend's operations and a killed rank also with 4 and 8 ranks;
+#   - torch's own DistributedTest (its CUDA collectives, point to point and
+#     object collectives) on "nccl" and on "cc" side by side, every rank on
+#     GPU 0 with the same patches for both (distributed_test.py), at 2 and 4
+#     ranks: it fails when a test passes on nccl but not on cc and no reason
+#     is named for it. Each rank count's run is bounded by
+#     PYTHON_GPU_DT_BUDGET (default 300 s); its counts line is printed
+#     after the step, passed or not.
 # PYTHON_GPU_QUICK=1 builds the extension once (the pip install, made while
 # the steps that need no extension run: cc.Comm's and the nccl reference
 # losses), runs every later step on that build, and leaves out the mp.spawn
-# launches, the 4 and 8 ranks' "cpu:gloo,cuda:cc" and the killed rank 0.
+# launches, the 4 and 8 ranks' "cpu:gloo,cuda:cc", the killed rank 0 and
+# torch's DistributedTest at 4 ranks.
 # Each step is bounded by PYTHON_GPU_STEP_TIMEOUT (default 120 s; the
 # extension's build by PYTHON_GPU_BUILD_TIMEOUT, default 300 s).
 # PYTHON_GPU_GDB=1 runs each rank of the torch backend's steps under gdb
@@ -64,6 +72,7 @@ OUT=$TOP/logs           # where each step logs
 rm -rf "$OUT" && mkdir -p "$OUT"
 STEP_TIMEOUT=${PYTHON_GPU_STEP_TIMEOUT:-120}
 BUILD_TIMEOUT=${PYTHON_GPU_BUILD_TIMEOUT:-300}
+DT_BUDGET=${PYTHON_GPU_DT_BUDGET:-300}
 
 PYTHON=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0
@@ -87,6 +96,7 @@ free_port() {
 limit() {  # NAME: the step's time limit in seconds
   case $1 in
     pip-install | extension-jit) echo "$BUILD_TIMEOUT" ;;
+    distributed-test-*) echo "$((DT_BUDGET + 60))" ;;
     *) echo "$STEP_TIMEOUT" ;;
   esac
 }
@@ -353,6 +363,18 @@ peer_failure() {  # N VICTIM...: N ranks, one victim at a time
   done
 }
 
+# torch's own DistributedTest on "nccl" and "cc", N ranks on GPU 0; each
+# backend's log and results beside the step's log.
+distributed_test() {  # N...
+  local ranks
+  for ranks in "$@"; do
+    run "distributed-test-${ranks}ranks" "$PYTHON" "$HERE/distributed_test.py" --ranks "$ranks" \
+      --budget "$DT_BUDGET" --logs "$OUT"
+    # The counts, passed or not.
+    grep -h "^distributed test: nccl" "$OUT/distributed-test-${ranks}ranks.log" | sed "s/^/   ${ranks} ranks: /"
+  done
+}
+
 mismatch() {  # N...: N ranks, rank 1's tensor of another shape
   local ranks name
   for ranks in "$@"; do
@@ -372,6 +394,7 @@ if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   pip_installed_import
   export PYTHONPATH=$WORK/pip:$HERE${PYTHONPATH#"$SRC/python:$HERE"}
   torch_ops 2 cc cpu:gloo,cuda:cc
+  distributed_test 2
   torch_ops 4 cc
   torch_ops 8 cc
   seeds torchrun byhand
@@ -390,6 +413,7 @@ print("extension", cc.torch._C.__file__)'
   torch_ops 2 cc cpu:gloo,cuda:cc
   torch_ops 4 cc cpu:gloo,cuda:cc
   torch_ops 8 cc cpu:gloo,cuda:cc
+  distributed_test 2 4
   seed_ddp_nccl
   seeds spawn torchrun byhand
   peer_failure 2 1 0

@@ -3,7 +3,9 @@
     python -m torch.distributed.run --nproc-per-node 2 torch_backend_ops.py cc
     python -m torch.distributed.run --nproc-per-node 2 torch_backend_ops.py cpu:gloo,cuda:cc
 
-Every operation DDP and FSDP use, with values checked; async work and its
+Every operation DDP and FSDP use, and gather, scatter, the list all_to_all,
+all_gather/reduce_scatter with sizes differing by rank and the object
+collectives, with values checked; async work and its
 future; stream semantics (the result is there for the caller's stream after
 wait(), with no host synchronisation in between); coalesced and batched
 operations; a subgroup; errors carrying cc's words; the final barrier and
@@ -143,6 +145,61 @@ def _():
                           for j in range(size)]), "uneven")
 
 
+@check("gather and scatter, every rank the root in turn")
+def _():
+    for root in range(size):
+        x = full(24, rank * 10 + root)
+        gathered = [torch.zeros(24, device=device) for _ in range(size)] if rank == root else None
+        dist.gather(x, gather_list=gathered, dst=root)
+        if rank == root:
+            for r in range(size):
+                equal(gathered[r], full(24, r * 10 + root), "gather to %d from %d" % (root, r))
+        out = torch.zeros(24, device=device)
+        pieces = [full(24, root * 10 + r) for r in range(size)] if rank == root else None
+        dist.scatter(out, scatter_list=pieces, src=root)
+        equal(out, full(24, root * 10 + rank), "scatter from %d" % root)
+    # complex tensors travel as their real pairs
+    z = torch.full((5,), complex(rank, -rank), dtype=torch.complex64, device=device)
+    zs = [torch.zeros_like(z) for _ in range(size)] if rank == 0 else None
+    dist.gather(z, gather_list=zs, dst=0)
+    if rank == 0:
+        for r in range(size):
+            equal(zs[r], torch.full((5,), complex(r, -r), dtype=torch.complex64, device=device),
+                  "complex gather from %d" % r)
+
+
+@check("all_to_all (list), a size per pair")
+def _():
+    # rank r sends r + j + 1 elements to rank j
+    ins = [full(rank + j + 1, rank * 100 + j) for j in range(size)]
+    outs = [torch.zeros(rank + j + 1, device=device) for j in range(size)]
+    dist.all_to_all(outs, ins)
+    for j in range(size):
+        equal(outs[j], full(rank + j + 1, j * 100 + rank), "all_to_all from %d" % j)
+
+
+@check("all_gather and reduce_scatter with sizes differing by rank (all_gather_v, reduce_scatter_v)")
+def _():
+    sizes = [r + 2 for r in range(size)]
+    flat = torch.zeros(sum(sizes), device=device)
+    dist.all_gather(list(torch.split(flat, sizes)), full(rank + 2, rank + 1))
+    equal(flat, torch.cat([full(r + 2, r + 1) for r in range(size)]), "all_gather_v")
+    out = torch.zeros(rank + 2, device=device)
+    dist.reduce_scatter(out, [full(j + 2, rank + j) for j in range(size)])
+    equal(out, full(rank + 2, sum(r + rank for r in range(size))), "reduce_scatter_v")
+
+
+@check("gather_object and scatter_object_list")
+def _():
+    got = [None] * size if rank == 0 else None
+    dist.gather_object({"rank": rank, "s": "x" * rank}, got, dst=0)
+    if rank == 0:
+        assert got == [{"rank": r, "s": "x" * r} for r in range(size)], got
+    out = [None]
+    dist.scatter_object_list(out, [("to", r) for r in range(size)] if rank == 0 else None, src=0)
+    assert out[0] == ("to", rank), out
+
+
 @check("barrier")
 def _():
     dist.barrier()
@@ -227,6 +284,19 @@ def _():
             str(e)
     else:
         raise AssertionError("an output of the wrong size was accepted")
+
+
+@check("errors carry cc's words: an all_gather slot of this rank's unlike its input")
+def _():
+    # Every rank's own slot is wrong, so every rank refuses before queuing.
+    outs = [torch.zeros(9 if r == rank else 8, device=device) for r in range(size)]
+    try:
+        dist.all_gather(outs, full(8, 1.0))
+    except Exception as e:
+        assert "cc backend (rank %d)" % rank in str(e), str(e)
+        assert "output %d (this rank's) has 9 elements" % rank in str(e), str(e)
+    else:
+        raise AssertionError("a slot unlike the input was accepted")
 
 
 @check("errors carry cc's words: a tensor on another GPU than the group's")

@@ -315,15 +315,21 @@ c10::intrusive_ptr<c10d::Work> CCBackend::allgather(std::vector<std::vector<at::
   for (const auto& t : outputs[0]) {
     same_dtype(inputs[0], t, rank_, op);
     outs.push_back(buffer_of(t, rank_, op, false));
-    if (!(outs.back().count == in.count))
-      fail(text(where(rank_, op), "output tensors must have ", inputs[0].numel(),
-                " elements like the input, one has ", t.numel()));
   }
-  // One broadcast from each rank into its slot, fused into one launch.
+  // Output i holds rank i's input, so sizes may differ from rank to rank
+  // (all_gather_v, as ProcessGroupNCCL serves it); this rank's own slot
+  // must hold its input.
+  const auto self = static_cast<size_t>(rank_);
+  if (!(outs[self].count == in.count))
+    fail(text(where(rank_, op), "output ", rank_, " (this rank's) has ",
+              outputs[0][self].numel(), " elements; it receives this rank's input, which has ",
+              inputs[0].numel()));
+  // One broadcast from each rank into its slot, of that slot's size, fused
+  // into one launch.
   return run(c10d::OpType::ALLGATHER, device_of(inputs, outputs[0], rank_, op), inputs, outputs[0],
              [&](cc_comm_t comm, cudaStream_t s) {
                fused(outs.size(), "cc_broadcast", [&](size_t root) {
-                 return api().broadcast(in.data, outs[root].data, in.count, in.dtype,
+                 return api().broadcast(in.data, outs[root].data, outs[root].count, in.dtype,
                                         static_cast<int>(root), comm, s);
                });
              });
@@ -374,15 +380,23 @@ c10::intrusive_ptr<c10d::Work> CCBackend::reduce_scatter(
   for (const auto& t : inputs[0]) {
     same_dtype(t, outputs[0], rank_, op);
     ins.push_back(buffer_of(t, rank_, op, false));
-    if (!(ins.back().count == out.count))
-      fail(text(where(rank_, op), "input tensors must have ", outputs[0].numel(),
-                " elements like the output, one has ", t.numel()));
   }
-  // One reduce to each rank from its slot, fused into one launch.
+  // Input i is reduced into rank i's output, so sizes may differ from rank to
+  // rank (reduce_scatter_v, as ProcessGroupNCCL serves it); this rank's own
+  // slot must match its output.
+  const auto self = static_cast<size_t>(rank_);
+  if (!(ins[self].count == out.count))
+    fail(text(where(rank_, op), "input ", rank_, " (this rank's) has ", inputs[0][self].numel(),
+              " elements; it is reduced into this rank's output, which has ",
+              outputs[0].numel()));
+  // One reduce to each rank from its slot, of that slot's size, fused into
+  // one launch. The receive buffer matters on the root only; elsewhere it is
+  // the slot itself, which has the right size (as in ProcessGroupNCCL).
   return run(c10d::OpType::REDUCE_SCATTER, device_of(inputs[0], outputs, rank_, op), inputs[0],
              outputs, [&](cc_comm_t comm, cudaStream_t s) {
                fused(ins.size(), "cc_reduce", [&](size_t root) {
-                 return api().reduce(ins[root].data, out.data, out.count, out.dtype, redop,
+                 void* into = root == self ? out.data : ins[root].data;
+                 return api().reduce(ins[root].data, into, ins[root].count, out.dtype, redop,
                                      static_cast<int>(root), comm, s);
                });
              });
@@ -481,6 +495,154 @@ c10::intrusive_ptr<c10d::Work> CCBackend::alltoall_base(at::Tensor& output, at::
           return r;
         });
       });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                   std::vector<at::Tensor>& inputs,
+                                                   const c10d::AllToAllOptions& /*opts*/) {
+  const char* op = "all_to_all";
+  const auto n = static_cast<size_t>(size_);
+  if (!(inputs.size() == n && outputs.size() == n))
+    fail(text(where(rank_, op), "takes one input and one output tensor per rank (", size_,
+              "), got ", inputs.size(), " inputs and ", outputs.size(), " outputs"));
+  std::vector<Buffer> sends, recvs;
+  for (size_t i = 0; i < n; ++i) {
+    same_dtype(inputs[0], inputs[i], rank_, op);
+    same_dtype(inputs[0], outputs[i], rank_, op);
+    sends.push_back(buffer_of(inputs[i], rank_, op, false));
+    recvs.push_back(buffer_of(outputs[i], rank_, op, false));
+  }
+  // Input i goes to rank i, output i comes from rank i (sizes may differ
+  // pair by pair): one send and one receive per peer, this rank included,
+  // fused into one launch; empty tensors are left out on both sides.
+  return run(c10d::OpType::ALLTOALL, device_of(inputs, outputs, rank_, op), inputs, outputs,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               fused(n, "cc_send/cc_recv", [&](size_t peer) {
+                 const int p = static_cast<int>(peer);
+                 cc_result_t r = CC_SUCCESS;
+                 if (sends[peer].count > 0)
+                   r = api().send(sends[peer].data, sends[peer].count, sends[peer].dtype, p, comm,
+                                  s);
+                 if (r == CC_SUCCESS && recvs[peer].count > 0)
+                   r = api().recv(recvs[peer].data, recvs[peer].count, recvs[peer].dtype, p, comm,
+                                  s);
+                 return r;
+               });
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                 std::vector<at::Tensor>& inputs,
+                                                 const c10d::GatherOptions& opts) {
+  const char* op = "gather";
+  const int root = root_of(opts.rootRank, op);
+  if (inputs.size() != 1)
+    fail(text(where(rank_, op), "takes one input tensor per process, got ", inputs.size()));
+  const Buffer in = buffer_of(inputs[0], rank_, op, false);
+  // The root's output list, one tensor per rank shaped like the inputs;
+  // the other ranks pass none (as with ProcessGroupNCCL).
+  std::vector<at::Tensor> gathered;
+  std::vector<Buffer> outs;
+  if (rank_ == root) {
+    if (!(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_)))
+      fail(text(where(rank_, op), "the root needs one output list of ", size_,
+                " tensors (one per rank), got ",
+                outputs.empty() ? std::string("none")
+                                : text(outputs.size(), " list(s), the first of ",
+                                       outputs[0].size())));
+    gathered = outputs[0];
+    for (const auto& t : gathered) {
+      same_dtype(inputs[0], t, rank_, op);
+      outs.push_back(buffer_of(t, rank_, op, false));
+      if (!(outs.back().count == in.count))
+        fail(text(where(rank_, op), "each output needs as many elements as the input (",
+                  inputs[0].numel(), "); one has ", t.numel()));
+    }
+  } else if (!outputs.empty()) {
+    fail(text(where(rank_, op), "only the root (rank ", root,
+              ") takes an output list; pass gather_list=None on the other ranks"));
+  }
+  // The root receives each rank's input into that rank's output (its own
+  // through a send to itself); every other rank sends its input to the
+  // root. Fused into one launch.
+  return run(c10d::OpType::GATHER, device_of(inputs, gathered, rank_, op), inputs, gathered,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               if (rank_ != root) {
+                 fused(in.count > 0 ? size_t{1} : size_t{0}, "cc_send", [&](size_t) {
+                   return api().send(in.data, in.count, in.dtype, root, comm, s);
+                 });
+                 return;
+               }
+               fused(outs.size(), "cc_send/cc_recv", [&](size_t peer) {
+                 const int p = static_cast<int>(peer);
+                 cc_result_t r = CC_SUCCESS;
+                 if (outs[peer].count == 0) return r;
+                 if (p == root) r = api().send(in.data, in.count, in.dtype, p, comm, s);
+                 if (r == CC_SUCCESS)
+                   r = api().recv(outs[peer].data, outs[peer].count, outs[peer].dtype, p, comm, s);
+                 return r;
+               });
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> CCBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                  std::vector<std::vector<at::Tensor>>& inputs,
+                                                  const c10d::ScatterOptions& opts) {
+  const char* op = "scatter";
+  const int root = root_of(opts.rootRank, op);
+  if (outputs.size() != 1)
+    fail(text(where(rank_, op), "takes one output tensor per process, got ", outputs.size()));
+  const Buffer out = buffer_of(outputs[0], rank_, op, false);
+  // The root's input list, one tensor per rank shaped like the outputs; the
+  // other ranks pass none (as with ProcessGroupNCCL).
+  std::vector<at::Tensor> scattered;
+  std::vector<Buffer> ins;
+  if (rank_ == root) {
+    if (!(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_)))
+      fail(text(where(rank_, op), "the root needs one input list of ", size_,
+                " tensors (one per rank), got ",
+                inputs.empty() ? std::string("none")
+                               : text(inputs.size(), " list(s), the first of ",
+                                      inputs[0].size())));
+    scattered = inputs[0];
+    for (const auto& t : scattered) {
+      same_dtype(t, outputs[0], rank_, op);
+      ins.push_back(buffer_of(t, rank_, op, false));
+      if (!(ins.back().count == out.count))
+        fail(text(where(rank_, op), "each input needs as many elements as the output (",
+                  outputs[0].numel(), "); one has ", t.numel()));
+    }
+  } else if (!inputs.empty()) {
+    fail(text(where(rank_, op), "only the root (rank ", root,
+              ") takes an input list; pass scatter_list=None on the other ranks"));
+  }
+  // The root sends input i to rank i (its own through a send to itself);
+  // every rank receives its output from the root. Fused into one launch.
+  return run(c10d::OpType::SCATTER, device_of(scattered, outputs, rank_, op), scattered, outputs,
+             [&](cc_comm_t comm, cudaStream_t s) {
+               if (rank_ != root) {
+                 fused(out.count > 0 ? size_t{1} : size_t{0}, "cc_recv", [&](size_t) {
+                   return api().recv(out.data, out.count, out.dtype, root, comm, s);
+                 });
+                 return;
+               }
+               fused(ins.size(), "cc_send/cc_recv", [&](size_t peer) {
+                 const int p = static_cast<int>(peer);
+                 cc_result_t r = CC_SUCCESS;
+                 if (ins[peer].count == 0) return r;
+                 r = api().send(ins[peer].data, ins[peer].count, ins[peer].dtype, p, comm, s);
+                 if (r == CC_SUCCESS && p == root)
+                   r = api().recv(out.data, out.count, out.dtype, p, comm, s);
+                 return r;
+               });
+             });
+}
+
+int CCBackend::root_of(int64_t root, const char* op) const {
+  if (!(root >= 0 && root < size_))
+    fail(text(where(rank_, op), "root rank ", root, " is outside the group's ranks [0, ", size_,
+              ")"));
+  return static_cast<int>(root);
 }
 
 c10::intrusive_ptr<c10d::Work> CCBackend::barrier(const c10d::BarrierOptions& opts) {

@@ -57,6 +57,15 @@ class CCBackend final : public c10d::Backend {
                                                std::vector<int64_t>& output_split_sizes,
                                                std::vector<int64_t>& input_split_sizes,
                                                const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
                                       int tag) override;
@@ -86,6 +95,8 @@ class CCBackend final : public c10d::Backend {
                                      const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs, Enqueue&& enqueue,
                                      bool host_wait = false);
+  // The root rank of a rooted operation, checked against the group's size.
+  int root_of(int64_t root, const char* op) const;
   // Ends an open coalescing block without running it: closes this thread's
   // cc group if the block opened one, and fails the block's Work. Called
   // with run_mutex_ held.
