@@ -36,7 +36,8 @@
 #     compared with the unchanged guide's backend "nccl";
 #   - a rank killed mid-run: the survivor's next operation raises cc's words;
 #   - a rank whose tensor has another shape: every rank raises cc's words,
-#     which name both calls (mismatch.py, 2 and 4 ranks);
+#     which name both calls (mismatch.py, 2 and 4 ranks), also when that
+#     call is the last before destroy_process_group, which then raises;
 #   - the torch backend's operations and a killed rank also with 4 and 8 ranks;
 #   - torch's own DistributedTest (its CUDA collectives, point to point and
 #     object collectives) on "nccl" and on "cc" side by side, every rank on
@@ -375,12 +376,14 @@ distributed_test() {  # N...
   done
 }
 
-mismatch() {  # N...: N ranks, rank 1's tensor of another shape
-  local ranks name
+mismatch() {  # N...: N ranks, rank 1's tensor of another shape, in the
+  # middle and in the last call before destroy_process_group
+  local ranks
   for ranks in "$@"; do
-    name=mismatch-shape-${ranks}ranks
     sharing_for "$ranks"
-    run "$name" "${launch[@]}" "$PYTHON" "$HERE/mismatch.py" --ranks "$ranks"
+    run "mismatch-shape-${ranks}ranks" "${launch[@]}" "$PYTHON" "$HERE/mismatch.py" --ranks "$ranks"
+    run "mismatch-at-end-${ranks}ranks" "${launch[@]}" "$PYTHON" "$HERE/mismatch.py" \
+      --ranks "$ranks" --at-end
   done
 }
 

@@ -746,11 +746,17 @@ void CCBackend::abandon_coalescing() noexcept {
 // ------------------------------------------------------------- life
 
 void CCBackend::shutdown() {
-  // Not while an operation is being queued (libcc's calls on one
-  // communicator must not overlap its destroy), and never inside a cc group.
-  std::lock_guard<std::mutex> lock(run_mutex_);
-  abandon_coalescing();
-  state_->shutdown();
+  std::string mismatch;
+  {
+    // Not while an operation is being queued (libcc's calls on one
+    // communicator must not overlap its destroy), and never inside a cc group.
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    abandon_coalescing();
+    mismatch = state_->shutdown();
+  }
+  // destroy_process_group raises what the ranks' last calls showed: a
+  // desync just before the end is never silent.
+  if (!mismatch.empty()) fail(mismatch);
 }
 
 void CCBackend::abort() { state_->abort(); }

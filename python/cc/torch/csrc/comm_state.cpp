@@ -69,13 +69,13 @@ void CommState::abort() {
   if (comm_ != nullptr) api().comm_abort(comm_);
 }
 
-void CommState::shutdown() {
+std::string CommState::shutdown() {
   std::lock_guard<std::mutex> lock(mutex_);
   shut_ = true;
-  if (comm_ != nullptr) {
-    api().comm_destroy(comm_);
-    comm_ = nullptr;
-  }
+  if (comm_ == nullptr) return "";
+  const cc_result_t r = api().comm_destroy(comm_);
+  comm_ = nullptr;  // freed, whatever the verdict
+  return r == CC_ERR_MISMATCH ? words("cc_comm_destroy", r) : std::string();
 }
 
 std::string CommState::failure_words() {

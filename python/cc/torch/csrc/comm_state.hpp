@@ -42,7 +42,9 @@ class CommState {
   // Aborts the communicator (idempotent; the next cc call raises).
   void abort();
   // Destroys the communicator now (idempotent); later operations raise.
-  void shutdown();
+  // Returns cc's message when its destroy found that the ranks' last calls
+  // differ (CC_ERR_MISMATCH), else "".
+  std::string shutdown();
   // cc's words for failed ranks, when libcc reports any ("" otherwise).
   std::string failure_words();
   // The communicator's deadline (cc_comm_timeout), known once comm() made it.
