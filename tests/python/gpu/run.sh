@@ -35,6 +35,10 @@
 #     and broadcast value checked, and the DDP losses (fixed torch seed)
 #     compared with the unchanged guide's backend "nccl";
 #   - a rank killed mid-run: the survivor's next operation raises cc's words;
+#   - a rank killed mid-training, 4 ranks: the survivors call torch's
+#     dist.shrink_group in the same process and finish with the right
+#     weights, with SHRINK_DEFAULT and SHRINK_ABORT (shrink_group.py; 8 ranks
+#     too in the full run);
 #   - a rank whose tensor has another shape: every rank raises cc's words,
 #     which name both calls (mismatch.py, 2 and 4 ranks);
 #   - the torch backend's operations and a killed rank also with 4 and 8 ranks;
@@ -363,6 +367,23 @@ peer_failure() {  # N VICTIM...: N ranks, one victim at a time
   done
 }
 
+# dist.shrink_group after a rank dies mid-training: the survivors shrink
+# in the same process and finish with the right weights; with "abort",
+# through SHRINK_ABORT. The log has each survivor's time from the death to
+# its first correct all-reduce on the shrunk group.
+shrink_group_steps() {  # N VICTIM [abort]...
+  local ranks=$1 victim=$2 how name
+  shift 2
+  for how in "$@"; do
+    name=shrink-group-${ranks}ranks-victim-$victim
+    local flag=()
+    [ "$how" = abort ] && { name+=-abort; flag=(--abort); }
+    sharing_for "$ranks"
+    run "$name" "${launch[@]}" "$PYTHON" "$HERE/shrink_group.py" --ranks "$ranks" --victim "$victim" "${flag[@]}"
+    grep -h "first correct all-reduce\|shrink_group(" "$OUT/$name.log" | sed "s/^/   /"
+  done
+}
+
 # torch's own DistributedTest on "nccl" and "cc", N ranks on GPU 0; each
 # backend's log and results beside the step's log.
 distributed_test() {  # N...
@@ -419,6 +440,8 @@ print("extension", cc.torch._C.__file__)'
   peer_failure 2 1 0
   peer_failure 4 2 0
   peer_failure 8 5 0
+  shrink_group_steps 4 2 default abort
+  shrink_group_steps 8 5 default
   mismatch 2 4
 fi
 
