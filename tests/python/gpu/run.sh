@@ -35,6 +35,9 @@
 #     and broadcast value checked, and the DDP losses (fixed torch seed)
 #     compared with the unchanged guide's backend "nccl";
 #   - a rank killed mid-run: the survivor's next operation raises cc's words;
+#   - dist.all_reduce captured in torch.cuda.graph and replayed, on "nccl"
+#     and "cc" (cuda_graph.py; values, and the GPU time of an 8 B all-reduce
+#     in a replayed graph);
 #   - a rank killed mid-training, 4 ranks: the survivors call torch's
 #     dist.shrink_group in the same process and finish with the right
 #     weights, with SHRINK_DEFAULT and SHRINK_ABORT (shrink_group.py; 8 ranks
@@ -367,6 +370,18 @@ peer_failure() {  # N VICTIM...: N ranks, one victim at a time
   done
 }
 
+# dist.all_reduce captured in torch.cuda.graph and replayed, on "nccl" and on
+# "cc" (2 ranks, torchrun): values checked; each prints the GPU time of one
+# 8 B all-reduce in a replayed graph.
+cuda_graph_steps() {  # BACKEND...
+  local backend
+  for backend in "$@"; do
+    torchrun_for 2 "$(free_port)"
+    run "cuda-graph-$backend" "${launch[@]}" "$HERE/cuda_graph.py" "$backend"
+    grep -h "graph replay:" "$OUT/cuda-graph-$backend.log" | sed "s/^/   /"
+  done
+}
+
 # dist.shrink_group after a rank dies mid-training: the survivors shrink
 # in the same process and finish with the right weights; with "abort",
 # through SHRINK_ABORT. The log has each survivor's time from the death to
@@ -415,6 +430,7 @@ if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   pip_installed_import
   export PYTHONPATH=$WORK/pip:$HERE${PYTHONPATH#"$SRC/python:$HERE"}
   torch_ops 2 cc cpu:gloo,cuda:cc
+  cuda_graph_steps nccl cc
   distributed_test 2
   torch_ops 4 cc
   torch_ops 8 cc
@@ -422,6 +438,7 @@ if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   peer_failure 2 1
   peer_failure 4 2
   peer_failure 8 5
+  shrink_group_steps 4 2 default abort
   mismatch 2 4
 else
   run extension-jit "$PYTHON" -c '
@@ -434,6 +451,7 @@ print("extension", cc.torch._C.__file__)'
   torch_ops 2 cc cpu:gloo,cuda:cc
   torch_ops 4 cc cpu:gloo,cuda:cc
   torch_ops 8 cc cpu:gloo,cuda:cc
+  cuda_graph_steps nccl cc
   distributed_test 2 4
   seed_ddp_nccl
   seeds spawn torchrun byhand
