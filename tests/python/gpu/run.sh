@@ -38,6 +38,10 @@
 #   - dist.all_reduce captured in torch.cuda.graph and replayed, on "nccl"
 #     and "cc" (cuda_graph.py; values, and the GPU time of an 8 B all-reduce
 #     in a replayed graph);
+#   - torch's own clients on "nccl" and "cc", 2 ranks: FSDP2 (fully_shard
+#     over a DeviceMesh), a tensor-parallel MLP (parallelize_module) and
+#     functional collectives under torch.compile, with each case's losses on
+#     cc equal to nccl's (real_clients.py);
 #   - a rank killed mid-training, 4 ranks: the survivors call torch's
 #     dist.shrink_group in the same process and finish with the right
 #     weights, with SHRINK_DEFAULT and SHRINK_ABORT (shrink_group.py; 8 ranks
@@ -382,6 +386,22 @@ cuda_graph_steps() {  # BACKEND...
   done
 }
 
+# torch's own clients on "nccl" and on "cc", 2 ranks (torchrun): FSDP2, a
+# tensor-parallel layer, functional collectives under torch.compile; each
+# case's losses on cc must equal nccl's (real_clients.py --compare).
+real_clients_steps() {  # CASE...
+  local case backend
+  for case in "$@"; do
+    for backend in nccl cc; do
+      torchrun_for 2 "$(free_port)"
+      run "real-clients-$case-$backend" "${launch[@]}" "$HERE/real_clients.py" "$backend" "$case"
+    done
+    check "real-clients-$case" "$PYTHON" "$HERE/real_clients.py" --compare \
+      "$OUT/real-clients-$case-nccl.log" "$OUT/real-clients-$case-cc.log"
+    grep -h "^losses equal" "$OUT/real-clients-$case.log" | sed "s/^/   $case: /"
+  done
+}
+
 # dist.shrink_group after a rank dies mid-training: the survivors shrink
 # in the same process and finish with the right weights; with "abort",
 # through SHRINK_ABORT. The log has each survivor's time from the death to
@@ -431,6 +451,7 @@ if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   export PYTHONPATH=$WORK/pip:$HERE${PYTHONPATH#"$SRC/python:$HERE"}
   torch_ops 2 cc cpu:gloo,cuda:cc
   cuda_graph_steps nccl cc
+  real_clients_steps fsdp2 tp compiled
   distributed_test 2
   torch_ops 4 cc
   torch_ops 8 cc
@@ -452,6 +473,7 @@ print("extension", cc.torch._C.__file__)'
   torch_ops 4 cc cpu:gloo,cuda:cc
   torch_ops 8 cc cpu:gloo,cuda:cc
   cuda_graph_steps nccl cc
+  real_clients_steps fsdp2 tp compiled
   distributed_test 2 4
   seed_ddp_nccl
   seeds spawn torchrun byhand
