@@ -1,6 +1,9 @@
 #include "comm_state.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -22,7 +25,19 @@ std::string rank_words(const std::vector<int64_t>& ranks) {
 // communicator's deadline, at most this.
 constexpr std::chrono::milliseconds kMostFailureWait{30000};
 
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
 }  // namespace
+
+bool timing_requested() {
+  static const bool requested = [] {
+    const char* v = std::getenv("CC_TORCH_TIMING");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return requested;
+}
 
 CommState::CommState(int rank, int size, Rendezvous rendezvous)
     : rank_(rank), size_(size), rendezvous_(std::move(rendezvous)) {}
@@ -78,8 +93,16 @@ cc_comm_t CommState::comm(c10::DeviceIndex device) {
   config.job_id = rendezvous_.job_id.c_str();
   if (rendezvous_.timeout_ms > 0) config.timeout_ms = rendezvous_.timeout_ms;
   cc_comm_t made = nullptr;
+  const auto init_start = std::chrono::steady_clock::now();
   const cc_result_t r =
       api().comm_init(&made, rank_, size_, rendezvous_.addr.c_str(), rendezvous_.port, &config);
+  if (timing_requested())
+    std::fprintf(stderr,
+                 "cc.torch timing: rank %d of %d (job %s): the group's first operation came "
+                 "%.1f ms after its backend was made; cc_comm_init took %.1f ms (%s)\n",
+                 rank_, size_, rendezvous_.job_id.c_str(),
+                 std::chrono::duration<double, std::milli>(init_start - made_at_).count(),
+                 ms_since(init_start), r == CC_SUCCESS ? "made" : "failed");
   if (r != CC_SUCCESS) fail("cc backend: cc_comm_init", r);
   // The host wait of a Work waits as long as the communicator does: its
   // deadline as libcc resolved it (the group's timeout, CC_TIMEOUT_MS or

@@ -25,6 +25,10 @@ struct Rendezvous {
   cc_server_t server = nullptr;  // owned: the server this process hosts (group rank 0)
 };
 
+// Whether CC_TORCH_TIMING=1 asks for the timing lines on stderr: when a
+// group's first operation came and how long cc_comm_init took in it.
+bool timing_requested();
+
 class CommState {
  public:
   CommState(int rank, int size, Rendezvous rendezvous);
@@ -76,6 +80,7 @@ class CommState {
   c10::DeviceIndex device_ = -1;
   std::chrono::milliseconds timeout_{0};
   std::optional<c10::cuda::CUDAStream> stream_;
+  const std::chrono::steady_clock::time_point made_at_ = std::chrono::steady_clock::now();
 
   // The ranks libcc reports failed on `comm` (cc_comm_failed_ranks), sorted.
   std::vector<int64_t> failed_on(cc_comm_t comm) const;
