@@ -90,8 +90,9 @@ class CCBackend final : public c10d::Backend {
   // without `ranks_to_exclude` (group ranks), made by cc_comm_shrink. cc's
   // rendezvous leaves out the ranks that failed, so those must be the ones
   // asked for; a rank that is alive is refused in words. shrink_flags:
-  // torch's SHRINK_DEFAULT (0) or SHRINK_ABORT (1, the parent is aborted
-  // after the shrink, so its destroy returns at once). opts_override is not
+  // torch's SHRINK_DEFAULT (0) or SHRINK_ABORT (1: the parent is aborted
+  // before the shrink, its pending work stopped, so its destroy returns at
+  // once). opts_override is not
   // used: the new generation keeps the parent's deadline.
   bool supportsShrinking() const { return CommState::can_shrink(); }
   c10::intrusive_ptr<c10d::Backend> shrink(

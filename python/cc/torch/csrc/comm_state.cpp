@@ -216,6 +216,14 @@ std::shared_ptr<CommState> CommState::shrink(const std::vector<int64_t>& exclude
            " failed). cc's shrink leaves out ranks that failed, never one that is alive: call "
            "shrink_group with the ranks a DistBackendError named, after it was raised");
   }
+  // SHRINK_ABORT: the parent's pending work is stopped first (as NCCL's
+  // flag does); cc's shrink then builds on the aborted communicator, which
+  // is its documented path (an abort does not give a rank up), and the
+  // parent's destroy cannot wait on anyone.
+  if (abort_parent) {
+    shut_ = true;
+    api().comm_abort(comm_);
+  }
   c10::cuda::CUDAGuard guard(device_);
   cc_comm_t made = nullptr;
   const cc_result_t r = api().comm_shrink(comm_, 0, &made);
@@ -246,10 +254,6 @@ std::shared_ptr<CommState> CommState::shrink(const std::vector<int64_t>& exclude
   // The server this process hosts serves the new generation: it moves with it.
   Rendezvous next = rendezvous_;
   rendezvous_.server = nullptr;
-  if (abort_parent) {
-    shut_ = true;
-    api().comm_abort(comm_);
-  }
   return std::make_shared<CommState>(new_rank, new_size, std::move(next), made, device_);
 }
 

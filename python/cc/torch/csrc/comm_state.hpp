@@ -66,8 +66,8 @@ class CommState {
   // found failed, so `excluded` must be those (a rank that is alive cannot
   // be left out; the words say so). Collective over the survivors;
   // blocking. The rendezvous server this process hosts moves to the new
-  // state. With `abort_parent`, this communicator is aborted afterwards, so
-  // its destroy cannot wait on anyone.
+  // state. With `abort_parent`, this communicator is aborted first (its
+  // pending work stopped), so its destroy cannot wait on anyone.
   std::shared_ptr<CommState> shrink(const std::vector<int64_t>& excluded, bool abort_parent);
 
  private:
