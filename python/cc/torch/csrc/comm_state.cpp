@@ -239,8 +239,8 @@ std::shared_ptr<CommState> CommState::shrink(const std::vector<int64_t>& exclude
     drop();
     fail(who + "cc's rendezvous left out rank(s) " + rank_words(left_out) +
          " (those that failed), but shrink_group was asked to exclude " + rank_words(excluded) +
-         "; the new communicator was dropped. Destroy the process group, or shrink it with the "
-         "ranks that failed");
+         "; the new communicator was dropped. Pass every failed rank (those a DistBackendError "
+         "named); now destroy the process group and start again");
   }
   int new_rank = -1;
   int new_size = 0;
