@@ -159,11 +159,21 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
                                 c->who() + ": the rendezvous at " + address.where(), &ids);
       !st.ok())
     return failed(st);
+  const auto joined_at = Clock::now();
   if (Status st = init_nccl(c.get(), ids, deadline, interrupted); !st.ok()) return failed(st);
+  const auto nccl_at = Clock::now();
   if (Status st = alloc_scratch(c.get()); !st.ok()) return failed(st);
   if (Status st = setup_fast_allreduce(c.get(), deadline, interrupted); !st.ok()) return failed(st);
+  const auto fast_at = Clock::now();
   if (Status st = start_watch(c.get(), embedded); !st.ok()) return failed(st);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start_time);
+  auto ms = [](Clock::duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); };
+  log().debug(
+      "{}: cc_comm_init took {} ms at the rendezvous (interface, join, every rank's arrival, "
+      "reachability test), {} ms in NCCL ({} and ncclCommSplit), {} ms setting up cc's "
+      "all-reduce, {} ms starting the watchdog",
+      c->who(), ms(joined_at - start_time), ms(nccl_at - joined_at), ctl_init_call(ids.size()),
+      ms(fast_at - nccl_at), ms(Clock::now() - fast_at));
   log().info(
       "communicator ready: rank {} of {}, generation {}, device {} ({}), host {}, job '{}', "
       "communicator {}, NCCL {} ({} from {} NCCL id{}), in {} ms",

@@ -1,5 +1,6 @@
 #include "lib/comm/startup.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -115,7 +116,14 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   const std::string job_id = req.rendezvous.config.job_id;
   const auto deadline = req.rendezvous.deadline;
   const int rank = info.rank;
+  const auto join_start = std::chrono::steady_clock::now();
   if (Status st = rendezvous_join(std::move(req.rendezvous), make_id, out); !st.ok()) return st;
+  log().debug("{}: joined communicator {} in {} ms (connecting, making the NCCL id where this "
+              "rank makes one, and waiting for every rank to join)",
+              who, out->comm_number,
+              std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - join_start)
+                  .count());
 
   InitListener listener(*out->client, who, rank, out->comm_number, out->members, embedded);
   if (!setup.cannot_start.ok()) return listener.conclude(setup.cannot_start);

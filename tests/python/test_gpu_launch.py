@@ -77,7 +77,10 @@ class OneGpu(SuiteRun):
     def test_torchrun_steps_are_one_host_per_rank(self):
         for step, ranks in (("torch-ops-cc", 2), ("torch-ops-cpu-gloo-cuda-cc", 2),
                             ("torch-ops-cc-4ranks", 4), ("torch-ops-cc-8ranks", 8),
-                            ("seed-ddp-nccl", 2), ("seed-allreduce-torchrun", 2)):
+                            ("seed-ddp-nccl", 2), ("seed-allreduce-torchrun", 2),
+                            ("cuda-graph-nccl", 2), ("cuda-graph-cc", 2),
+                            ("real-clients-fsdp2-nccl", 2), ("real-clients-fsdp2-cc", 2),
+                            ("real-clients-tp-cc", 2), ("real-clients-compiled-cc", 2)):
             log = self.logs[step]
             nodes = re.findall(r"^torchrun node (\d+) of (\d+), 1 per node: CC_SHARE_GPU=1 "
                                r"NCCL_HOSTID=(\S+) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1$", log, re.M)
@@ -108,6 +111,20 @@ class OneGpu(SuiteRun):
                                     ("peer-failure-8ranks-victim-5", 8, 5)):
             self.assertRegex(self.logs[step], r"peer_failure.py --ranks %d --victim %d: "
                              r"CC_SHARE_GPU=1" % (ranks, victim))
+
+
+    def test_shrink_group_steps_share_the_gpu(self):
+        for step, flag in (("shrink-group-4ranks-victim-2", ""),
+                           ("shrink-group-4ranks-victim-2-abort", " --abort")):
+            self.assertRegex(self.logs[step], r"shrink_group.py --ranks 4 --victim 2%s: "
+                             r"CC_SHARE_GPU=1" % flag)
+            self.assertIn("%s: passed" % step, self.logs[step])
+
+    def test_real_clients_compare_each_case(self):
+        for case in ("fsdp2", "tp", "compiled"):
+            self.assertRegex(self.logs["real-clients-" + case],
+                             r"real_clients.py --compare \S+/real-clients-%s-nccl.log "
+                             r"\S+/real-clients-%s-cc.log" % (case, case))
 
 
 class TwoGpus(SuiteRun):

@@ -189,8 +189,23 @@ class ExtensionSources(unittest.TestCase):
                     continue
                 args = [compiler, "-std=c++17", "-fsyntax-only", "-I" + tmp, source]
                 args += ["-I" + d for d in dirs]
+                if source.endswith("backend.cpp") and "g++" in os.path.basename(
+                        os.path.realpath(compiler)) + compiler:
+                    args.append("-Wsuggest-override")
                 proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
                 self.assertEqual(proc.returncode, 0, "%s:\n%s" % (source, proc.stderr))
+                if "-Wsuggest-override" in args:
+                    self.check_overrides(proc.stderr)
+
+    # Declared without `override` (so the extension builds against torch
+    # releases that lack them), these must still override torch's virtuals:
+    # gcc's -Wsuggest-override names each one that does.
+    UNMARKED = ("supportsCoalescing", "supportsShrinking", "shrink", "shutdown", "abort")
+
+    def check_overrides(self, stderr):
+        for name in self.UNMARKED:
+            self.assertRegex(stderr, r"CCBackend::%s\(.*can be marked override" % name,
+                             "CCBackend::%s does not override torch's virtual" % name)
 
 
 class WheelBuild(unittest.TestCase):

@@ -146,10 +146,16 @@ class Work : public torch::CustomClassHolder {
 };
 class Backend : public torch::CustomClassHolder {
  public:
+  struct Options : torch::CustomClassHolder {
+    explicit Options(std::string backend, std::chrono::milliseconds timeout = std::chrono::milliseconds(1800000)) : timeout(timeout), backend(std::move(backend)) {}
+    std::chrono::milliseconds timeout;
+    const std::string backend;
+  };
   explicit Backend(int rank, int size) : rank_(rank), size_(size) {}
   virtual bool supportsSplitting() const { return false; }
   virtual bool supportsCoalescing() const { return false; }
   virtual bool supportsShrinking() const { return false; }
+  virtual c10::intrusive_ptr<Backend> shrink(const std::vector<int64_t>& /*ranks_to_exclude*/, int /*shrink_flags*/ = 0, const c10::intrusive_ptr<Options>& /*opts_override*/ = nullptr) { return {}; }
   virtual void startCoalescing() {}
   virtual c10::intrusive_ptr<Work> endCoalescing() { return {}; }
   virtual const std::string getBackendName() const { return ""; }

@@ -22,9 +22,15 @@ deadline unless CC_TIMEOUT_MS is set. A rank that dies is detected by cc
 within its heartbeat window (CC_HEARTBEAT_MS x CC_HEARTBEAT_MISSES); the next
 operation, or a blocking wait, raises torch.distributed.DistBackendError
 with cc's words.
+
+CC_TORCH_TIMING=1 prints, on stderr, how long each group's rendezvous
+agreement took at init_process_group/new_group, and at the group's first
+operation how long after that it came and how long cc_comm_init took.
 """
 
 import os
+import sys
+import time
 
 try:
     import torch
@@ -66,8 +72,15 @@ def _create_backend(options, _backend_options=None):
     """torch.distributed's creator (extended API): one Backend per group."""
     rank, size = options.group_rank, options.group_size
     global_ranks = list(options.global_ranks_in_group or [])
+    started = time.monotonic()
     addr, port, server = _torch_rendezvous.agree(options.store, rank, global_ranks, os.environ,
                                            _start_server)
+    if os.environ.get("CC_TORCH_TIMING") == "1":
+        sys.stderr.write("cc.torch timing: rank %d of %d (group %s): cc's rendezvous at %s:%d "
+                         "agreed through torch's store in %.1f ms%s\n"
+                         % (rank, size, options.group_id or "default", addr, port,
+                            (time.monotonic() - started) * 1000.0,
+                            " (its server started here)" if server is not None else ""))
     handle = server.detach() if server is not None else 0
     job_id = "torch-%s" % (options.group_id or "default")
     try:

@@ -35,6 +35,17 @@
 #     and broadcast value checked, and the DDP losses (fixed torch seed)
 #     compared with the unchanged guide's backend "nccl";
 #   - a rank killed mid-run: the survivor's next operation raises cc's words;
+#   - dist.all_reduce captured in torch.cuda.graph and replayed, on "nccl"
+#     and "cc" (cuda_graph.py; values, and the GPU time of an 8 B all-reduce
+#     in a replayed graph);
+#   - torch's own clients on "nccl" and "cc", 2 ranks: FSDP2 (fully_shard
+#     over a DeviceMesh), a tensor-parallel MLP (parallelize_module) and
+#     functional collectives under torch.compile, with each case's losses on
+#     cc equal to nccl's (real_clients.py);
+#   - a rank killed mid-training, 4 ranks: the survivors call torch's
+#     dist.shrink_group in the same process and finish with the right
+#     weights, with SHRINK_DEFAULT and SHRINK_ABORT (shrink_group.py; 8 ranks
+#     too in the full run);
 #   - a rank whose tensor has another shape: every rank raises cc's words,
 #     which name both calls (mismatch.py, 2 and 4 ranks), also when that
 #     call is the last before destroy_process_group, which then raises;
@@ -364,6 +375,51 @@ peer_failure() {  # N VICTIM...: N ranks, one victim at a time
   done
 }
 
+# dist.all_reduce captured in torch.cuda.graph and replayed, on "nccl" and on
+# "cc" (2 ranks, torchrun): values checked; each prints the GPU time of one
+# 8 B all-reduce in a replayed graph.
+cuda_graph_steps() {  # BACKEND...
+  local backend
+  for backend in "$@"; do
+    torchrun_for 2 "$(free_port)"
+    run "cuda-graph-$backend" "${launch[@]}" "$HERE/cuda_graph.py" "$backend"
+    grep -h "graph replay:" "$OUT/cuda-graph-$backend.log" | sed "s/^/   /"
+  done
+}
+
+# torch's own clients on "nccl" and on "cc", 2 ranks (torchrun): FSDP2, a
+# tensor-parallel layer, functional collectives under torch.compile; each
+# case's losses on cc must equal nccl's (real_clients.py --compare).
+real_clients_steps() {  # CASE...
+  local case backend
+  for case in "$@"; do
+    for backend in nccl cc; do
+      torchrun_for 2 "$(free_port)"
+      run "real-clients-$case-$backend" "${launch[@]}" "$HERE/real_clients.py" "$backend" "$case"
+    done
+    check "real-clients-$case" "$PYTHON" "$HERE/real_clients.py" --compare \
+      "$OUT/real-clients-$case-nccl.log" "$OUT/real-clients-$case-cc.log"
+    grep -h "^losses equal" "$OUT/real-clients-$case.log" | sed "s/^/   $case: /"
+  done
+}
+
+# dist.shrink_group after a rank dies mid-training: the survivors shrink
+# in the same process and finish with the right weights; with "abort",
+# through SHRINK_ABORT. The log has each survivor's time from the death to
+# its first correct all-reduce on the shrunk group.
+shrink_group_steps() {  # N VICTIM [abort]...
+  local ranks=$1 victim=$2 how name
+  shift 2
+  for how in "$@"; do
+    name=shrink-group-${ranks}ranks-victim-$victim
+    local flag=()
+    [ "$how" = abort ] && { name+=-abort; flag=(--abort); }
+    sharing_for "$ranks"
+    run "$name" "${launch[@]}" "$PYTHON" "$HERE/shrink_group.py" --ranks "$ranks" --victim "$victim" "${flag[@]}"
+    grep -h "first correct all-reduce\|shrink_group(" "$OUT/$name.log" | sed "s/^/   /"
+  done
+}
+
 # torch's own DistributedTest on "nccl" and "cc", N ranks on GPU 0; each
 # backend's log and results beside the step's log.
 distributed_test() {  # N...
@@ -397,6 +453,8 @@ if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   pip_installed_import
   export PYTHONPATH=$WORK/pip:$HERE${PYTHONPATH#"$SRC/python:$HERE"}
   torch_ops 2 cc cpu:gloo,cuda:cc
+  cuda_graph_steps nccl cc
+  real_clients_steps fsdp2 tp compiled
   distributed_test 2
   torch_ops 4 cc
   torch_ops 8 cc
@@ -404,6 +462,7 @@ if [ "${PYTHON_GPU_QUICK:-0}" = 1 ]; then
   peer_failure 2 1
   peer_failure 4 2
   peer_failure 8 5
+  shrink_group_steps 4 2 default abort
   mismatch 2 4
 else
   run extension-jit "$PYTHON" -c '
@@ -416,12 +475,16 @@ print("extension", cc.torch._C.__file__)'
   torch_ops 2 cc cpu:gloo,cuda:cc
   torch_ops 4 cc cpu:gloo,cuda:cc
   torch_ops 8 cc cpu:gloo,cuda:cc
+  cuda_graph_steps nccl cc
+  real_clients_steps fsdp2 tp compiled
   distributed_test 2 4
   seed_ddp_nccl
   seeds spawn torchrun byhand
   peer_failure 2 1 0
   peer_failure 4 2 0
   peer_failure 8 5 0
+  shrink_group_steps 4 2 default abort
+  shrink_group_steps 8 5 default
   mismatch 2 4
 fi
 

@@ -1,5 +1,6 @@
 #include "backend.hpp"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -177,6 +178,10 @@ void fused(size_t count, const char* what, Call&& call) {
   check(end, "cc backend: cc_group_end");
 }
 
+// torch's shrink flags (distributed_c10d.SHRINK_DEFAULT, SHRINK_ABORT: NCCL's values).
+constexpr int kShrinkDefault = 0;
+constexpr int kShrinkAbort = 1;
+
 char* at_element(const Buffer& b, size_t index) {
   return static_cast<char*>(b.data) + index * b.element_size;
 }
@@ -190,6 +195,11 @@ char* at_element(const Buffer& b, size_t index) {
 CCBackend::CCBackend(int rank, int size, Rendezvous rendezvous)
     : c10d::Backend(rank, size),
       state_(std::make_shared<CommState>(rank, size, std::move(rendezvous))) {
+  init();
+}
+
+CCBackend::CCBackend(std::shared_ptr<CommState> state)
+    : c10d::Backend(state->rank(), state->size()), state_(std::move(state)) {
   init();
 }
 
@@ -760,5 +770,32 @@ void CCBackend::shutdown() {
 }
 
 void CCBackend::abort() { state_->abort(); }
+
+// ------------------------------------------------------------- shrink
+
+c10::intrusive_ptr<c10d::Backend> CCBackend::shrink(
+    const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+    const c10::intrusive_ptr<c10d::Backend::Options>& /*opts_override*/) {
+  const char* op = "shrink";
+  if (!(shrink_flags == kShrinkDefault || shrink_flags == kShrinkAbort))
+    fail(text(where(rank_, op), "shrink_flags ", shrink_flags,
+              " is neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)"));
+  std::vector<int64_t> excluded(ranks_to_exclude);
+  std::sort(excluded.begin(), excluded.end());
+  excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
+  if (excluded.empty()) fail(text(where(rank_, op), "no rank to exclude was given"));
+  for (const int64_t r : excluded)
+    if (!(r >= 0 && r < size_))
+      fail(text(where(rank_, op), "rank ", r, " is outside the group's ranks [0, ", size_, ")"));
+  if (!(excluded.size() < static_cast<size_t>(size_)))
+    fail(text(where(rank_, op), "cannot exclude every rank of the group"));
+  if (std::binary_search(excluded.begin(), excluded.end(), static_cast<int64_t>(rank_)))
+    fail(text(where(rank_, op),
+              "this rank is among those to exclude; only the ranks that stay call shrink_group"));
+  // No operation is queued meanwhile, and an open coalescing block ends here.
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  abandon_coalescing();
+  return c10::make_intrusive<CCBackend>(state_->shrink(excluded, shrink_flags == kShrinkAbort));
+}
 
 }  // namespace cc_torch

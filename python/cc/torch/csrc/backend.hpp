@@ -25,6 +25,8 @@ namespace cc_torch {
 class CCBackend final : public c10d::Backend {
  public:
   CCBackend(int rank, int size, Rendezvous rendezvous);
+  // Around a communicator already made (shrink's new generation).
+  explicit CCBackend(std::shared_ptr<CommState> state);
   ~CCBackend() override;
 
   const std::string getBackendName() const override { return "cc"; }
@@ -83,6 +85,19 @@ class CCBackend final : public c10d::Backend {
   bool supportsCoalescing() const { return true; }
   void shutdown();
   void abort();
+
+  // dist.shrink_group: a Backend over the communicator's next generation
+  // without `ranks_to_exclude` (group ranks), made by cc_comm_shrink. cc's
+  // rendezvous leaves out the ranks that failed, so those must be the ones
+  // asked for; a rank that is alive is refused in words. shrink_flags:
+  // torch's SHRINK_DEFAULT (0) or SHRINK_ABORT (1: the parent is aborted
+  // before the shrink, its pending work stopped, so its destroy returns at
+  // once). opts_override is not
+  // used: the new generation keeps the parent's deadline.
+  bool supportsShrinking() const { return CommState::can_shrink(); }
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t>& ranks_to_exclude, int shrink_flags = 0,
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts_override = nullptr);
 
   // The communicator's handle (0 before the first operation), for code that
   // shares it with cc.Comm-level calls.

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <c10/cuda/CUDAStream.h>
 
@@ -22,9 +25,15 @@ struct Rendezvous {
   cc_server_t server = nullptr;  // owned: the server this process hosts (group rank 0)
 };
 
+// Whether CC_TORCH_TIMING=1 asks for the timing lines on stderr: when a
+// group's first operation came and how long cc_comm_init took in it.
+bool timing_requested();
+
 class CommState {
  public:
   CommState(int rank, int size, Rendezvous rendezvous);
+  // Around a communicator already made (a shrink's) on `device`.
+  CommState(int rank, int size, Rendezvous rendezvous, cc_comm_t comm, c10::DeviceIndex device);
   ~CommState();  // destroys the communicator, then stops the server
   CommState(const CommState&) = delete;
   CommState& operator=(const CommState&) = delete;
@@ -37,6 +46,8 @@ class CommState {
   c10::DeviceIndex device() const { return device_; }
   const c10::cuda::CUDAStream& stream() const { return *stream_; }
   bool created() const { return comm_ != nullptr; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
   cc_comm_t handle() const { return comm_; }
 
   // Aborts the communicator (idempotent; the next cc call raises).
@@ -50,6 +61,17 @@ class CommState {
   // The communicator's deadline (cc_comm_timeout), known once comm() made it.
   std::chrono::milliseconds timeout();
 
+  // Whether libcc has what shrink() needs.
+  static bool can_shrink();
+  // The communicator's next generation without `excluded` (group ranks,
+  // sorted), through cc_comm_shrink: cc leaves out the ranks its rendezvous
+  // found failed, so `excluded` must be those (a rank that is alive cannot
+  // be left out; the words say so). Collective over the survivors;
+  // blocking. The rendezvous server this process hosts moves to the new
+  // state. With `abort_parent`, this communicator is aborted first (its
+  // pending work stopped), so its destroy cannot wait on anyone.
+  std::shared_ptr<CommState> shrink(const std::vector<int64_t>& excluded, bool abort_parent);
+
  private:
   const int rank_;
   const int size_;
@@ -60,6 +82,14 @@ class CommState {
   c10::DeviceIndex device_ = -1;
   std::chrono::milliseconds timeout_{0};
   std::optional<c10::cuda::CUDAStream> stream_;
+  const std::chrono::steady_clock::time_point made_at_ = std::chrono::steady_clock::now();
+
+  // The ranks libcc reports failed on `comm` (cc_comm_failed_ranks), sorted.
+  std::vector<int64_t> failed_on(cc_comm_t comm) const;
+  // Waits up to `wait` until every rank of `excluded` is reported failed on
+  // this generation-0 communicator; the ones that are not, else none.
+  std::vector<int64_t> not_failed(const std::vector<int64_t>& excluded,
+                                  std::chrono::milliseconds wait) const;
 };
 
 }  // namespace cc_torch
