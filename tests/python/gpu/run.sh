@@ -64,6 +64,9 @@
 # torch's DistributedTest at 4 ranks.
 # Each step is bounded by PYTHON_GPU_STEP_TIMEOUT (default 120 s; the
 # extension's build by PYTHON_GPU_BUILD_TIMEOUT, default 300 s).
+# PYTHON_GPU_ONLY, an extended regular expression, keeps the steps whose
+# names match it and leaves the others out, uncounted (keep pip-install and
+# pip-installed-import for the steps that need the extension).
 # PYTHON_GPU_GDB=1 runs each rank of the torch backend's steps under gdb
 # (when installed), which prints every thread's native stack if it crashes.
 # The last line is "python gpu: N passed, N failed, N skipped", after one
@@ -113,10 +116,15 @@ limit() {  # NAME: the step's time limit in seconds
   esac
 }
 
+# wanted NAME: the step is one PYTHON_GPU_ONLY keeps (every step without it).
+wanted() { [ -z "${PYTHON_GPU_ONLY:-}" ] || [[ $1 =~ $PYTHON_GPU_ONLY ]]; }
+
 # run NAME CMD...: runs CMD under timeout, logs to OUT/NAME.log, counts it.
+# A step PYTHON_GPU_ONLY leaves out returns 1, uncounted.
 run() {
   local name=$1
   shift
+  wanted "$name" || return 1
   echo "== $name: $*" | tee "$OUT/$name.log"
   local start=$SECONDS
   timeout --kill-after=10 "$(limit "$name")" "$@" >>"$OUT/$name.log" 2>&1
@@ -128,12 +136,14 @@ declare -A bg_pid bg_start
 start() {
   local name=$1
   shift
+  wanted "$name" || return 0
   echo "== $name (in the background): $*" | tee "$OUT/$name.log"
   bg_start[$name]=$SECONDS
   timeout --kill-after=10 "$(limit "$name")" "$@" >>"$OUT/$name.log" 2>&1 &
   bg_pid[$name]=$!
 }
 finish() {
+  [ -n "${bg_pid[$1]:-}" ] || return 1
   wait "${bg_pid[$1]}"
   count "$1" $? "${bg_start[$1]}"
 }
@@ -158,6 +168,7 @@ fail_step() {  # NAME WHY
 
 # skip NAME WHY: a step this machine cannot run, listed with its reason.
 skip() {
+  wanted "$1" || return 0
   skipped=$((skipped + 1))
   skipped_steps+=("$1: $2")
   echo "-- $1: skipped, $2" | tee "$OUT/$1.log"
@@ -167,6 +178,7 @@ skip() {
 check() {
   local name=$1
   shift
+  wanted "$name" || return 0
   if "$@" >>"$OUT/$name.log" 2>&1; then
     passed=$((passed + 1))
     echo "-- $name: passed" | tee -a "$OUT/$name.log"
