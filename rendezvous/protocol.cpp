@@ -252,7 +252,11 @@ bool fields(auto& io, Is<Heartbeat> auto& m) {
 bool fields(auto& io, Is<CallsEnd> auto& m) {
   return io.u32(m.comm_number) && io.u32(m.generation) && io.u64(m.last) &&
          io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); }) &&
-         io.u64(m.answers) && io.u32(m.timeout_ms);
+         io.u64(m.answers) && io.u32(m.timeout_ms) &&
+         (io.at_end() ||  // a client without split lines
+          (io.u32(m.split) && io.i32(m.split_color) && io.i32(m.split_rank) &&
+           io.i32(m.split_ranks) &&
+           io.valid(m.split == 0 || (m.split_rank >= 0 && m.split_rank < m.split_ranks))));
 }
 bool fields(auto& io, Is<CallsWanted> auto& m) {
   return io.u32(m.comm_number) && io.u32(m.generation) && io.u32(m.split) &&
