@@ -18,6 +18,7 @@
 #include "lib/core/core.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/watch/comm_watch.hpp"
+#include "lib/watch/graph_replays.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/factory/address.hpp"
 
@@ -65,6 +66,9 @@ struct cc_comm : cc::core::Core {
   // watch, kept with CC_WATCHDOG=0 too); declared before `watch`, which
   // points at it.
   std::unique_ptr<cc::watch::FlightRecorder> recorder;
+  // The replays of CUDA graphs that captured its calls, on the recorder's
+  // call log (with the check on); declared after `recorder`, which it uses.
+  std::unique_ptr<cc::watch::GraphReplays> graph_replays;
   // The watchdog's view of this communicator (null with CC_WATCHDOG=0).
   std::unique_ptr<cc::watch::CommWatch> watch;
 

@@ -69,6 +69,7 @@ bool finalize_nccl(cc_comm* c, Clock::time_point deadline) {
 Status end_calls(cc_comm* c, rv::Client& client, rv::CallsEnd end, Clock::time_point deadline) {
   core::CallLog& calls = c->recorder->calls();
   end.last = calls.collectives();
+  end.last_replay = calls.replays();
   end.calls = calls.take_report();
   const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
   end.timeout_ms = static_cast<uint32_t>(std::max<long long>(1, left));
@@ -148,6 +149,7 @@ Status destroy(std::unique_ptr<cc_comm> c) {
   stop_watch(c.get());  // no tick runs on it from here on
   Status verdict;
   if (core::usable(*c) && !c->abort_requested.load()) verdict = compare_last_calls(c.get(), deadline);
+  if (c->graph_replays) c->graph_replays->end();  // its graphs may outlive it
   const bool healthy = core::usable(*c) && !c->abort_requested.load();
   if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {
     core::DeviceScope scope(c->device);

@@ -56,7 +56,7 @@ bool ServerCore::Impl::on_calls_end(Conn& c, uint32_t rid, const CallsEnd& e,
   ender.waiting = true;
   rules::CallCheck& check = call_check(job, key);
   const rules::CallReport report{member->rank, member->host, member->pid, e.calls, e.answers};
-  if (std::optional<rules::CallMismatch> m = check.end(report, e.last))
+  if (std::optional<rules::CallMismatch> m = check.end(report, e.last, e.last_replay))
     tell_calls_differ(job, key, *m);
   else
     settle_calls(job, key);

@@ -47,7 +47,7 @@ bool ServerCore::Impl::on_split_calls_end(Job& job, Conn& c, uint32_t rid,
   ender.rid = rid;
   ender.waiting = true;
   const rules::CallReport report{e.split_rank, member.host, member.pid, e.calls, e.answers};
-  if (std::optional<rules::CallMismatch> m = s.check.end(report, e.last))
+  if (std::optional<rules::CallMismatch> m = s.check.end(report, e.last, e.last_replay))
     tell_split_differ(job, key, s, *m, member);
   else
     settle_split(job, key, s);
