@@ -130,7 +130,7 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
     if (c->recorder) {
       const CallDesc call = describe(coll, c);
       // A call captured into a CUDA graph: the graph counts its replays.
-      if (c->graph_replays)
+      if (c->graph_replays && capturing != 0)
         if (const int captured = c->graph_replays->note(to_cuda(stream), call); captured >= 0)
           capturing = captured;
       c->recorder->calls().record(call, c->ops_enqueued.load(std::memory_order_relaxed) + 1,

@@ -49,7 +49,12 @@ int GraphReplays::note(cudaStream_t stream, const CallDesc& call) noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   cudaGraph_t graph = nullptr;
-  if (cudaStreamGetCaptureInfo(stream, &status, &id, &graph) != cudaSuccess) {
+#if CUDART_VERSION >= 12000
+  const cudaError_t asked = cudaStreamGetCaptureInfo(stream, &status, &id, &graph);
+#else  // CUDA 11's spelling of the call that also names the graph
+  const cudaError_t asked = cudaStreamGetCaptureInfo_v2(stream, &status, &id, &graph);
+#endif
+  if (asked != cudaSuccess) {
     (void)cudaGetLastError();
     return -1;
   }

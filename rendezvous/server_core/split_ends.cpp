@@ -8,6 +8,9 @@
 // deadline. The verdict goes to the child's members alone: an Error
 // (CC_ERR_MISMATCH) to those that wait, a mismatch PeerEvent marked with
 // the split to those still running; agreement is an Ok.
+#include <algorithm>
+#include <set>
+
 #include "common/log.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
