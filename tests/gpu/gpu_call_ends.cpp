@@ -91,6 +91,11 @@ int split_child(int at, cc_comm_t comm, int rank, cudaStream_t s) {
         break;
       }
     }
+    // A difference found while the child ran fails it before its destroy.
+    if (const cc_result_t r = cc_comm_check(child); r != CC_SUCCESS && !told) {
+      verdict("cc_comm_check", r);
+      told = true;
+    }
     if (const cc_result_t r = cc_comm_destroy(child); r != CC_SUCCESS && !told) {
       verdict("cc_comm_destroy", r);
       told = true;
