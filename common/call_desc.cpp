@@ -74,6 +74,13 @@ uint64_t fingerprint_step(uint64_t before, const CallDesc& call) {
   return mix(h, static_cast<uint32_t>(call.root));
 }
 
+std::string graph_words(const CallPoint& replay) {
+  const std::string calls = replay.peer == 1 ? "1 call" : std::to_string(replay.peer) + " calls";
+  return "a graph of " + calls + " (the first " + call_words(replay.call) + ")";
+}
+
+uint64_t fingerprint_fold(uint64_t before, uint64_t value) { return mix(before, value); }
+
 bool pair_matches(const CallDesc& send, const CallDesc& recv) {
   return send.count == recv.count && send.dtype == recv.dtype;
 }

@@ -47,6 +47,9 @@ std::string call_words(const CallDesc& call);
 // in_place, which ranks may choose each for itself (and which an in-place
 // all-gather spells differently on every rank).
 uint64_t fingerprint_step(uint64_t before, const CallDesc& call);
+// The running fingerprint after folding in `value` (a graph's fingerprint
+// on the replay line).
+uint64_t fingerprint_fold(uint64_t before, uint64_t value);
 
 // Whether a's send and b's matching recv agree: count and datatype.
 bool pair_matches(const CallDesc& send, const CallDesc& recv);
@@ -58,13 +61,21 @@ CallDesc pair_part(const CallDesc& call);
 // Collectives form one line per communicator, numbered 1, 2, ...; sends and
 // recvs form one line per ordered pair of ranks (from -> to), numbered by the
 // k-th send from `from` to `to`, which is the k-th recv of `to` from `from`.
+// Replays of CUDA graphs that captured the communicator's calls form a line
+// of their own, numbered by replay: its running fingerprint folds in each
+// replayed graph's fingerprint of its calls, `call` is the graph's first
+// call and `peer` the number of its calls.
 struct CallPoint {
-  enum class Line : uint8_t { collective = 0, send = 1, recv = 2 };
+  enum class Line : uint8_t { collective = 0, send = 1, recv = 2, replay = 3 };
   Line line = Line::collective;
-  int32_t peer = -1;         // send: the receiver; recv: the sender; collective: -1
+  int32_t peer = -1;  // send: the receiver; recv: the sender; replay: the graph's calls; else -1
   uint64_t seq = 0;          // its number on its line
   uint64_t fingerprint = 0;  // the line's running fingerprint after this call
   CallDesc call{};
 };
+
+// "a graph of 3 calls (the first cc_allreduce 8 x FLOAT32 SUM)": a replay
+// point's graph, in words.
+std::string graph_words(const CallPoint& replay);
 
 }  // namespace cc

@@ -236,7 +236,7 @@ bool fields(auto& io, Is<CallPoint> auto& p) {
   return io.enum8(p.line) && io.i32(p.peer) && io.u64(p.seq) && io.u64(p.fingerprint) &&
          io.enum8(p.call.kind) && io.u64(p.call.count) && io.i32(p.call.dtype) &&
          io.i32(p.call.op) && io.i32(p.call.root) && io.boolean(p.call.in_place) &&
-         io.valid(p.line <= CallPoint::Line::recv &&
+         io.valid(p.line <= CallPoint::Line::replay &&
                   static_cast<uint8_t>(p.call.kind) <= kLastCallKind);
 }
 bool fields(auto& io, Is<Heartbeat> auto& m) {
@@ -252,7 +252,12 @@ bool fields(auto& io, Is<Heartbeat> auto& m) {
 bool fields(auto& io, Is<CallsEnd> auto& m) {
   return io.u32(m.comm_number) && io.u32(m.generation) && io.u64(m.last) &&
          io.list(m.calls, kMaxHeartbeatCalls, [&](auto& p) { return fields(io, p); }) &&
-         io.u64(m.answers) && io.u32(m.timeout_ms);
+         io.u64(m.answers) && io.u32(m.timeout_ms) &&
+         (io.at_end() ||  // a client without split lines
+          (io.u32(m.split) && io.i32(m.split_color) && io.i32(m.split_rank) &&
+           io.i32(m.split_ranks) &&
+           io.valid(m.split == 0 || (m.split_rank >= 0 && m.split_rank < m.split_ranks)))) &&
+         (io.at_end() || io.u64(m.last_replay));  // a client that counts no graph replays
 }
 bool fields(auto& io, Is<CallsWanted> auto& m) {
   return io.u32(m.comm_number) && io.u32(m.generation) && io.u32(m.split) &&

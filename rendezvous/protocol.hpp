@@ -198,6 +198,11 @@ struct Heartbeat {
 // CC_ERR_MISMATCH naming the first op where they differ, or CallsWanted when
 // it needs more of this member's points, which come in another CallsEnd
 // (answers: that want's id). The member waits at most timeout_ms.
+// split > 0 (absent in older frames: 0): the calls are those of a
+// communicator made by cc_comm_split, keyed as Heartbeat's split lines, in
+// which the member is rank split_rank of split_ranks; the server waits for
+// every live rank of that child. last_replay (absent in older frames: 0):
+// the number of its last replay of a CUDA graph (CallPoint::Line::replay).
 struct CallsEnd {
   uint32_t comm_number = 0;
   uint32_t generation = 0;
@@ -205,6 +210,11 @@ struct CallsEnd {
   std::vector<CallPoint> calls{};
   uint64_t answers = 0;
   uint32_t timeout_ms = 0;
+  uint32_t split = 0;
+  int32_t split_color = 0;
+  int32_t split_rank = -1;
+  int32_t split_ranks = 0;
+  uint64_t last_replay = 0;
 };
 // The points of a member's collectives numbered after `after` up to
 // `through`, lowest first, as its flight recorder holds them (at most

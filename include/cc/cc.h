@@ -172,12 +172,15 @@ CC_API cc_result_t cc_comm_init_from_env(cc_comm_t* comm, const cc_config_t* con
 CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* newcomm,
                                  const cc_config_t* config);
 
-/* Compares every rank's calls up to its last (with CC_CHECK_CALLS on), leaves
- * the rendezvous cleanly and frees the communicator. Blocking: it waits for
+/* Compares every rank's calls up to its last (with CC_CHECK_CALLS on), and
+ * how often each replayed the CUDA graphs that captured them, leaves the
+ * rendezvous cleanly and frees the communicator. Blocking: it waits for
  * the other live ranks' destroy, up to the communicator's deadline. Returns
- * CC_ERR_MISMATCH, with cc_last_error() naming the first op whose calls
- * differ and each side's call, when they differ (the handle is freed all
- * the same). NULL is a no-op. A communicator that failed is aborted, not
+ * CC_ERR_MISMATCH, with cc_last_error() naming the first op (or graph
+ * replay) whose calls differ and each side's, when they differ (the handle
+ * is freed all the same). A communicator made by cc_comm_split is compared
+ * through its parent: destroy it before the parent, in the same order on
+ * every rank. NULL is a no-op. A communicator that failed is aborted, not
  * finalized, so this returns promptly. Not thread-safe against other calls
  * on the same comm. */
 CC_API cc_result_t cc_comm_destroy(cc_comm_t comm);
@@ -326,8 +329,11 @@ CC_API cc_result_t cc_group_end(void);
  * cc_group_start/end may be captured (stream capture on the stream passed);
  * a replay runs NCCL's kernels with no work from cc on the host. Rules, as
  * NCCL's: every rank captures the same operations in the same order and
- * replays its graph as often as the others; arguments are checked when
- * captured, not when replayed, so the buffers captured must stay allocated;
+ * replays its graph as often as the others (with CC_CHECK_CALLS on, cc adds
+ * one host node to each graph, which counts its replays for cc_comm_destroy
+ * to compare: synchronize the stream before destroying); arguments are
+ * checked when captured, not when replayed, so the buffers captured must
+ * stay allocated;
  * the comm must not be destroyed (cc_comm_destroy) while a graph that
  * captured it can still be launched: destroy the graph executables first;
  * graphs using one comm must not run concurrently with each other or with

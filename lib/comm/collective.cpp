@@ -127,10 +127,15 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
     if (!core::usable(*c) || c->abort_requested.load(std::memory_order_seq_cst))
       return fail(core::state_status(coll.call, *c));
     // Recorded before the launch, so a rank stuck in it reports this call.
-    if (c->recorder)
-      c->recorder->calls().record(describe(coll, c),
-                                  c->ops_enqueued.load(std::memory_order_relaxed) + 1,
+    if (c->recorder) {
+      const CallDesc call = describe(coll, c);
+      // A call captured into a CUDA graph: the graph counts its replays.
+      if (c->graph_replays && capturing != 0)
+        if (const int captured = c->graph_replays->note(to_cuda(stream), call); captured >= 0)
+          capturing = captured;
+      c->recorder->calls().record(call, c->ops_enqueued.load(std::memory_order_relaxed) + 1,
                                   reinterpret_cast<uintptr_t>(stream), wall_clock_us());
+    }
     r = launch();
     if (group.depth > 0) {
       note_in_group(c);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "lib/core/core.hpp"
 #include "lib/launch/config.hpp"
 #include "lib/watch/comm_watch.hpp"
+#include "lib/watch/graph_replays.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/factory/address.hpp"
 
@@ -48,11 +50,25 @@ struct cc_comm : cc::core::Core {
   // rendezvous server.
   std::unique_ptr<cc::rv::Client> client;
   std::unique_ptr<cc::comm::EmbeddedServerRef> server;
+  // A split child's destroy compares its calls through its parent's client
+  // under the parent's client_mu; the parent's destroy marks it closing
+  // there first, after which no child uses it.
+  std::mutex client_mu;
+  bool client_closing = false;  // under client_mu
+
+  // For a child of cc_comm_split: its parent, its number among the parent's
+  // splits (1, 2, ...) and its color, the same on every member.
+  cc_comm* split_parent = nullptr;
+  uint32_t split_number = 0;
+  int split_color = 0;
 
   // Its calls, their fingerprints and the flight recorder (made with the
   // watch, kept with CC_WATCHDOG=0 too); declared before `watch`, which
   // points at it.
   std::unique_ptr<cc::watch::FlightRecorder> recorder;
+  // The replays of CUDA graphs that captured its calls, on the recorder's
+  // call log (with the check on); declared after `recorder`, which it uses.
+  std::unique_ptr<cc::watch::GraphReplays> graph_replays;
   // The watchdog's view of this communicator (null with CC_WATCHDOG=0).
   std::unique_ptr<cc::watch::CommWatch> watch;
 

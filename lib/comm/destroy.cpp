@@ -1,10 +1,13 @@
 // A communicator's end: cc_comm_destroy compares the ranks' calls up to
-// their last (a difference fails it: CC_ERR_MISMATCH, the flight recorder
-// written), finalizes NCCL within the deadline (aborting past it; a failed
-// one is aborted at once), leaves the job cleanly and buries the handle;
-// cc_comm_abort marks it aborted and tells the other ranks.
+// their last, a split child's through its parent's client (a difference
+// fails it: CC_ERR_MISMATCH, the flight recorder written), finalizes NCCL
+// within the deadline (aborting past it; a failed one is aborted at once),
+// leaves the job cleanly and buries the handle; cc_comm_abort marks it
+// aborted and tells the other ranks.
 #include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <string>
 #include <utility>
 
 #include "common/log.hpp"
@@ -59,21 +62,18 @@ bool finalize_nccl(cc_comm* c, Clock::time_point deadline) {
 }
 
 // The ranks' calls compared up to their last, before NCCL lets go: the
-// rendezvous answers once every live rank has sent its own. A difference
-// fails the communicator (its NCCL is aborted, not finalized, as a call may
-// wait for a partner that never comes). Ranks that do not all come before
-// the deadline leave it unchecked, with a warning.
-Status compare_last_calls(cc_comm* c, Clock::time_point deadline) {
-  if (!c->client || !c->config.check_calls || !c->recorder) return Status::success();
+// rendezvous answers once every live rank has sent its own (`end`, sent on
+// `client`). A difference fails the communicator (its NCCL is aborted, not
+// finalized, as a call may wait for a partner that never comes). Ranks that
+// do not all come before the deadline leave it unchecked, with a warning.
+Status end_calls(cc_comm* c, rv::Client& client, rv::CallsEnd end, Clock::time_point deadline) {
   core::CallLog& calls = c->recorder->calls();
-  rv::CallsEnd end;
-  end.comm_number = c->comm_number;
-  end.generation = c->generation;
   end.last = calls.collectives();
+  end.last_replay = calls.replays();
   end.calls = calls.take_report();
   const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
   end.timeout_ms = static_cast<uint32_t>(std::max<long long>(1, left));
-  const Status st = c->client->end_calls(end, [&calls](uint64_t after, uint64_t through) {
+  const Status st = client.end_calls(end, [&calls](uint64_t after, uint64_t through) {
     return calls.points_in(after, through, rv::kMaxHeartbeatCalls);
   });
   if (st.ok()) return st;
@@ -95,14 +95,61 @@ Status compare_last_calls(cc_comm* c, Clock::time_point deadline) {
   return core::state_status("cc_comm_destroy", *c);
 }
 
+// A split child has no client: its calls go on its parent's, as its line
+// (split, color, its rank in the child), while the parent lives and works.
+// A child of a split child is not compared.
+Status end_split_calls(cc_comm* c, Clock::time_point deadline) {
+  cc_comm* parent = c->split_parent;
+  std::lock_guard<std::mutex> lock(parent->client_mu);
+  if (parent->split_parent != nullptr && !parent->client) return Status::success();
+  std::string why;
+  if (parent->client_closing || !parent->client)
+    why = "its parent communicator was destroyed first; destroy a communicator made by "
+          "cc_comm_split before its parent, in the same order on every rank";
+  else if (!core::usable(*parent))
+    why = "its parent communicator failed (" +
+          core::state_status("cc_comm_destroy", *parent).message + ")";
+  if (!why.empty()) {
+    log().warn("{}: the ranks' last calls on this communicator (made by cc_comm_split) were not "
+               "compared: {}",
+               c->who(), why);
+    return Status::success();
+  }
+  rv::CallsEnd end;
+  end.comm_number = parent->comm_number;
+  end.generation = parent->generation;
+  end.split = c->split_number;
+  end.split_color = c->split_color;
+  end.split_rank = c->rank;
+  end.split_ranks = c->nranks;
+  return end_calls(c, *parent->client, std::move(end), deadline);
+}
+
+Status compare_last_calls(cc_comm* c, Clock::time_point deadline) {
+  if (!c->config.check_calls || !c->recorder) return Status::success();
+  if (c->split_parent != nullptr) return end_split_calls(c, deadline);
+  if (!c->client) return Status::success();
+  rv::CallsEnd end;
+  end.comm_number = c->comm_number;
+  end.generation = c->generation;
+  return end_calls(c, *c->client, std::move(end), deadline);
+}
+
 }  // namespace
 
 Status destroy(std::unique_ptr<cc_comm> c) {
   const auto start = Clock::now();
   const auto deadline = start + c->timeout;
+  {
+    // No split child uses its client from here on (end_split_calls); one
+    // that does now is waited for, while the watchdog still heartbeats.
+    std::lock_guard<std::mutex> lock(c->client_mu);
+    c->client_closing = true;
+  }
   stop_watch(c.get());  // no tick runs on it from here on
   Status verdict;
   if (core::usable(*c) && !c->abort_requested.load()) verdict = compare_last_calls(c.get(), deadline);
+  if (c->graph_replays) c->graph_replays->end();  // its graphs may outlive it
   const bool healthy = core::usable(*c) && !c->abort_requested.load();
   if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {
     core::DeviceScope scope(c->device);

@@ -94,6 +94,8 @@ Status start_watch(cc_comm* c, bool embedded, const SplitOf& split_of) {
     c->recorder = std::make_unique<watch::FlightRecorder>(
         *c, std::move(id), static_cast<size_t>(c->config.trace_buffer), c->config.trace_dir);
   if (c->recorder && !c->config.trace_dir.empty()) watch::install_trace_signal();
+  if (c->recorder && c->config.check_calls)
+    c->graph_replays = std::make_unique<watch::GraphReplays>(c->recorder->calls());
   if (!watch::Watchdog::enabled()) return Status::success();
   std::unique_ptr<watch::ControlChannel> channel;
   if (c->client) {

@@ -87,6 +87,9 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
     return st;
   }
   c->parent = parent;  // before the kernels' set-up, which may take the parent's plan
+  c->split_parent = parent;
+  c->split_number = split_number;
+  c->split_color = color;
   Status fast_st;
   {
     core::DeviceScope scope(c->device);

@@ -12,6 +12,8 @@ CallLog::CallLog(int nranks, size_t capacity)
   recent_.reserve(kRecent + 1);
   checkpoints_.reserve(kCheckpoints + 1);
   recent_p2p_.reserve(kRecent + 1);
+  recent_replays_.reserve(kRecent + 1);
+  replay_checkpoints_.reserve(kCheckpoints + 1);
 }
 
 void CallLog::keep(std::vector<CallPoint>& points, size_t max, const CallPoint& p) {
@@ -47,6 +49,20 @@ void CallLog::record(const CallDesc& call, uint64_t op, uint64_t stream, int64_t
   filled_ = std::min(filled_ + 1, capacity_);
 }
 
+void CallLog::record_replay(uint64_t graph, const CallDesc& first, int32_t calls) {
+  CallPoint p;
+  p.line = CallPoint::Line::replay;
+  p.call = first;
+  p.peer = calls;
+  std::lock_guard<std::mutex> lock(mu_);
+  replays_.seq += 1;
+  replays_.fingerprint = fingerprint_fold(replays_.fingerprint, graph);
+  p.seq = replays_.seq;
+  p.fingerprint = replays_.fingerprint;
+  keep(recent_replays_, kRecent, p);
+  if (p.seq % kCheckpointEvery == 0) keep(replay_checkpoints_, kCheckpoints, p);
+}
+
 void CallLog::completed_through(uint64_t op, int64_t now_us) {
   std::lock_guard<std::mutex> lock(mu_);
   if (op <= completed_op_) return;
@@ -63,16 +79,22 @@ void CallLog::completed_through(uint64_t op, int64_t now_us) {
 std::vector<CallPoint> CallLog::take_report() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<CallPoint> out;
-  out.reserve(checkpoints_.size() + recent_.size() + recent_p2p_.size());
+  out.reserve(checkpoints_.size() + recent_.size() + recent_p2p_.size() +
+              replay_checkpoints_.size() + recent_replays_.size());
   // A checkpoint that is also among the recent ones is sent once.
-  const uint64_t first_recent = recent_.empty() ? UINT64_MAX : recent_.front().seq;
-  for (const CallPoint& p : checkpoints_)
-    if (p.seq < first_recent) out.push_back(p);
-  out.insert(out.end(), recent_.begin(), recent_.end());
+  auto checkpoints_then_recent = [&out](std::vector<CallPoint>& checkpoints,
+                                        std::vector<CallPoint>& recent) {
+    const uint64_t first_recent = recent.empty() ? UINT64_MAX : recent.front().seq;
+    for (const CallPoint& p : checkpoints)
+      if (p.seq < first_recent) out.push_back(p);
+    out.insert(out.end(), recent.begin(), recent.end());
+    checkpoints.clear();
+    recent.clear();
+  };
+  checkpoints_then_recent(checkpoints_, recent_);
   out.insert(out.end(), recent_p2p_.begin(), recent_p2p_.end());
-  checkpoints_.clear();
-  recent_.clear();
   recent_p2p_.clear();
+  checkpoints_then_recent(replay_checkpoints_, recent_replays_);
   reported_seq_ = collectives_.seq;
   return out;
 }
@@ -105,6 +127,11 @@ std::vector<TraceEntry> CallLog::entries() const {
 uint64_t CallLog::collectives() const {
   std::lock_guard<std::mutex> lock(mu_);
   return collectives_.seq;
+}
+
+uint64_t CallLog::replays() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replays_.seq;
 }
 
 uint64_t CallLog::fingerprint() const {

@@ -1,5 +1,6 @@
 // A communicator's record of its calls: the running fingerprint of its
-// collectives and of its sends and recvs per peer, the points a heartbeat
+// collectives, of its sends and recvs per peer and of the replays of CUDA
+// graphs that captured its calls, the points a heartbeat
 // carries to the rendezvous for comparison across ranks, and the flight
 // recorder's ring of the last calls with their stream and times. No CUDA:
 // unit-tested alone. The calling thread records (one hash step and a ring
@@ -41,6 +42,11 @@ class CallLog {
   void record(const CallDesc& call, uint64_t op, uint64_t stream, int64_t now_us);
   // The watchdog saw every operation up to `op` complete.
   void completed_through(uint64_t op, int64_t now_us);
+  // A replay of a CUDA graph that captured `calls` calls of this
+  // communicator, `graph` their fingerprint and `first` the first of them:
+  // the replay line's next point. Called from the thread CUDA runs the
+  // graph's host node on, as the GPU reaches it.
+  void record_replay(uint64_t graph, const CallDesc& first, int32_t calls);
 
   // The points recorded since the last call of it (each is sent once), in
   // the order they were recorded.
@@ -54,6 +60,7 @@ class CallLog {
   // The ring, oldest first.
   std::vector<TraceEntry> entries() const;
   uint64_t collectives() const;  // the number of the last collective (0: none yet)
+  uint64_t replays() const;      // the number of the last graph replay (0: none yet)
   uint64_t fingerprint() const;  // the collectives' running fingerprint
   size_t capacity() const { return capacity_; }
 
@@ -73,8 +80,9 @@ class CallLog {
   size_t filled_ = 0;
   uint64_t completed_op_ = 0;
   uint64_t reported_seq_ = 0;  // the last collective when the last report was taken
+  Line replays_;
   // Not yet reported:
-  std::vector<CallPoint> recent_, checkpoints_, recent_p2p_;
+  std::vector<CallPoint> recent_, checkpoints_, recent_p2p_, recent_replays_, replay_checkpoints_;
 };
 
 }  // namespace cc::core

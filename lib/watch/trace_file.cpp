@@ -34,6 +34,8 @@ const char* line_name(CallPoint::Line line) {
       return "send";
     case CallPoint::Line::recv:
       return "recv";
+    case CallPoint::Line::replay:
+      return "replay";
   }
   return "?";
 }

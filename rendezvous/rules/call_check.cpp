@@ -23,8 +23,10 @@ std::string parted_after(uint64_t agreed) {
 
 std::optional<CallMismatch> CallCheck::report(const CallReport& r) { return take(r); }
 
-std::optional<CallMismatch> CallCheck::end(const CallReport& r, uint64_t last) {
+std::optional<CallMismatch> CallCheck::end(const CallReport& r, uint64_t last,
+                                           uint64_t last_replay) {
   ended_[r.rank] = last;
+  ended_replays_[r.rank] = last_replay;
   enders_[r.rank] = Seen{r.rank, r.host, r.pid, {}, false};
   return take(r);
 }
@@ -68,6 +70,10 @@ std::optional<CallMismatch> CallCheck::take(const CallReport& r) {
       collective(r, *p);
       continue;
     }
+    if (p->line == CallPoint::Line::replay) {
+      replay(r, *p);
+      continue;
+    }
     // A difference among the collectives is told before one of the pairs.
     if (!collectives_done) {
       collectives_done = true;
@@ -107,6 +113,24 @@ void CallCheck::collective(const CallReport& r, const CallPoint& p) {
     difference_ = Difference{p.seq, first, Seen{r.rank, r.host, r.pid, p, false}};
 }
 
+void CallCheck::replay(const CallReport& r, const CallPoint& p) {
+  CallPoint& last = last_replays_[r.rank];
+  if (p.seq >= last.seq) last = p;
+  auto [it, inserted] = replays_.try_emplace(p.seq, Seen{r.rank, r.host, r.pid, p, false});
+  if (inserted) {
+    if (replays_.size() > kKeep) replays_.erase(replays_.begin());
+    return;
+  }
+  Seen& first = it->second;
+  if (first.rank == r.rank) return;
+  if (first.point.fingerprint == p.fingerprint) {
+    first.matched = true;
+    return;
+  }
+  if (!replay_difference_ || p.seq < replay_difference_->seq)
+    replay_difference_ = Difference{p.seq, first, Seen{r.rank, r.host, r.pid, p, false}};
+}
+
 bool CallCheck::ask(uint64_t after, uint64_t through, std::vector<int32_t> ranks) {
   if (!asks_ || std::make_pair(after, through) == last_asked_ || wants_ >= kMaxWants)
     return false;
@@ -124,7 +148,9 @@ std::optional<CallMismatch> CallCheck::conclude(CallMismatch m) {
   verdict_ = m;
   want_.reset();
   difference_.reset();
+  replay_difference_.reset();
   collectives_.clear();
+  replays_.clear();
   pairs_.clear();
   return m;
 }
@@ -142,8 +168,104 @@ std::optional<CallMismatch> CallCheck::decide() {
       return std::nullopt;
     return conclude(differ_words(*difference_, agreed));
   }
+  if (replay_difference_) return conclude(replay_words(*replay_difference_));
   if (ended_.empty()) return std::nullopt;
-  return ended_apart();
+  if (std::optional<CallMismatch> m = ended_apart(); m || want_ || diverged_) return m;
+  if (std::optional<CallMismatch> m = replays_ended_apart()) return conclude(std::move(*m));
+  return std::nullopt;
+}
+
+namespace {
+
+const char* const kReplayAdvice =
+    ". Every rank must replay the same CUDA graphs, as many times and in the same order (each "
+    "graph's calls were compared as it was captured); a replay counts when the GPU reaches it, "
+    "so synchronize the stream a graph was launched on before cc_comm_destroy";
+
+std::string replay_number(uint64_t n) { return "graph replay #" + std::to_string(n); }
+
+}  // namespace
+
+// The lowest replay where two ranks' running fingerprints differ.
+CallMismatch CallCheck::replay_words(const Difference& d) const {
+  uint64_t agreed = 0;
+  for (auto it = replays_.lower_bound(d.seq); it != replays_.begin();) {
+    --it;
+    if (it->second.matched) {
+      agreed = it->first;
+      break;
+    }
+  }
+  // The higher rank first, whichever report came first.
+  const bool other_first = d.other.rank > d.first.rank;
+  const Seen& a = other_first ? d.other : d.first;
+  const Seen& b = other_first ? d.first : d.other;
+  const std::string a_who = who(a.rank, a.host, a.pid);
+  const std::string b_who = who(b.rank, b.host, b.pid);
+  const std::string a_graph = graph_words(a.point);
+  const std::string b_graph = graph_words(b.point);
+  CallMismatch m{d.other.rank, d.first.rank, d.seq, {}};
+  const std::string at = replay_number(d.seq);
+  const bool adjacent = agreed + 1 == d.seq;
+  if (a_graph != b_graph)
+    m.words = at + ": " + a_who + " replayed " + a_graph + ", but " + b_who + " replayed " +
+              b_graph + "; " +
+              (adjacent ? (agreed == 0 ? std::string("their first replays differ")
+                                       : "their replays agree up to " + replay_number(agreed))
+                        : "their replays agree up to " +
+                              (agreed == 0 ? std::string("their first") : replay_number(agreed)) +
+                              " at least, and differ at " + at + " or before");
+  else if (adjacent)
+    m.words = at + ": " + a_who + " and " + b_who + " both replayed " + a_graph +
+              ", but not the same graph (another call after the first)";
+  else
+    m.words = at + ": " + a_who + " and " + b_who + " both replayed " + a_graph +
+              ", but an earlier replay differs: their replays " +
+              (agreed == 0 ? std::string("differ before it")
+                           : "agree up to " + replay_number(agreed) + " and differ after it");
+  m.words += kReplayAdvice;
+  return m;
+}
+
+// A rank that ended after replay #N while another made replay #N+1.
+std::optional<CallMismatch> CallCheck::replays_ended_apart() const {
+  if (ended_replays_.empty()) return std::nullopt;
+  int32_t short_rank = -1;
+  uint64_t lo = 0;
+  for (const auto& [rank, last] : ended_replays_) {
+    if (short_rank >= 0 && last >= lo) continue;
+    short_rank = rank;
+    lo = last;
+  }
+  int32_t long_rank = -1;
+  uint64_t furthest = 0;
+  for (const auto& [rank, e] : ended_replays_)
+    if (e > lo && long_rank < 0) long_rank = rank, furthest = e;
+  for (const auto& [rank, p] : last_replays_)
+    if (rank != short_rank && p.seq > lo && long_rank < 0) long_rank = rank, furthest = p.seq;
+  if (long_rank < 0) return std::nullopt;
+  const auto s = enders_.find(short_rank);
+  const std::string shorter = s == enders_.end()
+                                  ? "rank " + std::to_string(short_rank)
+                                  : who(s->second.rank, s->second.host, s->second.pid);
+  const std::string ended_words =
+      lo == 0 ? "it ended (cc_comm_destroy) before any graph replay"
+              : "it ended (cc_comm_destroy) after " + replay_number(lo);
+  CallMismatch m{long_rank, short_rank, lo + 1, {}};
+  const auto next = replays_.find(lo + 1);
+  if (next != replays_.end() && next->second.rank != short_rank) {
+    const Seen& l = next->second;
+    m.rank = l.rank;
+    m.words = replay_number(lo + 1) + ": " + who(l.rank, l.host, l.pid) + " replayed " +
+              graph_words(l.point) + ", but " + shorter + " made no " + replay_number(lo + 1) +
+              ": " + ended_words;
+  } else {
+    m.words = "rank " + std::to_string(long_rank) + " made " + std::to_string(furthest) +
+              " graph replays, but " + shorter + " made " + std::to_string(lo) + ": " +
+              ended_words;
+  }
+  m.words += kReplayAdvice;
+  return m;
 }
 
 // A rank that ended after op #N while another made op #N+1: one of them

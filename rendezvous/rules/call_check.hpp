@@ -9,8 +9,12 @@
 // (CallsWant, answered from their flight recorders) until it names the first
 // op that differs. At a communicator's end each rank reports its last call
 // (end), and once every live rank has (finish) ranks that ended at another
-// op are a difference too: a skipped or an extra call. Pure: no sockets, no
-// etcd; cc's server feeds it from heartbeats and from each rank's end.
+// op are a difference too: a skipped or an extra call. The replays of CUDA
+// graphs form a line of their own, compared the same way (the same replay
+// number must have the same running fingerprint), and ranks that ended
+// after another number of replays differ too; a difference among the
+// collectives is told first. Pure: no sockets, no etcd; cc's server feeds
+// it from heartbeats and from each rank's end.
 #pragma once
 
 #include <cstddef>
@@ -63,9 +67,9 @@ class CallCheck {
   // difference is returned once; the communicator's calls are not compared
   // after it.
   std::optional<CallMismatch> report(const CallReport& r);
-  // A rank's last report before its communicator ends: its points and the
-  // number of its last collective (0: none).
-  std::optional<CallMismatch> end(const CallReport& r, uint64_t last);
+  // A rank's last report before its communicator ends: its points, the
+  // number of its last collective and of its last graph replay (0: none).
+  std::optional<CallMismatch> end(const CallReport& r, uint64_t last, uint64_t last_replay = 0);
   // Every rank still alive has ended: where they ended is compared too.
   std::optional<CallMismatch> finish();
   // A rank gone (a death, a leave): it is asked nothing more.
@@ -100,11 +104,14 @@ class CallCheck {
   };
   std::optional<CallMismatch> take(const CallReport& r);
   void collective(const CallReport& r, const CallPoint& p);
+  void replay(const CallReport& r, const CallPoint& p);
   std::optional<CallMismatch> pair(const CallReport& r, const CallPoint& p);
   uint64_t last_agreed_before(uint64_t seq) const;
   // What the points known so far decide: a difference, a want, or nothing yet.
   std::optional<CallMismatch> decide();
   std::optional<CallMismatch> ended_apart();
+  std::optional<CallMismatch> replays_ended_apart() const;
+  CallMismatch replay_words(const Difference& d) const;
   bool ask(uint64_t after, uint64_t through, std::vector<int32_t> ranks);
   std::optional<CallMismatch> conclude(CallMismatch m);
   CallMismatch differ_words(const Difference& d, uint64_t agreed) const;
@@ -113,6 +120,10 @@ class CallCheck {
   std::map<std::tuple<int32_t, int32_t, uint64_t>, Pair> pairs_;  // (from, to, k)
   std::map<int32_t, RankCall> last_calls_;
   std::optional<Difference> difference_;  // the lowest known
+  std::map<uint64_t, Seen> replays_;              // the replay line's points, as collectives_
+  std::optional<Difference> replay_difference_;  // the lowest known
+  std::map<int32_t, CallPoint> last_replays_;     // by rank: its last replay reported
+  std::map<int32_t, uint64_t> ended_replays_;     // by rank: its last replay as it ended
   bool asks_ = false;
   std::optional<CallsWant> want_;
   bool want_taken_ = false;

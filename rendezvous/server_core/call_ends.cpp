@@ -44,6 +44,7 @@ bool ServerCore::Impl::on_calls_end(Conn& c, uint32_t rid, const CallsEnd& e,
     return true;
   }
   Job& job = *c.job;
+  if (e.split != 0) return on_split_calls_end(job, c, rid, *member, e);
   const CallKey key{e.comm_number, e.generation};
   // Its watchdog stopped: its silence until the verdict is no death.
   if (c.heartbeat_timer && c.agent == 0)
@@ -55,7 +56,7 @@ bool ServerCore::Impl::on_calls_end(Conn& c, uint32_t rid, const CallsEnd& e,
   ender.waiting = true;
   rules::CallCheck& check = call_check(job, key);
   const rules::CallReport report{member->rank, member->host, member->pid, e.calls, e.answers};
-  if (std::optional<rules::CallMismatch> m = check.end(report, e.last))
+  if (std::optional<rules::CallMismatch> m = check.end(report, e.last, e.last_replay))
     tell_calls_differ(job, key, *m);
   else
     settle_calls(job, key);
@@ -148,6 +149,7 @@ void ServerCore::Impl::settle_calls(Job& job, CallKey key) {
 }
 
 void ServerCore::Impl::calls_member_gone(Job& job, CallKey key, int32_t rank) {
+  split_member_gone(job, key, rank);
   if (auto e = job.call_enders.find(key); e != job.call_enders.end()) e->second.erase(rank);
   auto found = job.call_checks.find(key);
   if (found == job.call_checks.end()) return;

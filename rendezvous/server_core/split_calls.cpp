@@ -7,49 +7,26 @@
 // reported to a child are told (the server does not know the others' colors);
 // one that reports after the difference is told then. Points it wants are
 // asked of the child's ranks that reported, on their parent's connection.
-#include "common/log.hpp"
+// How the child's end is compared: split_ends.cpp.
 #include "rendezvous/server_core/state.hpp"
-#include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv {
 
-using server_core::quote;
-
 void ServerCore::Impl::check_split_calls(Job& job, const Conn& c, const Membership& member,
                                          const Heartbeat& h) {
-  auto& checks = job.split_call_checks;
-  const auto key = std::make_tuple(h.comm_number, h.generation, h.split, h.split_color);
-  auto [it, made] = checks.try_emplace(key);
-  if (made && checks.size() > Job::kMaxSplitChecks) {
-    checks.erase(checks.begin() == it ? std::next(checks.begin()) : checks.begin());
-  }
-  Job::SplitCallCheck& s = it->second;
+  const SplitKey key{h.comm_number, h.generation, h.split, h.split_color};
+  Job::SplitCallCheck& s = split_check(job, key);
   const bool new_reporter = s.reporters.insert(c.id).second;
   if (s.verdict) {
     if (new_reporter) send(c.id, 0, *s.verdict);
     return;
   }
   s.by_rank[h.split_rank] = c.id;
+  s.parent_rank[h.split_rank] = member.rank;
   const std::optional<rules::CallMismatch> m =
       s.check.report({h.split_rank, member.host, member.pid, h.calls, h.answers});
-  if (!m) {
-    if (const std::optional<rules::CallsWant> w = s.check.take_want()) {
-      const CallsWanted wanted{h.comm_number, h.generation, h.split,  h.split_color,
-                               w->id,         w->after,     w->through};
-      for (int32_t rank : w->ranks)
-        if (auto r = s.by_rank.find(rank); r != s.by_rank.end() && conns.count(r->second) != 0)
-          send(r->second, 0, wanted);
-    }
-    return;
-  }
-  s.verdict = PeerEvent{
-      PeerEventKind::mismatch, m->rank, member.host, member.pid, m->words, h.split, h.split_color};
-  for (ConnId id : s.reporters)
-    if (conns.count(id) != 0) send(id, 0, *s.verdict);
-  log().warn(
-      "job {}: communicator {} (generation {}), its split {} (color {}): {}; told {} members",
-      quote(job.id), h.comm_number, h.generation, h.split, h.split_color, m->words,
-      s.reporters.size());
+  if (m) return tell_split_differ(job, key, s, *m, member);
+  settle_split(job, key, s);
 }
 
 }  // namespace cc::rv

@@ -296,6 +296,13 @@ struct Job {
     std::set<ConnId> reporters;
     std::map<int32_t, ConnId> by_rank;  // in the child's numbering, to ask for points
     std::optional<PeerEvent> verdict;   // the first difference, for later reporters
+    // As the child ends (split_ends.cpp): its size, as its members tell it;
+    // each child rank's rank in the parent, to know it gone with its parent
+    // membership; the ranks gone; those whose CallsEnd waits.
+    int32_t nranks = 0;
+    std::map<int32_t, int32_t> parent_rank;
+    std::set<int32_t> gone;
+    std::map<int32_t, CallEnder> enders;
   };
   static constexpr size_t kMaxSplitChecks = 64;  // the oldest splits go first
   std::map<std::tuple<uint32_t, uint32_t, uint32_t, int32_t>, SplitCallCheck> split_call_checks;
@@ -480,8 +487,19 @@ struct ServerCore::Impl {
   void settle_calls(Job& job, CallKey key);
   void tell_calls_differ(Job& job, CallKey key, const rules::CallMismatch& m);
   void send_wants(Job& job, CallKey key, rules::CallCheck& check);
-  // A member left or is gone: it is waited for no more.
+  // A member left or is gone: it is waited for no more, nor its split
+  // children's ranks.
   void calls_member_gone(Job& job, CallKey key, int32_t rank);
+
+  // ---- a split child's calls as it ends (split_ends.cpp) -------------------
+  using SplitKey = std::tuple<uint32_t, uint32_t, uint32_t, int32_t>;  // (comm, gen, split, color)
+  Job::SplitCallCheck& split_check(Job& job, SplitKey key);
+  bool on_split_calls_end(Job& job, Conn& c, uint32_t rid, const Membership& member,
+                          const CallsEnd& e);
+  void settle_split(Job& job, SplitKey key, Job::SplitCallCheck& s);
+  void tell_split_differ(Job& job, SplitKey key, Job::SplitCallCheck& s,
+                         const rules::CallMismatch& m, const Membership& named);
+  void split_member_gone(Job& job, CallKey key, int32_t parent_rank);
 
   // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------
   void start_lineage(Job& job, uint32_t comm_number, const CommJoin& gen);

@@ -15,7 +15,23 @@
 //                          all-reduce, once the rendezvous found the
 //                          difference while the ranks ran, or
 //                          cc_comm_destroy), or "VERDICT none" when none did.
+//   gpu_call_ends split AT every rank splits the communicator (one color, the
+//                          same order) and makes 20 all-reduces of 1024 + n
+//                          floats on the child, rank 1 one float more at op
+//                          #AT, then destroys the child at once: "VERDICT
+//                          ..." as above for the child, then "PARENT ok" or
+//                          "PARENT <result> <words>" for the parent's destroy.
+//   gpu_call_ends replay WAY
+//                          every rank captures two CUDA graphs, A (all-reduces
+//                          of 1024 floats SUM and 2048 floats SUM) and B (the
+//                          first MAX instead), and replays five times: A, A,
+//                          then B (WAY same: on every rank; other: on rank 1
+//                          alone, the others A), A, A. It waits for the
+//                          stream, makes one barrier and destroys: "VERDICT
+//                          ..." as above.
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <cuda_runtime_api.h>
@@ -56,6 +72,90 @@ void verdict(const char* call, cc_result_t r) {
   std::fflush(stdout);
 }
 
+// A split child whose rank 1 differs at op #at of its 20 calls, destroyed
+// at once; then the parent, whose calls agree.
+int split_child(int at, cc_comm_t comm, int rank, cudaStream_t s) {
+  cc_comm_t child = nullptr;
+  if (const cc_result_t r = cc_comm_split(comm, 0, rank, &child, nullptr); r != CC_SUCCESS)
+    return fail("cc_comm_split: " + words(r));
+  bool told = false;
+  {
+    Buffers b(count_at(20) + 1);
+    for (int n = 1; n <= 20; ++n) {
+      const size_t count = count_at(n) + (rank == 1 && n == at ? 1 : 0);
+      if (const cc_result_t r = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, child,
+                                             as_cc(s));
+          r != CC_SUCCESS) {
+        verdict(("op #" + std::to_string(n)).c_str(), r);
+        told = true;
+        break;
+      }
+    }
+    // A difference found while the child ran fails it before its destroy.
+    if (const cc_result_t r = cc_comm_check(child); r != CC_SUCCESS && !told) {
+      verdict("cc_comm_check", r);
+      told = true;
+    }
+    if (const cc_result_t r = cc_comm_destroy(child); r != CC_SUCCESS && !told) {
+      verdict("cc_comm_destroy", r);
+      told = true;
+    }
+    wait_stream(s, std::chrono::seconds(60));
+  }
+  if (!told) std::printf("VERDICT none\n");
+  const cc_result_t r = cc_comm_destroy(comm);
+  std::printf("PARENT %s\n", r == CC_SUCCESS ? "ok" : words(r).c_str());
+  return 0;
+}
+
+// Captures `first` and an all-reduce of 2048 floats SUM into a graph.
+bool capture(cc_comm_t comm, cc_redop_t first, Buffers& b, cudaStream_t s, cudaGraph_t* graph,
+             cudaGraphExec_t* exec) {
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return false;
+  const cc_result_t r1 = cc_allreduce(b.send, b.recv, 1024, CC_FLOAT32, first, comm, as_cc(s));
+  const cc_result_t r2 = cc_allreduce(b.send, b.recv, 2048, CC_FLOAT32, CC_SUM, comm, as_cc(s));
+  if (cudaStreamEndCapture(s, graph) != cudaSuccess || r1 != CC_SUCCESS || r2 != CC_SUCCESS)
+    return false;
+  return cudaGraphInstantiate(exec, *graph, 0) == cudaSuccess;
+}
+
+// Two graphs, replayed five times; with `other`, rank 1 replays B where the
+// others replay A (replay #3).
+int replays(const std::string& way, cc_comm_t comm, int rank, cudaStream_t s) {
+  Buffers b(4096);
+  // NCCL's connections are made outside the capture.
+  if (const cc_result_t r = cc_allreduce(b.send, b.recv, 1024, CC_FLOAT32, CC_SUM, comm, as_cc(s));
+      r != CC_SUCCESS)
+    return fail("warm-up: " + words(r));
+  wait_stream(s, std::chrono::seconds(60));
+  cudaGraph_t graph_a = nullptr, graph_b = nullptr;
+  cudaGraphExec_t a = nullptr, b_exec = nullptr;
+  if (!capture(comm, CC_SUM, b, s, &graph_a, &a) || !capture(comm, CC_MAX, b, s, &graph_b, &b_exec))
+    return fail("capturing the graphs: " + std::string(cc_last_error()));
+  for (int i = 1; i <= 5; ++i) {
+    const bool use_b = i == 3 && (way == "same" || rank == 1);
+    if (cudaGraphLaunch(use_b ? b_exec : a, s) != cudaSuccess) return fail("cudaGraphLaunch");
+  }
+  wait_stream(s, std::chrono::seconds(60));  // every replay counted before destroy
+  bool told = false;
+  if (const cc_result_t r = cc_barrier(comm, as_cc(s)); r != CC_SUCCESS) {
+    verdict("cc_barrier", r);
+    told = true;
+  }
+  wait_stream(s, std::chrono::seconds(60));
+  if (const cc_result_t r = cc_comm_destroy(comm); r != CC_SUCCESS && !told) {
+    verdict("cc_comm_destroy", r);
+    told = true;
+  }
+  // The graphs outlive the communicator: their replays' data goes with them.
+  cudaGraphExecDestroy(a);
+  cudaGraphExecDestroy(b_exec);
+  cudaGraphDestroy(graph_a);
+  cudaGraphDestroy(graph_b);
+  if (!told) std::printf("VERDICT none\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,6 +169,13 @@ int main(int argc, char** argv) {
   int rank = 0;
   cc_comm_rank(comm, &rank);
   cudaStream_t s = stream_on_device(comm);
+  if (way == "split" || way == "replay") {
+    const int rc = way == "split" ? split_child(at, comm, rank, s)
+                                  : replays(argc > 2 ? argv[2] : "", comm, rank, s);
+    std::fflush(stdout);
+    cudaStreamDestroy(s);
+    return rc;
+  }
   bool told = false;
   {
     Buffers b(count_at(kCalls) * 16);  // an all-gather of 256 floats over up to 16 ranks

@@ -5,11 +5,18 @@
 #
 #   gpu_call_ends.sh BUILD [SCENARIO...]     (default: all of them)
 #   scenarios: WAY-AT-N (WAY: kind count type root skip extra; AT: 50, the
-#              middle, or 195, among the last ten calls; N: 2 4), none-N
+#              middle, or 195, among the last ten calls; N: 2 4), none-N;
+#              split-N: the ranks split, and rank 1's child makes op #15 of
+#              its 20 calls with one float more, then destroys the child;
+#              replay-other-N: every rank captures two CUDA graphs, and rank 1
+#              replays the other one at replay #3 of 5; replay-same-N: every
+#              rank replays the same (the control)
 #
 # Every rank must get CC_ERR_MISMATCH, from a call or from cc_comm_destroy,
-# naming op #AT and both calls; with none, no rank may. Exit 0 when every
-# scenario passed, 77 with no GPU, 1 otherwise.
+# naming op #AT and both calls; with none, no rank may. A split child's
+# ranks are told so by the child (op #15), and the parent's destroy is
+# clean; replay-other names graph replay #3 and both graphs. Exit 0 when
+# every scenario passed, 77 with no GPU, 1 otherwise.
 set -u
 BUILD=${1:?usage: gpu_call_ends.sh BUILD [SCENARIO...]}
 shift
@@ -22,7 +29,7 @@ if [ ${#SCENARIOS[@]} -eq 0 ]; then
     for way in "${WAYS[@]}"; do
       for at in 50 195; do SCENARIOS+=("$way-$at-$n"); done
     done
-    SCENARIOS+=("none-$n")
+    SCENARIOS+=("none-$n" "split-$n" "replay-other-$n" "replay-same-$n")
   done
 fi
 
@@ -63,10 +70,42 @@ ends() {  # ends WAY AT N
   done
 }
 
+# Every rank of the child is told of op #15 by the child; the parent ends clean.
+split_ends() {  # split_ends N
+  local n=$1 out=$WORK/split-$1 c=$((1024 + 15))
+  ccrun "$n" "$out" split 15 || { echo "   FAILED: cc-run exited with $?"; bad=1; }
+  local odd="cc_allreduce $((c + 1)) x FLOAT32 SUM" even="cc_allreduce $c x FLOAT32 SUM"
+  for ((r = 0; r < n; r++)); do
+    check "rank $r: the child's CC_ERR_MISMATCH naming op #15 and both calls" "$out" \
+      "^\[rank $r\] VERDICT .* CC_ERR_MISMATCH.*\(rank 1 (host [^)]*) called op #15 $odd, but rank [0-9] (host [^)]*) called op #15 $even\|rank [2-9] (host [^)]*) called op #15 $even, but rank 1 (host [^)]*) called op #15 $odd\); the ranks diverged after op #14"
+    check "rank $r: the parent's destroy clean" "$out" "^\[rank $r\] PARENT ok"
+  done
+}
+
+# replay-other: graph replay #3 named on every rank, both graphs in words;
+# replay-same: no rank told.
+replay_ends() {  # replay_ends WAY N
+  local way=$1 n=$2 out=$WORK/replay-$1-$2
+  ccrun "$n" "$out" replay "$way" || { echo "   FAILED: cc-run exited with $?"; bad=1; }
+  if [ "$way" = same ]; then
+    [ "$(grep -c '^\[rank [0-9]*\] VERDICT none' "$out")" -eq "$n" ] && echo "   ok: no rank told" ||
+      { echo "   FAILED: a rank was told"; sed 's/^/   | /' "$out" | tail -n 40; bad=1; }
+    return
+  fi
+  local odd="a graph of 2 calls (the first cc_allreduce 1024 x FLOAT32 MAX)"
+  local even="a graph of 2 calls (the first cc_allreduce 1024 x FLOAT32 SUM)"
+  for ((r = 0; r < n; r++)); do
+    check "rank $r: CC_ERR_MISMATCH naming graph replay #3 and both graphs" "$out" \
+      "^\[rank $r\] VERDICT .* CC_ERR_MISMATCH.*graph replay #3: \(rank 1 (host [^)]*) replayed $odd, but rank [0-9] (host [^)]*) replayed $even\|rank [2-9] (host [^)]*) replayed $even, but rank 1 (host [^)]*) replayed $odd\); their replays agree up to graph replay #2"
+  done
+}
+
 for s in "${SCENARIOS[@]}"; do
   echo "== $s"
   case $s in
     none-*) ends none 0 "${s#none-}" ;;
+    split-*) split_ends "${s#split-}" ;;
+    replay-other-* | replay-same-*) IFS=- read -r _ way n <<<"$s"; replay_ends "$way" "$n" ;;
     *-*-*) IFS=- read -r way at n <<<"$s"; ends "$way" "$at" "$n" ;;
     *) echo "unknown scenario $s"; bad=1 ;;
   esac

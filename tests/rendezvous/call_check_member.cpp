@@ -20,16 +20,21 @@
 //                                 color 0, ranks in reverse order: rank 2 - r);
 //                                 the kind differs at op #50 on the child only,
 //                                 or on the parent only
+//   split-none                    the same, and neither differs
 // Ranks from 2 on start --delay-ms after "go" (default 400), so ranks 0 and 1
 // are compared first, whatever the machine's load.
 // On "end" instead of "go", the rank records its calls with no heartbeat
 // and ends communicator 1 as cc_comm_destroy does (CallsEnd, answering the
 // server's requests for points from a flight recorder of 2000 calls).
-// stdout: "READY <rank>", then per communicator g that learns of a difference
+// "end-split" ends the split cases' child so, on communicator 1's client
+// (CallsEnd marked with the split): after "go", with the calls recorded
+// then; else recording the child's calls first, with no heartbeat.
+// stdout: "READY <rank>", "REPORTED 1.s1" once the child's first points went
+// (split cases, after "go"), then per communicator g that learns of a difference
 // "MISMATCH <g> <words>" (the child: g "1.s1"), of another failure
 // "FAILED <g> <words>"; "CALLED" when the legal case made its calls; "LEFT"
-// after "leave" on stdin; after "end", "END OK", "END MISMATCH <words>" or
-// "END ERROR <code> <words>".
+// after "leave" on stdin; after "end" or "end-split", "END OK",
+// "END MISMATCH <words>" or "END ERROR <code> <words>".
 // "die" exits at once without leaving.
 #include <chrono>
 #include <cstdio>
@@ -88,11 +93,14 @@ class SplitWatch final : public cc::watch::Watched {
       say(std::string(f->kind == cc::watch::ChannelFailure::Kind::mismatch ? "MISMATCH "
                                                                            : "FAILED ") +
           "1.s" + std::to_string(line_.split) + " " + f->story);
+    if (!reported_) say("REPORTED 1.s" + std::to_string(line_.split));  // its first points went
+    reported_ = true;
   }
 
  private:
   cc::watch::ControlChannel& parent_;
   cc::watch::SplitLine line_;
+  bool reported_ = false;
 };
 
 CallDesc allreduce(uint64_t count, int dtype = CC_FLOAT32, int op = CC_SUM) {
@@ -221,13 +229,15 @@ int main(int argc, char** argv) {
   };
 
   // The split cases' child: all three ranks, numbered in reverse.
-  cc::core::CallLog child_log(world, 0);
+  const bool split_case = which.rfind("split-", 0) == 0;
+  const int32_t child_rank = world - 1 - rank;
+  cc::core::CallLog child_log(world, 2000);
   std::unique_ptr<SplitWatch> child_watch;
   auto start_child = [&] {
     cc::watch::SplitLine line;
     line.split = 1;
     line.color = 0;
-    line.rank = world - 1 - rank;
+    line.rank = child_rank;
     line.calls = &child_log;
     child_watch = std::make_unique<SplitWatch>(*comms[0].channel, line);
     cc::watch::Watchdog::instance().add(child_watch.get());
@@ -263,9 +273,10 @@ int main(int argc, char** argv) {
           }
           say("CALLED");
         });
-      } else if (which == "split-child" || which == "split-parent") {
+      } else if (split_case) {
         const bool child_differs = which == "split-child";
-        for (const CallDesc& call : calls_of("kind", !child_differs && rank == diverging))
+        const bool parent_differs = which == "split-parent";
+        for (const CallDesc& call : calls_of("kind", parent_differs && rank == diverging))
           record(comms[0], call);
         uint64_t child_op = 0;
         for (const CallDesc& call : calls_of("kind", child_differs && rank == diverging))
@@ -276,16 +287,35 @@ int main(int argc, char** argv) {
         for (const CallDesc& call : calls_of(which, rank == diverging)) record(comms[0], call);
         start_channels();
       }
-    } else if (line == "end") {
-      op = 0;
+    } else if (line == "end" || line == "end-split") {
       Comm& c = comms[0];
-      for (const CallDesc& call : calls_of(which, rank == diverging, calls))
-        c.log->record(call, ++op, 0, 0);
-      cc::rv::CallsEnd end{c.comm_number, 0, c.log->collectives(), c.log->take_report(), 0,
+      cc::core::CallLog* log = c.log.get();
+      const bool child = line == "end-split";
+      if (child && child_watch) {
+        cc::watch::Watchdog::instance().remove(child_watch.get());  // as destroy's stop_watch
+        child_watch.reset();
+        log = &child_log;
+      } else if (child) {
+        uint64_t child_op = 0;
+        for (const CallDesc& call : calls_of("kind", which == "split-child" && rank == diverging,
+                                             calls))
+          child_log.record(call, ++child_op, 0, 0);
+        log = &child_log;
+      } else {
+        op = 0;
+        for (const CallDesc& call : calls_of(which, rank == diverging, calls))
+          log->record(call, ++op, 0, 0);
+      }
+      cc::rv::CallsEnd end{c.comm_number, 0, log->collectives(), log->take_report(), 0,
                            static_cast<uint32_t>(config.timeout_ms)};
-      cc::core::CallLog& log = *c.log;
-      const cc::Status st = c.client->end_calls(end, [&log](uint64_t after, uint64_t through) {
-        return log.points_in(after, through, cc::rv::kMaxHeartbeatCalls);
+      if (child) {
+        end.split = 1;
+        end.split_color = 0;
+        end.split_rank = child_rank;
+        end.split_ranks = world;
+      }
+      const cc::Status st = c.client->end_calls(end, [log](uint64_t after, uint64_t through) {
+        return log->points_in(after, through, cc::rv::kMaxHeartbeatCalls);
       });
       say(st.ok()                        ? std::string("END OK")
           : st.code == CC_ERR_MISMATCH ? "END MISMATCH " + st.message

@@ -319,3 +319,90 @@ TEST_CASE("cc's server: a rank that dies before it ends is a death, not a mismat
     CHECK(std::holds_alternative<cc::rv::Ok>(sent[1].message));
   }
 }
+
+namespace {
+
+// Split 1 (color 0) of communicator 0, in which rank r of the parent is
+// rank n - 1 - r: its CallsEnd on the parent's connection.
+cc::rv::CallsEnd split_end(Rank& child, int32_t nranks) {
+  cc::rv::CallsEnd e = calls_end(child);
+  e.split = 1;
+  e.split_rank = child.rank;
+  e.split_ranks = nranks;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("a split child's CallsEnd crosses the wire; one of an older client has no split") {
+  Rank child(1, 2);
+  child.call(allreduce(8));
+  cc::rv::CallsEnd e = split_end(child, 2);
+  cc::test::check_round_trip(e);
+  // The same frame without the split fields (16 bytes) and the last replay
+  // (8), as a client without them sends it.
+  std::vector<uint8_t> frame = cc::rv::encode_frame(1, e);
+  frame.resize(frame.size() - 24);
+  const uint32_t length = static_cast<uint32_t>(frame.size() - cc::rv::kHeaderSize);
+  for (int i = 0; i < 4; ++i) frame[12 + i] = static_cast<uint8_t>(length >> (8 * i));
+  cc::rv::FrameReader r;
+  r.feed(frame);
+  const auto f = r.next();
+  REQUIRE(f);
+  const auto& back = std::get<cc::rv::CallsEnd>(f->message);
+  CHECK(back.split == 0);
+  CHECK(back.last == 1);
+  CHECK(back.calls.size() == 1);
+}
+
+TEST_CASE("cc's server compares a split child's ends among its ranks alone") {
+  cc::test::Harness h;
+  join_all(h, 3);
+  // The child holds parent ranks 0 and 1 as its ranks 1 and 0; parent rank 2
+  // is not in it. The parent's own calls are not compared here.
+  Rank c0(0, 2), c1(1, 2);
+  SECTION("ranks that agree are told so once both ended") {
+    for (Rank* r : {&c0, &c1}) r->call(allreduce(8), 100);
+    h.feed(1, split_end(c1, 2), 5);
+    CHECK(h.take(1).empty());  // waits for the child's rank 0
+    h.feed(2, split_end(c0, 2), 6);
+    for (cc::rv::ConnId c : {1, 2}) CHECK(std::holds_alternative<cc::rv::Ok>(h.one(c)));
+    CHECK(h.take(3).empty());
+  }
+  SECTION("ranks that differ are told the op in the child's numbers") {
+    for (uint64_t n = 1; n <= 200; ++n)
+      for (Rank* r : {&c0, &c1}) r->call(allreduce(r == &c1 && n == 50 ? 16 : 8));
+    h.feed(1, split_end(c1, 2), 5);
+    h.feed(2, split_end(c0, 2), 5);
+    for (auto [conn, r] : {std::pair<cc::rv::ConnId, Rank*>{1, &c1}, {2, &c0}}) {
+      const auto w = h.one_as<cc::rv::CallsWanted>(conn);
+      CHECK(w.split == 1);
+      cc::rv::CallsEnd again = split_end(*r, 2);
+      again.calls = r->log.points_in(w.after, w.through, 256);
+      again.answers = w.id;
+      h.feed(conn, again, 7);
+    }
+    for (cc::rv::ConnId c : {1, 2})
+      CHECK_THAT(h.refusal(c, CC_ERR_MISMATCH),
+                 StartsWith("rank 1 (host h0, pid 1000) called op #50 cc_allreduce 16 x FLOAT32 "
+                            "SUM, but rank 0 (host h1, pid 1001) called op #50 cc_allreduce 8 x "
+                            "FLOAT32 SUM; the ranks diverged after op #49"));
+    CHECK(h.take(3).empty());  // not a member of the child
+  }
+  SECTION("a child rank gone with its parent membership is not waited for") {
+    for (Rank* r : {&c0, &c1}) r->call(allreduce(8), 40);
+    // The child's rank 0 (parent rank 1) reported its line once, then dies.
+    cc::rv::Heartbeat hb{0, 0, 0, c0.log.take_report()};
+    hb.split = 1;
+    hb.split_rank = 0;
+    h.feed(2, hb);
+    h.take(2);
+    h.feed(1, split_end(c1, 2), 5);
+    CHECK(h.take(1).empty());
+    h.core.on_disconnect(2, cc::rv::ServerCore::kClientClosed, h.now);
+    const auto sent = h.take(1);
+    REQUIRE(sent.size() == 2);  // parent rank 1's failure, then the child's verdict
+    CHECK(std::get<cc::rv::PeerEvent>(sent[0].message).kind == cc::rv::PeerEventKind::failed);
+    CHECK(std::holds_alternative<cc::rv::Ok>(sent[1].message));
+  }
+}
