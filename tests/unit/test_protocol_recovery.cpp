@@ -142,7 +142,7 @@ TEST_CASE("impossible recovery fields are refused") {
 
   rv::Joined j;
   auto jp = payload_of(j);
-  jp[jp.size() - 5] = 9;  // method, before the world size
+  jp[jp.size() - 9] = 9;  // method, before the world size and the seat
   decode(rv::MsgType::joined, jp, rv::DecodeError::bad_field);
   auto trailing = payload_of(rv::RecoverIdWanted{1});
   trailing.push_back(0);

@@ -41,7 +41,7 @@ struct Job {
   rv::ConnId base;
   int world;
   std::string id = "job";
-  std::map<int, std::vector<uint8_t>> seats;  // by job rank, from its Joined
+  std::map<int, std::vector<uint8_t>> seats{};  // by job rank, from its Joined
 
   rv::ConnId member(int r) const { return base + static_cast<rv::ConnId>(r); }
   rv::ConnId recovery(int r) const { return base + 100 + static_cast<rv::ConnId>(r); }
