@@ -138,7 +138,8 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
     const size_t queued = it->second->queued_bytes();
     if (queued <= kMaxQueuedToRank || !cut_off_.insert(rank).second) return;
     auto alive = alive_;
-    asio::post(acceptor_.get_executor(), [this, alive, rank, queued] {
+    std::weak_ptr<RankStream> stream = it->second;
+    asio::post(acceptor_.get_executor(), [this, alive, rank, queued, stream] {
       if (!*alive) return;
       cut_off_.erase(rank);
       loop_.core().rank_cut_off(
@@ -148,6 +149,8 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
               std::to_string(kMaxQueuedToRank >> 20) + " MiB a rank",
           Clock::now());
       loop_.after_input();
+      // What waits for it would never be read: closed now, not after it.
+      if (auto s = stream.lock()) s->close_now();
     });
   }
 

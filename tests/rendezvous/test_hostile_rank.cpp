@@ -457,3 +457,29 @@ TEST_CASE("cc-run's agent bounds a rank before its handshake as the server does"
   auto good = agent.rank();
   rank_works(*good, "bounded", "g");
 }
+
+TEST_CASE("cc-run's agent cuts off a rank that does not read; its neighbour goes on") {
+  auto server = start_server();
+  RealAgent agent(server->port(), "unread");
+  auto hog = agent.rank();
+  auto neighbour = agent.rank();
+  REQUIRE(hog->hello("unread", "node-y", 1));
+  rank_works(*neighbour, "unread", "n");
+  auto r = hog->call(rv::Set{"v", big_value()}, 10s);
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<rv::Ok>(*r));
+  std::vector<uint8_t> gets;
+  for (uint32_t rid = 10; rid < 90; ++rid) rv::append_frame(gets, rid, rv::Get{"v", 0});
+  REQUIRE(hog->send_bytes(gets));  // 80 MiB of answers, none read
+  // The server hears the agent end the hog's channel: one rank behind agents left.
+  bool ended = false;
+  for (int i = 0; i < 600 && !ended; ++i) {
+    auto m = server->metrics(5s);
+    REQUIRE(m);
+    ended = m->agent_ranks == 1;
+    if (!ended) std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(ended);
+  CHECK(hog->closed_within(30s));
+  rank_works(*neighbour, "unread", "n2", false);
+}
