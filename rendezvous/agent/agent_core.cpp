@@ -162,6 +162,7 @@ struct AgentCore::Impl {
     }
     for (LocalId id : all) drop(id);
     out.clear();
+    io.close_upstream();
   }
 
   // ---- ranks ---------------------------------------------------------------

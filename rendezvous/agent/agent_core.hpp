@@ -64,6 +64,10 @@ class AgentIo {
  public:
   virtual ~AgentIo() = default;
   virtual void to_upstream(std::vector<uint8_t> bytes) = 0;
+  // The agent gave the server up (an unreadable frame, a refusal, silence):
+  // close the connection, after the calls it is in, so the server fails the
+  // node's ranks at once rather than at its heartbeat window.
+  virtual void close_upstream() {}
   virtual void to_rank(LocalId rank, std::span<const uint8_t> bytes) = 0;
   // Flush what was sent to the rank, then close its connection.
   virtual void close_rank(LocalId rank) = 0;

@@ -7,6 +7,8 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <poll.h>
 
 #include <cstring>
 #include <map>
@@ -482,4 +484,65 @@ TEST_CASE("cc-run's agent cuts off a rank that does not read; its neighbour goes
   REQUIRE(ended);
   CHECK(hog->closed_within(30s));
   rank_works(*neighbour, "unread", "n2", false);
+}
+
+namespace {
+
+// A listening socket on loopback that plays the server by hand.
+class FakeServer {
+ public:
+  FakeServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    REQUIRE(::listen(fd_, 4) == 0);
+    socklen_t len = sizeof sa;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
+    port_ = ntohs(sa.sin_port);
+  }
+  ~FakeServer() { ::close(fd_); }
+  int port() const { return port_; }
+  // The next connection, within 10 s.
+  std::unique_ptr<RawClient> accept() {
+    pollfd p{fd_, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 10000) == 1);
+    const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    REQUIRE(c >= 0);
+    return std::make_unique<RawClient>(c, RawClient::Adopt{});
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("cc-run's agent that gives its server up closes the link at once and tells its ranks") {
+  FakeServer server;
+  RealAgent agent(server.port(), "gone");
+  auto link = server.accept();
+  auto hello = link->recv(10s);
+  REQUIRE(hello);
+  REQUIRE(std::holds_alternative<rv::Hello>(hello->message));
+  REQUIRE(link->send(hello->request_id, rv::Challenge{false, {}, "fake server"}));
+  auto rank = agent.rank();
+  REQUIRE(rank->hello("gone", "node-y", 3));
+  // A frame the agent cannot read: the server is given up.
+  const std::vector<uint8_t> garbage(64, 0x5a);
+  REQUIRE(link->send_bytes(garbage));
+  // The server's side of the link ends now, not at a heartbeat window...
+  CHECK(link->closed_within(10s));
+  // ...and the rank hears why.
+  std::vector<rv::Message> seen;
+  REQUIRE(rank->closed_within(10s, &seen));
+  bool told = false;
+  for (const auto& m : seen)
+    if (const auto* e = std::get_if<rv::PeerEvent>(&m))
+      told = e->kind == rv::PeerEventKind::server_stopping &&
+             e->reason.find("sent a frame the agent cannot read") != std::string::npos;
+  CHECK(told);
 }
