@@ -280,7 +280,8 @@ bool fields(auto& io, Is<Joined> auto& m) {
          (io.at_end() ||  // a server without recovery
           (io.u32(m.generation) && io.i32(m.rank) && io.list(m.failed, l.max_frame / 4, rank) &&
            io.enum8(m.method) && io.valid(m.method <= RecoverMethod::nccl_shrink))) &&
-         (io.at_end() || io.u32(m.world_size));  // an older server: 0
+         (io.at_end() || io.u32(m.world_size)) &&  // an older server: 0
+         (io.at_end() || io.bytes(m.seat, kMaxSeatBytes));  // an older server: none
 }
 bool fields(auto& io, Is<PeerEvent> auto& m) {
   return io.enum8(m.kind) && io.i32(m.rank) && io.text(m.host) && io.u32(m.pid) &&
@@ -311,6 +312,7 @@ bool fields(auto& io, Is<CompareSetResult> auto& m) { return io.boolean(m.swappe
 bool fields(auto& io, Is<Recover> auto& m) {
   return fields(io, m.info) && io.u32(m.generation) && io.enum8(m.kind) && io.i32(m.nranks) &&
          io.boolean(m.can_shrink) && io.u32(m.timeout_ms) &&
+         (io.at_end() || io.bytes(m.seat, kMaxSeatBytes)) &&  // an older client: none
          io.valid(in_range(m.kind, RecoverKind::shrink, RecoverKind::regrow) && m.info.rank >= 0 &&
                   m.info.world_size > 0) &&
          io.valid(m.kind != RecoverKind::regrow || m.nranks > 0);
@@ -319,6 +321,7 @@ bool fields(auto& io, Is<Resume> auto& m) {
   return fields(io, m.info) && io.u32(m.generation) && io.i32(m.rank) && io.i32(m.world_size) &&
          io.u32(m.heartbeat_window_ms) && io.u64(m.last_completed) &&
          io.bytes(m.unique_id, kMaxUniqueIdBytes) &&
+         (io.at_end() || io.bytes(m.seat, kMaxSeatBytes)) &&  // an older client: none
          io.valid(m.info.rank >= 0 && m.world_size > 0 && m.rank >= 0 && m.rank < m.world_size);
 }
 bool fields(auto& io, Is<RecoverId> auto& m) {

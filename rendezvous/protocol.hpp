@@ -296,7 +296,13 @@ struct Joined {
   // cost O(W^2) bytes. Absent in frames of older servers: 0, and then
   // members.size() is the number (world_size_of).
   uint32_t world_size = 0;
+  // The receiver's seat: a secret of its own that proves, in a later
+  // Recover or Resume, that the caller is the process this member is (host
+  // and pid are no proof). The same for a rank across generations; a
+  // replacement gets a new one. Absent in frames of older servers.
+  std::vector<uint8_t> seat{};
 };
+inline constexpr uint32_t kMaxSeatBytes = 64;
 inline size_t world_size_of(const Joined& j) {
   return j.world_size > 0 ? j.world_size : j.members.size();
 }
@@ -370,6 +376,7 @@ struct Recover {
   int32_t nranks = 0;       // regrow: the size to grow back to
   bool can_shrink = false;  // its communicator can still serve ncclCommShrink
   uint32_t timeout_ms = 0;
+  std::vector<uint8_t> seat{};  // Joined::seat of the communicator it recovers (absent: none)
 };
 // The id of the next generation, from the rank that got RecoverIdWanted.
 // Answered like Recover.
@@ -401,6 +408,7 @@ struct Resume {
   uint32_t heartbeat_window_ms = 0;  // the silence it may keep (0: unwatched)
   uint64_t last_completed = 0;
   std::vector<uint8_t> unique_id;  // the generation's NCCL id bytes, as it got them
+  std::vector<uint8_t> seat{};     // Joined::seat, as it got it (absent: none)
 };
 
 // ---- operations: what an operator asks during a hang ---------------------

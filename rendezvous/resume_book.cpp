@@ -34,6 +34,7 @@ void ResumeBook::joined(const MemberInfo& info, const Joined& joined) {
   r.rank = joined.rank >= 0 ? joined.rank : info.rank;
   r.world_size = static_cast<int32_t>(world_size_of(joined));
   r.unique_id = joined.unique_id;
+  r.seat = joined.seat;
   r.heartbeat_window_ms = window_ms_;
   r.last_completed = last_completed_;
   members_.push_back(std::move(r));

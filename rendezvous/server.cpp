@@ -70,6 +70,7 @@ struct Session {
   bool dirty = false;    // in the server's flush list
   bool closing = false;  // the core forgot it: flush, then close
   bool closed = false;
+  bool agent = false;       // a node agent's: its ranks are bounded by the core
   bool overflowed = false;  // queued past a bound: it does not read
   std::string overflow_reason;
   size_t counted = 0;  // of pending and writing, in the server's total of queued bytes
@@ -81,7 +82,9 @@ constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
 constexpr int kReadsPerWake = 16;
 // A client that stops reading its replies is dropped once this much waits
 // for it, or once the replies waiting for every client pass kMaxQueuedTotal.
-constexpr size_t kMaxQueued = size_t{64} << 20;
+// A node agent's connection is bounded by the total only: the core ends
+// those of its ranks past kMaxQueued (relay.cpp).
+constexpr size_t kMaxQueued = ServerCore::kMaxQueuedReplies;
 constexpr size_t kMaxQueuedTotal = size_t{1} << 30;
 // The most one write to a socket takes from a connection's replies.
 constexpr size_t kWritePiece = size_t{256} << 10;
@@ -369,6 +372,10 @@ class AsioServer final : public Server, private Sink {
     mark_dirty(it->second);
   }
 
+  void carries_ranks(ConnId conn) override {
+    if (auto it = sessions_.find(conn); it != sessions_.end()) it->second->agent = true;
+  }
+
   void job_idle(const std::string& job_id) override {
     auto [b, e] = idle_waiters_.equal_range(job_id);
     for (auto it = b; it != e; ++it) it->second->set_value(true);
@@ -391,7 +398,7 @@ class AsioServer final : public Server, private Sink {
     recount(s);
     mark_dirty(it->second);
     const size_t queued = s.pending.size() + s.writing.size();
-    if (queued > kMaxQueued) {
+    if (queued > kMaxQueued && !s.agent) {
       overflow(it->second,
                "it does not read its replies (" + std::to_string(queued >> 20) + " MiB queued)");
     } else if (queued_total_ > kMaxQueuedTotal) {
@@ -473,7 +480,10 @@ class AsioServer final : public Server, private Sink {
       socket_failed(s, ec);
       return;
     }
-    if (!ec) s->written += n;
+    if (!ec) {
+      s->written += n;
+      if (s->agent) core_.on_written(s->id, n);
+    }
     if (s->written == s->writing.size() && s->pending.empty()) {
       s->writing.clear();
       s->written = 0;

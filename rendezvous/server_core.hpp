@@ -58,6 +58,10 @@ class Sink {
   virtual void send_value(ConnId conn, uint32_t request_id, std::span<const uint8_t> value) {
     send(conn, request_id, Value{{value.begin(), value.end()}});
   }
+  // The connection is a node agent's: the core bounds what waits for each
+  // of its ranks (ServerCore::kMaxQueuedReplies) and reads on_written, so
+  // the I/O layer bounds the connection only within its total.
+  virtual void carries_ranks(ConnId conn) { (void)conn; }
   // The core has forgotten this connection: flush what was sent, then close.
   virtual void close(ConnId conn, const std::string& reason) = 0;
   // No connection of job_id is a member or a joiner any more.
@@ -94,6 +98,10 @@ class ServerCore {
   // connection that holds more than kSmallFrame of one is dropped.
   static constexpr size_t kMaxIncompleteFrames = size_t{256} << 20;
   static constexpr size_t kSmallFrame = size_t{64} << 10;
+  // A client that does not read is dropped once this much of its replies
+  // waits to be written; a rank behind a node agent is bounded alone, its
+  // channel ended, its agent's link kept.
+  static constexpr size_t kMaxQueuedReplies = size_t{64} << 20;
 
   ServerCore(const ServerOptions& options, Sink& sink);
   ~ServerCore();
@@ -113,6 +121,9 @@ class ServerCore {
   void on_disconnect(ConnId conn, const std::string& reason, Clock::time_point now);
   // The same, at the time of the latest call into the core.
   void on_disconnect(ConnId conn, const std::string& reason);
+  // The I/O layer wrote `bytes` of what the core handed it for conn (only
+  // needed for connections named to Sink::carries_ranks).
+  void on_written(ConnId conn, size_t bytes);
   // Fires every deadline at or before now.
   void expire(Clock::time_point now);
   // The earliest pending deadline, for the I/O layer's one timer.

@@ -122,6 +122,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   c->client = std::move(joined.client);
   c->comm_number = joined.comm_number;
   c->generation = joined.generation;  // above 0: a replacement for a failed rank
+  c->seat = joined.seat;
   c->job_rank = rank;
   c->rendezvous = std::move(joined.rendezvous);
   c->recovered_from_failed.assign(joined.failed.begin(), joined.failed.end());

@@ -153,6 +153,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
     return make_status(st.code, head + ": " + st.message);
   }
   req.generation = parent->generation;
+  req.seat = parent->seat;
   req.kind = kind;
   req.nranks = nranks;
   // The watchdog may still be aborting the parent's working communicator; it
@@ -183,6 +184,7 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   const rv::Joined& joined = result.joined;
   c->generation = joined.generation;
   c->rank = joined.rank;
+  c->seat = joined.seat;
   c->nranks = static_cast<int>(rv::world_size_of(joined));
   c->recovered_from_failed.assign(joined.failed.begin(), joined.failed.end());
   c->keep_ctl = nccl_shrink_usable(c.get());

@@ -89,6 +89,7 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
   out->generation = joined.generation;
   out->rank = joined.rank;
   out->failed = std::move(joined.failed);
+  out->seat = std::move(joined.seat);
   if (out->generation > 0)
     log().warn(
         "{}: joined communicator {} of job '{}' as a replacement, in its generation {} "

@@ -45,6 +45,7 @@ struct RendezvousResult {
   uint32_t generation = 0;
   int32_t rank = -1;
   std::vector<int32_t> failed;
+  std::vector<uint8_t> seat;  // proves this rank in a later recovery (rv::Joined::seat)
   std::vector<rv::MemberSummary> members;  // by rank, from rank 0 (cc's server: rank 0 only)
 };
 

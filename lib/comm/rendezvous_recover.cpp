@@ -38,6 +38,7 @@ Status rendezvous_recover(const RecoverRequest& req, const rv::Membership::MakeI
   r.kind = req.kind;
   r.nranks = req.kind == rv::RecoverKind::regrow ? req.nranks : 0;
   r.can_shrink = req.can_shrink;
+  r.seat = req.seat;
   r.timeout_ms = static_cast<uint32_t>(remaining(req.deadline).count());
   return out->client->recover(r, make_id, &out->joined);
 }

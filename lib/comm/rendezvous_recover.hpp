@@ -29,6 +29,7 @@ struct RecoverRequest {
   rv::RecoverKind kind = rv::RecoverKind::shrink;
   int nranks = 0;  // regrow
   bool can_shrink = false;
+  std::vector<uint8_t> seat;  // the communicator's (rv::Joined::seat)
   std::chrono::steady_clock::time_point deadline;
 };
 

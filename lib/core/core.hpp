@@ -38,6 +38,9 @@ struct Core {
   // one more for each cc_comm_shrink or cc_comm_regrow (a replacement joins
   // one above 0); a split child has its parent's. In every who().
   uint32_t generation = 0;
+  // What proves this rank's seat to the rendezvous in a recovery
+  // (rv::Joined::seat); a split child has none and recovers by its parent.
+  std::vector<uint8_t> seat;
   std::chrono::milliseconds timeout{0};
 
   // Two NCCL communicators over the same ranks. `nccl` does the work and is

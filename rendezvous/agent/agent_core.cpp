@@ -9,6 +9,7 @@
 #include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/auth.hpp"
+#include "rendezvous/relay_cut.hpp"
 
 namespace cc::rv::agent {
 
@@ -32,7 +33,12 @@ struct Rank {
   std::vector<uint8_t> heartbeat;  // its latest heartbeat, not yet forwarded
   // Its connection ended: its process's exit status is awaited until then.
   std::optional<Clock::time_point> ending_until;
+  Clock::time_point handshake_until{};
 };
+
+// The largest frame a rank may send before its handshake is done, as the
+// server's (a hello is at most about 12 KiB).
+constexpr size_t kMaxHandshakeFrame = size_t{16} << 10;
 
 std::vector<uint8_t> frame_of(uint32_t rid, const Message& m) { return encode_frame(rid, m); }
 
@@ -156,6 +162,7 @@ struct AgentCore::Impl {
     }
     for (LocalId id : all) drop(id);
     out.clear();
+    io.close_upstream();
   }
 
   // ---- ranks ---------------------------------------------------------------
@@ -266,8 +273,9 @@ struct AgentCore::Impl {
     auto it = ranks.find(id);
     if (it == ranks.end()) return;
     if (it->second.channel != 0) {
+      const size_t n = std::min<size_t>(words.size(), opt.limits.max_string);
       relay(it->second.channel, RelayOp::close,
-            std::span(reinterpret_cast<const uint8_t*>(words.data()), words.size()));
+            std::span(reinterpret_cast<const uint8_t*>(words.data()), n));
       by_channel.erase(it->second.channel);
     }
     drop(id);
@@ -292,22 +300,11 @@ struct AgentCore::Impl {
     heartbeats_held.clear();
   }
 
+  // Cut so that no frame passes the limit, whatever one rank sent
+  // (relay_cut.hpp).
   void flush() {
     if (out.empty() || up != Upstream::ready) return;
-    Relay batch;
-    size_t bytes = 0;
-    for (RelayEntry& e : out) {
-      const size_t size = e.data.size() + kRelayEntryOverhead;
-      if (!batch.entries.empty() && bytes + size + 4 > opt.limits.max_frame) {
-        send_up(batch);
-        batch.entries.clear();
-        bytes = 0;
-      }
-      bytes += size;
-      batch.entries.push_back(std::move(e));
-    }
-    if (!batch.entries.empty()) send_up(batch);
-    out.clear();
+    cut_relays(out, opt.limits.max_frame, [&](Relay& r) { send_up(r); });
   }
 };
 
@@ -348,12 +345,32 @@ bool AgentCore::upstream_ready() const { return impl_->up == Upstream::ready; }
 const std::string& AgentCore::upstream_failure() const { return impl_->failure; }
 
 void AgentCore::rank_connected(LocalId rank, pid_t pid, pid_t group, Clock::time_point now) {
-  impl_->now = now;
+  Impl& i = *impl_;
+  i.now = now;
   Rank r;
   r.id = rank;
   r.pid = pid;
   r.group = group;
-  impl_->ranks.emplace(rank, std::move(r));
+  r.handshake_until = now + i.opt.handshake_timeout;
+  if (i.ranks.size() >= i.opt.max_ranks) {
+    i.to_rank(r, 0,
+              Error{CC_ERR_RENDEZVOUS,
+                    i.self() + " already serves " + std::to_string(i.opt.max_ranks) +
+                        " ranks, the most it may; start fewer ranks per cc-run"});
+    i.io.close_rank(rank);
+    return;
+  }
+  i.ranks.emplace(rank, std::move(r));
+}
+
+void AgentCore::rank_cut_off(LocalId rank, const std::string& why, Clock::time_point now) {
+  Impl& i = *impl_;
+  i.now = now;
+  auto it = i.ranks.find(rank);
+  if (it == i.ranks.end() || it->second.ending_until) return;
+  log().warn("{}: cutting off the rank of pid {}: {}", i.self(), it->second.pid, why);
+  i.end(rank, why);
+  i.flush();
 }
 
 void AgentCore::rank_bytes(LocalId rank, std::span<const uint8_t> bytes, Clock::time_point now) {
@@ -372,6 +389,13 @@ void AgentCore::rank_bytes(LocalId rank, std::span<const uint8_t> bytes, Clock::
     if (const DecodeError e = parse_header(std::span(r.in).first(kHeaderSize), i.opt.limits, &h);
         e != DecodeError::none) {
       i.refuse(r, 0, CC_ERR_RENDEZVOUS, describe(e));
+      return;
+    }
+    if (r.state != RankState::open && h.length > kMaxHandshakeFrame) {
+      i.refuse(r, h.request_id, CC_ERR_RENDEZVOUS,
+               "a " + std::to_string(h.length) + "-byte " + type_name(static_cast<MsgType>(h.type)) +
+                   " before the handshake is done; no hello or auth is larger than " +
+                   std::to_string(kMaxHandshakeFrame) + " bytes (is this a cc client?)");
       return;
     }
     if (r.in.size() < kHeaderSize + h.length) break;
@@ -416,6 +440,18 @@ void AgentCore::tick(Clock::time_point now) {
   for (LocalId id : late)
     i.end(id, "closed its connection to " + i.self() + " without leaving, and its process "
               "was not seen to exit");
+  std::vector<LocalId> silent;
+  for (const auto& [id, r] : i.ranks)
+    if (r.state != RankState::open && !r.hello_waits && r.handshake_until <= now)
+      silent.push_back(id);
+  for (LocalId id : silent) {
+    auto it = i.ranks.find(id);
+    if (it == i.ranks.end()) continue;
+    i.refuse(it->second, 0, CC_ERR_RENDEZVOUS,
+             "no handshake with " + i.self() + " within " +
+                 std::to_string(i.opt.handshake_timeout.count()) +
+                 " ms (a cc rank says hello at once; is this a cc client?)");
+  }
   if (i.up == Upstream::ready && now >= i.next_heartbeat) {
     const auto silent = now - i.last_heard;
     if (silent > i.opt.heartbeat_window + i.opt.heartbeat_interval) {
@@ -434,8 +470,10 @@ void AgentCore::tick(Clock::time_point now) {
 Clock::time_point AgentCore::next_deadline() const {
   const Impl& i = *impl_;
   Clock::time_point t = i.next_heartbeat;
-  for (const auto& [id, r] : i.ranks)
+  for (const auto& [id, r] : i.ranks) {
     if (r.ending_until) t = std::min(t, *r.ending_until);
+    if (r.state != RankState::open && !r.hello_waits) t = std::min(t, r.handshake_until);
+  }
   return t;
 }
 

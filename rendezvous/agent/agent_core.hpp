@@ -50,6 +50,12 @@ struct AgentOptions {
   std::chrono::milliseconds heartbeat_window{5000};
   // How long a rank whose connection ended waits for its process's exit status.
   std::chrono::milliseconds exit_grace{200};
+  // A rank that has not said hello (and answered the challenge) by then is
+  // closed with words; one whose hello waits for the server is not.
+  std::chrono::milliseconds handshake_timeout{10000};
+  // Ranks connected at once; the next is refused in words (the server's
+  // bound on the ranks one agent carries).
+  size_t max_ranks = 4096;
   Limits limits;
 };
 
@@ -58,6 +64,10 @@ class AgentIo {
  public:
   virtual ~AgentIo() = default;
   virtual void to_upstream(std::vector<uint8_t> bytes) = 0;
+  // The agent gave the server up (an unreadable frame, a refusal, silence):
+  // close the connection, after the calls it is in, so the server fails the
+  // node's ranks at once rather than at its heartbeat window.
+  virtual void close_upstream() {}
   virtual void to_rank(LocalId rank, std::span<const uint8_t> bytes) = 0;
   // Flush what was sent to the rank, then close its connection.
   virtual void close_rank(LocalId rank) = 0;
@@ -87,6 +97,9 @@ class AgentCore {
   void rank_bytes(LocalId rank, std::span<const uint8_t> bytes, Clock::time_point now);
   // The rank's connection ended (end of stream or an error).
   void rank_closed(LocalId rank, Clock::time_point now);
+  // The driver ends the rank (it does not read what it is sent): the server
+  // is told why, in words, and its connection closes.
+  void rank_cut_off(LocalId rank, const std::string& why, Clock::time_point now);
   // A process the driver started ended, in words ("exited with status 3"):
   // the ranks of its process group end with them.
   void process_exited(pid_t group, const std::string& words, Clock::time_point now);

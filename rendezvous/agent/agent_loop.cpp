@@ -163,6 +163,14 @@ void AgentLoop::to_upstream(std::vector<uint8_t> bytes) {
   if (upstream_) upstream_->write(bytes);
 }
 
+// Posted: the core may give the server up from inside the stream's own read.
+void AgentLoop::close_upstream() {
+  auto alive = alive_;
+  asio::post(io_, [this, alive] {
+    if (*alive && upstream_) upstream_->close_now();
+  });
+}
+
 void AgentLoop::to_rank(LocalId rank, std::span<const uint8_t> bytes) {
   ranks_.to_rank(rank, bytes);
 }

@@ -64,6 +64,7 @@ class AgentLoop final : private AgentIo {
 
  private:
   void to_upstream(std::vector<uint8_t> bytes) override;
+  void close_upstream() override;
   void to_rank(LocalId rank, std::span<const uint8_t> bytes) override;
   void close_rank(LocalId rank) override;
 

@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include <asio/ip/tcp.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "common/log.hpp"
 #include "rendezvous/agent/agent_loop.hpp"
@@ -34,6 +37,7 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
     loop_.stop();
     std::error_code ec;
     acceptor_.close(ec);
+    accept_backoff_.cancel();
     for (auto& [id, s] : streams_) s->close_now();
     streams_.clear();  // folder_ goes last, with the socket in it
   }
@@ -61,12 +65,22 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
   size_t rank_count() const override { return streams_.size(); }
 
  private:
+  // Out of descriptors (or any failed accept), the next waits a little:
+  // the waiting connection stays in the backlog and would fail it again at once.
   void accept() {
     auto alive = alive_;
     acceptor_.async_accept([this, alive](std::error_code ec, Local::socket socket) {
       if (!*alive || ec == asio::error::operation_aborted) return;
-      if (!ec) on_accepted(std::move(socket));
-      accept();
+      if (!ec) {
+        on_accepted(std::move(socket));
+        return accept();
+      }
+      log().warn("node agent: cannot accept a rank's connection on {}: {}; trying again in {} ms",
+                 path_, ec.message(), kAcceptBackoff.count());
+      accept_backoff_.expires_after(kAcceptBackoff);
+      accept_backoff_.async_wait([this, alive](std::error_code wec) {
+        if (*alive && !wec) accept();
+      });
     });
   }
 
@@ -98,9 +112,29 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
         });
   }
 
+  // A rank that does not read is cut off past kMaxQueuedToRank, as the
+  // server drops a client that does not read (told from outside the core's call).
   void to_rank(LocalId rank, std::span<const uint8_t> bytes) override {
     auto it = streams_.find(rank);
-    if (it != streams_.end()) it->second->write(bytes);
+    if (it == streams_.end()) return;
+    it->second->write(bytes);
+    const size_t queued = it->second->queued_bytes();
+    if (queued <= kMaxQueuedToRank || !cut_off_.insert(rank).second) return;
+    auto alive = alive_;
+    std::weak_ptr<RankStream> stream = it->second;
+    asio::post(acceptor_.get_executor(), [this, alive, rank, queued, stream] {
+      if (!*alive) return;
+      cut_off_.erase(rank);
+      loop_.core().rank_cut_off(
+          rank,
+          "it does not read its replies: " + std::to_string(queued >> 20) +
+              " MiB waited for it at cc-run's node agent, past its bound of " +
+              std::to_string(kMaxQueuedToRank >> 20) + " MiB a rank",
+          Clock::now());
+      loop_.after_input();
+      // What waits for it would never be read: closed now, not after it.
+      if (auto s = stream.lock()) s->close_now();
+    });
   }
 
   void close_rank(LocalId rank) override {
@@ -110,9 +144,14 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
     streams_.erase(it);
   }
 
+  static constexpr size_t kMaxQueuedToRank = size_t{64} << 20;
+  static constexpr std::chrono::milliseconds kAcceptBackoff{50};
+
   SocketFolder folder_;
   std::string path_;
   Local::acceptor acceptor_;
+  asio::steady_timer accept_backoff_{acceptor_.get_executor()};
+  std::unordered_set<LocalId> cut_off_;  // a cut-off is posted for them
   AgentLoop loop_;
   std::unordered_map<LocalId, std::shared_ptr<RankStream>> streams_;
   LocalId next_id_ = 1;

@@ -68,6 +68,8 @@ class Stream : public std::enable_shared_from_this<Stream<Socket>> {
   }
 
   bool closed() const { return closed_; }
+  // Bytes written to it and not yet taken by the socket.
+  size_t queued_bytes() const { return queued_.size() + in_flight_.size(); }
 
  private:
   void read() {

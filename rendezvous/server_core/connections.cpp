@@ -27,12 +27,14 @@ bool ServerCore::Impl::on_connect(ConnId id, const std::string& peer, Clock::tim
                                   size_t closing) {
   current_time = now;
   open_resume_grace(now);
-  if (stopped || socket_conns() + closing >= opt.max_connections) {
+  // Ranks behind node agents count as connections (relay.cpp).
+  if (stopped || conns.size() + closing >= opt.max_connections) {
     const std::string why =
         stopped
             ? "the rendezvous server is stopping"
             : "the rendezvous server is at its limit of " + std::to_string(opt.max_connections) +
-                  " connections; try again later or raise the server's connection limit";
+                  " connections (ranks behind node agents among them); try again later or raise "
+                  "the server's connection limit (--max-connections)";
     if (!stopped) counters.limit(LimitKind::max_connections);
     send_error(id, 0, CC_ERR_RENDEZVOUS, why);
     log().warn("refusing {}: {}", peer, why);
@@ -305,7 +307,10 @@ bool ServerCore::Impl::enter_job(Conn& c, uint32_t rid) {
 // its last connection (retention.cpp).
 void ServerCore::Impl::forget(Conn& c, const std::string& reason, bool failed) {
   const ConnId id = c.id;
-  if (c.link) end_channels(c, reason, failed);
+  if (c.link) {
+    end_channels(c, reason, failed);
+    --agent_links;
+  }
   incomplete_bytes -= c.incomplete;
   disarm(c.handshake_timer);
   disarm(c.frame_timer);

@@ -13,6 +13,7 @@
 #include "common/log.hpp"
 #include "common/who.hpp"
 #include "rendezvous/rules/event_rules.hpp"
+#include "rendezvous/rules/words.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
@@ -95,6 +96,15 @@ bool ServerCore::Impl::on_heartbeat_window(Conn& c, uint32_t rid, const Heartbea
 // One rank, or the others furthest behind: O(members) work, a small answer.
 bool ServerCore::Impl::on_progress(Conn& c, uint32_t rid, const ProgressQuery& q,
                                    Clock::time_point now) {
+  // Who holds which rank, on which host and pid, is for the job's members.
+  if (c.memberships.empty()) {
+    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
+               "a progress query for " + rules::communicator_where(c.job->id, q.comm_number) +
+                   " from " + c.who() +
+                   ", which is no member of the job: only a member's connection may ask who is "
+                   "behind; an operator asks with `cc-rendezvous status`");
+    return true;
+  }
   Progress out;
   uint64_t lowest = std::numeric_limits<uint64_t>::max();
   for (ConnId id : c.job->members) {

@@ -43,21 +43,15 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   const std::string me = member_who(in);
   job.ranks.insert(c.id);
   ++counters.joins;
-  // A world the server could never hold is refused at once: a rank on a
-  // connection of its own takes one of max_connections; behind node agents,
-  // each connection carries up to server_core::kMaxChannelsPerAgent ranks.
-  const bool relayed = c.agent != 0;
-  const size_t holdable =
-      relayed ? opt.max_connections * server_core::kMaxChannelsPerAgent : opt.max_connections;
-  if (static_cast<size_t>(in.world_size) > holdable) {
+  // A world the server could never hold is refused at once: each rank takes
+  // one of max_connections, on a connection of its own or behind a node agent.
+  if (static_cast<size_t>(in.world_size) > opt.max_connections) {
     send_error(c.id, rid, CC_ERR_INVALID_ARGUMENT,
                me + " of " + where + " asks for a world of " + std::to_string(in.world_size) +
                    " ranks, more than the server can hold: its limit is " +
-                   std::to_string(opt.max_connections) + " connections" +
-                   (relayed ? ", each node agent's carrying at most " +
-                                  std::to_string(server_core::kMaxChannelsPerAgent) + " ranks"
-                            : " (ranks under cc-run's node agents share one a node)") +
-                   "; check WORLD_SIZE");
+                   std::to_string(opt.max_connections) +
+                   " connections (a rank behind cc-run's node agent counts as one); check "
+                   "WORLD_SIZE, or raise the server's --max-connections");
     return true;
   }
   if (auto r = job.resuming.find(in.comm_number); r != job.resuming.end() && r->second.known)
@@ -120,6 +114,8 @@ void ServerCore::Impl::complete(Job& job, uint32_t comm_number, CommJoin& gen,
   const MemberInfo& first = gen.slots.at(0).info;
   joined.members.push_back({first.rank, first.host, first.pid});
   joined.world_size = static_cast<uint32_t>(gen.world_size);
+  start_lineage(job, comm_number, gen);
+  server_core::Lineage& lineage = job.lineages.at(comm_number);
   for (auto& [rank, s] : gen.slots) {
     auto pit = parked.find(s.parked);
     const uint32_t rid = pit != parked.end() ? pit->second.request_id : 0;
@@ -132,9 +128,9 @@ void ServerCore::Impl::complete(Job& job, uint32_t comm_number, CommJoin& gen,
     c.last_heartbeat = now;
     if (heartbeat_window(c).count() > 0)
       arm(c.heartbeat_timer, now + heartbeat_window(c), DeadlineKind::heartbeat, c.id);
+    joined.seat = lineage.seats.at(rank).secret;
     send(c.id, rid, joined);
   }
-  start_lineage(job, comm_number, gen);
   gen.check.clear();
   log().info("communicator {} of job {}: all {} ranks joined", comm_number, quote(job.id),
              gen.world_size);

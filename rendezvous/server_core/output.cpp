@@ -23,7 +23,12 @@ using server_core::quote;
 
 // A rank behind a node agent is answered through the agent (relay.cpp).
 void ServerCore::Impl::send(ConnId c, uint32_t rid, const Message& m) {
-  if (!is_channel(c)) return sink.send(c, rid, m);
+  if (!is_channel(c)) {
+    if (agent_links > 0)
+      if (auto it = conns.find(c); it != conns.end() && it->second->link)
+        count_unwritten(*it->second, m, rid);
+    return sink.send(c, rid, m);
+  }
   uint32_t channel = 0;
   if (AgentLink* link = relay_of(c, &channel))
     relay_append(conns.at(c)->agent, *link, channel, RelayOp::frames,

@@ -50,6 +50,7 @@
 
 #include "common/log.hpp"
 #include "common/printable.hpp"
+#include "rendezvous/auth.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
@@ -77,6 +78,13 @@ bool same_process(const MemberInfo* a, const std::string& host, uint32_t pid) {
   return a != nullptr && a->host == host && a->pid == pid;
 }
 
+bool same_secret(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return false;
+  uint8_t diff = 0;  // in constant time: a guess learns nothing from the time
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 }  // namespace
 
 void ServerCore::Impl::start_lineage(Job& job, uint32_t comm_number, const CommJoin& gen) {
@@ -87,6 +95,7 @@ void ServerCore::Impl::start_lineage(Job& job, uint32_t comm_number, const CommJ
   for (const auto& [rank, slot] : gen.slots) {
     members.push_back(slot.info);
     l.seats[rank].open = 1;
+    l.seats[rank].secret = make_nonce();
   }
   l.rules.start(job.id, comm_number, 0, std::move(members));
 }
@@ -129,6 +138,11 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
                    " as the latest: is another server serving this job?");
     return true;
   }
+  if (auto refused = not_the_holder(job, l, r)) {
+    log().warn("{}: refusing {}: {}", l.rules.where(), me, printable(refused->words));
+    send_error(c.id, rid, refused->code, refused->words);
+    return true;
+  }
   if (auto refused = l.rules.call(r.info, r.kind, r.nranks, r.can_shrink)) {
     send_error(c.id, rid, refused->refusal.code, refused->refusal.words);
     if (refused->ends_attempt)
@@ -151,6 +165,44 @@ bool ServerCore::Impl::on_recover(Conn& c, uint32_t rid, const Recover& r, Clock
   job.unsettled.insert(g);
   settle(job);
   return true;
+}
+
+// A Recover in a member's place must come from its process: it brings the
+// seat its Joined handed out (host and pid are no proof), and it names no
+// generation older than one its process holds a membership of (a replay).
+std::optional<rules::Refusal> ServerCore::Impl::not_the_holder(const Job& job, const Lineage& l,
+                                                               const Recover& r) const {
+  const std::string me = member_who(r.info);
+  auto s = l.seats.find(r.info.rank);
+  if (s == l.seats.end()) return std::nullopt;  // not a member: the rules say it is stale
+  if (!s->second.secret.empty() && !same_secret(s->second.secret, r.seat))
+    return rules::Refusal{
+        CC_ERR_MISMATCH,
+        std::string(call_name(r.kind)) + " by " + me + " on " + l.rules.where() +
+            (r.seat.empty() ? " brings no proof that it holds rank " : " brings a wrong proof "
+                                                                       "that it holds rank ") +
+            std::to_string(r.info.rank) +
+            "'s seat: only the process that joined as that rank (or was given it by a "
+            "recovery) may recover in its place. Is another process using this job id, or a cc "
+            "older than the rendezvous server? Give each job an id of its own and one cc "
+            "version"};
+  if (r.generation < l.rules.generation())
+    for (ConnId id : job.members) {
+      auto c = conns.find(id);
+      if (c == conns.end()) continue;
+      for (const Membership& m : c->second->memberships)
+        if (m.comm_number == r.info.comm_number && m.job_rank == r.info.rank &&
+            m.generation > r.generation)
+          return rules::Refusal{
+              CC_ERR_MISMATCH,
+              std::string(call_name(r.kind)) + " by " + me + " names generation " +
+                  std::to_string(r.generation) + " of " + l.rules.where() +
+                  ", but that rank's process is a member of generation " +
+                  std::to_string(m.generation) +
+                  " and has not left it: the request is stale (sent again from an older "
+                  "communicator); recover from the latest one"};
+    }
+  return std::nullopt;
 }
 
 bool ServerCore::Impl::on_recover_id(Conn& c, uint32_t rid, const RecoverId& m,
@@ -385,12 +437,15 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, const rules::Nex
       conn = rep.conn;
       id = rep.parked;
       seats[m.rank].open = 1;
+      seats[m.rank].secret = make_nonce();  // a new process in the seat
     } else {
       const Seat& s = l.seats.at(m.rank);
       conn = s.conn;
       id = s.parked;
       seats[m.rank].open = s.open + 1;
+      seats[m.rank].secret = s.secret;
     }
+    joined.seat = seats[m.rank].secret;
     auto pit = parked.find(id);
     const uint32_t rid = pit != parked.end() ? pit->second.request_id : 0;
     finish_parked(id);

@@ -28,6 +28,9 @@ struct Seat {
   // its RecoverId.
   uint64_t parked = 0;
   ConnId conn = 0;
+  // Handed to its process in Joined: a Recover in its place must bring it
+  // (empty on a successor whose member resumed without one: none asked).
+  std::vector<uint8_t> secret;
 };
 
 // A new process that joined with the rank of a failed one, waiting for a

@@ -17,10 +17,13 @@
 #include "common/log.hpp"
 #include "common/printable.hpp"
 #include "common/who.hpp"
+#include "rendezvous/relay_cut.hpp"
 #include "rendezvous/server_core/state.hpp"
 #include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv {
+
+using server_core::quote;
 
 bool ServerCore::Impl::on_relay(Conn& agent, uint32_t rid, const Relay& r, Clock::time_point now) {
   if (agent.agent != 0) {
@@ -29,7 +32,24 @@ bool ServerCore::Impl::on_relay(Conn& agent, uint32_t rid, const Relay& r, Clock
          "a rank behind a node agent sent a relay of its own (a bug in the agent)");
     return false;
   }
-  if (!agent.link) agent.link = std::make_unique<server_core::AgentLink>();
+  // Only a node agent carries ranks: a connection that entered its job (so
+  // authenticated for it) and holds nothing of its own there.
+  if (!agent.link && (agent.job == nullptr || !agent.memberships.empty() ||
+                      !agent.parked.empty() || !agent.waiting.empty())) {
+    counters.frame_error(FrameErrorKind::out_of_order);
+    drop(agent, rid, CC_ERR_INVALID_USAGE,
+         agent.job == nullptr
+             ? "a relay on a connection that names no job: only cc-run's node agent, whose hello "
+               "names its job, may carry ranks"
+             : "a relay on a connection that is a member, joiner or waiter of its job itself: "
+               "only cc-run's node agent may carry ranks, on a connection of its own");
+    return false;
+  }
+  if (!agent.link) {
+    agent.link = std::make_unique<server_core::AgentLink>();
+    ++agent_links;
+    sink.carries_ranks(agent.id);
+  }
   const ConnId agent_id = agent.id;
   for (const RelayEntry& e : r.entries) {
     auto a = conns.find(agent_id);
@@ -82,10 +102,21 @@ void ServerCore::Impl::open_channel(Conn& agent, uint32_t channel,
   if (h == nullptr)
     refusal = "a node agent opened channel " + std::to_string(channel) +
               " without the rank's hello (a bug in the agent)";
+  else if (h->job_id != agent.job->id)
+    refusal = "a rank of job " + quote(printable(h->job_id)) + " came through the node agent at " +
+              agent.peer + ", which serves job " + quote(agent.job->id) +
+              ": a node agent carries the ranks of its own job only; start each job's ranks "
+              "under a cc-run of that job";
   else if (link.channels.size() >= server_core::kMaxChannelsPerAgent)
     refusal = "the node agent at " + agent.peer + " already carries " +
               std::to_string(server_core::kMaxChannelsPerAgent) +
               " ranks, the most one agent may; start fewer ranks per cc-run";
+  else if (conns.size() >= opt.max_connections) {
+    counters.limit(LimitKind::max_connections);
+    refusal = "the rendezvous server is at its limit of " + std::to_string(opt.max_connections) +
+              " connections, and a rank behind a node agent counts as one; try again later or "
+              "raise the server's connection limit (--max-connections)";
+  }
   const ConnId id = kChannelBit | next_channel_conn++;
   auto c = std::make_unique<Conn>(id, agent.peer, opt.limits);
   c->agent = agent.id;
@@ -186,32 +217,97 @@ void ServerCore::Impl::end_channels(Conn& agent, const std::string& reason, bool
   link.out_bytes = 0;
 }
 
-// One Relay per agent for what the turn had for its ranks, cut where a
-// frame would pass the agent's frame limit.
+// One Relay per agent for what the turn had for its ranks, cut so that no
+// frame passes the agent's frame limit (relay_cut.hpp). A rank whose
+// replies waiting to be written would pass the bound is ended first.
 void ServerCore::Impl::flush_relays() {
-  std::vector<ConnId> agents;
-  agents.swap(relays_pending);
-  for (ConnId id : agents) {
-    auto it = conns.find(id);
-    if (it == conns.end() || !it->second->link) continue;
-    AgentLink& link = *it->second->link;
-    link.pending = false;
-    Relay batch;
-    size_t bytes = 0;
-    for (RelayEntry& e : link.out) {
-      const size_t size = e.data.size() + kRelayEntryOverhead;
-      if (!batch.entries.empty() && bytes + size + 4 > opt.limits.max_frame) {
-        sink.send(id, 0, batch);
-        batch.entries.clear();
-        bytes = 0;
-      }
-      bytes += size;
-      batch.entries.push_back(std::move(e));
+  while (!relays_pending.empty()) {
+    std::vector<ConnId> agents;
+    agents.swap(relays_pending);
+    for (ConnId id : agents) {
+      auto it = conns.find(id);
+      if (it == conns.end() || !it->second->link) continue;
+      if (!stopped) end_flooded_channels(*it->second);
+      AgentLink& link = *it->second->link;
+      link.pending = false;
+      cut_relays(link.out, opt.limits.max_frame, [&](Relay& r) {
+        AgentLink::Unwritten u;
+        u.bytes = relay_frame_size(r);
+        for (const RelayEntry& e : r.entries) {
+          if (!u.shares.empty() && u.shares.back().first == e.channel)
+            u.shares.back().second += e.data.size();
+          else
+            u.shares.emplace_back(e.channel, e.data.size());
+        }
+        for (const auto& [channel, bytes] : u.shares) link.queued[channel] += bytes;
+        link.unwritten.push_back(std::move(u));
+        sink.send(id, 0, r);
+      });
+      link.out_bytes = 0;
     }
-    if (!batch.entries.empty()) sink.send(id, 0, batch);
-    link.out.clear();
-    link.out_bytes = 0;
   }
+}
+
+// What a rank's answers of this turn would add to those its agent has not
+// written yet: past the bound, its answers are thrown away and its channel
+// ends with words, as a connection of its own that does not read would.
+void ServerCore::Impl::end_flooded_channels(Conn& agent) {
+  AgentLink& link = *agent.link;
+  std::unordered_map<uint32_t, size_t> adding;
+  for (const RelayEntry& e : link.out)
+    if (e.op == RelayOp::frames) adding[e.channel] += e.data.size();
+  std::vector<uint32_t> flooded;
+  for (const auto& [channel, bytes] : adding) {
+    auto q = link.queued.find(channel);
+    if (bytes + (q == link.queued.end() ? 0 : q->second) > ServerCore::kMaxQueuedReplies)
+      flooded.push_back(channel);
+  }
+  if (flooded.empty()) return;
+  std::sort(flooded.begin(), flooded.end());
+  auto is_flooded = [&](uint32_t channel) {
+    return std::binary_search(flooded.begin(), flooded.end(), channel);
+  };
+  std::erase_if(link.out, [&](const RelayEntry& e) {
+    return e.op == RelayOp::frames && is_flooded(e.channel);
+  });
+  for (uint32_t channel : flooded) {
+    auto ch = link.channels.find(channel);
+    if (ch == link.channels.end()) continue;
+    counters.limit(LimitKind::write_queue);
+    Conn& rank = *conns.at(ch->second);
+    const size_t waiting = adding[channel] + link.queued[channel];
+    drop(rank, 0, CC_ERR_RENDEZVOUS,
+         "its replies are not read: " + std::to_string(waiting >> 20) +
+             " MiB would wait for it at its node agent (cc-run, on host " +
+             printable(agent.hello.host) + "), past the server's bound of " +
+             std::to_string(ServerCore::kMaxQueuedReplies >> 20) +
+             " MiB a rank; read replies as they come, or ask for less at once");
+  }
+}
+
+void ServerCore::Impl::on_written(ConnId conn, size_t bytes) {
+  auto it = conns.find(conn);
+  if (it == conns.end() || !it->second->link) return;
+  AgentLink& link = *it->second->link;
+  while (bytes > 0 && !link.unwritten.empty()) {
+    AgentLink::Unwritten& u = link.unwritten.front();
+    const size_t take = std::min(bytes, u.bytes - link.front_written);
+    link.front_written += take;
+    bytes -= take;
+    if (link.front_written < u.bytes) break;
+    for (const auto& [channel, share] : u.shares) {
+      auto q = link.queued.find(channel);
+      if (q == link.queued.end()) continue;
+      q->second -= std::min(q->second, share);
+      if (q->second == 0) link.queued.erase(q);
+    }
+    link.unwritten.pop_front();
+    link.front_written = 0;
+  }
+}
+
+void ServerCore::Impl::count_unwritten(Conn& agent, const Message& m, uint32_t rid) {
+  agent.link->unwritten.push_back(AgentLink::Unwritten{encode_frame(rid, m).size(), {}});
 }
 
 }  // namespace cc::rv

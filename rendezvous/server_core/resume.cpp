@@ -165,6 +165,7 @@ std::optional<rules::Refusal> ServerCore::Impl::take_seat(Conn& c, const Resume&
             "restart the job"};
   Resumed& seat = rs.members[r.rank];
   seat.info = r.info;
+  seat.seat = r.seat;
   seat.conn = c.id;
   c.memberships.push_back(
       {g, r.rank, r.info.host, r.info.pid, r.last_completed, r.generation, r.info.rank});
@@ -313,6 +314,7 @@ void ServerCore::Impl::rebuild(Job& job, uint32_t g) {
       auto m = rs.members.find(static_cast<int32_t>(rank));
       const bool live = m != rs.members.end() && m->second.state == Resumed::State::live;
       l.seats[job_rank].open = live ? 1 : 0;
+      if (m != rs.members.end()) l.seats[job_rank].secret = m->second.seat;
       if (m == rs.members.end())
         l.rules.set_state(job_rank, rules::SeatState::dead, absent);
       else if (m->second.state == Resumed::State::failed)

@@ -31,6 +31,7 @@ void ServerCore::on_disconnect(ConnId conn, const std::string& reason, Clock::ti
   impl_->on_disconnect(conn, reason, now);
   impl_->flush_relays();
 }
+void ServerCore::on_written(ConnId conn, size_t bytes) { impl_->on_written(conn, bytes); }
 void ServerCore::expire(Clock::time_point now) {
   impl_->expire(now);
   impl_->flush_relays();

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <list>
 #include <map>
@@ -98,11 +99,22 @@ inline constexpr size_t kMaxChannelsPerAgent = 4096;
 
 // A node agent's connection (relay.cpp): its ranks by channel, and what the
 // core has for them that is not yet handed to the Sink (one Relay a turn).
+// What it was handed and has not written yet is kept per frame, with each
+// channel's share, so the replies waiting for one rank are bounded as a
+// connection's are (ServerCore::kMaxQueuedReplies): a rank that asks too
+// much ends its own channel, not its node's link.
 struct AgentLink {
   std::unordered_map<uint32_t, ConnId> channels;
   std::vector<RelayEntry> out;
   size_t out_bytes = 0;
   bool pending = false;  // listed in Impl::relays_pending
+  struct Unwritten {
+    size_t bytes = 0;  // the frame's, on the wire
+    std::vector<std::pair<uint32_t, size_t>> shares;  // (channel, bytes of its entries)
+  };
+  std::deque<Unwritten> unwritten;  // oldest first
+  size_t front_written = 0;         // of unwritten.front()
+  std::unordered_map<uint32_t, size_t> queued;  // by channel: its bytes in unwritten
 };
 
 struct Conn {
@@ -224,6 +236,7 @@ struct PendingWake {
 struct Resumed {
   enum class State : uint8_t { live, failed, left } state = State::live;
   MemberInfo info;  // rank: the job rank
+  std::vector<uint8_t> seat;  // Resume::seat
   ConnId conn = 0;
   std::string why;  // failed: how its connection ended
 };
@@ -413,6 +426,13 @@ struct ServerCore::Impl {
   // Every rank of a lost agent fails together (one announcement per generation).
   void end_channels(Conn& agent, const std::string& reason, bool failed);
   void flush_relays();
+  // The ranks of one agent past the bound on replies waiting for them.
+  void end_flooded_channels(Conn& agent);
+  // The I/O layer wrote `bytes` of what it was handed for conn.
+  void on_written(ConnId conn, size_t bytes);
+  // An agent's own frames, counted among what waits for it.
+  void count_unwritten(Conn& agent, const Message& m, uint32_t rid);
+  size_t agent_links = 0;  // connections with an AgentLink
   size_t socket_conns() const { return conns.size() - channel_conns; }
 
   // ---- parked requests (parked.cpp) ----------------------------------------
@@ -504,6 +524,9 @@ struct ServerCore::Impl {
   // ---- recovery: shrink, regrow, replacements (recovery.cpp) ---------------
   void start_lineage(Job& job, uint32_t comm_number, const CommJoin& gen);
   bool on_recover(Conn& c, uint32_t rid, const Recover& r, Clock::time_point now);
+  // Why the caller of r may not act for the seat it names, if it may not.
+  std::optional<rules::Refusal> not_the_holder(const Job& job, const server_core::Lineage& l,
+                                               const Recover& r) const;
   bool on_recover_id(Conn& c, uint32_t rid, const RecoverId& m, Clock::time_point now);
   bool on_replacement(Conn& c, uint32_t rid, const Join& j, Clock::time_point now);
   void recovery_conn_ends(Job& job, const Conn& c, bool failed, const std::string& reason);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rendezvous/server_core/state.hpp"
+#include "rendezvous/server_core/words.hpp"
 
 namespace cc::rv {
 namespace {
@@ -107,8 +108,22 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
   report.store_bytes = total_bytes;
   report.store_bytes_limit = opt.max_total_bytes;
 
+  // A connection of a job sees that job alone, and its members only when it
+  // is one of them; a connection that names no job is the operator's.
+  if (c.job != nullptr && !q.job_id.empty() && q.job_id != c.job->id) {
+    send_error(c.id, rid, CC_ERR_INVALID_USAGE,
+               "a status query for job " + server_core::quote(q.job_id) + " from " + c.who() +
+                   ", a connection of job " + server_core::quote(c.job->id) +
+                   ": a job's connection sees its own job only; an operator asks with "
+                   "`cc-rendezvous status`, on a connection that names no job");
+    return true;
+  }
+  const bool shows_members = c.job == nullptr || !c.memberships.empty();
   std::vector<const Job*> chosen;
-  if (!q.job_id.empty()) {
+  if (c.job != nullptr) {
+    chosen.push_back(c.job);
+    report.jobs_total = 1;
+  } else if (!q.job_id.empty()) {
     if (auto it = jobs.find(q.job_id); it != jobs.end()) chosen.push_back(it->second.get());
     report.jobs_total = static_cast<uint32_t>(chosen.size());
   } else {
@@ -157,7 +172,8 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
         missing_used += 4 * gs.missing.size();
         used += 4 * gs.missing.size();
       }
-      for (const auto* entry : slots) {
+      if (!shows_members) report.members_omitted += static_cast<uint32_t>(slots.size());
+      for (const auto* entry : shows_members ? slots : decltype(slots){}) {
         const Slot& slot = entry->second;
         MemberStatus ms;
         ms.rank = entry->first;

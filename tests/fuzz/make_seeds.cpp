@@ -1,5 +1,6 @@
 // Writes the seed corpus from real encoded frames:
-//   make_seeds DIR   -> DIR/frame/*, DIR/server_core/*, DIR/hello/*, DIR/client_push/*
+//   make_seeds DIR   -> DIR/frame/*, DIR/server_core/*, DIR/hello/*, DIR/client_push/*,
+//                       DIR/agent/*
 // The seeds are committed under tests/fuzz/corpus; rerun this when the
 // protocol changes.
 #include <cstdio>
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir / "server_core");
   fs::create_directories(dir / "hello");
   fs::create_directories(dir / "client_push");
+  fs::create_directories(dir / "agent");
 
   const std::vector<std::pair<std::string, rv::Message>> messages = {
       {"hello", rv::Hello{"job", "host-a", 42, "cc 0.1.0 store"}},
@@ -110,6 +112,25 @@ int main(int argc, char** argv) {
       {"recover_id", rv::RecoverId{1, std::vector<uint8_t>(128, 3), 100}},
       {"recover_id_wanted", rv::RecoverIdWanted{1}},
   };
+  // agent: piece-size byte, then what one rank sends its node agent.
+  {
+    std::vector<uint8_t> s{16};
+    rv::append_frame(s, 1, rv::Hello{"fuzz", "node", 10, "cc 0.1.0 comm"});
+    rv::append_frame(s, 2, rv::Set{"k", {1, 2}});
+    rv::append_frame(s, 3, rv::Get{"k", 0});
+    rv::append_frame(s, 4, rv::Heartbeat{5});
+    rv::append_frame(s, 5, join(0, 2));
+    rv::append_frame(s, 6, rv::Leave{});
+    write(dir / "agent" / "rank.bin", s);
+    std::vector<uint8_t> big{64};
+    rv::append_frame(big, 1, rv::Hello{"fuzz", "node", 10, "cc 0.1.0 comm"});
+    rv::append_frame(big, 2, rv::Set{"v", std::vector<uint8_t>(70000, 3)});
+    write(dir / "agent" / "large_set.bin", big);
+    std::vector<uint8_t> early{5};
+    rv::append_frame(early, 1, rv::Set{"k", {1}});
+    write(dir / "agent" / "no_hello.bin", early);
+  }
+
   // frame: piece-size byte, then frames.
   std::vector<uint8_t> all{7};
   for (const auto& [name, m] : messages) {

@@ -98,6 +98,7 @@ struct Generation {
   int rank = -1;
   int size = 0;
   std::vector<int32_t> members;  // job ranks by rank
+  std::vector<uint8_t> seat;     // what proves this rank in a recovery
   std::unique_ptr<cc::watch::ControlChannel> channel;
   std::unique_ptr<ChannelWatch> watched;
 
@@ -158,6 +159,7 @@ struct Member {
     req.info.pid = channel.pid;
     req.info.nccl_version = 22809;
     req.generation = from.generation;
+    req.seat = from.seat;
     req.kind = kind;
     req.nranks = nranks;
     req.deadline = std::chrono::steady_clock::now() + milliseconds(timeout_ms);
@@ -203,6 +205,7 @@ struct Member {
     g.rank = j.rank;
     g.size = static_cast<int>(rv::world_size_of(j));
     g.members = in;
+    g.seat = j.seat;
     gens.push_back(std::move(g));
     gens.back().watch(channel);
   }
@@ -308,6 +311,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   first.generation = joined.generation;
+  first.seat = joined.seat;
   first.rank = joined.rank >= 0 ? joined.rank : m.job_rank;
   // A replacement joins a regrown generation, whose ranks are the job ranks.
   first.size = joined.generation > 0 ? static_cast<int>(rv::world_size_of(joined)) : m.world;

@@ -188,6 +188,7 @@ class Trainer {
         &joined);
     if (!st.ok()) fatal("the join: " + st.message);
     rendezvous_ = joined.rendezvous;
+    seat_ = joined.seat;
     const int rank = joined.rank >= 0 ? joined.rank : shard_;
     gen_ = std::make_unique<Generation>(std::move(joined.client), joined.comm_number,
                                         joined.generation, rank, world_);
@@ -308,6 +309,7 @@ class Trainer {
       req.info = member_info(gen_->size());
       req.info.comm_number = gen_->join_number();
       req.generation = gen_->generation();
+      req.seat = seat_;
       req.kind = rv::RecoverKind::regrow;
       req.nranks = world_;
       req.deadline = Clock::now() + milliseconds(config_.timeout_ms);
@@ -323,6 +325,7 @@ class Trainer {
         st = cc::comm::new_generation_events(*result.client, req.kind, result.joined.generation);
       if (st.ok()) {
         const rv::Joined& j = result.joined;
+        seat_ = j.seat;
         say("rank %d: regrown to generation %u: rank %d of %zu (ranks %s replaced)", shard_,
             j.generation, j.rank, rv::world_size_of(j), csv(j.failed).c_str());
         auto next = std::make_unique<Generation>(std::move(result.client), gen_->join_number(),
@@ -389,6 +392,7 @@ class Trainer {
   cc::watch::ChannelOptions channel_;
   cc_store_t store_ = nullptr;
   cc::rv::factory::Address rendezvous_;  // where the first generation joined
+  std::vector<uint8_t> seat_;  // proves this rank in a regrow (rv::Joined::seat)
   int shard_ = 0;  // the rank it was started with
   int world_ = 0;
   std::unique_ptr<Generation> gen_;

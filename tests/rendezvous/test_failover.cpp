@@ -257,7 +257,7 @@ TEST_CASE("failover: a member that never resumes is failed at the end of the gra
   std::vector<std::unique_ptr<rv::Client>> cs;
   for (int r = 0; r < 2; ++r) cs.push_back(located_client(where, "one-lost"));
   cs.push_back(plain_client(a->port(), "one-lost"));  // rank 2: no locator
-  join_all(cs);
+  const auto joined = join_all(cs);
   std::vector<std::unique_ptr<Watch>> watches;
   for (auto& c : cs) watches.push_back(std::make_unique<Watch>(*c));
   std::this_thread::sleep_for(200ms);
@@ -295,10 +295,11 @@ TEST_CASE("failover: a member that never resumes is failed at the end of the gra
   // The survivors shrink on the successor, each on a new connection.
   std::vector<std::future<std::pair<cc::Status, rv::Joined>>> fs;
   for (int r = 0; r < 2; ++r)
-    fs.push_back(std::async(std::launch::async, [&where, r] {
+    fs.push_back(std::async(std::launch::async, [&where, &joined, r] {
       auto c = located_client(where, "one-lost");
       rv::Recover req;
       req.info = join_of(r, 3).info;
+      req.seat = joined[static_cast<size_t>(r)].seat;  // as its resume told the successor
       req.generation = 0;
       req.kind = rv::RecoverKind::shrink;
       req.timeout_ms = 10000;

@@ -69,7 +69,8 @@ TEST_CASE("frames of peers without recovery still decode") {
     old.members = {{0, "a", 1}};
     old.notice = "n";
     auto p = payload_of(old);
-    p.resize(p.size() - 17);  // generation, rank, an empty failed list, method, world size
+    // generation, rank, an empty failed list, method, world size, an empty seat
+    p.resize(p.size() - 21);
     const auto j = std::get<rv::Joined>(decode(rv::MsgType::joined, p));
     CHECK(j.generation == 0);
     CHECK(j.rank == -1);
@@ -83,11 +84,25 @@ TEST_CASE("frames of peers without recovery still decode") {
     old.generation = 1;
     old.world_size = 3;
     auto p = payload_of(old);
-    p.resize(p.size() - 4);
+    p.resize(p.size() - 8);  // world size, an empty seat
     const auto j = std::get<rv::Joined>(decode(rv::MsgType::joined, p));
     CHECK(j.world_size == 0);
     CHECK(rv::world_size_of(j) == 3);
     CHECK(j.generation == 1);
+  }
+  SECTION("a Joined and a Recover of peers before seats: none") {
+    rv::Joined old;
+    old.seat = {1, 2};
+    auto p = payload_of(old);
+    p.resize(p.size() - 6);
+    CHECK(std::get<rv::Joined>(decode(rv::MsgType::joined, p)).seat.empty());
+    auto r = a_recover();
+    r.seat = {3};
+    auto q = payload_of(r);
+    q.resize(q.size() - 5);
+    const auto back = std::get<rv::Recover>(decode(rv::MsgType::recover, q));
+    CHECK(back.seat.empty());
+    CHECK(back.kind == rv::RecoverKind::regrow);
   }
   SECTION("a ProgressQuery of an older client: generation 0") {
     auto p = payload_of(rv::ProgressQuery{5, 1, 0});
@@ -127,7 +142,7 @@ TEST_CASE("impossible recovery fields are refused") {
 
   rv::Joined j;
   auto jp = payload_of(j);
-  jp[jp.size() - 5] = 9;  // method, before the world size
+  jp[jp.size() - 9] = 9;  // method, before the world size and the seat
   decode(rv::MsgType::joined, jp, rv::DecodeError::bad_field);
   auto trailing = payload_of(rv::RecoverIdWanted{1});
   trailing.push_back(0);

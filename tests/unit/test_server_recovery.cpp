@@ -41,6 +41,7 @@ struct Job {
   rv::ConnId base;
   int world;
   std::string id = "job";
+  std::map<int, std::vector<uint8_t>> seats{};  // by job rank, from its Joined
 
   rv::ConnId member(int r) const { return base + static_cast<rv::ConnId>(r); }
   rv::ConnId recovery(int r) const { return base + 100 + static_cast<rv::ConnId>(r); }
@@ -48,7 +49,11 @@ struct Job {
   void join_all() {
     for (int r = 0; r < world; ++r) h.client(member(r), id);
     for (int r = 0; r < world; ++r) h.feed(member(r), join_msg(r, world, "h" + std::to_string(r)));
-    for (int r = 0; r < world; ++r) REQUIRE(std::holds_alternative<rv::Joined>(h.one(member(r))));
+    for (int r = 0; r < world; ++r) {
+      const auto joined = h.one_as<rv::Joined>(member(r));
+      CHECK(joined.seat.size() >= 16);
+      seats[r] = joined.seat;
+    }
   }
   // A replacement() for rank r connects on `conn` and joins.
   void replace(rv::ConnId conn, int r, uint32_t timeout_ms = 1000, uint32_t request_id = 1) {
@@ -74,6 +79,7 @@ struct Job {
     m.nranks = nranks;
     m.can_shrink = can_shrink;
     m.timeout_ms = timeout_ms;
+    if (auto s = seats.find(r); s != seats.end()) m.seat = s->second;
     return m;
   }
   // Survivor r asks on a fresh connection (recovery(r) unless given).

@@ -100,17 +100,17 @@ TEST_CASE("the ranks behind an agent join as ranks do, and their answers come as
   CHECK(m.counters.connections_accepted == 2);
 }
 
-TEST_CASE("a world larger than the server's connections is held through agents, not directly") {
+TEST_CASE("a world larger than the server's connections is refused, behind agents too") {
   rv::ServerOptions o;
-  o.max_connections = 2;
+  o.max_connections = 5;
   Harness h(o);
   h.client(9);
-  h.feed(9, join_msg(1, 3, "host-9"));
+  h.feed(9, join_msg(1, 6, "host-9"));
   const std::string direct = h.error_of(h.one(9)).message;
-  CHECK_THAT(direct, Catch::Contains("asks for a world of 3 ranks, more than the server can hold: "
-                                     "its limit is 2 connections (ranks under cc-run's node agents "
-                                     "share one a node); check WORLD_SIZE"));
-  agent_with_ranks(h, 3, 3);  // one connection, three ranks: the join completes
+  CHECK_THAT(direct, Catch::Contains("asks for a world of 6 ranks, more than the server can hold: "
+                                     "its limit is 5 connections (a rank behind cc-run's node "
+                                     "agent counts as one); check WORLD_SIZE"));
+  agent_with_ranks(h, 3, 3);  // the agent and its three ranks: four of the five
   const ToAgent got = to_agent(h);
   REQUIRE(got.frames.size() == 3);
   for (const auto& [channel, frames] : got.frames) {
@@ -223,7 +223,7 @@ TEST_CASE("an agent's mistakes end the agent or the rank, and other jobs are not
   }
 }
 
-TEST_CASE("the connection limit counts sockets, not the ranks agents carry") {
+TEST_CASE("the connection limit counts the ranks agents carry") {
   rv::ServerOptions o;
   o.max_connections = 3;
   Harness h(o);
@@ -231,10 +231,13 @@ TEST_CASE("the connection limit counts sockets, not the ranks agents carry") {
   rv::Relay relay;
   for (uint32_t c = 1; c <= 10; ++c) relay.entries.push_back(open_entry(c, static_cast<int>(c)));
   h.feed(kAgent, relay);
-  CHECK(h.core.relayed_rank_count() == 10);
-  h.client(2);
-  h.client(3);
-  CHECK(h.core.connection_count() == 3);
+  CHECK(h.core.relayed_rank_count() == 2);
+  const ToAgent got = to_agent(h);
+  CHECK(got.closed.size() == 8);
+  CHECK_THAT(got.closed.at(10), Catch::Contains("at its limit of 3 connections, and a rank behind "
+                                                "a node agent counts as one"));
+  CHECK_FALSE(h.core.on_connect(2, "10.0.0.2:5000", h.now));
+  CHECK(h.sink.closed.count(kAgent) == 0);
 }
 
 }  // namespace

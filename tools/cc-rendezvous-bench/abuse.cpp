@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -378,6 +379,96 @@ void oversized_hellos(int port) {
 }
 
 // Returns the frames answered, and whether the client was dropped.
+// One hostile rank behind a node agent (a raw agent connection with two
+// ranks): four pipelined Gets of a 1 MiB value, more than one frame holds,
+// then 96 more left unread. What must hold: the agent's link stays, the
+// hostile rank's channel ends with words, its neighbour is answered.
+struct AgentRankOutcome {
+  bool link_kept = false;
+  int big_answers = 0;  // of the four pipelined Gets
+  std::string ended;    // why the hostile rank's channel ended
+  bool neighbour_answered = false;
+};
+
+AgentRankOutcome hostile_rank_behind_agent(int port) {
+  AgentRankOutcome out;
+  const int fd = client(port, "abuse-agent");
+  if (fd < 0) return out;
+  auto relay = [&](uint32_t channel, rv::RelayOp op, std::vector<uint8_t> data) {
+    rv::Relay r;
+    r.entries.push_back({channel, op, std::move(data)});
+    return send_all(fd, rv::encode_frame(0, r));
+  };
+  for (uint32_t ch : {1u, 2u})
+    relay(ch, rv::RelayOp::open,
+          rv::encode_frame(1, rv::Hello{"abuse-agent", "node", 10 + ch, "bench rank"}));
+  relay(1, rv::RelayOp::frames,
+        rv::encode_frame(2, rv::Set{"big", std::vector<uint8_t>(1u << 20, 7)}));
+  // What the server says to each channel, read through the agent's relays.
+  rv::FrameReader up;
+  std::map<uint32_t, rv::FrameReader> ranks;
+  std::map<uint32_t, std::string> closed;
+  bool lost = false;
+  auto pump = [&](std::chrono::milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    std::vector<uint8_t> buf(1 << 16);
+    while (!lost && Clock::now() < deadline) {
+      while (auto f = up.next()) {
+        if (const auto* r = std::get_if<rv::Relay>(&f->message))
+          for (const rv::RelayEntry& e : r->entries) {
+            if (e.op == rv::RelayOp::frames) ranks[e.channel].feed(e.data);
+            if (e.op == rv::RelayOp::close) closed[e.channel].assign(e.data.begin(), e.data.end());
+          }
+      }
+      if (up.error() != rv::DecodeError::none) {
+        lost = true;
+        break;
+      }
+      pollfd p{fd, POLLIN, 0};
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+      if (n <= 0) {
+        lost = true;
+        break;
+      }
+      up.feed(std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)));
+    }
+  };
+  auto count_values = [&](uint32_t channel) {
+    int values = 0;
+    while (auto f = ranks[channel].next()) {
+      values += std::holds_alternative<rv::Value>(f->message) ? 1 : 0;
+      if (const auto* e = std::get_if<rv::Error>(&f->message)) out.ended = e->message;
+    }
+    return values;
+  };
+  pump(2s);
+  count_values(1);  // the Set's Ok
+  relay(1, rv::RelayOp::frames, gets("big", 4, 0));
+  for (int i = 0; i < 50 && out.big_answers < 4 && !lost; ++i) {
+    pump(100ms);
+    out.big_answers += count_values(1);
+  }
+  relay(1, rv::RelayOp::frames, gets("big", 96, 0));  // 96 MiB, unread for now
+  std::this_thread::sleep_for(3s);
+  for (int i = 0; i < 100 && closed.count(1) == 0 && !lost; ++i) {
+    pump(100ms);
+    count_values(1);
+  }
+  relay(2, rv::RelayOp::frames, rv::encode_frame(3, rv::Set{"k", {1}}));
+  for (int i = 0; i < 50 && !out.neighbour_answered && !lost; ++i) {
+    pump(100ms);
+    while (auto f = ranks[2].next())
+      out.neighbour_answered = out.neighbour_answered || std::holds_alternative<rv::Ok>(f->message);
+  }
+  out.link_kept = !lost;
+  if (out.ended.empty() && closed.count(1)) out.ended = closed[1];
+  ::close(fd);
+  return out;
+}
+
 std::pair<int, bool> steady_pipeline(int port) {
   const int fd = client(port, "abuse-pipeline");
   if (fd < 0) return {0, true};
@@ -556,6 +647,15 @@ bool run_abuse(int members) {
       report("a client pipelining 100 kB sets", job.next_phase(), &goal_met);
       std::printf("  the pipelining client: %d of 400 frames answered%s\n", answered,
                   dropped ? ", then dropped" : ", never dropped");
+      const AgentRankOutcome agent = hostile_rank_behind_agent(server.port);
+      report("a rank behind an agent: 4+96 MiB", job.next_phase(), &goal_met);
+      std::printf("  its agent's link %s; %d of 4 pipelined 1 MiB gets answered; its "
+                  "neighbour %s; the rank ended: %s\n",
+                  agent.link_kept ? "kept" : "LOST", agent.big_answers,
+                  agent.neighbour_answered ? "answered" : "NOT answered",
+                  agent.ended.empty() ? "(not ended)" : agent.ended.c_str());
+      if (!agent.link_kept || agent.big_answers != 4 || !agent.neighbour_answered)
+        goal_met = false;
       if (job.lost()) {
         std::printf("the healthy job heard an error or a peer event, or lost a connection\n");
         goal_met = false;

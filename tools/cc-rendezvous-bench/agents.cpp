@@ -56,6 +56,7 @@ struct SimRank {
   int node = 0;
   ag::LocalId comm = 0;      // its communicator's connection to its agent
   ag::LocalId recovery = 0;  // its shrink's connection
+  std::vector<uint8_t> seat;  // from its Joined: proves it in its shrink
   bool gone = false;         // the rank that dies, and those of the node that hangs
   bool told_death = false, told_node = false;
 };
@@ -138,6 +139,7 @@ class Sim {
     }
     if (const auto* j = std::get_if<rv::Joined>(&m)) {
       if (conn == r.comm) {
+        r.seat = j->seat;
         if (++count_ == world_) next_phase();
         return;
       }
@@ -226,6 +228,7 @@ class Sim {
     q.kind = rv::RecoverKind::shrink;
     q.can_shrink = true;
     q.timeout_ms = 600000;
+    q.seat = r.seat;
     return q;
   }
 

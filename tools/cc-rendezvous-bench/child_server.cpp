@@ -23,6 +23,9 @@ ChildServer fork_server() {
     pthread_sigmask(SIG_BLOCK, &term, nullptr);
     cc::rv::ServerOptions o;
     o.bind_addr = "127.0.0.1";
+    // Ranks behind agents count as connections: the full-size agents run
+    // holds 131,072 ranks and 16,384 agents.
+    o.max_connections = 200000;
     std::unique_ptr<cc::rv::Server> server;
     if (!cc::rv::Server::start(o, &server).ok()) _exit(1);
     const int p = server->port();
