@@ -1,0 +1,321 @@
+"""TLS on cc's own rendezvous, with real processes on loopback: certificates
+made here with the openssl program; cc-rendezvous with --tls-*; store_client
+(the C API) and init_member (cc_comm_init's join, its NCCL id 128 bytes of
+0x5a) as clients, through a recording TCP proxy. In clear the proxy sees the
+store's secret value and the NCCL id; with TLS it sees neither. Each
+mismatch fails at once with words naming the address and the fix; mTLS
+refuses a client without a certificate; SIGHUP serves a new certificate to
+new connections while an old connection keeps working.
+
+Run by meson (suite rendezvous) with CC_RENDEZVOUS_BIN, STORE_CLIENT and
+INIT_MEMBER set. Skipped (77) without the openssl program."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+DAEMON = os.environ["CC_RENDEZVOUS_BIN"]
+STORE = os.environ["STORE_CLIENT"]
+INIT = os.environ["INIT_MEMBER"]
+OPENSSL = shutil.which("openssl")
+SECRET = b"s3cret-checkpoint-path-7f1e"
+NCCL_ID = b"\x5a" * 64  # init_member's stand-in id is 128 such bytes
+
+
+def wait_for(what, check, timeout=20.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+        time.sleep(step)
+
+
+def openssl(*args, cwd):
+    subprocess.run([OPENSSL] + list(args), cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_ca(d, name):
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", name + ".key", "-out", name + ".pem", "-days", "2", "-subj", "/CN=" + name,
+            cwd=d)
+    os.chmod(os.path.join(d, name + ".key"), 0o600)
+
+
+def make_cert(d, name, ca, san):
+    """A certificate `name` signed by `ca`, valid for the names in `san`."""
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+            name + ".key", "-out", name + ".csr", "-subj", "/CN=" + name, cwd=d)
+    with open(os.path.join(d, name + ".ext"), "w") as f:
+        f.write("subjectAltName=%s\n" % san)
+    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
+            "-CAcreateserial", "-out", name + ".pem", "-days", "2", "-extfile", name + ".ext",
+            cwd=d)
+    os.chmod(os.path.join(d, name + ".key"), 0o600)
+
+
+class Proxy:
+    """A TCP relay on 127.0.0.1 that records every byte both ways."""
+
+    def __init__(self, port):
+        self.target = port
+        self.recorded = bytearray()
+        self.lock = threading.Lock()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    def pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                with self.lock:
+                    self.recorded += data
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def seen(self):
+        with self.lock:
+            return bytes(self.recorded)
+
+    def close(self):
+        self.closed = True
+        self.listener.close()
+
+
+@unittest.skipIf(OPENSSL is None, "no openssl program to make certificates with")
+class Tls(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="cc-tls-")
+        make_ca(cls.dir, "ca")
+        make_ca(cls.dir, "other-ca")
+        make_cert(cls.dir, "server", "ca", "IP:127.0.0.1,DNS:localhost")
+        make_cert(cls.dir, "server-2", "ca", "IP:127.0.0.1,DNS:localhost")
+        make_cert(cls.dir, "elsewhere", "ca", "DNS:elsewhere.example")
+        make_cert(cls.dir, "client", "ca", "DNS:client")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def setUp(self):
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=10)
+        for p in getattr(self, "logs", []):
+            p.close()
+
+    def daemon(self, *args):
+        """cc-rendezvous on 127.0.0.1; returns (process, port, log path)."""
+        log_path = os.path.join(self.dir, "daemon-%d.log" % len(self.procs))
+        log = open(log_path, "w")
+        self.logs = getattr(self, "logs", []) + [log]
+        p = subprocess.Popen([DAEMON, "--bind", "127.0.0.1", "--port", "0", "--log-level", "info"] +
+                             list(args), stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        text = lambda: open(log_path).read()
+        m = wait_for("the daemon to be ready", lambda: re.search(r"ready on port (\d+)", text()) or
+                     (p.poll() is not None and self.fail("the daemon exited: " + text())))
+        return p, int(m.group(1)), log_path
+
+    def tls_daemon(self, *args):
+        return self.daemon("--tls-cert", self.path("server.pem"), "--tls-key",
+                           self.path("server.key"), *args)
+
+    def env(self, ca="ca.pem", cert=None, extra=None):
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("CC_TLS_"):
+                del env[k]
+        if ca:
+            env["CC_TLS_CA"] = self.path(ca)
+        if cert:
+            env["CC_TLS_CERT"] = self.path(cert + ".pem")
+            env["CC_TLS_KEY"] = self.path(cert + ".key")
+        env["CC_LOG_LEVEL"] = "error"
+        env.update(extra or {})
+        return env
+
+    def store(self, port, *args, env, timeout=30):
+        """store_client PORT tls ARGS: (exit status, stdout, stderr)."""
+        started = time.monotonic()
+        r = subprocess.run([STORE, str(port), "tls"] + list(args), env=env, capture_output=True,
+                           text=True, timeout=timeout)
+        return r.returncode, r.stdout.strip(), r.stderr, time.monotonic() - started
+
+    def join(self, port, env, world=2):
+        """A communicator's join of `world` init_member ranks; each prints READY."""
+        ranks = []
+        for rank in range(world):
+            e = dict(env, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port), CC_JOB_ID="tls-join", CC_RENDEZVOUS="external",
+                     CC_PREFLIGHT="0", CC_TIMEOUT_MS="30000", LOCAL_RANK=str(rank))
+            ranks.append(subprocess.Popen([INIT, "ok", "100"], env=e, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        self.procs += ranks
+        outs = [r.communicate(timeout=60)[0] for r in ranks]
+        for rank, out in enumerate(outs):
+            self.assertIn("READY", out, "rank %d: %s" % (rank, out))
+
+    def recorded_run(self, port, env):
+        """A join and a store set and get through a recording proxy: its bytes."""
+        proxy = Proxy(port)
+        self.addCleanup(proxy.close)
+        self.join(proxy.port, env)
+        rc, _, err, _ = self.store(proxy.port, "set", "secret", SECRET.decode(), env=env)
+        self.assertEqual(rc, 0, err)
+        rc, out, err, _ = self.store(proxy.port, "get", "secret", env=env)
+        self.assertEqual((rc, out), (0, SECRET.decode()), err)
+        return proxy.seen()
+
+    def test_a_recording_proxy_sees_the_secret_and_the_id_in_clear_only(self):
+        _, clear_port, _ = self.daemon()
+        seen = self.recorded_run(clear_port, self.env(ca=None))
+        self.assertIn(SECRET, seen, "the test cannot fail: the secret is not on the clear wire")
+        self.assertIn(NCCL_ID, seen, "the test cannot fail: the NCCL id is not on the clear wire")
+
+        _, tls_port, _ = self.tls_daemon()
+        seen = self.recorded_run(tls_port, self.env())
+        self.assertGreater(len(seen), 2000)
+        self.assertNotIn(SECRET, seen)
+        self.assertNotIn(NCCL_ID, seen)
+        self.assertEqual(seen[0], 0x16, "the stream does not start with a TLS handshake record")
+
+    def test_mismatches_fail_at_once_with_words_and_the_server_serves_on(self):
+        _, port, log = self.tls_daemon()
+        where = "127.0.0.1:%d" % port
+
+        rc, _, err, took = self.store(port, "set", "k", "v", env=self.env(ca="other-ca.pem"))
+        self.assertEqual(rc, 1)
+        self.assertIn(where, err)
+        self.assertIn("does not vouch for", err)
+        self.assertIn("set CC_TLS_CA to the CA that signed", err)
+        self.assertLess(took, 10)
+
+        rc, _, err, took = self.store(port, "set", "k", "v", env=self.env(ca=None))
+        self.assertEqual(rc, 1)
+        self.assertIn("speaks TLS", err)
+        self.assertIn("set CC_TLS_CA", err)
+        self.assertIn(where, err)
+        self.assertLess(took, 10)
+
+        rc, _, err, _ = self.store(port, "set", "k", "v",
+                                   env=self.env(extra={"CC_TLS_SERVER_NAME": "elsewhere.example"}))
+        self.assertEqual(rc, 1)
+        self.assertIn("does not name 'elsewhere.example'", err)
+
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n" * 10)
+            s.recv(4096)
+
+        rc, _, err, _ = self.store(port, "set", "k", "v", env=self.env())
+        self.assertEqual(rc, 0, err)
+        rc, out, err, _ = self.store(port, "get", "k", env=self.env())
+        self.assertEqual((rc, out), (0, "v"), err)
+        self.assertIn("spoke cc's protocol in clear", open(log).read())
+
+        _, clear_port, _ = self.daemon()
+        rc, _, err, took = self.store(clear_port, "set", "k", "v", env=self.env())
+        self.assertEqual(rc, 1)
+        self.assertIn("127.0.0.1:%d" % clear_port, err)
+        self.assertRegex(err, "does not speak TLS|closed the connection during the TLS handshake")
+        self.assertIn("unset CC_TLS_CA", err)
+        self.assertLess(took, 10)
+
+    def test_mtls_refuses_a_client_without_a_certificate(self):
+        _, port, _ = self.tls_daemon("--tls-client-ca", self.path("ca.pem"))
+        rc, _, err, took = self.store(port, "set", "k", "v", env=self.env())
+        self.assertEqual(rc, 1)
+        self.assertIn("127.0.0.1:%d requires a client certificate" % port, err)
+        self.assertIn("CC_TLS_CERT and CC_TLS_KEY", err)
+        self.assertLess(took, 10)
+        rc, _, err, _ = self.store(port, "set", "k", "v", env=self.env(cert="client"))
+        self.assertEqual(rc, 0, err)
+        rc, out, err, _ = self.store(port, "get", "k", env=self.env(cert="client"))
+        self.assertEqual((rc, out), (0, "v"), err)
+
+    def test_a_key_others_can_read_is_refused(self):
+        loose = self.path("loose.key")
+        shutil.copy(self.path("server.key"), loose)
+        os.chmod(loose, 0o644)
+        r = subprocess.run([DAEMON, "--port", "0", "--tls-cert", self.path("server.pem"),
+                            "--tls-key", loose], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("can be read by every user", r.stderr)
+        self.assertIn("chmod 600", r.stderr)
+
+    def served_name(self, port):
+        context = ssl.create_default_context(cafile=self.path("ca.pem"))
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            with context.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                return dict(x[0] for x in s.getpeercert()["subject"])["commonName"]
+
+    def test_sighup_serves_the_new_certificate_and_keeps_old_connections(self):
+        live = os.path.join(self.dir, "live")
+        os.makedirs(live, exist_ok=True)
+        for ext in ("pem", "key"):
+            shutil.copy(self.path("server." + ext), os.path.join(live, "cert." + ext))
+        daemon, port, log = self.daemon("--tls-cert", os.path.join(live, "cert.pem"),
+                                        "--tls-key", os.path.join(live, "cert.key"))
+        self.assertEqual(self.served_name(port), "server")
+        # An old connection: it adds 1 to ready/1, then waits for go/1.
+        old = subprocess.Popen([STORE, str(port), "tls", "race", "1", "prize", "-", "old"],
+                               env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        self.procs.append(old)
+        wait_for("the old connection's add",
+                 lambda: self.store(port, "add", "ready/1", "0", env=self.env())[1] == "1")
+
+        for ext in ("pem", "key"):
+            shutil.copy(self.path("server-2." + ext), os.path.join(live, "cert." + ext))
+        daemon.send_signal(signal.SIGHUP)
+        wait_for("the reload", lambda: "TLS certificate reloaded" in open(log).read())
+        self.assertEqual(self.served_name(port), "server-2")
+
+        rc, _, err, _ = self.store(port, "set", "go/1", "1", env=self.env())
+        self.assertEqual(rc, 0, err)
+        out, err = old.communicate(timeout=30)
+        self.assertEqual((old.returncode, out.strip()), (0, "1"), err)
+
+
+if __name__ == "__main__":
+    unittest.main()
