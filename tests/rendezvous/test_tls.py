@@ -7,8 +7,12 @@ mismatch fails at once with words naming the address and the fix; mTLS
 refuses a client without a certificate; SIGHUP serves a new certificate to
 new connections while an old connection keeps working.
 
-Run by meson (suite rendezvous) with CC_RENDEZVOUS_BIN, STORE_CLIENT and
-INIT_MEMBER set. Skipped (77) without the openssl program."""
+cc-run's node agent reaches the server over TLS too (the proxy sees no id on
+its uplink), while its ranks' Unix socket stays clear: mode 0600 in a 0700
+folder, and a peer of another user is refused (SO_PEERCRED).
+
+Run by meson (suite rendezvous) with CC_RENDEZVOUS_BIN, STORE_CLIENT,
+INIT_MEMBER and CC_RUN_BIN set. Skipped (77) without the openssl program."""
 
 import os
 import re
@@ -17,6 +21,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -25,6 +30,7 @@ import unittest
 DAEMON = os.environ["CC_RENDEZVOUS_BIN"]
 STORE = os.environ["STORE_CLIENT"]
 INIT = os.environ["INIT_MEMBER"]
+CC_RUN = os.environ["CC_RUN_BIN"]
 OPENSSL = shutil.which("openssl")
 SECRET = b"s3cret-checkpoint-path-7f1e"
 NCCL_ID = b"\x5a" * 64  # init_member's stand-in id is 128 such bytes
@@ -315,6 +321,78 @@ class Tls(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         out, err = old.communicate(timeout=30)
         self.assertEqual((old.returncode, out.strip()), (0, "1"), err)
+
+    def agent_run(self, port, env):
+        """Rank 0 straight to the server, rank 1 through cc-run's node agent
+        (node 1 of 2), both through a recording proxy: its bytes."""
+        proxy = Proxy(port)
+        self.addCleanup(proxy.close)
+        e = dict(env, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(proxy.port),
+                 CC_JOB_ID="tls-agent", CC_RENDEZVOUS="external", CC_PREFLIGHT="0",
+                 CC_TIMEOUT_MS="30000", LOCAL_RANK="0")
+        direct = subprocess.Popen([INIT, "ok", "100"], env=e, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        e = dict(env, CC_PREFLIGHT="0")
+        run = subprocess.Popen([CC_RUN, "-n", "1", "--nnodes", "2", "--node-rank", "1",
+                                "--master-addr", "127.0.0.1", "--master-port", str(proxy.port),
+                                "--job-id", "tls-agent", "--timeout-ms", "30000", "--",
+                                INIT, "ok", "100"], env=e, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        self.procs += [direct, run]
+        for name, p in (("rank 0", direct), ("cc-run's rank 1", run)):
+            out = p.communicate(timeout=60)[0]
+            self.assertIn("READY", out, "%s: %s" % (name, out))
+        return proxy.seen()
+
+    def test_the_node_agent_uplink_speaks_tls(self):
+        _, clear_port, _ = self.daemon()
+        seen = self.agent_run(clear_port, self.env(ca=None))
+        self.assertIn(NCCL_ID, seen, "the test cannot fail: the NCCL id is not on the clear wire")
+        _, tls_port, _ = self.tls_daemon()
+        seen = self.agent_run(tls_port, self.env())
+        self.assertNotIn(NCCL_ID, seen)
+        self.assertGreater(len(seen), 1000)
+
+    def test_the_agent_socket_is_private_and_refuses_other_users(self):
+        # The rank, a Python program under cc-run, looks at its agent's socket
+        # and (as root) opens the folder for a moment so that user nobody can
+        # reach the socket: the agent must close that connection at once.
+        probe = r"""
+import os, socket, stat, sys, time
+path = os.environ["CC_AGENT_SOCKET"]
+folder = os.path.dirname(path)
+print("MODES %o %o" % (stat.S_IMODE(os.stat(folder).st_mode), stat.S_IMODE(os.stat(path).st_mode)))
+if os.geteuid() != 0:
+    print("STRANGER skipped"); sys.exit(0)
+os.chmod(folder, 0o711); os.chmod(path, 0o777)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.setgid(65534); os.setuid(65534)
+    s = socket.socket(socket.AF_UNIX); s.settimeout(2)
+    s.connect(path)
+    try:
+        data = s.recv(100)
+        os.write(w, b"closed" if not data else b"answered")
+    except socket.timeout:
+        os.write(w, b"kept open")
+    except OSError:
+        os.write(w, b"closed")
+    os._exit(0)
+os.waitpid(pid, 0)
+os.chmod(folder, 0o700); os.chmod(path, 0o600)
+print("STRANGER " + os.read(r, 100).decode())
+"""
+        r = subprocess.run([CC_RUN, "-n", "1", "--", sys.executable, "-c", probe],
+                           env=self.env(ca=None, extra={"CC_LOG_LEVEL": "warn"}),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("[rank 0] MODES 700 600", r.stdout)
+        if "STRANGER skipped" in r.stdout:
+            self.skipTest("not root: cannot connect as another user")
+        self.assertIn("STRANGER closed", r.stdout)
+        self.assertIn("refused a connection", r.stderr)
+        self.assertIn("from uid 65534", r.stderr)
 
 
 if __name__ == "__main__":
