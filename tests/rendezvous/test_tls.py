@@ -131,6 +131,7 @@ class Tls(unittest.TestCase):
         make_cert(cls.dir, "server-2", "ca", "IP:127.0.0.1,DNS:localhost")
         make_cert(cls.dir, "elsewhere", "ca", "DNS:elsewhere.example")
         make_cert(cls.dir, "client", "ca", "DNS:client")
+        make_cert(cls.dir, "stranger", "other-ca", "DNS:stranger")
 
     @classmethod
     def tearDownClass(cls):
@@ -267,12 +268,17 @@ class Tls(unittest.TestCase):
         self.assertIn("unset CC_TLS_CA", err)
         self.assertLess(took, 10)
 
-    def test_mtls_refuses_a_client_without_a_certificate(self):
+    def test_mtls_refuses_a_client_without_a_certificate_of_its_ca(self):
         _, port, _ = self.tls_daemon("--tls-client-ca", self.path("ca.pem"))
         rc, _, err, took = self.store(port, "set", "k", "v", env=self.env())
         self.assertEqual(rc, 1)
         self.assertIn("127.0.0.1:%d requires a client certificate" % port, err)
         self.assertIn("CC_TLS_CERT and CC_TLS_KEY", err)
+        self.assertLess(took, 10)
+        rc, _, err, took = self.store(port, "set", "k", "v", env=self.env(cert="stranger"))
+        self.assertEqual(rc, 1)
+        self.assertIn("127.0.0.1:%d refused this client's certificate" % port, err)
+        self.assertIn("--tls-client-ca", err)
         self.assertLess(took, 10)
         rc, _, err, _ = self.store(port, "set", "k", "v", env=self.env(cert="client"))
         self.assertEqual(rc, 0, err)
