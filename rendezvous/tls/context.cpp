@@ -101,6 +101,9 @@ Status make_server_ctx(const ServerFiles& files, SSL_CTX** out) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == nullptr) return invalid("cannot make a TLS context: " + openssl_errors());
   set_common(ctx);
+  // No session tickets: cc's clients keep one connection and do not resume,
+  // and two tickets a handshake cost both ends CPU for nothing.
+  SSL_CTX_set_num_tickets(ctx, 0);
   Status s = use_cert_and_key(ctx, files.cert, files.key, "the server's");
   if (s.ok() && !files.client_ca.empty()) {
     s = load_ca(ctx, files.client_ca, "the client CA");

@@ -32,6 +32,7 @@ STORE = os.environ["STORE_CLIENT"]
 INIT = os.environ["INIT_MEMBER"]
 CC_RUN = os.environ["CC_RUN_BIN"]
 OPENSSL = shutil.which("openssl")
+ETCD = os.environ.get("CC_ETCD_BIN") or shutil.which("etcd")
 SECRET = b"s3cret-checkpoint-path-7f1e"
 NCCL_ID = b"\x5a" * 64  # init_member's stand-in id is 128 such bytes
 
@@ -182,10 +183,10 @@ class Tls(unittest.TestCase):
         env.update(extra or {})
         return env
 
-    def store(self, port, *args, env, timeout=30):
-        """store_client PORT tls ARGS: (exit status, stdout, stderr)."""
+    def store(self, port, *args, env, timeout=30, job="tls"):
+        """store_client PORT JOB ARGS: (exit status, stdout, stderr)."""
         started = time.monotonic()
-        r = subprocess.run([STORE, str(port), "tls"] + list(args), env=env, capture_output=True,
+        r = subprocess.run([STORE, str(port), job] + list(args), env=env, capture_output=True,
                            text=True, timeout=timeout)
         return r.returncode, r.stdout.strip(), r.stderr, time.monotonic() - started
 
@@ -399,6 +400,56 @@ print("STRANGER " + os.read(r, 100).decode())
         self.assertIn("STRANGER closed", r.stdout)
         self.assertIn("refused a connection", r.stderr)
         self.assertIn("from uid 65534", r.stderr)
+
+    def etcd(self):
+        """One etcd member on loopback; its client URL."""
+        ports = []
+        for _ in range(2):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                ports.append(s.getsockname()[1])
+        client, peer = ("http://127.0.0.1:%d" % p for p in ports)
+        p = subprocess.Popen([ETCD, "--name", "tls", "--data-dir", os.path.join(self.dir, "etcd"),
+                              "--listen-client-urls", client, "--advertise-client-urls", client,
+                              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                              "--initial-cluster", "tls=" + peer],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(p)
+
+        def healthy():
+            import urllib.request
+            try:
+                with urllib.request.urlopen(client + "/health", timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+
+        wait_for("etcd to be healthy", healthy, timeout=30)
+        return "etcd://127.0.0.1:%d" % ports[0]
+
+    @unittest.skipIf(ETCD is None, "no etcd program")
+    def test_the_elected_server_speaks_tls(self):
+        # The first client of the job wins etcd's election and hosts the job's
+        # server (rendezvous/factory/elected.cpp) with its CC_TLS_CERT; it
+        # stays, waiting for go/1, while the others find it through etcd.
+        address = self.etcd()
+        tls = self.env(cert="server", extra={"STORE_ADDR": address})
+        host = subprocess.Popen([STORE, "0", "elected", "race", "1", "prize", "-", "host"], env=tls,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(host)
+        wait_for("the host's add",
+                 lambda: subprocess.run([STORE, "0", "elected", "add", "ready/1", "0"], env=tls,
+                                        capture_output=True, text=True,
+                                        timeout=60).stdout.strip() == "1", timeout=60)
+        clear = subprocess.run([STORE, "0", "elected", "add", "ready/1", "0"],
+                               env=self.env(ca=None, extra={"STORE_ADDR": address}),
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(clear.returncode, 1, clear.stdout)
+        self.assertIn("speaks TLS", clear.stderr)
+        rc, _, err, _ = self.store(0, "set", "go/1", "1", env=tls, job="elected")
+        self.assertEqual(rc, 0, err)
+        out, err = host.communicate(timeout=60)
+        self.assertEqual((host.returncode, out.strip()), (0, "1"), err)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "rendezvous/server.hpp"
+#include "rendezvous/tls/env.hpp"
 
 namespace cc::tools::rendezvous_bench {
 
@@ -23,6 +24,7 @@ ChildServer fork_server() {
     pthread_sigmask(SIG_BLOCK, &term, nullptr);
     cc::rv::ServerOptions o;
     o.bind_addr = "127.0.0.1";
+    if (!cc::rv::tls::server_context_from(cc::settings::process_env(), &o.tls).ok()) _exit(1);
     std::unique_ptr<cc::rv::Server> server;
     if (!cc::rv::Server::start(o, &server).ok()) _exit(1);
     const int p = server->port();
