@@ -296,6 +296,17 @@ class Tls(unittest.TestCase):
         self.assertIn("can be read by every user", r.stderr)
         self.assertIn("chmod 600", r.stderr)
 
+    def test_the_daemon_reads_tls_from_its_config_file(self):
+        config = self.path("daemon.toml")
+        with open(config, "w") as f:
+            f.write('tls-cert = "%s"\ntls-key = "%s"\n' % (self.path("server.pem"),
+                                                          self.path("server.key")))
+        _, port, _ = self.daemon("--config", config)
+        rc, _, err, _ = self.store(port, "set", "k", "v", env=self.env())
+        self.assertEqual(rc, 0, err)
+        rc, _, err, _ = self.store(port, "set", "k", "v", env=self.env(ca=None))
+        self.assertIn("speaks TLS", err)
+
     def served_name(self, port):
         context = ssl.create_default_context(cafile=self.path("ca.pem"))
         with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
