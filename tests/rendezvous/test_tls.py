@@ -269,6 +269,44 @@ class Tls(unittest.TestCase):
         self.assertIn("unset CC_TLS_CA", err)
         self.assertLess(took, 10)
 
+    def test_stalled_handshakes_meet_the_deadline_and_cost_little(self):
+        daemon, port, _ = self.tls_daemon("--handshake-timeout-ms", "1000")
+
+        def rss_kb():
+            with open("/proc/%d/status" % daemon.pid) as f:
+                return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+        before = rss_kb()
+        # 100 clients start a TLS handshake (a real ClientHello) and stall.
+        context = ssl.create_default_context(cafile=self.path("ca.pem"))
+        stalled = []
+        for _ in range(100):
+            raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+            obj = context.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+            try:
+                obj.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            raw.sendall(outgoing.read())
+            stalled.append(raw)
+        time.sleep(0.3)
+        grown_mb = (rss_kb() - before) / 1024.0
+        print("100 half-finished handshakes: the server grew by %.1f MB" % grown_mb, file=sys.stderr)
+        self.assertLess(grown_mb, 64, "100 half-finished handshakes took %.1f MB" % grown_mb)
+        started = time.monotonic()
+        for raw in stalled:
+            raw.settimeout(10)
+            try:
+                while raw.recv(65536):
+                    pass
+            except OSError:
+                pass
+            raw.close()
+        self.assertLess(time.monotonic() - started, 5, "the stalled handshakes were not closed")
+        rc, _, err, _ = self.store(port, "set", "k", "v", env=self.env())
+        self.assertEqual(rc, 0, err)
+
     def test_mtls_refuses_a_client_without_a_certificate_of_its_ca(self):
         _, port, _ = self.tls_daemon("--tls-client-ca", self.path("ca.pem"))
         rc, _, err, took = self.store(port, "set", "k", "v", env=self.env())
