@@ -339,6 +339,10 @@ Status secure(Fd fd, const FrameClientOptions& o, const std::string& host,
               const std::string& endpoint, Clock::time_point deadline, Conn* out) {
   out->fd = std::move(fd);
   if (!o.tls) return Status::success();
+  // The handshake's last flight and the first request are two writes: with
+  // Nagle the request would wait for the server's delayed ACK.
+  const int one = 1;
+  ::setsockopt(out->get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return tls::client_handshake(out->get(), *o.tls, strip_brackets(host), endpoint, deadline,
                                &out->tls);
 }

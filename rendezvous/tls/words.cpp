@@ -45,8 +45,9 @@ std::string client_failure_words(const Failure& f, const std::string& endpoint,
     case FailureKind::none:
       break;
   }
-  return "the TLS handshake with " + at + " failed (" + f.detail +
-         "): check CC_TLS_CA, CC_TLS_CERT and CC_TLS_KEY against the server's --tls-* files";
+  return "TLS with " + at + " failed (" + f.detail +
+         "): check CC_TLS_CA, CC_TLS_CERT and CC_TLS_KEY against the server's --tls-* files, "
+         "and that nothing between alters the stream";
 }
 
 std::string server_failure_words(const Failure& f, const std::string& peer) {
@@ -60,7 +61,7 @@ std::string server_failure_words(const Failure& f, const std::string& peer) {
     case FailureKind::cert_required:
       return peer + " showed no client certificate, which this server requires (mTLS)";
     default:
-      return "the TLS handshake with " + peer + " failed (" + f.detail + ")";
+      return "TLS with " + peer + " failed (" + f.detail + ")";
   }
 }
 

@@ -74,8 +74,9 @@ def make_cert(d, name, ca, san):
 class Proxy:
     """A TCP relay on 127.0.0.1 that records every byte both ways."""
 
-    def __init__(self, port):
+    def __init__(self, port, tamper=False):
         self.target = port
+        self.tamper = tamper  # flip a byte of the client's first encrypted record
         self.recorded = bytearray()
         self.lock = threading.Lock()
         self.listener = socket.socket()
@@ -92,15 +93,19 @@ class Proxy:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.target))
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+            for a, b, up in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self.pump, args=(a, b, up), daemon=True).start()
 
-    def pump(self, src, dst):
+    def pump(self, src, dst, up):
+        tampered = False
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if self.tamper and up and not tampered and data[0] in (0x14, 0x17):
+                    data = data[:-1] + bytes([data[-1] ^ 1])
+                    tampered = True
                 with self.lock:
                     self.recorded += data
                 dst.sendall(data)
@@ -304,6 +309,18 @@ class Tls(unittest.TestCase):
                 pass
             raw.close()
         self.assertLess(time.monotonic() - started, 5, "the stalled handshakes were not closed")
+        rc, _, err, _ = self.store(port, "set", "k", "v", env=self.env())
+        self.assertEqual(rc, 0, err)
+
+    def test_a_byte_altered_by_a_proxy_ends_the_connection(self):
+        _, port, log = self.tls_daemon()
+        proxy = Proxy(port, tamper=True)
+        self.addCleanup(proxy.close)
+        rc, _, err, took = self.store(proxy.port, "set", "k", "v", env=self.env())
+        self.assertEqual(rc, 1, "a tampered stream was accepted")
+        self.assertIn("127.0.0.1:%d" % proxy.port, err)
+        self.assertLess(took, 10)
+        self.assertRegex(open(log).read(), "bad record mac|decryption failed")
         rc, _, err, _ = self.store(port, "set", "k", "v", env=self.env())
         self.assertEqual(rc, 0, err)
 
