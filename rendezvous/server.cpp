@@ -727,6 +727,7 @@ class AsioServer final : public Server, private Sink {
     }
     const tls::Failure& f = s->tls->failure();
     if (f.kind == tls::FailureKind::clear_peer) refuse_clear(*s);
+    shut_after_reading(s->sock.native_handle());  // so the alert is not lost to a reset
     const std::string why = tls::server_failure_words(f, s->peer);
     log().info("rendezvous server: {}", why);
     if (!s->closing) core_.on_disconnect(s->id, why, Clock::now());
@@ -744,6 +745,11 @@ class AsioServer final : public Server, private Sink {
                               tls::clear_client_refusal(ec ? "this address" : endpoint_text(here))});
     [[maybe_unused]] const ssize_t sent =
         ::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+
+  // What the client sent is read before the close, so the close does not
+  // reset the connection before the client has read the last words.
+  static void shut_after_reading(int fd) {
     ::shutdown(fd, SHUT_WR);
     uint8_t scratch[4096];
     while (::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {

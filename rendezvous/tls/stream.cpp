@@ -109,6 +109,12 @@ void Stream::close_notify() {
   ERR_clear_error();
 }
 
+bool Stream::asked_for_certificate() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const STACK_OF(X509_NAME)* names = SSL_get_client_CA_list(ssl_);
+  return !SSL_is_server(ssl_) && names != nullptr && sk_X509_NAME_num(names) > 0;
+}
+
 std::string Stream::peer_subject() const {
   std::lock_guard<std::mutex> lock(mu_);
   X509* cert = SSL_get0_peer_certificate(ssl_);

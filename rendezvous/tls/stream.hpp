@@ -68,6 +68,8 @@ class Stream {
   // Sends close_notify once, without waiting for the peer's.
   void close_notify();
   const Failure& failure() const { return failure_; }
+  // A client's: the server asked for a client certificate (mTLS).
+  bool asked_for_certificate() const;
   // The certificate the peer showed: its subject, in one line ("" if none).
   std::string peer_subject() const;
 
