@@ -47,6 +47,11 @@ constexpr Setting kTable[] = {
     {Id::trace_dir, {"CC_TRACE_DIR"}, Kind::path, "", 0, 0, {}, "where every rank writes its flight recorder on a failure, a timeout, a mismatch or SIGUSR1; unset: nowhere"},
     {Id::agent_socket, {"CC_AGENT_SOCKET"}, Kind::path, "", 0, 0, {}, "the Unix socket of cc-run's node agent, which carries a communicator's rendezvous traffic (cc-run sets it); unset: each communicator reaches the rendezvous directly"},
     {Id::nccl_ranks_per_id, {"CC_NCCL_RANKS_PER_ID"}, Kind::integer, "128", 1, kIntMax, {}, "a communicator of more ranks than this is made by ncclCommInitRankScalable from ceil(ranks / this) NCCL ids (at most 64), so NCCL's bootstrap has that many roots"},
+    {Id::tls_ca, {"CC_TLS_CA"}, Kind::path, "", 0, 0, {}, "a client's TLS to cc's rendezvous: the CA the server's certificate is checked against; set: TLS on"},
+    {Id::tls_server_name, {"CC_TLS_SERVER_NAME"}, Kind::text, "", 0, 0, {}, "the name the rendezvous server's certificate must carry; unset: the host dialled"},
+    {Id::tls_cert, {"CC_TLS_CERT"}, Kind::path, "", 0, 0, {}, "a TLS certificate (PEM): an embedded or cc-run server's (TLS on), and a client's for mTLS"},
+    {Id::tls_key, {"CC_TLS_KEY"}, Kind::path, "", 0, 0, {}, "the key of CC_TLS_CERT (PEM, not readable by others)"},
+    {Id::tls_client_ca, {"CC_TLS_CLIENT_CA"}, Kind::path, "", 0, 0, {}, "an embedded or cc-run server: clients must show a certificate from this CA (mTLS)"},
 };
 // clang-format on
 

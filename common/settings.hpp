@@ -51,6 +51,11 @@ enum class Id : int {
   trace_dir,
   agent_socket,
   nccl_ranks_per_id,
+  tls_ca,
+  tls_server_name,
+  tls_cert,
+  tls_key,
+  tls_client_ca,
   count
 };
 

@@ -52,6 +52,8 @@
 #include "rendezvous/client_inbox.hpp"
 #include "rendezvous/connect_by.hpp"
 #include "rendezvous/resume_book.hpp"
+#include "rendezvous/tls/socket_io.hpp"
+#include "rendezvous/tls/words.hpp"
 
 namespace cc::rv {
 namespace {
@@ -75,6 +77,14 @@ constexpr size_t kSessionBytes = 16;
 const Clock::time_point kNever = Clock::time_point::max();
 
 using Fd = UniqueFd;
+
+// A connected socket to the server, and its TLS when the client speaks TLS
+// (FrameClientOptions::tls). The stream is freed before the socket closes.
+struct Conn {
+  Fd fd;
+  std::unique_ptr<tls::Stream> tls;
+  int get() const { return fd.get(); }
+};
 
 int poll_ms(Clock::time_point until) {
   if (until == kNever) return -1;
@@ -113,11 +123,13 @@ std::vector<uint8_t> make_session() {
 
 // Blocking I/O of whole frames on a socket of its own, for a failover's
 // handshake and resumes before the socket is taken up.
-Status write_all_by(int fd, std::span<const uint8_t> bytes, Clock::time_point deadline,
+Status write_all_by(const Conn& fd, std::span<const uint8_t> bytes, Clock::time_point deadline,
                     const std::string& endpoint) {
   size_t done = 0;
+  short events = POLLOUT;
   while (done < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    const ssize_t n = tls::send_some(fd.get(), fd.tls.get(), bytes.data() + done,
+                                     bytes.size() - done, &events);
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -129,17 +141,18 @@ Status write_all_by(int fd, std::span<const uint8_t> bytes, Clock::time_point de
     if (Clock::now() >= deadline)
       return make_status(CC_ERR_TIMEOUT,
                          "the rendezvous at " + endpoint + " took no frame in time");
-    pollfd p{fd, POLLOUT, 0};
+    pollfd p{fd.get(), events, 0};
     (void)::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
   }
   return Status::success();
 }
 
-Status read_all_by(int fd, uint8_t* out, size_t size, Clock::time_point deadline,
+Status read_all_by(const Conn& fd, uint8_t* out, size_t size, Clock::time_point deadline,
                    const std::string& endpoint) {
   size_t done = 0;
+  short events = POLLIN;
   while (done < size) {
-    const ssize_t n = ::recv(fd, out + done, size - done, 0);
+    const ssize_t n = tls::recv_some(fd.get(), fd.tls.get(), out + done, size - done, &events);
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -154,13 +167,14 @@ Status read_all_by(int fd, uint8_t* out, size_t size, Clock::time_point deadline
     if (Clock::now() >= deadline)
       return make_status(CC_ERR_TIMEOUT,
                          "the rendezvous at " + endpoint + " did not answer in time");
-    pollfd p{fd, POLLIN, 0};
+    if (tls::buffered(fd.tls.get()) > 0) continue;
+    pollfd p{fd.get(), events, 0};
     (void)::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
   }
   return Status::success();
 }
 
-Status read_frame_by(int fd, Clock::time_point deadline, const std::string& endpoint,
+Status read_frame_by(const Conn& fd, Clock::time_point deadline, const std::string& endpoint,
                      FrameReader::Frame* out) {
   const Limits limits;
   uint8_t header[kHeaderSize];
@@ -319,10 +333,24 @@ Status dial_agent(const FrameClientOptions& o, const std::string& endpoint,
                          "CC_AGENT_SOCKET to reach the rendezvous directly");
 }
 
+// TLS over a socket dialled to the server at host, when the options say so;
+// the socket alone otherwise.
+Status secure(Fd fd, const FrameClientOptions& o, const std::string& host,
+              const std::string& endpoint, Clock::time_point deadline, Conn* out) {
+  out->fd = std::move(fd);
+  if (!o.tls) return Status::success();
+  // The handshake's last flight and the first request are two writes: with
+  // Nagle the request would wait for the server's delayed ACK.
+  const int one = 1;
+  ::setsockopt(out->get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return tls::client_handshake(out->get(), *o.tls, strip_brackets(host), endpoint, deadline,
+                               &out->tls);
+}
+
 // The store and the membership over one connected stream to cc's server.
 class FrameClient final : public Client {
  public:
-  FrameClient(Fd fd, const FrameClientOptions& options, std::string endpoint)
+  FrameClient(Conn fd, const FrameClientOptions& options, std::string endpoint)
       : fd_(std::move(fd)),
         options_(options),
         endpoint_(std::move(endpoint)),
@@ -707,8 +735,10 @@ class FrameClient final : public Client {
   Status send_all(std::span<const uint8_t> bytes, Clock::time_point deadline,
                   const std::string& what) {
     size_t done = 0;
+    short events = POLLOUT;
     while (done < bytes.size()) {
-      const ssize_t n = ::send(fd_.get(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+      const ssize_t n = tls::send_some(fd_.get(), fd_.tls.get(), bytes.data() + done,
+                                       bytes.size() - done, &events);
       if (n > 0) {
         done += static_cast<size_t>(n);
         continue;
@@ -720,7 +750,7 @@ class FrameClient final : public Client {
                                                  what +
                                                  " in time: is the server overloaded or stuck?");
         }
-        pollfd p{fd_.get(), POLLOUT, 0};
+        pollfd p{fd_.get(), events, 0};
         const int rc =
             ::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
         if (rc < 0 && errno != EINTR) return mark_broken(system_error("poll", errno));
@@ -791,15 +821,15 @@ class FrameClient final : public Client {
       std::lock_guard<std::mutex> lock(state_mu_);
       if (!inbox_.usable()) return;
     }
-    pollfd p{fd_.get(), POLLIN, 0};
-    const int rc = ::poll(&p, 1, poll_ms(until));
+    pollfd p{fd_.get(), read_events_, 0};
+    const int rc = tls::buffered(fd_.tls.get()) > 0 ? 1 : ::poll(&p, 1, poll_ms(until));
     if (rc < 0) {
       if (errno != EINTR) (void)mark_broken(system_error("poll", errno));
       return;
     }
     if (rc == 0) return;
     uint8_t buf[65536];
-    const ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+    const ssize_t n = tls::recv_some(fd_.get(), fd_.tls.get(), buf, sizeof(buf), &read_events_);
     if (n == 0) {
       (void)mark_broken(closed_status());
       return;
@@ -819,11 +849,23 @@ class FrameClient final : public Client {
   }
 
   Status closed_status() const {
+    if (fd_.tls && fd_.tls->asked_for_certificate())
+      return make_status(CC_ERR_RENDEZVOUS,
+                         "the rendezvous server at " + endpoint_ +
+                             " closed the connection; it requires client certificates (mTLS): if "
+                             "it refused this client's, set CC_TLS_CERT and CC_TLS_KEY to one "
+                             "signed by the CA it was given (--tls-client-ca); else did it stop?");
     return make_status(CC_ERR_RENDEZVOUS, "the rendezvous server at " + endpoint_ +
                                               " closed the connection (did it stop or crash?)");
   }
 
   Status system_error(const char* call, int err) const {
+    if (err == EPROTO && fd_.tls)
+      return make_status(CC_ERR_RENDEZVOUS,
+                         tls::client_failure_words(fd_.tls->failure(), endpoint_,
+                                                   options_.tls->expected_name(
+                                                       strip_brackets(options_.addr)),
+                                                   options_.tls->files()));
     return make_status(CC_ERR_RENDEZVOUS, "the connection to the rendezvous at " + endpoint_ +
                                               " failed (" + call + ": " + std::strerror(err) + ")");
   }
@@ -992,19 +1034,21 @@ class FrameClient final : public Client {
     const std::string endpoint =
         options_.name.empty() ? make_endpoint(host, port)
                               : options_.name + " (its server at " + make_endpoint(host, port) + ")";
-    Fd fd;
-    if (Status s = dial_tcp(o, endpoint, std::min(until, Clock::now() + kRelocateEvery), &fd);
+    Fd dialled;
+    if (Status s = dial_tcp(o, endpoint, std::min(until, Clock::now() + kRelocateEvery), &dialled);
         !s.ok())
       return s;
+    Conn fd;
+    if (Status s = secure(std::move(dialled), o, host, endpoint, until, &fd); !s.ok()) return s;
     std::vector<PeerEvent> events;
-    if (Status s = greet(fd.get(), endpoint, until, &events); !s.ok()) return s;
+    if (Status s = greet(fd, endpoint, until, &events); !s.ok()) return s;
     take_up(std::move(fd), endpoint, std::move(events));
     return Status::success();
   }
 
   // Sends one request on the new connection and reads until its answer;
   // the events that come first are kept for the inbox.
-  Status ask(int fd, const std::string& endpoint, Clock::time_point until, const Message& request,
+  Status ask(const Conn& fd, const std::string& endpoint, Clock::time_point until, const Message& request,
              std::vector<PeerEvent>* events, Message* reply) {
     const uint32_t id = next_id();
     if (Status s = write_all_by(fd, encode_frame(id, request), until, endpoint); !s.ok())
@@ -1030,7 +1074,7 @@ class FrameClient final : public Client {
 
   // Hello (with this client's session), Auth when asked, and one Resume per
   // membership this connection held.
-  Status greet(int fd, const std::string& endpoint, Clock::time_point until,
+  Status greet(const Conn& fd, const std::string& endpoint, Clock::time_point until,
                std::vector<PeerEvent>* events) {
     Message reply;
     if (Status s = ask(fd, endpoint, until, hello(), events, &reply); !s.ok()) return s;
@@ -1060,13 +1104,14 @@ class FrameClient final : public Client {
   // The new connection becomes the client's: every lock is taken, so no
   // frame is half written or half read across the swap. Then the requests
   // still awaited are written again with their ids.
-  void take_up(Fd fd, const std::string& endpoint, std::vector<PeerEvent> events) {
+  void take_up(Conn fd, const std::string& endpoint, std::vector<PeerEvent> events) {
     std::lock_guard<std::mutex> read_lock(read_mu_);
     std::lock_guard<std::mutex> write_lock(write_mu_);
     std::vector<std::pair<uint32_t, Message>> again;
     {
       std::lock_guard<std::mutex> lock(state_mu_);
       fd_ = std::move(fd);
+      read_events_ = POLLIN;
       current_ = endpoint;
       inbox_.resumed(endpoint);
       for (PeerEvent& e : events) inbox_.queue_event(std::move(e));
@@ -1081,7 +1126,8 @@ class FrameClient final : public Client {
     cv_.notify_all();
   }
 
-  Fd fd_;
+  Conn fd_;
+  short read_events_ = POLLIN;  // what the next read waits for (TLS may want to write)
   FrameClientOptions options_;
   std::string endpoint_;  // the first server's, for words
   std::string current_;   // the server's now (under state_mu_)
@@ -1141,11 +1187,18 @@ Status connect_frame_client(const FrameClientOptions& given, std::unique_ptr<Cli
                                                     " is out of range 1..65535: check MASTER_PORT");
   }
   const auto deadline = after(options.connect_timeout);
-  Fd fd;
-  if (Status s = options.agent_socket.empty() ? dial_tcp(options, endpoint, deadline, &fd)
-                                              : dial_agent(options, endpoint, deadline, &fd);
+  Fd dialled;
+  if (Status s = options.agent_socket.empty() ? dial_tcp(options, endpoint, deadline, &dialled)
+                                              : dial_agent(options, endpoint, deadline, &dialled);
       !s.ok())
     return s;
+  Conn fd;
+  if (!options.agent_socket.empty()) {
+    fd.fd = std::move(dialled);  // the node agent's Unix socket stays clear
+  } else if (Status s = secure(std::move(dialled), options, options.addr, endpoint, deadline, &fd);
+             !s.ok()) {
+    return s;
+  }
   auto client = std::make_unique<FrameClient>(
       std::move(fd), options,
       options.agent_socket.empty() ? endpoint : endpoint + " through cc-run's node agent");

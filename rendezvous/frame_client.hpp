@@ -29,6 +29,7 @@
 
 #include "common/status.hpp"
 #include "rendezvous/client.hpp"
+#include "rendezvous/tls/context.hpp"
 
 namespace cc::rv {
 
@@ -60,6 +61,9 @@ struct FrameClientOptions {
   // How messages name the rendezvous when it is not addr:port (the etcd
   // address the server was located by).
   std::string name;
+  // Not null: TLS to the server (tls/context.hpp), checking that its
+  // certificate names the host dialled. Not used toward a node agent.
+  std::shared_ptr<tls::ClientContext> tls;
 };
 
 // Connects over TCP with retries and backoff until connect_timeout, then

@@ -27,6 +27,8 @@
 #include "common/log.hpp"
 #include "common/run_until_stopped.hpp"
 #include "rendezvous/server_core.hpp"
+#include "rendezvous/tls/stream.hpp"
+#include "rendezvous/tls/words.hpp"
 
 namespace cc::rv {
 namespace {
@@ -75,6 +77,9 @@ struct Session {
   std::string overflow_reason;
   size_t counted = 0;  // of pending and writing, in the server's total of queued bytes
   std::optional<asio::steady_timer> linger;
+  // With TLS (ServerOptions::tls): the connection's TLS, and its peer for words.
+  std::unique_ptr<tls::Stream> tls;
+  std::string peer;
 };
 using SessionPtr = std::shared_ptr<Session>;
 
@@ -457,6 +462,11 @@ class AsioServer final : public Server, private Sink {
 
   void start_write(const SessionPtr& s) {
     if (s->closed || s->write_busy) return;
+    if (handshaking(s)) {  // replies wait for the TLS handshake
+      if (s->closing && s->pending.empty()) finish_close(s);
+      else if (s->closing) start_linger(s);
+      return;
+    }
     if (s->written == s->writing.size()) {  // nothing in flight: take what is queued
       s->writing.clear();
       if (s->writing.capacity() > (1u << 20)) s->writing.shrink_to_fit();
@@ -475,7 +485,7 @@ class AsioServer final : public Server, private Sink {
     // written here at once, whole.
     std::error_code ec;
     const size_t piece = std::min(s->writing.size() - s->written, kWritePiece);
-    const size_t n = s->sock.write_some(asio::buffer(s->writing.data() + s->written, piece), ec);
+    const size_t n = write_some(*s, piece, ec);
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
       socket_failed(s, ec);
       return;
@@ -518,6 +528,7 @@ class AsioServer final : public Server, private Sink {
     if (s->closed) return;
     s->closed = true;
     std::error_code ec;
+    if (s->tls && !peer_gone) s->tls->close_notify();
     if (!peer_gone) s->sock.shutdown(tcp::socket::shutdown_both, ec);
     s->sock.close(ec);
     if (s->linger) s->linger->cancel();
@@ -545,9 +556,14 @@ class AsioServer final : public Server, private Sink {
   }
 
   void on_readable(const SessionPtr& s, std::error_code ec) {
-    if (s->closing || s->closed || !still_leading()) return;
+    if ((s->closing && !handshaking(s)) || s->closed || !still_leading()) return;
     if (ec) {
       socket_failed(s, ec);
+      flush();
+      return;
+    }
+    if (s->tls) {
+      read_tls(s);
       flush();
       return;
     }
@@ -653,10 +669,101 @@ class AsioServer final : public Server, private Sink {
     const std::string peer = peer_.port() == 0 ? std::string("unknown peer") : endpoint_text(peer_);
     const ConnId id = next_id_++;
     auto s = std::make_shared<Session>(id, std::move(sock));
+    if (opt_.tls && !start_tls(*s, peer)) return;
     const size_t closing = sessions_.size() - core_.connection_count();
     sessions_.emplace(id, s);
-    if (core_.on_connect(id, peer, Clock::now(), closing)) start_read(s);
+    // A TLS connection the core refused is read for its handshake, so the
+    // refusal reaches its client.
+    if (core_.on_connect(id, peer, Clock::now(), closing) || s->tls) start_read(s);
     flush();
+  }
+
+  // ---- TLS ---------------------------------------------------------------------
+
+  static bool handshaking(const SessionPtr& s) { return s->tls && !s->tls->established(); }
+
+  bool start_tls(Session& s, const std::string& peer) {
+    ssl_st* ssl = opt_.tls->accept_on(s.sock.native_handle());
+    if (ssl == nullptr) {
+      log().warn("rendezvous server: no TLS session for {} (out of memory?); closed", peer);
+      return false;
+    }
+    s.tls = std::make_unique<tls::Stream>(ssl);
+    s.peer = peer;
+    return true;
+  }
+
+  size_t write_some(Session& s, size_t piece, std::error_code& ec) {
+    const uint8_t* data = s.writing.data() + s.written;
+    if (!s.tls) return s.sock.write_some(asio::buffer(data, piece), ec);
+    const tls::Result r = s.tls->write({data, piece});
+    if (r.io == tls::Io::want_read || r.io == tls::Io::want_write) ec = asio::error::would_block;
+    if (r.io == tls::Io::closed) ec = asio::error::eof;
+    if (r.io == tls::Io::failed) ec = asio::error::connection_aborted;
+    return r.n;
+  }
+
+  // The handshake, then reads until OpenSSL wants the socket again (it may
+  // hold decrypted bytes the socket no longer signals); past kReadsPerWake
+  // the rest waits for the others' turn.
+  void read_tls(const SessionPtr& s) {
+    if (handshaking(s)) {
+      const tls::Result r = s->tls->handshake();
+      if (r.io != tls::Io::done) return tls_wait_or_end(s, r);
+      start_write(s);  // what the core queued meanwhile
+      if (s->closing || s->closed) return;
+    }
+    for (int i = 0; i < kReadsPerWake; ++i) {
+      if (s->closing || s->closed) return;
+      const tls::Result r = s->tls->read(rbuf_);
+      if (r.io != tls::Io::done) return tls_wait_or_end(s, r);
+      core_.on_bytes(s->id, std::span<const uint8_t>(rbuf_.data(), r.n), Clock::now());
+    }
+    asio::post(io_, [this, s] { on_readable(s, {}); });
+  }
+
+  void tls_wait_or_end(const SessionPtr& s, tls::Result r) {
+    switch (r.io) {
+      case tls::Io::want_read:
+        return start_read(s);
+      case tls::Io::want_write:
+        return s->sock.async_wait(tcp::socket::wait_write,
+                                  [this, s](std::error_code ec) { on_readable(s, ec); });
+      case tls::Io::closed:
+        return socket_failed(s, asio::error::eof);
+      case tls::Io::done:
+      case tls::Io::failed:
+        break;
+    }
+    const tls::Failure& f = s->tls->failure();
+    if (f.kind == tls::FailureKind::clear_peer) refuse_clear(*s);
+    shut_after_reading(s->sock.native_handle());  // so the alert is not lost to a reset
+    const std::string why = tls::server_failure_words(f, s->peer);
+    log().info("rendezvous server: {}", why);
+    if (!s->closing) core_.on_disconnect(s->id, why, Clock::now());
+    finish_close(s, true);
+  }
+
+  // A client that speaks in clear to this TLS server is told so in clear, as
+  // refuse_for_descriptors tells its client.
+  void refuse_clear(Session& s) {
+    const int fd = s.sock.native_handle();
+    std::error_code ec;
+    const tcp::endpoint here = s.sock.local_endpoint(ec);
+    const std::vector<uint8_t> frame =
+        encode_frame(0, Error{static_cast<uint32_t>(CC_ERR_RENDEZVOUS),
+                              tls::clear_client_refusal(ec ? "this address" : endpoint_text(here))});
+    [[maybe_unused]] const ssize_t sent =
+        ::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+
+  // What the client sent is read before the close, so the close does not
+  // reset the connection before the client has read the last words.
+  static void shut_after_reading(int fd) {
+    ::shutdown(fd, SHUT_WR);
+    uint8_t scratch[4096];
+    while (::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {
+    }
   }
 
   // ---- the one timer -----------------------------------------------------------

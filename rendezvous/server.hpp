@@ -14,6 +14,7 @@
 #include "rendezvous/durable.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server_metrics.hpp"
+#include "rendezvous/tls/context.hpp"
 
 namespace cc::rv {
 
@@ -68,6 +69,10 @@ struct ServerOptions {
   // is. A server that is no successor refuses resumes.
   bool successor = false;
   std::chrono::milliseconds resume_grace{5000};
+  // Not null: every connection speaks TLS 1.3 with this context (its
+  // certificate, and under mTLS the CA of the clients'); reload() on it
+  // serves new handshakes the new certificate. Null: clear text.
+  std::shared_ptr<tls::ServerContext> tls;
 };
 
 // How a server stops (Server::stop). fail: every waiting request is

@@ -17,7 +17,7 @@ set -euo pipefail
 build_pkgs=(meson ninja-build g++ pkg-config libasio-dev libspdlog-dev libfmt-dev libcli11-dev
             nlohmann-json3-dev libssl-dev libcpp-httplib-dev)
 test_pkgs=("${build_pkgs[@]}" catch2 openmpi-bin libopenmpi-dev iproute2 procps python3
-           python3-numpy python3-yaml systemd nftables etcd-server etcd-client cmake)
+           python3-numpy python3-yaml systemd nftables etcd-server etcd-client cmake openssl)
 hardening_pkgs=(clang-14 libclang-rt-14-dev)
 sets=("$@")
 [ ${#sets[@]} -eq 0 ] && sets=(test)

@@ -7,6 +7,7 @@
 #include "lib/launch/config.hpp"
 #include "lib/launch/env.hpp"
 #include "rendezvous/server.hpp"
+#include "rendezvous/tls/env.hpp"
 
 struct cc_server {
   std::unique_ptr<cc::rv::Server> server;
@@ -40,6 +41,10 @@ extern "C" CC_API cc_result_t cc_server_start(cc_server_t* server, const char* b
   options.token = cfg.token;
   options.job_ttl = std::chrono::milliseconds(
       cfg.job_ttl_or(static_cast<int>(cc::settings::default_int(cc::settings::Id::job_ttl_ms))));
+  if (cc::Status s = cc::rv::tls::server_context_from(cc::settings::process_env(), &options.tls);
+      !s.ok()) {
+    return cc::fail(s.code, "cc_server_start: " + s.message);
+  }
   auto handle = std::make_unique<cc_server>();
   if (cc::Status s = cc::rv::Server::start(options, &handle->server); !s.ok()) {
     return cc::fail(s.code, "cc_server_start: " + s.message);

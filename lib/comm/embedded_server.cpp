@@ -6,6 +6,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/server.hpp"
+#include "rendezvous/tls/env.hpp"
 
 namespace cc::comm {
 
@@ -41,8 +42,10 @@ Status EmbeddedServerRef::acquire(const std::string& bind_addr, int port, const 
     options.port = port;
     options.token = token;
     options.job_ttl = job_ttl;
+    // TLS when CC_TLS_CERT and CC_TLS_KEY are set (CC_TLS_CLIENT_CA: mTLS).
+    Status st = rv::tls::server_context_from(settings::process_env(), &options.tls);
     std::unique_ptr<rv::Server> server;
-    Status st = rv::Server::start(options, &server);
+    if (st.ok()) st = rv::Server::start(options, &server);
     if (!st.ok()) {
       return make_status(st.code,
                          "could not start the embedded rendezvous server on " + bind_addr + ":" +

@@ -9,6 +9,7 @@
 #include <asio/post.hpp>
 
 #include "rendezvous/connect_by.hpp"
+#include "rendezvous/tls/words.hpp"
 
 namespace cc::rv::agent {
 
@@ -106,8 +107,19 @@ void AgentLoop::connected() {
   std::error_code ec;
   connecting_.set_option(asio::ip::tcp::no_delay(true), ec);
   connecting_.set_option(asio::socket_base::keep_alive(true), ec);
-  upstream_ =
-      std::make_shared<Stream<asio::ip::tcp::socket>>(std::move(connecting_), target_.read_size);
+  std::unique_ptr<tls::Stream> secured;
+  if (target_.tls) {
+    ssl_st* ssl = target_.tls->connect_on(connecting_.native_handle(), target_.host);
+    if (ssl == nullptr) {
+      core_.upstream_lost("cannot start TLS toward the rendezvous at " + target_.where + ": " +
+                              tls::openssl_errors(),
+                          Clock::now());
+      return;
+    }
+    secured = std::make_unique<tls::Stream>(ssl);
+  }
+  upstream_ = std::make_shared<Stream<tls::AsioStream>>(
+      tls::AsioStream(std::move(connecting_), std::move(secured)), target_.read_size);
   connecting_ = asio::ip::tcp::socket(io_);
   auto alive = alive_;
   upstream_->start(
@@ -118,6 +130,14 @@ void AgentLoop::connected() {
       },
       [this, alive](std::error_code e) {
         if (!*alive) return;
+        if (const tls::Failure* f = upstream_ ? upstream_->socket().failure() : nullptr) {
+          core_.upstream_lost("cc-run's node agent: " +
+                                  tls::client_failure_words(*f, target_.where,
+                                                            target_.tls->expected_name(target_.host),
+                                                            target_.tls->files()),
+                              Clock::now());
+          return;
+        }
         core_.upstream_lost("the connection to the rendezvous at " + target_.where + " ended (" +
                                 (e == asio::error::eof ? std::string("closed by the server")
                                                        : lower(e.message())) +

@@ -20,6 +20,8 @@
 #include "common/backoff.hpp"
 #include "rendezvous/agent/agent_core.hpp"
 #include "rendezvous/agent/stream.hpp"
+#include "rendezvous/tls/asio_stream.hpp"
+#include "rendezvous/tls/context.hpp"
 
 namespace cc::rv::agent {
 
@@ -39,6 +41,9 @@ struct UpstreamTarget {
   // simulation gives each node a loopback address of its own, as nodes on
   // different hosts have.
   std::optional<asio::ip::address> source{};
+  // Not null: TLS to the server, whose certificate must name `host`.
+  std::shared_ptr<tls::ClientContext> tls{};
+  std::string host{};
 };
 
 class AgentLoop final : private AgentIo {
@@ -77,7 +82,7 @@ class AgentLoop final : private AgentIo {
   UpstreamTarget target_;
   AgentCore core_;
   asio::ip::tcp::socket connecting_;
-  std::shared_ptr<Stream<asio::ip::tcp::socket>> upstream_;
+  std::shared_ptr<Stream<tls::AsioStream>> upstream_;
   std::vector<std::vector<uint8_t>> early_;  // written before the connection was up
   size_t next_endpoint_ = 0;
   int attempts_ = 0;

@@ -1,8 +1,10 @@
 #include "rendezvous/agent/node_agent.hpp"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,6 +48,7 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
     std::error_code ec;
     acceptor_.open(Local(), ec);
     if (!ec) acceptor_.bind(Local::endpoint(path_), ec);
+    if (!ec && ::chmod(path_.c_str(), 0600) != 0) ec = std::error_code(errno, std::system_category());
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec)
       return make_status(CC_ERR_SYSTEM,
@@ -88,11 +91,17 @@ class UnixNodeAgent final : public NodeAgent, private RankSide {
     ucred cred{};
     socklen_t len = sizeof(cred);
     pid_t pid = 0, group = 0;
-    if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      pid = cred.pid;
-      group = ::getpgid(cred.pid);
-      if (group < 0) group = 0;
+    if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        cred.uid != ::geteuid()) {
+      // The folder is 0700, so only another user with privileges gets here.
+      log().warn("node agent: refused a connection on {} from uid {} (pid {}): only this "
+                 "user's ranks (uid {}) may use it",
+                 path_, cred.uid, cred.pid, ::geteuid());
+      return;
     }
+    pid = cred.pid;
+    group = ::getpgid(cred.pid);
+    if (group < 0) group = 0;
     const LocalId id = next_id_++;
     auto stream = std::make_shared<RankStream>(std::move(socket), 16 * 1024);
     streams_.emplace(id, stream);
@@ -177,6 +186,8 @@ Status NodeAgent::start(asio::io_context& io, const NodeAgentOptions& options,
                            "': " + (ec ? ec.message() : std::string("no address")) +
                            ". Check MASTER_ADDR and the name service (DNS, /etc/hosts)");
   for (const auto& r : results) target.endpoints.push_back(r.endpoint());
+  target.tls = options.tls;
+  target.host = host;
   SocketFolder folder;
   if (Status s = SocketFolder::make(&folder); !s.ok()) return s;
   auto agent = std::make_unique<UnixNodeAgent>(io, options, std::move(target), std::move(folder));

@@ -14,6 +14,7 @@
 
 #include "common/status.hpp"
 #include "rendezvous/agent/agent_core.hpp"
+#include "rendezvous/tls/context.hpp"
 
 namespace cc::rv::agent {
 
@@ -24,6 +25,9 @@ struct NodeAgentOptions {
   // Connecting to the server, retried while it is not there yet (node 0's
   // cc-run may start later).
   std::chrono::milliseconds connect_timeout{30000};
+  // Not null: the connection to the server speaks TLS (the ranks' Unix
+  // socket stays clear: only this user's processes reach it).
+  std::shared_ptr<tls::ClientContext> tls;
 };
 
 class NodeAgent {

@@ -4,6 +4,7 @@
 
 #include "rendezvous/factory/elected.hpp"
 #include "rendezvous/frame_client.hpp"
+#include "rendezvous/tls/env.hpp"
 
 namespace cc::rv::factory {
 
@@ -16,6 +17,13 @@ Status connect_client(const Address& address, const Options& options,
   o.connect_timeout = options.connect_timeout;
   o.request_timeout = options.request_timeout;
   o.agent_socket = options.agent_socket;
+  // TLS to cc's server when CC_TLS_CA is set (not toward a node agent,
+  // whose Unix socket stays clear; the agent's uplink has its own).
+  const tls::ClientFiles tls_files =
+      tls::client_files_from(options.getenv ? options.getenv : settings::process_env());
+  if (tls_files.on() && options.agent_socket.empty()) {
+    if (Status s = tls::ClientContext::open(tls_files, &o.tls); !s.ok()) return s;
+  }
   if (const std::optional<ServerAt>& server = address.server()) {
     o.addr = server->host;
     o.port = server->port;

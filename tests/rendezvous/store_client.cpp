@@ -1,5 +1,5 @@
 // One short-lived store user, for tests that need many processes: connects
-// to a rendezvous server on 127.0.0.1 through the C API, does one thing,
+// to a rendezvous server on 127.0.0.1 (or STORE_ADDR) through the C API, does one thing,
 // prints its answer on stdout and exits (closing its connection).
 //
 //   store_client PORT JOB set KEY VALUE
@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
   cc_config_t config = CC_CONFIG_INIT;
   config.timeout_ms = 60000;
   cc_store_t store = nullptr;
-  if (cc_store_connect(&store, "127.0.0.1", port, job, &config) != CC_SUCCESS)
+  // STORE_ADDR: another address than 127.0.0.1 (an etcd:// one).
+  const char* addr = std::getenv("STORE_ADDR") != nullptr ? std::getenv("STORE_ADDR") : "127.0.0.1";
+  if (cc_store_connect(&store, addr, port, job, &config) != CC_SUCCESS)
     return fail("cc_store_connect");
 
   int rc = 0;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "rendezvous/server.hpp"
+#include "rendezvous/tls/env.hpp"
 
 namespace cc::tools::rendezvous_bench {
 
@@ -26,6 +27,7 @@ ChildServer fork_server() {
     // Ranks behind agents count as connections: the full-size agents run
     // holds 131,072 ranks and 16,384 agents.
     o.max_connections = 200000;
+    if (!cc::rv::tls::server_context_from(cc::settings::process_env(), &o.tls).ok()) _exit(1);
     std::unique_ptr<cc::rv::Server> server;
     if (!cc::rv::Server::start(o, &server).ok()) _exit(1);
     const int p = server->port();

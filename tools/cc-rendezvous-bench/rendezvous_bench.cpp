@@ -13,6 +13,10 @@
 // client side costs little besides the kernel's TCP work. Each rank keeps the
 // protocol of a real rank: one request at a time, the next one sent when the
 // reply to the previous one arrived (no pipelining, no shared connections).
+//
+// TLS: with CC_TLS_CERT and CC_TLS_KEY its own server speaks TLS, and with
+// CC_TLS_CA its ranks do (rendezvous/tls); each run then also prints the
+// CPU time this process spent (both ends when the server is in it).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -37,6 +41,8 @@
 #include "common/log.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
+#include "rendezvous/tls/env.hpp"
+#include "rendezvous/tls/socket_io.hpp"
 #include "tools/cc-rendezvous-bench/abuse.hpp"
 #include "tools/cc-rendezvous-bench/agents.hpp"
 #include "tools/cc-rendezvous-bench/child_server.hpp"
@@ -93,6 +99,7 @@ struct Rank {
   Step step = Step::connecting;
   std::vector<uint8_t> out;  // request bytes the socket did not take yet
   std::vector<uint8_t> in;   // a reply that arrived in pieces
+  std::unique_ptr<rv::tls::Stream> tls;  // with CC_TLS_CA; freed before the socket closes
 };
 
 struct Run {
@@ -115,7 +122,32 @@ struct Run {
   Clock::time_point last_done;
   Clock::time_point last_progress;
   std::vector<uint8_t> frame;  // scratch for encoding one request
+  std::shared_ptr<rv::tls::ClientContext> tls;
 };
+
+// The ranks' TLS (CC_TLS_CA), opened once; null in clear.
+std::shared_ptr<rv::tls::ClientContext>& client_tls() {
+  static std::shared_ptr<rv::tls::ClientContext> context;
+  return context;
+}
+
+double cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
+
+void close_rank(Rank& r) {
+  r.tls.reset();
+  if (r.fd >= 0) ::close(r.fd);
+  r.fd = -1;
+}
+
+ssize_t send_some(Rank& r, const uint8_t* data, size_t size) {
+  short events = 0;
+  return rv::tls::send_some(r.fd, r.tls.get(), data, size, &events);
+}
 
 void start_more(Run& run);
 
@@ -124,15 +156,14 @@ void fail(Run& run, Rank& r, const std::string& why) {
   const bool was_connecting = r.step == Step::connecting || r.step == Step::hello;
   r.step = Step::finished;
   if (run.failed++ == 0) run.first_error = "rank " + std::to_string(r.index) + ": " + why;
-  if (r.fd >= 0) ::close(r.fd);
-  r.fd = -1;
+  close_rank(r);
   if (was_connecting) start_more(run);
 }
 
 // Writes what is queued; false when the rank failed.
 bool flush(Run& run, Rank& r) {
   while (!r.out.empty()) {
-    const ssize_t k = ::send(r.fd, r.out.data(), r.out.size(), MSG_NOSIGNAL);
+    const ssize_t k = send_some(r, r.out.data(), r.out.size());
     if (k < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return true;  // EPOLLOUT resumes
@@ -150,7 +181,7 @@ bool request(Run& run, Rank& r, Step next, uint32_t rid, const rv::Message& m) {
     // The usual case: the whole frame goes in one send, from the scratch buffer.
     run.frame.clear();
     rv::append_frame(run.frame, rid, m);
-    const ssize_t k = ::send(r.fd, run.frame.data(), run.frame.size(), MSG_NOSIGNAL);
+    const ssize_t k = send_some(r, run.frame.data(), run.frame.size());
     if (k == static_cast<ssize_t>(run.frame.size())) return true;
     if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       fail(run, r, std::string("send: ") + std::strerror(errno));
@@ -167,8 +198,7 @@ std::string rank_key(int i) { return "rank/" + std::to_string(i); }
 
 void finish_rank(Run& run, Rank& r) {
   r.step = Step::finished;
-  ::close(r.fd);  // SO_LINGER 0: a reset, no TIME_WAIT on this side
-  r.fd = -1;
+  close_rank(r);  // SO_LINGER 0: a reset, no TIME_WAIT on this side
   r.in = {};
   r.out = {};
   run.last_done = Clock::now();
@@ -337,6 +367,11 @@ void start_rank(Run& run, int i) {
   if (::connect(r.fd, reinterpret_cast<const sockaddr*>(&run.server), run.server_len) != 0 &&
       errno != EINPROGRESS)
     return fail(run, r, std::string("connect: ") + std::strerror(errno));
+  if (run.tls) {
+    ssl_st* ssl = run.tls->connect_on(r.fd, "127.0.0.1");
+    if (ssl == nullptr) return fail(run, r, "no TLS session: " + rv::tls::openssl_errors());
+    r.tls = std::make_unique<rv::tls::Stream>(ssl);
+  }
   // On loopback the handshake is usually over when connect returns; if not,
   // the hello waits in r.out for EPOLLOUT.
   request(run, r, Step::hello, 1,
@@ -349,17 +384,20 @@ void start_more(Run& run) {
 
 void on_event(Run& run, Rank& r, uint32_t events, std::vector<uint8_t>& buf) {
   if (r.step == Step::finished) return;
-  if (events & EPOLLOUT) {
+  // TLS: a write may wait for the socket to be readable (the handshake).
+  if ((events & EPOLLOUT) || r.tls) {
     if (!r.out.empty() && !flush(run, r)) return;
   }
   if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
     for (;;) {
-      const ssize_t k = ::recv(r.fd, buf.data(), buf.size(), 0);
+      short wanted = 0;
+      const ssize_t k = rv::tls::recv_some(r.fd, r.tls.get(), buf.data(), buf.size(), &wanted);
       if (k > 0) {
         on_bytes(run, r, buf.data(), static_cast<size_t>(k));
         if (r.step == Step::finished) return;
-        if (static_cast<size_t>(k) < buf.size())
-          break;  // drained (edge-triggered: a new edge comes with new data)
+        // Drained (edge-triggered: a new edge comes with new data); TLS
+        // reads one record at a time, so it reads on until EAGAIN.
+        if (!r.tls && static_cast<size_t>(k) < buf.size()) break;
         continue;
       }
       if (k == 0) return fail(run, r, "the server closed the connection");
@@ -391,6 +429,8 @@ bool run_once(int n, const tcp::endpoint& server, int window, Workload workload,
   run.job = "bench-" + std::to_string(n) + "-" + std::to_string(getpid()) + "-" +
             std::to_string(Clock::now().time_since_epoch().count());
   run.ranks.resize(static_cast<size_t>(n));
+  run.tls = client_tls();
+  const double cpu0 = cpu_ms();
   run.epfd = ::epoll_create1(EPOLL_CLOEXEC);
   if (run.epfd < 0) {
     std::printf("N=%-6d FAILED: epoll_create1: %s\n", n, std::strerror(errno));
@@ -418,8 +458,7 @@ bool run_once(int n, const tcp::endpoint& server, int window, Workload workload,
       break;
     }
   }
-  for (Rank& r : run.ranks)
-    if (r.fd >= 0) ::close(r.fd);
+  for (Rank& r : run.ranks) close_rank(r);
   ::close(run.epfd);
   const double ms = std::chrono::duration<double, std::milli>(run.last_done - t0).count();
   if (run.failed > 0) {
@@ -427,12 +466,14 @@ bool run_once(int n, const tcp::endpoint& server, int window, Workload workload,
                 run.first_error.c_str());
     return false;
   }
+  const double cpu = cpu_ms() - cpu0;
   if (took != nullptr) *took = ms;
   if (joined != nullptr)
     *joined = std::chrono::duration<double, std::milli>(run.last_joined - t0).count();
   if (targets != nullptr) *targets = run.targets;
   if (workload == Workload::store) {
-    std::printf("N=%-6d %9.1f ms  (%.1f us per rank)\n", n, ms, ms * 1000.0 / n);
+    std::printf("N=%-6d %9.1f ms  (%.1f us per rank; CPU %.1f ms, %.1f us per rank%s)\n", n,
+                ms, ms * 1000.0 / n, cpu, cpu * 1000.0 / n, run.tls ? ", TLS" : "");
     std::fflush(stdout);
   }
   return true;
@@ -443,7 +484,12 @@ bool run_once(int n, const tcp::endpoint& server, int window, Workload workload,
 bool run_start(int n, const tcp::endpoint& server, int window, int per_host) {
   double join_ms = 0, all_ms = 0, joined_ms = 0;
   size_t targets = 0;
+  const double cpu0 = cpu_ms();
   if (!run_once(n, server, window, Workload::join, per_host, &join_ms)) return false;
+  const double join_cpu = cpu_ms() - cpu0;
+  std::printf("N=%-6d join %8.1f ms (%.1f us per rank); CPU %.1f ms (%.1f us per rank)%s\n", n,
+              join_ms, join_ms * 1000.0 / n, join_cpu, join_cpu * 1000.0 / n,
+              client_tls() ? ", TLS" : "");
   if (!run_once(n, server, window, Workload::preflight, per_host, &all_ms, &joined_ms, &targets))
     return false;
   std::printf(
@@ -591,7 +637,8 @@ int main(int argc, char** argv) {
   } else if (2 * static_cast<rlim_t>(max_n) + 64 <= limit) {
     rv::ServerOptions o;
     o.bind_addr = "127.0.0.1";
-    cc::Status st = rv::Server::start(o, &server);
+    cc::Status st = rv::tls::server_context_from(cc::settings::process_env(), &o.tls);
+    if (st.ok()) st = rv::Server::start(o, &server);
     if (!st.ok()) {
       std::fprintf(stderr, "cc-rendezvous-bench: %s\n", st.message.c_str());
       return 1;
@@ -611,6 +658,14 @@ int main(int argc, char** argv) {
         "server in a child process on %s:%d (both ends of %d connections exceed this "
         "process's open-file limit)\n",
         addr.c_str(), port, max_n);
+  }
+  const rv::tls::ClientFiles tls_files = rv::tls::client_files_from(cc::settings::process_env());
+  if (tls_files.on()) {
+    if (cc::Status st = rv::tls::ClientContext::open(tls_files, &client_tls()); !st.ok()) {
+      std::fprintf(stderr, "cc-rendezvous-bench: %s\n", st.message.c_str());
+      return 1;
+    }
+    std::printf("the ranks speak TLS (CC_TLS_CA %s)\n", tls_files.ca.c_str());
   }
   std::fflush(stdout);
 

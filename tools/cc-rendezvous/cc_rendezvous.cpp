@@ -1,7 +1,7 @@
 // cc-rendezvous: the long-lived rendezvous daemon that serves many jobs;
 // `cc-rendezvous status` asks a running server for its jobs (status_command).
 // The daemon may serve Prometheus metrics on a port of its own (metrics_http)
-// and rereads its token file on SIGHUP.
+// and rereads its token file and TLS certificate on SIGHUP.
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,6 +23,7 @@
 #include "common/token_file.hpp"
 #include "rendezvous/server.hpp"
 #include "rendezvous/server_metrics.hpp"
+#include "rendezvous/tls/context.hpp"
 #include "tools/cc-rendezvous/elected_daemon.hpp"
 #include "tools/cc-rendezvous/metrics_http.hpp"
 #include "tools/cc-rendezvous/status_command.hpp"
@@ -47,8 +48,9 @@ constexpr const char* kFooter =
     "its last rank leaves. A full store refuses writes with words, never evicts.\n"
     "\n"
     "SIGINT or SIGTERM stops the daemon: waiting clients get an error, members\n"
-    "are told the server is stopping. SIGHUP rereads the token file: new\n"
-    "connections must prove the new token, connected jobs keep running.\n"
+    "are told the server is stopping. SIGHUP rereads the token file and the\n"
+    "TLS certificate and key: new connections must prove the new token and get\n"
+    "the new certificate, connected jobs keep running.\n"
     "\n"
     "With --etcd, run two or three daemons: etcd elects one to serve, the others\n"
     "stand by. The leader keeps every store write in etcd before it answers, so\n"
@@ -131,6 +133,18 @@ std::optional<std::string> render_metrics(cc::rv::Server* server) {
                                    token_reload_failures);
 }
 
+// SIGHUP: the TLS certificate and key again; on an error the old ones stay.
+void reload_tls(cc::rv::tls::ServerContext* context) {
+  if (context == nullptr) return;
+  if (const cc::Status s = context->reload(); !s.ok()) {
+    cc::log().error("SIGHUP: {}; the old TLS certificate stays in force", s.message);
+    return;
+  }
+  cc::log().info("TLS certificate reloaded from {}: new connections get it; connected ones keep "
+                 "theirs",
+                 context->files().cert);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,6 +154,7 @@ int main(int argc, char** argv) {
   cc::rv::ServerOptions options;
   options.port = 29500;
   std::string token_file;
+  cc::rv::tls::ServerFiles tls_files;
   std::optional<cc::tools::rendezvous::MetricsEndpoint> metrics;
   cc::tools::rendezvous::ElectedOptions elected;
   std::string level = std::getenv("CC_LOG_LEVEL") ? std::getenv("CC_LOG_LEVEL") : "info";
@@ -165,6 +180,16 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", token_file,
                  "require clients to prove they know the token in\n"
                  "FILE (CC_RENDEZVOUS_TOKEN on the ranks)")
+      ->option_text("FILE");
+  app.add_option("--tls-cert", tls_files.cert,
+                 "speak TLS 1.3 with this certificate (PEM, chain\n"
+                 "after it); clients set CC_TLS_CA to its CA")
+      ->option_text("FILE");
+  app.add_option("--tls-key", tls_files.key, "the key of --tls-cert (PEM, mode 600)")
+      ->option_text("FILE");
+  app.add_option("--tls-client-ca", tls_files.client_ca,
+                 "require client certificates signed by this CA\n"
+                 "(mTLS; clients set CC_TLS_CERT and CC_TLS_KEY)")
       ->option_text("FILE");
   add_value(app, "--etcd", "URL",
             "serve only while etcd's election says this daemon\n"
@@ -236,6 +261,10 @@ int main(int argc, char** argv) {
              "close a connection that holds nothing (no\n"
              "membership, pending join, get or wait) and sent\n"
              "nothing for N ms (default 0 = never)");
+  app.set_config("--config", "",
+                 "read options from FILE, one per line as on the\n"
+                 "command line without dashes (TOML: tls-cert =\n"
+                 "\"/etc/cc/server.pem\"); the command line wins");
   command_line.add_help();
   app.add_flag("--version", version, "the cc version");
 
@@ -258,6 +287,18 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cc-rendezvous: %s\n", read.message.c_str());
       return 1;
     }
+  }
+
+  if (tls_files.on() || !tls_files.key.empty() || !tls_files.client_ca.empty()) {
+    if (!tls_files.on()) return usage_error("--tls-key and --tls-client-ca need --tls-cert");
+    if (const cc::Status s = cc::rv::tls::ServerContext::open(tls_files, &options.tls); !s.ok()) {
+      std::fprintf(stderr, "cc-rendezvous: %s\n", s.message.c_str());
+      return 1;
+    }
+    cc::log().info("TLS 1.3 with the certificate {}{}", tls_files.cert,
+                   tls_files.client_ca.empty() ? ""
+                                               : "; clients must show a certificate from " +
+                                                     tls_files.client_ca + " (mTLS)");
   }
 
   // Signals are taken by sigwait below; block them before the io thread starts
@@ -321,7 +362,8 @@ int main(int argc, char** argv) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      reload_token(set_token, token_file);
+      if (!token_file.empty() || !options.tls) reload_token(set_token, token_file);
+      reload_tls(options.tls.get());
       continue;
     }
     cc::log().info("received {}, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");

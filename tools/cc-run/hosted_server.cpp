@@ -3,6 +3,8 @@
 #include <chrono>
 #include <optional>
 
+#include "rendezvous/tls/env.hpp"
+
 namespace cc::tools::run {
 
 cc::Status start_hosted_server(const Options& o, const cc::launch::ResolvedConfig& config,
@@ -20,6 +22,10 @@ cc::Status start_hosted_server(const Options& o, const cc::launch::ResolvedConfi
   // The server lives as long as the launch: the jobs' keys stay that long
   // unless CC_JOB_TTL_MS asks for less.
   so.job_ttl = std::chrono::milliseconds(config.job_ttl_or(0));
+  // TLS when CC_TLS_CERT and CC_TLS_KEY are set (CC_TLS_CLIENT_CA: mTLS).
+  if (cc::Status s = cc::rv::tls::server_context_from(cc::settings::process_env(), &so.tls);
+      !s.ok())
+    return s;
   return cc::rv::Server::start(so, out);
 }
 

@@ -11,6 +11,7 @@
 
 #include "lib/launch/host_name.hpp"
 #include "rendezvous/factory/elected.hpp"
+#include "rendezvous/tls/env.hpp"
 
 namespace cc::tools::run {
 
@@ -64,6 +65,12 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
   a.server_host = host;
   a.server_port = server_port;
   a.connect_timeout = connect_timeout;
+  // TLS to the server when CC_TLS_CA is set, as the ranks' own would be.
+  const cc::rv::tls::ClientFiles tls_files =
+      cc::rv::tls::client_files_from(cc::settings::process_env());
+  if (tls_files.on()) {
+    if (cc::Status s = cc::rv::tls::ClientContext::open(tls_files, &a.tls); !s.ok()) return s;
+  }
   std::unique_ptr<cc::rv::agent::NodeAgent> agent;
   if (cc::Status s = cc::rv::agent::NodeAgent::start(io, a, &agent); !s.ok()) return s;
   *out = std::move(agent);
