@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.hpp"
 
@@ -20,5 +21,32 @@ Status read_token_file(const std::string& path, std::string_view from, std::stri
 
 // The token of a file's contents, as read_token_file takes it.
 std::string token_of(std::string contents);
+
+// A server's tokens: one per job prefix, and the admin token.
+struct JobToken {
+  std::string prefix;  // the jobs whose id starts with it
+  std::string token;
+};
+struct Tokens {
+  std::string admin;           // opens every job, and status shows it every job
+  std::vector<JobToken> jobs;  // the longest matching prefix wins
+  bool empty() const { return admin.empty() && jobs.empty(); }
+  // The job token for `job` (its longest matching prefix), or null.
+  const JobToken* for_job(std::string_view job) const;
+};
+const JobToken* longest_prefix(const std::vector<JobToken>& tokens, std::string_view job);
+
+// The most job lines a token table may hold.
+inline constexpr size_t kMaxJobTokens = 4096;
+
+// The daemon's --token-file. A file whose lines (blank lines and lines
+// starting with '#' aside) each read "job PREFIX TOKEN" or "admin TOKEN" is
+// a table of tokens; any other file holds one token, the admin token, as
+// read_token_file reads it. Errors name the file and the line.
+Status read_tokens(const std::string& path, std::string_view from, Tokens* tokens);
+
+// The tokens of a file's contents, as read_tokens takes them; `named` is the
+// file in words.
+Status tokens_of(const std::string& contents, const std::string& named, Tokens* tokens);
 
 }  // namespace cc

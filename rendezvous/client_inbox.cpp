@@ -12,10 +12,13 @@ Status server_error(const Error& e, const std::string& endpoint) {
                         ? static_cast<cc_result_t>(e.code)
                         : CC_ERR_RENDEZVOUS;
   if (code == CC_ERR_AUTH) {
+    // The server's words name the job where it keeps a token per job.
     return make_status(CC_ERR_AUTH, "the rendezvous at " + endpoint +
                                         " refused our token: check that CC_RENDEZVOUS_TOKEN "
                                         "(or CC_RENDEZVOUS_TOKEN_FILE) holds the same token as "
-                                        "the server");
+                                        "the server" +
+                                        (e.message.empty() ? "" : " (it said: " +
+                                                                      printable(e.message) + ")"));
   }
   return make_status(code, printable(e.message));
 }

@@ -150,7 +150,7 @@ class AsioServer final : public Server, private Sink {
     port_ = acceptor_.local_endpoint().port();
     const std::string shown =
         endpoint_text(tcp::endpoint(addr, static_cast<unsigned short>(port_)));
-    if (opt_.token.empty())
+    if (opt_.token.empty() && opt_.job_tokens.empty())
       log().warn(
           "rendezvous server on {} has no token: anyone who can reach the port can join any job "
           "(set a token with --token-file or CC_RENDEZVOUS_TOKEN)",
@@ -275,9 +275,9 @@ class AsioServer final : public Server, private Sink {
     });
   }
 
-  bool set_token(const std::string& token, std::chrono::milliseconds timeout) override {
-    return on_io_thread<bool>(timeout, [this, token] {
-             core_.set_token(token);
+  bool set_tokens(const Tokens& tokens, std::chrono::milliseconds timeout) override {
+    return on_io_thread<bool>(timeout, [this, tokens] {
+             core_.set_tokens(tokens);
              return true;
            }).value_or(false);
   }

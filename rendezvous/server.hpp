@@ -9,8 +9,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.hpp"
+#include "common/token_file.hpp"
 #include "rendezvous/durable.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server_metrics.hpp"
@@ -22,6 +24,10 @@ struct ServerOptions {
   std::string bind_addr = "0.0.0.0";  // "::" listens on IPv6 (and IPv4 where dual-stack)
   int port = 0;                       // 0 = any free port
   std::string token;                  // empty = no authentication (logs a warning)
+  // Tokens per job prefix (--token-file's table): a job with a matching
+  // prefix proves its own token (or `token`, the admin's), and a status
+  // connection with it sees those jobs alone.
+  std::vector<JobToken> job_tokens;
   Limits limits;
   std::chrono::milliseconds handshake_timeout{10000};  // connect to authenticated Hello
   std::chrono::milliseconds frame_timeout{10000};      // first to last byte of one frame
@@ -109,11 +115,14 @@ class Server {
   // The server's counters and gauges, copied on its thread; nullopt when it
   // has stopped or did not answer within timeout.
   virtual std::optional<ServerMetrics> metrics(std::chrono::milliseconds timeout) = 0;
-  // New connections must prove `token` from now on (empty: no token); those
-  // already in keep going. False when the server has stopped or did not take
-  // it within timeout, and then the token in force stays: a change the io
-  // thread had not reached by the timeout is withdrawn, never applied later.
-  virtual bool set_token(const std::string& token, std::chrono::milliseconds timeout) = 0;
+  // New connections must prove these tokens from now on (none: no token);
+  // those already in keep going. False when the server has stopped or did not
+  // take them within timeout, and then the tokens in force stay: a change the
+  // io thread had not reached by the timeout is withdrawn, never applied later.
+  virtual bool set_tokens(const Tokens& tokens, std::chrono::milliseconds timeout) = 0;
+  bool set_token(const std::string& token, std::chrono::milliseconds timeout) {
+    return set_tokens(Tokens{token, {}}, timeout);
+  }
 };
 
 }  // namespace cc::rv

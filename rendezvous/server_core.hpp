@@ -165,7 +165,9 @@ class ServerCore {
   ServerCounters& counters();
   // From now on a Hello is challenged with this token (empty: none). Members
   // and connections already authenticated are not asked again.
-  void set_token(const std::string& token);
+  void set_token(const std::string& token) { set_tokens(Tokens{token, {}}); }
+  // The same with tokens per job prefix (ServerOptions::job_tokens).
+  void set_tokens(const Tokens& tokens);
 
  private:
   struct Impl;

@@ -249,7 +249,7 @@ bool ServerCore::Impl::on_hello(Conn& c, uint32_t rid, const Hello& h) {
   c.hello = h;
   Challenge ch;
   ch.server = server_name;
-  if (!opt.token.empty()) {
+  if (!opt.token.empty() || !opt.job_tokens.empty()) {
     ch.auth_required = true;
     c.nonce = make_nonce();
     ch.nonce = c.nonce;
@@ -264,12 +264,42 @@ bool ServerCore::Impl::on_hello(Conn& c, uint32_t rid, const Hello& h) {
   return true;
 }
 
+// With tokens per job prefix, a job proves its prefix's token or the admin
+// token; a connection that names no job (status) proves the admin token, or
+// a prefix's and then sees those jobs alone.
 bool ServerCore::Impl::on_auth(Conn& c, uint32_t rid, const Auth& a) {
-  if (!auth_check(opt.token, c.nonce, c.hello.job_id, a.mac)) {
+  const auto proves = [&](const std::string& token) {
+    return !token.empty() && auth_check(token, c.nonce, c.hello.job_id, a.mac);
+  };
+  bool proved = proves(opt.token);
+  if (!proved && !c.hello.job_id.empty()) {
+    if (const JobToken* t = longest_prefix(opt.job_tokens, c.hello.job_id))
+      proved = proves(t->token);
+  } else if (!proved) {
+    for (const JobToken& t : opt.job_tokens) {
+      if (proves(t.token)) {
+        c.status_prefix = t.prefix;
+        proved = true;
+        break;
+      }
+    }
+  }
+  if (!proved) {
     ++counters.auth_refusals;
     drop(c, rid, CC_ERR_AUTH,
-         "the rendezvous token was refused by the server; give every rank and the server the same "
-         "token (CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE, cc-rendezvous --token-file)");
+         opt.job_tokens.empty()
+             ? "the rendezvous token was refused by the server; give every rank and the server "
+               "the same token (CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE, cc-rendezvous "
+               "--token-file)"
+         : c.hello.job_id.empty()
+             ? "the rendezvous token was refused by the server for a connection that names no "
+               "job (status); this server has a token per job prefix: give the admin token, or "
+               "a job prefix's token to see that prefix's jobs"
+             : "the rendezvous token was refused by the server for job " +
+                   server_core::quote(c.hello.job_id) +
+                   "; this server has a token per job prefix: give the ranks the token of the "
+                   "job's prefix (CC_RENDEZVOUS_TOKEN or CC_RENDEZVOUS_TOKEN_FILE), as the "
+                   "server's --token-file names it");
     return false;
   }
   c.nonce.clear();

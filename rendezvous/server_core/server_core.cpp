@@ -61,7 +61,10 @@ bool ServerCore::job_busy(const std::string& job_id) const {
 }
 ServerMetrics ServerCore::metrics(Clock::time_point now) const { return impl_->metrics(now); }
 ServerCounters& ServerCore::counters() { return impl_->counters; }
-void ServerCore::set_token(const std::string& token) { impl_->opt.token = token; }
+void ServerCore::set_tokens(const Tokens& tokens) {
+  impl_->opt.token = tokens.admin;
+  impl_->opt.job_tokens = tokens.jobs;
+}
 std::map<int32_t, uint64_t> ServerCore::member_progress(const std::string& job_id,
                                                         uint32_t comm_number,
                                                         uint32_t generation) const {

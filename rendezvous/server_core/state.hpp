@@ -125,6 +125,9 @@ struct Conn {
   Hello hello;
   std::vector<uint8_t> nonce;
   Job* job = nullptr;
+  // A connection that names no job and proved a job prefix's token (not the
+  // admin's): status shows it the jobs of that prefix alone.
+  std::optional<std::string> status_prefix;
   std::vector<Membership> memberships;
   bool announced = false;        // its failure or abort was told to the job
   size_t incomplete = 0;         // bytes of its frame not yet complete, as last counted

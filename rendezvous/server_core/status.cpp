@@ -118,13 +118,22 @@ bool ServerCore::Impl::on_status(Conn& c, uint32_t rid, const StatusQuery& q,
                    "`cc-rendezvous status`, on a connection that names no job");
     return true;
   }
+  // A connection that proved a job prefix's token sees those jobs alone.
+  const auto in_scope = [&](const std::string& id) {
+    return !c.status_prefix || id.starts_with(*c.status_prefix);
+  };
   const bool shows_members = c.job == nullptr || !c.memberships.empty();
   std::vector<const Job*> chosen;
   if (c.job != nullptr) {
     chosen.push_back(c.job);
     report.jobs_total = 1;
   } else if (!q.job_id.empty()) {
-    if (auto it = jobs.find(q.job_id); it != jobs.end()) chosen.push_back(it->second.get());
+    if (auto it = jobs.find(q.job_id); it != jobs.end() && in_scope(q.job_id))
+      chosen.push_back(it->second.get());
+    report.jobs_total = static_cast<uint32_t>(chosen.size());
+  } else if (c.status_prefix) {
+    for (const auto& [id, job] : jobs)
+      if (in_scope(id)) chosen.push_back(job.get());
     report.jobs_total = static_cast<uint32_t>(chosen.size());
   } else {
     chosen.reserve(jobs.size());

@@ -374,6 +374,40 @@ class TokenRotation(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.strip(), "v")
 
+    def test_a_token_table_keeps_jobs_apart(self):
+        # --token-file with a line per job prefix: each team's token opens
+        # its jobs alone, status shows it those alone, the admin sees all.
+        d = self.p.daemon(token="# per team\njob team-a- ta\njob team-b- tb\nadmin adm")
+
+        def store(job, token, *args):
+            env = dict(os.environ, CC_RENDEZVOUS_TOKEN=token)
+            env.pop("CC_RENDEZVOUS_TOKEN_FILE", None)
+            return subprocess.run([os.environ["STORE_CLIENT"], str(d.port), job] + list(args),
+                                  env=env, capture_output=True, text=True, timeout=60)
+
+        for job, token in (("team-a-1", "ta"), ("team-b-1", "tb"), ("team-b-2", "adm")):
+            r = store(job, token, "set", "secret", job)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        refused = store("team-b-1", "ta", "get", "secret")
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertNotIn("team-b-1\n", refused.stdout)
+        self.assertIn("refused by the server for job 'team-b-1'", refused.stderr)
+        self.assertNotEqual(store("other", "ta", "set", "k", "v").returncode, 0)
+
+        env = dict(os.environ, CC_RENDEZVOUS_TOKEN="tb")
+        env.pop("CC_RENDEZVOUS_TOKEN_FILE", None)
+        r = subprocess.run([os.environ["CC_RENDEZVOUS_BIN"], "status", "--addr", "127.0.0.1",
+                            "--port", str(d.port)], env=env, capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("job 'team-b-1'", r.stdout)
+        self.assertIn("job 'team-b-2'", r.stdout)
+        self.assertNotIn("team-a-1", r.stdout)
+        rc, out, err = d.status()  # the daemon's own file: its admin line
+        self.assertEqual(rc, 0, err)
+        for job in ("team-a-1", "team-b-1", "team-b-2"):
+            self.assertIn("job '%s'" % job, out)
+
 
 if __name__ == "__main__":
     unittest.main()

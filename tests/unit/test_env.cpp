@@ -463,6 +463,44 @@ TEST_CASE("token file: one reader, one token for the daemon, the tools and every
   CHECK(token == "kept");
 }
 
+TEST_CASE("token file: a table gives jobs tokens of their own; anything else is one token") {
+  namespace fs = std::filesystem;
+  const auto rw = fs::perms::owner_read | fs::perms::owner_write;
+  TempFile table(
+      "# the daemon's tokens\n"
+      "job train- t1\n"
+      "\n"
+      "job train-big- t2\n"
+      "admin a0\n",
+      rw);
+  cc::Tokens tokens;
+  const cc::Status read = cc::read_tokens(table.path.string(), "--token-file", &tokens);
+  INFO(read.message);
+  REQUIRE(read.ok());
+  CHECK(tokens.admin == "a0");
+  REQUIRE(tokens.jobs.size() == 2);
+  REQUIRE(tokens.for_job("train-big-7") != nullptr);
+  CHECK(tokens.for_job("train-big-7")->token == "t2");  // the longest prefix
+  CHECK(tokens.for_job("train-3")->token == "t1");
+  CHECK(tokens.for_job("eval-1") == nullptr);
+
+  // A file of one token stays one token, whatever it holds.
+  REQUIRE(cc::tokens_of("just one token\n", "f", &tokens).ok());
+  CHECK(tokens.admin == "just one token");
+  CHECK(tokens.jobs.empty());
+
+  // A table with a line it cannot read names the line and keeps nothing.
+  tokens = {"kept", {}};
+  const cc::Status bad = cc::tokens_of("job a- x\njob b- y z\n", "the token file 'f'", &tokens);
+  CHECK(bad.code == CC_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(bad.message, Contains("the token file 'f', line 2") && Contains("job PREFIX TOKEN"));
+  CHECK(tokens.admin == "kept");
+  CHECK_THAT(cc::tokens_of("job a- x\njob a- y\n", "f", &tokens).message,
+             Contains("line 2: the prefix 'a-' has a token already"));
+  CHECK_THAT(cc::tokens_of("admin x\nadmin y\n", "f", &tokens).message,
+             Contains("line 2: a second admin line"));
+}
+
 TEST_CASE("config: a job id over 1024 bytes is refused naming its start and the limit") {
   const std::string job = "job-" + std::string(1996, 'x');
   FakeEnv env{{{"CC_JOB_ID", job}}};

@@ -468,3 +468,54 @@ TEST_CASE("ops: status words: who is behind, who failed, who is missing") {
   CHECK(json["jobs"][0]["communicators"][0]["members"][3]["state"] == "failed");
   CHECK(json["jobs"][0]["communicators"][0]["members"][0]["behind"].is_null());
 }
+
+TEST_CASE("ops: tokens per job prefix: a job's token opens its jobs alone, and status shows them") {
+  rv::ServerOptions o;
+  o.token = "admin";
+  o.job_tokens = {{"train-", "t1"}, {"eval-", "e1"}};
+  Harness h(o);
+  h.client(1, "train-1", "t1");
+  CHECK_FALSE(h.sink.closed.count(1));
+  h.client(2, "eval-1", "e1");
+  CHECK_FALSE(h.sink.closed.count(2));
+  h.client(3, "eval-2", "admin");  // the admin token opens every job
+  CHECK_FALSE(h.sink.closed.count(3));
+  for (const auto& [id, job] : std::vector<std::pair<rv::ConnId, std::string>>{
+           {4, "eval-1"}, {5, "other"}}) {
+    INFO("job " << job << " with train-'s token");
+    h.connect(id);
+    h.feed(id, rv::Hello{job, "h", 1, "test"});
+    const auto ch = h.one_as<rv::Challenge>(id);
+    REQUIRE(ch.auth_required);
+    h.feed(id, rv::Auth{rv::auth_mac("t1", ch.nonce, job)});
+    CHECK_THAT(h.refusal(id, CC_ERR_AUTH),
+               Catch::Contains("refused by the server for job '" + job + "'") &&
+                   Catch::Contains("a token per job prefix"));
+    CHECK(h.sink.closed.count(id));
+  }
+  h.feed(1, rv::Set{"k", {1}});
+  CHECK(std::holds_alternative<rv::Ok>(h.one(1)));
+
+  // Status with eval-'s token: the eval- jobs alone, named or not.
+  h.client(6, "", "e1");
+  CHECK_FALSE(h.sink.closed.count(6));
+  rv::StatusReport seen = h.status(6);
+  std::vector<std::string> ids;
+  for (const auto& j : seen.jobs) ids.push_back(j.id);
+  CHECK(ids == std::vector<std::string>{"eval-1", "eval-2"});
+  CHECK(seen.jobs_total == 2);
+  h.feed(6, rv::StatusQuery{"train-1"});
+  CHECK(h.one_as<rv::StatusReport>(6).jobs.empty());
+
+  // The admin token sees every job.
+  h.client(7, "", "admin");
+  CHECK(h.status(7).jobs.size() == 3);
+
+  // A token of no line is refused.
+  h.connect(8);
+  h.feed(8, rv::Hello{"", "h", 1, "test"});
+  const auto ch = h.one_as<rv::Challenge>(8);
+  h.feed(8, rv::Auth{rv::auth_mac("nope", ch.nonce, "")});
+  CHECK_THAT(h.refusal(8, CC_ERR_AUTH), Catch::Contains("names no job (status)"));
+  CHECK(h.sink.closed.count(8));
+}

@@ -89,7 +89,7 @@ std::atomic<uint64_t> token_reload_failures{0};
 // SIGHUP: the token file again. A file that cannot be read, or a server
 // that does not take the token within 5 s, keeps the old token (and says
 // so); a server without a token file has nothing to reread.
-void reload_token(const std::function<bool(const std::string&)>& set_token,
+void reload_token(const std::function<bool(const cc::Tokens&)>& set_tokens,
                   const std::string& token_file) {
   if (token_file.empty()) {
     cc::log().warn(
@@ -97,13 +97,13 @@ void reload_token(const std::function<bool(const std::string&)>& set_token,
         "to reread");
     return;
   }
-  std::string token;
-  if (const cc::Status read = cc::read_token_file(token_file, "--token-file", &token); !read.ok()) {
+  cc::Tokens tokens;
+  if (const cc::Status read = cc::read_tokens(token_file, "--token-file", &tokens); !read.ok()) {
     ++token_reload_failures;
     cc::log().error("SIGHUP: {}; the old token stays in force", read.message);
     return;
   }
-  if (!set_token(token)) {
+  if (!set_tokens(tokens)) {
     ++token_reload_failures;
     cc::log().error(
         "SIGHUP: the server's thread did not take the new token within 5 s (is it overloaded?); "
@@ -179,7 +179,9 @@ int main(int argc, char** argv) {
             });
   app.add_option("--token-file", token_file,
                  "require clients to prove they know the token in\n"
-                 "FILE (CC_RENDEZVOUS_TOKEN on the ranks)")
+                 "FILE (CC_RENDEZVOUS_TOKEN on the ranks); lines\n"
+                 "\"job PREFIX TOKEN\" and \"admin TOKEN\" give jobs\n"
+                 "tokens of their own")
       ->option_text("FILE");
   app.add_option("--tls-cert", tls_files.cert,
                  "speak TLS 1.3 with this certificate (PEM, chain\n"
@@ -282,11 +284,18 @@ int main(int argc, char** argv) {
   cc::log().set_level(lvl);  // the daemon owns its logging
 
   if (!token_file.empty()) {
-    if (const cc::Status read = cc::read_token_file(token_file, "--token-file", &options.token);
-        !read.ok()) {
+    cc::Tokens tokens;
+    if (const cc::Status read = cc::read_tokens(token_file, "--token-file", &tokens); !read.ok()) {
       std::fprintf(stderr, "cc-rendezvous: %s\n", read.message.c_str());
       return 1;
     }
+    options.token = tokens.admin;
+    options.job_tokens = tokens.jobs;
+    if (!tokens.jobs.empty())
+      cc::log().info("{} job token(s) from {}{}", tokens.jobs.size(), token_file,
+                     tokens.admin.empty() ? "; no admin token: status shows a job's token its "
+                                            "jobs only, and nobody sees every job"
+                                          : "");
   }
 
   if (tls_files.on() || !tls_files.key.empty() || !tls_files.client_ca.empty()) {
@@ -327,9 +336,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto serving = [&]() { return candidate ? candidate->server() : plain; };
-  const auto set_token = [&](const std::string& token) {
-    return candidate ? candidate->set_token(token, std::chrono::seconds(5))
-                     : plain->set_token(token, std::chrono::seconds(5));
+  const auto set_tokens = [&](const cc::Tokens& tokens) {
+    return candidate ? candidate->set_tokens(tokens, std::chrono::seconds(5))
+                     : plain->set_tokens(tokens, std::chrono::seconds(5));
   };
   const auto stop = [&] {
     if (candidate) candidate->stop();
@@ -362,7 +371,7 @@ int main(int argc, char** argv) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      if (!token_file.empty() || !options.tls) reload_token(set_token, token_file);
+      if (!token_file.empty() || !options.tls) reload_token(set_tokens, token_file);
       reload_tls(options.tls.get());
       continue;
     }

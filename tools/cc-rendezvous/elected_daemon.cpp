@@ -41,14 +41,15 @@ class Candidate final : public ElectedDaemon {
     return server_;
   }
 
-  bool set_token(const std::string& token, std::chrono::milliseconds timeout) override {
+  bool set_tokens(const Tokens& tokens, std::chrono::milliseconds timeout) override {
     std::shared_ptr<rv::Server> now;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      options_.token = token;
+      options_.token = tokens.admin;
+      options_.job_tokens = tokens.jobs;
       now = server_;
     }
-    return !now || now->set_token(token, timeout);
+    return !now || now->set_tokens(tokens, timeout);
   }
 
  private:

@@ -34,8 +34,8 @@ class ElectedDaemon {
   virtual void stop() = 0;
   // The server while this daemon leads; null while it stands by.
   virtual std::shared_ptr<rv::Server> server() = 0;
-  // The token new connections must prove, for this and later terms.
-  virtual bool set_token(const std::string& token, std::chrono::milliseconds timeout) = 0;
+  // The tokens new connections must prove, for this and later terms.
+  virtual bool set_tokens(const Tokens& tokens, std::chrono::milliseconds timeout) = 0;
 };
 
 }  // namespace cc::tools::rendezvous

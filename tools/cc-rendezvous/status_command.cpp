@@ -95,7 +95,15 @@ int status_command(int argc, char** argv) {
 
   Status read;
   if (!token_file.empty()) {
-    read = read_token_file(token_file, "--token-file", &options.token);
+    // The server's own file: its admin token, which sees every job.
+    Tokens tokens;
+    read = read_tokens(token_file, "--token-file", &tokens);
+    if (read.ok() && tokens.admin.empty())
+      read = make_status(CC_ERR_INVALID_ARGUMENT,
+                         "the token file '" + token_file +
+                             "' has job tokens and no admin line: give status one job's "
+                             "token in CC_RENDEZVOUS_TOKEN to see that job");
+    options.token = tokens.admin;
   } else if (const auto t = settings::find(settings::Id::token, env); t.var && *t.value) {
     options.token = t.value;
   } else if (const auto f = settings::find(settings::Id::token_file, env); f.var && *f.value) {
