@@ -46,7 +46,7 @@ inline constexpr size_t kMaxJobTokens = 4096;
 Status read_tokens(const std::string& path, std::string_view from, Tokens* tokens);
 
 // The tokens of a file's contents, as read_tokens takes them; `named` is the
-// file in words.
+// file as error messages name it.
 Status tokens_of(const std::string& contents, const std::string& named, Tokens* tokens);
 
 }  // namespace cc
