@@ -9,16 +9,14 @@ CallLog::CallLog(int nranks, size_t capacity)
       sends_(static_cast<size_t>(std::max(nranks, 0))),
       recvs_(static_cast<size_t>(std::max(nranks, 0))) {
   ring_.resize(capacity_);
-  recent_.reserve(kRecent + 1);
-  checkpoints_.reserve(kCheckpoints + 1);
-  recent_p2p_.reserve(kRecent + 1);
-  recent_replays_.reserve(kRecent + 1);
-  replay_checkpoints_.reserve(kCheckpoints + 1);
 }
 
-void CallLog::keep(std::vector<CallPoint>& points, size_t max, const CallPoint& p) {
-  if (points.size() >= max) points.erase(points.begin());
-  points.push_back(p);
+void CallLog::LastPoints::push(const CallPoint& p) {
+  slots_[(first_ + size_) % slots_.size()] = p;
+  if (size_ < slots_.size())
+    ++size_;
+  else
+    first_ = (first_ + 1) % slots_.size();  // the oldest was overwritten
 }
 
 void CallLog::record(const CallDesc& call, uint64_t op, uint64_t stream, int64_t now_us) {
@@ -34,14 +32,14 @@ void CallLog::record(const CallDesc& call, uint64_t op, uint64_t stream, int64_t
     p.peer = call.root;
     p.seq = l.seq;
     p.fingerprint = l.fingerprint;
-    keep(recent_p2p_, kRecent, p);
+    recent_p2p_.push(p);
   } else if (!p2p) {
     collectives_.seq += 1;
     collectives_.fingerprint = fingerprint_step(collectives_.fingerprint, call);
     p.seq = collectives_.seq;
     p.fingerprint = collectives_.fingerprint;
-    keep(recent_, kRecent, p);
-    if (p.seq % kCheckpointEvery == 0) keep(checkpoints_, kCheckpoints, p);
+    recent_.push(p);
+    if (p.seq % kCheckpointEvery == 0) checkpoints_.push(p);
   }
   if (capacity_ == 0) return;
   ring_[next_] = TraceEntry{p, op, stream, now_us, 0};
@@ -59,8 +57,8 @@ void CallLog::record_replay(uint64_t graph, const CallDesc& first, int32_t calls
   replays_.fingerprint = fingerprint_fold(replays_.fingerprint, graph);
   p.seq = replays_.seq;
   p.fingerprint = replays_.fingerprint;
-  keep(recent_replays_, kRecent, p);
-  if (p.seq % kCheckpointEvery == 0) keep(replay_checkpoints_, kCheckpoints, p);
+  recent_replays_.push(p);
+  if (p.seq % kCheckpointEvery == 0) replay_checkpoints_.push(p);
 }
 
 void CallLog::completed_through(uint64_t op, int64_t now_us) {
@@ -82,17 +80,16 @@ std::vector<CallPoint> CallLog::take_report() {
   out.reserve(checkpoints_.size() + recent_.size() + recent_p2p_.size() +
               replay_checkpoints_.size() + recent_replays_.size());
   // A checkpoint that is also among the recent ones is sent once.
-  auto checkpoints_then_recent = [&out](std::vector<CallPoint>& checkpoints,
-                                        std::vector<CallPoint>& recent) {
-    const uint64_t first_recent = recent.empty() ? UINT64_MAX : recent.front().seq;
-    for (const CallPoint& p : checkpoints)
-      if (p.seq < first_recent) out.push_back(p);
-    out.insert(out.end(), recent.begin(), recent.end());
+  auto checkpoints_then_recent = [&out](LastPoints& checkpoints, LastPoints& recent) {
+    const uint64_t first_recent = recent.size() == 0 ? UINT64_MAX : recent[0].seq;
+    for (size_t i = 0; i < checkpoints.size(); ++i)
+      if (checkpoints[i].seq < first_recent) out.push_back(checkpoints[i]);
+    for (size_t i = 0; i < recent.size(); ++i) out.push_back(recent[i]);
     checkpoints.clear();
     recent.clear();
   };
   checkpoints_then_recent(checkpoints_, recent_);
-  out.insert(out.end(), recent_p2p_.begin(), recent_p2p_.end());
+  for (size_t i = 0; i < recent_p2p_.size(); ++i) out.push_back(recent_p2p_[i]);
   recent_p2p_.clear();
   checkpoints_then_recent(replay_checkpoints_, recent_replays_);
   reported_seq_ = collectives_.seq;

@@ -69,7 +69,21 @@ class CallLog {
     uint64_t seq = 0;
     uint64_t fingerprint = 0;
   };
-  void keep(std::vector<CallPoint>& points, size_t max, const CallPoint& p);
+  // The last points of one kind, oldest first: a ring, so that keeping one
+  // more on the hot path moves none of the others.
+  class LastPoints {
+   public:
+    explicit LastPoints(size_t max) : slots_(max) {}
+    void push(const CallPoint& p);
+    size_t size() const { return size_; }
+    const CallPoint& operator[](size_t i) const { return slots_[(first_ + i) % slots_.size()]; }
+    void clear() { first_ = size_ = 0; }
+
+   private:
+    std::vector<CallPoint> slots_;
+    size_t first_ = 0;
+    size_t size_ = 0;
+  };
 
   const size_t capacity_;
   mutable std::mutex mu_;
@@ -82,7 +96,8 @@ class CallLog {
   uint64_t reported_seq_ = 0;  // the last collective when the last report was taken
   Line replays_;
   // Not yet reported:
-  std::vector<CallPoint> recent_, checkpoints_, recent_p2p_, recent_replays_, replay_checkpoints_;
+  LastPoints recent_{kRecent}, checkpoints_{kCheckpoints}, recent_p2p_{kRecent};
+  LastPoints recent_replays_{kRecent}, replay_checkpoints_{kCheckpoints};
 };
 
 }  // namespace cc::core
