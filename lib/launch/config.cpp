@@ -194,8 +194,13 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
   r.trace_buffer = static_cast<int>(trace_buffer);
   if (const settings::Found f = settings::find(Id::trace_dir, getenv); f.var != nullptr)
     r.trace_dir = f.value;
-  if (const settings::Found f = settings::find(Id::agent_socket, getenv); f.var != nullptr)
-    r.agent_socket = f.value;
+  // cc-run's node agent carries its own job's communicators alone (the job
+  // cc-run names in CC_JOB_ID); one of another job, as a program may make
+  // with a rendezvous of its own, reaches that rendezvous directly.
+  if (const settings::Found f = settings::find(Id::agent_socket, getenv); f.var != nullptr) {
+    const settings::Found job = settings::find(Id::job_id, getenv);
+    if (job.var != nullptr && r.job_id == job.value) r.agent_socket = f.value;
+  }
   long long per_id = settings::default_int(Id::nccl_ranks_per_id);
   if (Status s = settings::read_int(Id::nccl_ranks_per_id, getenv, &per_id); !s.ok()) return s;
   r.nccl_ranks_per_id = static_cast<int>(per_id);

@@ -10,7 +10,8 @@
 //                          (every rank broadcasts there, rank 1 from root 1,
 //                          the others from root 0), skip (rank 1 leaves it
 //                          out), extra (rank 1 calls a barrier first); none:
-//                          no rank differs. Prints "VERDICT <call> <result>
+//                          no rank differs; broadcast: every rank broadcasts
+//                          there from root 0 (root's control). Prints "VERDICT <call> <result>
 //                          <words>" for the first call that failed (an
 //                          all-reduce, once the rendezvous found the
 //                          difference while the ranks ran, or
@@ -54,8 +55,9 @@ cc_result_t call(const std::string& way, int at, int n, int rank, cc_comm_t comm
                  cudaStream_t s) {
   const bool odd_one = rank == 1 && n == at;
   const size_t count = count_at(n);
-  if (way == "root" && n == at)
-    return cc_broadcast(b.send, b.recv, count, CC_FLOAT32, odd_one ? 1 : 0, comm, as_cc(s));
+  if ((way == "root" || way == "broadcast") && n == at)
+    return cc_broadcast(b.send, b.recv, count, CC_FLOAT32, odd_one && way == "root" ? 1 : 0,
+                        comm, as_cc(s));
   if (odd_one && way == "kind")
     return cc_allgather(b.send, b.recv, 256, CC_FLOAT32, comm, as_cc(s));
   if (odd_one && way == "count")

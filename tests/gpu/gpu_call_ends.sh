@@ -6,6 +6,8 @@
 #   gpu_call_ends.sh BUILD [SCENARIO...]     (default: all of them)
 #   scenarios: WAY-AT-N (WAY: kind count type root skip extra; AT: 50, the
 #              middle, or 195, among the last ten calls; N: 2 4), none-N;
+#              broadcast-AT-N: every rank broadcasts from root 0 at op #AT
+#              (root's control: no rank may be told);
 #              split-N: the ranks split, and rank 1's child makes op #15 of
 #              its 20 calls with one float more, then destroys the child;
 #              replay-other-N: every rank captures two CUDA graphs, and rank 1
@@ -13,7 +15,7 @@
 #              rank replays the same (the control)
 #
 # Every rank must get CC_ERR_MISMATCH, from a call or from cc_comm_destroy,
-# naming op #AT and both calls; with none, no rank may. A split child's
+# naming op #AT and both calls; with none and broadcast, no rank may. A split child's
 # ranks are told so by the child (op #15), and the parent's destroy is
 # clean; replay-other names graph replay #3 and both graphs. Exit 0 when
 # every scenario passed, 77 with no GPU, 1 otherwise.
@@ -29,7 +31,7 @@ if [ ${#SCENARIOS[@]} -eq 0 ]; then
     for way in "${WAYS[@]}"; do
       for at in 50 195; do SCENARIOS+=("$way-$at-$n"); done
     done
-    SCENARIOS+=("none-$n" "split-$n" "replay-other-$n" "replay-same-$n")
+    SCENARIOS+=("none-$n" "broadcast-195-$n" "split-$n" "replay-other-$n" "replay-same-$n")
   done
 fi
 
@@ -49,7 +51,7 @@ ends() {  # ends WAY AT N
   ccrun "$n" "$out" "$way" "$at"
   local rc=$?
   [ $rc -eq 0 ] || { echo "   FAILED: cc-run exited with $rc"; sed 's/^/   | /' "$out" | tail -n 40; bad=1; }
-  if [ "$way" = none ]; then
+  if [ "$way" = none ] || [ "$way" = broadcast ]; then
     [ "$(grep -c '^\[rank [0-9]*\] VERDICT none' "$out")" -eq "$n" ] && echo "   ok: no rank told" ||
       { echo "   FAILED: a rank was told"; sed 's/^/   | /' "$out" | tail -n 40; bad=1; }
     return

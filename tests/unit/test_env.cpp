@@ -605,3 +605,22 @@ TEST_CASE("config: CC_SHARE_GPU puts every rank on one device with cc's kernels 
   env.vars.erase("CC_FAST_ALLREDUCE");
   check_refused(cc::launch::resolve_config(nullptr, env.getenv(), &r), "CC_SHARE_GPU");
 }
+
+TEST_CASE("config: cc-run's node agent carries cc-run's job alone") {
+  FakeEnv env{{{"CC_AGENT_SOCKET", "/run/agent.sock"}, {"CC_JOB_ID", "cc-run-job"}}};
+  cc::launch::ResolvedConfig r;
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.agent_socket == "/run/agent.sock");
+  // A communicator of another job (its own rendezvous) goes there directly.
+  cc_config_t config = CC_CONFIG_INIT;
+  config.job_id = "second";
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.agent_socket.empty());
+  config.job_id = "cc-run-job";
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.agent_socket == "/run/agent.sock");
+  // No job named by cc-run: no agent to trust with it.
+  env.vars.erase("CC_JOB_ID");
+  REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
+  CHECK(r.agent_socket.empty());
+}

@@ -49,6 +49,11 @@ torch.backends.cuda.matmul.allow_tf32 = False  # as test_distributed_spawn.py
 # ---------------------------------------------------------------- one GPU
 # Before torch.testing is imported: some of its modules count GPUs at import.
 _real_device_count = torch.cuda.device_count
+# CUDA's lazy init checks the capability of every device the count names:
+# it runs now, on the real count, not later on the one below (device 1 of a
+# machine with one GPU is an internal assert in torch).
+if _real_device_count() > 0:
+    torch.cuda.init()
 
 
 def _device_count():

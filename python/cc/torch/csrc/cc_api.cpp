@@ -54,6 +54,7 @@ void load(const std::string& path) {
   resolve(handle, path, "cc_result_string", &a.result_string, true);
   resolve(handle, path, "cc_last_error", &a.last_error, true);
   resolve(handle, path, "cc_comm_failed_ranks", &a.comm_failed_ranks, false);
+  resolve(handle, path, "cc_comm_check", &a.comm_check, false);
   resolve(handle, path, "cc_comm_shrink", &a.comm_shrink, false);
   resolve(handle, path, "cc_comm_rank", &a.comm_rank, false);
   resolve(handle, path, "cc_comm_size", &a.comm_size, false);

@@ -35,6 +35,7 @@ struct Api {
   decltype(&cc_result_string) result_string = nullptr;
   decltype(&cc_last_error) last_error = nullptr;
   decltype(&cc_comm_failed_ranks) comm_failed_ranks = nullptr;  // optional
+  decltype(&cc_comm_check) comm_check = nullptr;                // optional
   // Recovery (dist.shrink_group); optional: without them the backend does not shrink.
   decltype(&cc_comm_shrink) comm_shrink = nullptr;
   decltype(&cc_comm_rank) comm_rank = nullptr;

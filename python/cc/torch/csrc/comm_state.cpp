@@ -137,8 +137,19 @@ std::string CommState::shutdown() {
 
 std::string CommState::failure_words() {
   const auto failed_ranks = api().comm_failed_ranks;
+  const auto check = api().comm_check;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (failed_ranks == nullptr || comm_ == nullptr) return "";
+  if (comm_ == nullptr) return "";
+  // A communicator that still works has no failure, whatever its failed
+  // ranks say: after a shrink they name the ranks the shrink left out.
+  if (check != nullptr) {
+    const cc_result_t health = check(comm_);
+    if (health == CC_SUCCESS) return "";
+    int generation = 0;
+    if (api().comm_generation != nullptr) api().comm_generation(comm_, &generation);
+    if (generation > 0) return text("cc backend (rank ", rank_, "): ", words("cc_comm_check", health));
+  }
+  if (failed_ranks == nullptr) return "";
   std::vector<int> ranks(static_cast<size_t>(size_ > 0 ? size_ : 1));
   int count = 0;
   if (failed_ranks(comm_, ranks.data(), static_cast<int>(ranks.size()), &count) != CC_SUCCESS ||
