@@ -61,10 +61,9 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
     const rv::factory::ServerAt& server = *address.server();
     // The server lives as long as rank 0's communicator: it keeps the jobs'
     // keys for that long unless a job TTL was asked for.
-    if (Status st =
-            EmbeddedServerRef::acquire(server.any(), server.port, req.config.token,
-                                       req.config.tls_server, &out->server,
-                                       milliseconds(req.config.job_ttl_or(0)));
+    if (Status st = EmbeddedServerRef::acquire(server.any(), server.port, req.config.token,
+                                               req.config.tls_server, &out->server,
+                                               milliseconds(req.config.job_ttl_or(0)));
         !st.ok())
       return make_status(st.code, who + ": " + st.message);
     connect_to = address.on_loopback();  // our own server: no hairpin through NAT

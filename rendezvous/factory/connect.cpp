@@ -20,9 +20,9 @@ Status connect_client(const Address& address, const Options& options,
   // TLS to cc's server when a CA is given (not toward a node agent, whose
   // Unix socket stays clear; the agent's uplink has its own).
   const tls::ClientFiles tls_files =
-      options.tls ? *options.tls
-                  : tls::client_files_from(options.getenv ? options.getenv
-                                                          : settings::process_env());
+      options.tls
+          ? *options.tls
+          : tls::client_files_from(options.getenv ? options.getenv : settings::process_env());
   if (tls_files.on() && options.agent_socket.empty()) {
     if (Status s = tls::ClientContext::open(tls_files, &o.tls); !s.ok()) return s;
   }

@@ -76,8 +76,7 @@ int main(int argc, char** argv) {
   fields.tls_key = env("INIT_TLS_KEY");
   fields.tls_client_ca = env("INIT_TLS_CLIENT_CA");
   cc::launch::ResolvedConfig config;
-  if (cc::Status st = cc::launch::resolve_config(&fields, env, &config); !st.ok())
-    return error(st);
+  if (cc::Status st = cc::launch::resolve_config(&fields, env, &config); !st.ok()) return error(st);
   if (const char* only = env("INIT_FAIL_RANK");
       mode == "fail" && only != nullptr && std::atoi(only) != launch.rank)
     mode = "hang";
