@@ -4,7 +4,8 @@
 // with words; delete; compare-set, with 64 processes racing; and a job's
 // communicator state is never handed out stale once its ranks have left.
 // CC_RENDEZVOUS_BIN names the daemon, STORE_CLIENT the one-shot client
-// (store_client.cpp).
+// (store_client.cpp). With CC_TLS_CERT and CC_TLS_KEY set the daemon gets
+// them as --tls-cert and --tls-key, as the embedded server reads them.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -115,6 +116,10 @@ class Daemon final : public Server {
     std::vector<std::string> args = {
         env_path("CC_RENDEZVOUS_BIN"), "--bind", "127.0.0.1", "--port", "0", "--log-level", "info"};
     args.insert(args.end(), flags.begin(), flags.end());
+    const char* cert = std::getenv("CC_TLS_CERT");
+    const char* key = std::getenv("CC_TLS_KEY");
+    if (cert != nullptr && *cert != '\0' && key != nullptr)
+      args.insert(args.end(), {"--tls-cert", cert, "--tls-key", key});
     proc_ = spawn(args, dir, "daemon");
     const auto deadline = Clock::now() + 10s;
     while (port_ == 0 && Clock::now() < deadline) {
