@@ -8,7 +8,10 @@ PYTHONPATH (the python folder) set. Skipped (77) without the openssl
 program."""
 
 import os
+import pathlib
+import re
 import shutil
+import subprocess
 import tempfile
 import unittest
 
@@ -39,14 +42,12 @@ class TlsKeywords(unittest.TestCase):
 
     def daemon(self, *args):
         """cc-rendezvous with TLS on 127.0.0.1: its port."""
-        import re
-        import subprocess
         log_path = self.path("daemon-%s.log" % self.id().rsplit(".", 1)[-1])
         log = open(log_path, "w")
         self.addCleanup(log.close)
         p = subprocess.Popen([os.environ["CC_RENDEZVOUS_BIN"], "--bind", "127.0.0.1", "--port",
-                              "0", "--tls-cert", self.path("server.pem"), "--tls-key",
-                              self.path("server.key")] + list(args),
+                              "0", "--log-level", "info", "--tls-cert", self.path("server.pem"),
+                              "--tls-key", self.path("server.key")] + list(args),
                              stdout=log, stderr=subprocess.STDOUT)
 
         def stop():
@@ -65,7 +66,6 @@ class TlsKeywords(unittest.TestCase):
             store.set("path", "ckpt/7")
             self.assertEqual(store.get("path"), b"ckpt/7")
         # a pathlib path and the server's name work as well
-        import pathlib
         with cc.Store("127.0.0.1", port, "py-tls", tls_ca=pathlib.Path(self.path("ca.pem")),
                       tls_server_name="localhost", timeout_ms=10000) as store:
             self.assertEqual(store.get("path"), b"ckpt/7")
