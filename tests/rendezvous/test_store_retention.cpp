@@ -28,6 +28,7 @@
 #include "cc/cc.h"
 #include "rendezvous/frame_client.hpp"
 #include "rendezvous/server_core.hpp"
+#include "rendezvous/tls/env.hpp"
 #include "tests/common/child_process.hpp"
 
 using Clock = std::chrono::steady_clock;
@@ -519,6 +520,9 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
     o.job_id = "comm";
     o.connect_timeout = 10s;
     o.request_timeout = 10s;
+    // TLS as a rank has it from CC_TLS_CA (the store-tls run)
+    const rv::tls::ClientFiles tls = rv::tls::client_files_from(cc::settings::process_env());
+    if (tls.on()) REQUIRE(rv::tls::ClientContext::open(tls, &o.tls).ok());
     std::unique_ptr<rv::Client> c;
     const cc::Status st = rv::connect_frame_client(o, &c);
     INFO(st.message);
