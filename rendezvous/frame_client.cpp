@@ -853,8 +853,9 @@ class FrameClient final : public Client {
       return make_status(CC_ERR_RENDEZVOUS,
                          "the rendezvous server at " + endpoint_ +
                              " closed the connection; it requires client certificates (mTLS): if "
-                             "it refused this client's, set CC_TLS_CERT and CC_TLS_KEY to one "
-                             "signed by the CA it was given (--tls-client-ca); else did it stop?");
+                             "it refused this client's, set CC_TLS_CERT and CC_TLS_KEY (or the "
+                             "config's tls_cert and tls_key) to one signed by the CA it was given "
+                             "(--tls-client-ca); else did it stop?");
     return make_status(CC_ERR_RENDEZVOUS, "the rendezvous server at " + endpoint_ +
                                               " closed the connection (did it stop or crash?)");
   }

@@ -123,6 +123,17 @@ typedef struct cc_config {
                            keys after the job's last connection closed; CC_JOB_TTL_MS; 0 = for
                            the server's lifetime; default 3600000 for cc_server_start, 0 for rank
                            0's embedded server (which lives as long as rank 0's communicator) */
+  /* TLS 1.3 on cc's rendezvous connections (docs/RENDEZVOUS.md, "TLS"): PEM file paths. NULL =
+     the CC_TLS_* variable named beside each; "" = none, whatever the environment says. */
+  const char* tls_ca;          /* a client's: TLS on, the server checked against this CA;
+                                  CC_TLS_CA */
+  const char* tls_server_name; /* the name the server's certificate must carry (default: the host
+                                  dialled); CC_TLS_SERVER_NAME */
+  const char* tls_cert;        /* a server's certificate (TLS on for a server this process starts),
+                                  also a client's under mTLS; CC_TLS_CERT */
+  const char* tls_key;         /* the private key of tls_cert; CC_TLS_KEY */
+  const char* tls_client_ca;   /* a server's: clients must show a certificate from this CA (mTLS);
+                                  CC_TLS_CLIENT_CA */
 } cc_config_t;
 
 #define CC_CONFIG_INIT                                                                             \
@@ -136,7 +147,12 @@ typedef struct cc_config {
         CC_CONFIG_UNDEF_INT, /* heartbeat_misses */                                                \
         CC_CONFIG_UNDEF_INT, /* fast_allreduce */                                                  \
         CC_CONFIG_UNDEF_PTR, /* fast_allreduce_plan */                                             \
-        CC_CONFIG_UNDEF_INT  /* job_ttl_ms */                                                      \
+        CC_CONFIG_UNDEF_INT, /* job_ttl_ms */                                                      \
+        CC_CONFIG_UNDEF_PTR, /* tls_ca */                                                          \
+        CC_CONFIG_UNDEF_PTR, /* tls_server_name */                                                 \
+        CC_CONFIG_UNDEF_PTR, /* tls_cert */                                                        \
+        CC_CONFIG_UNDEF_PTR, /* tls_key */                                                         \
+        CC_CONFIG_UNDEF_PTR  /* tls_client_ca */                                                   \
   }
 
 /* ------------------------------------------------------- communicators */

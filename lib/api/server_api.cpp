@@ -41,8 +41,7 @@ extern "C" CC_API cc_result_t cc_server_start(cc_server_t* server, const char* b
   options.token = cfg.token;
   options.job_ttl = std::chrono::milliseconds(
       cfg.job_ttl_or(static_cast<int>(cc::settings::default_int(cc::settings::Id::job_ttl_ms))));
-  if (cc::Status s = cc::rv::tls::server_context_from(cc::settings::process_env(), &options.tls);
-      !s.ok()) {
+  if (cc::Status s = cc::rv::tls::server_context_for(cfg.tls_server, &options.tls); !s.ok()) {
     return cc::fail(s.code, "cc_server_start: " + s.message);
   }
   auto handle = std::make_unique<cc_server>();

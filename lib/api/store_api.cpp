@@ -101,6 +101,8 @@ extern "C" CC_API cc_result_t cc_store_connect(cc_store_t* store, const char* ad
   options.client = std::string("cc ") + CC_VERSION_STRING + " store";
   options.connect_timeout = std::chrono::milliseconds(cfg.timeout_ms);
   options.request_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+  options.tls = cfg.tls;
+  options.tls_server = cfg.tls_server;
   const cc::Status s = cc::rv::factory::connect_store(address, options, &handle->client);
   if (!s.ok()) {
     return fail(s.code, std::string(func) + " (job '" + handle->job_id + "'): " + s.message);

@@ -32,6 +32,7 @@ std::map<int, Entry>& registry() {
 }  // namespace
 
 Status EmbeddedServerRef::acquire(const std::string& bind_addr, int port, const std::string& token,
+                                  const rv::tls::ServerFiles& tls,
                                   std::unique_ptr<EmbeddedServerRef>* out,
                                   std::chrono::milliseconds job_ttl) {
   std::lock_guard<std::mutex> lock(registry_mu());
@@ -42,8 +43,8 @@ Status EmbeddedServerRef::acquire(const std::string& bind_addr, int port, const 
     options.port = port;
     options.token = token;
     options.job_ttl = job_ttl;
-    // TLS when CC_TLS_CERT and CC_TLS_KEY are set (CC_TLS_CLIENT_CA: mTLS).
-    Status st = rv::tls::server_context_from(settings::process_env(), &options.tls);
+    // TLS when a certificate and key are given (a client CA: mTLS).
+    Status st = rv::tls::server_context_for(tls, &options.tls);
     std::unique_ptr<rv::Server> server;
     if (st.ok()) st = rv::Server::start(options, &server);
     if (!st.ok()) {

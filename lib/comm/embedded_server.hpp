@@ -9,6 +9,7 @@
 
 #include "common/status.hpp"
 #include "rendezvous/factory/address.hpp"
+#include "rendezvous/tls/context.hpp"
 
 namespace cc::comm {
 
@@ -23,9 +24,10 @@ class EmbeddedServerRef {
   // Starts a server on bind_addr:port, or shares the one this process already
   // runs there. A port another program holds is CC_ERR_SYSTEM with words.
   // job_ttl: how long a job's keys outlive its last connection (0: for the
-  // server's lifetime); the server started first decides.
+  // server's lifetime) and tls (a certificate: TLS on): the server started
+  // first decides.
   static Status acquire(const std::string& bind_addr, int port, const std::string& token,
-                        std::unique_ptr<EmbeddedServerRef>* out,
+                        const rv::tls::ServerFiles& tls, std::unique_ptr<EmbeddedServerRef>* out,
                         std::chrono::milliseconds job_ttl = std::chrono::milliseconds(0));
   // Drops this share. The last one waits (up to idle_timeout) for the
   // members of job_id to leave, then stops the server.

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
 #include "lib/launch/env.hpp"
+#include "lib/launch/nccl_bootstrap.hpp"
 #include "lib/launch/share_gpu.hpp"
 #include "rendezvous/factory/address.hpp"
 
@@ -181,6 +183,12 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
       rank, nranks, c->generation, c->device, info.gpu_uuid, c->host, c->job_id, c->comm_number,
       info.nccl_version, ctl_init_call(ids.size()), ids.size(), ids.size() == 1 ? "" : "s",
       took.count());
+  // cc's TLS covers its rendezvous, not NCCL's own sockets: say what NCCL can do, once.
+  if (c->config.tls.on() || c->config.tls_server.on()) {
+    static std::once_flag said;
+    std::call_once(said,
+                   [&] { log().info("{}", launch::nccl_bootstrap_tls_line(info.nccl_version)); });
+  }
   *out = c.release();
   return Status::success();
 }

@@ -132,8 +132,8 @@ Status recover(cc_comm* parent, rv::RecoverKind kind, int nranks, int timeout_ms
   if (parent->server) {
     // A share of the embedded server, which stays while any communicator needs it.
     const rv::factory::ServerAt& hosted = *parent->rendezvous->server();
-    if (Status st =
-            EmbeddedServerRef::acquire(hosted.any(), hosted.port, parent->config.token, &c->server);
+    if (Status st = EmbeddedServerRef::acquire(hosted.any(), hosted.port, parent->config.token,
+                                               parent->config.tls_server, &c->server);
         !st.ok())
       return make_status(st.code, head + ": " + st.message);
   }

@@ -34,6 +34,8 @@ Status connect_member(const rv::factory::Address& address, const launch::Resolve
   options.connect_timeout = connect_timeout;
   options.request_timeout = std::min(milliseconds(config.timeout_ms), milliseconds(10000));
   options.agent_socket = config.agent_socket;
+  options.tls = config.tls;
+  options.tls_server = config.tls_server;
   return rv::factory::connect_client(address, options, out);
 }
 
@@ -59,9 +61,9 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
     const rv::factory::ServerAt& server = *address.server();
     // The server lives as long as rank 0's communicator: it keeps the jobs'
     // keys for that long unless a job TTL was asked for.
-    if (Status st =
-            EmbeddedServerRef::acquire(server.any(), server.port, req.config.token, &out->server,
-                                       milliseconds(req.config.job_ttl_or(0)));
+    if (Status st = EmbeddedServerRef::acquire(server.any(), server.port, req.config.token,
+                                               req.config.tls_server, &out->server,
+                                               milliseconds(req.config.job_ttl_or(0)));
         !st.ok())
       return make_status(st.code, who + ": " + st.message);
     connect_to = address.on_loopback();  // our own server: no hairpin through NAT

@@ -40,6 +40,18 @@ Status resolve_int(const cc_config_t* config, size_t end, int cc_config_t::*fiel
   return Status::success();
 }
 
+// A path or name: the config's text when not NULL ("" = none), else the
+// setting's variable, else empty.
+std::string resolve_text(const cc_config_t* config, size_t end, const char* cc_config_t::*field,
+                         const settings::Getenv& getenv, Id id) {
+  if (has_field(config, end) && config->*field != CC_CONFIG_UNDEF_PTR) return config->*field;
+  const settings::Found f = settings::find(id, getenv);
+  return f.value != nullptr ? f.value : "";
+}
+
+#define CC_RESOLVE_TEXT(field, id) \
+  resolve_text(config, CC_FIELD_END(field), &cc_config_t::field, getenv, Id::id)
+
 }  // namespace
 
 Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
@@ -204,6 +216,14 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
   long long per_id = settings::default_int(Id::nccl_ranks_per_id);
   if (Status s = settings::read_int(Id::nccl_ranks_per_id, getenv, &per_id); !s.ok()) return s;
   r.nccl_ranks_per_id = static_cast<int>(per_id);
+
+  r.tls.ca = CC_RESOLVE_TEXT(tls_ca, tls_ca);
+  r.tls.server_name = CC_RESOLVE_TEXT(tls_server_name, tls_server_name);
+  r.tls.cert = CC_RESOLVE_TEXT(tls_cert, tls_cert);
+  r.tls.key = CC_RESOLVE_TEXT(tls_key, tls_key);
+  r.tls_server.cert = r.tls.cert;
+  r.tls_server.key = r.tls.key;
+  r.tls_server.client_ca = CC_RESOLVE_TEXT(tls_client_ca, tls_client_ca);
 
   *out = std::move(r);
   return Status::success();

@@ -7,6 +7,7 @@
 #include "cc/cc.h"
 #include "common/settings.hpp"
 #include "common/status.hpp"
+#include "rendezvous/tls/context.hpp"
 
 namespace cc::launch {
 
@@ -43,6 +44,12 @@ struct ResolvedConfig {
   // CC_NCCL_RANKS_PER_ID: past this many ranks, NCCL's scalable init from
   // several ids (lib/comm/nccl_ids.hpp).
   int nccl_ranks_per_id = 128;
+  // TLS to the rendezvous (config.tls_ca, tls_server_name, tls_cert, tls_key,
+  // else CC_TLS_CA, CC_TLS_SERVER_NAME, CC_TLS_CERT, CC_TLS_KEY) and of a
+  // server this process starts (tls_cert, tls_key, tls_client_ca, else
+  // CC_TLS_CERT, CC_TLS_KEY, CC_TLS_CLIENT_CA).
+  rv::tls::ClientFiles tls;
+  rv::tls::ServerFiles tls_server;
 
   // The job TTL a server started here uses, in ms (0: its lifetime).
   int job_ttl_or(int server_default_ms) const {

@@ -67,13 +67,17 @@ class Comm(OwnedHandle):
     Comm(rank, world_size, master_addr, master_port=0, timeout_ms=None,
          device=None, job_id=None, token=None, rendezvous=None,
          heartbeat_ms=None, heartbeat_misses=None, fast_allreduce=None,
-         fast_allreduce_plan=None)
+         fast_allreduce_plan=None, tls_ca=None, tls_server_name=None,
+         tls_cert=None, tls_key=None, tls_client_ca=None)
     joins the rendezvous at master_addr:master_port, or at "tcp://host:port"
     (rank 0 hosts it unless rendezvous="external"), or in the etcd cluster
     master_addr names ("etcd://host:port[,host:port...]"; with both forms
     master_port is unused) and initialises NCCL on `device` (default
     LOCAL_RANK % device count). Blocking. Options left None come from their
-    CC_* variable or cc's default. Comm.from_env() reads rank, size, local
+    CC_* variable or cc's default. The tls_* options are PEM file paths for
+    TLS on the rendezvous connection (tls_ca: TLS on) and on rank 0's
+    embedded server (tls_cert, tls_key, tls_client_ca), as CC_TLS_* are;
+    "": none, whatever CC_TLS_* say. Comm.from_env() reads rank, size, local
     rank and address from the environment (torchrun, Open MPI, Slurm, cc-run).
 
     Destroy it with destroy() or a `with` block; abort() stops it from any
@@ -84,7 +88,9 @@ class Comm(OwnedHandle):
 
     def __init__(self, rank, world_size, master_addr, master_port=0, *, timeout_ms=None,
                  device=None, job_id=None, token=None, rendezvous=None, heartbeat_ms=None,
-                 heartbeat_misses=None, fast_allreduce=None, fast_allreduce_plan=None):
+                 heartbeat_misses=None, fast_allreduce=None, fast_allreduce_plan=None,
+                 tls_ca=None, tls_server_name=None, tls_cert=None, tls_key=None,
+                 tls_client_ca=None):
         api = _library.api()
         _int_arg("rank", rank)
         _int_arg("world_size", world_size)
@@ -95,7 +101,9 @@ class Comm(OwnedHandle):
         config = _config.make(device=device, timeout_ms=timeout_ms, job_id=job_id, token=token,
                               rendezvous=rendezvous, heartbeat_ms=heartbeat_ms,
                               heartbeat_misses=heartbeat_misses, fast_allreduce=fast_allreduce,
-                              fast_allreduce_plan=fast_allreduce_plan)
+                              fast_allreduce_plan=fast_allreduce_plan, tls_ca=tls_ca,
+                              tls_server_name=tls_server_name, tls_cert=tls_cert, tls_key=tls_key,
+                              tls_client_ca=tls_client_ca)
         handle = ctypes.c_void_p()
         api.check(api.cc_comm_init(ctypes.byref(handle), rank, world_size,
                                    master_addr.encode("utf-8"), master_port,

@@ -7,6 +7,7 @@ older one ignores nothing it needs. Fields left None stay undefined.
 """
 
 import ctypes
+import os
 
 from ._errors import invalid_argument as _invalid
 
@@ -34,7 +35,15 @@ class ConfigStruct(ctypes.Structure):
         ("fast_allreduce", ctypes.c_int),
         ("fast_allreduce_plan", ctypes.c_char_p),
         ("job_ttl_ms", ctypes.c_int),
+        ("tls_ca", ctypes.c_char_p),
+        ("tls_server_name", ctypes.c_char_p),
+        ("tls_cert", ctypes.c_char_p),
+        ("tls_key", ctypes.c_char_p),
+        ("tls_client_ca", ctypes.c_char_p),
     ]
+
+# The TLS keywords: PEM file paths (a str or a path), or the server's name.
+TLS_FIELDS = ("tls_ca", "tls_server_name", "tls_cert", "tls_key", "tls_client_ca")
 
 
 def _int_field(name, value, lowest):
@@ -55,6 +64,17 @@ def _text_field(name, value):
     return value.encode("utf-8")
 
 
+def _tls_field(name, value):
+    """None: the CC_TLS_* variable decides; "": none, whatever it says."""
+    if value is None:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise _invalid("%s must be a str or a path, not %r" % (name, value))
+    return value.encode("utf-8")
+
+
 def _choice(name, value, choices):
     if value is None:
         return UNDEF_INT
@@ -67,9 +87,10 @@ def _choice(name, value, choices):
 
 def make(device=None, timeout_ms=None, job_id=None, token=None, rendezvous=None,
          heartbeat_ms=None, heartbeat_misses=None, fast_allreduce=None, fast_allreduce_plan=None,
-         job_ttl_ms=None):
+         job_ttl_ms=None, tls_ca=None, tls_server_name=None, tls_cert=None, tls_key=None,
+         tls_client_ca=None):
     """A filled cc_config_t; None leaves a field to its CC_* variable or default.
-    The struct keeps the bytes of job_id and token alive."""
+    The struct keeps the bytes of its strings alive."""
     config = ConfigStruct()
     config.size = ctypes.sizeof(ConfigStruct)
     config.magic = CONFIG_MAGIC
@@ -84,4 +105,9 @@ def make(device=None, timeout_ms=None, job_id=None, token=None, rendezvous=None,
     config.fast_allreduce = _choice("fast_allreduce", fast_allreduce, FAST_ALLREDUCE)
     config.fast_allreduce_plan = _text_field("fast_allreduce_plan", fast_allreduce_plan)
     config.job_ttl_ms = _int_field("job_ttl_ms", job_ttl_ms, 0)
+    config.tls_ca = _tls_field("tls_ca", tls_ca)
+    config.tls_server_name = _tls_field("tls_server_name", tls_server_name)
+    config.tls_cert = _tls_field("tls_cert", tls_cert)
+    config.tls_key = _tls_field("tls_key", tls_key)
+    config.tls_client_ca = _tls_field("tls_client_ca", tls_client_ca)
     return config

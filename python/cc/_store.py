@@ -42,12 +42,17 @@ class Store(OwnedHandle):
     Store("tcp://host:port", ...), or in an etcd cluster:
     Store("etcd://host:port[,host:port...]", job_id=...) (with both the port
     is not used; CC_ETCD_* give etcd's auth file and CA).
+    TLS to cc's server: tls_ca= (the CA the server's certificate is checked
+    against; TLS on), tls_server_name=, and tls_cert= with tls_key= where the
+    server requires client certificates (mTLS); None: CC_TLS_CA etc.,
+    "": none whatever they say.
     Values are bytes (a str is stored as UTF-8). Not thread-safe: one
     connection per thread, or a lock around it."""
 
     _FREE = "cc_store_close"
 
-    def __init__(self, addr, port=0, job_id=None, *, timeout_ms=None, token=None):
+    def __init__(self, addr, port=0, job_id=None, *, timeout_ms=None, token=None, tls_ca=None,
+                 tls_server_name=None, tls_cert=None, tls_key=None):
         api = _library.api()
         if not isinstance(addr, str):
             raise invalid_argument("addr must be a str (a host name, an address, tcp://... or "
@@ -55,7 +60,8 @@ class Store(OwnedHandle):
                                    "not %r" % (addr,))
         if isinstance(port, bool) or not isinstance(port, int):
             raise invalid_argument("port must be an int, not %r" % (port,))
-        config = _config.make(timeout_ms=timeout_ms, token=token)
+        config = _config.make(timeout_ms=timeout_ms, token=token, tls_ca=tls_ca,
+                              tls_server_name=tls_server_name, tls_cert=tls_cert, tls_key=tls_key)
         handle = ctypes.c_void_p()
         api.check(api.cc_store_connect(ctypes.byref(handle), addr.encode("utf-8"), port,
                                        None if job_id is None else _key(job_id, "job_id"),
@@ -127,22 +133,28 @@ class Store(OwnedHandle):
 
 class Server(OwnedHandle):
     """An embedded rendezvous server on its own thread:
-    Server(bind_addr=None, port=0, token=None, job_ttl_ms=None). bind_addr
+    Server(bind_addr=None, port=0, token=None, job_ttl_ms=None, tls_cert=None,
+    tls_key=None, tls_client_ca=None). bind_addr
     None listens on every IPv4 interface ("::" for IPv6); port 0 takes any
     free port, read back from .port. A job's keys outlive its connections for
-    job_ttl_ms (None: CC_JOB_TTL_MS, else 1 hour; 0: until stopped). stop()
+    job_ttl_ms (None: CC_JOB_TTL_MS, else 1 hour; 0: until stopped). With
+    tls_cert and tls_key (None: CC_TLS_CERT, CC_TLS_KEY) it speaks TLS only;
+    tls_client_ca (CC_TLS_CLIENT_CA) makes it require client certificates
+    from that CA (mTLS). stop()
     (or leaving a `with` block) stops it, and every client still waiting gets
     an error."""
 
     _FREE = "cc_server_stop"
 
-    def __init__(self, bind_addr=None, port=0, *, token=None, job_ttl_ms=None):
+    def __init__(self, bind_addr=None, port=0, *, token=None, job_ttl_ms=None, tls_cert=None,
+                 tls_key=None, tls_client_ca=None):
         api = _library.api()
         if bind_addr is not None and not isinstance(bind_addr, str):
             raise invalid_argument("bind_addr must be None or a str, not %r" % (bind_addr,))
         if isinstance(port, bool) or not isinstance(port, int):
             raise invalid_argument("port must be an int, not %r" % (port,))
-        config = _config.make(token=token, job_ttl_ms=job_ttl_ms)
+        config = _config.make(token=token, job_ttl_ms=job_ttl_ms, tls_cert=tls_cert,
+                              tls_key=tls_key, tls_client_ca=tls_client_ca)
         handle = ctypes.c_void_p()
         api.check(api.cc_server_start(ctypes.byref(handle),
                                       None if bind_addr is None else bind_addr.encode("utf-8"),

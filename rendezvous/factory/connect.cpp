@@ -17,10 +17,12 @@ Status connect_client(const Address& address, const Options& options,
   o.connect_timeout = options.connect_timeout;
   o.request_timeout = options.request_timeout;
   o.agent_socket = options.agent_socket;
-  // TLS to cc's server when CC_TLS_CA is set (not toward a node agent,
-  // whose Unix socket stays clear; the agent's uplink has its own).
+  // TLS to cc's server when a CA is given (not toward a node agent, whose
+  // Unix socket stays clear; the agent's uplink has its own).
   const tls::ClientFiles tls_files =
-      tls::client_files_from(options.getenv ? options.getenv : settings::process_env());
+      options.tls
+          ? *options.tls
+          : tls::client_files_from(options.getenv ? options.getenv : settings::process_env());
   if (tls_files.on() && options.agent_socket.empty()) {
     if (Status s = tls::ClientContext::open(tls_files, &o.tls); !s.ok()) return s;
   }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/settings.hpp"
@@ -16,6 +17,7 @@
 #include "rendezvous/client.hpp"
 #include "rendezvous/factory/address.hpp"
 #include "rendezvous/store.hpp"
+#include "rendezvous/tls/context.hpp"
 
 namespace cc::rv::factory {
 
@@ -38,6 +40,12 @@ struct Options {
   // Where the CC_ETCD_* settings come from (auth file, CA, client
   // certificate, key prefix); null: the process's environment.
   settings::Getenv getenv;
+  // TLS to cc's server (ClientFiles.on(): TLS on); unset: the CC_TLS_*
+  // settings from getenv.
+  std::optional<tls::ClientFiles> tls;
+  // The TLS of a server this process hosts when elected; unset: the CC_TLS_*
+  // settings from getenv.
+  std::optional<tls::ServerFiles> tls_server;
 };
 
 // A job's store. Errors: those of parsing the settings (CC_ERR_INVALID_ARGUMENT),

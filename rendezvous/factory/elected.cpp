@@ -168,12 +168,13 @@ class ElectedServerImpl final : public ElectedServer {
     so.bind_addr = "0.0.0.0";
     so.port = port;
     so.token = options_.token;
-    // TLS when this process has CC_TLS_CERT and CC_TLS_KEY; the name
-    // published (advertise_) must be one its certificate carries.
-    if (Status s = tls::server_context_from(
-            options_.getenv ? options_.getenv : settings::process_env(), &so.tls);
-        !s.ok())
-      return s;
+    // TLS when this process has a certificate and key; the name published
+    // (advertise_) must be one its certificate carries.
+    const tls::ServerFiles tls_files =
+        options_.tls_server
+            ? *options_.tls_server
+            : tls::server_files_from(options_.getenv ? options_.getenv : settings::process_env());
+    if (Status s = tls::server_context_for(tls_files, &so.tls); !s.ok()) return s;
     so.durable = leadership;
     so.successor = true;  // the job's clients may come back from a leader that went
     so.still_leading = [l = std::weak_ptr<Leadership>(leadership)] {

@@ -27,17 +27,22 @@ ServerFiles server_files_from(const settings::Getenv& getenv) {
   return files;
 }
 
-Status server_context_from(const settings::Getenv& getenv, std::shared_ptr<ServerContext>* out) {
+Status server_context_for(const ServerFiles& files, std::shared_ptr<ServerContext>* out) {
   out->reset();
-  const ServerFiles files = server_files_from(getenv);
   if (!files.on()) {
     if (!files.client_ca.empty())
       return make_status(CC_ERR_INVALID_ARGUMENT,
-                         "CC_TLS_CLIENT_CA is set but CC_TLS_CERT is not: a server needs its "
-                         "own certificate and key (CC_TLS_CERT, CC_TLS_KEY) to require clients'");
+                         "CC_TLS_CLIENT_CA (or the config's tls_client_ca) is set but CC_TLS_CERT "
+                         "(tls_cert) is not: a server needs its own certificate and key "
+                         "(CC_TLS_CERT and CC_TLS_KEY, or tls_cert and tls_key) to require "
+                         "clients'");
     return Status::success();
   }
   return ServerContext::open(files, out);
+}
+
+Status server_context_from(const settings::Getenv& getenv, std::shared_ptr<ServerContext>* out) {
+  return server_context_for(server_files_from(getenv), out);
 }
 
 }  // namespace cc::rv::tls

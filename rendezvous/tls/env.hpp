@@ -14,7 +14,11 @@ ClientFiles client_files_from(const settings::Getenv& getenv);
 // set), CC_TLS_CLIENT_CA (mTLS).
 ServerFiles server_files_from(const settings::Getenv& getenv);
 
-// The server's context when CC_TLS_CERT is set, else null (in *out).
+// The server's context when files.cert is set, else null (in *out). A
+// client CA without a certificate is CC_ERR_INVALID_ARGUMENT.
+Status server_context_for(const ServerFiles& files, std::shared_ptr<ServerContext>* out);
+
+// server_context_for(server_files_from(getenv), out).
 Status server_context_from(const settings::Getenv& getenv, std::shared_ptr<ServerContext>* out);
 
 }  // namespace cc::rv::tls

@@ -10,15 +10,18 @@ std::string client_failure_words(const Failure& f, const std::string& endpoint,
   switch (f.kind) {
     case FailureKind::not_tls:
       return at + " does not speak TLS (it answered in clear text: " + f.detail +
-             "): unset CC_TLS_CA to reach it in clear, or start that server with a certificate "
-             "(--tls-cert and --tls-key, or CC_TLS_CERT and CC_TLS_KEY)";
+             "): unset CC_TLS_CA (and the config's tls_ca) to reach it in clear, or start that "
+             "server with a certificate (--tls-cert and --tls-key, or CC_TLS_CERT and "
+             "CC_TLS_KEY)";
     case FailureKind::closed_early:
       return at + " closed the connection during the TLS handshake (" + f.detail +
              "): it may not speak TLS (then unset CC_TLS_CA), or it refused this client (see "
              "its log)";
     case FailureKind::cert_required:
-      return at + " requires a client certificate (mTLS): set CC_TLS_CERT and CC_TLS_KEY to a "
-                  "certificate signed by the CA the server was given (--tls-client-ca)";
+      return at +
+             " requires a client certificate (mTLS): set CC_TLS_CERT and CC_TLS_KEY (or "
+             "the config's tls_cert and tls_key) to a certificate signed by the CA the "
+             "server was given (--tls-client-ca)";
     case FailureKind::cert_refused:
       return at + " refused this client's certificate '" + files.cert + "' (" + f.detail +
              "): use one signed by the CA the server was given (--tls-client-ca), and valid now";
@@ -38,7 +41,8 @@ std::string client_failure_words(const Failure& f, const std::string& endpoint,
         default:
           return at + " showed a certificate that the CA in CC_TLS_CA ('" + files.ca +
                  "') does not vouch for (" + f.detail +
-                 "): set CC_TLS_CA to the CA that signed the server's certificate";
+                 "): set CC_TLS_CA (or the config's tls_ca) to the CA that signed the server's "
+                 "certificate";
       }
     case FailureKind::clear_peer:
     case FailureKind::other:
@@ -67,9 +71,10 @@ std::string server_failure_words(const Failure& f, const std::string& peer) {
 
 std::string clear_client_refusal(const std::string& where) {
   return "the rendezvous server at " + where +
-         " speaks TLS and this client connected in clear text: set "
-         "CC_TLS_CA to the CA that signed the server's certificate (and CC_TLS_CERT and "
-         "CC_TLS_KEY if the server requires client certificates)";
+         " speaks TLS and this client connected in clear text: set CC_TLS_CA (or the "
+         "config's tls_ca) to the CA that signed the server's certificate (and CC_TLS_CERT "
+         "and CC_TLS_KEY, or tls_cert and tls_key, if the server requires client "
+         "certificates)";
 }
 
 }  // namespace cc::rv::tls

@@ -119,18 +119,27 @@ class Construction(unittest.TestCase):
         config = _config.make(device=1, timeout_ms=5, job_id="j", token="t",
                               rendezvous="external", heartbeat_ms=7, heartbeat_misses=3,
                               fast_allreduce="require", fast_allreduce_plan="ll:1M",
-                              job_ttl_ms=0)
-        # Four ints after job_id and token, the plan's pointer, one int, then padding to the
-        # struct's 8-byte alignment.
-        self.assertEqual(config.size, 8 + 4 + 4 + 4 + 4 + 8 + 8 + 4 * 4 + 8 + 4 + 4)
+                              job_ttl_ms=0, tls_ca="ca.pem", tls_server_name="rdzv",
+                              tls_cert="me.pem", tls_key="me.key", tls_client_ca="")
+        # Four ints after job_id and token, the plan's pointer, one int and padding to the
+        # pointers' 8-byte alignment, then the five TLS paths.
+        self.assertEqual(config.size, 8 + 4 + 4 + 4 + 4 + 8 + 8 + 4 * 4 + 8 + 4 + 4 + 5 * 8)
         self.assertEqual(config.magic, 0xCC0C0F19)
         self.assertEqual((config.device, config.timeout_ms, config.job_id, config.token,
                           config.rendezvous, config.heartbeat_ms, config.heartbeat_misses,
                           config.fast_allreduce, config.fast_allreduce_plan, config.job_ttl_ms),
                          (1, 5, b"j", b"t", 2, 7, 3, 2, b"ll:1M", 0))
+        # "" is kept (none, whatever CC_TLS_* say); None stays NULL (the variable decides)
+        self.assertEqual((config.tls_ca, config.tls_server_name, config.tls_cert,
+                          config.tls_key, config.tls_client_ca),
+                         (b"ca.pem", b"rdzv", b"me.pem", b"me.key", b""))
         undefined = _config.make()
         self.assertEqual(undefined.device, -(2 ** 31))
         self.assertIsNone(undefined.job_id)
+        self.assertIsNone(undefined.tls_ca)
+        with self.assertRaises(cc.InvalidArgumentError) as caught:
+            _config.make(tls_ca=5)
+        self.assertIn("tls_ca must be a str or a path", str(caught.exception))
 
 
 class Groups(unittest.TestCase):

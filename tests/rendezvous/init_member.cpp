@@ -17,6 +17,9 @@
 //   STARTED at_ms T            joined, reachability test passed
 //   READY at_ms T              the stand-in init finished
 //   ERROR at_ms T code C: W    cc_comm_init would return C with words W
+// INIT_TLS_CA, INIT_TLS_CERT, INIT_TLS_KEY and INIT_TLS_CLIENT_CA set the
+// config's tls_* fields (over CC_TLS_*): the client's, and rank 0's embedded
+// server's.
 // Exit status 0 after READY, 1 after ERROR, 2 for bad arguments.
 #include <unistd.h>
 
@@ -67,8 +70,13 @@ int main(int argc, char** argv) {
   const auto env = cc::settings::process_env();
   cc::launch::LaunchInfo launch;
   if (cc::Status st = cc::launch::read_launch_info(env, &launch); !st.ok()) return error(st);
+  cc_config_t fields = CC_CONFIG_INIT;
+  fields.tls_ca = env("INIT_TLS_CA");
+  fields.tls_cert = env("INIT_TLS_CERT");
+  fields.tls_key = env("INIT_TLS_KEY");
+  fields.tls_client_ca = env("INIT_TLS_CLIENT_CA");
   cc::launch::ResolvedConfig config;
-  if (cc::Status st = cc::launch::resolve_config(nullptr, env, &config); !st.ok()) return error(st);
+  if (cc::Status st = cc::launch::resolve_config(&fields, env, &config); !st.ok()) return error(st);
   if (const char* only = env("INIT_FAIL_RANK");
       mode == "fail" && only != nullptr && std::atoi(only) != launch.rank)
     mode = "hang";

@@ -9,6 +9,9 @@
 //        adds 1 to ready/ROUND, waits for go/ROUND, then compare-sets KEY
 //        (- : only if absent); prints 1 when it swapped, 0 when not
 //
+// STORE_TLS_CA, STORE_TLS_SERVER_NAME, STORE_TLS_CERT and STORE_TLS_KEY set
+// the config's tls_* fields (over CC_TLS_*).
+//
 // Any failure: exit 1 with cc_last_error() on stderr.
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +39,10 @@ int main(int argc, char** argv) {
   const std::string op = argv[3];
   cc_config_t config = CC_CONFIG_INIT;
   config.timeout_ms = 60000;
+  config.tls_ca = std::getenv("STORE_TLS_CA");
+  config.tls_server_name = std::getenv("STORE_TLS_SERVER_NAME");
+  config.tls_cert = std::getenv("STORE_TLS_CERT");
+  config.tls_key = std::getenv("STORE_TLS_KEY");
   cc_store_t store = nullptr;
   // STORE_ADDR: another address than 127.0.0.1 (an etcd:// one).
   const char* addr = std::getenv("STORE_ADDR") != nullptr ? std::getenv("STORE_ADDR") : "127.0.0.1";

@@ -4,7 +4,8 @@
 // with words; delete; compare-set, with 64 processes racing; and a job's
 // communicator state is never handed out stale once its ranks have left.
 // CC_RENDEZVOUS_BIN names the daemon, STORE_CLIENT the one-shot client
-// (store_client.cpp).
+// (store_client.cpp). With CC_TLS_CERT and CC_TLS_KEY set the daemon gets
+// them as --tls-cert and --tls-key, as the embedded server reads them.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -27,6 +28,7 @@
 #include "cc/cc.h"
 #include "rendezvous/frame_client.hpp"
 #include "rendezvous/server_core.hpp"
+#include "rendezvous/tls/env.hpp"
 #include "tests/common/child_process.hpp"
 
 using Clock = std::chrono::steady_clock;
@@ -115,6 +117,10 @@ class Daemon final : public Server {
     std::vector<std::string> args = {
         env_path("CC_RENDEZVOUS_BIN"), "--bind", "127.0.0.1", "--port", "0", "--log-level", "info"};
     args.insert(args.end(), flags.begin(), flags.end());
+    const char* cert = std::getenv("CC_TLS_CERT");
+    const char* key = std::getenv("CC_TLS_KEY");
+    if (cert != nullptr && *cert != '\0' && key != nullptr)
+      args.insert(args.end(), {"--tls-cert", cert, "--tls-key", key});
     proc_ = spawn(args, dir, "daemon");
     const auto deadline = Clock::now() + 10s;
     while (port_ == 0 && Clock::now() < deadline) {
@@ -514,6 +520,9 @@ TEST_CASE("retention: communicator state is not handed out stale once a job's ra
     o.job_id = "comm";
     o.connect_timeout = 10s;
     o.request_timeout = 10s;
+    // TLS as a rank has it from CC_TLS_CA (the store-tls run)
+    const rv::tls::ClientFiles tls = rv::tls::client_files_from(cc::settings::process_env());
+    if (tls.on()) REQUIRE(rv::tls::ClientContext::open(tls, &o.tls).ok());
     std::unique_ptr<rv::Client> c;
     const cc::Status st = rv::connect_frame_client(o, &c);
     INFO(st.message);

@@ -241,7 +241,7 @@ class Tls(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn(where, err)
         self.assertIn("does not vouch for", err)
-        self.assertIn("set CC_TLS_CA to the CA that signed", err)
+        self.assertIn("set CC_TLS_CA (or the config's tls_ca) to the CA that signed", err)
         self.assertLess(took, 10)
 
         rc, _, err, took = self.store(port, "set", "k", "v", env=self.env(ca=None))
@@ -521,6 +521,88 @@ print("STRANGER " + os.read(r, 100).decode())
         self.assertEqual(rc, 0, err)
         out, err = host.communicate(timeout=60)
         self.assertEqual((host.returncode, out.strip()), (0, "1"), err)
+
+    def fields(self, ca="ca.pem", cert=None, prefix="STORE_TLS_"):
+        """An environment with no CC_TLS_*: the TLS files go through the
+        config's fields (store_client's STORE_TLS_*, init_member's INIT_TLS_*)."""
+        env = self.env(ca=None)
+        if ca is not None:
+            env[prefix + "CA"] = self.path(ca) if ca else ""
+        if cert:
+            env[prefix + "CERT"] = self.path(cert + ".pem")
+            env[prefix + "KEY"] = self.path(cert + ".key")
+        return env
+
+    def test_the_config_fields_alone_turn_tls_on(self):
+        _, port, _ = self.tls_daemon()
+        proxy = Proxy(port)
+        self.addCleanup(proxy.close)
+        rc, _, err, _ = self.store(proxy.port, "set", "secret", SECRET.decode(), env=self.fields())
+        self.assertEqual(rc, 0, err)
+        rc, out, err, _ = self.store(proxy.port, "get", "secret", env=self.fields())
+        self.assertEqual((rc, out), (0, SECRET.decode()), err)
+        seen = proxy.seen()
+        self.assertNotIn(SECRET, seen)
+        self.assertEqual(seen[0], 0x16, "the stream does not start with a TLS handshake record")
+
+        # a wrong CA in the field: the message for that case, at once
+        rc, _, err, took = self.store(port, "get", "secret", env=self.fields(ca="other-ca.pem"))
+        self.assertEqual(rc, 1)
+        self.assertIn("127.0.0.1:%d" % port, err)
+        self.assertIn("does not vouch for", err)
+        self.assertIn(self.path("other-ca.pem"), err)
+        self.assertIn("set CC_TLS_CA (or the config's tls_ca) to the CA that signed", err)
+        self.assertLess(took, 10)
+
+        # a set field wins over CC_TLS_CA: "" is no TLS, a wrong CA is wrong
+        env = self.fields(ca="")
+        env["CC_TLS_CA"] = self.path("ca.pem")
+        rc, _, err, _ = self.store(port, "get", "secret", env=env)
+        self.assertEqual(rc, 1)
+        self.assertIn("speaks TLS", err)
+        self.assertIn("tls_ca", err)
+        env = self.fields(ca="other-ca.pem")
+        env["CC_TLS_CA"] = self.path("ca.pem")
+        rc, _, err, _ = self.store(port, "get", "secret", env=env)
+        self.assertEqual(rc, 1)
+        self.assertIn("does not vouch for", err)
+        # an unset field keeps CC_TLS_CA
+        rc, out, err, _ = self.store(port, "get", "secret", env=self.env())
+        self.assertEqual((rc, out), (0, SECRET.decode()), err)
+
+    def embedded_join(self, envs, timeout_ms=30000):
+        """init_member ranks 0..n-1, rank 0 hosting the embedded server: their output."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        ranks = []
+        for rank, env in enumerate(envs):
+            e = dict(env, RANK=str(rank), WORLD_SIZE=str(len(envs)), MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port), CC_JOB_ID="tls-fields", CC_RENDEZVOUS="embedded",
+                     CC_PREFLIGHT="0", CC_TIMEOUT_MS=str(timeout_ms), LOCAL_RANK=str(rank))
+            ranks.append(subprocess.Popen([INIT, "ok", "100"], env=e, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+            if rank == 0:
+                time.sleep(0.3)  # rank 0's server first, so a refusal is TLS's, not a retry's
+        self.procs += ranks
+        return [r.communicate(timeout=60)[0] for r in ranks]
+
+    def test_a_communicator_and_its_embedded_server_configured_by_fields(self):
+        host = self.fields(cert="server", prefix="INIT_TLS_")
+        outs = self.embedded_join([host, self.fields(prefix="INIT_TLS_")])
+        for rank, out in enumerate(outs):
+            self.assertIn("READY", out, "rank %d: %s" % (rank, out))
+
+        # rank 0's server speaks TLS because of its fields: a rank without a
+        # CA is refused with the fix, one with the wrong CA too
+        outs = self.embedded_join([host, self.fields(ca=None, prefix="INIT_TLS_"),
+                                   self.fields(ca="other-ca.pem", prefix="INIT_TLS_")],
+                                  timeout_ms=8000)
+        self.assertIn("ERROR", outs[1])
+        self.assertIn("speaks TLS", outs[1])
+        self.assertIn("set CC_TLS_CA (or the config's tls_ca)", outs[1])
+        self.assertIn("ERROR", outs[2])
+        self.assertIn("does not vouch for", outs[2])
 
 
 if __name__ == "__main__":

@@ -75,8 +75,8 @@ TEST_CASE("communicators of one process share the embedded server of a port") {
   probe.close();
 
   std::unique_ptr<cc::comm::EmbeddedServerRef> a, b;
-  REQUIRE(cc::comm::EmbeddedServerRef::acquire("0.0.0.0", port, "", &a).ok());
-  REQUIRE(cc::comm::EmbeddedServerRef::acquire("0.0.0.0", port, "", &b).ok());
+  REQUIRE(cc::comm::EmbeddedServerRef::acquire("0.0.0.0", port, "", {}, &a).ok());
+  REQUIRE(cc::comm::EmbeddedServerRef::acquire("0.0.0.0", port, "", {}, &b).ok());
   CHECK(a->port() == port);
   CHECK(connect_to(port).ok());
   CHECK_FALSE(can_bind(port));
@@ -94,7 +94,7 @@ TEST_CASE("a port another program holds is an error that says what to do") {
   Listener other;
   REQUIRE(other.port > 0);
   std::unique_ptr<cc::comm::EmbeddedServerRef> ref;
-  const cc::Status st = cc::comm::EmbeddedServerRef::acquire("0.0.0.0", other.port, "", &ref);
+  const cc::Status st = cc::comm::EmbeddedServerRef::acquire("0.0.0.0", other.port, "", {}, &ref);
   CHECK(st.code == CC_ERR_SYSTEM);
   CHECK(ref == nullptr);
   CHECK_THAT(st.message, Catch::StartsWith("could not start the embedded rendezvous server on "
@@ -104,7 +104,7 @@ TEST_CASE("a port another program holds is an error that says what to do") {
              Catch::Contains("MASTER_PORT") && Catch::Contains("CC_RENDEZVOUS=external"));
   // A failed start leaves nothing behind: once the port is free it works.
   other.close();
-  CHECK(cc::comm::EmbeddedServerRef::acquire("0.0.0.0", other.port, "", &ref).ok());
+  CHECK(cc::comm::EmbeddedServerRef::acquire("0.0.0.0", other.port, "", {}, &ref).ok());
   ref.reset();  // the destructor releases
   CHECK(can_bind(other.port));
 }

@@ -624,3 +624,79 @@ TEST_CASE("config: cc-run's node agent carries cc-run's job alone") {
   REQUIRE(cc::launch::resolve_config(nullptr, env.getenv(), &r).ok());
   CHECK(r.agent_socket.empty());
 }
+
+TEST_CASE("config: the TLS files, the config's over CC_TLS_*") {
+  FakeEnv env{{{"CC_TLS_CA", "env-ca.pem"},
+               {"CC_TLS_SERVER_NAME", "env.example"},
+               {"CC_TLS_CERT", "env-cert.pem"},
+               {"CC_TLS_KEY", "env-key.pem"},
+               {"CC_TLS_CLIENT_CA", "env-client-ca.pem"}}};
+  cc::launch::ResolvedConfig r;
+
+  // unset fields keep the environment's
+  cc_config_t config = CC_CONFIG_INIT;
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.tls.on());
+  CHECK(r.tls.ca == "env-ca.pem");
+  CHECK(r.tls.server_name == "env.example");
+  CHECK(r.tls.cert == "env-cert.pem");
+  CHECK(r.tls.key == "env-key.pem");
+  CHECK(r.tls_server.on());
+  CHECK(r.tls_server.cert == "env-cert.pem");
+  CHECK(r.tls_server.key == "env-key.pem");
+  CHECK(r.tls_server.client_ca == "env-client-ca.pem");
+
+  // set fields win, each on its own
+  config.tls_ca = "ca.pem";
+  config.tls_cert = "cert.pem";
+  config.tls_client_ca = "client-ca.pem";
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.tls.ca == "ca.pem");
+  CHECK(r.tls.server_name == "env.example");
+  CHECK(r.tls.cert == "cert.pem");
+  CHECK(r.tls.key == "env-key.pem");
+  CHECK(r.tls_server.cert == "cert.pem");
+  CHECK(r.tls_server.client_ca == "client-ca.pem");
+  config.tls_server_name = "config.example";
+  config.tls_key = "key.pem";
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.tls.server_name == "config.example");
+  CHECK(r.tls.key == "key.pem");
+  CHECK(r.tls_server.key == "key.pem");
+
+  // "" turns TLS off whatever the environment says
+  config.tls_ca = "";
+  config.tls_cert = "";
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK_FALSE(r.tls.on());
+  CHECK_FALSE(r.tls_server.on());
+
+  // no config and no environment: TLS off
+  FakeEnv clear;
+  REQUIRE(cc::launch::resolve_config(nullptr, clear.getenv(), &r).ok());
+  CHECK_FALSE(r.tls.on());
+  CHECK_FALSE(r.tls_server.on());
+  CHECK(r.tls_server.client_ca.empty());
+}
+
+TEST_CASE("config: a struct from before the TLS fields reads TLS from the environment") {
+  FakeEnv env{{{"CC_TLS_CA", "env-ca.pem"}, {"CC_TLS_CERT", "env-cert.pem"}}};
+  cc_config_t config = CC_CONFIG_INIT;
+  config.job_ttl_ms = 5000;
+  config.tls_ca = "beyond.pem";  // beyond the old size: must not be read
+  config.tls_cert = "beyond-cert.pem";
+  config.size = offsetof(cc_config_t, tls_ca);
+  cc::launch::ResolvedConfig r;
+  const cc::Status s = cc::launch::resolve_config(&config, env.getenv(), &r);
+  INFO(s.message);
+  REQUIRE(s.ok());
+  CHECK(r.job_ttl_ms == 5000);
+  CHECK(r.tls.ca == "env-ca.pem");
+  CHECK(r.tls_server.cert == "env-cert.pem");
+
+  // a struct that ends inside the TLS fields reads those it has
+  config.size = offsetof(cc_config_t, tls_cert);
+  REQUIRE(cc::launch::resolve_config(&config, env.getenv(), &r).ok());
+  CHECK(r.tls.ca == "beyond.pem");
+  CHECK(r.tls.cert == "env-cert.pem");
+}

@@ -9,6 +9,7 @@
 
 #include "cc/cc.h"
 #include "lib/launch/gpu_uuid.hpp"
+#include "lib/launch/nccl_bootstrap.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::tools::doctor {
@@ -110,6 +111,7 @@ void collect_gpu(Report* r) {
   if (ncclGetVersion(&nccl) == ncclSuccess) {
     r->nccl_version_code = nccl;
     r->nccl_version = version_text(nccl, 10000, 100, 100);
+    r->add("nccl", Level::info, launch::nccl_bootstrap_tls_line(nccl), "");
   } else {
     r->add("nccl", Level::error, "ncclGetVersion failed",
            "reinstall NCCL (libnccl2) or fix LD_LIBRARY_PATH");
