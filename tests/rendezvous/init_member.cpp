@@ -16,7 +16,7 @@
 //   START at_ms T              before the join
 //   STARTED at_ms T            joined, reachability test passed
 //   READY at_ms T              the stand-in init finished
-//   ERROR at_ms T code C: W    cc_comm_init would return C with words W
+//   ERROR at_ms T code C: W    cc_comm_init would return C with a message W
 // Exit status 0 after READY, 1 after ERROR, 2 for bad arguments.
 #include <unistd.h>
 

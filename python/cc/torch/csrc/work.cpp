@@ -57,7 +57,7 @@ void CCWork::never_queued(const std::string& why) noexcept {
   try {
     error_ = make_error(why);
     if (!future_->completed()) future_->setError(error_);
-  } catch (...) {  // the words are lost, the Work still reads as failed
+  } catch (...) {  // the message is lost, the Work still reads as failed
   }
 }
 
