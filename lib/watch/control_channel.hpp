@@ -2,7 +2,7 @@
 // connection that stays open while the communicator lives. It asks the server
 // to watch its heartbeats, sends one every interval, and turns what the server
 // pushes (a member failed, aborted; the server went away) or a silent server
-// into one failure as text. Its heartbeats carry points of the
+// into one failure with its message. Its heartbeats carry points of the
 // communicator's calls: at once when CallLog::kReportEvery calls were made
 // since the last (at most every tenth of an interval), and the points the
 // server asks for (rv::CallsWanted) from the flight recorder's ring. No

@@ -69,7 +69,7 @@ class CommandLine {
 
   // parse(), then what a program does when it is not to run: -h or --help
   // prints help() on stdout and gives exit status 0; a bad command line hands
-  // the error's message to `usage_error` (which writes them to stderr) and gives
+  // the error's message to `usage_error` (which writes it to stderr) and gives
   // 2. Gives nothing when the options are set and the program runs.
   std::optional<int> parse_or_exit(int argc, const char* const* argv, const std::string& noun,
                                    const std::function<void(const std::string&)>& usage_error);
