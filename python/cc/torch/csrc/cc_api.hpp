@@ -58,6 +58,9 @@ std::string words(const char* call, cc_result_t r);
 [[noreturn]] void fail(const char* call, cc_result_t r);
 [[noreturn]] void fail(const std::string& message);
 
+// Whether environment variable `name` is "1" (CC_TORCH_TIMING, ...).
+bool env_flag(const char* name);
+
 // Words from parts: strings as they are, integers in decimal.
 //
 // The extension writes no text through std::ostream (c10::str with more than
