@@ -75,7 +75,7 @@ struct CallPoint {
 };
 
 // "a graph of 3 calls (the first cc_allreduce 8 x FLOAT32 SUM)": a replay
-// point's graph, in words.
+// point's graph, as text.
 std::string graph_words(const CallPoint& replay);
 
 }  // namespace cc

@@ -1,4 +1,4 @@
-// Facts about cc's datatypes and reduction operations, for checks and words.
+// Facts about cc's datatypes and reduction operations, for checks and messages.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // The thread's last error, behind cc_last_error(). Every C entry point
-// returns through one of these so the code and the words always agree.
+// returns through one of these so the code and the message always agree.
 #pragma once
 
 #include <string>
@@ -18,7 +18,7 @@ cc_result_t succeed();
 }  // namespace cc
 
 // Wraps the body of a C entry point: turns any escaping C++ exception into
-// CC_ERR_INTERNAL (or CC_ERR_SYSTEM for bad_alloc) with its words.
+// CC_ERR_INTERNAL (or CC_ERR_SYSTEM for bad_alloc) with its message.
 #define CC_API_GUARD_BEGIN try {
 #define CC_API_GUARD_END                                                               \
   }                                                                                    \
@@ -33,7 +33,7 @@ cc_result_t succeed();
   }
 
 // A C entry point whose whole body hands one Status-returning call's result
-// (and its words) to the caller, inside the guard above.
+// (and its message) to the caller, inside the guard above.
 #define CC_API_RETURN_STATUS(call) \
   CC_API_GUARD_BEGIN               \
   return ::cc::fail(call);         \

@@ -1,5 +1,5 @@
 // Text that came from another machine (a job id, a host name, a reason, a
-// server's words), made safe to show on a terminal or in a log: control
+// server's message), made safe to show on a terminal or in a log: control
 // characters and bytes that are not UTF-8 become visible escapes, so no
 // remote peer can move the cursor, retitle a window or clear the screen of
 // whoever reads the output. Also a name too long to show whole, cut short.

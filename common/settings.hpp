@@ -81,7 +81,7 @@ struct Found {
 };
 Found find(Id id, const Getenv& getenv);
 
-// An integer setting, checked against its range; words name the variable.
+// An integer setting, checked against its range; its error names the variable.
 // Unset: *out keeps its value and *found (if given) gets var == null.
 Status read_int(Id id, const Getenv& getenv, long long* out, Found* found = nullptr);
 // A choice setting: *index is the position of the value in `choices`.

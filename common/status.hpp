@@ -1,4 +1,4 @@
-// A result code with its words: what every internal call returns. The C API
+// A result code with its message: what every internal call returns. The C API
 // turns it into a cc_result_t and the thread's last error.
 #pragma once
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/log.hpp"
+#include "common/return_if_error.hpp"
 
 namespace cc {
 
@@ -97,7 +98,7 @@ Status tokens_of(const std::string& contents, const std::string& named, Tokens* 
 
 Status read_tokens(const std::string& path, std::string_view from, Tokens* tokens) {
   std::string contents;
-  if (Status s = read_token_file(path, from, &contents); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(read_token_file(path, from, &contents));
   return tokens_of(contents, named_file(path, from), tokens);
 }
 

@@ -13,9 +13,9 @@ namespace cc {
 
 // The token is the file's bytes without trailing whitespace (spaces, tabs,
 // CR and LF): "s3cret \n" and "s3cret" are one token. `from` says where
-// the path came from in the words ("CC_RENDEZVOUS_TOKEN_FILE",
+// the path came from in the message ("CC_RENDEZVOUS_TOKEN_FILE",
 // "--token-file"; empty: nowhere to name). CC_ERR_INVALID_ARGUMENT with
-// words when the file cannot be read or holds no token; warns in the log
+// a message when the file cannot be read or holds no token; warns in the log
 // when group or others may read it.
 Status read_token_file(const std::string& path, std::string_view from, std::string* token);
 

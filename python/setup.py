@@ -34,7 +34,7 @@ def can_build_wheels():
     return False
 
 
-# Without it, setuptools' own words would be "invalid command 'bdist_wheel'".
+# Without it, setuptools' own message would be "invalid command 'bdist_wheel'".
 if any(command in sys.argv[1:] for command in WHEEL_COMMANDS) and not can_build_wheels():
     raise SystemExit(NO_WHEEL_WORDS)
 

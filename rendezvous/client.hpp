@@ -18,7 +18,7 @@ class Client : public Store, public Membership {
  public:
   ~Client() override = default;
 
-  // Where it is, for both parts' words.
+  // Where it is, for both parts' messages.
   const std::string& endpoint() const override = 0;
 };
 

@@ -12,7 +12,7 @@ Status server_error(const Error& e, const std::string& endpoint) {
                         ? static_cast<cc_result_t>(e.code)
                         : CC_ERR_RENDEZVOUS;
   if (code == CC_ERR_AUTH) {
-    // The server's words name the job where it keeps a token per job.
+    // The server's message names the job where it keeps a token per job.
     return make_status(CC_ERR_AUTH, "the rendezvous at " + endpoint +
                                         " refused our token: check that CC_RENDEZVOUS_TOKEN "
                                         "(or CC_RENDEZVOUS_TOKEN_FILE) holds the same token as "
@@ -131,13 +131,13 @@ void ClientInbox::file(FrameReader::Frame frame) {
         return;
       }
       push_event(std::move(*event));
-      // Its words are every later call's: nothing more comes from it.
+      // Its message is every later call's: nothing more comes from it.
       if (stopping && broken_.ok()) broken_ = std::move(stopped);
     } else if (auto* want = std::get_if<CallsWanted>(&frame.message)) {
       if (wants_.size() >= kMaxWants) wants_.pop_front();
       wants_.push_back(*want);
     } else if (auto* error = std::get_if<Error>(&frame.message)) {
-      // The server dropping us on its own: every waiter gets its words.
+      // The server dropping us on its own: every waiter gets its message.
       break_with(server_error(*error, endpoint_));
     } else {
       log().debug("rendezvous {}: ignoring an unsolicited '{}' message", endpoint_,

@@ -20,7 +20,7 @@
 namespace cc::rv {
 
 // An Error the server sent, as the Status a call returns: its code
-// (CC_ERR_RENDEZVOUS for one this version does not know) and its words,
+// (CC_ERR_RENDEZVOUS for one this version does not know) and its message,
 // made printable. A refused token never says which part was wrong.
 Status server_error(const Error& e, const std::string& endpoint);
 
@@ -36,7 +36,7 @@ class ClientInbox {
   explicit ClientInbox(std::string endpoint, Limits limits = {});
 
   // Files every whole frame in what arrived so far. A frame it cannot read,
-  // or an event past kMaxEvents, breaks the connection with words; once
+  // or an event past kMaxEvents, breaks the connection with a message; once
   // broken, nothing more is filed.
   void receive(std::span<const uint8_t> bytes);
 

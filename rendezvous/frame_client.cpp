@@ -63,7 +63,7 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kReadSlice{50};
 // A request that waits by design (get, wait, join, ...) waits its timeout at
-// the server, which then answers with its words (the keys or ranks still
+// the server, which then answers with its message (the keys or ranks still
 // missing); this is all the client adds for that answer to arrive.
 constexpr milliseconds kAnswerGrace = ResumeBook::kAnswerGrace;
 constexpr milliseconds kAttemptCap{5000};  // one connect attempt to one address
@@ -964,7 +964,7 @@ class FrameClient final : public Client {
 
   // Until failover_timeout: asks the locator, dials, greets and resumes,
   // then takes the new connection up. The refusals no other server would
-  // answer otherwise (a token, a resume refused with words) end it at once.
+  // answer otherwise (a token, a resume refused with a message) end it at once.
   Status find_next_server(const Status& why) {
     const auto start = Clock::now();
     const auto deadline = after(options_.failover_timeout);
@@ -1130,7 +1130,7 @@ class FrameClient final : public Client {
   Conn fd_;
   short read_events_ = POLLIN;  // what the next read waits for (TLS may want to write)
   FrameClientOptions options_;
-  std::string endpoint_;  // the first server's, for words
+  std::string endpoint_;  // the first server's, for messages
   std::string current_;   // the server's now (under state_mu_)
   const std::vector<uint8_t> session_;
   std::atomic<uint32_t> next_id_{1};

@@ -3,7 +3,7 @@
 // the membership (client.hpp) on that one connection. Calls are serialised
 // by an internal mutex, so one client may be shared by threads; peer events
 // the server pushes are queued (at most ClientInbox::kMaxEvents, past which
-// the connection is given up with words) and taken with next_event().
+// the connection is given up with a message) and taken with next_event().
 //
 // A library or program reaches it through rendezvous/factory, which makes
 // it for a host (with its port apart) or a tcp://host:port address; tests
@@ -19,7 +19,7 @@
 // meanwhile wait for it (each within its own deadline). When no server takes
 // it within failover_timeout, the connection is lost as it is without a
 // locator: every call fails, and the event reader gets server_stopping with
-// the words why.
+// the message why.
 #pragma once
 
 #include <chrono>

@@ -26,7 +26,7 @@ class Membership {
 
   // --- A member's life ---------------------------------------------------
   // Joins a communicator; returns once every rank has joined (or with the
-  // words of the rule that refused it, or of the ranks that never came).
+  // message of the rule that refused it, or of the ranks that never came).
   virtual Status join(const Join& request, Joined* out) = 0;
   virtual Status leave() = 0;
   // Leaves without waiting for the answer: safe where blocking on a slow or
@@ -36,7 +36,7 @@ class Membership {
   // cc_comm_regrow) on this connection, which must be no member yet; it
   // becomes the membership of that generation. When the rendezvous asks
   // this rank for the new NCCL id, make_id makes it. Returns once the
-  // generation is decided, or its words why not. Backends without recovery
+  // generation is decided, or its message why not. Backends without recovery
   // say so (CC_ERR_INVALID_USAGE).
   using MakeId = std::function<Status(std::vector<uint8_t>*)>;
   virtual Status recover(const Recover& request, const MakeId& make_id, Joined* out);
@@ -69,7 +69,7 @@ class Membership {
   // The member's calls up to its last, as its communicator ends: sends
   // `request` and waits for the verdict of every live member's (CallsEnd),
   // answering the rendezvous's requests for more points with `points_in`.
-  // Success when the calls agree, CC_ERR_MISMATCH with the words of the
+  // Success when the calls agree, CC_ERR_MISMATCH with the message of the
   // first difference, CC_ERR_TIMEOUT when no verdict came in
   // request.timeout_ms. A backend that compares none returns success.
   using PointsIn = std::function<std::vector<CallPoint>(uint64_t after, uint64_t through)>;
@@ -93,7 +93,7 @@ class Membership {
   // answers skipped.
   virtual Status preflight_ready(const PreflightReady& request, PreflightPlan* out) = 0;
   // Sends what this member's test found and waits for the verdict: success,
-  // or the words naming who cannot reach whom.
+  // or the message naming who cannot reach whom.
   virtual Status preflight_report(const PreflightReport& request) = 0;
 
   // --- Questions ---------------------------------------------------------
@@ -106,7 +106,7 @@ class Membership {
   virtual Status progress_in(uint32_t comm_number, uint32_t generation, int32_t rank, Progress* out,
                              std::chrono::milliseconds timeout);
   // The members furthest behind (rank -1 above) and, where the backend
-  // compares calls, where every member is in words (Progress::calls).
+  // compares calls, where every member is as text (Progress::calls).
   virtual Status progress_with_calls(uint32_t comm_number, uint32_t generation, Progress* out,
                                      std::chrono::milliseconds timeout) {
     return progress_in(comm_number, generation, -1, out, timeout);

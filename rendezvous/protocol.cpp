@@ -353,7 +353,7 @@ bool fields(auto& io, Is<StatusReport> auto& m) {
          io.u32(m.members_omitted) && io.u64(m.store_bytes) && io.u64(m.store_bytes_limit) &&
          io.list(m.jobs, io.remaining() / 32, [&](auto& j) { return fields(io, j); });
 }
-// A rank's own words may be long (NCCL's last error): allow a whole frame.
+// A rank's own message may be long (NCCL's last error): allow a whole frame.
 bool fields(auto& io, Is<InitFailed> auto& m) {
   return io.u32(m.comm_number) && io.str(m.reason, io.limits().max_frame);
 }

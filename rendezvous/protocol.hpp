@@ -54,7 +54,7 @@ enum class MsgType : uint16_t {
   recover = 30,           // go on as the next generation of a communicator (shrink, regrow)
   recover_id = 31,        // the NCCL id of that generation, from the rank asked to make it
   calls_end = 32,         // a member's last calls before its communicator ends (cc_comm_destroy)
-  init_failed = 40,       // this member's init failed after its join, in its own words
+  init_failed = 40,       // this member's init failed after its join, with its own message
   preflight_ready = 41,   // where this member listens for the reachability test
   preflight_report = 42,  // what this member's test connections found
   status_query = 50,      // an operator's view of the server's jobs
@@ -250,7 +250,7 @@ struct ProgressQuery {
   uint32_t comm_number = 0;
   int32_t rank = -1;
   uint32_t generation = 0;  // which recovery generation of it (absent in older frames: 0)
-  // Also where every member is, in words (Progress::calls; absent in older frames: false).
+  // Also where every member is, as text (Progress::calls; absent in older frames: false).
   bool with_calls = false;
 };
 
@@ -306,7 +306,7 @@ inline constexpr uint32_t kMaxSeatBytes = 64;
 inline size_t world_size_of(const Joined& j) {
   return j.world_size > 0 ? j.world_size : j.members.size();
 }
-// init_failed: the member's init failed after its join; reason holds its own words.
+// init_failed: the member's init failed after its join; reason holds its own message.
 enum class PeerEventKind : uint8_t {
   failed = 1,
   aborted = 2,
@@ -472,11 +472,11 @@ struct StatusReport {
 // the addresses NCCL will use (docs/FAILURES.md, "When a rank cannot start").
 
 // This member's init failed after its join. The server tells every other
-// member of the job (PeerEvent init_failed carrying these words) and fails
+// member of the job (PeerEvent init_failed carrying this message) and fails
 // the generation's reachability test. Answered with Ok.
 struct InitFailed {
   uint32_t comm_number = 0;
-  std::string reason;  // the member's own words
+  std::string reason;  // the member's own message
 };
 
 // Where this member listens for the reachability test and what it knows of
@@ -516,11 +516,11 @@ struct ProbeResult {
   int32_t rank = -1;     // the target
   bool reached = false;  // connected and answered as that rank of this job
   int32_t error = 0;     // errno of the failed connect (0: none, or not a connect error)
-  std::string words;     // what happened, in words ("connection timed out after 1200 ms")
+  std::string words;     // what happened, as text ("connection timed out after 1200 ms")
 };
 // What this member's connections found. Answered with Ok when every member
 // reached its targets, or with Error naming who cannot reach whom, the
-// address, the error, the likely cause and the fix (the same words to every
+// address, the error, the likely cause and the fix (the same message to every
 // member), once every member reported or timeout_ms passed.
 struct PreflightReport {
   uint32_t comm_number = 0;
@@ -539,7 +539,7 @@ struct PreflightReport {
 // open: a channel begins; data is the rank's Hello, a whole frame, which the
 //   agent has answered itself (the agent's authentication covers its ranks).
 // frames: data is one or more whole frames of that channel, in order.
-// close: the channel ends; data is why, in words ("exited with signal 9
+// close: the channel ends; data is why, as text ("exited with signal 9
 //   (killed)") from the agent, or the server's reason for closing it.
 enum class RelayOp : uint8_t { open = 1, frames = 2, close = 3 };
 struct RelayEntry {

@@ -4,7 +4,7 @@
 // timeout to write its last replies, then is closed, read or not (and counts
 // as open until then); replies queued for clients that do not read are bounded per
 // connection and in all; a stop takes at most the drain timeout and a second; out of descriptors,
-// a spare one accepts each waiting connection to refuse it in words.
+// a spare one accepts each waiting connection to refuse it as text.
 #include "rendezvous/server.hpp"
 
 #include <fcntl.h>
@@ -77,7 +77,7 @@ struct Session {
   std::string overflow_reason;
   size_t counted = 0;  // of pending and writing, in the server's total of queued bytes
   std::optional<asio::steady_timer> linger;
-  // With TLS (ServerOptions::tls): the connection's TLS, and its peer for words.
+  // With TLS (ServerOptions::tls): the connection's TLS, and its peer for messages.
   std::unique_ptr<tls::Stream> tls;
   std::string peer;
 };
@@ -619,7 +619,7 @@ class AsioServer final : public Server, private Sink {
   }
 
   // Out of descriptors: the spare one makes room to accept the connection
-  // that waits, tell it why in words and close it, so its client fails at
+  // that waits, tell it why as text and close it, so its client fails at
   // once instead of waiting out its deadline. False when there is no spare.
   bool refuse_for_descriptors() {
     if (spare_fd_ < 0) return false;
@@ -641,7 +641,7 @@ class AsioServer final : public Server, private Sink {
           ::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
       ::shutdown(fd, SHUT_WR);
       // What the client sent is read first, so the close does not reset the
-      // connection before the client has read the words.
+      // connection before the client has read the message.
       uint8_t scratch[4096];
       while (::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {
       }
@@ -758,7 +758,7 @@ class AsioServer final : public Server, private Sink {
   }
 
   // What the client sent is read before the close, so the close does not
-  // reset the connection before the client has read the last words.
+  // reset the connection before the client has read the last message.
   static void shut_after_reading(int fd) {
     ::shutdown(fd, SHUT_WR);
     uint8_t scratch[4096];

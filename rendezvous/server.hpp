@@ -50,12 +50,12 @@ struct ServerOptions {
   size_t max_jobs = 10000;  // with or without a connection
   size_t max_keys_per_job = 100000;
   // Bytes of keys and values together, per job and over every job. A write
-  // past a limit is refused with words; nothing is ever evicted.
+  // past a limit is refused with a message; nothing is ever evicted.
   size_t max_bytes_per_job = size_t{64} << 20;
   size_t max_total_bytes = size_t{1} << 30;
   // Gets and Waits parked until their keys are set, each counted as its
   // keys' bytes plus ServerCore::kParkedCost: per connection, per job and
-  // over every job. One past a limit is refused with words; nothing parked
+  // over every job. One past a limit is refused with a message; nothing parked
   // is dropped.
   size_t max_parked_bytes_per_connection = size_t{4} << 20;
   size_t max_parked_bytes_per_job = size_t{64} << 20;
@@ -92,7 +92,7 @@ enum class StopMode : uint8_t { fail, handover };
 class Server {
  public:
   // Binds, listens and starts the io thread. A taken port is CC_ERR_SYSTEM
-  // whose words name the port and what to do.
+  // whose message names the port and what to do.
   static Status start(const ServerOptions& options, std::unique_ptr<Server>* out);
 
   virtual ~Server() = default;  // stops if still running

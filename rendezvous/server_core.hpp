@@ -13,7 +13,7 @@
 // - Nothing of any job is readable or writable before that.
 // - Get/Wait with timeout_ms > 0 are parked and answered when their keys are
 //   set, or with Error(CC_ERR_TIMEOUT) at the deadline; one past a limit on
-//   parked requests is refused with words. Join with timeout_ms 0
+//   parked requests is refused with a message. Join with timeout_ms 0
 //   waits without a server-side deadline.
 // - Leave ends a membership cleanly: no event is sent to the other members
 //   (so a job of N ranks that finishes costs O(N), not O(N^2) messages).
@@ -116,7 +116,7 @@ class ServerCore {
   void on_bytes(ConnId conn, std::span<const uint8_t> bytes, Clock::time_point now);
   // The peer closed or the socket failed; `reason` says how ("end of stream").
   // A member whose client closed the connection (kClientClosed) without a
-  // Leave is announced in rules::closed_without_leaving_words(), the words
+  // Leave is announced in rules::closed_without_leaving_words(), the message
   // every backend tells the others for a member gone so.
   void on_disconnect(ConnId conn, const std::string& reason, Clock::time_point now);
   // The same, at the time of the latest call into the core.

@@ -28,7 +28,7 @@ class Store {
   // then returns CC_ERR_TIMEOUT saying that it did not answer.
   virtual Status get(const std::string& key, std::vector<uint8_t>* value, uint32_t timeout_ms) = 0;
   virtual Status add(const std::string& key, int64_t delta, int64_t* result) = 0;
-  // Waits up to timeout_ms until every key exists; the words name those
+  // Waits up to timeout_ms until every key exists; the message names those
   // still missing.
   virtual Status wait(const std::vector<std::string>& keys, uint32_t timeout_ms) = 0;
   // Deleting an absent key succeeds.
@@ -38,7 +38,7 @@ class Store {
   virtual Status compare_set(const std::string& key, const std::vector<uint8_t>* expected,
                              std::span<const uint8_t> desired, bool* swapped) = 0;
 
-  // Where the store is, for words: "host:port", "etcd://host:port,...".
+  // Where the store is, for messages: "host:port", "etcd://host:port,...".
   virtual const std::string& endpoint() const = 0;
 };
 

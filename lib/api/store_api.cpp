@@ -148,7 +148,7 @@ extern "C" CC_API cc_result_t cc_store_get(cc_store_t store, const char* key, vo
   *len = 0;
   const uint32_t timeout = effective_timeout(store, timeout_ms);
   std::vector<uint8_t> value;
-  // A timeout's words are the server's ("was not set within 1000 ms"), or
+  // A timeout's message is the server's ("was not set within 1000 ms"), or
   // the client's when the server did not answer at all.
   if (cc::Status s = store->client->get(key, &value, timeout); !s.ok())
     return fail_request(func, store, "of key '" + std::string(key) + "'", s);
@@ -203,7 +203,7 @@ extern "C" CC_API cc_result_t cc_store_wait(cc_store_t store, const char* const*
   }
   if (names.empty()) return cc::succeed();
   const uint32_t timeout = effective_timeout(store, timeout_ms);
-  // The server's words name the keys still missing at the deadline.
+  // The server's message names the keys still missing at the deadline.
   if (cc::Status s = store->client->wait(names, timeout); !s.ok()) {
     return fail_request(func, store, "for " + std::to_string(nkeys) + " key(s)", s);
   }

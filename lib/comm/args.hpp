@@ -1,7 +1,7 @@
 // Argument checks for the communicator and collective calls, done before
 // NCCL sees anything. No CUDA here: unit-tested on any machine. On success
 // nothing is allocated (the hot path stays allocation-free); on failure the
-// Status words name the call, who (rank, host), the argument and its value.
+// Status messages name the call, who (rank, host), the argument and its value.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +14,7 @@
 
 namespace cc::comm::args {
 
-// Who is calling, for the words of an error:
+// Who is calling, for the message of an error:
 // "cc_allreduce on rank 1 (host h, pid 42)".
 struct Caller {
   const char* call = "";

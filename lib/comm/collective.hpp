@@ -18,7 +18,7 @@ using Kind = cc::CallKind;
 
 struct Collective {
   Kind kind;
-  const char* call;  // the entry point, for words: "cc_allreduce"
+  const char* call;  // the entry point, for messages: "cc_allreduce"
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;  // as the entry point names it: count, sendcount or recvcount

@@ -84,7 +84,7 @@ namespace cc::comm {
 // CC_ERR_INVALID_ARGUMENT naming `call`.
 Status check_handle(const char* call, const cc_comm* comm);
 
-// The communicator's life; each returns a Status in words.
+// The communicator's life; each returns a Status with its message.
 Status init(cc_comm_t* out, int rank, int nranks, const char* addr, int port,
             const cc_config_t* config, int local_rank);
 Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, int port);

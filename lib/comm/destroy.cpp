@@ -95,6 +95,22 @@ Status end_calls(cc_comm* c, rv::Client& client, rv::CallsEnd end, Clock::time_p
   return core::state_status("cc_comm_destroy", *c);
 }
 
+// Whom a rank's end speaks for: the communicator whose client sends it
+// and, for a split child, the child's line (split, color, its rank and size
+// in the child).
+rv::CallsEnd calls_end(const cc_comm& c) {
+  const cc_comm& sender = c.split_parent != nullptr ? *c.split_parent : c;
+  rv::CallsEnd end;
+  end.comm_number = sender.comm_number;
+  end.generation = sender.generation;
+  if (c.split_parent == nullptr) return end;
+  end.split = c.split_number;
+  end.split_color = c.split_color;
+  end.split_rank = c.rank;
+  end.split_ranks = c.nranks;
+  return end;
+}
+
 // A split child has no client: its calls go on its parent's, as its line
 // (split, color, its rank in the child), while the parent lives and works.
 // A child of a split child is not compared.
@@ -115,24 +131,14 @@ Status end_split_calls(cc_comm* c, Clock::time_point deadline) {
                c->who(), why);
     return Status::success();
   }
-  rv::CallsEnd end;
-  end.comm_number = parent->comm_number;
-  end.generation = parent->generation;
-  end.split = c->split_number;
-  end.split_color = c->split_color;
-  end.split_rank = c->rank;
-  end.split_ranks = c->nranks;
-  return end_calls(c, *parent->client, std::move(end), deadline);
+  return end_calls(c, *parent->client, calls_end(*c), deadline);
 }
 
 Status compare_last_calls(cc_comm* c, Clock::time_point deadline) {
   if (!c->config.check_calls || !c->recorder) return Status::success();
   if (c->split_parent != nullptr) return end_split_calls(c, deadline);
   if (!c->client) return Status::success();
-  rv::CallsEnd end;
-  end.comm_number = c->comm_number;
-  end.generation = c->generation;
-  return end_calls(c, *c->client, std::move(end), deadline);
+  return end_calls(c, *c->client, calls_end(*c), deadline);
 }
 
 }  // namespace

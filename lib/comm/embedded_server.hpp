@@ -22,7 +22,7 @@ bool server_in_rank0(const rv::factory::Address& address, int rendezvous_mode);
 class EmbeddedServerRef {
  public:
   // Starts a server on bind_addr:port, or shares the one this process already
-  // runs there. A port another program holds is CC_ERR_SYSTEM with words.
+  // runs there. A port another program holds is CC_ERR_SYSTEM with a message.
   // job_ttl: how long a job's keys outlive its last connection (0: for the
   // server's lifetime) and tls (a certificate: TLS on): the server started
   // first decides.

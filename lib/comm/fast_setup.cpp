@@ -68,7 +68,7 @@ bool wait_stream(cudaStream_t stream, Clock::time_point deadline, cudaError_t* e
 // Runs a wait on the rendezvous store (`wait_for(ms)`: a get or wait of at
 // most ms) until the deadline. During init (`interrupted` set) it goes in
 // slices of 50 ms, asking between them, so news from the rendezvous (a rank
-// that failed or died) ends it; the caller's InitListener has the words.
+// that failed or died) ends it; the caller's InitListener has the message.
 template <class F>
 Status store_wait(const cc_comm* c, Clock::time_point deadline, const core::Interrupt& interrupted,
                   F wait_for) {

@@ -35,7 +35,7 @@ using std::chrono::milliseconds;
 
 // Creates the NCCL communicators from the ids: the non-blocking one first
 // (so the deadline holds), then the blocking one split from it. News from
-// the rendezvous (`interrupted`) ends the waits; the caller has its words.
+// the rendezvous (`interrupted`) ends the waits; the caller has its message.
 Status init_nccl(cc_comm* c, std::vector<ncclUniqueId>& ids, Clock::time_point deadline,
                  const core::Interrupt& interrupted) {
   const ncclResult_t r = make_ctl_comm(c, ids, deadline, interrupted);
@@ -142,7 +142,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   c->keep_ctl = nccl_shrink_usable(c.get());
 
   // From here every failure ends the others' init too: this rank tells them,
-  // or, when the rendezvous brought the cause, ends with that cause's words.
+  // or, when the rendezvous brought the cause, ends with that cause's message.
   const bool embedded = server_in_rank0(address, c->config.rendezvous);
   InitListener listener(*c->client, c->who(), rank, c->comm_number, joined.members, embedded);
   std::optional<Status> news;

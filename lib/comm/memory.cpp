@@ -91,7 +91,7 @@ using WindowRegisterFn = ncclResult_t (*)(ncclComm_t, void*, size_t, void**, int
 using WindowDeregisterFn = ncclResult_t (*)(ncclComm_t, void*);
 
 // The window calls of the NCCL actually loaded (NULL before 2.27), plus its
-// version; an error in words when windows are not there.
+// version; an error message when windows are not there.
 Status window_calls(const char* call, const cc_comm* comm, WindowRegisterFn* reg,
                     WindowDeregisterFn* dereg) {
   int version = 0;

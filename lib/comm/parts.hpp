@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 // aborted or `interrupted` ended the wait.
 ncclResult_t make_ctl_comm(cc_comm* c, std::vector<ncclUniqueId>& ids, Clock::time_point deadline,
                            const core::Interrupt& interrupted);
-// The NCCL call make_ctl_comm makes from that many ids, for words.
+// The NCCL call make_ctl_comm makes from that many ids, for messages.
 const char* ctl_init_call(size_t id_count);
 
 // Makes c->nccl, the blocking communicator that does the work, by splitting

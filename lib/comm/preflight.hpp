@@ -34,7 +34,7 @@ struct PreflightSetup {
   std::unique_ptr<PreflightListener> listener;  // null: this rank cannot be tested
 };
 
-// Whether CC_PREFLIGHT leaves the test on (words name a malformed value).
+// Whether CC_PREFLIGHT leaves the test on (its error names a malformed value).
 Status preflight_enabled(const settings::Getenv& getenv, bool* on);
 
 // Opens the listener on setup->addr when the test is on; a listener that
@@ -42,7 +42,7 @@ Status preflight_enabled(const settings::Getenv& getenv, bool* on);
 void preflight_listen(PreflightSetup* setup, const std::string& who);
 
 // After the join: the test for communicator `comm_number` of `job_id`. Success, or the
-// verdict's words (CC_ERR_SYSTEM: who cannot reach whom), or a member's
+// verdict's message (CC_ERR_SYSTEM: who cannot reach whom), or a member's
 // failure (CC_ERR_PEER_FAILED). `who` starts this rank's messages.
 Status run_preflight(rv::Membership& client, const std::string& job_id, uint32_t comm_number,
                      int rank, PreflightSetup& setup,

@@ -5,7 +5,7 @@
 // control communicator where every survivor can (NCCL 2.27+, looked up when
 // called), else by ncclCommInitRank with the new id the rendezvous handed
 // out. While NCCL works, the new generation's connection is watched: a member
-// that dies meanwhile fails the call at once, in words, and the survivors
+// that dies meanwhile fails the call at once with a message, and the survivors
 // call again. Every step keeps the call's deadline.
 #include <chrono>
 #include <cstring>

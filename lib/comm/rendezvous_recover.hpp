@@ -40,7 +40,7 @@ struct RecoverResult {
 
 const char* recover_call(rv::RecoverKind kind);  // "cc_comm_shrink", "cc_comm_regrow"
 
-// Errors are in the server's words (a mismatch, a stale rank, the deadline
+// Errors carry the server's message (a mismatch, a stale rank, the deadline
 // naming who never came) or name the rendezvous that cannot be reached.
 Status rendezvous_recover(const RecoverRequest& request, const rv::Membership::MakeId& make_id,
                           RecoverResult* out);

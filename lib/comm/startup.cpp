@@ -54,7 +54,7 @@ std::string choose_interface(const StartRequest& req, const std::string& addr,
   }
   if (choice.from_user) {
     setup->user_ifname = choice.ifname;
-    launch::Route route;  // for words only: where the rendezvous is reached from
+    launch::Route route;  // for messages only: where the rendezvous is reached from
     if (launch::route_source_for(addr, &route).ok()) {
       setup->route_ifname = route.ifname;
       setup->route_addr = route.source_address;

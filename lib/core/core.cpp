@@ -10,7 +10,7 @@
 
 namespace cc::core {
 
-// A recovered communicator's words name its generation; generation 0 (every
+// A recovered communicator's message names its generation; generation 0 (every
 // communicator that never went through a recovery) is left unsaid.
 std::string Core::who() const {
   return cc::who(Who{rank, host, pid, generation > 0 ? static_cast<int>(generation) : -1});

@@ -25,7 +25,7 @@ struct PeerRecord {
   uint32_t version = kRecordVersion;
   int32_t rank = -1;
   int32_t able = 0;       // 1: its buffer is exported below
-  char why[256] = {};     // when not able: why, in words
+  char why[256] = {};     // when not able: why
   char boot_id[40] = {};  // /proc/sys/kernel/random/boot_id: the same on one host
   char host[64] = {};
   char bus_id[20] = {};  // PCI bus id of its GPU

@@ -5,7 +5,7 @@
 namespace cc::launch {
 namespace {
 
-// The words when the environment lacks what every rank needs.
+// The message when the environment lacks what every rank needs.
 constexpr const char* kNoRank =
     "no rank in the environment: set RANK (or CC_RANK; launchers set OMPI_COMM_WORLD_RANK, "
     "PMI_RANK, SLURM_PROCID), or run the program under cc-run, mpirun or srun";

@@ -25,7 +25,7 @@ struct LaunchInfo {
 
 // Reads rank, world size, local rank, MASTER_ADDR and (for a host alone)
 // MASTER_PORT; the first variable found in each list wins. A missing or malformed variable is
-// CC_ERR_INVALID_ARGUMENT whose words name the variable and what to set.
+// CC_ERR_INVALID_ARGUMENT whose message names the variable and what to set.
 Status read_launch_info(const Getenv& getenv, LaunchInfo* out);
 
 // The local rank alone (cc_comm_init, cc-bench): -1 when no launcher set one.

@@ -1,4 +1,4 @@
-// This machine's host name, as the words about a rank spell it.
+// This machine's host name, as messages about a rank spell it.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // What NCCL's sockets will do on this host, worked out as NCCL 2.28 does it
 // (ncclFindInterfaces and getHostHash), so cc can test the same address
-// before NCCL starts and name it in words. No CUDA or NCCL here.
+// before NCCL starts and name it in its errors. No CUDA or NCCL here.
 #pragma once
 
 #include <string>

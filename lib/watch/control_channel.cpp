@@ -22,7 +22,7 @@ Status ControlChannel::start() {
                                     " to watch heartbeats failed: " + st.message);
   if (Status st = client_.heartbeat_nowait(0); !st.ok()) return st;
   next_heartbeat_ = Clock::now() + options_.interval;
-  // Rank 0's host and pid, for words when its embedded server goes away.
+  // Rank 0's host and pid, for messages when its embedded server goes away.
   rv::Progress progress;
   if (client_
           .progress_in(options_.comm_number, options_.generation, 0, &progress, milliseconds(10000))

@@ -2,7 +2,7 @@
 // connection that stays open while the communicator lives. It asks the server
 // to watch its heartbeats, sends one every interval, and turns what the server
 // pushes (a member failed, aborted; the server went away) or a silent server
-// into one failure in words. Its heartbeats carry points of the
+// into one failure with its message. Its heartbeats carry points of the
 // communicator's calls: at once when CallLog::kReportEvery calls were made
 // since the last (at most every tenth of an interval), and the points the
 // server asks for (rv::CallsWanted) from the flight recorder's ring. No
@@ -65,7 +65,7 @@ class ControlChannel {
   ControlChannel(rv::Membership& client, ChannelOptions options);
 
   // Asks the server to watch this member (window = interval x misses), sends
-  // the first heartbeat and learns every member's host and pid for words.
+  // the first heartbeat and learns every member's host and pid for messages.
   Status start();
   // One watchdog tick: a heartbeat when due, then what arrived. Returns the
   // first failure once; nothing after that, though heartbeats go on (a
@@ -82,7 +82,7 @@ class ControlChannel {
   // sorted; from any thread.
   std::vector<int> failed_ranks() const;
   // "rank 1 (host h, pid p) last completed op #41" for every member behind
-  // `waiting_seq`, asked of the server; words saying why when it cannot.
+  // `waiting_seq`, asked of the server; a message saying why when it cannot.
   std::string behind_words(uint64_t waiting_seq, std::chrono::milliseconds timeout);
   // Tells the other members this rank gives up (a timeout, an abort).
   void announce_abort(const std::string& story);

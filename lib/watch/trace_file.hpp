@@ -27,7 +27,7 @@ struct TraceIdentity {
 
 struct TraceState {
   std::string reason;   // why it was written: "failure", "SIGUSR1", "cc_comm_dump_trace"
-  std::string failure;  // the communicator's failure in words; "" while it works
+  std::string failure;  // the communicator's failure as text; "" while it works
   uint64_t ops_enqueued = 0;
   uint64_t ops_completed = 0;  // the last the watchdog saw complete
   uint64_t fingerprint = 0;    // of its collectives, after the last one

@@ -6,7 +6,7 @@ Three producers are understood, tried in this order:
   - `__cuda_array_interface__` (version 2 and 3; CuPy, Numba, JAX): a dict;
   - DLPack (`__dlpack__` / `__dlpack_device__`; JAX, CuPy, anything modern).
 Anything else, and any array in host memory (numpy, a CPU tensor), is refused
-in words that say what to pass instead.
+with a message that says what to pass instead.
 
 Streams. A collective runs on the stream given as `stream=` (a torch or CuPy
 stream, or an int handle); without one, on the array's own current stream
@@ -266,7 +266,7 @@ def _cai_device(x, ptr, name):
 def _from_dlpack(x, name, launch_stream):
     try:
         device_type, device_id = x.__dlpack_device__()
-    except Exception as e:  # a producer's own refusal, in its words
+    except Exception as e:  # a producer's own refusal, with its message
         raise invalid_argument("%s (%s) could not say where it lives: __dlpack_device__ "
                                "raised %s: %s" % (name, _type_name(x), type(e).__name__, e)) \
             from None
@@ -403,7 +403,7 @@ def launch_stream(stream, first):
 
 def order(views, launch, device):
     """Orders the launch stream after each producer stream that differs from
-    it, except inside a graph capture (see the module's words)."""
+    it, except inside a graph capture (see the module's message)."""
     for v in views:
         s = v.stream
         if s is None or v.source == "torch" or s == launch or (s == 1 and launch == 0):

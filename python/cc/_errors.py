@@ -1,7 +1,7 @@
 """cc's errors as Python exceptions.
 
 Every failing libcc call becomes an instance of a `cc.Error` subclass chosen by
-its result code, carrying the code and libcc's own words (`cc_last_error()`:
+its result code, carrying the code and libcc's own message (`cc_last_error()`:
 who, what, what to do). Argument problems found in Python before libcc is
 called (a CPU array, a wrong dtype) are `InvalidArgumentError`s in the same
 form, so callers catch one family.
@@ -46,7 +46,7 @@ CODE_NAMES = {
 
 
 class Error(Exception):
-    """A cc failure: `code` is the cc_result_t, `message` libcc's words."""
+    """A cc failure: `code` is the cc_result_t, `message` libcc's message."""
 
     def __init__(self, code, message):
         self.code = code

@@ -8,7 +8,7 @@ from ._errors import ERR_INVALID_USAGE, InvalidUsageError
 
 class OwnedHandle:
     """Subclasses set _api, _handle, _FREE (the libcc function that frees
-    the handle) and _gone() (the words when the handle is already freed)."""
+    the handle) and _gone() (the message when the handle is already freed)."""
 
     _handle = None
     _FREE = None

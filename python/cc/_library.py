@@ -113,7 +113,7 @@ class Api:
         return words.decode("utf-8", "replace") if words else ""
 
     def check(self, result):
-        """Raises the cc.Error for a failed call; reads this thread's words."""
+        """Raises the cc.Error for a failed call; reads this thread's message."""
         if result != 0:
             raise _errors.error_for(result, self.last_error())
 

@@ -119,7 +119,7 @@ def build_key(torch_version, include, extra=()):
 
 def load_locked(build_dir, key, load, words, stderr=None):
     """Runs load() (which builds when needed, then imports) under an exclusive
-    lock on build_dir/cc-build.lock and returns what it returned. words go
+    lock on build_dir/cc-build.lock and returns what it returned. `words` goes
     to stderr before load() runs when build_dir's stamp does not hold key
     (a build is coming); a process that finds the lock held says it waits."""
     stderr = stderr if stderr is not None else sys.stderr

@@ -140,7 +140,7 @@ struct AgentCore::Impl {
     }
   }
 
-  // Ranks waiting for their handshake get the words; the others are told
+  // Ranks waiting for their handshake get the message; the others are told
   // the rendezvous is gone, as a server that stops tells its members.
   void lose(const std::string& why) {
     if (up == Upstream::lost) return;
@@ -189,7 +189,7 @@ struct AgentCore::Impl {
     relay(r.channel, RelayOp::open, frame_of(r.hello_rid, r.hello));
   }
 
-  // Refuses what a rank sent out of turn, with words, and closes it.
+  // Refuses what a rank sent out of turn, with a message, and closes it.
   void refuse(Rank& r, uint32_t rid, cc_result_t code, const std::string& words) {
     to_rank(r, rid, Error{static_cast<uint32_t>(code), words});
     end(r.id, words);

@@ -10,7 +10,7 @@
 // ranks sent since the last flush() goes as one Relay, and the server's
 // Relay answers are handed to each rank. It answers the ranks' heartbeats
 // itself and forwards only the latest of each rank at its own heartbeat, one
-// Relay a node. A rank's end is told at once, in words: its process exit
+// Relay a node. A rank's end is told at once, with a message: its process exit
 // ("exited with signal 9 (killed)", from process_exited()), or, when its
 // connection ends without an exit heard within exit_grace, that it closed
 // its connection. The agent heartbeats on its own connection; when the
@@ -42,18 +42,18 @@ using LocalId = uint64_t;  // a rank's connection to the agent, named by the dri
 struct AgentOptions {
   std::string job_id;  // the agent's own hello
   std::string token;   // the job's token: proved to the server, asked of the ranks (empty: none)
-  std::string host;    // this node, for words
+  std::string host;    // this node, for messages
   uint32_t pid = 0;
-  std::string upstream;  // "host:port" of the rendezvous, for words
+  std::string upstream;  // "host:port" of the rendezvous, for messages
   // The agent's heartbeat, and the silence after which the server fails the node.
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_window{5000};
   // How long a rank whose connection ended waits for its process's exit status.
   std::chrono::milliseconds exit_grace{200};
   // A rank that has not said hello (and answered the challenge) by then is
-  // closed with words; one whose hello waits for the server is not.
+  // closed with a message; one whose hello waits for the server is not.
   std::chrono::milliseconds handshake_timeout{10000};
-  // Ranks connected at once; the next is refused in words (the server's
+  // Ranks connected at once; the next is refused with a message (the server's
   // bound on the ranks one agent carries).
   size_t max_ranks = 4096;
   Limits limits;
@@ -83,12 +83,12 @@ class AgentCore {
   // The connection to the server is up: the agent says hello.
   void upstream_connected(Clock::time_point now);
   void upstream_bytes(std::span<const uint8_t> bytes, Clock::time_point now);
-  // The connection to the server ended, or could not be made (`why`, in
-  // words naming the server). Ranks waiting for their handshake get the
-  // words as an error; every rank's connection is closed.
+  // The connection to the server ended, or could not be made (`why`, a
+  // message naming the server). Ranks waiting for their handshake get that
+  // message as an error; every rank's connection is closed.
   void upstream_lost(const std::string& why, Clock::time_point now);
   bool upstream_ready() const;
-  // The words of the last upstream failure (empty while none).
+  // The message of the last upstream failure (empty while none).
   const std::string& upstream_failure() const;
 
   // A rank connected; pid and process group of the process at the other end
@@ -98,9 +98,9 @@ class AgentCore {
   // The rank's connection ended (end of stream or an error).
   void rank_closed(LocalId rank, Clock::time_point now);
   // The driver ends the rank (it does not read what it is sent): the server
-  // is told why, in words, and its connection closes.
+  // is told why and its connection closes.
   void rank_cut_off(LocalId rank, const std::string& why, Clock::time_point now);
-  // A process the driver started ended, in words ("exited with status 3"):
+  // A process the driver started ended, as text ("exited with status 3"):
   // the ranks of its process group end with them.
   void process_exited(pid_t group, const std::string& words, Clock::time_point now);
 

@@ -34,7 +34,7 @@ class RankSide {
 
 struct UpstreamTarget {
   std::vector<asio::ip::tcp::endpoint> endpoints;  // tried in turn
-  std::string where;                               // "host:port", for words
+  std::string where;                               // "host:port", for messages
   Clock::time_point deadline;                      // for connecting
   size_t read_size = 16 * 1024;                    // the most one read of it takes
   // The local address to connect from; unset: the system's choice. The

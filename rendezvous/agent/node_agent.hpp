@@ -40,7 +40,7 @@ class NodeAgent {
   virtual ~NodeAgent() = default;  // closes everything and removes the socket
   // The Unix socket the node's ranks connect to (CC_AGENT_SOCKET).
   virtual const std::string& socket_path() const = 0;
-  // A process cc-run started ended (`group`: its process group), in words.
+  // A process cc-run started ended (`group`: its process group), as text.
   virtual void process_exited(pid_t group, const std::string& words) = 0;
   // Ranks connected now.
   virtual size_t rank_count() const = 0;

@@ -38,9 +38,9 @@ class Address {
   // a host alone. The other forms carry their ports.
   bool needs_port() const { return needs_port_; }
   // That port, for an address that needs one; the others keep their own.
-  // Its range is checked where it is used (connect), with words naming it.
+  // Its range is checked where it is used (connect), with a message naming it.
   void set_port(int port);
-  // Where it is, for words: "host:port", "etcd://a:2379,b:2379".
+  // Where it is, for messages: "host:port", "etcd://a:2379,b:2379".
   std::string where() const;
   // cc's own server this address names: the one a job may host (rank 0's
   // embedded server, node 0's cc-run), and cc-doctor probes. None for an

@@ -57,7 +57,7 @@ struct CallMismatch {
 class CallCheck {
  public:
   static constexpr size_t kKeep = 4096;  // points kept per line kind
-  static constexpr int kMaxWants = 8;    // rounds of asking before words that give a range
+  static constexpr int kMaxWants = 8;    // rounds of asking before a message that gives a range
 
   // `asks`: whether its driver can ask ranks for their points (CallsWant);
   // without, a difference past where the ranks parted is told as a range.

@@ -1,4 +1,4 @@
-// Where each rank of a communicator is, in words, for a collective that timed
+// Where each rank of a communicator is, as text, for a collective that timed
 // out: the ranks grouped by their last call, the largest group last ("rank 1
 // is in op #20 cc_barrier while ranks 0, 2, 3 are in op #20 cc_allreduce
 // 4194304 x FLOAT32 SUM"). Each group names up to 16 ranks, then a count; at

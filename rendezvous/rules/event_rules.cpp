@@ -1,4 +1,4 @@
-// The words of a member's departure (see event_rules.hpp).
+// The message of a member's departure (see event_rules.hpp).
 #include "rendezvous/rules/event_rules.hpp"
 
 namespace cc::rv::rules {

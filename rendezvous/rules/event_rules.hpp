@@ -1,4 +1,4 @@
-// The words of a member's departure, for every backend: what the other
+// The message of a member's departure, for every backend: what the other
 // members of its generation read in the peer event that tells them of it
 // (an abort, a failed init, a member gone without leaving), and what the
 // ranks of a generation still joining get when one of them gives up. cc's
@@ -9,18 +9,18 @@
 // The event itself (kind, rank in the member's generation, host, pid) is the
 // member's own, on both; only how a backend learns of a death it was not
 // told of differs: cc's server sees the connection end, etcd the member's
-// lease expire (etcd/backend.cpp says so in its own words).
+// lease expire (etcd/backend.cpp says so with its own message).
 #pragma once
 
 #include <string>
 
 namespace cc::rv::rules {
 
-// An abort's reason as the others read it: its own words, or "the rank
+// An abort's reason as the others read it: its own message, or "the rank
 // called abort" when it gave none.
 std::string abort_reason(const std::string& reason);
 
-// A failed init's reason as the others read it: its own words, or "no
+// A failed init's reason as the others read it: its own message, or "no
 // reason given".
 std::string init_failed_reason(const std::string& reason);
 

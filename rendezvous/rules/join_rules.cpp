@@ -1,5 +1,5 @@
 // The join rules (see join_rules.hpp). The checks run in one order on every
-// backend, so a generation with two faults fails with the same words
+// backend, so a generation with two faults fails with the same message
 // wherever it joins: the world size, the rank's range, a rank claimed twice,
 // the NCCL version, a GPU used twice.
 #include "rendezvous/rules/join_rules.hpp"

@@ -1,4 +1,4 @@
-// The rules of a communicator's join, with their words, for every backend:
+// The rules of a communicator's join, with their messages, for every backend:
 // each rank that arrives is checked against the ranks already in (the same
 // world size and NCCL major.minor as the first to arrive, a rank in range
 // and not claimed twice, no GPU of one host twice); at the deadline the
@@ -6,7 +6,7 @@
 // why. Pure: cc's server feeds JoinCheck from its connections' Joins
 // (server_core/joins.cpp), the etcd backend's rank 0 from the member keys
 // it watches arrive (etcd/backend_join.cpp). Either fails the whole
-// generation with the refusal's words, telling every rank that joins it.
+// generation with the refusal's message, telling every rank that joins it.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@
 
 namespace cc::rv::rules {
 
-// Why a rule says no: the result every rank concerned gets, and its words.
+// Why a rule says no: the result every rank concerned gets, and its message.
 struct Refusal {
   cc_result_t code = CC_SUCCESS;
   std::string words;
@@ -70,7 +70,7 @@ class JoinCheck {
   std::map<int32_t, std::vector<uint8_t>> ids_;         // by rank, those that brought any
 };
 
-// The words of the rules that a backend checks on its own (etcd claims a
+// The message of the rules that a backend checks on its own (etcd claims a
 // rank in a transaction, and the claimer checks its own range):
 std::string out_of_range_words(const MemberInfo& in, int32_t world, const std::string& where);
 std::string claimed_twice_words(const MemberInfo& holder, const MemberInfo& in,
@@ -79,7 +79,7 @@ std::string claimed_twice_words(const MemberInfo& holder, const MemberInfo& in,
 // The ranks below `world` not in `came` (any order, duplicates allowed), sorted.
 std::vector<int32_t> absent_ranks(int32_t world, const std::vector<int32_t>& came);
 
-// How a backend is reached, for the words of a join that did not complete:
+// How a backend is reached, for the message of a join that did not complete:
 // what every rank must share ("MASTER_ADDR, MASTER_PORT and job id") and
 // what it must reach ("the server").
 struct Reach {
@@ -96,7 +96,7 @@ std::string never_joined_words(const std::vector<int32_t>& missing, int32_t worl
 std::string aborted_while_joining_words(const std::string& who, const std::string& where,
                                         const std::string& reason);
 
-// A join of a generation that failed, in the failure's words.
+// A join of a generation that failed, with the failure's message.
 std::string already_failed_words(const std::string& where, const std::string& failure);
 
 // "rank 1 (host a, pid 7) joined job 'j' (generation 1) after it had

@@ -1,5 +1,5 @@
 // The reachability test's rule (see preflight_rules.hpp): the plan, the
-// verdict and their words.
+// verdict and their messages.
 #include "rendezvous/rules/preflight_rules.hpp"
 
 #include <cerrno>

@@ -9,7 +9,7 @@
 //   name and boot id) are skipped, as are targets that cannot be tested (port
 //   0). No target anywhere (one host): the test passes at once.
 // - The verdict, from the reports at hand: every failed connection fails the
-//   test, in words that say who cannot reach whom, at which address, the
+//   test, with a message that says who cannot reach whom, at which address, the
 //   connect error, the likely cause and the fix, from what the rendezvous
 //   knows of both ends: the address NCCL will use, its interface and whether
 //   NCCL_SOCKET_IFNAME was set by hand, the route to the rendezvous, the
@@ -18,7 +18,7 @@
 // - The test is skipped (a note, not an error) when a member runs with
 //   CC_PREFLIGHT=0, or when a member did not send its endpoint in time.
 // - A member's failure while the test is undecided fails it (cc's server:
-//   server_core/init_failures.cpp, rule 3), in the words below.
+//   server_core/init_failures.cpp, rule 3), in the message below.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +45,7 @@ std::vector<std::vector<ProbeTarget>> preflight_targets(const std::vector<Prefli
 // The one verdict, from the reports at hand.
 struct PreflightVerdict {
   bool passed = true;
-  std::string words;            // a failure's words, the same for every member
+  std::string words;            // a failure's message, the same for every member
   size_t tested = 0;            // the connections reported
   std::vector<int32_t> silent;  // the ranks that did not report
 };
@@ -59,7 +59,7 @@ std::string preflight_missing_words(const std::vector<int32_t>& missing, const s
                                     uint32_t timeout_ms);
 
 // A member's failure while the test is undecided (`who`: cc::who of its
-// rank in the generation, host and pid; `reason`: the event's words).
+// rank in the generation, host and pid; `reason`: the event's message).
 std::string preflight_member_failed_words(PeerEventKind kind, const std::string& who,
                                           const std::string& reason);
 

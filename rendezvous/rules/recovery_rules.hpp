@@ -1,12 +1,12 @@
 // The rules of a communicator's recovery (cc_comm_shrink, cc_comm_regrow),
-// with their words, for every backend: every survivor must make the same
+// with their messages, for every backend: every survivor must make the same
 // call as the first (RecoveryAgreement); a regrow must hold every survivor's
 // job rank; a replacement comes only for a rank that failed, one a rank,
 // with the regrow's world size; a stale process cannot come back; at a
-// deadline the words name who did not call and which ranks never got a
+// deadline the message names who did not call and which ranks never got a
 // replacement. Pure: cc's server (server_core/recovery.cpp, which lists
 // the rules in full) and the etcd backend's coordinator
-// (etcd/recovery_decision.cpp) decide by these and say these words.
+// (etcd/recovery_decision.cpp) decide by these and say this message.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +26,9 @@ inline constexpr int32_t kMaxRegrowRanks = 1 << 16;
 // compared with the first one only: O(1) a call.
 class RecoveryAgreement {
  public:
-  // Survivor `who` (seat words: "rank 2 (host h, pid 7, generation 1)")
+  // Survivor `who` (seat text: "rank 2 (host h, pid 7, generation 1)")
   // calls `kind` (to `nranks`, a regrow). The first call sets what the
-  // others must call; a call that differs is refused, in words that name
+  // others must call; a call that differs is refused, with a message that names
   // both. `where`: lineage_where() of the generation it recovers from.
   std::optional<Refusal> call(const std::string& who, RecoverKind kind, int32_t nranks,
                               const std::string& where);
@@ -62,7 +62,7 @@ std::string stale_rank_words(const MemberInfo& in, const std::string& where,
                              const std::string& why);
 
 // A Join after the join completed for a rank that is alive (`late`:
-// late_join_words(); `holder`: the living seat, in words).
+// late_join_words(); `holder`: the living seat, as text).
 std::string alive_rank_words(const std::string& late, int32_t rank, const std::string& where,
                              const std::string& holder);
 

@@ -7,12 +7,12 @@
 // (server_core/recovery.cpp), the etcd backend's coordinator from the keys
 // it reads and watches (etcd/backend_recover.cpp); each keeps only its own
 // mechanics (parked requests, leases, who makes the NCCL id) and says the
-// words this gives. The rules themselves are listed in docs/FAILURES.md.
+// messages this gives. The rules themselves are listed in docs/FAILURES.md.
 //
 // Incremental: every event costs O(log n) (a map by job rank) and ready()
 // is O(1): counts of the seats awaited, of the callers, of the callers that
 // cannot shrink and of a regrow's ranks without a process are kept as
-// events come. Only decide(), the deadline's words and a regrow's first call
+// events come. Only decide(), the deadline's message and a regrow's first call
 // (which counts its holes) walk the seats, once each.
 #pragma once
 
@@ -104,7 +104,7 @@ class Recovery {
 
   // At a deadline: who did not call, which ranks of a regrow never got a
   // process (`settings`: what a replacement must be given), then `also`
-  // (what else held it, a backend's); `idle`: the words when none of these.
+  // (what else held it, a backend's); `idle`: the message when none of these.
   std::string late_words(uint32_t timeout_ms, const std::string& settings, const std::string& also,
                          const std::string& idle) const;
   // A process the recovery cannot take (`caller`), with why.

@@ -1,4 +1,4 @@
-// The pieces of text every rendezvous backend builds its words from, so cc's
+// The pieces of text every rendezvous backend builds its message from, so cc's
 // server and the etcd backend say the same thing the same way: a quoted
 // name, who a rank is (spelled by common/who.hpp, as the library spells it),
 // whether an address is loopback, an NCCL version code as "2.18.1", a sorted list of ranks as "2,

@@ -152,7 +152,7 @@ void ServerCore::Impl::on_disconnect(ConnId id, const std::string& reason, Clock
   Conn& c = *it->second;
   std::string why = reason;
   // A member that closed its connection without a Leave: every backend says
-  // so in the same words (etcd's client says them when destroyed unleft).
+  // so with the same message (etcd's client says them when destroyed unleft).
   if (reason == ServerCore::kClientClosed && !c.memberships.empty() && !c.reader.mid_frame())
     why = rules::closed_without_leaving_words();
   if (c.reader.mid_frame())
@@ -258,7 +258,7 @@ bool ServerCore::Impl::on_hello(Conn& c, uint32_t rid, const Hello& h) {
     return true;
   }
   // A job the server cannot take is the answer to the Hello itself, so the
-  // client's connect fails with the words.
+  // client's connect fails with the message.
   if (!enter_job(c, rid)) return false;
   send(c.id, rid, ch);
   return true;

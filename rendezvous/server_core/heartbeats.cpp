@@ -62,7 +62,7 @@ void ServerCore::Impl::check_calls(Job& job, const Conn& c, const Heartbeat& h) 
   settle_calls(job, key);
 }
 
-// Every live member of a generation by its last reported collective, in words.
+// Every live member of a generation by its last reported collective, as text.
 std::string ServerCore::Impl::where_calls_are(const Job& job, uint32_t comm_number,
                                               uint32_t generation) const {
   auto check = job.call_checks.find({comm_number, generation});

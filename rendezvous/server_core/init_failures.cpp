@@ -1,7 +1,7 @@
 // Init failures spread: a communicator's init ends on every rank as soon as
-// one rank cannot finish it, in that rank's words, instead of at the
+// one rank cannot finish it, with that rank's message, instead of at the
 // deadline. The server's rules (the etcd backend keeps rules 2 and 3 in the
-// same words, rendezvous/rules/event_rules.hpp; on etcd a joiner whose lease
+// same message, rendezvous/rules/event_rules.hpp; on etcd a joiner whose lease
 // expires frees its rank for a claim again, as its join does itself):
 //
 // 1. A joiner whose connection drops (or is dropped) while its join is
@@ -10,14 +10,14 @@
 //    lost rank (host, pid) and how its connection ended. A server that stops
 //    is no such loss (it answers everyone itself).
 // 2. A member that sends InitFailed is announced to every other member of
-//    the job, once, as PeerEvent init_failed carrying its own words; its
+//    the job, once, as PeerEvent init_failed carrying its own message; its
 //    later drop is not announced again. InitFailed from a connection whose
 //    join is still pending fails that generation as in rule 1.
 // 3. Every announced failure of a member (init failed, connection dropped,
 //    heartbeats missed, abort) fails the reachability test (preflight.cpp)
 //    of each of its generations that is still undecided: every request
 //    parked in it is answered with CC_ERR_PEER_FAILED naming the member and
-//    its words (rules/preflight_rules.hpp), and so is every later one.
+//    its message (rules/preflight_rules.hpp), and so is every later one.
 //
 // Members waiting in NCCL's init hear rule 2's and 3's events on their
 // connection (lib/comm/init_listener.cpp) and stop within a poll interval.

@@ -5,9 +5,9 @@
 // as the first, a rank in range and not claimed twice, the same NCCL
 // major.minor, and no GPU shared with another rank of its host. One failed
 // check fails the whole generation, and every pending joiner gets the same
-// words. When the last rank joins, each gets Joined (rank 0's unique id,
+// message. When the last rank joins, each gets Joined (rank 0's unique id,
 // rank 0's host and pid, and any NAT notice) and becomes a member of the
-// job; when the join deadline passes first, the words name the ranks that
+// job; when the join deadline passes first, the message names the ranks that
 // never joined. A Join of a generation that completed goes to recovery.cpp
 // (a replacement for a failed rank, or a stale one). Leave ends a
 // membership without announcing anything. A connection that sent Join
@@ -137,7 +137,7 @@ void ServerCore::Impl::complete(Job& job, uint32_t comm_number, CommJoin& gen,
 }
 
 // Answers every pending join of the generation with `words`; later joins of
-// it are refused with the same words. The pending joins are its slots' and
+// it are refused with the same message. The pending joins are its slots' and
 // `joiner`, the join being checked (parked, not yet in a slot): what the
 // generation holds, not every request parked on the server.
 void ServerCore::Impl::fail_join(Job& job, uint32_t comm_number, CommJoin& gen, cc_result_t code,

@@ -1,6 +1,6 @@
 // The key-value requests of one job: Set, Get, Add, Wait, Del and
 // CompareSet. A write that would pass a limit (max_keys_per_job,
-// max_bytes_per_job, max_total_bytes) is refused with words naming the limit
+// max_bytes_per_job, max_total_bytes) is refused with a message naming the limit
 // and the flag that raises it, and nothing is stored; no key is ever evicted.
 // The byte limits count what a key holds: its key and value bytes and
 // ServerCore::kKeyOverhead.

@@ -56,7 +56,7 @@ uint64_t ServerCore::Impl::park(Conn& c, Parked p, Clock::time_point now) {
 }
 
 // True when a Get or Wait that costs `cost` may park within the limits; else
-// answers it with words naming the limit passed. `what` names the request.
+// answers it with a message naming the limit passed. `what` names the request.
 bool ServerCore::Impl::parked_room(Conn& c, uint32_t rid, size_t cost, const std::string& what) {
   Job& job = *c.job;
   std::string held;

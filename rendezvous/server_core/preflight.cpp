@@ -13,10 +13,10 @@
 //    no member has a target (one host), every plan says passed at once.
 // 3. Each member connects, then sends PreflightReport, parked until every
 //    member reported. Then one verdict for all: Ok, or Error with the same
-//    words everywhere: who cannot reach whom, at which address, the connect
+//    message everywhere: who cannot reach whom, at which address, the connect
 //    error, the likely cause and the fix.
 //
-// The plan, the verdict and all their words are the rule every backend
+// The plan, the verdict and all their messages are the rule every backend
 // shares (rendezvous/rules/preflight_rules.hpp); this file keeps the parked
 // requests and the phases.
 //
@@ -65,7 +65,7 @@ const ServerCore::Impl::Membership* ServerCore::Impl::membership_of(const Conn& 
 
 // The generation whose reachability test a request is about, and c's
 // membership of it (*ms); null once answered: c is no member of it (the
-// words say what it `did`, then the `advice`), or the test already failed.
+// message says what it `did`, then the `advice`), or the test already failed.
 ServerCore::Impl::CommJoin* ServerCore::Impl::preflight_of(Conn& c, uint32_t rid,
                                                            uint32_t comm_number,
                                                            const std::string& did,
@@ -236,7 +236,7 @@ void ServerCore::Impl::preflight_verdict(Job& job, uint32_t comm_number, CommJoi
   pf.facts.clear();
 }
 
-// The test failed for the generation: every parked step gets the words, and
+// The test failed for the generation: every parked step gets the message, and
 // so will every later one.
 void ServerCore::Impl::preflight_fail(Job& job, CommJoin& gen, cc_result_t code,
                                       const std::string& words) {

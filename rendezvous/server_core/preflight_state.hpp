@@ -40,7 +40,7 @@ struct Preflight {
   int32_t reported = 0;
   int32_t disabled_by = -1;  // the first rank that runs with CC_PREFLIGHT=0
   cc_result_t code = CC_SUCCESS;
-  std::string verdict;  // the failure's words, or why the test was skipped
+  std::string verdict;  // the failure's message, or why the test was skipped
 
   bool decided() const { return phase != Phase::gathering && phase != Phase::probing; }
 };

@@ -42,7 +42,7 @@
 //    nobody dead). One that dies after it fails the new generation as any
 //    failure does: its members are told and recover again, from it.
 // 9. At the first participant's deadline every participant gets the same
-//    words: who did not call, which ranks never got a replacement, whether
+//    message: who did not call, which ranks never got a replacement, whether
 //    the id never came. A replacement's own deadline names the regrow that
 //    never came. Jobs never see each other's state.
 #include <string>
@@ -470,7 +470,7 @@ void ServerCore::Impl::commit(Job& job, uint32_t g, Lineage& l, const rules::Nex
              next.method == RecoverMethod::nccl_shrink ? "ncclCommShrink" : "a new NCCL id");
 }
 
-// Every rank taking part gets the same words; the generation stays as it was.
+// Every rank taking part gets the same message; the generation stays as it was.
 void ServerCore::Impl::fail_recovery(Job& job, uint32_t /*comm_number*/, Lineage& l,
                                      cc_result_t code, const std::string& words) {
   log().warn("{}: the recovery failed: {}", l.rules.where(), printable(words));
@@ -486,7 +486,7 @@ void ServerCore::Impl::fail_recovery(Job& job, uint32_t /*comm_number*/, Lineage
         --job.joiners;
       }
     } else if (l.id_maker == rank) {
-      l.last_id_maker = s.conn;  // its RecoverId is answered with these words
+      l.last_id_maker = s.conn;  // its RecoverId is answered with this message
     }
     s.parked = 0;
     s.conn = 0;

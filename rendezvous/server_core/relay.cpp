@@ -5,7 +5,7 @@
 // connection applies to it unchanged: it enters its job when its channel
 // opens (the agent answered its Hello, and the agent's own authentication
 // covers it), its frames are handled as its own, and its end is a failure
-// with the agent's words ("exited with signal 9 (killed)") unless it left.
+// with the agent's message ("exited with signal 9 (killed)") unless it left.
 // What the core says to such a rank is gathered per agent during a turn and
 // handed to the Sink as one Relay per agent (flush_relays), so a
 // communicator's Joined, or a failure told to every member, costs one frame
@@ -74,7 +74,7 @@ bool ServerCore::Impl::on_relay(Conn& agent, uint32_t rid, const Relay& r, Clock
       case RelayOp::close:
         if (ch != link.channels.end()) {
           Conn& rank = *conns.at(ch->second);
-          // The agent's words, cut to what a string may hold.
+          // The agent's message, cut to what a string may hold.
           const size_t n = std::min<size_t>(e.data.size(), opt.limits.max_string);
           const std::string why = printable(
               std::string_view(reinterpret_cast<const char*>(e.data.data()), n));
@@ -133,7 +133,7 @@ void ServerCore::Impl::open_channel(Conn& agent, uint32_t channel,
     return;
   }
   rank.hello = *h;
-  enter_job(rank, 0);  // a job the server cannot take drops the rank with its words
+  enter_job(rank, 0);  // a job the server cannot take drops the rank with its message
 }
 
 // Frames of a rank are handled as if they came on its own connection.
@@ -250,7 +250,7 @@ void ServerCore::Impl::flush_relays() {
 
 // What a rank's answers of this turn would add to those its agent has not
 // written yet: past the bound, its answers are thrown away and its channel
-// ends with words, as a connection of its own that does not read would.
+// ends with a message, as a connection of its own that does not read would.
 void ServerCore::Impl::end_flooded_channels(Conn& agent) {
   AgentLink& link = *agent.link;
   std::unordered_map<uint32_t, size_t> adding;

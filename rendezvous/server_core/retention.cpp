@@ -20,7 +20,7 @@ namespace cc::rv {
 using server_core::quote;
 
 // The connection's job, made on first use; null when the job limit refuses
-// it (the connection was dropped with words).
+// it (the connection was dropped with a message).
 ServerCore::Impl::Job* ServerCore::Impl::job_for(Conn& c, uint32_t rid) {
   auto it = jobs.find(c.hello.job_id);
   if (it != jobs.end()) {

@@ -14,7 +14,7 @@
 // operator's status report), call_ends.cpp (the ranks' calls compared as
 // their communicator ends), metrics.cpp (counters and the snapshot the
 // metrics endpoint shows), init_failures.cpp and preflight.cpp (whose plan,
-// verdict and words are rendezvous/rules/preflight_rules.hpp's).
+// verdict and messages are rendezvous/rules/preflight_rules.hpp's).
 // Only the files of this folder include this header.
 #pragma once
 

@@ -28,7 +28,7 @@ class AsioStream : public asio::socket_base {
 
   executor_type get_executor() { return socket_.get_executor(); }
   asio::ip::tcp::socket& lowest_layer() { return socket_; }
-  // A failed handshake's cause, for words (none in clear).
+  // A failed handshake's cause, for messages (none in clear).
   const Failure* failure() const {
     return tls_ && tls_->failure().kind != FailureKind::none ? &tls_->failure() : nullptr;
   }

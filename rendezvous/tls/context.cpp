@@ -17,7 +17,7 @@ namespace {
 
 Status invalid(std::string words) { return make_status(CC_ERR_INVALID_ARGUMENT, std::move(words)); }
 
-// A file that must exist and be readable; `what` names it in the words.
+// A file that must exist and be readable; `what` names it in the message.
 Status check_readable(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)

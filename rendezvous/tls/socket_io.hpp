@@ -29,7 +29,7 @@ inline size_t buffered(const Stream* tls) { return tls == nullptr ? 0 : tls->pen
 
 // A client's handshake on a connected non-blocking socket, with the server
 // dialled as `host` (shown as `endpoint`), until `deadline`. Errors:
-// CC_ERR_RENDEZVOUS with words (tls/words.hpp), CC_ERR_TIMEOUT.
+// CC_ERR_RENDEZVOUS with a message (tls/words.hpp), CC_ERR_TIMEOUT.
 Status client_handshake(int fd, ClientContext& context, const std::string& host,
                         const std::string& endpoint, std::chrono::steady_clock::time_point deadline,
                         std::unique_ptr<Stream>* out);

@@ -29,7 +29,7 @@ struct Result {
   size_t n = 0;
 };
 
-// Why a handshake failed, for words (words.hpp).
+// Why a handshake failed, for messages (words.hpp).
 enum class FailureKind : uint8_t {
   none,
   clear_peer,         // a server's peer sent cc frames in clear, not a TLS hello
@@ -44,7 +44,7 @@ enum class FailureKind : uint8_t {
 struct Failure {
   FailureKind kind = FailureKind::none;
   long verify_code = 0;  // X509_V_* when kind is verify
-  std::string detail;    // OpenSSL's words
+  std::string detail;    // OpenSSL's message
 };
 
 class Stream {

@@ -1,4 +1,4 @@
-// What a failed TLS handshake means, in words that name the address, the
+// What a failed TLS handshake means, with a message that names the address, the
 // cause and the fix.
 #pragma once
 
@@ -9,12 +9,12 @@
 
 namespace cc::rv::tls {
 
-// A client's words for a handshake with the server at `endpoint` that
+// A client's message for a handshake with the server at `endpoint` that
 // failed; `name` is the name the server's certificate had to carry.
 std::string client_failure_words(const Failure& failure, const std::string& endpoint,
                                  const std::string& name, const ClientFiles& files);
 
-// The server's words, for its log, about a peer whose handshake failed.
+// The server's message, for its log, about a peer whose handshake failed.
 std::string server_failure_words(const Failure& failure, const std::string& peer);
 
 // What a TLS server answers, in clear, to a client that speaks cc's

@@ -5,8 +5,8 @@
 // usage: etcd_comm_member ADDRESS JOB RANK WORLD
 // The deadline and heartbeats come from CC_TIMEOUT_MS, CC_HEARTBEAT_MS and
 // CC_HEARTBEAT_MISSES. stdout: "READY <rank> <id in hex>", then "FAILED
-// <words>" when the watchdog learns of a failure (exit 3); or "ERROR <code>
-// <words>" when the join fails (exit 1). stdin: "leave" leaves (prints "LEFT").
+// <message>" when the watchdog learns of a failure (exit 3); or "ERROR <code>
+// <message>" when the join fails (exit 1). stdin: "leave" leaves (prints "LEFT").
 #include <unistd.h>
 
 #include <chrono>

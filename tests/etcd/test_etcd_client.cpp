@@ -1,5 +1,5 @@
 // The etcd v3 client against real etcd: reads, writes, transactions, leases,
-// failover when a member dies, the words when the quorum is lost, auth with
+// failover when a member dies, the message when the quorum is lost, auth with
 // a password file (a wrong password, an expired token) and TLS with a CA;
 // connections from a given local address.
 #include <sys/stat.h>

@@ -4,7 +4,7 @@
 // ranks missing at the deadline, and a killed rank told to the others within
 // the heartbeat window + 1 s, against a real one-member etcd cluster; and
 // cc_comm_init's start (init_member): a rank whose init fails is told to the
-// others in its words.
+// others with its message.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
 // The store's C API (cc_store_connect and the calls on its handle) with an
 // etcd address, against a real one-member etcd cluster, and the same cases
-// against cc's own server: the same results and the same words, whichever
+// against cc's own server: the same results and the same message, whichever
 // backend the address names. libcc reaches etcd through its plugin
 // (libcc-etcd.so, found on the loader's path: the test sets LD_LIBRARY_PATH).
 #include <unistd.h>

@@ -3,7 +3,7 @@
 // interface cc points NCCL's sockets at), then the library's rendezvous step
 // (rank 0 hosts the embedded server on PORT). What the server tells the ranks
 // (a NAT between a rank and the rendezvous) is logged as cc logs it, on
-// stderr; stdout gets "JOINED nccl_addr ADDR", or "ERROR words" (exit 1).
+// stderr; stdout gets "JOINED nccl_addr ADDR", or "ERROR a message" (exit 1).
 // Each rank stays HOLD_MS after joining, so rank 0's server outlives the join.
 //   netns_nat_member MASTER_ADDR PORT RANK WORLD HOLD_MS
 #include <unistd.h>

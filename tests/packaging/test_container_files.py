@@ -2,7 +2,7 @@
 the Dockerfile builds through the tested scripts and copies what `meson
 install` installs; the compose file parses (python3-yaml) and describes the
 README's two-host story, host network and bridge, with names cc reads and
-the NAT words cc prints.
+the NAT message cc prints.
 
 Usage: test_container_files.py SOURCE_ROOT BUILD_ROOT (exit 77 without yaml)."""
 

@@ -1,4 +1,4 @@
-"""How cc reads arrays: host memory refused in words; the pointer, count,
+"""How cc reads arrays: host memory refused with a message; the pointer, count,
 dtype, device and stream read from __cuda_array_interface__ (v2, v3) and
 DLPack (versioned and not), with the DLPack deleter called exactly once."""
 

@@ -1,5 +1,5 @@
-"""cc.Comm on a machine without a GPU: argument checks in Python's words,
-environment errors naming the variable, CC_ERR_NO_DEVICE in libcc's words,
+"""cc.Comm on a machine without a GPU: argument checks with Python's message,
+environment errors naming the variable, CC_ERR_NO_DEVICE with libcc's message,
 cc.group() keeping the thread's group nesting balanced."""
 
 import contextlib

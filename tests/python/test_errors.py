@@ -1,5 +1,5 @@
 """Failures raise cc.Error subclasses carrying the result code and libcc's
-own words (cc_last_error), the words of the thread that failed."""
+own message (cc_last_error), the message of the thread that failed."""
 
 import socket
 import threading

@@ -1,4 +1,4 @@
-"""cc.torch's build on first use, without torch: the words it prints before a
+"""cc.torch's build on first use, without torch: the message it prints before a
 build, and the lock that lets many ranks of one node import it together and
 build once. The build step is a stub that records when it runs."""
 
@@ -85,7 +85,7 @@ class OneBuildPerNode(unittest.TestCase):
             self.assertEqual(len(builds), 1, builds)
             said = [err for _, _, err in results if "BUILDING-WORDS" in err]
             self.assertEqual(len(said), 1, [err for _, _, err in results])
-            # The words come before the build, on the rank that built.
+            # The message comes before the build, on the rank that built.
             stamp = pathlib.Path(build_dir, _torch_build.STAMP_NAME).read_text().strip()
             self.assertEqual(stamp, "key-1")
 

@@ -2,7 +2,7 @@
 // rendezvous) and etcd (suite etcd): three call_check_member processes
 // (named by $CALL_CHECK_MEMBER) per case, heartbeats every 100 ms, rank 1
 // differing at op #50. Every member must hear of it within 2 s of "go", in
-// the words expected here, which are the same on both backends.
+// the message expected here, which are the same on both backends.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -37,7 +37,7 @@ inline const std::vector<DivergenceCase>& divergence_cases() {
   return cases;
 }
 
-// The words of a difference at op #50 between two ranks, the higher one first.
+// The message of a difference at op #50 between two ranks, the higher one first.
 inline std::string op50_words(const std::string& higher, const std::string& higher_call,
                               const std::string& lower, const std::string& lower_call) {
   return higher + " called op #50 " + higher_call + ", but " + lower + " called op #50 " +
@@ -54,7 +54,7 @@ inline std::string divergence_words(const DivergenceCase& c) {
 
 using CallCheckMembers = std::vector<std::unique_ptr<ChildProcess>>;
 
-// The next line of m that starts with `prefix`, or words naming what came instead.
+// The next line of m that starts with `prefix`, or a message naming what came instead.
 inline std::string next_line(ChildProcess& m, const std::string& prefix,
                              std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
@@ -111,7 +111,7 @@ inline void expect_quiet(CallCheckMembers& ms) {
 }
 
 // Runs one divergence case; returns what each rank heard (its MISMATCH
-// line's words), checked to come within 2 s of "go" on every rank.
+// line's message), checked to come within 2 s of "go" on every rank.
 inline std::vector<std::string> run_divergence(const std::string& addr, int port,
                                                const std::string& job, const DivergenceCase& c) {
   CallCheckMembers ms = start_call_check_job(addr, port, job, c.name);
@@ -141,7 +141,7 @@ inline std::vector<std::string> run_divergence(const std::string& addr, int port
 // reverse in the child), the kind differing at op #50 on the child only
 // (child_differs) or on the parent only: the one that differs is flagged on
 // every rank, within 2 s, in its own numbers; the other never is. Returns
-// the words each rank heard.
+// the message each rank heard.
 inline std::vector<std::string> run_split(const std::string& addr, int port, const std::string& job,
                                           bool child_differs) {
   CallCheckMembers ms =

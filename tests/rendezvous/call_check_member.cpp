@@ -7,7 +7,7 @@
 //   call_check_member ADDR PORT JOB RANK WORLD CASE [--interval MS]
 //                     [--diverging R] [--delay-ms N] [--calls N]
 // ADDR etcd://host:port,...: the rendezvous on etcd (PORT is ignored). The
-// rank joins as host h<rank>, pid 100 + rank, so the words are the same on
+// rank joins as host h<rank>, pid 100 + rank, so the message is the same on
 // every run and backend. Cases (calls numbered from 1, 60 of them or
 // --calls; rank R, --diverging, differs at op #50):
 //   kind, count, type, op, root   op #50 differs in that field
@@ -31,10 +31,10 @@
 // then; else recording the child's calls first, with no heartbeat.
 // stdout: "READY <rank>", "REPORTED 1.s1" once the child's first points went
 // (split cases, after "go"), then per communicator g that learns of a difference
-// "MISMATCH <g> <words>" (the child: g "1.s1"), of another failure
-// "FAILED <g> <words>"; "CALLED" when the legal case made its calls; "LEFT"
+// "MISMATCH <g> <message>" (the child: g "1.s1"), of another failure
+// "FAILED <g> <message>"; "CALLED" when the legal case made its calls; "LEFT"
 // after "leave" on stdin; after "end" or "end-split", "END OK",
-// "END MISMATCH <words>" or "END ERROR <code> <words>".
+// "END MISMATCH <message>" or "END ERROR <code> <message>".
 // "die" exits at once without leaving.
 #include <chrono>
 #include <cstdio>

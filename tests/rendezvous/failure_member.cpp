@@ -1,10 +1,10 @@
 // One rank of a job as the watchdog sees it, without CUDA: joins through the
 // rendezvous, hands its control channel to the process's watchdog and waits.
-// stdout: "READY <rank>", then "FAILED <words>" when the watchdog learns of a
+// stdout: "READY <rank>", then "FAILED <message>" when the watchdog learns of a
 // failure (exit 3), or "LEFT" after "leave" arrives on stdin (exit 0).
 //   failure_member ADDR PORT JOB RANK WORLD [--interval MS] [--misses N]
 //                  [--external] [--no-watch] [--completed N] [--token T]
-// stdin commands: "leave", "abort REASON", "behind SEQ" (prints "BEHIND <words>").
+// stdin commands: "leave", "abort REASON", "behind SEQ" (prints "BEHIND <message>").
 #include <unistd.h>
 
 #include <atomic>

@@ -16,7 +16,7 @@
 //   START at_ms T              before the join
 //   STARTED at_ms T            joined, reachability test passed
 //   READY at_ms T              the stand-in init finished
-//   ERROR at_ms T code C: W    cc_comm_init would return C with words W
+//   ERROR at_ms T code C: W    cc_comm_init would return C with a message W
 // INIT_TLS_CA, INIT_TLS_CERT, INIT_TLS_KEY and INIT_TLS_CLIENT_CA set the
 // config's tls_* fields (over CC_TLS_*): the client's, and rank 0's embedded
 // server's.

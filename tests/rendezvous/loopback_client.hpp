@@ -1,5 +1,5 @@
 // A client of a server on 127.0.0.1 (cc's own, or a fake one), with 5 s
-// deadlines; the case fails with the client's words when it cannot connect.
+// deadlines; the case fails with the client's message when it cannot connect.
 #pragma once
 
 #include <catch2/catch.hpp>

@@ -13,10 +13,18 @@ import time
 import urllib.error
 import urllib.request
 
-DAEMON = os.environ["CC_RENDEZVOUS_BIN"]
-MEMBER = os.environ["FAILURE_MEMBER"]
 CC_RUN = os.environ.get("CC_RUN_BIN", "")
 HOST = socket.gethostname()
+
+
+def daemon_bin():
+    """cc-rendezvous, as meson names it ($CC_RENDEZVOUS_BIN)."""
+    return os.environ["CC_RENDEZVOUS_BIN"]
+
+
+def member_bin():
+    """failure_member, as meson names it ($FAILURE_MEMBER)."""
+    return os.environ["FAILURE_MEMBER"]
 
 
 def wait_for(what, check, timeout=20.0, step=0.05):
@@ -37,7 +45,7 @@ class Daemon:
     def __init__(self, *args, token=None):
         self.dir = tempfile.mkdtemp(prefix="cc-ops-")
         self.token_file = os.path.join(self.dir, "token")
-        argv = [DAEMON, "--bind", "127.0.0.1", "--port", "0", "--log-level", "info"]
+        argv = [daemon_bin(), "--bind", "127.0.0.1", "--port", "0", "--log-level", "info"]
         if token is not None:
             self.write_token(token)
             argv += ["--token-file", self.token_file]
@@ -81,7 +89,7 @@ class Daemon:
 
     def status(self, *args, env=None):
         """`cc-rendezvous status` against this daemon: (exit status, stdout, stderr)."""
-        argv = [DAEMON, "status", "--addr", "127.0.0.1", "--port", str(self.port)]
+        argv = [daemon_bin(), "status", "--addr", "127.0.0.1", "--port", str(self.port)]
         if os.path.exists(self.token_file):
             argv += ["--token-file", self.token_file]
         r = subprocess.run(argv + list(args), capture_output=True, text=True, timeout=30, env=env)
@@ -102,7 +110,7 @@ class Member:
     """One rank (failure_member): joins, then takes commands on stdin."""
 
     def __init__(self, port, job, rank, world, *args, token=None):
-        argv = [MEMBER, "127.0.0.1", str(port), job, str(rank), str(world), "--external"]
+        argv = [member_bin(), "127.0.0.1", str(port), job, str(rank), str(world), "--external"]
         if token is not None:
             argv += ["--token", token]
         self.rank = rank

@@ -12,14 +12,14 @@
 //
 // stdout (one line each):
 //   READY rank=R gen=E size=N failed=LIST     joined (a replacement: E > 0)
-//   FAILED gen=E <words>                       the watchdog heard of a failure
+//   FAILED gen=E <message>                       the watchdog heard of a failure
 //   RECOVERED gen=E rank=R size=N members=LIST failed=LIST method=id|shrink id=B
-//   RECOVER_ERROR <code> <words>
+//   RECOVER_ERROR <code> <message>
 //   FAILED_RANKS gen=E LIST                    (command "failed")
-//   ABORTED | ABORT_ERROR <words>              (command "abort")
+//   ABORTED | ABORT_ERROR <message>              (command "abort")
 // stdin: "shrink MS [settle MS]", "regrow N MS [settle MS]" (settle: watch the
 // new generation's connection that long, as while NCCL is built, and give up
-// in words if a member of it fails), "failed", "abort WORDS" (tell the
+// with a message if a member of it fails), "failed", "abort WORDS" (tell the
 // others this rank aborted, as NCCL's failure does), "drop-parent" (leave every
 // generation but the newest), "leave" (leave all, exit 0).
 // --auto: no stdin; after the first failure, shrink or regrow to WORLD, then

@@ -1,12 +1,12 @@
 // The conformance table of the rendezvous rules: joins that each rule
-// refuses, with the exact words every rank gets, and the joins that are
+// refuses, with the exact message every rank gets, and the joins that are
 // accepted; departures; the reachability test's verdicts
 // (rules_table_preflight.cpp). The rendezvous suite runs it through the rules alone and through
 // cc's server (test_rules_table.cpp); the etcd suite runs the same cases
-// through cc's server and through real etcd, and compares the words
+// through cc's server and through real etcd, and compares the message
 // (tests/etcd/test_rules_conformance.cpp).
 //
-// The words name the job as {job}; what a rank must share and reach, which
+// The message names the job as {job}; what a rank must share and reach, which
 // differ by backend, as {join-settings} (a join's deadline) and
 // {recover-settings} (a recovery's deadline): expand() fills them in.
 #pragma once
@@ -26,7 +26,7 @@
 
 namespace cc::test {
 
-// What a backend's words say of how it is reached.
+// What a backend's message says of how it is reached.
 struct BackendWords {
   std::string join_settings;     // "MASTER_ADDR, MASTER_PORT and job id, and can reach the server"
   std::string recover_settings;  // "MASTER_ADDR, MASTER_PORT and job id"
@@ -44,7 +44,7 @@ struct JoinCase {
   std::string name;
   std::vector<rv::Join> joins;  // in the order they arrive
   cc_result_t code;             // what every join returns; CC_SUCCESS: all join
-  std::string words;            // its words, exactly (before expand())
+  std::string words;            // its message, exactly (before expand())
 };
 
 std::vector<JoinCase> join_cases();
@@ -106,7 +106,7 @@ struct JoiningCase {
 std::vector<JoiningCase> joining_cases();
 
 // The cases run through a backend for job c.name, checking what each rank
-// gets (Catch checks; `b`: the backend's words).
+// gets (Catch checks; `b`: the backend's message).
 void check_event_case(const Connect& connect, const EventCase& c, const BackendWords& b);
 void check_joining_case(const Connect& connect, const JoiningCase& c, const BackendWords& b);
 
@@ -130,7 +130,7 @@ void check_no_event(rv::Client& c, std::chrono::milliseconds quiet);
 // at timeout_ms: a plan of `step` (when it was answered one), with targets
 // by rank `targets` (when not empty), then `code`; and `words` exactly
 // (before expand(); {port} is the first refusing rank's port): the error's
-// words, or the skipped plan's note.
+// message, or the skipped plan's note.
 struct PreflightCase {
   std::string name{};
   int world = 3;

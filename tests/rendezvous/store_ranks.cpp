@@ -1,7 +1,7 @@
 // One rank of a multi-process store test, run under cc-run or mpirun. Reads
 // its rank from the environment (cc-run's or Open MPI's variables), then
 // exercises cc_store_* against the job's rendezvous server and exits non-zero
-// with the failed check's words on any surprise.
+// with the failed check's message on any surprise.
 //
 //   store_ranks             set/get/wait/add, a 64 KiB binary value, a buffer
 //                           too small, a get that times out, two job ids

@@ -2,7 +2,7 @@
 // processes (the control channel, the watchdog and the rendezvous client, no
 // NCCL) whose heartbeats carry their calls' points. A rank that differs at
 // op #50 in kind, count, datatype, op, root, a skipped or an extra call is
-// named to every rank within 2 s, in the words of call_check_cases.hpp; two
+// named to every rank within 2 s, in the message of call_check_cases.hpp; two
 // communicators interleaved differently on each rank are not flagged. A
 // split child's calls are compared among its members alone: a difference on
 // it does not flag the parent, nor one on the parent the child.

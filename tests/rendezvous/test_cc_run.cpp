@@ -152,7 +152,7 @@ TEST_CASE("cc-run: a tcp://host:port address carries its port to the server and 
                                 addr, "--", "sh", "-c", "echo \"p=${MASTER_PORT:-none}\""});
   CHECK(n1.code == 0);
   CHECK_THAT(n1.out, Contains("[rank 1] p=none\n"));
-  // A host with its port in it is a usage error, in the address's words.
+  // A host with its port in it is a usage error, with the address's message.
   const Result bad = run_cc_run({"-n", "1", "--master-addr", "127.0.0.1:" + port, "--", "true"});
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Contains("--master-addr: the rendezvous address '127.0.0.1:" + port +

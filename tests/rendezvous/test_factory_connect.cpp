@@ -1,6 +1,6 @@
 // The factory (rendezvous/factory/connect.hpp) for cc's own server: a host
 // with its port apart and tcp://host:port make the same client, which serves
-// the store and the membership, says its words as cc's server's, and names
+// the store and the membership, says its message as cc's server's, and names
 // where it is when nobody answers. The etcd form: tests/etcd/test_factory_etcd.cpp.
 #include <unistd.h>
 

@@ -5,7 +5,7 @@
 // resume on B and are not declared failed, a member that never resumes is
 // announced failed once B's grace period ends (not before), a join that was
 // in progress completes on B, and a client without a locator gets an error
-// in words. Both ways a server stops: failing (what stop() does) and
+// message. Both ways a server stops: failing (what stop() does) and
 // handing over.
 #include <catch2/catch.hpp>
 
@@ -65,6 +65,21 @@ std::unique_ptr<rv::Client> located_client(Pointer& where, const std::string& jo
   INFO(st.message);
   REQUIRE(st.ok());
   return c;
+}
+
+// Server A, the locator pointing at it.
+std::unique_ptr<rv::Server> start_first(Pointer& where) {
+  auto a = start_server(false);
+  where.port = a->port();
+  return a;
+}
+
+// n clients of `job`, located through `where`.
+std::vector<std::unique_ptr<rv::Client>> located_clients(Pointer& where, const std::string& job,
+                                                         int n) {
+  std::vector<std::unique_ptr<rv::Client>> cs;
+  for (int r = 0; r < n; ++r) cs.push_back(located_client(where, job));
+  return cs;
 }
 
 std::unique_ptr<rv::Client> plain_client(int port, const std::string& job) {
@@ -173,8 +188,7 @@ TEST_CASE("failover: a store client's calls go on on the successor, its parked g
   const rv::StopMode mode = GENERATE(rv::StopMode::fail, rv::StopMode::handover);
   INFO("stop mode " << mode_name(mode));
   Pointer where;
-  auto a = start_server(false);
-  where.port = a->port();
+  auto a = start_first(where);
   auto c = located_client(where, "store-move");
   REQUIRE(c->set("before", bytes("on A")).ok());
   int64_t n = 0;
@@ -213,10 +227,8 @@ TEST_CASE("failover: members of a complete communicator resume and are not decla
   const rv::StopMode mode = GENERATE(rv::StopMode::fail, rv::StopMode::handover);
   INFO("stop mode " << mode_name(mode));
   Pointer where;
-  auto a = start_server(false);
-  where.port = a->port();
-  std::vector<std::unique_ptr<rv::Client>> cs;
-  for (int r = 0; r < 3; ++r) cs.push_back(located_client(where, "members-move"));
+  auto a = start_first(where);
+  auto cs = located_clients(where, "members-move", 3);
   for (auto& c : cs) REQUIRE(c->set_heartbeat_window(1000ms).ok());
   const auto joined = join_all(cs);
   std::vector<std::unique_ptr<Watch>> watches;
@@ -252,10 +264,8 @@ TEST_CASE("failover: members of a complete communicator resume and are not decla
 TEST_CASE("failover: a member that never resumes is failed at the end of the grace period, the "
           "others shrink on the successor") {
   Pointer where;
-  auto a = start_server(false);
-  where.port = a->port();
-  std::vector<std::unique_ptr<rv::Client>> cs;
-  for (int r = 0; r < 2; ++r) cs.push_back(located_client(where, "one-lost"));
+  auto a = start_first(where);
+  auto cs = located_clients(where, "one-lost", 2);
   cs.push_back(plain_client(a->port(), "one-lost"));  // rank 2: no locator
   const auto joined = join_all(cs);
   std::vector<std::unique_ptr<Watch>> watches;
@@ -268,7 +278,7 @@ TEST_CASE("failover: a member that never resumes is failed at the end of the gra
   a->stop(rv::StopMode::handover);
   where.port = b->port();
 
-  // Rank 2 cannot follow: it is told the server went, in words.
+  // Rank 2 cannot follow: it is told the server went, with a message.
   auto lost = watches[2]->wait_for(rv::PeerEventKind::server_stopping, Clock::now() + 5s);
   REQUIRE(lost);
   CHECK_THAT(lost->reason, Catch::Contains("handing its jobs over"));
@@ -325,10 +335,8 @@ TEST_CASE("failover: a join in progress completes on the successor") {
   const rv::StopMode mode = GENERATE(rv::StopMode::fail, rv::StopMode::handover);
   INFO("stop mode " << mode_name(mode));
   Pointer where;
-  auto a = start_server(false);
-  where.port = a->port();
-  std::vector<std::unique_ptr<rv::Client>> cs;
-  for (int r = 0; r < 3; ++r) cs.push_back(located_client(where, "join-move"));
+  auto a = start_first(where);
+  auto cs = located_clients(where, "join-move", 3);
   std::vector<std::future<std::pair<cc::Status, rv::Joined>>> fs;
   for (int r = 0; r < 2; ++r)  // rank 2 is late
     fs.push_back(std::async(std::launch::async, [&cs, r] {
@@ -376,8 +384,7 @@ TEST_CASE("failover: a client without a locator sees the server go, in words") {
 
 TEST_CASE("failover: with no successor to be found, calls fail in words after the timeout") {
   Pointer where;
-  auto a = start_server(false);
-  where.port = a->port();
+  auto a = start_first(where);
   rv::FrameClientOptions o = options_for("nowhere");
   o.failover_timeout = 1000ms;
   o.locate = [&where](Clock::time_point, std::string* host, int* port) {

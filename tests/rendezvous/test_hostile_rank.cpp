@@ -421,7 +421,7 @@ TEST_CASE("ranks behind a node agent count as connections; an agent carries its 
     f = agent.next(2);
     REQUIRE(f);
     CHECK(std::holds_alternative<rv::Ok>(f->message));
-    // Full: a new connection is refused in words.
+    // Full: a new connection is refused with a message.
     RawClient late(server->port());
     std::vector<rv::Message> seen;
     REQUIRE(late.closed_within(10s, &seen));

@@ -1,5 +1,5 @@
 // Hostile input against a real server on loopback, as a table: for each case
-// the error the sender sees (code and words), the line the server logs (taken
+// the error the sender sees (code and a message), the line the server logs (taken
 // from the "cc" logger) and a legitimate client succeeding afterwards.
 #include <catch2/catch.hpp>
 

@@ -16,7 +16,7 @@ import subprocess
 import time
 import unittest
 
-from ops_helpers import HOST, CC_RUN, MEMBER, Processes, http, wait_for
+from ops_helpers import HOST, CC_RUN, Processes, http, member_bin, wait_for
 
 TOKEN = "operations-test-token"
 
@@ -255,7 +255,7 @@ class Status(unittest.TestCase):
         m2 = self.member_json(d, 2)
         self.assertEqual(m2["pid"], ranks[2].pid)
         self.assertEqual(m2["host"], HOST)
-        # A member's connection that ends without a leave, in the words every
+        # A member's connection that ends without a leave, in the message every
         # backend says (rendezvous/rules/event_rules.hpp).
         self.assertEqual(m2["reason"], "it closed its connection to the rendezvous without "
                          "leaving (the process exited or dropped the communicator without "
@@ -280,7 +280,7 @@ class Status(unittest.TestCase):
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         script = ('exec "%s" "$MASTER_ADDR" "$MASTER_PORT" "$CC_JOB_ID" "$RANK" "$WORLD_SIZE" '
-                  '--external --token "$CC_RENDEZVOUS_TOKEN" </dev/null' % MEMBER)
+                  '--external --token "$CC_RENDEZVOUS_TOKEN" </dev/null' % member_bin())
         env = dict(os.environ, CC_RENDEZVOUS_TOKEN=TOKEN, CC_LOG_LEVEL="error")
         run = subprocess.Popen([CC_RUN, "-n", "2", "--master-addr", "127.0.0.1", "--master-port",
                                 str(port), "--job-id", "embedded-job", "--", "sh", "-c", script],

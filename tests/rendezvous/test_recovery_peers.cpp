@@ -46,7 +46,7 @@ TEST_CASE("8 ranks, 2 killed: every survivor shrinks to the same membership") {
     const std::string f = m->next("FAILED");
     INFO("rank " << r << ": " << f);
     CHECK(f.find("gen=0 rank ") != std::string::npos);
-    CHECK(f.find("cc_comm_shrink") != std::string::npos);  // the words say how to go on
+    CHECK(f.find("cc_comm_shrink") != std::string::npos);  // the message says how to go on
   }
   for (auto& [r, m] : ms) m->say("shrink 10000");
   for (const auto& [r, l] : cc::test::check_shrunk(ms, "1", "0,1,3,4,6,7", "2,5")) {

@@ -1,6 +1,6 @@
 // The conformance table (rules_table.hpp) through the rules alone and
 // through cc's own server on loopback: every join refusal and the missing
-// ranks, each rank getting the table's words exactly; the peer event every
+// ranks, each rank getting the table's message exactly; the peer event every
 // other member gets when one aborts, reports its init failed or is gone, and
 // what the joining ranks get when one gives up. And the rules' own
 // bookkeeping: a rank that goes frees its rank and GPU, the recovery's
@@ -21,7 +21,7 @@ using namespace cc::test;
 
 namespace {
 
-// The table's case through JoinCheck: the first refusal, or the words of the
+// The table's case through JoinCheck: the first refusal, or the message of the
 // deadline when every arrival was accepted and some never came.
 rv::rules::Refusal through_the_rules(const JoinCase& c, const std::string& job) {
   rv::rules::JoinCheck check;

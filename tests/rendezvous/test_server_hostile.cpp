@@ -1,5 +1,5 @@
 // A real rendezvous server on loopback, driven by raw sockets: hostile input
-// drops only the sender (with words where an Error is sent) and a legitimate
+// drops only the sender (with a message where an Error is sent) and a legitimate
 // client still succeeds afterwards; join checks, auth, stop and idle waits.
 #include <catch2/catch.hpp>
 
@@ -107,7 +107,7 @@ std::chrono::steady_clock::time_point join_both(RawClient& a, RawClient& b, cons
   return sent;
 }
 
-// a and b both hear an Error next: `code`, in words that match.
+// a and b both hear an Error next: `code`, with a message that matches.
 template <class Words>
 void both_hear(RawClient& a, RawClient& b, cc_result_t code, const Words& words) {
   for (RawClient* c : {&a, &b}) {

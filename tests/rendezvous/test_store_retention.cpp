@@ -1,7 +1,7 @@
 // What the store keeps, through real processes, on the cc-rendezvous daemon
 // and on the embedded server (cc_server_start) alike: a job's keys outlive
 // its connections until deleted or until its job TTL; a full store refuses
-// with words; delete; compare-set, with 64 processes racing; and a job's
+// with a message; delete; compare-set, with 64 processes racing; and a job's
 // communicator state is never handed out stale once its ranks have left.
 // CC_RENDEZVOUS_BIN names the daemon, STORE_CLIENT the one-shot client
 // (store_client.cpp). With CC_TLS_CERT and CC_TLS_KEY set the daemon gets
@@ -466,7 +466,7 @@ TEST_CASE("retention: delete and compare-set through the C API") {
   CHECK(cc_store_compare_set(s, "woken", nullptr, 0, "yes", 3, &swapped) == CC_SUCCESS);
   CHECK(woken.get().value == "yes");
 
-  // Argument checks, in words.
+  // Argument checks, with their messages.
   CHECK(cc_store_compare_set(s, "k", nullptr, 3, "x", 1, &swapped) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("expected is NULL but expected_len is 3"));
   CHECK(swapped == 0);

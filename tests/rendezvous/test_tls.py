@@ -3,7 +3,7 @@ made here with the openssl program; cc-rendezvous with --tls-*; store_client
 (the C API) and init_member (cc_comm_init's join, its NCCL id 128 bytes of
 0x5a) as clients, through a recording TCP proxy. In clear the proxy sees the
 store's secret value and the NCCL id; with TLS it sees neither. Each
-mismatch fails at once with words naming the address and the fix; mTLS
+mismatch fails at once with a message naming the address and the fix; mTLS
 refuses a client without a certificate; SIGHUP serves a new certificate to
 new connections while an old connection keeps working.
 
@@ -27,6 +27,8 @@ import threading
 import time
 import unittest
 
+from ops_helpers import wait_for
+
 DAEMON = os.environ["CC_RENDEZVOUS_BIN"]
 STORE = os.environ["STORE_CLIENT"]
 INIT = os.environ["INIT_MEMBER"]
@@ -35,17 +37,6 @@ OPENSSL = shutil.which("openssl")
 ETCD = os.environ.get("CC_ETCD_BIN") or shutil.which("etcd")
 SECRET = b"s3cret-checkpoint-path-7f1e"
 NCCL_ID = b"\x5a" * 64  # init_member's stand-in id is 128 such bytes
-
-
-def wait_for(what, check, timeout=20.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(step)
 
 
 def openssl(*args, cwd):

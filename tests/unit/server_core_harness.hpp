@@ -66,7 +66,7 @@ struct Harness {
     return v[0].message;
   }
   // The one message sent to id since the last take, which must be a T (the
-  // words of an Error in its place are shown).
+  // message of an Error in its place are shown).
   template <class T>
   T one_as(rv::ConnId id) {
     const rv::Message m = one(id);
@@ -82,7 +82,7 @@ struct Harness {
     return std::get<rv::Error>(m);
   }
   // The one message sent to id since the last take, an Error with `code`:
-  // its words.
+  // its message.
   std::string refusal(rv::ConnId id, uint32_t code) {
     const rv::Error e = error_of(one(id));
     INFO("connection " << id << ": " << e.message);

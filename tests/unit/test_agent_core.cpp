@@ -1,7 +1,7 @@
 // The node agent's core (rendezvous/agent/agent_core.hpp) with a fake
 // server and fake ranks: the ranks' handshakes answered by the agent, their
 // frames carried in one Relay per flush, heartbeats answered here and
-// forwarded at the agent's own, a rank's end told in words, and what the
+// forwarded at the agent's own, a rank's end told with a message, and what the
 // ranks hear when the server is lost.
 #include <catch2/catch.hpp>
 

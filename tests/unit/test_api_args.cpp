@@ -1,5 +1,5 @@
 // The C API's argument and state checks, with no GPU: every check returns
-// its code and names the argument in words. Runs with CUDA_VISIBLE_DEVICES
+// its code and names the argument as text. Runs with CUDA_VISIBLE_DEVICES
 // empty, so it behaves the same on a GPU machine.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Calls checked across ranks: a call's words and fingerprint, a
+// Calls checked across ranks: a call's message and fingerprint, a
 // communicator's call log (the points its heartbeats carry, the flight
 // recorder's ring and file), the rule that compares ranks' points, and the
 // server telling every member of a communicator at the first difference.
@@ -16,6 +16,8 @@
 #include "lib/core/call_log.hpp"
 #include "lib/watch/trace_file.hpp"
 #include "rendezvous/rules/call_check.hpp"
+#include "tests/unit/call_descs.hpp"
+#include "tests/unit/check_rank.hpp"
 #include "tests/unit/server_core_harness.hpp"
 
 using namespace std::chrono_literals;
@@ -28,53 +30,30 @@ using cc::rv::rules::CallCheck;
 using cc::rv::rules::CallMismatch;
 using cc::rv::rules::CallReport;
 
+using cc::test::allgather;
+using cc::test::allreduce;
+using cc::test::barrier;
+using cc::test::broadcast;
+using cc::test::recv;
+using cc::test::reduce;
+using cc::test::send;
+
 namespace {
 
-CallDesc allreduce(uint64_t count, int dtype = CC_FLOAT32, int op = CC_SUM) {
-  return {CallKind::allreduce, count, dtype, op, -1, false};
-}
-CallDesc allgather(uint64_t count, int dtype = CC_FLOAT32) {
-  return {CallKind::allgather, count, dtype, -1, -1, false};
-}
-CallDesc broadcast(uint64_t count, int root, int dtype = CC_FLOAT32) {
-  return {CallKind::broadcast, count, dtype, -1, root, false};
-}
-CallDesc reduce(uint64_t count, int root, int op = CC_SUM) {
-  return {CallKind::reduce, count, CC_FLOAT32, op, root, false};
-}
-CallDesc barrier() { return {}; }
-CallDesc send(uint64_t count, int peer, int dtype = CC_FLOAT32) {
-  return {CallKind::send, count, dtype, -1, peer, false};
-}
-CallDesc recv(uint64_t count, int peer, int dtype = CC_FLOAT32) {
-  return {CallKind::recv, count, dtype, -1, peer, false};
-}
-
-// One rank of a communicator, as the rendezvous sees it.
-struct Rank {
-  Rank(int r, int nranks) : rank(r), log(nranks, 64) {}
-  void call(const CallDesc& d, int times = 1) {
-    for (int i = 0; i < times; ++i) log.record(d, ++op, 0, 0);
-  }
-  // Its next heartbeat's points, compared by `check`.
-  std::optional<CallMismatch> report(CallCheck& check) {
-    return check.report(
-        {rank, "h" + std::to_string(rank), static_cast<uint32_t>(10 + rank), log.take_report()});
-  }
-  int rank;
-  CallLog log;
-  uint64_t op = 0;
+// One rank of a communicator, its flight recorder 64 calls long.
+struct Rank : cc::test::CheckRank {
+  Rank(int r, int nranks) : CheckRank(r, nranks, 64) {}
 };
 
 // Every rank reports in turn; the first difference found, if any.
 std::optional<CallMismatch> heartbeat(CallCheck& check, std::vector<Rank*> ranks) {
   std::optional<CallMismatch> first;
   for (Rank* r : ranks)
-    if (auto m = r->report(check); m && !first) first = m;
+    if (auto m = r->beat(check); m && !first) first = m;
   return first;
 }
 
-// The words of the first difference heartbeat() finds; the test fails when
+// The message of the first difference heartbeat() finds; the test fails when
 // it finds none.
 std::string difference_words(CallCheck& check, std::vector<Rank*> ranks) {
   const auto m = heartbeat(check, std::move(ranks));
@@ -83,7 +62,7 @@ std::string difference_words(CallCheck& check, std::vector<Rank*> ranks) {
 }
 
 // 49 calls every rank makes alike, then rank 1 makes `theirs` where rank 0
-// makes `ours`: the words of the difference, checked to name op #50.
+// makes `ours`: the message of the difference, checked to name op #50.
 std::string diverge_at_50(const CallDesc& ours, const CallDesc& theirs) {
   CallCheck check;
   Rank r0(0, 2), r1(1, 2);
@@ -272,13 +251,13 @@ TEST_CASE("a difference found later, at a checkpoint, says where the ranks still
   CallCheck check;
   Rank r0(0, 2), r1(1, 2);
   r0.call(allreduce(8), 200);
-  CHECK_FALSE(r0.report(check));
+  CHECK_FALSE(r0.beat(check));
   r1.call(allreduce(8), 100);
-  CHECK_FALSE(r1.report(check));  // op #64 agrees
+  CHECK_FALSE(r1.beat(check));  // op #64 agrees
   r1.call(allreduce(8), 49);
   r1.call(allreduce(9));  // op #150: NCCL would complete it, with garbage
   r1.call(allreduce(8), 50);
-  const auto m = r1.report(check);
+  const auto m = r1.beat(check);
   REQUIRE(m);
   CHECK(m->seq == 185);  // the first of rank 0's last calls
   CHECK_THAT(m->words, Contains("rank 1 (host h1, pid 11) and rank 0 (host h0, pid 10) both "

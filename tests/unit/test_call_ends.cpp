@@ -15,6 +15,8 @@
 #include "common/call_desc.hpp"
 #include "lib/core/call_log.hpp"
 #include "rendezvous/rules/call_check.hpp"
+#include "tests/unit/call_descs.hpp"
+#include "tests/unit/check_rank.hpp"
 #include "tests/unit/server_core_harness.hpp"
 
 using namespace std::chrono_literals;
@@ -27,36 +29,12 @@ using cc::rv::rules::CallCheck;
 using cc::rv::rules::CallMismatch;
 using cc::rv::rules::CallsWant;
 
+using cc::test::allreduce;
+using cc::test::broadcast;
+
 namespace {
 
-CallDesc allreduce(uint64_t count, int dtype = CC_FLOAT32) {
-  return {CallKind::allreduce, count, dtype, CC_SUM, -1, false};
-}
-CallDesc broadcast(uint64_t count, int root) {
-  return {CallKind::broadcast, count, CC_FLOAT32, -1, root, false};
-}
-
-// One rank whose flight recorder keeps 2000 calls, as by default.
-struct Rank {
-  Rank(int r, int nranks) : rank(r), log(nranks, 2000) {}
-  void call(const CallDesc& d, int times = 1) {
-    for (int i = 0; i < times; ++i) log.record(d, ++op, 0, 0);
-  }
-  cc::rv::rules::CallReport report(std::vector<cc::CallPoint> points, uint64_t answers = 0) const {
-    return {rank, "h" + std::to_string(rank), static_cast<uint32_t>(10 + rank), std::move(points),
-            answers};
-  }
-  std::optional<CallMismatch> beat(CallCheck& check) { return check.report(report(log.take_report())); }
-  std::optional<CallMismatch> end(CallCheck& check) {
-    return check.end(report(log.take_report()), log.collectives());
-  }
-  std::optional<CallMismatch> answer(CallCheck& check, const CallsWant& w) {
-    return check.report(report(log.points_in(w.after, w.through, 256), w.id));
-  }
-  int rank;
-  CallLog log;
-  uint64_t op = 0;
-};
+using Rank = cc::test::CheckRank;
 
 // Answers every want the check makes, each by the ranks it names, until a
 // verdict or none is wanted.
@@ -71,7 +49,7 @@ std::optional<CallMismatch> answer_all(CallCheck& check, std::vector<Rank*> rank
 }
 
 // 200 calls of 8 x n floats (n = 1, 2, ...), rank 1's differing at op `at`
-// as `how` says; both end. The verdict's words.
+// as `how` says; both end. The verdict's message.
 std::string ended_apart(const std::string& how, uint64_t at) {
   CallCheck check(true);
   Rank r0(0, 2), r1(1, 2);
@@ -93,6 +71,15 @@ std::string ended_apart(const std::string& how, uint64_t at) {
   REQUIRE(m);
   CHECK(check.diverged());
   return m->words;
+}
+
+// The start of the message for a difference at op #n: rank 1 called
+// `theirs` where rank 0 called `ours`.
+std::string apart_at(int n, const std::string& theirs, const std::string& ours) {
+  const std::string op = "op #" + std::to_string(n);
+  return "rank 1 (host h1, pid 11) called " + op + " " + theirs +
+         ", but rank 0 (host h0, pid 10) called " + op + " " + ours +
+         "; the ranks diverged after op #" + std::to_string(n - 1);
 }
 
 }  // namespace
@@ -139,33 +126,21 @@ TEST_CASE("a rank whose flight recorder lacks the points leaves words that give 
 }
 
 TEST_CASE("as ranks end, a difference in their last ten calls names its op and both calls") {
-  CHECK_THAT(ended_apart("count", 195),
-             StartsWith("rank 1 (host h1, pid 11) called op #195 cc_allreduce 780 x FLOAT32 SUM, "
-                        "but rank 0 (host h0, pid 10) called op #195 cc_allreduce 1560 x FLOAT32 "
-                        "SUM; the ranks diverged after op #194"));
-  CHECK_THAT(ended_apart("type", 199),
-             StartsWith("rank 1 (host h1, pid 11) called op #199 cc_allreduce 1592 x BFLOAT16 "
-                        "SUM, but rank 0 (host h0, pid 10) called op #199 cc_allreduce 1592 x "
-                        "FLOAT32 SUM; the ranks diverged after op #198"));
+  CHECK_THAT(ended_apart("count", 195), StartsWith(apart_at(195, "cc_allreduce 780 x FLOAT32 SUM",
+                                                            "cc_allreduce 1560 x FLOAT32 SUM")));
+  CHECK_THAT(ended_apart("type", 199), StartsWith(apart_at(199, "cc_allreduce 1592 x BFLOAT16 SUM",
+                                                           "cc_allreduce 1592 x FLOAT32 SUM")));
 }
 
 TEST_CASE("as ranks end, a difference in the middle is found in their flight recorders") {
-  CHECK_THAT(ended_apart("count", 50),
-             StartsWith("rank 1 (host h1, pid 11) called op #50 cc_allreduce 200 x FLOAT32 SUM, "
-                        "but rank 0 (host h0, pid 10) called op #50 cc_allreduce 400 x FLOAT32 "
-                        "SUM; the ranks diverged after op #49"));
-  CHECK_THAT(ended_apart("kind", 50),
-             StartsWith("rank 1 (host h1, pid 11) called op #50 cc_allgather 400 x FLOAT32, but "
-                        "rank 0 (host h0, pid 10) called op #50 cc_allreduce 400 x FLOAT32 SUM; "
-                        "the ranks diverged after op #49"));
+  CHECK_THAT(ended_apart("count", 50), StartsWith(apart_at(50, "cc_allreduce 200 x FLOAT32 SUM",
+                                                           "cc_allreduce 400 x FLOAT32 SUM")));
+  CHECK_THAT(ended_apart("kind", 50), StartsWith(apart_at(50, "cc_allgather 400 x FLOAT32",
+                                                          "cc_allreduce 400 x FLOAT32 SUM")));
   CHECK_THAT(ended_apart("extra", 50),
-             StartsWith("rank 1 (host h1, pid 11) called op #50 cc_barrier, but rank 0 (host h0, "
-                        "pid 10) called op #50 cc_allreduce 400 x FLOAT32 SUM; the ranks diverged "
-                        "after op #49"));
-  CHECK_THAT(ended_apart("skip", 50),
-             StartsWith("rank 1 (host h1, pid 11) called op #50 cc_allreduce 408 x FLOAT32 SUM, "
-                        "but rank 0 (host h0, pid 10) called op #50 cc_allreduce 400 x FLOAT32 "
-                        "SUM; the ranks diverged after op #49"));
+             StartsWith(apart_at(50, "cc_barrier", "cc_allreduce 400 x FLOAT32 SUM")));
+  CHECK_THAT(ended_apart("skip", 50), StartsWith(apart_at(50, "cc_allreduce 408 x FLOAT32 SUM",
+                                                          "cc_allreduce 400 x FLOAT32 SUM")));
 }
 
 TEST_CASE("ranks that make the same calls but end at another op: a skip or an extra call") {
@@ -297,7 +272,7 @@ TEST_CASE("cc's server asks an ended rank for points and tells every rank the op
   // Rank 2, still running, is told as it would be by a heartbeat's difference.
   const auto ev = h.one_as<cc::rv::PeerEvent>(3);
   CHECK(ev.kind == cc::rv::PeerEventKind::mismatch);
-  // And its own CallsEnd gets the same words.
+  // And its own CallsEnd gets the same message.
   h.feed(3, calls_end(r2), 8);
   CHECK_THAT(h.refusal(3, CC_ERR_MISMATCH), StartsWith("rank 1 (host h1, pid 1001) called op #50"));
 }

@@ -1,6 +1,6 @@
 // The client's filing of what its server sends (rendezvous/client_inbox),
 // without sockets: replies only for requests awaited, peer events in a
-// bounded queue, a flood or garbage giving the connection up with words.
+// bounded queue, a flood or garbage giving the connection up with a message.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -60,7 +60,7 @@ TEST_CASE("client inbox: a server pushing events nobody takes is given up past t
   inbox.receive(event_frame(5000));
   CHECK(inbox.usable());
 
-  // One more than the bound ends the connection with words, and the event
+  // One more than the bound ends the connection with a message, and the event
   // reader learns it after the events already queued.
   inbox.await(1);
   std::vector<uint8_t> more = event_frame(5001);
@@ -114,7 +114,7 @@ TEST_CASE("client inbox: garbage, or the server's own error, breaks it once with
     CHECK(rv::server_error(rv::Error{9999, "x"}, kEndpoint).code == CC_ERR_RENDEZVOUS);
     const cc::Status auth = rv::server_error(rv::Error{CC_ERR_AUTH, "mac mismatch"}, kEndpoint);
     CHECK(auth.code == CC_ERR_AUTH);
-    // The server's words follow (a server with a token per job names the job).
+    // The server's message follows (a server with a token per job names the job).
     CHECK_THAT(auth.message, Catch::Contains("refused our token") &&
                                  Catch::EndsWith("(it said: mac mismatch)"));
   }

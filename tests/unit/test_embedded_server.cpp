@@ -1,5 +1,5 @@
 // Rank 0's embedded rendezvous server: shared by port within a process,
-// stopped with its last user, and a taken port is an error in words.
+// stopped with its last user, and a taken port is an error as text.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>

@@ -1,6 +1,6 @@
 // Reading the launch environment and resolving cc_config_t, with a fake
 // environment: every launcher's variables, precedence, and every malformed or
-// missing case with its words.
+// missing case with its message.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,8 +66,8 @@ void check_settings(const cc::launch::ResolvedConfig& r, int device, int timeout
   CHECK(r.fast_allreduce == fast_allreduce);
 }
 
-// CHECKs that `s` refuses an invalid argument in words that contain `words`
-// (text) or match it (a matcher).
+// CHECKs that `s` refuses an invalid argument with a message that contains `words`
+// (text) or matches it (a matcher).
 template <class Words>
 void check_refused(const cc::Status& s, const Words& words) {
   INFO(s.message);
@@ -78,12 +78,12 @@ void check_refused(const cc::Status& s, const Words& words) {
     CHECK_THAT(s.message, words);
 }
 
-// One variable set to a malformed value, and the words of its refusal.
+// One variable set to a malformed value, and the message of its refusal.
 struct Malformed {
   std::string var, value, words;
 };
 
-// For each case, `call` refuses `base` with the case's variable set in words
+// For each case, `call` refuses `base` with the case's variable set as text
 // that contain the case's.
 template <class Call>
 void check_each_refused(const FakeEnv& base, Call call, std::initializer_list<Malformed> cases) {

@@ -1,5 +1,5 @@
 // etcd addresses as users write them: etcd://host:port[,host:port...] and
-// etcds://, and the words for each mistake.
+// etcds://, and the message for each mistake.
 #include <catch2/catch.hpp>
 
 #include "rendezvous/etcd/endpoints.hpp"

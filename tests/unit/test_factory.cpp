@@ -1,6 +1,6 @@
 // The factory's address (rendezvous/factory/address.hpp): every form a user
 // may write, what each answers to the questions the rest of cc asks, and the
-// exact words for each malformed one; the etcd election's options from the
+// exact message for each malformed one; the etcd election's options from the
 // CC_ETCD_* settings. No sockets: connecting is the rendezvous and etcd
 // suites' part (test_factory_connect.cpp, test_store_backends.cpp).
 #include <catch2/catch.hpp>
@@ -24,7 +24,7 @@ factory::Address parsed(const std::string& text, int port = 0) {
   return a;
 }
 
-// The words parse_address refuses `text` with (CC_ERR_INVALID_ARGUMENT).
+// The message parse_address refuses `text` with (CC_ERR_INVALID_ARGUMENT).
 std::string refused(const std::string& text) {
   factory::Address a;
   const cc::Status s = factory::parse_address(text, &a);
@@ -141,7 +141,7 @@ TEST_CASE("factory address: each malformed address in words") {
                                          "address (a path or user part does not belong in it): " +
                                          kTcpForm);
 
-  // An etcd address is the etcd parser's, with its words.
+  // An etcd address is the etcd parser's, with its message.
   CHECK(refused("etcd://h") ==
         "the etcd address 'etcd://h' has endpoint 'h' without a port (etcd's client port is "
         "usually 2379); write it as etcd://host:port[,host:port...] (etcds:// for TLS)");

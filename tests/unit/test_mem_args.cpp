@@ -1,6 +1,6 @@
 // The fast-path calls' argument and state checks, with no GPU: cc_mem_alloc,
 // registration and symmetric windows return their code and name the
-// argument in words before NCCL sees anything. Runs with
+// argument as text before NCCL sees anything. Runs with
 // CUDA_VISIBLE_DEVICES empty, so it behaves the same on a GPU machine.
 #include <catch2/catch.hpp>
 

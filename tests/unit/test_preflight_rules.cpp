@@ -2,7 +2,7 @@
 // as both backends feed it, with no server and no etcd: each member's
 // targets (ring successor, the root from the lowest rank of each other host,
 // members of one host skipped, untestable targets skipped), the verdict from
-// the reports at hand with its exact words, and the notes and failure words
+// the reports at hand with its exact message, and the notes and failure messages
 // that skip or end the test.
 #include <catch2/catch.hpp>
 

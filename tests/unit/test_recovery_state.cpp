@@ -2,7 +2,7 @@
 // backends feed it, with no server and no etcd: the counts it keeps per
 // event (awaited, callers, a regrow's ranks without a process) against what
 // a user sees (when the decision comes, who is named at a deadline), the
-// refusals with their words, the next generation it decides, and a recovery
+// refusals with their messages, the next generation it decides, and a recovery
 // of 65,536 seats driven through every event once.
 #include <catch2/catch.hpp>
 
@@ -115,7 +115,7 @@ TEST_CASE("recovery core: a seat that dies while it calls stops taking part, nam
         "communicator 1, generation 0: it was declared failed (it missed its heartbeats). A "
         "process the job has given up on cannot come back: stop it; a new process started with "
         "RANK=1 joins as a replacement when the survivors call cc_comm_regrow");
-  CHECK_FALSE(rec.set_state(1, SeatState::alive));  // dead stays dead for the rules' words
+  CHECK_FALSE(rec.set_state(1, SeatState::alive));  // dead stays dead for the rules' message
   CHECK_FALSE(rec.call(seat_process(2), RecoverKind::shrink, 0, true));
   REQUIRE(rec.ready());
   CHECK(rec.decide().failed == std::vector<int32_t>{1});

@@ -1,5 +1,5 @@
 // Text from other machines on an operator's terminal: common/printable's
-// escapes, the who-words, `cc-rendezvous status`'s text view and the
+// escapes, the who-text, `cc-rendezvous status`'s text view and the
 // server's log lines, fed names and reasons that carry terminal escapes.
 #include <catch2/catch.hpp>
 

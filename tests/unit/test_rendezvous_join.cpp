@@ -1,6 +1,6 @@
 // A communicator's rendezvous without a GPU: threads play the ranks. Rank 0
 // hosts the embedded server (or the job uses an external one), every rank
-// receives rank 0's id, and failures come back in words to every rank.
+// receives rank 0's id, and failures come back as text to every rank.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>

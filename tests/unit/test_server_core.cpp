@@ -703,7 +703,7 @@ TEST_CASE("core: communicator state is forgotten with the last rank; keys are no
   h.feed(9, rv::Get{"config", 0});
   CHECK(text(h.one(9)) == "c");
 
-  // A failed generation's words stay while its failed joiners are connected,
+  // A failed generation's message stays while its failed joiners are connected,
   // and go with them.
   for (rv::ConnId i : {11, 12}) {
     h.feed(i, rv::Leave{});

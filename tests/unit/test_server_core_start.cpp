@@ -1,6 +1,6 @@
 // A communicator's start as the server's state machine runs it: init
-// failures spread to every member in the failing rank's words, and the
-// reachability test before NCCL's init (plans, verdicts and their words).
+// failures spread to every member with the failing rank's message, and the
+// reachability test before NCCL's init (plans, verdicts and their messages).
 // Driven directly, with a fake Sink and a fake clock: no sockets.
 #include <catch2/catch.hpp>
 
@@ -204,7 +204,7 @@ TEST_CASE("start: a member lost or failing before the verdict fails the test for
                               Catch::Contains("connection reset by peer"));
     CHECK(std::get<rv::PeerEvent>(v[1].message).rank == 2);
     CHECK(std::get<rv::PeerEvent>(h.one(2)).rank == 2);
-    h.feed(2, ready("B", "10.0.0.2", 7001), 21);  // a later step gets the same words
+    h.feed(2, ready("B", "10.0.0.2", 7001), 21);  // a later step gets the same message
     CHECK(h.error_of(h.one(2)).message == e.message);
   }
   SECTION("its init failed while the others test") {

@@ -2,7 +2,7 @@
 // with a fake Sink and clock: the status report (who joined, who is missing,
 // who failed, left or aborted, with host and pid), who may ask for it, the
 // counters behind the metrics endpoint and their Prometheus text, a token
-// replaced while jobs run, and `cc-rendezvous status`'s words about it.
+// replaced while jobs run, and `cc-rendezvous status`'s a message about it.
 #include <catch2/catch.hpp>
 
 #include <map>

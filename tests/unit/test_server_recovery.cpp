@@ -60,7 +60,7 @@ struct Job {
     h.client(conn, id);
     h.feed(conn, replacement(r, world, timeout_ms), request_id);
   }
-  // replace(), refused as a mismatch: the refusal's words.
+  // replace(), refused as a mismatch: the refusal's message.
   std::string replace_refused(rv::ConnId conn, int r) {
     replace(conn, r);
     return h.refusal(conn, CC_ERR_MISMATCH);

@@ -2,7 +2,7 @@
 // relay.cpp): each channel of an agent's connection is a rank with every
 // rule of a rank on its own connection; what the core says to an agent's
 // ranks in one call comes as one Relay; a rank's end carries the agent's
-// words; a lost agent fails its ranks together, named with the node.
+// message; a lost agent fails its ranks together, named with the node.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -74,12 +74,26 @@ void agent_with_ranks(Harness& h, int n, int world) {
   h.feed(kAgent, relay);
 }
 
+// A rank that joins directly, on connection `id`, as host "host-<id>".
+void direct_rank(Harness& h, rv::ConnId id, int rank, int world) {
+  h.client(id);
+  h.feed(id, join_msg(rank, world, "host-" + std::to_string(id)));
+}
+
+// Ranks 0 and 1 of 3 behind the agent and rank 2 direct on connection 9,
+// joined; what the joins were answered is taken.
+void agent_and_direct_joined(Harness& h) {
+  agent_with_ranks(h, 2, 3);
+  direct_rank(h, 9, 2, 3);
+  (void)h.one_as<rv::Joined>(9);
+  (void)to_agent(h);
+}
+
 TEST_CASE("the ranks behind an agent join as ranks do, and their answers come as one relay") {
   Harness h;
   agent_with_ranks(h, 3, 4);
   CHECK(h.take(kAgent).empty());  // waiting for rank 3
-  h.client(9);
-  h.feed(9, join_msg(3, 4, "host-9"));
+  direct_rank(h, 9, 3, 4);
   const auto joined = h.one_as<rv::Joined>(9);
   CHECK(joined.unique_id == std::vector<uint8_t>{4, 2});
   const ToAgent got = to_agent(h);
@@ -104,8 +118,7 @@ TEST_CASE("a world larger than the server's connections is refused, behind agent
   rv::ServerOptions o;
   o.max_connections = 5;
   Harness h(o);
-  h.client(9);
-  h.feed(9, join_msg(1, 6, "host-9"));
+  direct_rank(h, 9, 1, 6);
   const std::string direct = h.error_of(h.one(9)).message;
   CHECK_THAT(direct, Catch::Contains("asks for a world of 6 ranks, more than the server can hold: "
                                      "its limit is 5 connections (a rank behind cc-run's node "
@@ -121,11 +134,7 @@ TEST_CASE("a world larger than the server's connections is refused, behind agent
 
 TEST_CASE("a rank's end carries the agent's words to the others") {
   Harness h;
-  agent_with_ranks(h, 2, 3);
-  h.client(9);
-  h.feed(9, join_msg(2, 3, "host-9"));
-  (void)h.one_as<rv::Joined>(9);
-  (void)to_agent(h);
+  agent_and_direct_joined(h);
   h.feed(kAgent, rv::Relay{{{2, rv::RelayOp::close, bytes_of("exited with signal 9 (killed)")}}});
   const auto ev = h.one_as<rv::PeerEvent>(9);
   CHECK(ev.kind == rv::PeerEventKind::failed);
@@ -146,10 +155,8 @@ TEST_CASE("a rank's end carries the agent's words to the others") {
 TEST_CASE("a lost agent fails its ranks together, named with its node") {
   Harness h;
   agent_with_ranks(h, 3, 5);
-  h.client(8);
-  h.feed(8, join_msg(3, 5, "host-8"));
-  h.client(9);
-  h.feed(9, join_msg(4, 5, "host-9"));
+  direct_rank(h, 8, 3, 5);
+  direct_rank(h, 9, 4, 5);
   (void)h.one_as<rv::Joined>(8);
   (void)h.one_as<rv::Joined>(9);
   h.core.on_disconnect(kAgent, "the client closed the connection", h.now);
@@ -168,11 +175,7 @@ TEST_CASE("a lost agent fails its ranks together, named with its node") {
 
 TEST_CASE("a silent agent is failed at its heartbeat window; its ranks keep none of their own") {
   Harness h;
-  agent_with_ranks(h, 2, 3);
-  h.client(9);
-  h.feed(9, join_msg(2, 3, "host-9"));
-  (void)h.one_as<rv::Joined>(9);
-  (void)to_agent(h);
+  agent_and_direct_joined(h);
   h.feed(kAgent, rv::HeartbeatWindow{2000});
   (void)h.one_as<rv::Ok>(kAgent);
   // The ranks ask for a short window and beat through the agent: no

@@ -1,7 +1,7 @@
 // A communicator's start without a GPU: threads play ranks against rank 0's
 // embedded server on loopback. The reachability test runs for real between
 // ranks that say they are on different hosts; a rank's failed init reaches
-// the others in its own words; a rank that vanishes is named.
+// the others with its own message; a rank that vanishes is named.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -154,7 +154,7 @@ TEST_CASE("startup: after the start, a failed init and a vanished rank are news 
         cc::make_status(CC_ERR_NCCL,
                         "ncclCommInitRankConfig failed on rank 2 (host host2, pid 1002): "
                         "invalid usage: Failed to initialize any NET plugin"));
-    CHECK(own.code == CC_ERR_NCCL);  // its own words, unchanged
+    CHECK(own.code == CC_ERR_NCCL);  // its own message, unchanged
     for (auto* w : {w0.get(), w1.get()}) {
       auto news = w->news_within(2000ms);
       REQUIRE(news);

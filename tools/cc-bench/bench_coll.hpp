@@ -37,7 +37,7 @@ double busbw_factor(Coll c, int nranks);
 Call make_call(const Shape& s, bool in_place, void* buf_a, void* buf_b);
 
 // Enqueues the call on `stream`. The cc one returns a cc_result_t (its
-// words in cc_last_error), the raw one an ncclResult_t.
+// message in cc_last_error), the raw one an ncclResult_t.
 cc_result_t enqueue_cc(const Call& c, cc_comm_t comm, cudaStream_t stream);
 ncclResult_t enqueue_raw(const Call& c, ncclComm_t comm, cudaStream_t stream);
 

@@ -104,7 +104,7 @@ bool parse_int(const std::string& text, long lo, long hi, long* out) {
   return true;
 }
 
-// "-n" of "-n,--iters": the name an option's words quote.
+// "-n" of "-n,--iters": the name an option's message quotes.
 std::string first_name(const std::string& names) { return names.substr(0, names.find(',')); }
 
 constexpr const char* kUsage =
@@ -120,7 +120,7 @@ constexpr const char* kFooter =
 void add_options(cc::tools::cli::CommandLine& command_line, Options* o) {
   CLI::App& app = command_line.app();
   app.footer(kFooter);
-  // Rejects a value in cc-bench's words, the flag as typed: "-d float7: unknown datatype; ...".
+  // Rejects a value with cc-bench's message, the flag as typed: "-d float7: unknown datatype; ...".
   auto bad = [&command_line](const char* flag, const std::string& value, const std::string& what) {
     cc::tools::cli::reject(command_line.spelled(flag) + " " + value + ": " + what);
   };

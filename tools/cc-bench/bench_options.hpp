@@ -37,7 +37,7 @@ struct Options {
   std::string command;  // how the tool was called, for the reports
 };
 
-// Parses argv. Returns false with `error` in words on a bad flag, or with an
+// Parses argv. Returns false with `error` set on a bad flag, or with an
 // empty error for -h (the caller prints usage() to stdout).
 bool parse_options(int argc, char** argv, Options* out, std::string* error);
 std::string usage();  // the --help text

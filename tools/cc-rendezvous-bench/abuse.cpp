@@ -382,7 +382,7 @@ void oversized_hellos(int port) {
 // One hostile rank behind a node agent (a raw agent connection with two
 // ranks): four pipelined Gets of a 1 MiB value, more than one frame holds,
 // then 96 more left unread. What must hold: the agent's link stays, the
-// hostile rank's channel ends with words, its neighbour is answered.
+// hostile rank's channel ends with a message, its neighbour is answered.
 struct AgentRankOutcome {
   bool link_kept = false;
   int big_answers = 0;  // of the four pipelined Gets

@@ -25,7 +25,7 @@ struct PairSetup {
 
 // One start of 2 ranks as threads (cc_comm_init's path without NCCL,
 // lib/comm/startup), round `round`'s job; *ms: the slower rank's time
-// (cc_comm_init returns on both only then). False when it failed, in words.
+// (cc_comm_init returns on both only then). False when it failed with a message.
 bool start_two(const PairSetup& setup, int round, double* ms);
 
 double median(std::vector<double> v);

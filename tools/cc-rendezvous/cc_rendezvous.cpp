@@ -62,7 +62,7 @@ int usage_error(const std::string& words) {
   return 2;
 }
 
-// A whole number in [min, max], or the option's words for a bad value.
+// A whole number in [min, max], or the option's message for a bad value.
 long long number(const std::string& text, long long min, long long max, const std::string& words) {
   char* end = nullptr;
   errno = 0;

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "common/return_if_error.hpp"
 #include "common/unique_fd.hpp"
 
 namespace cc::tools::rendezvous {
@@ -347,7 +348,7 @@ Status MetricsServer::start(const MetricsEndpoint& at, Render render,
                             std::unique_ptr<MetricsServer>* out) {
   try {
     auto server = std::make_unique<HttplibMetricsServer>(std::move(render));
-    if (Status st = server->open(at); !st.ok()) return st;
+    CC_RETURN_IF_ERROR(server->open(at));
     *out = std::move(server);
     return Status::success();
   } catch (const std::exception& e) {

@@ -24,7 +24,7 @@ struct MetricsEndpoint {
   int port = 0;
 };
 
-// "PORT" (on 127.0.0.1), "ADDR:PORT" or "[IPV6]:PORT"; false with words.
+// "PORT" (on 127.0.0.1), "ADDR:PORT" or "[IPV6]:PORT"; false with a message.
 bool parse_metrics_endpoint(const std::string& text, MetricsEndpoint* out, std::string* error);
 
 class MetricsServer {
@@ -33,7 +33,7 @@ class MetricsServer {
   using Render = std::function<std::optional<std::string>()>;
 
   // Binds and starts the thread. A taken port or a bad address is
-  // CC_ERR_SYSTEM in words naming it.
+  // CC_ERR_SYSTEM with a message naming it.
   static Status start(const MetricsEndpoint& at, Render render,
                       std::unique_ptr<MetricsServer>* out);
   virtual ~MetricsServer() = default;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 
+#include "common/return_if_error.hpp"
 #include "rendezvous/tls/env.hpp"
 
 namespace cc::tools::run {
@@ -23,9 +24,7 @@ cc::Status start_hosted_server(const Options& o, const cc::launch::ResolvedConfi
   // unless CC_JOB_TTL_MS asks for less.
   so.job_ttl = std::chrono::milliseconds(config.job_ttl_or(0));
   // TLS when CC_TLS_CERT and CC_TLS_KEY are set (CC_TLS_CLIENT_CA: mTLS).
-  if (cc::Status s = cc::rv::tls::server_context_from(cc::settings::process_env(), &so.tls);
-      !s.ok())
-    return s;
+  CC_RETURN_IF_ERROR(cc::rv::tls::server_context_from(cc::settings::process_env(), &so.tls));
   return cc::rv::Server::start(so, out);
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 
+#include "common/return_if_error.hpp"
 #include "lib/launch/host_name.hpp"
 #include "rendezvous/factory/elected.hpp"
 #include "rendezvous/tls/env.hpp"
@@ -46,12 +47,9 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
     f.job_id = job_id;
     f.token = config.token;
     f.connect_timeout = connect_timeout;
-    if (cc::Status s = cc::rv::factory::ElectedServer::open(o.rendezvous, f, elected); !s.ok())
-      return s;
-    if (cc::Status s = (*elected)->locate(std::chrono::steady_clock::now() + connect_timeout,
-                                          &host, &server_port);
-        !s.ok())
-      return s;
+    CC_RETURN_IF_ERROR(cc::rv::factory::ElectedServer::open(o.rendezvous, f, elected));
+    CC_RETURN_IF_ERROR((*elected)->locate(std::chrono::steady_clock::now() + connect_timeout, &host,
+                                          &server_port));
   }
   cc::rv::agent::NodeAgentOptions a;
   a.agent.job_id = job_id;
@@ -68,11 +66,9 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
   // TLS to the server when CC_TLS_CA is set, as the ranks' own would be.
   const cc::rv::tls::ClientFiles tls_files =
       cc::rv::tls::client_files_from(cc::settings::process_env());
-  if (tls_files.on()) {
-    if (cc::Status s = cc::rv::tls::ClientContext::open(tls_files, &a.tls); !s.ok()) return s;
-  }
+  if (tls_files.on()) CC_RETURN_IF_ERROR(cc::rv::tls::ClientContext::open(tls_files, &a.tls));
   std::unique_ptr<cc::rv::agent::NodeAgent> agent;
-  if (cc::Status s = cc::rv::agent::NodeAgent::start(io, a, &agent); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(cc::rv::agent::NodeAgent::start(io, a, &agent));
   *out = std::move(agent);
   return cc::Status::success();
 }

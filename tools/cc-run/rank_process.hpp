@@ -39,7 +39,7 @@ bool program_not_found(int error);
 // Sends `sig` to the process group of every started rank.
 void signal_groups(const std::vector<pid_t>& pids, int sig);
 
-// A waitpid status as an exit status (128 + signal for a signal), and in words.
+// A waitpid status as an exit status (128 + signal for a signal), and as text.
 int exit_code_of(int status);
 std::string describe_status(int status);
 

@@ -1,4 +1,4 @@
-// cc-run's command line: what it takes, its checks and its words.
+// cc-run's command line: what it takes, its checks and its errors.
 #pragma once
 
 #include <string>
@@ -27,7 +27,7 @@ struct Options {
 };
 
 // The options, or (for --help or a bad command line) the process ends here
-// with cc-run's words and exit status.
+// with cc-run's message and exit status.
 Options parse_options(int argc, char** argv);
 
 }  // namespace cc::tools::run

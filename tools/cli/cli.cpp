@@ -32,7 +32,7 @@ class Formatter : public CLI::Formatter {
     return names;
   }
 
-  // Only the value's name ("N", "FILE"): defaults and limits are in the words.
+  // Only the value's name ("N", "FILE"): defaults and limits are in the message.
   std::string make_option_opts(const CLI::Option* opt) const override {
     return opt->get_option_text().empty() ? std::string() : " " + opt->get_option_text();
   }

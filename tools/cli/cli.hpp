@@ -1,6 +1,6 @@
 // The command line of cc's programs: CLI11 with cc's --help layout (the usage
 // line first, then the description, "options:" and a footer; "-n, --nproc N"
-// with its words beside it) and cc's words for a bad command line.
+// with its help beside it) and cc's message for a bad command line.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,8 +22,8 @@ namespace cc::tools::cli {
 CLI::Option* add_value(CLI::App& app, const std::string& flag, const std::string& value_name,
                        const std::string& help, std::function<void(const std::string&)> set);
 
-// A whole number from min to max, else rejected in settings::parse_int's
-// words naming `flag`.
+// A whole number from min to max, else rejected with settings::parse_int's
+// message naming `flag`.
 long long number(const std::string& flag, const std::string& text, long long min, long long max);
 
 // Adds option `flag` taking a whole number from min to max into *target.
@@ -64,12 +64,12 @@ class CommandLine {
 
   // Parses argv. An error is "unknown <noun> 'ARG'" for the first argument
   // no option takes (`noun` is "option" or "argument"), "FLAG needs a value",
-  // or the words an option's callback rejected its value with.
+  // or the message an option's callback rejected its value with.
   Parsed parse(int argc, const char* const* argv, const std::string& noun);
 
   // parse(), then what a program does when it is not to run: -h or --help
   // prints help() on stdout and gives exit status 0; a bad command line hands
-  // the error's words to `usage_error` (which writes them to stderr) and gives
+  // the error's message to `usage_error` (which writes it to stderr) and gives
   // 2. Gives nothing when the options are set and the program runs.
   std::optional<int> parse_or_exit(int argc, const char* const* argv, const std::string& noun,
                                    const std::function<void(const std::string&)>& usage_error);

@@ -21,7 +21,7 @@ The group's timeout (init_process_group(timeout=...)) becomes cc's
 deadline unless CC_TIMEOUT_MS is set. A rank that dies is detected by cc
 within its heartbeat window (CC_HEARTBEAT_MS x CC_HEARTBEAT_MISSES); the next
 operation, or a blocking wait, raises torch.distributed.DistBackendError
-with cc's words.
+with cc's message.
 
 CC_TORCH_TIMING=1 prints, on stderr, how long each group's rendezvous
 agreement took at init_process_group/new_group, and at the group's first

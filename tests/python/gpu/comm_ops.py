@@ -2,7 +2,7 @@
 
 Every collective on torch tensors with the values checked; the same through
 DLPack and __cuda_array_interface__ producers (wrappers exposing only that
-protocol over real CUDA memory); stream=; argument errors in words; split;
+protocol over real CUDA memory); stream=; argument errors as text; split;
 a graph captured once and replayed. Prints PASS/FAIL as each check ends; exit
 status 1 when any failed.
 """

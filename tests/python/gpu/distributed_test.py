@@ -100,7 +100,7 @@ TESTS = [
 # test asserts or reads that is not an operation's result.
 REASONS = {
     "test_get_backend": "asserts the backend's name: dist.get_backend() is \"cc\", not \"nccl\"",
-    # Where torch's dispatch does not refuse the CPU tensor first (its words
+    # Where torch's dispatch does not refuse the CPU tensor first (its message
     # then are "No backend type associated with device type cpu", the same
     # on both backends).
     "test_batch_isend_irecv_tensor_err": "asserts ProcessGroupNCCL's own words for a CPU tensor "

@@ -1,5 +1,5 @@
 """One rank of a "cc" process group all-reduces a tensor of another shape:
-every rank raises torch.distributed.DistBackendError with cc's words, which
+every rank raises torch.distributed.DistBackendError with cc's message, which
 name both calls, within seconds (cc's call check), not at the deadline.
 
     python mismatch.py                 # 2 ranks by hand; rank 1 is the odd one
@@ -10,7 +10,7 @@ name both calls, within seconds (cc's call check), not at the deadline.
 
 With CC_SHARE_GPU=1 in the environment every rank shares GPU 0, each the
 only rank of its host (LOCAL_RANK 0; libcc makes it its own host to NCCL).
-Prints each rank's words and how long after the odd call it raised.
+Prints each rank's message and how long after the odd call it raised.
 """
 
 import argparse
@@ -31,6 +31,21 @@ def parent(ranks, at_end):
     ok = all(code == 0 for code in codes)
     print("PASS" if ok else "FAIL: want every rank to raise cc's words and exit 0")
     return 0 if ok else 1
+
+
+def judge(e, rank, what, seconds, want):
+    """Exits 0 if e is a DistBackendError whose message holds every string of
+    `want` and names rank ODD, else 1; prints the message and what it lacks."""
+    import torch.distributed as dist
+
+    message = str(e)
+    print("rank %d: %s %s after %.2f s:\n%s"
+          % (rank, what, type(e).__name__, seconds, message), flush=True)
+    missing = [w for w in want + ["rank %d (host" % ODD] if w not in message]
+    if missing:
+        print("rank %d: the message lacks %s" % (rank, missing), flush=True)
+    good = isinstance(e, dist.DistBackendError) and not missing
+    os._exit(0 if good else 1)
 
 
 def child_at_end():
@@ -54,16 +69,8 @@ def child_at_end():
     try:
         dist.destroy_process_group()
     except Exception as e:
-        words = str(e)
-        print("rank %d: destroy_process_group raised %s after %.2f s:\n%s"
-              % (rank, type(e).__name__, time.time() - start, words), flush=True)
-        want = ["op #11", "%d x FLOAT32" % COUNT, "%d x FLOAT32" % (COUNT + 1),
-                "rank %d (host" % ODD]
-        missing = [w for w in want if w not in words]
-        if missing:
-            print("rank %d: the words lack %s" % (rank, missing), flush=True)
-        good = isinstance(e, dist.DistBackendError) and not missing
-        os._exit(0 if good else 1)
+        judge(e, rank, "destroy_process_group raised", time.time() - start,
+              ["op #11", "%d x FLOAT32" % COUNT, "%d x FLOAT32" % (COUNT + 1)])
     print("rank %d: destroy_process_group returned without a word" % rank, flush=True)
     os._exit(1)
 
@@ -92,16 +99,8 @@ def child():
             first = False
             torch.cuda.synchronize()
         except Exception as e:
-            words = str(e)
-            print("rank %d raised %s %.2f s after the odd call:\n%s"
-                  % (rank, type(e).__name__, time.time() - start, words), flush=True)
-            want = ["diverged", "%d x FLOAT32" % COUNT, "%d x FLOAT32" % ODD_COUNT,
-                    "rank %d (host" % ODD]
-            missing = [w for w in want if w not in words]
-            if missing:
-                print("rank %d: the words lack %s" % (rank, missing), flush=True)
-            good = isinstance(e, dist.DistBackendError) and not missing
-            os._exit(0 if good else 1)
+            judge(e, rank, "raised", time.time() - start,
+                  ["diverged", "%d x FLOAT32" % COUNT, "%d x FLOAT32" % ODD_COUNT])
     print("rank %d: no error 20 s after the odd call" % rank, flush=True)
     os._exit(1)
 

@@ -1,5 +1,5 @@
 """A rank of a "cc" process group dies mid-run: the survivor's next
-operation raises torch.distributed.DistBackendError with cc's words, within
+operation raises torch.distributed.DistBackendError with cc's message, within
 cc's detection time rather than torch's 10-minute watchdog.
 
     python peer_failure.py --victim 1              # starts 2 ranks by hand, checks the survivor
@@ -7,7 +7,7 @@ cc's detection time rather than torch's 10-minute watchdog.
 
 With CC_SHARE_GPU=1 in the environment every rank shares GPU 0, each the
 only rank of its host (LOCAL_RANK 0; libcc makes it its own host to NCCL).
-Prints how long each survivor took to raise after the victim died, and the words.
+Prints how long each survivor took to raise after the victim died, and the message.
 """
 
 import argparse

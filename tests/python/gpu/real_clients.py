@@ -36,6 +36,17 @@ def line(rank, backend, case, step, loss):
     print("rank %d [%s] %s step %d loss %r" % (rank, backend, case, step, loss), flush=True)
 
 
+def train_step(torch, model, opt, gen, device, x_shape, target_shape):
+    """One optimizer step on a random batch drawn from gen; its loss."""
+    x = torch.randn(*x_shape, device=device, generator=gen)
+    target = torch.randn(*target_shape, device=device, generator=gen)
+    loss = torch.nn.functional.mse_loss(model(x), target)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
 def fsdp2(torch, dist, rank, size, device, backend):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -52,12 +63,7 @@ def fsdp2(torch, dist, rank, size, device, backend):
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     gen = torch.Generator(device=device).manual_seed(100 + rank)
     for step in range(STEPS):
-        x = torch.randn(32, 64, device=device, generator=gen)
-        target = torch.randn(32, 16, device=device, generator=gen)
-        loss = torch.nn.functional.mse_loss(model(x), target)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        loss = train_step(torch, model, opt, gen, device, (32, 64), (32, 16))
         # The mean over ranks: every rank's loss enters the comparison.
         mean = loss.detach().clone()
         dist.all_reduce(mean, op=dist.ReduceOp.AVG)
@@ -86,12 +92,7 @@ def tp(torch, dist, rank, size, device, backend):
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator(device=device).manual_seed(7)  # the same input on every rank
     for step in range(STEPS):
-        x = torch.randn(16, 32, device=device, generator=gen)
-        target = torch.randn(16, 32, device=device, generator=gen)
-        loss = torch.nn.functional.mse_loss(model(x), target)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        loss = train_step(torch, model, opt, gen, device, (16, 32), (16, 32))
         line(rank, backend, "tp", step, loss.item())
 
 

@@ -99,7 +99,7 @@ def child(world, victim, stamp, abort):
             work = dist.all_reduce(g, group=group, async_op=True)
             work.wait(timeout=datetime.timedelta(seconds=60))
             good = bool(torch.all(g == float(alive_total)).item())
-        except Exception as e:  # the victim's death, in cc's words
+        except Exception as e:  # the victim's death, with cc's message
             if shrunk_at is not None:
                 print("rank %d: a second failure after the shrink: %s" % (rank, e), flush=True)
                 os._exit(1)

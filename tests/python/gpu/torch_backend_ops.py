@@ -8,7 +8,7 @@ all_gather/reduce_scatter with sizes differing by rank and the object
 collectives, with values checked; async work and its
 future; stream semantics (the result is there for the caller's stream after
 wait(), with no host synchronisation in between); coalesced and batched
-operations; a subgroup; errors carrying cc's words; the final barrier and
+operations; a subgroup; errors carrying cc's message; the final barrier and
 destroy_process_group. Prints PASS/FAIL as each check ends; exit status 1
 when any failed.
 """

@@ -120,7 +120,7 @@ c10::Device device_of(const std::vector<at::Tensor>& a, const std::vector<at::Te
                       const char* op) {
   const at::Tensor* first = !a.empty() ? &a.front() : (!b.empty() ? &b.front() : nullptr);
   if (first == nullptr) fail(where(rank, op) + "no tensor was given");
-  if (!first->is_cuda()) buffer_of(*first, rank, op, true);  // fails with the words
+  if (!first->is_cuda()) buffer_of(*first, rank, op, true);  // fails with the message
   const c10::Device device = first->device();
   for (const auto* list : {&a, &b})
     for (const auto& t : *list)
@@ -128,6 +128,42 @@ c10::Device device_of(const std::vector<at::Tensor>& a, const std::vector<at::Te
         fail(where(rank, op) + "tensors on " + device.str() + " and " + t.device().str() +
              ": one operation's tensors must share one CUDA device");
   return device;
+}
+
+// The list a rooted operation takes on its root alone (gather's outputs,
+// scatter's inputs): one tensor per rank, each of the dtype and element
+// count of `single`, the rank's one tensor on the other side; the other
+// ranks pass none (as with ProcessGroupNCCL).
+enum class ListOf { inputs, outputs };
+struct RootList {
+  std::vector<at::Tensor> tensors;  // empty off the root
+  std::vector<Buffer> buffers;
+};
+RootList root_list(const std::vector<std::vector<at::Tensor>>& lists, ListOf of,
+                   const at::Tensor& single, int root, int rank, int size, const char* op) {
+  const bool outputs = of == ListOf::outputs;
+  const char* side = outputs ? "output" : "input";
+  RootList list;
+  if (rank != root) {
+    if (!lists.empty())
+      fail(text(where(rank, op), "only the root (rank ", root, ") takes an ", side, " list; pass ",
+                op, "_list=None on the other ranks"));
+    return list;
+  }
+  if (!(lists.size() == 1 && lists[0].size() == static_cast<size_t>(size)))
+    fail(text(where(rank, op), "the root needs one ", side, " list of ", size,
+              " tensors (one per rank), got ",
+              lists.empty() ? std::string("none")
+                            : text(lists.size(), " list(s), the first of ", lists[0].size())));
+  list.tensors = lists[0];
+  for (const auto& t : list.tensors) {
+    same_dtype(outputs ? single : t, outputs ? t : single, rank, op);
+    list.buffers.push_back(buffer_of(t, rank, op, false));
+    if (t.numel() != single.numel())
+      fail(text(where(rank, op), "each ", side, " needs as many elements as the ",
+                outputs ? "input" : "output", " (", single.numel(), "); one has ", t.numel()));
+  }
+  return list;
 }
 
 // The (input, output) buffers of a coalesced operation, one pair per
@@ -165,7 +201,7 @@ void check(cc_result_t r, const char* call) {
 
 // Makes count calls, call(i) for i in [0, count), fused into one cc group
 // (one launch); stops at the first that fails, still ends the group (so
-// this thread's group nesting stays balanced) and throws that call's words,
+// this thread's group nesting stays balanced) and throws that call's message,
 // `what` naming it.
 template <class Call>
 void fused(size_t count, const char* what, Call&& call) {
@@ -549,34 +585,13 @@ c10::intrusive_ptr<c10d::Work> CCBackend::gather(std::vector<std::vector<at::Ten
   if (inputs.size() != 1)
     fail(text(where(rank_, op), "takes one input tensor per process, got ", inputs.size()));
   const Buffer in = buffer_of(inputs[0], rank_, op, false);
-  // The root's output list, one tensor per rank shaped like the inputs;
-  // the other ranks pass none (as with ProcessGroupNCCL).
-  std::vector<at::Tensor> gathered;
-  std::vector<Buffer> outs;
-  if (rank_ == root) {
-    if (!(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_)))
-      fail(text(where(rank_, op), "the root needs one output list of ", size_,
-                " tensors (one per rank), got ",
-                outputs.empty() ? std::string("none")
-                                : text(outputs.size(), " list(s), the first of ",
-                                       outputs[0].size())));
-    gathered = outputs[0];
-    for (const auto& t : gathered) {
-      same_dtype(inputs[0], t, rank_, op);
-      outs.push_back(buffer_of(t, rank_, op, false));
-      if (!(outs.back().count == in.count))
-        fail(text(where(rank_, op), "each output needs as many elements as the input (",
-                  inputs[0].numel(), "); one has ", t.numel()));
-    }
-  } else if (!outputs.empty()) {
-    fail(text(where(rank_, op), "only the root (rank ", root,
-              ") takes an output list; pass gather_list=None on the other ranks"));
-  }
+  const RootList gathered = root_list(outputs, ListOf::outputs, inputs[0], root, rank_, size_, op);
+  const std::vector<Buffer>& outs = gathered.buffers;
   // The root receives each rank's input into that rank's output (its own
   // through a send to itself); every other rank sends its input to the
   // root. Fused into one launch.
-  return run(c10d::OpType::GATHER, device_of(inputs, gathered, rank_, op), inputs, gathered,
-             [&](cc_comm_t comm, cudaStream_t s) {
+  return run(c10d::OpType::GATHER, device_of(inputs, gathered.tensors, rank_, op), inputs,
+             gathered.tensors, [&](cc_comm_t comm, cudaStream_t s) {
                if (rank_ != root) {
                  fused(in.count > 0 ? size_t{1} : size_t{0}, "cc_send", [&](size_t) {
                    return api().send(in.data, in.count, in.dtype, root, comm, s);
@@ -603,33 +618,12 @@ c10::intrusive_ptr<c10d::Work> CCBackend::scatter(std::vector<at::Tensor>& outpu
   if (outputs.size() != 1)
     fail(text(where(rank_, op), "takes one output tensor per process, got ", outputs.size()));
   const Buffer out = buffer_of(outputs[0], rank_, op, false);
-  // The root's input list, one tensor per rank shaped like the outputs; the
-  // other ranks pass none (as with ProcessGroupNCCL).
-  std::vector<at::Tensor> scattered;
-  std::vector<Buffer> ins;
-  if (rank_ == root) {
-    if (!(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_)))
-      fail(text(where(rank_, op), "the root needs one input list of ", size_,
-                " tensors (one per rank), got ",
-                inputs.empty() ? std::string("none")
-                               : text(inputs.size(), " list(s), the first of ",
-                                      inputs[0].size())));
-    scattered = inputs[0];
-    for (const auto& t : scattered) {
-      same_dtype(t, outputs[0], rank_, op);
-      ins.push_back(buffer_of(t, rank_, op, false));
-      if (!(ins.back().count == out.count))
-        fail(text(where(rank_, op), "each input needs as many elements as the output (",
-                  outputs[0].numel(), "); one has ", t.numel()));
-    }
-  } else if (!inputs.empty()) {
-    fail(text(where(rank_, op), "only the root (rank ", root,
-              ") takes an input list; pass scatter_list=None on the other ranks"));
-  }
+  const RootList scattered = root_list(inputs, ListOf::inputs, outputs[0], root, rank_, size_, op);
+  const std::vector<Buffer>& ins = scattered.buffers;
   // The root sends input i to rank i (its own through a send to itself);
   // every rank receives its output from the root. Fused into one launch.
-  return run(c10d::OpType::SCATTER, device_of(scattered, outputs, rank_, op), scattered, outputs,
-             [&](cc_comm_t comm, cudaStream_t s) {
+  return run(c10d::OpType::SCATTER, device_of(scattered.tensors, outputs, rank_, op),
+             scattered.tensors, outputs, [&](cc_comm_t comm, cudaStream_t s) {
                if (rank_ != root) {
                  fused(out.count > 0 ? size_t{1} : size_t{0}, "cc_recv", [&](size_t) {
                    return api().recv(out.data, out.count, out.dtype, root, comm, s);

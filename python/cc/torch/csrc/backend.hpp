@@ -6,7 +6,7 @@
 // tensors' memory as used on cc's stream (so the caching allocator does not
 // hand it out again before cc is done), queue the cc call, and return a Work
 // whose end event is recorded on cc's stream. Failures are exceptions
-// (torch.distributed.DistBackendError) carrying cc's words.
+// (torch.distributed.DistBackendError) carrying cc's message.
 #pragma once
 
 #include <memory>
@@ -89,7 +89,7 @@ class CCBackend final : public c10d::Backend {
   // dist.shrink_group: a Backend over the communicator's next generation
   // without `ranks_to_exclude` (group ranks), made by cc_comm_shrink. cc's
   // rendezvous leaves out the ranks that failed, so those must be the ones
-  // asked for; a rank that is alive is refused in words. shrink_flags:
+  // asked for; a rank that is alive is refused with a message. shrink_flags:
   // torch's SHRINK_DEFAULT (0) or SHRINK_ABORT (1: the parent is aborted
   // before the shrink, its pending work stopped, so its destroy returns at
   // once). opts_override is not

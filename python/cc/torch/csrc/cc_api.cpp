@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
@@ -86,5 +88,10 @@ std::string words(const char* call, cc_result_t r) {
 void fail(const char* call, cc_result_t r) { fail(words(call, r)); }
 
 void fail(const std::string& message) { C10_THROW_ERROR(DistBackendError, message); }
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
 
 }  // namespace cc_torch

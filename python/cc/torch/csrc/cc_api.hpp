@@ -54,10 +54,13 @@ const Api& api();
 // on the calling thread right after the failure.
 std::string words(const char* call, cc_result_t r);
 
-// Throws the words of a failed call as c10::DistBackendError (Python:
+// Throws the message of a failed call as c10::DistBackendError (Python:
 // torch.distributed.DistBackendError).
 [[noreturn]] void fail(const char* call, cc_result_t r);
 [[noreturn]] void fail(const std::string& message);
+
+// Whether environment variable `name` is "1" (CC_TORCH_TIMING, ...).
+bool env_flag(const char* name);
 
 // Words from parts: strings as they are, integers in decimal.
 //

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -32,10 +30,7 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 bool timing_requested() {
-  static const bool requested = [] {
-    const char* v = std::getenv("CC_TORCH_TIMING");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool requested = env_flag("CC_TORCH_TIMING");
   return requested;
 }
 

@@ -56,7 +56,7 @@ class CommState {
   // Returns cc's message when its destroy found that the ranks' last calls
   // differ (CC_ERR_MISMATCH), else "".
   std::string shutdown();
-  // cc's words for failed ranks, when libcc reports any ("" otherwise).
+  // cc's message for failed ranks, when libcc reports any ("" otherwise).
   std::string failure_words();
   // The communicator's deadline (cc_comm_timeout), known once comm() made it.
   std::chrono::milliseconds timeout();
@@ -66,7 +66,7 @@ class CommState {
   // The communicator's next generation without `excluded` (group ranks,
   // sorted), through cc_comm_shrink: cc leaves out the ranks its rendezvous
   // found failed, so `excluded` must be those (a rank that is alive cannot
-  // be left out; the words say so). Collective over the survivors;
+  // be left out; the message says so). Collective over the survivors;
   // blocking. The rendezvous server this process hosts moves to the new
   // state. With `abort_parent`, this communicator is aborted first (its
   // pending work stopped), so its destroy cannot wait on anyone.

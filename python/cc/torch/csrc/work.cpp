@@ -1,7 +1,5 @@
 #include "work.hpp"
 
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -24,10 +22,7 @@ std::exception_ptr make_error(const std::string& message) {
 }  // namespace
 
 bool blocking_wait_requested() {
-  static const bool requested = [] {
-    const char* v = std::getenv("CC_TORCH_BLOCKING_WAIT");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool requested = env_flag("CC_TORCH_BLOCKING_WAIT");
   return requested;
 }
 
@@ -57,7 +52,7 @@ void CCWork::never_queued(const std::string& why) noexcept {
   try {
     error_ = make_error(why);
     if (!future_->completed()) future_->setError(error_);
-  } catch (...) {  // the words are lost, the Work still reads as failed
+  } catch (...) {  // the message is lost, the Work still reads as failed
   }
 }
 
