@@ -197,8 +197,11 @@ CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* 
  * is freed all the same). A communicator made by cc_comm_split is compared
  * through its parent: destroy it before the parent, in the same order on
  * every rank. NULL is a no-op. A communicator that failed is aborted, not
- * finalized, so this returns promptly. Not thread-safe against other calls
- * on the same comm. */
+ * finalized, so this returns promptly. While CUDA graphs that captured its
+ * calls are alive (with CC_CHECK_CALLS on, which tracks them), it returns
+ * CC_ERR_INVALID_USAGE after a second and leaves the communicator as it was:
+ * NCCL waits for those graphs without end. Destroy them first. Not
+ * thread-safe against other calls on the same comm. */
 CC_API cc_result_t cc_comm_destroy(cc_comm_t comm);
 
 /* Aborts the communicator: pending NCCL work is stopped, the other ranks are

@@ -87,6 +87,7 @@ CC_API cc_result_t cc_comm_destroy(cc_comm_t comm) {
   CC_API_GUARD_BEGIN
   if (comm == nullptr) return succeed();
   if (Status st = cc::comm::check_handle("cc_comm_destroy", comm); !st.ok()) return fail(st);
+  if (Status st = cc::comm::graphs_released(comm); !st.ok()) return fail(st);
   if (Status st = cc::comm::destroy(std::unique_ptr<cc_comm>(comm)); !st.ok()) return fail(st);
   return succeed();
   CC_API_GUARD_END

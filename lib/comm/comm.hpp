@@ -95,6 +95,10 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
 // CUDA resources, and buries the handle; CC_ERR_MISMATCH when the calls
 // differ (the handle is gone all the same).
 Status destroy(std::unique_ptr<cc_comm> c);
+// CC_ERR_INVALID_USAGE while CUDA graphs that captured c's calls are alive
+// (waiting a second for their release): NCCL's destroy would wait for them
+// without a deadline. c is untouched either way.
+Status graphs_released(const cc_comm* c);
 // Marks the communicator aborted and tells the other ranks, once.
 void abort(cc_comm* c);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "common/log.hpp"
@@ -142,6 +143,26 @@ Status compare_last_calls(cc_comm* c, Clock::time_point deadline) {
 }
 
 }  // namespace
+
+Status graphs_released(const cc_comm* c) {
+  if (!c->graph_replays) return Status::success();
+  // A destroyed graph's release reaches cc from CUDA's own thread, soon after.
+  const auto until = Clock::now() + std::chrono::seconds(1);
+  int live = c->graph_replays->live_graphs();
+  while (live > 0 && Clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(1));
+    live = c->graph_replays->live_graphs();
+  }
+  if (live == 0) return Status::success();
+  return make_status(
+      CC_ERR_INVALID_USAGE,
+      "cc_comm_destroy on " + c->who() + ": " + std::to_string(live) +
+          " CUDA graph(s) that captured this communicator's calls are still alive, and NCCL "
+          "waits without end for every one of them before it lets go of a communicator. "
+          "Destroy them first (cudaGraphExecDestroy and cudaGraphDestroy of each graph and "
+          "instance; torch.cuda.CUDAGraph.reset()), then call cc_comm_destroy again: the "
+          "communicator is untouched");
+}
 
 Status destroy(std::unique_ptr<cc_comm> c) {
   const auto start = Clock::now();

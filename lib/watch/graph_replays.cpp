@@ -54,7 +54,11 @@ void replayed(void* data) {
 }
 
 // The graph let go of its user object (the graph, and every instance of it, destroyed).
-void forget(void* data) { delete static_cast<GraphReplays::Graph*>(data); }
+void forget(void* data) {
+  auto* g = static_cast<GraphReplays::Graph*>(data);
+  g->sink->live_graphs.fetch_sub(1, std::memory_order_acq_rel);
+  delete g;
+}
 
 }  // namespace
 
@@ -124,6 +128,7 @@ int GraphReplays::note(cudaStream_t stream, const CallDesc& call) noexcept {
     return 1;
   }
   Graph* g = made.release();
+  sink_->live_graphs.fetch_add(1, std::memory_order_acq_rel);  // forget() counts it off
   e = cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();

@@ -13,6 +13,7 @@
 // for CUDA's host thread to run a callback.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -40,12 +41,17 @@ class GraphReplays {
   int note(cudaStream_t stream, const CallDesc& call) noexcept;
   // The communicator is destroyed: later replays record nothing.
   void end() noexcept;
+  // The graphs that captured calls of this communicator and are not yet
+  // destroyed (with every instance of them). NCCL's destroy and abort of
+  // the communicator wait for each of them, without a deadline.
+  int live_graphs() const noexcept { return sink_->live_graphs.load(std::memory_order_acquire); }
 
   // Shared by every graph the communicator captured; its call log while the
   // communicator lives.
   struct Sink {
     std::mutex mu;
     core::CallLog* calls = nullptr;  // under mu
+    std::atomic<int> live_graphs{0};
   };
   // One captured graph's calls of this communicator, owned by the graph.
   struct Graph {

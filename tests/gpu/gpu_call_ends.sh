@@ -84,11 +84,16 @@ split_ends() {  # split_ends N
   done
 }
 
-# replay-other: graph replay #3 named on every rank, both graphs in words;
-# replay-same: no rank told.
+# replay-other: graph replay #3 named on every rank, both graphs named;
+# replay-same: no rank told. In both, cc_comm_destroy is refused while the
+# graphs live (NCCL would wait for them without end).
 replay_ends() {  # replay_ends WAY N
   local way=$1 n=$2 out=$WORK/replay-$1-$2
   ccrun "$n" "$out" replay "$way" || { echo "   FAILED: cc-run exited with $?"; bad=1; }
+  for ((r = 0; r < n; r++)); do
+    check "rank $r: cc_comm_destroy refused while the graphs live" "$out" \
+      "^\[rank $r\] GRAPHS refused: .* CUDA graph(s) that captured this communicator's calls are still alive"
+  done
   if [ "$way" = same ]; then
     [ "$(grep -c '^\[rank [0-9]*\] VERDICT none' "$out")" -eq "$n" ] && echo "   ok: no rank told" ||
       { echo "   FAILED: a rank was told"; sed 's/^/   | /' "$out" | tail -n 40; bad=1; }
