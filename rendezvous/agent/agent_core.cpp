@@ -15,27 +15,6 @@ namespace cc::rv::agent {
 
 namespace {
 
-enum class Upstream : uint8_t { idle, hello, auth, ready, lost };
-enum class RankState : uint8_t { hello, auth, open };
-
-struct Rank {
-  LocalId id = 0;
-  pid_t pid = 0;
-  pid_t group = 0;
-  RankState state = RankState::hello;
-  std::vector<uint8_t> in;  // bytes of a frame not yet complete
-  bool reading = false;     // rank_bytes is taking its frames (a call from inside adds to in)
-  Hello hello;
-  uint32_t hello_rid = 0;
-  bool hello_waits = false;  // for the connection to the server
-  std::vector<uint8_t> nonce;
-  uint32_t channel = 0;
-  std::vector<uint8_t> heartbeat;  // its latest heartbeat, not yet forwarded
-  // Its connection ended: its process's exit status is awaited until then.
-  std::optional<Clock::time_point> ending_until;
-  Clock::time_point handshake_until{};
-};
-
 // The largest frame a rank may send before its handshake is done, as the
 // server's (a hello is at most about 12 KiB).
 constexpr size_t kMaxHandshakeFrame = size_t{16} << 10;
@@ -45,6 +24,27 @@ std::vector<uint8_t> frame_of(uint32_t rid, const Message& m) { return encode_fr
 }  // namespace
 
 struct AgentCore::Impl {
+  enum class Upstream : uint8_t { idle, hello, auth, ready, lost };
+  enum class RankState : uint8_t { hello, auth, open };
+
+  struct Rank {
+    LocalId id = 0;
+    pid_t pid = 0;
+    pid_t group = 0;
+    RankState state = RankState::hello;
+    std::vector<uint8_t> in;  // bytes of a frame not yet complete
+    bool reading = false;     // rank_bytes is taking its frames (a call from inside adds to in)
+    Hello hello;
+    uint32_t hello_rid = 0;
+    bool hello_waits = false;  // for the connection to the server
+    std::vector<uint8_t> nonce;
+    uint32_t channel = 0;
+    std::vector<uint8_t> heartbeat;  // its latest heartbeat, not yet forwarded
+    // Its connection ended: its process's exit status is awaited until then.
+    std::optional<Clock::time_point> ending_until;
+    Clock::time_point handshake_until{};
+  };
+
   AgentOptions opt;
   AgentIo& io;
   Upstream up = Upstream::idle;
@@ -315,8 +315,8 @@ AgentCore::~AgentCore() = default;
 void AgentCore::upstream_connected(Clock::time_point now) {
   Impl& i = *impl_;
   i.now = now;
-  if (i.up != Upstream::idle) return;
-  i.up = Upstream::hello;
+  if (i.up != Impl::Upstream::idle) return;
+  i.up = Impl::Upstream::hello;
   i.last_heard = now;
   i.send_up(Hello{i.opt.job_id, i.opt.host, i.opt.pid, "cc-run " CC_VERSION_STRING " node agent"});
 }
@@ -324,12 +324,12 @@ void AgentCore::upstream_connected(Clock::time_point now) {
 void AgentCore::upstream_bytes(std::span<const uint8_t> bytes, Clock::time_point now) {
   Impl& i = *impl_;
   i.now = now;
-  if (i.up == Upstream::lost || i.up == Upstream::idle) return;
+  if (i.up == Impl::Upstream::lost || i.up == Impl::Upstream::idle) return;
   i.last_heard = now;
   i.up_reader.feed(bytes);
   while (auto f = i.up_reader.next()) {
     i.upstream_frame(*f);
-    if (i.up == Upstream::lost) return;
+    if (i.up == Impl::Upstream::lost) return;
   }
   if (i.up_reader.error() != DecodeError::none)
     i.lose("the rendezvous at " + i.opt.upstream + " sent a frame the agent cannot read (" +
@@ -341,13 +341,13 @@ void AgentCore::upstream_lost(const std::string& why, Clock::time_point now) {
   impl_->lose(why);
 }
 
-bool AgentCore::upstream_ready() const { return impl_->up == Upstream::ready; }
+bool AgentCore::upstream_ready() const { return impl_->up == Impl::Upstream::ready; }
 const std::string& AgentCore::upstream_failure() const { return impl_->failure; }
 
 void AgentCore::rank_connected(LocalId rank, pid_t pid, pid_t group, Clock::time_point now) {
   Impl& i = *impl_;
   i.now = now;
-  Rank r;
+  Impl::Rank r;
   r.id = rank;
   r.pid = pid;
   r.group = group;
@@ -378,7 +378,7 @@ void AgentCore::rank_bytes(LocalId rank, std::span<const uint8_t> bytes, Clock::
   i.now = now;
   auto it = i.ranks.find(rank);
   if (it == i.ranks.end() || it->second.ending_until) return;
-  Rank& r = it->second;
+  Impl::Rank& r = it->second;
   r.in.insert(r.in.end(), bytes.begin(), bytes.end());
   // A driver may answer from inside this call (a rank that speaks as soon as
   // it hears the agent): those bytes wait in r.in for the loop below.
@@ -391,7 +391,7 @@ void AgentCore::rank_bytes(LocalId rank, std::span<const uint8_t> bytes, Clock::
       i.refuse(r, 0, CC_ERR_RENDEZVOUS, describe(e));
       return;
     }
-    if (r.state != RankState::open && h.length > kMaxHandshakeFrame) {
+    if (r.state != Impl::RankState::open && h.length > kMaxHandshakeFrame) {
       i.refuse(r, h.request_id, CC_ERR_RENDEZVOUS,
                "a " + std::to_string(h.length) + "-byte " + type_name(static_cast<MsgType>(h.type)) +
                    " before the handshake is done; no hello or auth is larger than " +
@@ -442,7 +442,7 @@ void AgentCore::tick(Clock::time_point now) {
               "was not seen to exit");
   std::vector<LocalId> silent;
   for (const auto& [id, r] : i.ranks)
-    if (r.state != RankState::open && !r.hello_waits && r.handshake_until <= now)
+    if (r.state != Impl::RankState::open && !r.hello_waits && r.handshake_until <= now)
       silent.push_back(id);
   for (LocalId id : silent) {
     auto it = i.ranks.find(id);
@@ -452,7 +452,7 @@ void AgentCore::tick(Clock::time_point now) {
                  std::to_string(i.opt.handshake_timeout.count()) +
                  " ms (a cc rank says hello at once; is this a cc client?)");
   }
-  if (i.up == Upstream::ready && now >= i.next_heartbeat) {
+  if (i.up == Impl::Upstream::ready && now >= i.next_heartbeat) {
     const auto silent = now - i.last_heard;
     if (silent > i.opt.heartbeat_window + i.opt.heartbeat_interval) {
       i.lose("nothing heard from the rendezvous at " + i.opt.upstream + " for " +
@@ -472,7 +472,7 @@ Clock::time_point AgentCore::next_deadline() const {
   Clock::time_point t = i.next_heartbeat;
   for (const auto& [id, r] : i.ranks) {
     if (r.ending_until) t = std::min(t, *r.ending_until);
-    if (r.state != RankState::open && !r.hello_waits) t = std::min(t, r.handshake_until);
+    if (r.state != Impl::RankState::open && !r.hello_waits) t = std::min(t, r.handshake_until);
   }
   return t;
 }
