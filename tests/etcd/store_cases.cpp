@@ -340,9 +340,10 @@ void store_case_compare_set(StoreBackend& b) {
   CHECK_FALSE(swapped);
   must(s->get("counted", &v, 0));
   CHECK(text(v) == "1");
-  // a compare-set wakes a waiting get
-  auto waiter = std::async(std::launch::async, [&] {
-    auto w = b.connect("cas");
+  // a compare-set wakes a waiting get (connected here: connect REQUIREs,
+  // and Catch's macros are not thread-safe)
+  auto w = b.connect("cas");
+  auto waiter = std::async(std::launch::async, [&w] {
     std::vector<uint8_t> got;
     cc::Status st = w->get("woken", &got, 10000);
     return std::make_pair(st, text(got));

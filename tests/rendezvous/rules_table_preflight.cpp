@@ -50,16 +50,25 @@ class Endpoint {
   uint32_t port_ = 0;
 };
 
-// One connection to a target, as a member's probe reports it.
-rv::ProbeResult probe(const rv::ProbeTarget& t) {
+// One connection to a target, as a member's probe reports it. It runs on a
+// rank's thread, so no Catch macros (they are not thread-safe): a failed
+// socket() or inet_pton() is put in *broken for the test's thread.
+rv::ProbeResult probe(const rv::ProbeTarget& t, std::string* broken) {
   rv::ProbeResult r;
   r.rank = t.rank;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
+  if (fd < 0) {
+    *broken = std::string("socket: ") + std::strerror(errno);
+    return r;
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(t.port));
-  REQUIRE(::inet_pton(AF_INET, t.addr.c_str(), &a.sin_addr) == 1);
+  if (::inet_pton(AF_INET, t.addr.c_str(), &a.sin_addr) != 1) {
+    *broken = "inet_pton: '" + t.addr + "' is not an IPv4 address";
+    ::close(fd);
+    return r;
+  }
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
     r.reached = true;
     r.words = "reached";
@@ -76,6 +85,13 @@ std::vector<int32_t> ranks_of(const std::vector<rv::ProbeTarget>& targets) {
   for (const rv::ProbeTarget& t : targets) out.push_back(t.rank);
   return out;
 }
+
+// What one rank's thread came to: its status, or what broke in the test's
+// own socket calls (then it stopped there).
+struct PreflightOutcome {
+  Status status;
+  std::string broken;
+};
 
 bool refuses(const PreflightCase& c, int rank) {
   for (int r : c.refusing)
@@ -180,7 +196,7 @@ void check_preflight_case(const Connect& connect, const PreflightCase& c, const 
   std::vector<rv::PreflightPlan> plans(static_cast<size_t>(c.world));
   std::vector<char> answered(static_cast<size_t>(c.world), 0);  // got a plan
   std::vector<int> members;
-  std::vector<std::future<Status>> outcomes;
+  std::vector<std::future<PreflightOutcome>> outcomes;
   const auto asked = std::chrono::steady_clock::now();
   for (int r = 0; r < c.world; ++r) {
     if (r == c.goes || r == c.silent || r == c.off) continue;
@@ -188,15 +204,21 @@ void check_preflight_case(const Connect& connect, const PreflightCase& c, const 
     rv::PreflightPlan* plan = &plans[static_cast<size_t>(r)];
     char* got = &answered[static_cast<size_t>(r)];
     members.push_back(r);
-    outcomes.push_back(std::async(std::launch::async, [rank, plan, got, ready = ready_of(r)] {
-      if (Status s = rank->preflight_ready(ready, plan); !s.ok()) return s;
+    // No Catch macros on this thread: its outcome is checked below.
+    outcomes.push_back(std::async(std::launch::async,
+                                  [rank, plan, got, ready = ready_of(r)]() -> PreflightOutcome {
+      if (Status s = rank->preflight_ready(ready, plan); !s.ok()) return {s, {}};
       *got = 1;
-      if (plan->step != rv::PreflightStep::probe) return Status::success();
+      if (plan->step != rv::PreflightStep::probe) return {Status::success(), {}};
       rv::PreflightReport report;
       report.comm_number = 1;
-      for (const rv::ProbeTarget& t : plan->targets) report.results.push_back(probe(t));
+      std::string broken;
+      for (const rv::ProbeTarget& t : plan->targets) {
+        report.results.push_back(probe(t, &broken));
+        if (!broken.empty()) return {Status::success(), broken};
+      }
       report.timeout_ms = ready.timeout_ms;
-      return rank->preflight_report(report);
+      return {rank->preflight_report(report), {}};
     }));
   }
   std::string words = c.words;
@@ -209,7 +231,9 @@ void check_preflight_case(const Connect& connect, const PreflightCase& c, const 
     // At once, or at the case's deadline (with 4 s to spare for etcd's watches).
     REQUIRE(outcomes[i].wait_until(asked + milliseconds(c.timeout_ms) + milliseconds(4000)) ==
             std::future_status::ready);
-    const Status s = outcomes[i].get();
+    const PreflightOutcome o = outcomes[i].get();
+    if (!o.broken.empty()) FAIL(o.broken);
+    const Status& s = o.status;
     INFO(s.message);
     CHECK(s.code == c.code);
     CHECK((s.ok() ? plans[r].note : s.message) == words);
