@@ -48,11 +48,14 @@ CC_API cc_result_t cc_comm_init(cc_comm_t* comm, int rank, int nranks, const cha
                                 int master_port, const cc_config_t* config) {
   CC_API_GUARD_BEGIN
   if (comm != nullptr) *comm = nullptr;
-  if (Status st = cc::comm::check_init_args(comm, rank, nranks, master_addr, master_port); !st.ok())
+  cc::rv::factory::Address address;
+  if (Status st =
+          cc::comm::check_init_args(comm, rank, nranks, master_addr, master_port, &address);
+      !st.ok())
     return fail(st);
   int local_rank = -1;
   if (Status st = cc::comm::local_rank_from_env(&local_rank); !st.ok()) return fail(st);
-  return fail(cc::comm::init(comm, rank, nranks, master_addr, master_port, config, local_rank));
+  return fail(cc::comm::init(comm, rank, nranks, address, config, local_rank));
   CC_API_GUARD_END
 }
 
@@ -65,12 +68,10 @@ CC_API cc_result_t cc_comm_init_from_env(cc_comm_t* comm, const cc_config_t* con
   cc::launch::LaunchInfo info;
   if (Status st = cc::launch::read_launch_info(cc::settings::process_env(), &info); !st.ok())
     return fail(st.code, "cc_comm_init_from_env: " + st.message);
-  if (Status st = cc::comm::check_init_args(comm, info.rank, info.world_size,
-                                            info.master_addr.c_str(), info.master_port);
-      !st.ok())
+  if (Status st = cc::comm::check_rank_args(comm, info.rank, info.world_size); !st.ok())
     return fail(st);
-  return fail(cc::comm::init(comm, info.rank, info.world_size, info.master_addr.c_str(),
-                             info.master_port, config, info.local_rank));
+  return fail(
+      cc::comm::init(comm, info.rank, info.world_size, info.address, config, info.local_rank));
   CC_API_GUARD_END
 }
 

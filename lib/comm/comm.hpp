@@ -85,9 +85,15 @@ namespace cc::comm {
 Status check_handle(const char* call, const cc_comm* comm);
 
 // The communicator's life; each returns a Status with its message.
-Status init(cc_comm_t* out, int rank, int nranks, const char* addr, int port,
+// The address is parsed once, by check_init_args at the API's edge, and
+// travels parsed from there to the connection.
+Status init(cc_comm_t* out, int rank, int nranks, const rv::factory::Address& address,
             const cc_config_t* config, int local_rank);
-Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, int port);
+Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, int port,
+                       rv::factory::Address* address);
+// The same without the address (cc_comm_init_from_env's, parsed with the
+// environment: lib/launch/env.hpp).
+Status check_rank_args(cc_comm_t* comm, int rank, int nranks);
 // LOCAL_RANK for a plain cc_comm_init: -1 when no launcher set one.
 Status local_rank_from_env(int* local_rank);
 Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_config_t* config);

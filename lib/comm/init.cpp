@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/log.hpp"
+#include "common/return_if_error.hpp"
 #include "common/settings.hpp"
 #include "common/who.hpp"
 #include "lib/comm/comm.hpp"
@@ -54,7 +55,7 @@ Status init_nccl(cc_comm* c, std::vector<ncclUniqueId>& ids, Clock::time_point d
 
 }  // namespace
 
-Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
+Status init(cc_comm_t* out, int rank, int nranks, const rv::factory::Address& address,
             const cc_config_t* config, int local_rank) {
   const auto start_time = Clock::now();
   auto c = std::make_unique<cc_comm>();
@@ -96,12 +97,8 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   // NCCL's interface, the join and the reachability test (startup.cpp):
   // rank 0 hosts the server unless the job has its own; the connection
   // stays open as the control channel.
-  rv::factory::Address address;
-  if (Status st = rv::factory::parse_address(addr_c, port, &address); !st.ok())
-    return make_status(st.code, c->who() + ": " + st.message);
   StartRequest request;
-  request.rendezvous.addr = addr_c;
-  request.rendezvous.port = port;
+  request.rendezvous.address = address;
   request.rendezvous.config = c->config;
   request.rendezvous.info = info;
   request.rendezvous.deadline = deadline;
@@ -193,8 +190,14 @@ Status init(cc_comm_t* out, int rank, int nranks, const char* addr_c, int port,
   return Status::success();
 }
 
-Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, int port) {
-  const std::string who = "cc_comm_init (" + cc::who(rank, {}) + ")";
+namespace {
+
+std::string init_who(int rank) { return "cc_comm_init (" + cc::who(rank, {}) + ")"; }
+
+}  // namespace
+
+Status check_rank_args(cc_comm_t* comm, int rank, int nranks) {
+  const std::string who = init_who(rank);
   if (comm == nullptr)
     return make_status(CC_ERR_INVALID_ARGUMENT, who +
                                                     ": comm is NULL; pass the address of a "
@@ -206,6 +209,13 @@ Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, 
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who + ": rank " + std::to_string(rank) +
                            " is outside [0, nranks=" + std::to_string(nranks) + ")");
+  return Status::success();
+}
+
+Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, int port,
+                       rv::factory::Address* address) {
+  CC_RETURN_IF_ERROR(check_rank_args(comm, rank, nranks));
+  const std::string who = init_who(rank);
   if (addr == nullptr || *addr == '\0')
     return make_status(
         CC_ERR_INVALID_ARGUMENT,
@@ -213,13 +223,13 @@ Status check_init_args(cc_comm_t* comm, int rank, int nranks, const char* addr, 
             "; pass rank 0's host name or IP address (MASTER_ADDR), tcp://host:port, or "
             "etcd://host:port,...");
   // An address that carries its port (tcp://, etcd://) leaves master_port unused.
-  rv::factory::Address address;
-  if (Status st = rv::factory::parse_address(addr, &address); !st.ok())
+  if (Status st = rv::factory::parse_address(addr, address); !st.ok())
     return make_status(st.code, who + ": master_addr: " + st.message);
-  if (address.needs_port() && (port < 1 || port > 65535))
+  if (address->needs_port() && (port < 1 || port > 65535))
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who + ": master_port " + std::to_string(port) +
                            " is outside 1..65535; pass the rendezvous port (MASTER_PORT)");
+  address->set_port(port);  // a host alone's; the other forms keep their own
   return Status::success();
 }
 

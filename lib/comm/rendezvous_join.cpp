@@ -49,9 +49,7 @@ uint32_t next_comm_number(const std::string& job_id) {
 Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousResult* out) {
   const int rank = req.info.rank;
   const std::string who = cc::who(rank, req.info.host, req.info.pid);
-  rv::factory::Address address;
-  if (Status st = rv::factory::parse_address(req.addr, req.port, &address); !st.ok())
-    return make_status(st.code, who + ": " + st.message);
+  const rv::factory::Address& address = req.address;
   const std::string where = address.where();
   // Rank 0 hosts the server an address names unless the job has its own
   // (CC_RENDEZVOUS=external); with an etcd cluster the election decides who

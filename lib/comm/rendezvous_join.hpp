@@ -23,8 +23,9 @@
 namespace cc::comm {
 
 struct RendezvousRequest {
-  std::string addr;  // MASTER_ADDR as given: a host, tcp://host:port, etcd://host:port,...
-  int port = 0;      // a host's (MASTER_PORT); unused where the address carries its port
+  // MASTER_ADDR (with MASTER_PORT), parsed once where it entered cc
+  // (comm::check_init_args): a host, tcp://host:port, etcd://host:port,...
+  rv::factory::Address address;
   launch::ResolvedConfig config;  // job_id, token, rendezvous, timeout
   rv::MemberInfo info;            // rank, world size, host, pid, versions, GPU
   uint32_t comm_number = 0;       // 0 = this process's next one for the job (tests set it)

@@ -82,10 +82,7 @@ std::string choose_interface(const StartRequest& req, const std::string& addr,
 Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   rv::MemberInfo& info = req.rendezvous.info;
   const std::string who = cc::who(info.rank, info.host, info.pid);
-  rv::factory::Address address;
-  if (Status st = rv::factory::parse_address(req.rendezvous.addr, req.rendezvous.port, &address);
-      !st.ok())
-    return make_status(st.code, who + ": " + st.message);
+  const rv::factory::Address& address = req.rendezvous.address;
   PreflightSetup setup;
   if (Status st = preflight_enabled(req.getenv, &setup.enabled); !st.ok())
     return make_status(st.code, who + ": " + st.message);

@@ -80,10 +80,9 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
 
   // A malformed address is named with its variable before any wait. One
   // that carries its port (tcp://, etcd://) leaves MASTER_PORT unread.
-  rv::factory::Address parsed;
-  if (Status s = rv::factory::parse_address(info.master_addr, &parsed); !s.ok())
+  if (Status s = rv::factory::parse_address(info.master_addr, &info.address); !s.ok())
     return invalid_argument(info.addr_var + "=" + info.master_addr + ": " + s.message);
-  if (!parsed.needs_port()) {
+  if (!info.address.needs_port()) {
     *out = std::move(info);
     return Status::success();
   }
@@ -91,6 +90,7 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   if (Status s = read_required(Id::master_port, getenv, kNoPort, &info.master_port, &info.port_var);
       !s.ok())
     return s;
+  info.address.set_port(info.master_port);
 
   *out = std::move(info);
   return Status::success();

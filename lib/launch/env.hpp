@@ -8,6 +8,7 @@
 
 #include "common/settings.hpp"
 #include "common/status.hpp"
+#include "rendezvous/factory/address.hpp"
 
 namespace cc::launch {
 
@@ -21,6 +22,7 @@ struct LaunchInfo {
   int master_port = 0;      // 0 where the address carries its port
   // Which variables supplied the values, for messages ("RANK", "SLURM_PROCID").
   std::string rank_var, world_size_var, local_rank_var, addr_var, port_var;
+  rv::factory::Address address;  // master_addr and master_port parsed, once
 };
 
 // Reads rank, world size, local rank, MASTER_ADDR and (for a host alone)

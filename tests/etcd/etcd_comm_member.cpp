@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   cc::comm::RendezvousRequest req;
-  req.addr = argv[1];
+  if (cc::Status st = cc::rv::factory::parse_address(argv[1], &req.address); !st.ok()) {
+    std::printf("ERROR %d %s\n", st.code, st.message.c_str());
+    return 1;
+  }
   if (cc::Status st = cc::launch::resolve_config(nullptr, cc::settings::process_env(), &req.config);
       !st.ok()) {
     std::printf("ERROR %d %s\n", st.code, st.message.c_str());

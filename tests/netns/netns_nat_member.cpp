@@ -36,8 +36,11 @@ int main(int argc, char** argv) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   cc::comm::RendezvousRequest r;
-  r.addr = addr;
-  r.port = std::atoi(argv[2]);
+  if (cc::Status st = cc::rv::factory::parse_address(addr, std::atoi(argv[2]), &r.address);
+      !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.message.c_str());
+    return 1;
+  }
   r.config.job_id = "netns-nat";
   r.config.timeout_ms = 20000;
   r.info.rank = rank;

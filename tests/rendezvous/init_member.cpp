@@ -82,8 +82,10 @@ int main(int argc, char** argv) {
     mode = "hang";
 
   cc::comm::StartRequest request;
-  request.rendezvous.addr = launch.master_addr;
-  request.rendezvous.port = launch.master_port;
+  if (cc::Status st = cc::rv::factory::parse_address(launch.master_addr, launch.master_port,
+                                                     &request.rendezvous.address);
+      !st.ok())
+    return error(st);
   request.rendezvous.config = config;
   request.rendezvous.info.rank = launch.rank;
   request.rendezvous.info.world_size = launch.world_size;

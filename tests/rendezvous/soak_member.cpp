@@ -173,8 +173,10 @@ class Trainer {
       fatal(std::string("cc_store_connect: ") + cc_last_error());
 
     cc::comm::RendezvousRequest req;
-    req.addr = launch.master_addr;
-    req.port = launch.master_port;
+    if (cc::Status st = cc::rv::factory::parse_address(launch.master_addr, launch.master_port,
+                                                       &req.address);
+        !st.ok())
+      fatal("MASTER_ADDR: " + st.message);
     req.config = config_;
     req.info = member_info(world_);
     req.deadline = Clock::now() + milliseconds(config_.timeout_ms);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "lib/comm/rendezvous_join.hpp"
@@ -24,8 +25,8 @@ inline comm::RendezvousRequest rendezvous_request(int rank, int world, int port,
                                                   const std::string& job,
                                                   std::chrono::milliseconds timeout) {
   comm::RendezvousRequest r;
-  r.addr = "127.0.0.1";
-  r.port = port;
+  // A literal loopback address with its port: it always parses.
+  if (!rv::factory::parse_address("127.0.0.1", port, &r.address).ok()) std::abort();
   r.config.job_id = job;
   r.config.timeout_ms = static_cast<int>(timeout.count());
   r.info = member_info(rank, world);

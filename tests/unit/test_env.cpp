@@ -50,6 +50,9 @@ void check_info(const LaunchInfo& got, const LaunchInfo& want) {
   CHECK(got.local_rank_var == want.local_rank_var);
   CHECK(got.addr_var == want.addr_var);
   CHECK(got.port_var == want.port_var);
+  // The address comes parsed, once, with its port where it needs one.
+  CHECK(got.address.text() == want.master_addr);
+  if (got.address.needs_port()) CHECK(got.address.server()->port == want.master_port);
 }
 
 // CHECKs the settings that the environment and the config both give.
@@ -135,7 +138,7 @@ TEST_CASE("env: torchrun, Open MPI, PMI and Slurm variables") {
                  {"MASTER_PORT", std::to_string(l.master_port)}}};
     check_info(read_ok(env),
                {l.rank, l.world_size, l.local_rank, l.master_addr, l.master_port, l.rank_var,
-                l.world_size_var, l.local_rank_var, "MASTER_ADDR", "MASTER_PORT"});
+                l.world_size_var, l.local_rank_var, "MASTER_ADDR", "MASTER_PORT", {}});
   }
 }
 
@@ -155,7 +158,7 @@ TEST_CASE("env: CC_* variables win over every other, first found wins") {
                {"CC_MASTER_PORT", "2000"},
                {"MASTER_PORT", "3000"}}};
   check_info(read_ok(env), {0, 6, 5, "cc-host", 2000, "CC_RANK", "CC_WORLD_SIZE", "CC_LOCAL_RANK",
-                            "CC_MASTER_ADDR", "CC_MASTER_PORT"});
+                            "CC_MASTER_ADDR", "CC_MASTER_PORT", {}});
 
   // without CC_*: RANK before OMPI before PMI before Slurm
   struct Next {

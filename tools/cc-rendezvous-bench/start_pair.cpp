@@ -45,11 +45,15 @@ bool start_two(const PairSetup& setup, int round, double* ms) {
   const bool own_server = setup.server_port == 0;
   const int port = own_server ? free_port() : setup.server_port;
   const std::string job = setup.job_prefix + std::to_string(round);
+  cc::rv::factory::Address address;
+  if (cc::Status st = cc::rv::factory::parse_address(setup.address, port, &address); !st.ok()) {
+    std::fprintf(stderr, "cc-rendezvous-bench: %s\n", st.message.c_str());
+    return false;
+  }
   auto rank = [&](int r) {
     return std::async(std::launch::async, [=] {
       cc::comm::StartRequest q;
-      q.rendezvous.addr = setup.address;
-      q.rendezvous.port = port;
+      q.rendezvous.address = address;
       q.rendezvous.config.job_id = job;
       q.rendezvous.config.timeout_ms = 20000;
       if (!own_server) q.rendezvous.config.rendezvous = CC_RENDEZVOUS_EXTERNAL;
