@@ -11,6 +11,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/log.hpp"
+#include "rendezvous/tls/socket_bio.hpp"
 
 namespace cc::rv::tls {
 namespace {
@@ -165,7 +166,10 @@ ssl_st* ServerContext::accept_on(int fd) {
     ssl = SSL_new(ctx_);
   }
   if (ssl == nullptr) return nullptr;
-  SSL_set_fd(ssl, fd);
+  if (!set_socket(ssl, fd)) {
+    SSL_free(ssl);
+    return nullptr;
+  }
   SSL_set_accept_state(ssl);
   return ssl;
 }
@@ -200,7 +204,10 @@ std::string ClientContext::expected_name(const std::string& host) const {
 ssl_st* ClientContext::connect_on(int fd, const std::string& host) {
   SSL* ssl = SSL_new(ctx_);
   if (ssl == nullptr) return nullptr;
-  SSL_set_fd(ssl, fd);
+  if (!set_socket(ssl, fd)) {
+    SSL_free(ssl);
+    return nullptr;
+  }
   SSL_set_connect_state(ssl);
   const std::string name = expected_name(host);
   bool named = false;

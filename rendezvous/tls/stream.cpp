@@ -9,7 +9,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "common/sigpipe_blocked.hpp"
 #include "rendezvous/tls/context.hpp"
 
 namespace cc::rv::tls {
@@ -74,8 +73,6 @@ Result Stream::handshake() {
       return {Io::failed, 0};
     }
   }
-  // OpenSSL writes with write(2): a peer gone must be EPIPE, not this process's death.
-  const SigpipeBlocked sigpipe_blocked;
   ERR_clear_error();
   const int rc = SSL_do_handshake(ssl_);
   if (rc == 1) {
@@ -87,7 +84,6 @@ Result Stream::handshake() {
 
 Result Stream::read(std::span<uint8_t> out) {
   std::lock_guard<std::mutex> lock(mu_);
-  const SigpipeBlocked sigpipe_blocked;  // a read may write (an alert, a key update)
   ERR_clear_error();
   size_t n = 0;
   const int rc = SSL_read_ex(ssl_, out.data(), out.size(), &n);
@@ -97,7 +93,6 @@ Result Stream::read(std::span<uint8_t> out) {
 
 Result Stream::write(std::span<const uint8_t> bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  const SigpipeBlocked sigpipe_blocked;
   ERR_clear_error();
   size_t n = 0;
   const int rc = SSL_write_ex(ssl_, bytes.data(), bytes.size(), &n);
@@ -109,7 +104,6 @@ void Stream::close_notify() {
   std::lock_guard<std::mutex> lock(mu_);
   if (notified_ || !established_) return;
   notified_ = true;
-  const SigpipeBlocked sigpipe_blocked;
   ERR_clear_error();
   (void)SSL_shutdown(ssl_);
   ERR_clear_error();

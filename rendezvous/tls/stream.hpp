@@ -1,9 +1,9 @@
-// One TLS connection over a connected, non-blocking socket (OpenSSL's
-// SSL_set_fd): the handshake, reads and writes, each returning at once with
-// what it needs to go on (the socket readable or writable). The caller waits
-// for that and calls again with the same arguments. Calls are serialised by
-// a mutex, so one thread may read while another writes. The socket stays the
-// caller's.
+// One TLS connection over a connected, non-blocking socket: the handshake,
+// reads and writes, each returning at once with what it needs to go on (the
+// socket readable or writable). The caller waits for that and calls again
+// with the same arguments. Calls are serialised by a mutex, so one thread may
+// read while another writes. The socket stays the caller's; a peer gone is an
+// error, never SIGPIPE (socket_bio.hpp).
 #pragma once
 
 #include <cstddef>
