@@ -198,16 +198,21 @@ CC_API cc_result_t cc_comm_split(cc_comm_t comm, int color, int key, cc_comm_t* 
  * through its parent: destroy it before the parent, in the same order on
  * every rank. NULL is a no-op. A communicator that failed is aborted, not
  * finalized, so this returns promptly. While CUDA graphs that captured its
- * calls are alive (with CC_CHECK_CALLS on, which tracks them), it returns
- * CC_ERR_INVALID_USAGE after a second and leaves the communicator as it was:
- * NCCL waits for those graphs without end. Destroy them first. Not
- * thread-safe against other calls on the same comm. */
+ * calls are alive (cc counts them, with CC_CHECK_CALLS on or off), it
+ * returns CC_ERR_INVALID_USAGE after a second, naming how many, and leaves
+ * the communicator as it was, failed or not: NCCL waits for those graphs
+ * without end. Destroy them first (the graphs and their executables), then
+ * call it again. Not thread-safe against other calls on the same comm. */
 CC_API cc_result_t cc_comm_destroy(cc_comm_t comm);
 
 /* Aborts the communicator: pending NCCL work is stopped, the other ranks are
  * told, later calls return CC_ERR_ABORTED. Safe from any thread, more than
- * once; returns at once also on a communicator that already failed. The
- * handle must still be freed with cc_comm_destroy. */
+ * once; returns at once also on a communicator that already failed. While
+ * CUDA graphs that captured its calls are alive it still returns at once:
+ * NCCL's abort stops the work, then lets go of the communicator in the
+ * background once those graphs are destroyed (cc logs a warning naming how
+ * many). The handle must still be freed with cc_comm_destroy, which refuses
+ * until they are. */
 CC_API cc_result_t cc_comm_abort(cc_comm_t comm);
 
 CC_API cc_result_t cc_comm_rank(cc_comm_t comm, int* rank);
@@ -354,7 +359,8 @@ CC_API cc_result_t cc_group_end(void);
  * checked when captured, not when replayed, so the buffers captured must
  * stay allocated;
  * the comm must not be destroyed (cc_comm_destroy) while a graph that
- * captured it can still be launched: destroy the graph executables first;
+ * captured it can still be launched: destroy the graphs and their
+ * executables first (cc_comm_destroy refuses while one is alive);
  * graphs using one comm must not run concurrently with each other or with
  * direct calls on that comm (keep them ordered on one stream). A failed
  * peer or cc_comm_abort during a replay is not reported by the replay:

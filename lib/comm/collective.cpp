@@ -12,6 +12,7 @@
 #include "common/last_error.hpp"
 #include "lib/comm/args.hpp"
 #include "lib/comm/handle.hpp"
+#include "lib/core/graphs.hpp"
 #include "lib/watch/comm_watch.hpp"
 
 namespace cc::comm {
@@ -116,23 +117,28 @@ Status failure_of(const char* call, const char* nccl_call, const cc_comm* c, ncc
 }
 
 // Runs one NCCL call on a checked communicator and maps the outcome.
-// `capturing` (1/0, -1 unknown) saves the watchdog asking CUDA; `noted`
-// receives the event the watchdog recorded after the operation, if any.
+// `known`: whether `stream` captures, when the caller asked already (else
+// asked here, once per call); `noted` receives the event the watchdog
+// recorded after the operation, if any.
 template <class F>
 cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_stream_t stream,
-                F&& launch, int capturing = -1, cudaEvent_t* noted = nullptr) {
+                F&& launch, const core::Capture* known = nullptr, cudaEvent_t* noted = nullptr) {
   ncclResult_t r;
+  core::Capture capture;
   {
     core::CallGuard guard(*c);
     if (!core::usable(*c) || c->abort_requested.load(std::memory_order_seq_cst))
       return fail(core::state_status(coll.call, *c));
+    capture = known != nullptr ? *known : core::capture_of(to_cuda(stream));
+    // A graph that captures this call holds the communicator in NCCL until
+    // it is destroyed: counted, with the check on or off.
+    if (capture.graph != nullptr) c->graphs.note(capture);
     // Recorded before the launch, so a rank stuck in it reports this call.
     if (c->recorder) {
       const CallDesc call = describe(coll, c);
       // A call captured into a CUDA graph: the graph counts its replays.
-      if (c->graph_replays && capturing != 0)
-        if (const int captured = c->graph_replays->note(to_cuda(stream), call); captured >= 0)
-          capturing = captured;
+      if (c->graph_replays && capture.graph != nullptr)
+        c->graph_replays->note(to_cuda(stream), capture, call);
       c->recorder->calls().record(call, c->ops_enqueued.load(std::memory_order_relaxed) + 1,
                                   reinterpret_cast<uintptr_t>(stream), wall_clock_us());
     }
@@ -146,7 +152,7 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
   const uint64_t seq = c->ops_enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
   if (c->watch && (r == ncclSuccess || r == ncclInProgress)) {
     const cudaEvent_t e = c->watch->note(seq, coll.call, coll.count, coll.dtype, to_cuda(stream),
-                                         group.depth == 0, capturing);
+                                         group.depth == 0, capture.captures() ? 1 : 0);
     if (noted != nullptr) *noted = e;
   }
   if (r == ncclSuccess) return succeed();
@@ -234,7 +240,8 @@ Status check(const Collective& coll, const cc_comm* c) {
 // group: NCCL runs a group's work at cc_group_end).
 cc_result_t fast_allreduce(const Collective& coll, cc_comm* c, cc_stream_t stream,
                            fast::Algo algo) {
-  const bool capturing = watch::CommWatch::is_capturing(to_cuda(stream));
+  const core::Capture capture = core::capture_of(to_cuda(stream));
+  const bool capturing = capture.captures();
   bool launched = false;
   cudaEvent_t noted = nullptr;  // the watchdog's event after it, which orders the next call
   const cc_result_t r = run(
@@ -246,7 +253,7 @@ cc_result_t fast_allreduce(const Collective& coll, cc_comm* c, cc_stream_t strea
         launched = e == cudaSuccess;
         return launched ? ncclSuccess : ncclUnhandledCudaError;
       },
-      capturing ? 1 : 0, &noted);
+      &capture, &noted);
   if (launched) fast::launched(c->fast, to_cuda(stream), capturing, noted);
   return r;
 }

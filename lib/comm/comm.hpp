@@ -68,6 +68,7 @@ struct cc_comm : cc::core::Core {
   std::unique_ptr<cc::watch::FlightRecorder> recorder;
   // The replays of CUDA graphs that captured its calls, on the recorder's
   // call log (with the check on); declared after `recorder`, which it uses.
+  // The graphs themselves are counted in Core::graphs, check or not.
   std::unique_ptr<cc::watch::GraphReplays> graph_replays;
   // The watchdog's view of this communicator (null with CC_WATCHDOG=0).
   std::unique_ptr<cc::watch::CommWatch> watch;
@@ -102,8 +103,8 @@ Status split(cc_comm* parent, int color, int key, cc_comm_t* newcomm, const cc_c
 // differ (the handle is gone all the same).
 Status destroy(std::unique_ptr<cc_comm> c);
 // CC_ERR_INVALID_USAGE while CUDA graphs that captured c's calls are alive
-// (waiting a second for their release): NCCL's destroy would wait for them
-// without a deadline. c is untouched either way.
+// (c->graphs; waiting a second for their release): NCCL's destroy would
+// wait for them without a deadline. c is untouched either way.
 Status graphs_released(const cc_comm* c);
 // Marks the communicator aborted and tells the other ranks, once.
 void abort(cc_comm* c);

@@ -145,13 +145,12 @@ Status compare_last_calls(cc_comm* c, Clock::time_point deadline) {
 }  // namespace
 
 Status graphs_released(const cc_comm* c) {
-  if (!c->graph_replays) return Status::success();
   // A destroyed graph's release reaches cc from CUDA's own thread, soon after.
   const auto until = Clock::now() + std::chrono::seconds(1);
-  int live = c->graph_replays->live_graphs();
+  int live = c->graphs.live();
   while (live > 0 && Clock::now() < until) {
     std::this_thread::sleep_for(milliseconds(1));
-    live = c->graph_replays->live_graphs();
+    live = c->graphs.live();
   }
   if (live == 0) return Status::success();
   return make_status(

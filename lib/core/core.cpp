@@ -65,7 +65,16 @@ void abort_nccl(Core& c, int calls_held) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   const auto start = Clock::now();
-  if (c.nccl != nullptr) ncclCommAbort(c.nccl);
+  if (const int graphs = c.graphs.live(); c.nccl != nullptr && graphs > 0) {
+    abort_after_graphs(c.nccl, c.device, c.graphs.count());
+    log().warn("{}: {} CUDA graph(s) that captured this communicator's calls are still alive: "
+               "NCCL's abort stops its work now but lets go of it only once they are destroyed "
+               "(cudaGraphExecDestroy and cudaGraphDestroy of each graph and instance; "
+               "torch.cuda.CUDAGraph.reset()). cc_comm_destroy refuses until then",
+               c.who(), graphs);
+  } else if (c.nccl != nullptr) {
+    ncclCommAbort(c.nccl);
+  }
   if (c.nccl_ctl != nullptr && c.keep_ctl)
     c.ctl_kept.store(true, std::memory_order_release);
   else if (c.nccl_ctl != nullptr)

@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include "common/status.hpp"
+#include "lib/core/graphs.hpp"
 #include "lib/fast/channel.hpp"
 
 namespace cc::core {
@@ -69,6 +70,9 @@ struct Core {
   // For a split child, its parent, whose failure it inherits (handles are
   // never freed, so the pointer stays readable).
   const Core* parent = nullptr;
+  // The CUDA graphs that captured calls on `nccl` and still live: NCCL's
+  // destroy and abort of it wait for them without end.
+  CapturedGraphs graphs;
 
   mutable std::mutex failure_mu;
   std::string failure;  // the story behind a state other than ok
@@ -103,7 +107,9 @@ bool fail_by_abort(Core& c, const std::string& story);
 // Aborts the NCCL communicators once, whatever thread calls (nccl_ctl is
 // kept instead when keep_ctl is set). Waits up to half a second for calls in
 // flight (beyond the caller's own `calls_held`) to notice and leave NCCL
-// alone.
+// alone. While graphs that captured calls on `nccl` live, its abort runs on
+// a thread of its own (late_abort.hpp): NCCL stops the kernels at once, then
+// waits for those graphs without end.
 void abort_nccl(Core& c, int calls_held = 0);
 // Aborts nccl_ctl when abort_nccl kept it; a no-op otherwise. In the
 // background (late_abort.hpp) when asked: a dead peer makes it slow.

@@ -13,7 +13,6 @@
 // for CUDA's host thread to run a callback.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -24,6 +23,7 @@
 
 #include "common/call_desc.hpp"
 #include "lib/core/call_log.hpp"
+#include "lib/core/graphs.hpp"
 
 namespace cc::watch {
 
@@ -34,24 +34,19 @@ class GraphReplays {
   GraphReplays(const GraphReplays&) = delete;
   GraphReplays& operator=(const GraphReplays&) = delete;
 
-  // On the calling thread, before `call` is launched on `stream`: adds the
-  // graph's host node at its first call of this communicator, and the call
-  // to the graph's fingerprint. Returns whether `stream` captures (1, 0),
-  // or -1 where CUDA could not say.
-  int note(cudaStream_t stream, const CallDesc& call) noexcept;
+  // On the calling thread, before `call` is launched on `stream`, which
+  // captures (`capture`, core::capture_of): adds the graph's host node at
+  // its first call of this communicator, and the call to the graph's
+  // fingerprint. A no-op for a capture without a graph.
+  void note(cudaStream_t stream, const core::Capture& capture, const CallDesc& call) noexcept;
   // The communicator is destroyed: later replays record nothing.
   void end() noexcept;
-  // The graphs that captured calls of this communicator and are not yet
-  // destroyed (with every instance of them). NCCL's destroy and abort of
-  // the communicator wait for each of them, without a deadline.
-  int live_graphs() const noexcept { return sink_->live_graphs.load(std::memory_order_acquire); }
 
   // Shared by every graph the communicator captured; its call log while the
   // communicator lives.
   struct Sink {
     std::mutex mu;
     core::CallLog* calls = nullptr;  // under mu
-    std::atomic<int> live_graphs{0};
   };
   // One captured graph's calls of this communicator, owned by the graph.
   struct Graph {

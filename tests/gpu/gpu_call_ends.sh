@@ -12,7 +12,9 @@
 #              its 20 calls with one float more, then destroys the child;
 #              replay-other-N: every rank captures two CUDA graphs, and rank 1
 #              replays the other one at replay #3 of 5; replay-same-N: every
-#              rank replays the same (the control)
+#              rank replays the same (the control); replay-unchecked-N: the
+#              same with CC_CHECK_CALLS=0 (destroy still refused while the
+#              graphs live)
 #
 # Every rank must get CC_ERR_MISMATCH, from a call or from cc_comm_destroy,
 # naming op #AT and both calls; with none and broadcast, no rank may. A split child's
@@ -31,7 +33,8 @@ if [ ${#SCENARIOS[@]} -eq 0 ]; then
     for way in "${WAYS[@]}"; do
       for at in 50 195; do SCENARIOS+=("$way-$at-$n"); done
     done
-    SCENARIOS+=("none-$n" "broadcast-195-$n" "split-$n" "replay-other-$n" "replay-same-$n")
+    SCENARIOS+=("none-$n" "broadcast-195-$n" "split-$n" "replay-other-$n" "replay-same-$n"
+                "replay-unchecked-$n")
   done
 fi
 
@@ -85,16 +88,21 @@ split_ends() {  # split_ends N
 }
 
 # replay-other: graph replay #3 named on every rank, both graphs named;
-# replay-same: no rank told. In both, cc_comm_destroy is refused while the
-# graphs live (NCCL would wait for them without end).
+# replay-same and replay-unchecked (the check off): no rank told. In each,
+# cc_comm_destroy is refused while the graphs live (NCCL would wait for
+# them without end): the communicator counts them, check or not.
 replay_ends() {  # replay_ends WAY N
   local way=$1 n=$2 out=$WORK/replay-$1-$2
-  ccrun "$n" "$out" replay "$way" || { echo "   FAILED: cc-run exited with $?"; bad=1; }
+  if [ "$way" = unchecked ]; then
+    CC_CHECK_CALLS=0 ccrun "$n" "$out" replay same || { echo "   FAILED: cc-run exited with $?"; bad=1; }
+  else
+    ccrun "$n" "$out" replay "$way" || { echo "   FAILED: cc-run exited with $?"; bad=1; }
+  fi
   for ((r = 0; r < n; r++)); do
     check "rank $r: cc_comm_destroy refused while the graphs live" "$out" \
       "^\[rank $r\] GRAPHS refused: .* CUDA graph(s) that captured this communicator's calls are still alive"
   done
-  if [ "$way" = same ]; then
+  if [ "$way" != other ]; then
     [ "$(grep -c '^\[rank [0-9]*\] VERDICT none' "$out")" -eq "$n" ] && echo "   ok: no rank told" ||
       { echo "   FAILED: a rank was told"; sed 's/^/   | /' "$out" | tail -n 40; bad=1; }
     return
@@ -112,7 +120,8 @@ for s in "${SCENARIOS[@]}"; do
   case $s in
     none-*) ends none 0 "${s#none-}" ;;
     split-*) split_ends "${s#split-}" ;;
-    replay-other-* | replay-same-*) IFS=- read -r _ way n <<<"$s"; replay_ends "$way" "$n" ;;
+    replay-other-* | replay-same-* | replay-unchecked-*)
+      IFS=- read -r _ way n <<<"$s"; replay_ends "$way" "$n" ;;
     *-*-*) IFS=- read -r way at n <<<"$s"; ends "$way" "$at" "$n" ;;
     *) echo "unknown scenario $s"; bad=1 ;;
   esac

@@ -1,9 +1,10 @@
 """The parts of cc.torch that need no torch: how a process group's ranks
-agree on cc's rendezvous through torch's store, and finding cc.h to build
-the extension."""
+agree on cc's rendezvous through torch's store, finding cc.h to build the
+extension, and the backend's shutdown when cc refuses the destroy."""
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -206,6 +207,126 @@ class ExtensionSources(unittest.TestCase):
         for name in self.UNMARKED:
             self.assertRegex(stderr, r"CCBackend::%s\(.*can be marked override" % name,
                              "CCBackend::%s does not override torch's virtual" % name)
+
+
+# A libcc whose cc_comm_destroy refuses while the test says graphs live, as
+# the real one does (CC_ERR_INVALID_USAGE, the communicator untouched).
+FAKE_LIBCC = r"""
+#include "cc/cc.h"
+static int graphs, destroys;
+static const char* last = "";
+void fake_set_graphs(int n) { graphs = n; }
+int fake_destroys(void) { return destroys; }
+cc_result_t cc_comm_destroy(cc_comm_t comm) {
+  (void)comm;
+  ++destroys;
+  last = graphs > 0 ? "cc_comm_destroy on rank 0 (host h): 1 CUDA graph(s) that captured this "
+                      "communicator's calls are still alive" : "";
+  return graphs > 0 ? CC_ERR_INVALID_USAGE : CC_SUCCESS;
+}
+cc_result_t cc_comm_timeout(cc_comm_t comm, int* timeout_ms) {
+  (void)comm;
+  *timeout_ms = 1000;
+  return CC_SUCCESS;
+}
+const char* cc_last_error(void) { return last; }
+const char* cc_result_string(cc_result_t r) { (void)r; return "fake"; }
+"""
+FAKE_DEFINES = {"cc_comm_destroy", "cc_comm_timeout", "cc_last_error", "cc_result_string"}
+
+# The backend's communicator state (comm_state.cpp) against the fake libcc:
+# a shutdown refused raises and keeps the handle; the destructor warns.
+SHUTDOWN_DRIVER = r"""
+#include <dlfcn.h>
+#include <cstdio>
+#include <stdexcept>
+#include "comm_state.hpp"
+int main(int, char** argv) {
+  cc_torch::load(argv[1]);
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);  // the same handle
+  auto set_graphs = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_set_graphs"));
+  auto destroys = reinterpret_cast<int (*)()>(dlsym(lib, "fake_destroys"));
+  cc_comm_t comm = reinterpret_cast<cc_comm_t>(0x1000);
+  {
+    cc_torch::CommState state(0, 2, cc_torch::Rendezvous{}, comm, 0);
+    set_graphs(1);
+    try {
+      state.shutdown();
+      std::printf("shutdown did not raise\n");
+    } catch (const std::runtime_error& e) {
+      std::printf("raised: %s\n", e.what());
+    }
+    std::printf("kept: %d\n", state.handle() == comm ? 1 : 0);
+    set_graphs(0);
+    state.shutdown();
+    std::printf("after the graphs: handle %s, destroys %d\n",
+                state.handle() == nullptr ? "null" : "kept", destroys());
+  }
+  std::printf("destroys after the destructor: %d\n", destroys());
+  set_graphs(1);
+  { cc_torch::CommState state(1, 2, cc_torch::Rendezvous{}, comm, 0); }
+  std::printf("destructor returned, destroys %d\n", destroys());
+  return 0;
+}
+"""
+
+
+class ShutdownRefused(unittest.TestCase):
+    """cc_comm_destroy refuses while CUDA graphs that captured the
+    communicator's calls live: the backend's shutdown raises cc's message
+    (DistBackendError, a RuntimeError) and keeps the communicator for a
+    later shutdown; its destructor warns instead. comm_state.cpp runs
+    against torch_api_stub.hpp and a fake libcc, no torch, no GPU."""
+
+    def test_refused_shutdown_raises_and_keeps_the_communicator(self):
+        cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+        cc_compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if cxx is None or cc_compiler is None:
+            self.skipTest("no C and C++ compiler")
+        stub = pathlib.Path(__file__).resolve().parent / "torch_api_stub.hpp"
+        dirs = ["-I" + d for d in _torch_build.include_dirs(helpers.libcc_path())]
+        csrc = [s for s in _torch_build.sources()
+                if os.path.basename(s) in ("comm_state.cpp", "cc_api.cpp")]
+        self.assertEqual(len(csrc), 2, _torch_build.sources())
+        # Every function the backend requires of libcc, so that load() takes the fake.
+        api = pathlib.Path(csrc[0]).with_name("cc_api.cpp").read_text()
+        required = re.findall(r'resolve\(handle, path, "(\w+)", &a\.\w+, true\)', api)
+        self.assertIn("cc_comm_destroy", required)
+        with tempfile.TemporaryDirectory() as tmp:
+            for header in TORCH_HEADERS:
+                path = pathlib.Path(tmp, header)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text('#include "%s"\n' % stub)
+            fake = pathlib.Path(tmp, "fake.c")
+            fake.write_text(FAKE_LIBCC)
+            rest = pathlib.Path(tmp, "rest.c")  # never called: any signature will do
+            rest.write_text("".join("int %s(void) { return 1; }\n" % name for name in required
+                                    if name not in FAKE_DEFINES))
+            lib = pathlib.Path(tmp, "libfakecc.so")
+            self.compile([cc_compiler, "-shared", "-fPIC", "-o", str(lib), str(fake), str(rest)]
+                         + dirs)
+            driver = pathlib.Path(tmp, "driver.cpp")
+            driver.write_text(SHUTDOWN_DRIVER)
+            exe = pathlib.Path(tmp, "driver")
+            self.compile([cxx, "-std=c++17", "-I" + tmp, "-I" + os.path.dirname(csrc[0]),
+                          "-o", str(exe), str(driver)] + csrc + dirs + ["-ldl", "-pthread"])
+            proc = subprocess.run([str(exe), str(lib)], capture_output=True, text=True,
+                                  timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(proc.stdout.splitlines(), [
+            "raised: cc_comm_destroy: cc_comm_destroy on rank 0 (host h): 1 CUDA graph(s) that "
+            "captured this communicator's calls are still alive",
+            "kept: 1",
+            "after the graphs: handle null, destroys 2",
+            "destroys after the destructor: 2",
+            "destructor returned, destroys 3",
+        ])
+        self.assertRegex(proc.stderr, r"cc backend \(rank 1\): warning: the process group went "
+                         r"away without its communicator, .* 1 CUDA graph\(s\) that captured")
+
+    def compile(self, args):
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, " ".join(args) + ":\n" + proc.stderr)
 
 
 class WheelBuild(unittest.TestCase):

@@ -3,8 +3,9 @@
 // (test_torch_support.ExtensionSources): the c10d::Backend and c10d::Work
 // virtuals with the signatures torch 2.11's Backend.hpp and Work.hpp give
 // them, and the option structs' fields the extension reads. Bodies are
-// placeholders; only the declarations matter. When the extension uses more
-// of torch, declare it here as torch does.
+// placeholders; only the declarations matter (test_torch_support's
+// shutdown test also runs comm_state.cpp against them). When the extension
+// uses more of torch, declare it here as torch does.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,14 +56,18 @@ enum class ScalarType { Byte, Char, Short, Int, Long, Half, Float, Double, Compl
 inline const char* toString(ScalarType) { return ""; }
 struct DataPtr {};
 struct Storage { const DataPtr& data_ptr() const { static DataPtr d; return d; } };
-class DistBackendError : public std::exception {};
+// As torch's: a message (what()); Python sees it as a RuntimeError.
+class DistBackendError : public std::runtime_error {
+ public:
+  explicit DistBackendError(const std::string& message = "") : std::runtime_error(message) {}
+};
 struct Type { };
 using TypePtr = std::shared_ptr<Type>;
 struct TensorType { static TypePtr get() { return {}; } };
 struct ListType { static TypePtr create(TypePtr) { return {}; } };
 template <class... A> std::string str(const A&...) { return ""; }
 }  // namespace c10
-#define C10_THROW_ERROR(err_type, msg) throw ::c10::err_type()
+#define C10_THROW_ERROR(err_type, msg) throw ::c10::err_type(msg)
 #define TORCH_WARN(...) (void)0
 #define TORCH_CHECK(cond, ...) (void)(cond)
 namespace at {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "cc/cc.h"
 #include "lib/comm/args.hpp"
@@ -365,6 +366,54 @@ TEST_CASE("a destroyed communicator is detected, not used after free") {
   CHECK(cc_comm_abort(comm) == CC_ERR_INVALID_ARGUMENT);
   CHECK(cc_comm_destroy(comm) == CC_ERR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::StartsWith("cc_comm_destroy: comm was destroyed"));
+}
+
+// A captured call attaches a token to its graph (core::CapturedGraphs::note),
+// which CUDA releases from its own thread when the graph is destroyed; here
+// the test holds and releases it, as no GPU is visible.
+TEST_CASE("destroy refuses while a captured graph lives, with the call check off too") {
+  cc_comm_t comm = fake_comm(0, 2);
+  comm->config.check_calls = false;  // CC_CHECK_CALLS=0: no call log, no graph replays
+  REQUIRE(comm->graph_replays == nullptr);
+  void* graph = comm->graphs.hold();
+  REQUIRE(graph != nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(cc_comm_destroy(comm) == CC_ERR_INVALID_USAGE);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(900));
+  CHECK_THAT(last(), Catch::StartsWith("cc_comm_destroy on rank 0 (host testhost): 1 CUDA "
+                                       "graph(s) that captured this communicator's calls are "
+                                       "still alive") &&
+                         Catch::Contains("Destroy them first") &&
+                         Catch::Contains("the communicator is untouched"));
+  int rank = -1;
+  CHECK(cc_comm_rank(comm, &rank) == CC_SUCCESS);  // untouched
+  CHECK(rank == 0);
+  // Released while destroy waits its second: destroy goes on.
+  std::thread cuda([graph] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cc::core::CapturedGraphs::release(graph);
+  });
+  CHECK(cc_comm_destroy(comm) == CC_SUCCESS);
+  cuda.join();
+  CHECK(cc_comm_destroy(comm) == CC_ERR_INVALID_ARGUMENT);  // really destroyed
+}
+
+TEST_CASE("an abort with a captured graph alive returns at once; destroy still waits for it") {
+  cc_comm_t comm = fake_comm(1, 2);
+  comm->config.check_calls = false;
+  void* one = comm->graphs.hold();
+  void* two = comm->graphs.hold();
+  CHECK(comm->graphs.live() == 2);
+  CHECK(cc_comm_abort(comm) == CC_SUCCESS);
+  CHECK(cc_barrier(comm, nullptr) == CC_ERR_ABORTED);
+  CHECK(cc_comm_destroy(comm) == CC_ERR_INVALID_USAGE);
+  CHECK_THAT(last(), Catch::Contains(": 2 CUDA graph(s) that captured"));
+  cc::core::CapturedGraphs::release(one);
+  CHECK(cc_comm_destroy(comm) == CC_ERR_INVALID_USAGE);
+  CHECK_THAT(last(), Catch::Contains(": 1 CUDA graph(s) that captured"));
+  cc::core::CapturedGraphs::release(two);
+  CHECK(comm->graphs.live() == 0);
+  CHECK(cc_comm_destroy(comm) == CC_SUCCESS);
 }
 
 TEST_CASE("cc_group_end without cc_group_start is a usage error") {

@@ -58,8 +58,19 @@ CommState::~CommState() {
   // The communicator first: its destroy still talks to the server (leaving
   // the job). Nothing may escape a destructor.
   try {
-    shutdown();
-    if (rendezvous_.server != nullptr) api().server_stop(rendezvous_.server);
+    std::string refused;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      destroy_comm(&refused);
+    }
+    if (!refused.empty())
+      std::fprintf(stderr,
+                   "cc backend (rank %d): warning: the process group went away without its "
+                   "communicator, which cc could not destroy: it stays in this process, with "
+                   "the rendezvous server it talks to. %s\n",
+                   rank_, refused.c_str());
+    else if (rendezvous_.server != nullptr)
+      api().server_stop(rendezvous_.server);
   } catch (...) {
   }
   rendezvous_.server = nullptr;
@@ -121,12 +132,25 @@ void CommState::abort() {
   if (comm_ != nullptr) api().comm_abort(comm_);
 }
 
+cc_result_t CommState::destroy_comm(std::string* refused) {
+  shut_ = true;
+  if (comm_ == nullptr) return CC_SUCCESS;
+  const cc_result_t r = api().comm_destroy(comm_);
+  // Refused while CUDA graphs that captured its calls live, the
+  // communicator untouched: kept, for a destroy once they are gone.
+  if (r == CC_ERR_INVALID_USAGE) {
+    *refused = words("cc_comm_destroy", r);
+    return r;
+  }
+  comm_ = nullptr;  // freed, whatever the verdict
+  return r;
+}
+
 std::string CommState::shutdown() {
   std::lock_guard<std::mutex> lock(mutex_);
-  shut_ = true;
-  if (comm_ == nullptr) return "";
-  const cc_result_t r = api().comm_destroy(comm_);
-  comm_ = nullptr;  // freed, whatever the verdict
+  std::string refused;
+  const cc_result_t r = destroy_comm(&refused);
+  if (!refused.empty()) fail(refused);
   return r == CC_ERR_MISMATCH ? words("cc_comm_destroy", r) : std::string();
 }
 

@@ -34,7 +34,9 @@ class CommState {
   CommState(int rank, int size, Rendezvous rendezvous);
   // Around a communicator already made (a shrink's) on `device`.
   CommState(int rank, int size, Rendezvous rendezvous, cc_comm_t comm, c10::DeviceIndex device);
-  ~CommState();  // destroys the communicator, then stops the server
+  // Destroys the communicator, then stops the server; where the destroy is
+  // refused (live CUDA graphs), warns on stderr and leaves both.
+  ~CommState();
   CommState(const CommState&) = delete;
   CommState& operator=(const CommState&) = delete;
 
@@ -54,7 +56,10 @@ class CommState {
   void abort();
   // Destroys the communicator now (idempotent); later operations raise.
   // Returns cc's message when its destroy found that the ranks' last calls
-  // differ (CC_ERR_MISMATCH), else "".
+  // differ (CC_ERR_MISMATCH), else "". Raises cc's message where the destroy
+  // is refused (CC_ERR_INVALID_USAGE: CUDA graphs that captured its calls
+  // are alive) and keeps the communicator: a shutdown after they are
+  // destroyed frees it.
   std::string shutdown();
   // cc's message for failed ranks, when libcc reports any ("" otherwise).
   std::string failure_words();
@@ -84,6 +89,10 @@ class CommState {
   std::optional<c10::cuda::CUDAStream> stream_;
   const std::chrono::steady_clock::time_point made_at_ = std::chrono::steady_clock::now();
 
+  // Destroys the communicator (under mutex_). Where cc refuses
+  // (CC_ERR_INVALID_USAGE: CUDA graphs that captured its calls are alive),
+  // it stays and `refused` gets cc's message. Returns cc's result.
+  cc_result_t destroy_comm(std::string* refused);
   // The ranks libcc reports failed on `comm` (cc_comm_failed_ranks), sorted.
   std::vector<int64_t> failed_on(cc_comm_t comm) const;
   // Waits up to `wait` until every rank of `excluded` is reported failed on
