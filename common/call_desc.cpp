@@ -4,6 +4,7 @@
 
 #include "cc/cc.h"
 #include "common/datatypes.hpp"
+#include "common/enum_names.hpp"
 
 namespace cc {
 namespace {
@@ -28,28 +29,12 @@ bool same_call(const CallDesc& a, const CallDesc& b) {
          a.root == b.root;
 }
 
+constexpr std::array kCallNames{"cc_allreduce", "cc_broadcast",     "cc_reduce",
+                                "cc_allgather", "cc_reducescatter", "cc_alltoall",
+                                "cc_send",      "cc_recv",          "cc_barrier"};
+
 const char* call_name(CallKind kind) {
-  switch (kind) {
-    case CallKind::allreduce:
-      return "cc_allreduce";
-    case CallKind::broadcast:
-      return "cc_broadcast";
-    case CallKind::reduce:
-      return "cc_reduce";
-    case CallKind::allgather:
-      return "cc_allgather";
-    case CallKind::reducescatter:
-      return "cc_reducescatter";
-    case CallKind::alltoall:
-      return "cc_alltoall";
-    case CallKind::send:
-      return "cc_send";
-    case CallKind::recv:
-      return "cc_recv";
-    case CallKind::barrier:
-      return "cc_barrier";
-  }
-  return "an unknown call";
+  return enum_name<CallKind::allreduce, CallKind::barrier>(kCallNames, kind, "an unknown call");
 }
 
 std::string call_words(const CallDesc& call) {

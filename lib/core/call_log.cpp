@@ -26,18 +26,12 @@ void CallLog::record(const CallDesc& call, uint64_t op, uint64_t stream, int64_t
   const bool p2p = call.kind == CallKind::send || call.kind == CallKind::recv;
   if (p2p && call.root >= 0 && static_cast<size_t>(call.root) < sends_.size()) {
     Line& l = (call.kind == CallKind::send ? sends_ : recvs_)[static_cast<size_t>(call.root)];
-    l.seq += 1;
-    l.fingerprint = fingerprint_step(l.fingerprint, pair_part(call));
+    l.count(fingerprint_step(l.fingerprint, pair_part(call)), &p);
     p.line = call.kind == CallKind::send ? CallPoint::Line::send : CallPoint::Line::recv;
     p.peer = call.root;
-    p.seq = l.seq;
-    p.fingerprint = l.fingerprint;
     recent_p2p_.push(p);
   } else if (!p2p) {
-    collectives_.seq += 1;
-    collectives_.fingerprint = fingerprint_step(collectives_.fingerprint, call);
-    p.seq = collectives_.seq;
-    p.fingerprint = collectives_.fingerprint;
+    collectives_.count(fingerprint_step(collectives_.fingerprint, call), &p);
     recent_.push(p);
     if (p.seq % kCheckpointEvery == 0) checkpoints_.push(p);
   }
@@ -53,10 +47,7 @@ void CallLog::record_replay(uint64_t graph, const CallDesc& first, int32_t calls
   p.call = first;
   p.peer = calls;
   std::lock_guard<std::mutex> lock(mu_);
-  replays_.seq += 1;
-  replays_.fingerprint = fingerprint_fold(replays_.fingerprint, graph);
-  p.seq = replays_.seq;
-  p.fingerprint = replays_.fingerprint;
+  replays_.count(fingerprint_fold(replays_.fingerprint, graph), &p);
   recent_replays_.push(p);
   if (p.seq % kCheckpointEvery == 0) replay_checkpoints_.push(p);
 }

@@ -68,6 +68,14 @@ class CallLog {
   struct Line {
     uint64_t seq = 0;
     uint64_t fingerprint = 0;
+    // Counts a call that makes the line's fingerprint `next`; `p` gets the
+    // call's number on the line and that fingerprint.
+    void count(uint64_t next, CallPoint* p) {
+      seq += 1;
+      fingerprint = next;
+      p->seq = seq;
+      p->fingerprint = fingerprint;
+    }
   };
   // The last points of one kind, oldest first: a ring, so that keeping one
   // more on the hot path moves none of the others.

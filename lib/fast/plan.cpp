@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "common/enum_names.hpp"
 #include "common/units.hpp"
 
 namespace cc::fast {
@@ -38,18 +39,10 @@ void trim(Plan* plan) {
 
 }  // namespace
 
+constexpr std::array kAlgoNames{"nccl", "ll", "oneshot", "twoshot"};
+
 const char* algo_name(Algo a) {
-  switch (a) {
-    case Algo::nccl:
-      return "nccl";
-    case Algo::ll:
-      return "ll";
-    case Algo::oneshot:
-      return "oneshot";
-    case Algo::twoshot:
-      return "twoshot";
-  }
-  return "?";
+  return cc::enum_name<Algo::nccl, Algo::twoshot>(kAlgoNames, a, "?");
 }
 
 size_t Capacity::of(Algo a) const {

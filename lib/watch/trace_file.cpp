@@ -12,6 +12,7 @@
 
 #include "cc/cc.h"
 #include "common/datatypes.hpp"
+#include "common/enum_names.hpp"
 
 namespace cc::watch {
 namespace {
@@ -26,18 +27,10 @@ const char* short_name(const char* name) {
   return std::strncmp(name, "CC_", 3) == 0 ? name + 3 : name;
 }
 
+constexpr std::array kLineNames{"collective", "send", "recv", "replay"};
+
 const char* line_name(CallPoint::Line line) {
-  switch (line) {
-    case CallPoint::Line::collective:
-      return "collective";
-    case CallPoint::Line::send:
-      return "send";
-    case CallPoint::Line::recv:
-      return "recv";
-    case CallPoint::Line::replay:
-      return "replay";
-  }
-  return "?";
+  return cc::enum_name<CallPoint::Line::collective, CallPoint::Line::replay>(kLineNames, line, "?");
 }
 
 nlohmann::json entry_json(const core::TraceEntry& e) {

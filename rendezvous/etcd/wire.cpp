@@ -5,6 +5,8 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "common/enum_names.hpp"
+
 namespace cc::rv::etcd::wire {
 
 // ---- base64 (OpenSSL's, as the gateway's JSON wants: standard alphabet, padded)
@@ -136,18 +138,11 @@ TargetWords target_words(Compare::Target t) {
   return {"CREATE", nullptr};
 }
 
+constexpr std::array kResultNames{"EQUAL", "GREATER", "LESS", "NOT_EQUAL"};
+
 const char* result_name(Compare::Result r) {
-  switch (r) {
-    case Compare::Result::equal:
-      return "EQUAL";
-    case Compare::Result::greater:
-      return "GREATER";
-    case Compare::Result::less:
-      return "LESS";
-    case Compare::Result::not_equal:
-      return "NOT_EQUAL";
-  }
-  return "EQUAL";
+  return cc::enum_name<Compare::Result::equal, Compare::Result::not_equal>(kResultNames, r,
+                                                                           "EQUAL");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 #include "common/who.hpp"
 
@@ -17,6 +18,19 @@ const char* const kAdvice =
 std::string parted_after(uint64_t agreed) {
   return agreed == 0 ? "the ranks diverged at their first collective"
                      : "the ranks diverged after " + op(agreed);
+}
+
+// The rank that ended first (the fewest calls ended with; of a tie, the lowest
+// rank) and its last call's number; rank -1 when none has ended.
+std::pair<int32_t, uint64_t> first_to_end(const std::map<int32_t, uint64_t>& ended) {
+  int32_t first = -1;
+  uint64_t lo = 0;
+  for (const auto& [rank, last] : ended) {
+    if (first >= 0 && last >= lo) continue;
+    first = rank;
+    lo = last;
+  }
+  return {first, lo};
 }
 
 }  // namespace
@@ -230,13 +244,7 @@ CallMismatch CallCheck::replay_words(const Difference& d) const {
 // A rank that ended after replay #N while another made replay #N+1.
 std::optional<CallMismatch> CallCheck::replays_ended_apart() const {
   if (ended_replays_.empty()) return std::nullopt;
-  int32_t short_rank = -1;
-  uint64_t lo = 0;
-  for (const auto& [rank, last] : ended_replays_) {
-    if (short_rank >= 0 && last >= lo) continue;
-    short_rank = rank;
-    lo = last;
-  }
+  const auto [short_rank, lo] = first_to_end(ended_replays_);
   int32_t long_rank = -1;
   uint64_t furthest = 0;
   for (const auto& [rank, e] : ended_replays_)
@@ -271,13 +279,7 @@ std::optional<CallMismatch> CallCheck::replays_ended_apart() const {
 // A rank that ended after op #N while another made op #N+1: one of them
 // skipped a call or made an extra one.
 std::optional<CallMismatch> CallCheck::ended_apart() {
-  int32_t short_rank = -1;
-  uint64_t lo = 0;
-  for (const auto& [rank, last] : ended_) {
-    if (short_rank >= 0 && last >= lo) continue;
-    short_rank = rank;
-    lo = last;
-  }
+  const auto [short_rank, lo] = first_to_end(ended_);
   int32_t long_rank = -1;
   uint64_t furthest = 0;
   for (const auto& [rank, call] : last_calls_) {

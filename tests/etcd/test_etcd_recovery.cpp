@@ -100,12 +100,7 @@ TEST_CASE("etcd: 5 ranks, 2 killed: every survivor shrinks to the same membershi
     CHECK(field(l, "id") != "-");
   }
   // The new generation is a membership: a death in it is heard there, by its numbers.
-  ms[4]->kill_now();
-  for (int r : {0, 2}) {
-    const std::string f = ms[r]->next("FAILED gen=1");
-    INFO(f);
-    CHECK(f.find("rank 2 (host") != std::string::npos);  // job rank 4 is rank 2 of generation 1
-  }
+  cc::test::check_death_in_generation_1(ms, 4, {0, 2}, 2);  // job rank 4 is its rank 2
 }
 
 TEST_CASE("etcd: etcd's leader killed while the survivors shrink: they agree, without an error") {

@@ -71,10 +71,27 @@ cc_result_t call(const std::string& way, int at, int n, int rank, cc_comm_t comm
   return cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, comm, as_cc(s));
 }
 
-void verdict(const char* call, cc_result_t r) {
-  std::printf("VERDICT %s %s %s\n", call, cc_result_string(r), cc_last_error());
-  std::fflush(stdout);
-}
+// The rank's VERDICT line: the first call that failed, or none.
+class Verdict {
+ public:
+  // Whether `r` failed; the first failure prints its VERDICT line.
+  bool failed(const std::string& call, cc_result_t r) {
+    if (r == CC_SUCCESS) return false;
+    if (!told_) {
+      std::printf("VERDICT %s %s %s\n", call.c_str(), cc_result_string(r), cc_last_error());
+      std::fflush(stdout);
+      told_ = true;
+    }
+    return true;
+  }
+  // "VERDICT none" when no call failed.
+  void end() const {
+    if (!told_) std::printf("VERDICT none\n");
+  }
+
+ private:
+  bool told_ = false;
+};
 
 // A split child whose rank 1 differs at op #at of its 20 calls, destroyed
 // at once; then the parent, whose calls agree.
@@ -82,31 +99,21 @@ int split_child(int at, cc_comm_t comm, int rank, cudaStream_t s) {
   cc_comm_t child = nullptr;
   if (const cc_result_t r = cc_comm_split(comm, 0, rank, &child, nullptr); r != CC_SUCCESS)
     return fail("cc_comm_split: " + words(r));
-  bool told = false;
+  Verdict verdict;
   {
     Buffers b(count_at(20) + 1);
     for (int n = 1; n <= 20; ++n) {
       const size_t count = count_at(n) + (rank == 1 && n == at ? 1 : 0);
-      if (const cc_result_t r = cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, child,
-                                             as_cc(s));
-          r != CC_SUCCESS) {
-        verdict(("op #" + std::to_string(n)).c_str(), r);
-        told = true;
+      if (verdict.failed("op #" + std::to_string(n),
+                         cc_allreduce(b.send, b.recv, count, CC_FLOAT32, CC_SUM, child, as_cc(s))))
         break;
-      }
     }
     // A difference found while the child ran fails it before its destroy.
-    if (const cc_result_t r = cc_comm_check(child); r != CC_SUCCESS && !told) {
-      verdict("cc_comm_check", r);
-      told = true;
-    }
-    if (const cc_result_t r = cc_comm_destroy(child); r != CC_SUCCESS && !told) {
-      verdict("cc_comm_destroy", r);
-      told = true;
-    }
+    verdict.failed("cc_comm_check", cc_comm_check(child));
+    verdict.failed("cc_comm_destroy", cc_comm_destroy(child));
     wait_stream(s, std::chrono::seconds(60));
   }
-  if (!told) std::printf("VERDICT none\n");
+  verdict.end();
   const cc_result_t r = cc_comm_destroy(comm);
   std::printf("PARENT %s\n", r == CC_SUCCESS ? "ok" : words(r).c_str());
   return 0;
@@ -141,18 +148,15 @@ int replays(const std::string& way, cc_comm_t comm, int rank, cudaStream_t s) {
     if (cudaGraphLaunch(use_b ? b_exec : a, s) != cudaSuccess) return fail("cudaGraphLaunch");
   }
   wait_stream(s, std::chrono::seconds(60));  // every replay counted before destroy
-  bool told = false;
-  if (const cc_result_t r = cc_barrier(comm, as_cc(s)); r != CC_SUCCESS) {
-    verdict("cc_barrier", r);
-    told = true;
-  }
+  Verdict verdict;
+  verdict.failed("cc_barrier", cc_barrier(comm, as_cc(s)));
   wait_stream(s, std::chrono::seconds(60));
   // NCCL lets go of a communicator only once the graphs that captured its
   // calls are gone: cc_comm_destroy refuses while they live (a second's
   // wait), and the communicator stays as it was.
   if (const cc_result_t r = cc_comm_destroy(comm); r != CC_ERR_INVALID_USAGE) {
     std::printf("GRAPHS not refused: %s\n", cc_result_string(r));
-    if (r != CC_SUCCESS && !told) verdict("cc_comm_destroy", r);
+    verdict.failed("cc_comm_destroy", r);
     return 0;  // destroyed: the graphs go with the process
   }
   std::printf("GRAPHS refused: %s\n", cc_last_error());
@@ -160,11 +164,8 @@ int replays(const std::string& way, cc_comm_t comm, int rank, cudaStream_t s) {
   cudaGraphExecDestroy(b_exec);
   cudaGraphDestroy(graph_a);
   cudaGraphDestroy(graph_b);
-  if (const cc_result_t r = cc_comm_destroy(comm); r != CC_SUCCESS && !told) {
-    verdict("cc_comm_destroy", r);
-    told = true;
-  }
-  if (!told) std::printf("VERDICT none\n");
+  verdict.failed("cc_comm_destroy", cc_comm_destroy(comm));
+  verdict.end();
   return 0;
 }
 
@@ -188,23 +189,16 @@ int main(int argc, char** argv) {
     cudaStreamDestroy(s);
     return rc;
   }
-  bool told = false;
+  Verdict verdict;
   {
     Buffers b(count_at(kCalls) * 16);  // an all-gather of 256 floats over up to 16 ranks
     for (int n = 1; n <= kCalls; ++n) {
       if (way == "skip" && rank == 1 && n == at) continue;
-      if (const cc_result_t r = call(way, at, n, rank, comm, b, s); r != CC_SUCCESS) {
-        verdict(("op #" + std::to_string(n)).c_str(), r);
-        told = true;
-        break;
-      }
+      if (verdict.failed("op #" + std::to_string(n), call(way, at, n, rank, comm, b, s))) break;
     }
-    if (const cc_result_t r = cc_comm_destroy(comm); r != CC_SUCCESS && !told) {
-      verdict("cc_comm_destroy", r);
-      told = true;
-    }
+    verdict.failed("cc_comm_destroy", cc_comm_destroy(comm));
   }
   cudaStreamDestroy(s);
-  if (!told) std::printf("VERDICT none\n");
+  verdict.end();
   return 0;
 }

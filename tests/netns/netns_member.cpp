@@ -13,29 +13,13 @@
 #include <unistd.h>
 
 #include "rendezvous/frame_client.hpp"
+#include "tests/common/peer_event_kind_name.hpp"
 
 namespace {
 long long wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-const char* kind_name(cc::rv::PeerEventKind k) {
-  switch (k) {
-    case cc::rv::PeerEventKind::failed:
-      return "failed";
-    case cc::rv::PeerEventKind::aborted:
-      return "aborted";
-    case cc::rv::PeerEventKind::left:
-      return "left";
-    case cc::rv::PeerEventKind::server_stopping:
-      return "server_stopping";
-    case cc::rv::PeerEventKind::init_failed:
-      return "init_failed";
-    case cc::rv::PeerEventKind::mismatch:
-      return "mismatch";
-  }
-  return "?";
 }
 }  // namespace
 
@@ -83,8 +67,9 @@ int main(int argc, char** argv) {
   const auto end = steady_clock::now() + run;
   while (steady_clock::now() < end) {
     if (auto ev = client->next_event(hb)) {
-      std::printf("event %s rank %d host %s at_ms %lld: %s\n", kind_name(ev->kind), ev->rank,
-                  ev->host.c_str(), wall_ms(), ev->reason.c_str());
+      std::printf("event %s rank %d host %s at_ms %lld: %s\n",
+                  cc::test::peer_event_kind_name(ev->kind), ev->rank, ev->host.c_str(), wall_ms(),
+                  ev->reason.c_str());
       return 0;
     }
     if (cc::Status s = client->heartbeat(0); !s.ok()) {

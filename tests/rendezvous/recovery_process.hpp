@@ -124,6 +124,18 @@ inline std::string recover_error(RecoveryMember& m, int code) {
   return l;
 }
 
+// After a shrink to generation 1: kills job rank `killed`, and each of `told`
+// hears of the death as generation 1's rank `gen_rank`.
+inline void check_death_in_generation_1(RecoveryMembers& ms, int killed,
+                                        const std::vector<int>& told, int gen_rank) {
+  ms[killed]->kill_now();
+  for (int r : told) {
+    const std::string f = ms[r]->next("FAILED gen=1");
+    INFO(f);
+    CHECK(f.find("rank " + std::to_string(gen_rank) + " (host") != std::string::npos);
+  }
+}
+
 inline void kill_ranks(RecoveryMembers& ms, const std::vector<int>& ranks) {
   for (int r : ranks) {
     ms[r]->kill_now();

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "rendezvous/frame_client.hpp"
+#include "tests/common/peer_event_kind_name.hpp"
 
 namespace cc::test {
 
@@ -206,30 +207,12 @@ std::vector<JoiningCase> joining_cases() {
 
 namespace {
 
-const char* kind_name(rv::PeerEventKind k) {
-  switch (k) {
-    case rv::PeerEventKind::failed:
-      return "failed";
-    case rv::PeerEventKind::aborted:
-      return "aborted";
-    case rv::PeerEventKind::left:
-      return "left";
-    case rv::PeerEventKind::server_stopping:
-      return "server_stopping";
-    case rv::PeerEventKind::init_failed:
-      return "init_failed";
-    case rv::PeerEventKind::mismatch:
-      return "mismatch";
-  }
-  return "?";
-}
-
 std::string describe(const rv::PeerEvent& e) {
   std::string with;
   for (int32_t r : e.with) with += (with.empty() ? "" : ",") + std::to_string(r);
-  return std::string(kind_name(e.kind)) + " rank " + std::to_string(e.rank) + " host " + e.host +
-         " pid " + std::to_string(e.pid) + " split " + std::to_string(e.split) + " with [" + with +
-         "]: " + e.reason;
+  return std::string(peer_event_kind_name(e.kind)) + " rank " + std::to_string(e.rank) + " host " +
+         e.host + " pid " + std::to_string(e.pid) + " split " + std::to_string(e.split) +
+         " with [" + with + "]: " + e.reason;
 }
 
 Status go(rv::Client& c, const Going how, const std::string& reason) {

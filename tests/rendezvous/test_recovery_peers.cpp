@@ -55,12 +55,7 @@ TEST_CASE("8 ranks, 2 killed: every survivor shrinks to the same membership") {
     CHECK(field(l, "id") == "1");  // made by job rank 0, handed to everyone
   }
   // The new generation works as a membership: a death in it is heard there.
-  ms[7]->kill_now();
-  for (int r : {0, 3}) {
-    const std::string f = ms[r]->next("FAILED gen=1");
-    INFO(f);
-    CHECK(f.find("rank 5 (host") != std::string::npos);  // job rank 7 is rank 5 of generation 1
-  }
+  cc::test::check_death_in_generation_1(ms, 7, {0, 3}, 5);  // job rank 7 is its rank 5
 }
 
 TEST_CASE("regrow: replacements fill the holes, early or late") {

@@ -43,6 +43,16 @@ void check_refused(const std::optional<rv::rules::Refusal>& refused, cc_result_t
   CHECK(refused->words == words);
 }
 
+// Each of `cases` through cc's server, each on its own job: `check` on it.
+template <typename Case, typename Check>
+void through_the_server(const std::vector<Case>& cases, Check check) {
+  LoopbackServer server;
+  for (const Case& c : cases) {
+    INFO(c.name);
+    check(server.connect(c.name), c, server_words());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("rules table: each case's words, from the join rules alone") {
@@ -68,27 +78,15 @@ TEST_CASE("rules table: each case's words, from cc's server, to every rank") {
 }
 
 TEST_CASE("rules table: each departure's peer event, from cc's server, to every other member") {
-  LoopbackServer server;
-  for (const EventCase& c : event_cases()) {
-    INFO(c.name);
-    check_event_case(server.connect(c.name), c, server_words());
-  }
+  through_the_server(event_cases(), check_event_case);
 }
 
 TEST_CASE("rules table: an abort or a failed init while joining, from cc's server, to every rank") {
-  LoopbackServer server;
-  for (const JoiningCase& c : joining_cases()) {
-    INFO(c.name);
-    check_joining_case(server.connect(c.name), c, server_words());
-  }
+  through_the_server(joining_cases(), check_joining_case);
 }
 
 TEST_CASE("rules table: each reachability test's verdict, from cc's server, to every rank") {
-  LoopbackServer server;
-  for (const PreflightCase& c : preflight_cases()) {
-    INFO(c.name);
-    check_preflight_case(server.connect(c.name), c, server_words());
-  }
+  through_the_server(preflight_cases(), check_preflight_case);
 }
 
 TEST_CASE("join rules: a rank that goes frees its rank and its GPU; missing ranks are sorted") {

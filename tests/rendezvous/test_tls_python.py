@@ -3,42 +3,31 @@ daemon with --tls-*, and a cc.Server(tls_cert=..., tls_key=...) started
 in this process; no CC_TLS_* variable is set. A Store without tls_ca fails
 with an error naming TLS and the fix; a wrong CA with the CA's file.
 
-Run by meson (suite rendezvous) with CC_RENDEZVOUS_BIN, CC_LIBRARY and
+Run by meson (suite python) with CC_RENDEZVOUS_BIN, CC_LIBRARY and
 PYTHONPATH (the python folder) set. Skipped (77) without the openssl
 program."""
 
 import os
 import pathlib
 import re
-import shutil
 import subprocess
-import tempfile
 import unittest
 
-from test_tls import OPENSSL, make_ca, make_cert, wait_for
+from ops_helpers import wait_for
+from tls_certs import CertsTestCase
 
 import cc
 
 
-@unittest.skipIf(OPENSSL is None, "no openssl program to make certificates with")
-class TlsKeywords(unittest.TestCase):
+class TlsKeywords(CertsTestCase):
+    dir_prefix = "cc-tls-py-"
+
     @classmethod
     def setUpClass(cls):
         for k in list(os.environ):
             if k.startswith("CC_TLS_"):
                 del os.environ[k]
-        cls.dir = tempfile.mkdtemp(prefix="cc-tls-py-")
-        make_ca(cls.dir, "ca")
-        make_ca(cls.dir, "other-ca")
-        make_cert(cls.dir, "server", "ca", "IP:127.0.0.1,DNS:localhost")
-        make_cert(cls.dir, "client", "ca", "DNS:client")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
+        super().setUpClass()
 
     def daemon(self, *args):
         """cc-rendezvous with TLS on 127.0.0.1: its port."""

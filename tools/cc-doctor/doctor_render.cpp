@@ -5,44 +5,23 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
 
 namespace cc::tools::doctor {
 
+constexpr std::array kLevelNames{"info", "warn", "error"};
+
 const char* level_name(Level level) {
-  switch (level) {
-    case Level::info:
-      return "info";
-    case Level::warn:
-      return "warn";
-    case Level::error:
-      return "error";
-  }
-  return "?";
+  return cc::enum_name<Level::info, Level::error>(kLevelNames, level, "?");
 }
 
+constexpr std::array kAnswerNames{"not_tried", "cc_rendezvous", "cc_refused",
+                                  "refused",   "unreachable",   "other_program",
+                                  "silent",    "closed",        "unresolved"};
+
 const char* answer_name(Answer a) {
-  switch (a) {
-    case Answer::not_tried:
-      return "not_tried";
-    case Answer::cc_rendezvous:
-      return "cc_rendezvous";
-    case Answer::cc_refused:
-      return "cc_refused";
-    case Answer::refused:
-      return "refused";
-    case Answer::unreachable:
-      return "unreachable";
-    case Answer::other_program:
-      return "other_program";
-    case Answer::silent:
-      return "silent";
-    case Answer::closed:
-      return "closed";
-    case Answer::unresolved:
-      return "unresolved";
-  }
-  return "?";
+  return cc::enum_name<Answer::not_tried, Answer::unresolved>(kAnswerNames, a, "?");
 }
 
 std::string cuda_version_text(int v) {

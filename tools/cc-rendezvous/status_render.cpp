@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 
+#include "common/enum_names.hpp"
 #include "common/printable.hpp"
 #include "common/who.hpp"
 #include "rendezvous/server_core/words.hpp"
@@ -61,32 +62,18 @@ std::string member_who(const rv::MemberStatus& m) { return cc::who(m.rank, m.hos
 
 }  // namespace
 
+constexpr std::array kMemberStateNames{"joining", "member", "left", "failed", "aborted"};
+
 const char* state_name(rv::MemberState s) {
-  switch (s) {
-    case rv::MemberState::joining:
-      return "joining";
-    case rv::MemberState::member:
-      return "member";
-    case rv::MemberState::left:
-      return "left";
-    case rv::MemberState::failed:
-      return "failed";
-    case rv::MemberState::aborted:
-      return "aborted";
-  }
-  return "unknown";
+  return cc::enum_name<rv::MemberState::joining, rv::MemberState::aborted>(kMemberStateNames, s,
+                                                                           "unknown");
 }
 
+constexpr std::array kJoinStateNames{"joining", "complete", "failed"};
+
 const char* state_name(rv::JoinState s) {
-  switch (s) {
-    case rv::JoinState::joining:
-      return "joining";
-    case rv::JoinState::complete:
-      return "complete";
-    case rv::JoinState::failed:
-      return "failed";
-  }
-  return "unknown";
+  return cc::enum_name<rv::JoinState::joining, rv::JoinState::failed>(kJoinStateNames, s,
+                                                                      "unknown");
 }
 
 std::vector<Behind> behind(const rv::CommStatus& g) {
