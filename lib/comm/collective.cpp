@@ -152,7 +152,7 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
   const uint64_t seq = c->ops_enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
   if (c->watch && (r == ncclSuccess || r == ncclInProgress)) {
     const cudaEvent_t e = c->watch->note(seq, coll.call, coll.count, coll.dtype, to_cuda(stream),
-                                         group.depth == 0, capture.captures() ? 1 : 0);
+                                         group.depth == 0, capture.captures());
     if (noted != nullptr) *noted = e;
   }
   if (r == ncclSuccess) return succeed();

@@ -41,11 +41,12 @@ class CommWatch final : public Watched {
 
   // Hot path, on the calling thread after NCCL took operation `seq`.
   // `track`: false inside cc_group_start/end (nothing launched yet).
-  // `capturing`: whether `stream` captures a graph, when the caller knows
-  // (1/0); -1 = ask CUDA here. Returns the event recorded on `stream` after
-  // the operation, or null when none was (captured, untracked, contended).
+  // `capturing`: whether `stream` captures a graph (or CUDA could not say),
+  // as the call asked once (core::capture_of). Returns the event recorded on
+  // `stream` after the operation, or null when none was (captured,
+  // untracked, contended).
   cudaEvent_t note(uint64_t seq, const char* call, size_t count, cc_datatype_t dtype,
-                   cudaStream_t stream, bool track, int capturing = -1) noexcept {
+                   cudaStream_t stream, bool track, bool capturing) noexcept {
     OpRecord& r = ops_[seq % kOps];
     r.call.store(call, std::memory_order_relaxed);
     r.count.store(count, std::memory_order_relaxed);
@@ -57,8 +58,7 @@ class CommWatch final : public Watched {
         !event_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire))
       return note_tail(seq, stream, capturing);
     // Work captured into a CUDA graph runs later, at launch: not tracked.
-    if (capturing < 0) capturing = is_capturing(stream) ? 1 : 0;
-    if (capturing != 0) {
+    if (capturing) {
       event_state_.store(kIdle, std::memory_order_release);
       return nullptr;
     }
@@ -74,26 +74,16 @@ class CommWatch final : public Watched {
 
   void watch_tick(std::chrono::steady_clock::time_point now) override;
 
-  // True when `stream` is capturing a CUDA graph (or CUDA cannot say).
-  static bool is_capturing(cudaStream_t stream) noexcept {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
-      return capture != cudaStreamCaptureStatusNone;
-    (void)cudaGetLastError();
-    return true;
-  }
-
   // While `event_` tracks an older operation, the newest one goes to the
   // tail event (re-recorded by every such call, on the caller's thread while
   // its stream surely exists); the watchdog never touches a stream itself,
   // so a stream destroyed after its work finished is no hazard.
-  cudaEvent_t note_tail(uint64_t seq, cudaStream_t stream, int capturing) noexcept {
+  cudaEvent_t note_tail(uint64_t seq, cudaStream_t stream, bool capturing) noexcept {
     int idle = kIdle;
     if (!tail_state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire))
       return nullptr;
-    if (capturing < 0) capturing = is_capturing(stream) ? 1 : 0;
     cudaEvent_t recorded = nullptr;
-    if (capturing == 0 && cudaEventRecord(tail_event_, stream) == cudaSuccess) {
+    if (!capturing && cudaEventRecord(tail_event_, stream) == cudaSuccess) {
       tail_seq_.store(seq, std::memory_order_relaxed);
       recorded = tail_event_;
     } else {
