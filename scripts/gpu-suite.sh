@@ -14,8 +14,9 @@
 # whose init fails, and `cc-rendezvous status` against rank 0's embedded
 # server of a job), the recovery scenarios of tests/gpu/gpu_recovery.sh
 # (shrink, regrow with a rank cc-run restarts, the training example's
-# weights), then the multi-host start of tests/gpu/gpu_preflight_netns.sh (a
-# NAT between namespace hosts; needs ip and nft: BUILD/netns-tools from
+# weights), the examples and a shrink over TLS (tests/gpu/gpu_tls.sh),
+# then the multi-host start of tests/gpu/gpu_preflight_netns.sh (a NAT
+# between namespace hosts; needs ip and nft: BUILD/netns-tools from
 # scripts/netns-tools.sh, or IP, IP_LIB, NFT, NFT_LIB naming copies of them),
 # each bounded by `timeout`. The gpu test binaries run a second time under
 # cc-run with another NCCL (NCCL_ALT_LIB_DIR, else the machine's PyTorch wheel's when
@@ -382,6 +383,14 @@ else
   echo "gpu-suite: $BUILD/tests/gpu/gpu_recovery is missing: the recovery steps cannot run"
   failed=$((failed + 1))
   failed_steps+=("gpu-recovery (not built)")
+fi
+
+# The rendezvous over TLS (certificates made there with openssl): the
+# examples, ranks by hand, a killed rank's shrink, and the control whose
+# clear clients are refused by the TLS server.
+TLS_SH=$(cd "$(dirname "$0")/.." && pwd)/tests/gpu/gpu_tls.sh
+if [ -x "$BUILD/tests/gpu/gpu_recovery" ] && [ -f "$TLS_SH" ]; then
+  run gpu-tls bash "$TLS_SH" "$BUILD" && expect gpu-tls "gpu_tls: all passed" 1
 fi
 
 # A communicator's start across namespace hosts (NAT, --network host, a

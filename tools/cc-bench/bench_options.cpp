@@ -224,9 +224,9 @@ void add_options(cc::tools::cli::CommandLine& command_line, Options* o) {
                "also time the same loop on a second, raw NCCL communicator\n"
                "and print cc next to raw with the ratio");
   app.add_flag("--check-cost", o->check_cost,
-               "first time eager 8 B all-reduces with the call check on\n"
-               "and on a second communicator with it off (CC_CHECK_CALLS=0,\n"
-               "CC_TRACE_BUFFER=0), and print both");
+               "first time eager 8 B all-reduces with the call check on,\n"
+               "on a communicator with it off (CC_CHECK_CALLS=0) and on one\n"
+               "that records nothing (also CC_TRACE_BUFFER=0); print all three");
   add_integer("-G,--cudagraph", 0, 100000, "graph iterations must be 0 or more", &o->graph,
               "capture N iterations in a CUDA graph and time its replays");
   add_choice("--mem", kMems, &o->mem, "use default (cudaMalloc) or cc (cc_mem_alloc)",

@@ -366,30 +366,34 @@ CollResults run_coll(Bench& b, Coll coll) {
   return res;
 }
 
-// The call check's host cost: eager 8 B all-reduces on b.comm (the check as
-// configured, on by default) and on a second communicator made with
-// CC_CHECK_CALLS=0 and CC_TRACE_BUFFER=0 (nothing recorded), in alternating
-// rounds so drift falls on both; the medians over rounds, slowest rank.
+// The call check's host cost: eager 8 B all-reduces on b.comm (the check
+// as configured, on by default), on a communicator made with
+// CC_CHECK_CALLS=0 (the flight recorder's ring as configured), and on one
+// that also has CC_TRACE_BUFFER=0 (nothing recorded), in alternating rounds
+// so drift falls on all; the medians over rounds, slowest rank.
 void time_check_cost(Bench& b) {
   constexpr int kRounds = 11;
+  constexpr int kComms = 3;
   const int iters = b.opt.small_iters > 0 ? b.opt.small_iters : 1000;
   const char* saved_check = std::getenv("CC_CHECK_CALLS");
   const char* saved_ring = std::getenv("CC_TRACE_BUFFER");
   const std::string keep_check = saved_check != nullptr ? saved_check : "";
   const std::string keep_ring = saved_ring != nullptr ? saved_ring : "";
+  cc_comm_t comms[kComms] = {b.comm, nullptr, nullptr};
   setenv("CC_CHECK_CALLS", "0", 1);
+  check_cc(cc_comm_init_from_env(&comms[1], nullptr), "cc_comm_init_from_env (the check off)");
   setenv("CC_TRACE_BUFFER", "0", 1);
-  cc_comm_t off = nullptr;
-  check_cc(cc_comm_init_from_env(&off, nullptr), "cc_comm_init_from_env (the check off)");
+  check_cc(cc_comm_init_from_env(&comms[2], nullptr),
+           "cc_comm_init_from_env (the check and the ring off)");
   if (saved_check != nullptr) setenv("CC_CHECK_CALLS", keep_check.c_str(), 1); else unsetenv("CC_CHECK_CALLS");
   if (saved_ring != nullptr) setenv("CC_TRACE_BUFFER", keep_ring.c_str(), 1); else unsetenv("CC_TRACE_BUFFER");
   check_cuda(cudaSetDevice(b.device), "cudaSetDevice");
   const cc_stream_t s = reinterpret_cast<cc_stream_t>(b.stream);
   // Per communicator: host microseconds per enqueue, and per call with the stream's wait.
-  std::vector<double> enqueue_us[2], call_us[2];
+  std::vector<double> enqueue_us[kComms], call_us[kComms];
   for (int round = 0; round < kRounds; ++round)
-    for (int which = 0; which < 2; ++which) {
-      cc_comm_t c = which == 0 ? b.comm : off;
+    for (int which = 0; which < kComms; ++which) {
+      cc_comm_t c = comms[which];
       for (int i = 0; i < iters / 10 + 1; ++i)
         check_cc(cc_allreduce(b.stats, b.stats, 2, CC_FLOAT32, CC_SUM, c, s), "the warm-up");
       sync(b, "the warm-up");
@@ -406,16 +410,20 @@ void time_check_cost(Bench& b) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  std::vector<double> t{median(enqueue_us[0]), median(call_us[0]), median(enqueue_us[1]),
-                        median(call_us[1])};
+  std::vector<double> t;
+  for (int which = 0; which < kComms; ++which) {
+    t.push_back(median(enqueue_us[which]));
+    t.push_back(median(call_us[which]));
+  }
   reduce_all(b, &t, CC_MAX);
-  check_cc(cc_comm_destroy(off), "cc_comm_destroy (the check off)");
+  check_cc(cc_comm_destroy(comms[1]), "cc_comm_destroy (the check off)");
+  check_cc(cc_comm_destroy(comms[2]), "cc_comm_destroy (the check and the ring off)");
   check_cuda(cudaSetDevice(b.device), "cudaSetDevice");
   if (b.rank == 0)
     std::printf("# call check, eager 8 B all-reduce, us per call (median of %d rounds of %d, "
-                "slowest rank): check on: %.3f enqueue, %.3f with the stream's wait; "
-                "check off: %.3f enqueue, %.3f with the stream's wait\n",
-                kRounds, iters, t[0], t[1], t[2], t[3]);
+                "slowest rank), enqueue and with the stream's wait: check on %.3f, %.3f; "
+                "CC_CHECK_CALLS=0 %.3f, %.3f; also CC_TRACE_BUFFER=0 %.3f, %.3f\n",
+                kRounds, iters, t[0], t[1], t[2], t[3], t[4], t[5]);
 }
 
 }  // namespace
