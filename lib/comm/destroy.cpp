@@ -125,7 +125,8 @@ Status end_split_calls(cc_comm* c, Clock::time_point deadline) {
           "cc_comm_split before its parent, in the same order on every rank";
   else if (!core::usable(*parent))
     why = "its parent communicator failed (" +
-          core::state_status("cc_comm_destroy", *parent).message + ")";
+          core::state_status("cc_comm_destroy", *parent, /*for_caller=*/false).message +
+          ")";
   if (!why.empty()) {
     log().warn("{}: the ranks' last calls on this communicator (made by cc_comm_split) were not "
                "compared: {}",
@@ -175,6 +176,11 @@ Status destroy(std::unique_ptr<cc_comm> c) {
   stop_watch(c.get());  // no tick runs on it from here on
   Status verdict;
   if (core::usable(*c) && !c->abort_requested.load()) verdict = compare_last_calls(c.get(), deadline);
+  // A mismatch found while the ranks ran (the watchdog's) that no call has
+  // returned yet, such as one in graph replays after the last call.
+  if (verdict.ok() && c->state.load() == static_cast<int>(core::State::mismatch) &&
+      !c->mismatch_returned.load(std::memory_order_acquire))
+    verdict = core::state_status("cc_comm_destroy", *c);
   if (c->graph_replays) c->graph_replays->end();  // its graphs may outlive it
   const bool healthy = core::usable(*c) && !c->abort_requested.load();
   if (healthy && (c->nccl != nullptr || c->nccl_ctl != nullptr)) {

@@ -11,7 +11,7 @@
 
 #include "lib/comm/comm.hpp"
 #include "lib/comm/handle.hpp"
-#include "lib/comm/nccl_symbol.hpp"
+#include "lib/core/nccl_symbol.hpp"
 
 namespace cc::comm {
 namespace {
@@ -96,8 +96,8 @@ Status window_calls(const char* call, const cc_comm* comm, WindowRegisterFn* reg
                     WindowDeregisterFn* dereg) {
   int version = 0;
   if (ncclGetVersion(&version) != ncclSuccess) version = 0;
-  *reg = reinterpret_cast<WindowRegisterFn>(nccl_symbol("ncclCommWindowRegister"));
-  *dereg = reinterpret_cast<WindowDeregisterFn>(nccl_symbol("ncclCommWindowDeregister"));
+  *reg = reinterpret_cast<WindowRegisterFn>(core::nccl_symbol("ncclCommWindowRegister"));
+  *dereg = reinterpret_cast<WindowDeregisterFn>(core::nccl_symbol("ncclCommWindowDeregister"));
   if (version >= kWindowMinVersion && *reg != nullptr && *dereg != nullptr)
     return Status::success();
   return make_status(CC_ERR_INVALID_USAGE,

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "lib/comm/nccl_symbol.hpp"
+#include "lib/core/nccl_symbol.hpp"
 
 namespace cc::comm {
 
@@ -15,7 +15,7 @@ int nccl_id_count(int nranks, int ranks_per_id) {
 
 InitRankScalableFn nccl_init_rank_scalable() {
   static const auto fn =
-      reinterpret_cast<InitRankScalableFn>(nccl_symbol("ncclCommInitRankScalable"));
+      reinterpret_cast<InitRankScalableFn>(core::nccl_symbol("ncclCommInitRankScalable"));
   return fn;
 }
 

@@ -16,7 +16,7 @@
 #include "lib/comm/comm.hpp"
 #include "lib/comm/fast_setup.hpp"
 #include "lib/comm/nccl_ids.hpp"
-#include "lib/comm/nccl_symbol.hpp"
+#include "lib/core/nccl_symbol.hpp"
 #include "lib/comm/parts.hpp"
 #include "lib/comm/rendezvous_recover.hpp"
 #include "lib/launch/device.hpp"
@@ -28,7 +28,7 @@ using std::chrono::milliseconds;
 using ShrinkFn = ncclResult_t (*)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int);
 
 ShrinkFn nccl_comm_shrink() {
-  static const auto fn = reinterpret_cast<ShrinkFn>(nccl_symbol("ncclCommShrink"));
+  static const auto fn = reinterpret_cast<ShrinkFn>(core::nccl_symbol("ncclCommShrink"));
   return fn;
 }
 

@@ -7,6 +7,7 @@
 #include "common/log.hpp"
 #include "common/who.hpp"
 #include "lib/core/late_abort.hpp"
+#include "lib/core/nccl_symbol.hpp"
 
 namespace cc::core {
 
@@ -16,7 +17,7 @@ std::string Core::who() const {
   return cc::who(Who{rank, host, pid, generation > 0 ? static_cast<int>(generation) : -1});
 }
 
-Status state_status(const char* call, const Core& c) {
+Status state_status(const char* call, const Core& c, bool for_caller) {
   State state = State::ok;
   std::string story;
   {
@@ -27,7 +28,10 @@ Status state_status(const char* call, const Core& c) {
   cc_result_t code = CC_ERR_ABORTED;
   if (state == State::peer_failed) code = CC_ERR_PEER_FAILED;
   if (state == State::timed_out) code = CC_ERR_TIMEOUT;
-  if (state == State::mismatch) code = CC_ERR_MISMATCH;
+  if (state == State::mismatch) {
+    code = CC_ERR_MISMATCH;
+    if (for_caller) c.mismatch_returned.store(true, std::memory_order_release);
+  }
   if (state == State::ok) story = "the communicator is being aborted";  // a request in flight
   return make_status(code, std::string(call) + " on " + c.who() + ": " + story);
 }
@@ -53,6 +57,34 @@ bool fail_by_abort(Core& c, const std::string& story) {
   return false;
 }
 
+namespace {
+
+int calls_inside(const Core& c) { return c.calls_in_flight.load(std::memory_order_seq_cst); }
+
+// A call still inside NCCL after abort_nccl's wait is blocked there, as a
+// call waiting for room in NCCL's work queue that a hung kernel never frees
+// (ranks whose broadcast roots differ): NCCL's abort would free what that
+// call reads. ncclCommRevoke (NCCL 2.28 and later) stops the
+// communicator's work without freeing it, so the call returns first.
+void revoke_under_calls(Core& c, int calls_held) {
+  using RevokeFn = ncclResult_t (*)(ncclComm_t, int);
+  static const auto revoke = reinterpret_cast<RevokeFn>(nccl_symbol("ncclCommRevoke"));
+  if (revoke == nullptr) {
+    log().warn("{}: a call is still inside NCCL while its communicator is aborted, and this "
+               "NCCL has no ncclCommRevoke (2.28 and later) to stop it first",
+               c.who());
+    return;
+  }
+  const ncclResult_t r = revoke(c.nccl, 0);  // NCCL_REVOKE_DEFAULT
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (calls_inside(c) > calls_held && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  log().info("{}: ncclCommRevoke {}; {} call(s) still inside NCCL", c.who(),
+              ncclGetErrorString(r), calls_inside(c) - calls_held);
+}
+
+}  // namespace
+
 void abort_nccl(Core& c, int calls_held) {
   if (c.abort_requested.exchange(true, std::memory_order_seq_cst)) return;
   fast::request_abort(c.fast);  // its kernels poll for this; NCCL's abort won't reach them
@@ -61,9 +93,9 @@ void abort_nccl(Core& c, int calls_held) {
     return;
   }
   const auto until = Clock::now() + std::chrono::milliseconds(500);
-  while (c.calls_in_flight.load(std::memory_order_seq_cst) > calls_held && Clock::now() < until) {
+  while (calls_inside(c) > calls_held && Clock::now() < until)
     std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  if (c.nccl != nullptr && calls_inside(c) > calls_held) revoke_under_calls(c, calls_held);
   const auto start = Clock::now();
   if (const int graphs = c.graphs.live(); c.nccl != nullptr && graphs > 0) {
     abort_after_graphs(c.nccl, c.device, c.graphs.count());

@@ -60,6 +60,9 @@ struct Core {
   fast::Channel* fast = nullptr;
 
   std::atomic<int> state{static_cast<int>(State::ok)};
+  // A mismatch's error was returned to the caller (state_status): until
+  // then cc_comm_destroy returns it, so that no desync ends in silence.
+  mutable std::atomic<bool> mismatch_returned{false};
   // Set before ncclCommAbort; calls in flight (counted by CallGuard) see it
   // and stop touching `nccl`, and abort waits (bounded) for them to leave.
   std::atomic<bool> abort_requested{false};
@@ -91,8 +94,9 @@ inline bool usable(const Core& c) {
 }
 
 // A communicator that stopped working: CC_ERR_ABORTED / _PEER_FAILED /
-// _TIMEOUT, "<call> on <who>: <story>".
-Status state_status(const char* call, const Core& c);
+// _TIMEOUT / _MISMATCH, "<call> on <who>: <story>", for the caller of `call`
+// (a mismatch counts as returned); `for_caller` false for a log line.
+Status state_status(const char* call, const Core& c, bool for_caller = true);
 
 // Marks the communicator failed (the first caller wins), records the story
 // and aborts its NCCL communicators. Returns true when this call set the state.

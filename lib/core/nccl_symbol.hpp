@@ -8,7 +8,7 @@
 
 #include <nccl.h>
 
-namespace cc::comm {
+namespace cc::core {
 
 inline void* nccl_symbol(const char* name) {
   static void* const library = [] {
@@ -21,4 +21,4 @@ inline void* nccl_symbol(const char* name) {
   return sym != nullptr ? sym : dlsym(RTLD_DEFAULT, name);
 }
 
-}  // namespace cc::comm
+}  // namespace cc::core

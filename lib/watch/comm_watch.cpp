@@ -263,7 +263,8 @@ void CommWatch::watch_tick(Clock::time_point now) {
   }
   Failure f;
   if (c->parent != nullptr && !core::usable(*c->parent)) {
-    const Status st = core::state_status("the parent communicator", *c->parent);
+    const Status st = core::state_status("the parent communicator", *c->parent,
+                                         /*for_caller=*/false);
     f.state = static_cast<core::State>(c->parent->state.load());
     f.story = "its parent communicator (cc_comm_split) failed: " + st.message;
   } else if (peer && peer->kind == ChannelFailure::Kind::mismatch) {

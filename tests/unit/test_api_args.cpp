@@ -353,6 +353,30 @@ TEST_CASE("a watchdog failure is reported with its own code") {
   CHECK(cc_comm_destroy(comm) == CC_SUCCESS);
 }
 
+TEST_CASE("a mismatch no call returned yet is returned by destroy, once") {
+  const std::string story =
+      "graph replay #3: rank 1 (host b, pid 9) replayed a graph of 2 calls (the first "
+      "cc_allreduce 1024 x FLOAT32 MAX), but rank 0 (host a, pid 8) replayed a graph of 2 calls";
+  SECTION("found after the last call: destroy returns it") {
+    cc_comm_t comm = fake_comm(0, 2);
+    CHECK(cc::core::fail(*comm, cc::core::State::mismatch, story));
+    CHECK(cc_comm_destroy(comm) == CC_ERR_MISMATCH);
+    CHECK_THAT(last(), Catch::StartsWith("cc_comm_destroy on rank 0 (host testhost") &&
+                           Catch::EndsWith(story));
+  }
+  SECTION("returned by a call: destroy is clean") {
+    cc_comm_t comm = fake_comm(0, 2);
+    CHECK(cc::core::fail(*comm, cc::core::State::mismatch, story));
+    CHECK(cc_barrier(comm, nullptr) == CC_ERR_MISMATCH);
+    CHECK(cc_comm_destroy(comm) == CC_SUCCESS);
+  }
+  SECTION("another failure: destroy is clean") {
+    cc_comm_t comm = fake_comm(0, 2);
+    CHECK(cc::core::fail(*comm, cc::core::State::peer_failed, "rank 1 (host b, pid 9) vanished"));
+    CHECK(cc_comm_destroy(comm) == CC_SUCCESS);
+  }
+}
+
 TEST_CASE("a destroyed communicator is detected, not used after free") {
   cc_comm_t comm = fake_comm(0, 2);
   CHECK(cc_comm_destroy(comm) == CC_SUCCESS);

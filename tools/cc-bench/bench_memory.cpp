@@ -5,7 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cc/cc.h"
-#include "lib/comm/nccl_symbol.hpp"
+#include "lib/core/nccl_symbol.hpp"
 
 namespace cc::tools::bench {
 namespace {
@@ -16,7 +16,7 @@ using WinReg = ncclResult_t (*)(ncclComm_t, void*, size_t, void**, int);
 using WinDereg = ncclResult_t (*)(ncclComm_t, void*);
 constexpr int kWinSymmetric = 0x01;  // NCCL_WIN_COLL_SYMMETRIC
 
-using cc::comm::nccl_symbol;
+using cc::core::nccl_symbol;
 
 WinReg win_reg() { return reinterpret_cast<WinReg>(nccl_symbol("ncclCommWindowRegister")); }
 WinDereg win_dereg() { return reinterpret_cast<WinDereg>(nccl_symbol("ncclCommWindowDeregister")); }

@@ -9,7 +9,8 @@ machine with a GPU per rank, while every rank runs on GPU 0:
   - BACKEND=nccl for torch's gating (which tests run, which paths they take);
     for backend "cc", init_process_group and new_group given "nccl" get "cc";
   - torch.cuda.device_count() (and torch.accelerator's) says at least
-    WORLD_SIZE, so the tests' "one GPU per rank" skips do not fire;
+    WORLD_SIZE, so the tests' "one GPU per rank" skips do not fire; the
+    properties, capability and name of a device past the real ones are GPU 0's;
   - init_multigpu_helper gives every rank GPU 0, and inside a rank every CUDA
     device a test names is GPU 0 (one_gpu.onto, as the seed examples use);
   - each rank is its own host to NCCL (NCCL_HOSTID), NCCL over sockets
@@ -64,6 +65,26 @@ def _device_count():
 torch.cuda.device_count = _device_count
 if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "device_count"):
     torch.accelerator.device_count = _device_count
+
+
+def _on_gpu0(fn):
+    """fn(device, ...) with every device past the real count taken as GPU 0:
+    what walks the patched count (torch.utils._triton asks every device's
+    properties) then reads GPU 0's."""
+    def call(device=None, *args, **kwargs):
+        try:
+            index = torch.cuda._utils._get_device_index(device, optional=True)
+        except (RuntimeError, ValueError):
+            index = None
+        if index is not None and index >= _real_device_count():
+            device = 0
+        return fn(device, *args, **kwargs)
+    call.__wrapped__ = fn
+    return call
+
+
+for _name in ("get_device_properties", "get_device_capability", "get_device_name"):
+    setattr(torch.cuda, _name, _on_gpu0(getattr(torch.cuda, _name)))
 
 import one_gpu  # noqa: E402
 
