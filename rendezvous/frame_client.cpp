@@ -361,7 +361,8 @@ class FrameClient final : public Client {
   // After the first handshake: a lost connection is followed to the next
   // server from now on.
   void enable_failover() {
-    inbox_.set_failover(options_.locate != nullptr && options_.agent_socket.empty());
+    inbox_.set_failover(options_.agent_socket.empty() ? options_.locate != nullptr
+                                                      : options_.agent_follows);
   }
 
   ~FrameClient() override {
@@ -888,7 +889,7 @@ class FrameClient final : public Client {
   // paused leader still holds the connection but was deposed), the
   // connection is given up and the client moves there.
   void check_leader() {
-    if (!inbox_.failover() || moving_.load(std::memory_order_relaxed)) return;
+    if (!inbox_.failover() || !options_.locate || moving_.load(std::memory_order_relaxed)) return;
     const auto now = Clock::now();
     const auto heard = Clock::time_point(Clock::duration(last_heard_.load(std::memory_order_relaxed)));
     if (now - heard < kSilence || now - last_leader_check_.load() < kSilence) return;
@@ -997,10 +998,13 @@ class FrameClient final : public Client {
       if (last.code == CC_ERR_AUTH || last.code == CC_ERR_MISMATCH ||
           last.code == CC_ERR_PEER_FAILED || last.code == CC_ERR_INVALID_USAGE)
         break;
+      // The agent said why it cannot go on, or is gone with its cc-run.
+      if (!options_.agent_socket.empty() && (refused_ || !dialled_agent_)) break;
       if (!backoff.sleep_until_next(deadline)) break;
     }
     const bool refused = last.code == CC_ERR_AUTH || last.code == CC_ERR_MISMATCH ||
-                         last.code == CC_ERR_PEER_FAILED || last.code == CC_ERR_INVALID_USAGE;
+                         last.code == CC_ERR_PEER_FAILED || last.code == CC_ERR_INVALID_USAGE ||
+                         (!options_.agent_socket.empty() && refused_);
     return make_status(
         refused ? last.code : CC_ERR_RENDEZVOUS,
         (who.empty() ? std::string("this client") : who) + " on host " + local_hostname() +
@@ -1022,6 +1026,8 @@ class FrameClient final : public Client {
   // One attempt: where is the server, a connection to it, the handshake and
   // every resume; success once the connection is taken up.
   Status try_next_server(Clock::time_point deadline) {
+    refused_ = false;
+    if (!options_.agent_socket.empty()) return try_agent_again(deadline);
     const auto until = std::min(deadline, Clock::now() + kAttemptCap);
     std::string host;
     int port = 0;
@@ -1047,6 +1053,24 @@ class FrameClient final : public Client {
     return Status::success();
   }
 
+  // Through the node agent: the same socket again, and the hello waits there
+  // (up to the whole failover) until the agent reached the next server.
+  Status try_agent_again(Clock::time_point deadline) {
+    dialled_agent_ = false;
+    Fd dialled;
+    if (Status s = dial_agent(options_, endpoint_, std::min(deadline, Clock::now() + kAttemptCap),
+                              &dialled);
+        !s.ok())
+      return s;
+    dialled_agent_ = true;
+    Conn fd;
+    fd.fd = std::move(dialled);
+    std::vector<PeerEvent> events;
+    if (Status s = greet(fd, endpoint_, deadline, &events); !s.ok()) return s;
+    take_up(std::move(fd), endpoint_, std::move(events));
+    return Status::success();
+  }
+
   // Sends one request on the new connection and reads until its answer;
   // the events that come first are kept for the inbox.
   Status ask(const Conn& fd, const std::string& endpoint, Clock::time_point until, const Message& request,
@@ -1058,7 +1082,10 @@ class FrameClient final : public Client {
       FrameReader::Frame f;
       if (Status s = read_frame_by(fd, until, endpoint, &f); !s.ok()) return s;
       if (f.request_id == id) {
-        if (auto* e = std::get_if<Error>(&f.message)) return server_error(*e, endpoint);
+        if (auto* e = std::get_if<Error>(&f.message)) {
+          refused_ = true;
+          return server_error(*e, endpoint);
+        }
         *reply = std::move(f.message);
         return Status::success();
       }
@@ -1145,6 +1172,10 @@ class FrameClient final : public Client {
   ResumeBook book_;    // under state_mu_
   bool closing_ = false;         // under state_mu_: the destructor runs
   bool mover_running_ = false;   // under state_mu_
+  // The mover's last attempt: a request refused with a message; the node
+  // agent's socket reached (the mover's thread only).
+  bool refused_ = false;
+  bool dialled_agent_ = true;
   std::atomic<Clock::time_point> last_leader_check_{Clock::time_point()};
   std::atomic<bool> moving_{false};  // the inbox is moving (for last_heard)
   std::thread mover_;

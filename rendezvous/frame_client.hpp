@@ -48,6 +48,12 @@ struct FrameClientOptions {
   // carries the connection's frames to the rendezvous at addr:port
   // (rendezvous/agent/agent_core.hpp); the client connects there instead.
   std::string agent_socket;
+  // Through a node agent that follows an elected server (an etcd address):
+  // a lost connection to the agent is met as a lost server is with a
+  // locator, but the client connects to the agent again, which answers its
+  // hello once it reached the next server (or refuses it, saying why not:
+  // the client then gives up at once), and resumes through it.
+  bool agent_follows = false;
   // Not empty: where the rendezvous server is now, asked before the first
   // connect (addr and port are then unused) and after every loss of the
   // connection; it fills host and port, or says why not (it is asked again,

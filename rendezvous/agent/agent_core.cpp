@@ -24,7 +24,9 @@ std::vector<uint8_t> frame_of(uint32_t rid, const Message& m) { return encode_fr
 }  // namespace
 
 struct AgentCore::Impl {
-  enum class Upstream : uint8_t { idle, hello, auth, ready, lost };
+  // moving: the connection was lost and the agent follows the election to
+  // the next server (the driver connects; then hello, auth, ready again).
+  enum class Upstream : uint8_t { idle, hello, auth, ready, moving, lost };
   enum class RankState : uint8_t { hello, auth, open };
 
   struct Rank {
@@ -59,6 +61,11 @@ struct AgentCore::Impl {
   std::vector<LocalId> heartbeats_held;  // ranks with a heartbeat to forward
   std::vector<RelayEntry> out;           // for the next flush
   Clock::time_point now{};
+  // While following the election to the next server: until when, since
+  // when, and why the last one was lost.
+  std::optional<Clock::time_point> follow_until;
+  Clock::time_point follow_since{};
+  std::string follow_why, follow_from, follow_last;
 
   Impl(AgentOptions o, AgentIo& i) : opt(std::move(o)), io(i), up_reader(opt.limits) {}
 
@@ -86,7 +93,8 @@ struct AgentCore::Impl {
     const Message& m = f.message;
     if (const auto* e = std::get_if<Error>(&m)) {
       if (up != Upstream::ready)
-        return lose("the rendezvous at " + opt.upstream + " refused it: " + printable(e->message));
+        return lose(moved_words() + "the rendezvous at " + opt.upstream +
+                    " refused it: " + printable(e->message));
       log().warn("{}: the rendezvous at {} says: {}", self(), opt.upstream, printable(e->message));
       return;
     }
@@ -113,6 +121,14 @@ struct AgentCore::Impl {
 
   void ready() {
     up = Upstream::ready;
+    if (follow_until) {
+      log().info("{}: reached the next rendezvous server at {} {} ms after losing the one at {}; "
+                 "its ranks resume there",
+                 self(), opt.upstream,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(now - follow_since).count(),
+                 follow_from);
+      follow_until.reset();
+    }
     send_up(HeartbeatWindow{static_cast<uint32_t>(opt.heartbeat_window.count())});
     next_heartbeat = now + opt.heartbeat_interval;
     // A driver may answer a rank's challenge at once, from inside the call.
@@ -140,11 +156,79 @@ struct AgentCore::Impl {
     }
   }
 
+  // "after losing the rendezvous at X (why), " while following, else "".
+  std::string moved_words() const {
+    if (!follow_until) return "";
+    return "after losing the rendezvous server at " + follow_from + " (" + follow_why + "), ";
+  }
+
+  bool follows() const { return opt.failover_timeout.count() > 0; }
+
+  // The connection is lost: with an elected server the agent follows the
+  // election (follow), else it gives the server up (lose).
+  void link_lost(const std::string& why) {
+    if (up == Upstream::lost) return;
+    if (!follows() || up == Upstream::idle) return lose(why);
+    if (follow_until) {
+      // An attempt at the next server failed: the driver tries again until
+      // the deadline (tick).
+      follow_last = why;
+      if (now < *follow_until) {
+        if (up != Upstream::moving) io.close_upstream();
+        up = Upstream::moving;
+        log().debug("{}: {}", self(), why);
+        return;
+      }
+      return give_up_following(why);
+    }
+    follow(why);
+  }
+
+  // The ranks' connections close without a word (their clients connect to
+  // the agent again and resume through it once the next server is ready);
+  // ranks in their handshake with the agent wait for it. Nothing of the
+  // channels survives: the next server opens them anew.
+  void follow(const std::string& why) {
+    follow_since = now;
+    follow_until = now + opt.failover_timeout;
+    follow_why = why;
+    follow_from = opt.upstream;
+    follow_last.clear();
+    up = Upstream::moving;
+    next_heartbeat = Clock::time_point::max();
+    log().warn("{}: lost the rendezvous server at {} ({}); following the election at {} to the "
+               "next one for up to {} ms",
+               self(), follow_from, why, opt.elected_by, opt.failover_timeout.count());
+    std::vector<LocalId> open;
+    for (const auto& [id, r] : ranks)
+      if (r.state == RankState::open || r.ending_until) open.push_back(id);
+    for (LocalId id : open) drop(id);
+    by_channel.clear();
+    heartbeats_held.clear();
+    out.clear();
+    io.close_upstream();
+  }
+
+  void give_up_following(std::string last) {
+    if (last.empty()) last = follow_last;
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - follow_since).count();
+    std::string words = "lost the rendezvous server at " + follow_from + " (" + follow_why +
+                        ") and no next server took over within " + std::to_string(waited) +
+                        " ms (the election at " + opt.elected_by + " named none that answered";
+    if (!last.empty()) words += "; the last attempt: " + last;
+    words += "). Check that a cc-rendezvous --etcd daemon runs and reaches etcd, or raise the "
+             "heartbeat window (CC_HEARTBEAT_MS x CC_HEARTBEAT_MISSES), which bounds the wait";
+    follow_until.reset();
+    lose(words);
+  }
+
   // Ranks waiting for their handshake get the message; the others are told
   // the rendezvous is gone, as a server that stops tells its members.
   void lose(const std::string& why) {
     if (up == Upstream::lost) return;
     up = Upstream::lost;
+    follow_until.reset();
     failure = why;
     next_heartbeat = Clock::time_point::max();
     log().warn("{}: {}", self(), why);
@@ -249,7 +333,7 @@ struct AgentCore::Impl {
                self() + " cannot reach the rendezvous: " + failure);
         return false;
       }
-      r.hello_waits = true;
+      r.hello_waits = true;  // also while the agent follows the election to the next server
       if (up == Upstream::ready) answer_hello(r);
       return true;
     }
@@ -315,8 +399,9 @@ AgentCore::~AgentCore() = default;
 void AgentCore::upstream_connected(Clock::time_point now) {
   Impl& i = *impl_;
   i.now = now;
-  if (i.up != Impl::Upstream::idle) return;
+  if (i.up != Impl::Upstream::idle && i.up != Impl::Upstream::moving) return;
   i.up = Impl::Upstream::hello;
+  i.up_reader = FrameReader(i.opt.limits);
   i.last_heard = now;
   i.send_up(Hello{i.opt.job_id, i.opt.host, i.opt.pid, "cc-run " CC_VERSION_STRING " node agent"});
 }
@@ -324,7 +409,9 @@ void AgentCore::upstream_connected(Clock::time_point now) {
 void AgentCore::upstream_bytes(std::span<const uint8_t> bytes, Clock::time_point now) {
   Impl& i = *impl_;
   i.now = now;
-  if (i.up == Impl::Upstream::lost || i.up == Impl::Upstream::idle) return;
+  if (i.up == Impl::Upstream::lost || i.up == Impl::Upstream::idle ||
+      i.up == Impl::Upstream::moving)
+    return;
   i.last_heard = now;
   i.up_reader.feed(bytes);
   while (auto f = i.up_reader.next()) {
@@ -332,16 +419,18 @@ void AgentCore::upstream_bytes(std::span<const uint8_t> bytes, Clock::time_point
     if (i.up == Impl::Upstream::lost) return;
   }
   if (i.up_reader.error() != DecodeError::none)
-    i.lose("the rendezvous at " + i.opt.upstream + " sent a frame the agent cannot read (" +
+    i.link_lost("the rendezvous at " + i.opt.upstream + " sent a frame the agent cannot read (" +
            describe(i.up_reader.error()) + ")");
 }
 
 void AgentCore::upstream_lost(const std::string& why, Clock::time_point now) {
   impl_->now = now;
-  impl_->lose(why);
+  impl_->link_lost(why);
 }
 
 bool AgentCore::upstream_ready() const { return impl_->up == Impl::Upstream::ready; }
+bool AgentCore::following() const { return impl_->follow_until.has_value(); }
+void AgentCore::upstream_moved(const std::string& where) { impl_->opt.upstream = where; }
 const std::string& AgentCore::upstream_failure() const { return impl_->failure; }
 
 void AgentCore::rank_connected(LocalId rank, pid_t pid, pid_t group, Clock::time_point now) {
@@ -452,10 +541,14 @@ void AgentCore::tick(Clock::time_point now) {
                  std::to_string(i.opt.handshake_timeout.count()) +
                  " ms (a cc rank says hello at once; is this a cc client?)");
   }
+  if (i.follow_until && now >= *i.follow_until) {
+    i.give_up_following("");
+    return;
+  }
   if (i.up == Impl::Upstream::ready && now >= i.next_heartbeat) {
     const auto silent = now - i.last_heard;
     if (silent > i.opt.heartbeat_window + i.opt.heartbeat_interval) {
-      i.lose("nothing heard from the rendezvous at " + i.opt.upstream + " for " +
+      i.link_lost("nothing heard from the rendezvous at " + i.opt.upstream + " for " +
              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
              " ms (the network to it is cut, or its host is down)");
       return;
@@ -470,6 +563,7 @@ void AgentCore::tick(Clock::time_point now) {
 Clock::time_point AgentCore::next_deadline() const {
   const Impl& i = *impl_;
   Clock::time_point t = i.next_heartbeat;
+  if (i.follow_until) t = std::min(t, *i.follow_until);
   for (const auto& [id, r] : i.ranks) {
     if (r.ending_until) t = std::min(t, *r.ending_until);
     if (r.state != Impl::RankState::open && !r.hello_waits) t = std::min(t, r.handshake_until);

@@ -45,6 +45,11 @@ struct AgentOptions {
   std::string host;    // this node, for messages
   uint32_t pid = 0;
   std::string upstream;  // "host:port" of the rendezvous, for messages
+  // Not zero: the server is elected (at `elected_by`, an etcd address) and
+  // the agent follows it to the next leader for this long after losing it.
+  // Zero: a lost server fails the node's ranks at once.
+  std::chrono::milliseconds failover_timeout{0};
+  std::string elected_by;
   // The agent's heartbeat, and the silence after which the server fails the node.
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_window{5000};
@@ -88,6 +93,13 @@ class AgentCore {
   // message as an error; every rank's connection is closed.
   void upstream_lost(const std::string& why, Clock::time_point now);
   bool upstream_ready() const;
+  // The connection to the server was lost and the agent follows the election:
+  // the driver should find the next server and connect to it
+  // (upstream_connected). False once it is connected again or given up.
+  bool following() const;
+  // The next server's address ("host:port"), as the driver found it, for
+  // messages and the ranks' hellos.
+  void upstream_moved(const std::string& where);
   // The message of the last upstream failure (empty while none).
   const std::string& upstream_failure() const;
 

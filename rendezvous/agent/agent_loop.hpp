@@ -4,13 +4,20 @@
 // burst of input, so what the node's ranks sent together goes in one Relay.
 // The ranks' side is the driver's (node_agent.cpp: a Unix socket; the
 // simulation in cc-rendezvous-bench: ranks in memory), behind RankSide.
+//
+// With a locator (an elected server) the loop follows the election when the
+// core does (AgentCore::following): it asks the locator where the server is
+// now, on a thread of its own since the answer comes from etcd, and connects
+// there, again until the core reaches the next server or gives it up.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <asio/io_context.hpp>
@@ -18,6 +25,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "common/backoff.hpp"
+#include "common/status.hpp"
 #include "rendezvous/agent/agent_core.hpp"
 #include "rendezvous/agent/stream.hpp"
 #include "rendezvous/tls/asio_stream.hpp"
@@ -44,6 +52,10 @@ struct UpstreamTarget {
   // Not null: TLS to the server, whose certificate must name `host`.
   std::shared_ptr<tls::ClientContext> tls{};
   std::string host{};
+  // Not empty: where the elected server is now (blocking; it may be asked
+  // from another thread), asked after the connection is lost.
+  using Locate = std::function<Status(Clock::time_point deadline, std::string* host, int* port)>;
+  Locate locate{};
 };
 
 class AgentLoop final : private AgentIo {
@@ -76,6 +88,14 @@ class AgentLoop final : private AgentIo {
   void connect_next();
   void connected();
   void arm_timer();
+  // While the core follows the election: asks the locator (once at a time)
+  // and connects to the server it names.
+  void follow();
+  // The connection could not be made, or ended: the core is told, and
+  // follows the election when it does.
+  void lost(const std::string& why);
+  void located(Status s, const std::string& host, int port,
+               std::vector<asio::ip::tcp::endpoint> endpoints);
 
   asio::io_context& io_;
   RankSide& ranks_;
@@ -92,6 +112,9 @@ class AgentLoop final : private AgentIo {
   Clock::time_point armed_for_ = Clock::time_point::max();
   bool flush_posted_ = false;
   bool stopped_ = false;
+  uint64_t link_ = 0;        // the connection to the server now; callbacks of an older one are ignored
+  bool seeking_ = false;     // the locator is asked, or the server it named is dialled
+  std::thread locator_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -188,6 +188,7 @@ Status NodeAgent::start(asio::io_context& io, const NodeAgentOptions& options,
   for (const auto& r : results) target.endpoints.push_back(r.endpoint());
   target.tls = options.tls;
   target.host = host;
+  target.locate = options.locate;
   SocketFolder folder;
   if (Status s = SocketFolder::make(&folder); !s.ok()) return s;
   auto agent = std::make_unique<UnixNodeAgent>(io, options, std::move(target), std::move(folder));

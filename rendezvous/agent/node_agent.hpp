@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,12 @@ struct NodeAgentOptions {
   // Not null: the connection to the server speaks TLS (the ranks' Unix
   // socket stays clear: only this user's processes reach it).
   std::shared_ptr<tls::ClientContext> tls;
+  // Not empty: the server is elected (agent.failover_timeout and
+  // agent.elected_by set too); where it is now, asked again after it is
+  // lost (agent_loop.hpp, UpstreamTarget::locate).
+  std::function<Status(std::chrono::steady_clock::time_point deadline, std::string* host,
+                       int* port)>
+      locate;
 };
 
 class NodeAgent {

@@ -1,5 +1,6 @@
 #include "rendezvous/factory/connect.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "rendezvous/factory/elected.hpp"
@@ -32,8 +33,12 @@ Status connect_client(const Address& address, const Options& options,
     return connect_frame_client(o, out);
   }
   if (!options.agent_socket.empty()) {
-    // cc-run's agent finds the elected server for its ranks.
+    // cc-run's agent finds the elected server for its ranks, and follows it
+    // to the next leader; the client resumes through the agent, which says
+    // within its own deadline whether it reached one.
     o.addr = address.text();
+    o.agent_follows = true;
+    o.failover_timeout = std::max(o.failover_timeout, options.connect_timeout);
     return connect_frame_client(o, out);
   }
   // An etcd cluster: cc's server is where its election put it (or here).

@@ -5,6 +5,7 @@
 // ranks hear when the server is lost.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,8 +52,11 @@ class FakeIo : public ag::AgentIo {
 };
 
 struct Agent {
-  explicit Agent(std::string token = "") {
+  // failover: not zero, the agent follows an elected server for that long.
+  explicit Agent(std::string token = "", std::chrono::milliseconds failover = 0ms) {
     ag::AgentOptions o;
+    o.failover_timeout = failover;
+    o.elected_by = "etcd://10.0.0.1:2379";
     o.job_id = "job";
     o.token = std::move(token);
     o.host = "node-a";
@@ -69,6 +73,7 @@ struct Agent {
   }
   // Connected to a server without a token.
   void ready() {
+    io.upstream.clear();
     core->upstream_connected(now);
     REQUIRE(io.upstream.size() == 1);
     CHECK(std::get<rv::Hello>(io.upstream[0].m).client.find("node agent") != std::string::npos);
@@ -280,6 +285,114 @@ TEST_CASE("the agent gives the server up when it hears nothing for its window") 
   CHECK(a.core->upstream_failure().find("nothing heard from the rendezvous at 10.0.0.9:29500 "
                                         "for 7000 ms") != std::string::npos);
   CHECK(a.io.closed == std::vector<ag::LocalId>{1});
+}
+
+TEST_CASE("following the election: the ranks' connections close without a word, their hellos "
+          "wait for the next server, and they resume there through new channels") {
+  Agent a("", 8000ms);
+  a.ready();
+  a.rank(1, 11);
+  a.rank(2, 12);
+  a.core->flush();
+  const auto before = a.relayed();
+  REQUIRE(before.size() == 2);
+  const size_t heard = a.io.ranks[1].size();  // the agent's challenge
+  a.core->upstream_lost("the connection to the rendezvous at 10.0.0.9:29500 ended (closed by "
+                        "the server)",
+                        a.now);
+  CHECK(a.core->following());
+  CHECK_FALSE(a.core->upstream_ready());
+  CHECK(a.core->upstream_failure().empty());
+  CHECK(a.io.ranks[1].size() == heard);  // no event, no error: the rank's client moves
+  std::sort(a.io.closed.begin(), a.io.closed.end());
+  CHECK(a.io.closed == std::vector<ag::LocalId>{1, 2});
+  // Rank 1's client connects again and says hello: it waits for the next server.
+  a.now += 1500ms;
+  a.rank(3, 11);
+  a.core->tick(a.now);
+  CHECK(a.io.ranks[3].empty());
+  // A first attempt fails (the old leader's address still published).
+  a.core->upstream_lost("cannot reach the rendezvous at 10.0.0.9:29500 after 3 attempts: "
+                        "connection refused",
+                        a.now);
+  CHECK(a.core->following());
+  a.now += 1500ms;
+  a.core->upstream_moved("10.0.0.8:29500");
+  a.ready();
+  CHECK_FALSE(a.core->following());
+  REQUIRE(a.io.ranks[3].size() == 1);
+  CHECK(std::get<rv::Challenge>(a.io.ranks[3][0].m).server.find("10.0.0.8:29500") !=
+        std::string::npos);
+  rv::Resume resume;
+  resume.info.rank = 0;
+  resume.info.world_size = 2;
+  resume.rank = 0;
+  resume.world_size = 2;
+  resume.seat = {1, 2, 3};
+  a.rank_sends(3, resume, 2);
+  a.core->flush();
+  const auto after = a.relayed();
+  REQUIRE(after.size() == 2);
+  CHECK(after[0].op == rv::RelayOp::open);
+  CHECK(after[1].op == rv::RelayOp::frames);
+  const auto frames = decode_all(after[1].data);
+  REQUIRE(frames.size() == 1);
+  CHECK(std::get<rv::Resume>(frames[0].m).seat == std::vector<uint8_t>{1, 2, 3});
+  // The server's answer reaches the rank on its new channel.
+  rv::Relay answer;
+  answer.entries.push_back({after[0].channel, rv::RelayOp::frames, rv::encode_frame(2, rv::Ok{})});
+  a.server_says(answer);
+  REQUIRE(a.io.ranks[3].size() == 2);
+  CHECK(std::holds_alternative<rv::Ok>(a.io.ranks[3][1].m));
+}
+
+TEST_CASE("following the election: with no next server by the deadline, waiting ranks are "
+          "refused at once with the cause and the fix") {
+  Agent a("", 8000ms);
+  a.ready();
+  a.rank(1, 11);
+  const auto lost_at = a.now;
+  a.core->upstream_lost("the connection to the rendezvous at 10.0.0.9:29500 ended (closed by "
+                        "the server)",
+                        a.now);
+  a.now += 100ms;
+  a.rank(2, 11);
+  CHECK(a.core->next_deadline() == lost_at + 8000ms);
+  a.now += 3000ms;
+  a.core->upstream_lost("cannot reach the rendezvous at 10.0.0.9:29500 after 4 attempts: "
+                        "connection refused",
+                        a.now);
+  a.now = lost_at + 8000ms;
+  a.core->tick(a.now);
+  CHECK_FALSE(a.core->following());
+  const auto e = std::get<rv::Error>(a.io.ranks[2].back().m);
+  CHECK(e.code == CC_ERR_RENDEZVOUS);
+  CHECK(e.message.find("lost the rendezvous server at 10.0.0.9:29500 (the connection to the "
+                       "rendezvous at 10.0.0.9:29500 ended (closed by the server)) and no next "
+                       "server took over within 8000 ms (the election at etcd://10.0.0.1:2379 "
+                       "named none that answered; the last attempt: cannot reach the rendezvous "
+                       "at 10.0.0.9:29500 after 4 attempts: connection refused)") !=
+        std::string::npos);
+  CHECK(e.message.find("cc-rendezvous --etcd") != std::string::npos);
+  // A rank that comes later is refused with the same words.
+  a.rank(3, 13);
+  const auto later = std::get<rv::Error>(a.io.ranks[3].back().m);
+  CHECK(later.message.find("no next server took over") != std::string::npos);
+}
+
+TEST_CASE("following the election: a server silent past the window is left for the next") {
+  Agent a("", 8000ms);
+  a.ready();
+  a.rank(1, 11);
+  for (int i = 0; i < 7; ++i) {
+    a.now += 1000ms;
+    a.core->tick(a.now);
+  }
+  CHECK(a.core->following());
+  CHECK(a.core->upstream_failure().empty());
+  CHECK(a.io.closed == std::vector<ag::LocalId>{1});
+  a.ready();
+  CHECK(a.core->upstream_ready());
 }
 
 }  // namespace

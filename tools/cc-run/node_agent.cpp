@@ -16,6 +16,15 @@
 
 namespace cc::tools::run {
 
+namespace {
+
+// How long an agent follows an elected server's election after losing it,
+// past the heartbeat window: a cc-rendezvous daemon's lease (5 s unless
+// --lease says otherwise), the next daemon's start and the agent's own
+// look-up.
+constexpr std::chrono::milliseconds kElectionAllowance{7000};
+
+}  // namespace
 
 std::string exit_words(int status) {
   if (WIFSIGNALED(status)) {
@@ -63,6 +72,13 @@ cc::Status start_node_agent(const Options& o, const cc::launch::ResolvedConfig& 
   a.server_host = host;
   a.server_port = server_port;
   a.connect_timeout = connect_timeout;
+  if (*elected) {
+    // The agent follows the election to the next leader when it loses one.
+    a.agent.elected_by = o.rendezvous.text();
+    a.agent.failover_timeout = a.agent.heartbeat_window + kElectionAllowance;
+    a.locate = [found = *elected](std::chrono::steady_clock::time_point deadline,
+                                  std::string* h, int* p) { return found->locate(deadline, h, p); };
+  }
   // TLS to the server when CC_TLS_CA is set, as the ranks' own would be.
   const cc::rv::tls::ClientFiles tls_files =
       cc::rv::tls::client_files_from(cc::settings::process_env());
