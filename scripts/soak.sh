@@ -399,7 +399,7 @@ while [ "$killed" -lt "$KILLS" ]; do
   pid=$(rank_pid "$rank") || fail "no process of rank $rank under cc-run"
   t=$(now_ns)
   kill -9 "$pid"
-  last_kill=$t killed=$((killed + 1)) event=$((killed + leaders + 1))
+  last_kill=$t killed=$((killed + 1)) event=$((killed + leaders))
   [ "$rank" -eq 0 ] && rank0=$((rank0 + 1))
   # A leader kill inside this recovery: the regrow in flight moves to the next leader.
   in_recovery=
