@@ -48,7 +48,7 @@
 #   SOAK_AGENT 0       0: cc-run --no-agent, each rank on its own connection
 #                      (its client follows the leader); 1: through cc-run's
 #                      node agent
-#   SOAK_LEADER_DURING_RECOVERY 0  SOAK_LEADER_DELAY_MS 300
+#   SOAK_LEADER_DURING_RECOVERY 0  SOAK_LEADER_DELAY_MS 50
 #
 # OUT gets clean.log and soak.log (cc-run's output), failures.tsv (one line a
 # failure: its kind, rank or leader; a leader kill's columns are the daemon,
@@ -82,7 +82,7 @@ if [ "$MODE" = elected ]; then
   LEASE_MS=${SOAK_LEASE_MS:-2000}
   RESUME_LIMIT_MS=${SOAK_RESUME_LIMIT_MS:-$((LEASE_MS + 1000))}
   DURING_RECOVERY=${SOAK_LEADER_DURING_RECOVERY:-0}
-  LEADER_DELAY_MS=${SOAK_LEADER_DELAY_MS:-300}
+  LEADER_DELAY_MS=${SOAK_LEADER_DELAY_MS:-50}
   [ "${SOAK_AGENT:-0}" = 0 ] && RUN_FLAGS="$RUN_FLAGS --no-agent"
   [ "$DAEMONS" -ge 2 ] || { echo "soak: SOAK_DAEMONS must be 2 or more: one leads, one takes over" >&2; exit 2; }
 fi
