@@ -325,13 +325,14 @@ printf "failure\tkind\trank\tpid\tgeneration\tdeath_to_collective_ms\tdeath_to_r
 leader_slot() { echo $(($1 * KILLS / (LEADER_KILLS + 1))); }
 # Whether leader kill $1 falls inside the next rank kill's recovery.
 leader_in_recovery() { [ "$DURING_RECOVERY" -gt 0 ] && [ $(($1 % DURING_RECOVERY)) -eq 0 ]; }
-# leader_kill N: kills the leading daemon (SIGKILL), waits until the next one
-# publishes its address and starts the killed one again as a standby. Sets
+# leader_kill N [D]: kills the leading daemon (D when known; SIGKILL), waits
+# until the next one publishes its address and starts the killed one again
+# as a standby. Sets
 # LEADER_T (the kill), LEADER_ELECTED (the address published), LEADER_NEXT
 # (the daemon that leads now), LEADER_DAEMON and LEADER_PID (the one killed).
 leader_kill() {
-  local d next=''
-  d=$(daemon_leader)
+  local d=${2:-} next=''
+  [ -n "$d" ] || d=$(daemon_leader)
   [ -n "$d" ] || fail "no daemon leads before leader kill $1"
   LEADER_DAEMON=$d LEADER_PID=${DAEMON_PIDS[d]}
   LEADER_T=$(now_ns)
@@ -397,17 +398,20 @@ while [ "$killed" -lt "$KILLS" ]; do
   [ "$killed" -eq $((KILLS - 1)) ] && [ "$rank0" -eq 0 ] && rank=0
   kill -0 "$RUN_PID" 2>/dev/null || { tail -n 40 "$LOG"; fail "the job ended after $killed failures: give it more steps (SOAK_STEPS)"; }
   pid=$(rank_pid "$rank") || fail "no process of rank $rank under cc-run"
+  in_recovery='' leading=''
+  if [ "$leaders" -lt "$LEADER_KILLS" ] && [ "$killed" -ge "$(leader_slot $((leaders + 1)))" ] &&
+    leader_in_recovery $((leaders + 1)); then
+    in_recovery=1 leading=$(daemon_leader)  # asked before: the kill must fall inside the recovery
+  fi
   t=$(now_ns)
   kill -9 "$pid"
   last_kill=$t killed=$((killed + 1)) event=$((killed + leaders))
   [ "$rank" -eq 0 ] && rank0=$((rank0 + 1))
   # A leader kill inside this recovery: the regrow in flight moves to the next leader.
-  in_recovery=
-  if [ "$leaders" -lt "$LEADER_KILLS" ] && [ $((killed - 1)) -ge "$(leader_slot $((leaders + 1)))" ] &&
-    leader_in_recovery $((leaders + 1)); then
+  if [ -n "$in_recovery" ]; then
     sleep "$(awk -v d="$LEADER_DELAY_MS" 'BEGIN { printf "%.3f", d / 1e3 }')"
-    leaders=$((leaders + 1)) in_recovery=1
-    leader_kill "$leaders"
+    leaders=$((leaders + 1))
+    leader_kill "$leaders" "$leading"
   fi
   # Recovered: the replacement rejoined, and every rank did its first
   # collective of the new generation.
@@ -431,7 +435,20 @@ while [ "$killed" -lt "$KILLS" ]; do
   generation=${rejoin#* } rejoin=${rejoin%% *}
   printf "%d\trank\t%d\t%d\t%d\t%d\t%d\n" "$event" "$rank" "$pid" "$generation" \
     $(((coll - t) / 1000000)) $(((rejoin - t) / 1000000)) | tee -a "$OUT/failures.tsv"
-  # The leader kill's recovery: every rank's first collective of the regrown generation.
+  # The leader kill's recovery: every rank's first collective of the regrown
+  # generation; or, when the recovery ended first, the ranks resumed on the next leader.
+  if [ -n "$in_recovery" ] && [ "$last" -lt "$LEADER_T" ]; then
+    echo "soak: leader kill $leaders came $(((LEADER_T - last) / 1000000)) ms after failure $killed's recovery: measured as one between steps"
+    resumed=''
+    until [ -n "$resumed" ]; do
+      [ $(($(now_ns) - LEADER_T)) -lt $((WAIT_S * 1000000000)) ] ||
+        fail "leader kill $leaders: the ranks did not resume on d$LEADER_NEXT within ${WAIT_S} s"
+      sleep 0.05
+      resumed=$(rebuilt_after "$LEADER_NEXT" "$LEADER_T")
+    done
+    case $resumed in missing*) fail "leader kill $leaders: d$LEADER_NEXT ${resumed#missing }" ;; esac
+    last=$resumed
+  fi
   [ -n "$in_recovery" ] &&
     printf "%d\tleader\td%d\t%d\t%d\t%d\t%d\n" "$((event + 1))" "$LEADER_DAEMON" "$LEADER_PID" \
       "$generation" $(((last - LEADER_T) / 1000000)) $(((LEADER_ELECTED - LEADER_T) / 1000000)) |
