@@ -51,9 +51,11 @@
 #   SOAK_LEADER_DURING_RECOVERY 0  SOAK_LEADER_DELAY_MS 50
 #
 # OUT gets clean.log and soak.log (cc-run's output), failures.tsv (one line a
-# failure: its kind, rank or leader; a leader kill's columns are the daemon,
-# its pid, the job's generation, the death to every rank resumed on the next
-# leader, and the death to that leader published) and summary.md (the
+# failure: its kind, rank, leader or leader-in-recovery; a leader kill's
+# columns are the daemon, its pid, the job's generation, the death to every
+# rank resumed on the next leader (inside a recovery: to every rank's first
+# collective of the regrown generation), and the death to that leader seen
+# published) and summary.md (the
 # table); elected: daemons/dN.log, each daemon's output. Exit 0 when everything held, 77 when
 # the program cannot run here (no GPU, no etcd), 1 otherwise.
 set -u
@@ -450,7 +452,7 @@ while [ "$killed" -lt "$KILLS" ]; do
     last=$resumed
   fi
   [ -n "$in_recovery" ] &&
-    printf "%d\tleader\td%d\t%d\t%d\t%d\t%d\n" "$((event + 1))" "$LEADER_DAEMON" "$LEADER_PID" \
+    printf "%d\tleader-in-recovery\td%d\t%d\t%d\t%d\t%d\n" "$((event + 1))" "$LEADER_DAEMON" "$LEADER_PID" \
       "$generation" $(((last - LEADER_T) / 1000000)) $(((LEADER_ELECTED - LEADER_T) / 1000000)) |
       tee -a "$OUT/failures.tsv"
 done
@@ -472,9 +474,14 @@ check "every rank ended with weights bit-identical to the run without failures (
   [ "$SOAK" = "$CLEAN" ]
 if [ "$MODE" = elected ]; then
   slowest=$(awk -F'\t' '$2 == "leader" && $6 > w { w = $6 } END { print w + 0 }' "$OUT/failures.tsv")
+  slowest_in=$(awk -F'\t' '$2 == "leader-in-recovery" && $6 > w { w = $6 } END { print w + 0 }' "$OUT/failures.tsv")
   check "the leading daemon was killed $LEADER_KILLS times ($leaders)" [ "$leaders" -eq "$LEADER_KILLS" ]
-  check "every leader kill was recovered within ${RESUME_LIMIT_MS} ms, the lease and 1 s (worst ${slowest} ms)" \
+  check "every leader kill between steps was recovered within ${RESUME_LIMIT_MS} ms (worst ${slowest} ms)" \
     [ "$slowest" -le "$RESUME_LIMIT_MS" ]
+  # Inside a recovery the killed rank never resumes: the next leader waits
+  # its grace period for resumes (5 s) before it declares it failed.
+  check "every leader kill inside a recovery was recovered within $((RESUME_LIMIT_MS + 5000)) ms, and the resume grace (worst ${slowest_in} ms)" \
+    [ "$slowest_in" -le $((RESUME_LIMIT_MS + 5000)) ]
 fi
 
 summary() {  # summary KIND COLUMN: "median / worst" ms of failures.tsv's column for KIND's rows
@@ -491,13 +498,12 @@ final=$([ "$SOAK" = "$CLEAN" ] && echo "bit-identical to a run without failures"
   echo "|---|---|---|---|---|---|"
   echo "| $where | $RANKS (cc-run ${RUN_FLAGS:-without flags}) | $KILLS rank kills in one job ($rank0 of rank 0), one every ${MIN_GAP}-${MAX_GAP} ms | $(summary rank 6) | $(summary rank 7) | $final |"
   if [ "$MODE" = elected ]; then
-    inside=''
-    [ "$DURING_RECOVERY" -gt 0 ] &&
-      inside="; every ${DURING_RECOVERY}th inside a rank kill's recovery, ${LEADER_DELAY_MS} ms after it"
     echo
-    echo "| leader kills | death to every rank resumed on the next leader (median / worst) | death to the next leader published (median / worst) | bound |"
+    echo "| leader kills | death to every rank resumed on the next leader, or (inside a recovery) to every rank's first collective (median / worst) | death to the next leader seen published (median / worst) | bound |"
     echo "|---|---|---|---|"
-    echo "| $leaders of the leading daemon (SIGKILL), spread among the rank kills$inside | $(summary leader 6) | $(summary leader 7) | ${RESUME_LIMIT_MS} ms (the lease and 1 s) |"
+    echo "| $(grep -c "	leader	" "$OUT/failures.tsv") of the leading daemon (SIGKILL) between steps, spread among the rank kills | $(summary leader 6) | $(summary leader 7) | ${RESUME_LIMIT_MS} ms |"
+    [ "$DURING_RECOVERY" -gt 0 ] &&
+      echo "| $(grep -c "	leader-in-recovery	" "$OUT/failures.tsv") inside a rank kill's recovery, ${LEADER_DELAY_MS} ms after it | $(summary leader-in-recovery 6) | $(summary leader-in-recovery 7) | $((RESUME_LIMIT_MS + 5000)) ms (with the 5 s resume grace) |"
   fi
   echo
   echo "torchft's blog reports training through 1200-2000 synthetic failures; here $((KILLS + LEADER_KILLS)) failures in one job of $RANKS ranks ($STEPS steps)."
