@@ -1201,29 +1201,36 @@ Status locate_first(const FrameClientOptions& options, Clock::time_point deadlin
 Status connect_frame_client(const FrameClientOptions& given, std::unique_ptr<Client>* out) {
   if (Status s = check_job_id(given.job_id, "the job id"); !s.ok()) return s;
   FrameClientOptions options = given;
-  if (given.locate && given.agent_socket.empty()) {
-    if (Status s = locate_first(given, after(given.connect_timeout), &options); !s.ok()) return s;
-  }
-  const std::string endpoint =
-      options.name.empty() ? make_endpoint(options.addr, options.port)
-                           : options.name + " (its server at " +
-                                 make_endpoint(options.addr, options.port) + ")";
-  if (options.addr.empty()) {
-    return make_status(CC_ERR_INVALID_ARGUMENT,
-                       "no rendezvous address given: set MASTER_ADDR (or pass an address)");
-  }
-  if ((options.port < 1 || options.port > 65535) &&
-      !(options.port == 0 && !options.agent_socket.empty())) {
-    return make_status(CC_ERR_INVALID_ARGUMENT, "the rendezvous port " +
-                                                    std::to_string(options.port) +
-                                                    " is out of range 1..65535: check MASTER_PORT");
-  }
-  const auto deadline = after(options.connect_timeout);
+  const bool located = given.locate != nullptr && given.agent_socket.empty();
+  const auto deadline = after(given.connect_timeout);
+  std::string endpoint;
   Fd dialled;
-  if (Status s = options.agent_socket.empty() ? dial_tcp(options, endpoint, deadline, &dialled)
-                                              : dial_agent(options, endpoint, deadline, &dialled);
-      !s.ok())
-    return s;
+  for (;;) {
+    if (located) {
+      if (Status s = locate_first(given, deadline, &options); !s.ok()) return s;
+    }
+    endpoint = options.name.empty() ? make_endpoint(options.addr, options.port)
+                                    : options.name + " (its server at " +
+                                          make_endpoint(options.addr, options.port) + ")";
+    if (options.addr.empty()) {
+      return make_status(CC_ERR_INVALID_ARGUMENT,
+                         "no rendezvous address given: set MASTER_ADDR (or pass an address)");
+    }
+    if ((options.port < 1 || options.port > 65535) &&
+        !(options.port == 0 && !options.agent_socket.empty())) {
+      return make_status(CC_ERR_INVALID_ARGUMENT,
+                         "the rendezvous port " + std::to_string(options.port) +
+                             " is out of range 1..65535: check MASTER_PORT");
+    }
+    // A located address may name a leader that just died (its election key
+    // outlives it by up to its lease): it is dialled for kRelocateEvery,
+    // then the locator is asked again, as a failover does.
+    const auto until = located ? std::min(deadline, Clock::now() + kRelocateEvery) : deadline;
+    const Status s = options.agent_socket.empty() ? dial_tcp(options, endpoint, until, &dialled)
+                                                  : dial_agent(options, endpoint, deadline, &dialled);
+    if (s.ok()) break;
+    if (!located || Clock::now() >= deadline) return s;
+  }
   Conn fd;
   if (!options.agent_socket.empty()) {
     fd.fd = std::move(dialled);  // the node agent's Unix socket stays clear

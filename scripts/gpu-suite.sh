@@ -31,7 +31,8 @@
 # kernels across processes are skipped, each listed with its reason, and the
 # last line is then "gpu suite: N passed, N failed, N skipped".
 # GPU_SUITE_SOAK=1 adds the soak of scripts/soak.sh (50 failures in one job,
-# on cc's server and on etcd), minutes each. GPU_SUITE_ONLY, an extended
+# on cc's server, on etcd, and on elected cc-rendezvous daemons with 5
+# leader kills), minutes each. GPU_SUITE_ONLY, an extended
 # regular expression, keeps the steps whose names match it and leaves the
 # others out, uncounted: parts of the suite can then run side by side, or in
 # several sittings of a machine lent by the quarter hour.
@@ -415,14 +416,29 @@ if [ -x "$BUILD/tests/gpu/gpu_failures" ] && [ -f "$PREFLIGHT_SH" ]; then
 fi
 
 # The soak (scripts/soak.sh): 50 failures in one training job of 4 ranks, on
-# cc's server and on a 3-member etcd whose leader is killed midway; minutes
-# each, so only with GPU_SUITE_SOAK=1. Its figures: OUT/soak-*/summary.md.
+# cc's server, on a 3-member etcd whose leader is killed midway, and on
+# cc-rendezvous --etcd daemons whose leader is killed 5 times among the rank
+# kills (elected; cc-run --no-agent: the node agent does not follow the
+# leader yet); minutes each, so only with GPU_SUITE_SOAK=1. Its figures:
+# OUT/soak-*/summary.md. Only the leader kills:
+#   GPU_SUITE_SOAK=1 GPU_SUITE_ONLY=soak-elected scripts/gpu-suite.sh BUILD OUT
 if [ "${GPU_SUITE_SOAK:-0}" = 1 ]; then
   SOAK_SH=$(cd "$(dirname "$0")" && pwd)/soak.sh
-  for mode in server etcd; do
-    if [ $mode = etcd ] && [ ! -x "$BUILD/etcd-tools/etcd" ] && [ -z "${CC_ETCD_BIN:-}" ] &&
+  for mode in server etcd elected; do
+    if [ $mode != server ] && [ ! -x "$BUILD/etcd-tools/etcd" ] && [ -z "${CC_ETCD_BIN:-}" ] &&
       ! command -v etcd >/dev/null; then
-      skip "soak-etcd" "no etcd program (STAGE_ETCD=1 scripts/stage-build.sh, or CC_ETCD_BIN)"
+      skip "soak-$mode" "no etcd program (STAGE_ETCD=1 scripts/stage-build.sh, or CC_ETCD_BIN)"
+      continue
+    fi
+    # elected: 50 rank kills and 5 kills of the leading cc-rendezvous daemon
+    # (the fifth inside a recovery), gaps short enough to stay near 5 minutes;
+    # paced steps (6000 of at least 40 ms while kills go on) outlast the kills.
+    if [ $mode = elected ]; then
+      SOAK_CC_RUN_FLAGS=$(share_for 4) SOAK_GAP_MS=${SOAK_GAP_MS:-500-1500} \
+        SOAK_STEPS=${SOAK_STEPS:-6000} SOAK_STEP_MS=${SOAK_STEP_MS:-40} \
+        SOAK_LEADER_DURING_RECOVERY=${SOAK_LEADER_DURING_RECOVERY:-5} SOAK_LIMIT_S=${SOAK_LIMIT_S:-420} \
+        run "soak-$mode" bash "$SOAK_SH" "$BUILD" "$OUT/soak-$mode" $mode &&
+        expect "soak-$mode" "soak: passed" 1
       continue
     fi
     SOAK_CC_RUN_FLAGS=$(share_for 4) run "soak-$mode" bash "$SOAK_SH" "$BUILD" "$OUT/soak-$mode" $mode &&

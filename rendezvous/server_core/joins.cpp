@@ -41,6 +41,10 @@ bool ServerCore::Impl::on_join(Conn& c, uint32_t rid, const Join& j, Clock::time
   const MemberInfo& in = j.info;
   const std::string where = rules::communicator_where(job.id, in.comm_number);
   const std::string me = member_who(in);
+  if (holds_join(job, in.comm_number)) {
+    hold_join(c, rid, j);  // resume.cpp: a replacement's, or one sent again, before the resumes
+    return true;
+  }
   job.ranks.insert(c.id);
   ++counters.joins;
   // A world the server could never hold is refused at once: each rank takes

@@ -29,6 +29,15 @@
 // 6. A Recover of a communicator that has no Lineage yet waits for it, then
 //    is decided as any other (recovery.cpp): the recovery the old server had
 //    in progress is decided once, from the Recovers sent again.
+// 7. In a job that was read back (its keys or sessions were in the durable
+//    store), a Join of a communicator that has no Lineage yet and is not
+//    resuming as a generation 0 waits through the grace period: it may be a
+//    replacement cc-run started for a rank that died with the old server,
+//    arriving before (or among) the survivors' Resumes. Once the
+//    communicator is rebuilt it is handled as a Join on any server (a
+//    replacement, recovery.cpp); a communicator nobody resumed is joined
+//    anew at the end of the grace period; one that resumes as a generation
+//    0 takes the held Joins as in 5.
 //
 // The job ranks of members that never resumed are not told by anyone: in a
 // generation where every member that resumed has rank = job rank (a join, a
@@ -79,6 +88,16 @@ bool ServerCore::Impl::on_resume(Conn& c, uint32_t rid, const Resume& r, Clock::
     return true;
   }
   send(c.id, rid, Ok{});
+  // A generation 0 resuming: the Joins held before it was known take their seats.
+  const uint32_t g = r.info.comm_number;
+  if (auto rit = c.job->resuming.find(g); rit != c.job->resuming.end() && rit->second.known &&
+                                           rit->second.generation == 0 &&
+                                           !rit->second.held_joins.empty()) {
+    std::vector<Resuming::HeldJoin> joins = std::move(rit->second.held_joins);
+    rit->second.held_joins.clear();
+    c.job->joiners -= joins.size();
+    release_joins(*c.job, std::move(joins));
+  }
   return true;
 }
 
@@ -241,6 +260,31 @@ void ServerCore::Impl::hold_recover(Conn& c, uint32_t rid, const Recover& r) {
              server_core::member_who(r.info));
 }
 
+bool ServerCore::Impl::holds_join(const Job& job, uint32_t g) const {
+  if (!taking_resumes() || !job.restored || job.lineages.count(g) != 0) return false;
+  if (auto rit = job.resuming.find(g); rit != job.resuming.end() && rit->second.known)
+    return rit->second.generation != 0;
+  return job.comm_joins.count(g) == 0;  // else it is being joined anew here
+}
+
+void ServerCore::Impl::hold_join(Conn& c, uint32_t rid, const Join& j) {
+  Job& job = *c.job;
+  job.resuming[j.info.comm_number].held_joins.push_back({c.id, rid, j});
+  ++job.joiners;
+  job.ranks.insert(c.id);
+  log().info("{}: {} joins while the server that took over waits for its members' resumes; "
+             "its join waits until the communicator is rebuilt or the grace period ends",
+             rules::communicator_where(job.id, j.info.comm_number), server_core::member_who(j.info));
+}
+
+void ServerCore::Impl::release_joins(Job& job, std::vector<Resuming::HeldJoin> joins) {
+  for (const Resuming::HeldJoin& h : joins) {
+    auto it = conns.find(h.conn);
+    if (it == conns.end() || it->second->job != &job) continue;
+    on_join(*it->second, h.request_id, h.request, current_time);
+  }
+}
+
 void ServerCore::Impl::resumed_conn_ends(Job& job, const Conn& c, bool failed,
                                          const std::string& reason) {
   for (const Membership& m : c.memberships) {
@@ -278,7 +322,7 @@ void ServerCore::Impl::rebuild(Job& job, uint32_t g) {
   if (rit == job.resuming.end()) return;
   Resuming rs = std::move(rit->second);
   job.resuming.erase(rit);
-  job.joiners -= rs.held.size();
+  job.joiners -= rs.held.size() + rs.held_joins.size();
   if (rs.known) {
     const std::string where = lineage_where(job.id, g, rs.generation);
     bool identity = true;
@@ -365,6 +409,8 @@ void ServerCore::Impl::rebuild(Job& job, uint32_t g) {
     if (it == conns.end() || it->second->job != &job) continue;
     on_recover(*it->second, h.request_id, h.request, current_time);
   }
+  // A replacement's Join finds the Lineage now (recovery.cpp, on_replacement).
+  release_joins(job, std::move(rs.held_joins));
 }
 
 }  // namespace cc::rv

@@ -92,6 +92,7 @@ ServerCore::Impl::Job& ServerCore::Impl::restored_job(const std::string& id) {
   if (it != jobs.end()) return *it->second;
   auto job = std::make_unique<Job>();
   job->id = id;
+  job->restored = true;
   job->serial = next_job_serial++;
   jobs_by_serial.emplace(job->serial, job.get());
   return *jobs.emplace(id, std::move(job)).first->second;

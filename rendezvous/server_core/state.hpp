@@ -256,6 +256,15 @@ struct Resuming {
     Recover request;
   };
   std::vector<Held> held;
+  // Joins of a communicator that may be resuming (a replacement's, or one
+  // sent again), handled as joins once it is rebuilt or the grace period
+  // ends (resume.cpp, holds_join).
+  struct HeldJoin {
+    ConnId conn = 0;
+    uint32_t request_id = 0;
+    Join request;
+  };
+  std::vector<HeldJoin> held_joins;
 };
 
 // A job has two parts with separate lives. Its store (keys, and requests
@@ -291,6 +300,7 @@ struct Job {
   std::set<uint32_t> unsettled;  // lineages whose pending recovery may move on
   std::map<uint32_t, Resuming> resuming;  // by communicator, on a successor (resume.cpp)
   size_t joiners = 0;            // pending joins and recoveries
+  bool restored = false;  // its keys or sessions were read back: it may have members to resume
   // Failures announced per generation of a communicator: (comm_number, generation).
   std::map<std::pair<uint32_t, uint32_t>, size_t> announced;
   // The comparison of each generation's calls across its ranks (heartbeats.cpp).
@@ -557,6 +567,13 @@ struct ServerCore::Impl {
   std::optional<rules::Refusal> take_seat(Conn& c, const Resume& r, Clock::time_point now);
   // A Recover of a communicator still resuming waits for its Lineage.
   void hold_recover(Conn& c, uint32_t rid, const Recover& r);
+  // Whether a Join of communicator g waits (hold_join) until the resumes
+  // tell what it is: during the grace period, in a job that was read back,
+  // before g has a Lineage, unless g resumes as a generation 0 (resume_join).
+  bool holds_join(const Job& job, uint32_t g) const;
+  void hold_join(Conn& c, uint32_t rid, const Join& j);
+  // The Joins held for g, each handled again as it came.
+  void release_joins(Job& job, std::vector<server_core::Resuming::HeldJoin> joins);
   void resumed_conn_ends(Job& job, const Conn& c, bool failed, const std::string& reason);
   void end_resume_grace();
   // The Lineage of a resumed generation: those that never resumed are failed.

@@ -391,6 +391,32 @@ TEST_CASE("failover: a client without a locator sees the server go, in words") {
   CHECK_FALSE(c->set("k", bytes("v")).ok());
 }
 
+// A new connection during a failover: the locator still names the leader
+// that died (its key outlives it by its lease), then the next one. The
+// client asks again instead of dialling the dead address to its deadline.
+TEST_CASE("failover: a client that connects while the locator names a dead server asks again") {
+  Pointer where;
+  {
+    auto dead = start_server(false);
+    where.port = dead->port();
+    dead->stop();
+  }
+  auto next = start_server(true);
+  std::thread move_on([&where, port = next->port()] {
+    std::this_thread::sleep_for(1500ms);
+    where.port = port;
+  });
+  const auto t0 = Clock::now();
+  std::unique_ptr<rv::Client> c;
+  const cc::Status st = connect_located(where, "late", &c);  // connect_timeout 5 s
+  const auto took = Clock::now() - t0;
+  move_on.join();
+  INFO(st.message);
+  REQUIRE(st.ok());
+  CHECK(took < 3500ms);  // the locator asked again within a second of the move
+  REQUIRE(c->set("k", bytes("v")).ok());
+}
+
 TEST_CASE("failover: with no successor to be found, calls fail in words after the timeout") {
   Pointer where;
   auto a = start_first(where);

@@ -5,6 +5,7 @@
 // ResumeBook.
 #include <catch2/catch.hpp>
 
+#include <utility>
 #include <vector>
 
 #include "rendezvous/resume_book.hpp"
@@ -201,6 +202,66 @@ TEST_CASE("resume: a Join sent again takes its seat; a Recover sent again waits 
   for (rv::ConnId c : {rv::ConnId{11}, rv::ConnId{12}}) {
     const auto j = h.one_as<rv::Joined>(c);
     CHECK(j.generation == 1);
+    CHECK(j.failed == std::vector<int32_t>{2});
+  }
+}
+
+// The leader dies while a rank dies: the replacement cc-run starts joins on
+// the server that took over before (or after) the survivors resume. Its
+// Join waits for the rebuild, then is a replacement as on any server; the
+// resumes are not refused as a communicator joined anew.
+TEST_CASE("resume: a replacement's Join before or among the resumes waits for the rebuild") {
+  Harness h(successor(1000ms));
+  rv::DurableWrite key;  // the job had keys on the server that went
+  key.job = "job";
+  key.key = "ckpt";
+  key.value = std::vector<uint8_t>{1};
+  h.core.restore(key);
+  const auto unwatched = [](int rank) {  // this test sends no heartbeat
+    rv::Resume r = resume_of(rank, 3, 2);
+    r.heartbeat_window_ms = 0;
+    return r;
+  };
+  rv::Join repl = join_msg(2, 3, "h2");
+  repl.info.pid = 2002;
+  SECTION("before any resume") {
+    h.client(9);
+    h.feed(9, repl, 4);
+    CHECK(h.take(9).empty());
+    for (int r = 0; r < 2; ++r) resume_ok(h, 1 + r, unwatched(r));
+  }
+  SECTION("after the first resume") {
+    resume_ok(h, 1, unwatched(0));
+    h.client(9);
+    h.feed(9, repl, 4);
+    CHECK(h.take(9).empty());
+    resume_ok(h, 2, unwatched(1));
+  }
+  CHECK(h.take(9).empty());
+  h.advance(1100ms);  // the grace ends: rank 2 never resumed, its replacement waits
+  for (rv::ConnId c : {rv::ConnId{1}, rv::ConnId{2}}) {
+    const auto ev = h.one_as<rv::PeerEvent>(c);
+    CHECK(ev.kind == rv::PeerEventKind::failed);
+    CHECK(ev.rank == 2);
+  }
+  CHECK(h.take(9).empty());
+  rv::Recover rec;
+  rec.generation = 2;
+  rec.kind = rv::RecoverKind::regrow;
+  rec.nranks = 3;
+  rec.timeout_ms = 1000;
+  for (int r = 0; r < 2; ++r) {
+    h.client(11 + r);
+    rec.info = resume_of(r, 3, 2).info;
+    h.feed(11 + r, rec, 6);
+  }
+  CHECK(h.one_as<rv::RecoverIdWanted>(11).generation == 3);
+  h.feed(11, rv::RecoverId{3, {5, 5}, 1000}, 7);
+  for (const auto& [c, rank] : std::vector<std::pair<rv::ConnId, int>>{{11, 0}, {12, 1}, {9, 2}}) {
+    const auto j = h.one_as<rv::Joined>(c);
+    CHECK(j.generation == 3);
+    CHECK(j.rank == rank);  // the replacement takes the failed seat
+    CHECK(rv::world_size_of(j) == 3);
     CHECK(j.failed == std::vector<int32_t>{2});
   }
 }
