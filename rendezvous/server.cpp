@@ -751,8 +751,7 @@ class AsioServer final : public Server, private Sink {
     std::error_code ec;
     const tcp::endpoint here = s.sock.local_endpoint(ec);
     const std::vector<uint8_t> frame =
-        encode_frame(0, Error{static_cast<uint32_t>(CC_ERR_RENDEZVOUS),
-                              tls::clear_client_refusal(ec ? "this address" : endpoint_text(here))});
+        tls::clear_client_refusal_frame(ec ? "this address" : endpoint_text(here));
     [[maybe_unused]] const ssize_t sent =
         ::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   }

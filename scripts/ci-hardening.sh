@@ -119,7 +119,7 @@ else
 fi
 
 echo "== libFuzzer: ${fuzz_seconds} s per target ($asan)"
-for target in frame server_core hello client_push agent; do
+for target in frame server_core hello client_push agent tls_server; do
   exe="$asan/tests/fuzz/fuzz_$target"
   work="$asan/fuzz-corpus/$target"
   mkdir -p "$work" "$asan/fuzz-artifacts"

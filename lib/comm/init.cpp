@@ -21,6 +21,7 @@
 #include "lib/comm/fast_setup.hpp"
 #include "lib/comm/init_listener.hpp"
 #include "lib/comm/nccl_ids.hpp"
+#include "lib/comm/nccl_symbol.hpp"
 #include "lib/comm/parts.hpp"
 #include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
@@ -183,8 +184,10 @@ Status init(cc_comm_t* out, int rank, int nranks, const rv::factory::Address& ad
   // cc's TLS covers its rendezvous, not NCCL's own sockets: say what NCCL can do, once.
   if (c->config.tls.on() || c->config.tls_server.on()) {
     static std::once_flag said;
-    std::call_once(said,
-                   [&] { log().info("{}", launch::nccl_bootstrap_tls_line(info.nccl_version)); });
+    std::call_once(said, [&] {
+      const bool has_set_encryption = comm::nccl_symbol("ncclSetEncryption") != nullptr;
+      log().info("{}", launch::nccl_bootstrap_tls_line(info.nccl_version, has_set_encryption));
+    });
   }
   *out = c.release();
   return Status::success();

@@ -12,22 +12,19 @@ std::string nccl_version_text(int code) {
   return fmt::format("{}.{}.{}", major, minor, code % 100);
 }
 
-std::string nccl_bootstrap_tls_line(int nccl_version_code) {
+std::string nccl_bootstrap_tls_line(int nccl_version_code, bool has_set_encryption) {
   const std::string here = "NCCL " + nccl_version_text(nccl_version_code) + " here: ";
-  if (nccl_version_code <= 0)
+  if (has_set_encryption)
     return here +
-           "cc cannot tell whether it can encrypt its own bootstrap: keep NCCL's network "
-           "private (NCCL_SOCKET_IFNAME on a cluster network or a VPN)";
-  if (nccl_version_code < kNcclBootstrapTlsDocumented)
-    return here +
-           "cc does not know of bootstrap encryption in this version, so NCCL's bootstrap and "
-           "data go in clear even where cc's rendezvous uses TLS: keep NCCL's network private "
-           "(NCCL_SOCKET_IFNAME on a cluster network or a VPN), or use an NCCL of 2.32 or later "
-           "built with TLS_BACKEND=OPENSSL3 and give it a key";
+           "it has ncclSetEncryption, so it can encrypt its own TCP sockets, bootstrap included, "
+           "if it was built with TLS_BACKEND=OPENSSL3 (a build without TLS refuses the key); cc "
+           "sets no key: the program calls ncclSetEncryption before cc_comm_init, with the same "
+           "key on every rank (NCCL's Setup page, \"Configuring TCP encryption\")";
   return here +
-         "NCCL documents encryption of its own TCP sockets, bootstrap included, from 2.32 in "
-         "builds with TLS_BACKEND=OPENSSL3 given a key; cc cannot tell whether this build has "
-         "it and does not set it up: see NCCL's Setup page, \"Configuring TCP encryption\"";
+         "it has no ncclSetEncryption, so NCCL's bootstrap and data go in clear even where cc's "
+         "rendezvous uses TLS: keep NCCL's network private (NCCL_SOCKET_IFNAME on a cluster "
+         "network or a VPN), or use an NCCL of 2.32 or later built with TLS_BACKEND=OPENSSL3 "
+         "and give it a key";
 }
 
 }  // namespace cc::launch

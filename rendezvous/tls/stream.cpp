@@ -55,7 +55,9 @@ bool Stream::established() const {
 
 size_t Stream::pending() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<size_t>(SSL_pending(ssl_));
+  const int decrypted = SSL_pending(ssl_);
+  if (decrypted > 0) return static_cast<size_t>(decrypted);
+  return !starved_ && SSL_has_pending(ssl_) == 1 ? 1 : 0;
 }
 
 Result Stream::handshake() {
@@ -87,8 +89,13 @@ Result Stream::read(std::span<uint8_t> out) {
   ERR_clear_error();
   size_t n = 0;
   const int rc = SSL_read_ex(ssl_, out.data(), out.size(), &n);
-  if (rc == 1) return {Io::done, n};
-  return finish(rc, false);
+  if (rc == 1) {
+    starved_ = false;
+    return {Io::done, n};
+  }
+  const Result r = finish(rc, false);
+  starved_ = r.io == Io::want_read;
+  return r;
 }
 
 Result Stream::write(std::span<const uint8_t> bytes) {

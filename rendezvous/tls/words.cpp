@@ -2,6 +2,9 @@
 
 #include <openssl/x509_vfy.h>
 
+#include "cc/cc.h"
+#include "rendezvous/protocol.hpp"
+
 namespace cc::rv::tls {
 
 std::string client_failure_words(const Failure& f, const std::string& endpoint,
@@ -75,6 +78,11 @@ std::string clear_client_refusal(const std::string& where) {
          "config's tls_ca) to the CA that signed the server's certificate (and CC_TLS_CERT "
          "and CC_TLS_KEY, or tls_cert and tls_key, if the server requires client "
          "certificates)";
+}
+
+std::vector<uint8_t> clear_client_refusal_frame(const std::string& where) {
+  return encode_frame(0,
+                      Error{static_cast<uint32_t>(CC_ERR_RENDEZVOUS), clear_client_refusal(where)});
 }
 
 }  // namespace cc::rv::tls

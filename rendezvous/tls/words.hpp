@@ -2,7 +2,9 @@
 // cause and the fix.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rendezvous/tls/context.hpp"
 #include "rendezvous/tls/stream.hpp"
@@ -20,5 +22,9 @@ std::string server_failure_words(const Failure& failure, const std::string& peer
 // What a TLS server answers, in clear, to a client that speaks cc's
 // protocol in clear; `where` is the server's address as the client reached it.
 std::string clear_client_refusal(const std::string& where);
+
+// The frame that carries it: an Error (CC_ERR_RENDEZVOUS) for request 0, which
+// a clear client reads as its first answer.
+std::vector<uint8_t> clear_client_refusal_frame(const std::string& where);
 
 }  // namespace cc::rv::tls

@@ -1,6 +1,6 @@
 // Writes the seed corpus from real encoded frames:
 //   make_seeds DIR   -> DIR/frame/*, DIR/server_core/*, DIR/hello/*, DIR/client_push/*,
-//                       DIR/agent/*
+//                       DIR/agent/*, DIR/tls_server/*
 // The seeds are committed under tests/fuzz/corpus; rerun this when the
 // protocol changes.
 #include <cstdio>
@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <openssl/ssl.h>
 
 #include "rendezvous/protocol.hpp"
 
@@ -71,6 +73,35 @@ void tick(std::vector<uint8_t>& out, uint8_t two_ms) {
   out.push_back(two_ms);
 }
 
+// The first flight of an OpenSSL client (its ClientHello) naming the
+// server "fuzz.invalid", offering TLS up to max_version.
+std::vector<uint8_t> client_hello(int max_version) {
+  std::vector<uint8_t> out;
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_max_proto_version(ctx, max_version);
+  SSL* ssl = SSL_new(ctx);
+  BIO* rbio = BIO_new(BIO_s_mem());
+  BIO* wbio = BIO_new(BIO_s_mem());
+  SSL_set_bio(ssl, rbio, wbio);
+  SSL_set_tlsext_host_name(ssl, const_cast<char*>("fuzz.invalid"));
+  SSL_set_connect_state(ssl);
+  (void)SSL_do_handshake(ssl);  // wants the server's answer
+  char* bytes = nullptr;
+  const long n = BIO_get_mem_data(wbio, &bytes);
+  if (n > 0) out.assign(bytes, bytes + n);
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  return out;
+}
+
+// A tls_server seed: flags (1 mTLS, 2 the client closes), piece size - 1,
+// then the client's bytes.
+std::vector<uint8_t> tls_seed(uint8_t flags, uint8_t piece, const std::vector<uint8_t>& bytes) {
+  std::vector<uint8_t> s{flags, piece};
+  s.insert(s.end(), bytes.begin(), bytes.end());
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,6 +115,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir / "hello");
   fs::create_directories(dir / "client_push");
   fs::create_directories(dir / "agent");
+  fs::create_directories(dir / "tls_server");
 
   const std::vector<std::pair<std::string, rv::Message>> messages = {
       {"hello", rv::Hello{"job", "host-a", 42, "cc 0.1.0 store"}},
@@ -289,6 +321,26 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 1100; ++i)
       rv::append_frame(s, 0, rv::PeerEvent{rv::PeerEventKind::failed, i, "h", 1, "r"});
     write(dir / "client_push" / "flood.bin", s);
+  }
+  // tls_server: a TLS 1.3 client's hello (whole, in pieces, to an mTLS
+  // server, followed by an application record the server cannot decrypt),
+  // one that stops at TLS 1.2, a record too long, and cc's Hello in clear.
+  {
+    const std::vector<uint8_t> hello = client_hello(TLS1_3_VERSION);
+    write(dir / "tls_server" / "client_hello.bin", tls_seed(0, 255, hello));
+    write(dir / "tls_server" / "client_hello_pieces_closes.bin", tls_seed(2, 6, hello));
+    write(dir / "tls_server" / "client_hello_mtls_closes.bin", tls_seed(3, 255, hello));
+    std::vector<uint8_t> then = hello;
+    for (const uint8_t b : {0x14, 0x03, 0x03, 0x00, 0x01, 0x01, 0x17, 0x03, 0x03, 0x00, 0x05})
+      then.push_back(b);
+    then.insert(then.end(), 5, 0xa5);
+    write(dir / "tls_server" / "client_hello_then_record.bin", tls_seed(2, 255, then));
+    write(dir / "tls_server" / "tls12_hello.bin", tls_seed(2, 255, client_hello(TLS1_2_VERSION)));
+    write(dir / "tls_server" / "record_too_long.bin",
+          tls_seed(2, 255, {0x16, 0x03, 0x01, 0xff, 0xff, 0x01}));
+    std::vector<uint8_t> clear;
+    rv::append_frame(clear, 1, rv::Hello{"job", "host-a", 42, "cc 0.1.0 store"});
+    write(dir / "tls_server" / "clear_hello.bin", tls_seed(2, 15, clear));
   }
   std::printf("seeds written under %s\n", dir.c_str());
   return 0;

@@ -42,17 +42,18 @@ out=$(env -u MASTER_ADDR -u CC_MASTER_ADDR "$DOCTOR" 2>&1) || fail "plain run ex
 echo "$out" | grep -q "MASTER_ADDR is not set" || fail "no MASTER_ADDR note: $out"
 echo "$out" | grep -q "== GPUs ==" || fail "no GPU section: $out"
 echo "$out" | grep -q "/dev/shm" || fail "no /dev/shm line: $out"
-# One line on NCCL's own bootstrap, with the version ncclGetVersion gave.
+# One line on NCCL's own bootstrap, with the version ncclGetVersion gave and
+# whether that library has ncclSetEncryption (NCCL 2.32 added it).
 nccl=$(echo "$out" | sed -nE 's/^  NCCL    ([0-9]+\.[0-9]+\.[0-9]+)$/\1/p')
 [ -n "$nccl" ] || fail "no NCCL version line: $out"
 [ "$(echo "$out" | grep -c "NCCL $nccl here: ")" = 1 ] || fail "no single bootstrap line for NCCL $nccl: $out"
 line=$(echo "$out" | grep "NCCL $nccl here: ")
 case "$nccl" in
   2.[0-9].* | 2.[12][0-9].* | 2.3[01].*)
-    echo "$line" | grep -q "cc does not know of bootstrap encryption in this version" || fail "bootstrap line: $line"
+    echo "$line" | grep -q "it has no ncclSetEncryption, so NCCL's bootstrap and data go in clear" || fail "bootstrap line: $line"
     echo "$line" | grep -q "keep NCCL's network private" || fail "no fix in the bootstrap line: $line" ;;
   *)
-    echo "$line" | grep -q "cc cannot tell whether this build has it" || fail "bootstrap line: $line" ;;
+    echo "$line" | grep -q "it has ncclSetEncryption" || fail "bootstrap line: $line" ;;
 esac
 
 # Nothing listens (port 1 on loopback).
