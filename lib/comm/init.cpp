@@ -21,7 +21,7 @@
 #include "lib/comm/fast_setup.hpp"
 #include "lib/comm/init_listener.hpp"
 #include "lib/comm/nccl_ids.hpp"
-#include "lib/comm/nccl_symbol.hpp"
+#include "lib/core/nccl_symbol.hpp"
 #include "lib/comm/parts.hpp"
 #include "lib/comm/startup.hpp"
 #include "lib/launch/device.hpp"
@@ -185,7 +185,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const rv::factory::Address& ad
   if (c->config.tls.on() || c->config.tls_server.on()) {
     static std::once_flag said;
     std::call_once(said, [&] {
-      const bool has_set_encryption = comm::nccl_symbol("ncclSetEncryption") != nullptr;
+      const bool has_set_encryption = core::nccl_symbol("ncclSetEncryption") != nullptr;
       log().info("{}", launch::nccl_bootstrap_tls_line(info.nccl_version, has_set_encryption));
     });
   }

@@ -1,7 +1,7 @@
 // Whether the loaded NCCL can encrypt its own bootstrap, in one line for
 // cc-doctor and the communicator's init log. No NCCL here: the caller passes
 // ncclGetVersion's code and whether the loaded libnccl exports
-// ncclSetEncryption (lib/comm/nccl_symbol.hpp looks it up).
+// ncclSetEncryption (lib/core/nccl_symbol.hpp looks it up).
 //
 // What cc knows: NCCL 2.32 added ncclSetEncryption (process-wide TLS with a
 // pre-shared key on NCCL's own TCP sockets, its bootstrap among them) in

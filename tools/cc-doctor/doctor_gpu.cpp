@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cc/cc.h"
-#include "lib/comm/nccl_symbol.hpp"
+#include "lib/core/nccl_symbol.hpp"
 #include "lib/launch/gpu_uuid.hpp"
 #include "lib/launch/nccl_bootstrap.hpp"
 #include "tools/cc-doctor/doctor_report.hpp"
@@ -112,7 +112,7 @@ void collect_gpu(Report* r) {
   if (ncclGetVersion(&nccl) == ncclSuccess) {
     r->nccl_version_code = nccl;
     r->nccl_version = version_text(nccl, 10000, 100, 100);
-    const bool has_set_encryption = comm::nccl_symbol("ncclSetEncryption") != nullptr;
+    const bool has_set_encryption = core::nccl_symbol("ncclSetEncryption") != nullptr;
     r->add("nccl", Level::info, launch::nccl_bootstrap_tls_line(nccl, has_set_encryption), "");
   } else {
     r->add("nccl", Level::error, "ncclGetVersion failed",
