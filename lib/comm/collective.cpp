@@ -102,10 +102,10 @@ CallDesc describe(const Collective& coll, const cc_comm* c) {
 // that names the rank (the watchdog sees the same error at its next look).
 constexpr std::chrono::milliseconds kRemoteVerdictGrace{500};
 
-// NCCL's words for a failed call, or, when the failure is a peer's (NCCL's
+// NCCL's error message for a failed call, or, when the failure is a peer's (NCCL's
 // remote error: its process exited or its network went away), the
 // verdict's: CC_ERR_PEER_FAILED, which the survivors recover from, naming
-// the rank once the watchdog or the rendezvous has, NCCL's words before.
+// the rank once the watchdog or the rendezvous has, NCCL's error message before.
 Status failure_of(const char* call, const char* nccl_call, const cc_comm* c, ncclResult_t r) {
   if (r != ncclRemoteError) return core::nccl_failure(nccl_call, *c, r);
   const auto until = Clock::now() + kRemoteVerdictGrace;
@@ -166,7 +166,7 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
   return enqueue_timed_out(coll.call, nccl_call, c);
 }
 
-// The checks every kind shares, in the order the words name them.
+// The checks every kind shares, in the order the message names them.
 Status check(const Collective& coll, const cc_comm* c) {
   const args::Caller who{coll.call, c->rank, &c->host, c->pid,
                          c->generation > 0 ? static_cast<int>(c->generation) : -1};
