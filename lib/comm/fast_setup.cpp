@@ -349,12 +349,12 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline,
     if (r.able) continue;
     fast::destroy(ch);
     const std::string host(r.host, strnlen(r.host, sizeof r.host));
-    const std::string words(r.why, strnlen(r.why, sizeof r.why));
+    const std::string reason(r.why, strnlen(r.why, sizeof r.why));
     return unavailable(c, effective,
                        (r.rank == c->rank ? std::string("on this rank")
                                           : "on rank " + std::to_string(r.rank) +
                                                 (host.empty() ? "" : " (host " + host + ")")) +
-                           ": " + (words.empty() ? "it cannot take part" : words));
+                           ": " + (reason.empty() ? "it cannot take part" : reason));
   }
   const auto t1 = Clock::now();
   bool made = fast::connect(ch, records, &why);
