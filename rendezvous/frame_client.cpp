@@ -121,10 +121,12 @@ std::vector<uint8_t> make_session() {
   return out;
 }
 
-// Blocking I/O of whole frames on a socket of its own, for a failover's
-// handshake and resumes before the socket is taken up.
-Status write_all_by(const Conn& fd, std::span<const uint8_t> bytes, Clock::time_point deadline,
-                    const std::string& endpoint) {
+// Sends all of `bytes` on a non-blocking socket, polling while it is full:
+// 0 once all went, kSendTimedOut when the deadline passed first, else the
+// errno of the call (`*call`: "send" or "poll") that failed.
+constexpr int kSendTimedOut = -1;
+int send_all_by(const Conn& fd, std::span<const uint8_t> bytes, Clock::time_point deadline,
+                const char** call) {
   size_t done = 0;
   short events = POLLOUT;
   while (done < bytes.size()) {
@@ -135,15 +137,32 @@ Status write_all_by(const Conn& fd, std::span<const uint8_t> bytes, Clock::time_
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-      return make_status(CC_ERR_RENDEZVOUS, "the connection to the rendezvous at " + endpoint +
-                                                " failed (send: " + std::strerror(errno) + ")");
-    if (Clock::now() >= deadline)
-      return make_status(CC_ERR_TIMEOUT,
-                         "the rendezvous at " + endpoint + " took no frame in time");
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      *call = "send";
+      return errno;
+    }
+    if (Clock::now() >= deadline) return kSendTimedOut;
     pollfd p{fd.get(), events, 0};
-    (void)::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
+    if (::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000))) < 0 &&
+        errno != EINTR) {
+      *call = "poll";
+      return errno;
+    }
   }
+  return 0;
+}
+
+// Blocking I/O of whole frames on a socket of its own, for a failover's
+// handshake and resumes before the socket is taken up.
+Status write_all_by(const Conn& fd, std::span<const uint8_t> bytes, Clock::time_point deadline,
+                    const std::string& endpoint) {
+  const char* call = "";
+  const int err = send_all_by(fd, bytes, deadline, &call);
+  if (err == kSendTimedOut)
+    return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint + " took no frame in time");
+  if (err != 0)
+    return make_status(CC_ERR_RENDEZVOUS, "the connection to the rendezvous at " + endpoint +
+                                              " failed (" + call + ": " + std::strerror(err) + ")");
   return Status::success();
 }
 
@@ -735,32 +754,15 @@ class FrameClient final : public Client {
 
   Status send_all(std::span<const uint8_t> bytes, Clock::time_point deadline,
                   const std::string& what) {
-    size_t done = 0;
-    short events = POLLOUT;
-    while (done < bytes.size()) {
-      const ssize_t n = tls::send_some(fd_.get(), fd_.tls.get(), bytes.data() + done,
-                                       bytes.size() - done, &events);
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (Clock::now() >= deadline) {
-          return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint_ + " did not take " +
-                                                 what +
-                                                 " in time: is the server overloaded or stuck?");
-        }
-        pollfd p{fd_.get(), events, 0};
-        const int rc =
-            ::poll(&p, 1, static_cast<int>(std::min<long long>(poll_ms(deadline), 1000)));
-        if (rc < 0 && errno != EINTR) return mark_broken(system_error("poll", errno));
-        continue;
-      }
-      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return mark_broken(closed_status());
-      return mark_broken(system_error("send", errno));
-    }
-    return Status::success();
+    const char* call = "";
+    const int err = send_all_by(fd_, bytes, deadline, &call);
+    if (err == 0) return Status::success();
+    if (err == kSendTimedOut)
+      return make_status(CC_ERR_TIMEOUT, "the rendezvous at " + endpoint_ + " did not take " +
+                                             what + " in time: is the server overloaded or stuck?");
+    if (std::strcmp(call, "send") == 0 && (err == EPIPE || err == ECONNRESET))
+      return mark_broken(closed_status());
+    return mark_broken(system_error(call, err));
   }
 
   Status await(uint32_t id, Clock::time_point deadline, const std::string& what, Message* reply) {

@@ -13,7 +13,9 @@ is one:
 - namespaces follow folders: a file in tools/<folder>/ opens only
   cc::tools::<folder> (its "cc-" dropped, dashes as underscores:
   tools/cc-rendezvous-bench/ is cc::tools::rendezvous_bench), a file in
-  lib/<folder>/ only cc::<folder>, a file in common/ only cc, each with
+  lib/<folder>/ only cc::<folder>, a file in common/ only cc, a file in
+  rendezvous/<folder>/ only cc::rv::<folder> and one in rendezvous/ or
+  rendezvous/server_core/ (ServerCore's members) only cc::rv, each with
   namespaces of its own inside (cc::comm::args, cc::settings).
 
     scripts/check-layers.py [REPO_ROOT]
@@ -136,7 +138,16 @@ def folder_namespace(rel):
         return "cc::" + parts[1]
     if parts[0] == "common":
         return "cc"
+    if parts[0] == "rendezvous":
+        # server_core/ holds ServerCore's members, which live in cc::rv.
+        if len(parts) > 2 and parts[1] != "server_core":
+            return "cc::rv::" + parts[1]
+        return "cc::rv"
     return None
+
+
+# Other libraries' namespaces, opened only to declare their types ahead.
+FOREIGN = {"httplib"}
 
 
 def check_namespaces(rel, text, bad):
@@ -144,6 +155,8 @@ def check_namespaces(rel, text, bad):
     if want is None:
         return
     for name in NAMESPACE.findall(text):
+        if name in FOREIGN:
+            continue
         if name != want and not name.startswith(want + "::"):
             bad.append(f"{rel}: namespace {name} in {rel.rsplit('/', 1)[0]}/, whose namespace "
                        f"is {want} (open it as one name: namespace {want} {{)")

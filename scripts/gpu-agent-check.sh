@@ -24,16 +24,9 @@ fi
 ETCD=$([ -x "$TOOLS/etcd" ] && echo "$TOOLS/etcd" || command -v etcd)
 [ -n "$ETCD" ] || { echo "gpu agent check: no etcd"; exit 77; }
 RUN=$BUILD/tools/cc-run
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$(dirname "$0")/../tests/common/etcd_member.sh"
 DATA=$(mktemp -d)
-CLIENT=$(free_port) PEER=$(free_port)
-"$ETCD" --name m1 --data-dir "$DATA/m1" \
-  --listen-client-urls "http://127.0.0.1:$CLIENT" --advertise-client-urls "http://127.0.0.1:$CLIENT" \
-  --listen-peer-urls "http://127.0.0.1:$PEER" --initial-advertise-peer-urls "http://127.0.0.1:$PEER" \
-  --initial-cluster "m1=http://127.0.0.1:$PEER" --log-level error >"$OUT/etcd.log" 2>&1 &
-ETCD_PID=$!
+start_etcd_member "$ETCD" "$DATA" "$OUT/etcd.log"
 trap 'kill $ETCD_PID 2>/dev/null; rm -rf "$DATA"' EXIT
 sleep 2
 ADDR=etcd://127.0.0.1:$CLIENT

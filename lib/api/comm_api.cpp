@@ -7,6 +7,7 @@
 
 #include "cc/cc.h"
 #include "common/last_error.hpp"
+#include "common/return_if_error.hpp"
 #include "common/settings.hpp"
 #include "lib/comm/comm.hpp"
 #include "lib/fast/channel.hpp"
@@ -32,7 +33,7 @@ cc_result_t read_field(const char* call, cc_comm_t c, const char* out_name, int*
 // new one (cleared first, so that it is NULL on every failure).
 Status check_newcomm(const char* call, cc_comm_t comm, cc_comm_t* newcomm) {
   if (newcomm != nullptr) *newcomm = nullptr;
-  if (Status st = cc::comm::check_handle(call, comm); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(cc::comm::check_handle(call, comm));
   if (newcomm == nullptr)
     return cc::make_status(CC_ERR_INVALID_ARGUMENT,
                            std::string(call) + " on " + comm->who() +

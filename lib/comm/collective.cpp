@@ -10,6 +10,7 @@
 #include "common/call_desc.hpp"
 #include "common/datatypes.hpp"
 #include "common/last_error.hpp"
+#include "common/return_if_error.hpp"
 #include "lib/comm/args.hpp"
 #include "lib/comm/handle.hpp"
 #include "lib/core/graphs.hpp"
@@ -101,10 +102,10 @@ CallDesc describe(const Collective& coll, const cc_comm* c) {
 // that names the rank (the watchdog sees the same error at its next look).
 constexpr std::chrono::milliseconds kRemoteVerdictGrace{500};
 
-// NCCL's words for a failed call, or, when the failure is a peer's (NCCL's
+// NCCL's error message for a failed call, or, when the failure is a peer's (NCCL's
 // remote error: its process exited or its network went away), the
 // verdict's: CC_ERR_PEER_FAILED, which the survivors recover from, naming
-// the rank once the watchdog or the rendezvous has, NCCL's words before.
+// the rank once the watchdog or the rendezvous has, NCCL's error message before.
 Status failure_of(const char* call, const char* nccl_call, const cc_comm* c, ncclResult_t r) {
   if (r != ncclRemoteError) return core::nccl_failure(nccl_call, *c, r);
   const auto until = Clock::now() + kRemoteVerdictGrace;
@@ -165,7 +166,7 @@ cc_result_t run(const Collective& coll, const char* nccl_call, cc_comm* c, cc_st
   return enqueue_timed_out(coll.call, nccl_call, c);
 }
 
-// The checks every kind shares, in the order the words name them.
+// The checks every kind shares, in the order the message names them.
 Status check(const Collective& coll, const cc_comm* c) {
   const args::Caller who{coll.call, c->rank, &c->host, c->pid,
                          c->generation > 0 ? static_cast<int>(c->generation) : -1};
@@ -180,13 +181,10 @@ Status check(const Collective& coll, const cc_comm* c) {
                            : k == Kind::reducescatter ? "recvcount"
                                                       : "count";
   size_t bytes = 0;
-  if (Status st = args::check_datatype(who, coll.dtype); !st.ok()) return st;
-  if (reduces)
-    if (Status st = args::check_redop(who, coll.op); !st.ok()) return st;
-  if (rooted)
-    if (Status st = args::check_rank(who, "root", coll.root, c->nranks); !st.ok()) return st;
-  if (p2p)
-    if (Status st = args::check_rank(who, "peer", coll.peer, c->nranks); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(args::check_datatype(who, coll.dtype));
+  if (reduces) CC_RETURN_IF_ERROR(args::check_redop(who, coll.op));
+  if (rooted) CC_RETURN_IF_ERROR(args::check_rank(who, "root", coll.root, c->nranks));
+  if (p2p) CC_RETURN_IF_ERROR(args::check_rank(who, "peer", coll.peer, c->nranks));
   if (Status st =
           args::check_bytes(who, count_name, coll.count, per_rank ? n : 1, coll.dtype, &bytes);
       !st.ok())
@@ -224,10 +222,8 @@ Status check(const Collective& coll, const cc_comm* c) {
     const void* buf = k == Kind::send ? coll.send : coll.recv;
     return args::check_buffer(who, "buf", buf, coll.count);
   }
-  if (uses_send)
-    if (Status st = args::check_buffer(who, "sendbuf", coll.send, send_count); !st.ok()) return st;
-  if (uses_recv)
-    if (Status st = args::check_buffer(who, "recvbuf", coll.recv, recv_count); !st.ok()) return st;
+  if (uses_send) CC_RETURN_IF_ERROR(args::check_buffer(who, "sendbuf", coll.send, send_count));
+  if (uses_recv) CC_RETURN_IF_ERROR(args::check_buffer(who, "recvbuf", coll.recv, recv_count));
   if (k == Kind::alltoall && coll.count > 0 && coll.send == coll.recv)
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        args::who(who) +

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/log.hpp"
+#include "common/return_if_error.hpp"
 #include "lib/fast/calibrate.hpp"
 #include "lib/fast/channel.hpp"
 #include "lib/fast/plan_cache.hpp"
@@ -137,15 +138,12 @@ Status exchange(cc_comm* c, const fast::PeerRecord& mine, Clock::time_point dead
   }
   const std::string key = prefix(c) + "peer/";
   const auto* bytes = reinterpret_cast<const uint8_t*>(&mine);
-  if (Status st = c->client->set(key + std::to_string(c->rank), {bytes, sizeof mine}); !st.ok())
-    return st;
+  CC_RETURN_IF_ERROR(c->client->set(key + std::to_string(c->rank), {bytes, sizeof mine}));
   for (size_t r = 0; r < n; ++r) {
     std::vector<uint8_t> value;
-    if (Status st = store_wait(
-            c, deadline, interrupted,
-            [&](uint32_t ms) { return c->client->get(key + std::to_string(r), &value, ms); });
-        !st.ok())
-      return st;
+    CC_RETURN_IF_ERROR(store_wait(c, deadline, interrupted, [&](uint32_t ms) {
+      return c->client->get(key + std::to_string(r), &value, ms);
+    }));
     if (value.size() != sizeof(fast::PeerRecord))
       return make_status(CC_ERR_MISMATCH,
                          c->who() + ": rank " + std::to_string(r) +
@@ -173,18 +171,15 @@ Status agree(cc_comm* c, const std::string& round, bool* yes, Clock::time_point 
   }
   const std::string key = prefix(c) + round;
   int64_t value = 0;
-  if (!*yes)
-    if (Status st = c->client->add(key + "/no", 1, &value); !st.ok()) return st;
-  if (Status st = c->client->add(key + "/in", 1, &value); !st.ok()) return st;
+  if (!*yes) CC_RETURN_IF_ERROR(c->client->add(key + "/no", 1, &value));
+  CC_RETURN_IF_ERROR(c->client->add(key + "/in", 1, &value));
   if (value == c->nranks) {
     const uint8_t one = 1;
-    if (Status st = c->client->set(key + "/done", {&one, 1}); !st.ok()) return st;
+    CC_RETURN_IF_ERROR(c->client->set(key + "/done", {&one, 1}));
   }
-  if (Status st = store_wait(c, deadline, interrupted,
-                             [&](uint32_t ms) { return c->client->wait({key + "/done"}, ms); });
-      !st.ok())
-    return st;
-  if (Status st = c->client->add(key + "/no", 0, &value); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(store_wait(c, deadline, interrupted,
+                                [&](uint32_t ms) { return c->client->wait({key + "/done"}, ms); }));
+  CC_RETURN_IF_ERROR(c->client->add(key + "/no", 0, &value));
   *yes = value == 0;
   return Status::success();
 }
@@ -209,10 +204,8 @@ Status share_from_rank0(cc_comm* c, const std::string& round, std::string* text,
     return c->client->set(key, {bytes, text->size()});
   }
   std::vector<uint8_t> value;
-  if (Status st = store_wait(c, deadline, interrupted,
-                             [&](uint32_t ms) { return c->client->get(key, &value, ms); });
-      !st.ok())
-    return st;
+  CC_RETURN_IF_ERROR(store_wait(c, deadline, interrupted,
+                                [&](uint32_t ms) { return c->client->get(key, &value, ms); }));
   text->assign(value.begin(), value.end());
   return Status::success();
 }
@@ -264,7 +257,7 @@ Status make_plan(cc_comm* c, fast::Channel* ch, const std::vector<fast::PeerReco
     key = fast::machine_key(c->device, records, nccl_version, CC_VERSION_STRING);
     text = plan_source(c, key, &from);
   }
-  if (Status st = share_from_rank0(c, "plan", &text, deadline, interrupted); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(share_from_rank0(c, "plan", &text, deadline, interrupted));
   fast::Plan plan;
   std::string why;
   double measure_ms = 0;
@@ -356,12 +349,12 @@ Status setup_fast_allreduce(cc_comm* c, Clock::time_point deadline,
     if (r.able) continue;
     fast::destroy(ch);
     const std::string host(r.host, strnlen(r.host, sizeof r.host));
-    const std::string words(r.why, strnlen(r.why, sizeof r.why));
+    const std::string reason(r.why, strnlen(r.why, sizeof r.why));
     return unavailable(c, effective,
                        (r.rank == c->rank ? std::string("on this rank")
                                           : "on rank " + std::to_string(r.rank) +
                                                 (host.empty() ? "" : " (host " + host + ")")) +
-                           ": " + (words.empty() ? "it cannot take part" : words));
+                           ": " + (reason.empty() ? "it cannot take part" : reason));
   }
   const auto t1 = Clock::now();
   bool made = fast::connect(ch, records, &why);

@@ -80,9 +80,8 @@ Status init(cc_comm_t* out, int rank, int nranks, const rv::factory::Address& ad
   }
 
   // The device first: a machine without one fails at once, before any wait.
-  if (Status st = launch::choose_device(rank, c->host, c->config.device, local_rank, &c->device);
-      !st.ok())
-    return st;
+  CC_RETURN_IF_ERROR(
+      launch::choose_device(rank, c->host, c->config.device, local_rank, &c->device));
   if (cudaError_t e = cudaSetDevice(c->device); e != cudaSuccess) {
     cudaGetLastError();
     return make_status(CC_ERR_CUDA, c->who() + ": cudaSetDevice(" + std::to_string(c->device) +
@@ -93,7 +92,7 @@ Status init(cc_comm_t* out, int rank, int nranks, const rv::factory::Address& ad
   info.world_size = nranks;
   info.host = c->host;
   info.pid = c->pid;
-  if (Status st = launch::describe_device(rank, c->host, c->device, &info); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(launch::describe_device(rank, c->host, c->device, &info));
 
   // NCCL's interface, the join and the reachability test (startup.cpp):
   // rank 0 hosts the server unless the job has its own; the connection

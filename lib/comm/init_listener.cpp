@@ -16,13 +16,12 @@ using std::chrono::milliseconds;
 constexpr milliseconds kNewsGrace{100};
 constexpr milliseconds kTellTimeout{1000};
 // What a PeerEvent's reason may carry (the protocol's string limit is 4096).
-constexpr size_t kMaxWords = 3000;
+constexpr size_t kMaxReason = 3000;
 
 // Advice that starts a sentence.
-std::string capitalized(std::string words) {
-  if (!words.empty())
-    words[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(words[0])));
-  return words;
+std::string capitalized(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text;
 }
 
 }  // namespace
@@ -117,9 +116,9 @@ Status InitListener::conclude(Status st, bool from_rendezvous) {
       log().debug("{}: leaving the rendezvous after the news: {}", who_, left.message);
     return st;
   }
-  std::string words = st.message;
-  if (words.size() > kMaxWords) words = words.substr(0, kMaxWords) + " ...";
-  if (Status told = client_.init_failed(comm_number_, words, kTellTimeout); !told.ok())
+  std::string message = st.message;
+  if (message.size() > kMaxReason) message = message.substr(0, kMaxReason) + " ...";
+  if (Status told = client_.init_failed(comm_number_, message, kTellTimeout); !told.ok())
     log().debug("{}: telling the other ranks about the failed init: {}", who_, told.message);
   return st;
 }

@@ -9,6 +9,7 @@
 
 #include "lib/comm/memory.hpp"
 
+#include "common/return_if_error.hpp"
 #include "lib/comm/comm.hpp"
 #include "lib/comm/handle.hpp"
 #include "lib/core/nccl_symbol.hpp"
@@ -47,7 +48,7 @@ Status no_device_status(const char* call) {
 Status check_register(const char* call, cc_comm* comm, const void* buf, size_t size, void** out,
                       const char* out_name) {
   if (out != nullptr) *out = nullptr;
-  if (Status st = check_handle(call, comm); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(check_handle(call, comm));
   if (buf == nullptr)
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        who(call, comm) +
@@ -125,7 +126,7 @@ Status mem_alloc(void** ptr, size_t size) {
   if (size == 0)
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        "cc_mem_alloc: size is 0; pass the number of bytes to allocate");
-  if (Status st = no_device_status("cc_mem_alloc"); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(no_device_status("cc_mem_alloc"));
   int device = -1;
   cudaGetDevice(&device);
   if (ncclResult_t r = ncclMemAlloc(ptr, size); r != ncclSuccess) {
@@ -152,14 +153,14 @@ Status mem_free(void* ptr) {
 
 Status register_buffer(cc_comm* comm, void* buf, size_t size, void** handle) {
   const char* call = "cc_comm_register";
-  if (Status st = check_register(call, comm, buf, size, handle, "handle"); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(check_register(call, comm, buf, size, handle, "handle"));
   return run_nccl(call, "ncclCommRegister", comm,
                   [&] { return ncclCommRegister(comm->nccl, buf, size, handle); });
 }
 
 Status deregister_buffer(cc_comm* comm, void* handle) {
   const char* call = "cc_comm_deregister";
-  if (Status st = check_handle(call, comm); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(check_handle(call, comm));
   if (handle == nullptr) return Status::success();
   if (!core::usable(*comm)) return core::state_status(call, *comm);
   return run_nccl(call, "ncclCommDeregister", comm,
@@ -168,22 +169,22 @@ Status deregister_buffer(cc_comm* comm, void* handle) {
 
 Status register_window(cc_comm* comm, void* buf, size_t size, void** window) {
   const char* call = "cc_comm_window_register";
-  if (Status st = check_register(call, comm, buf, size, window, "window"); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(check_register(call, comm, buf, size, window, "window"));
   WindowRegisterFn reg = nullptr;
   WindowDeregisterFn dereg = nullptr;
-  if (Status st = window_calls(call, comm, &reg, &dereg); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(window_calls(call, comm, &reg, &dereg));
   return run_nccl(call, "ncclCommWindowRegister", comm,
                   [&] { return reg(comm->nccl, buf, size, window, kWinSymmetric); });
 }
 
 Status deregister_window(cc_comm* comm, void* window) {
   const char* call = "cc_comm_window_deregister";
-  if (Status st = check_handle(call, comm); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(check_handle(call, comm));
   if (window == nullptr) return Status::success();
   if (!core::usable(*comm)) return core::state_status(call, *comm);
   WindowRegisterFn reg = nullptr;
   WindowDeregisterFn dereg = nullptr;
-  if (Status st = window_calls(call, comm, &reg, &dereg); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(window_calls(call, comm, &reg, &dereg));
   return run_nccl(call, "ncclCommWindowDeregister", comm,
                   [&] { return dereg(comm->nccl, window); });
 }

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "common/return_if_error.hpp"
 #include "lib/comm/fast_setup.hpp"
 #include "lib/comm/nccl_ids.hpp"
 #include "lib/watch/trace_signal.hpp"
@@ -110,9 +111,9 @@ Status start_watch(cc_comm* c, bool embedded, const SplitOf& split_of) {
     o.server_in_rank0 = embedded;
     if (c->config.check_calls && c->recorder) o.calls = &c->recorder->calls();
     channel = std::make_unique<watch::ControlChannel>(*c->client, o);
-    if (Status st = channel->start(); !st.ok()) return st;
+    CC_RETURN_IF_ERROR(channel->start());
   }
-  if (Status st = watch::CommWatch::create(c, std::move(channel), &c->watch); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(watch::CommWatch::create(c, std::move(channel), &c->watch));
   c->watch->set_recorder(c->recorder.get());
   // A split child's calls are compared among its members through the
   // parent's connection, as a line of their own.

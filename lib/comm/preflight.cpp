@@ -4,6 +4,7 @@
 
 #include "common/log.hpp"
 #include "common/printable.hpp"
+#include "common/return_if_error.hpp"
 #include "lib/comm/deadline.hpp"
 
 namespace cc::comm {
@@ -27,8 +28,7 @@ uint32_t window(milliseconds w, Clock::time_point deadline) {
 
 Status preflight_enabled(const settings::Getenv& getenv, bool* on) {
   int choice = 1;  // "1"
-  if (Status st = settings::read_choice(settings::Id::preflight, getenv, &choice); !st.ok())
-    return st;
+  CC_RETURN_IF_ERROR(settings::read_choice(settings::Id::preflight, getenv, &choice));
   *on = choice % 2 == 1;  // 0, 1, off, on, false, true
   return Status::success();
 }
@@ -58,7 +58,7 @@ Status run_preflight(rv::Membership& client, const std::string& job_id, uint32_t
   ready.route_addr = setup.route_addr;
   ready.timeout_ms = window(kReadyWindow, deadline);
   rv::PreflightPlan plan;
-  if (Status st = client.preflight_ready(ready, &plan); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(client.preflight_ready(ready, &plan));
   if (plan.step == rv::PreflightStep::skipped) {
     if (setup.enabled) log().warn("{}: {}", who, printable(plan.note));
     return Status::success();
@@ -68,7 +68,7 @@ Status run_preflight(rv::Membership& client, const std::string& job_id, uint32_t
     report.comm_number = comm_number;
     report.results = probe_targets(plan.targets, tag, rank, kProbeTimeout);
     report.timeout_ms = window(kReportWindow, deadline);
-    if (Status st = client.preflight_report(report); !st.ok()) return st;
+    CC_RETURN_IF_ERROR(client.preflight_report(report));
   }
   log().debug("{}: reachability test passed in {} ms ({} connection(s) from here)", who,
               std::chrono::duration_cast<milliseconds>(Clock::now() - start).count(),

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/return_if_error.hpp"
 #include "common/who.hpp"
 #include "lib/comm/comm.hpp"
 #include "lib/comm/fast_setup.hpp"
@@ -94,7 +95,7 @@ Status shrink_nccl(Build& b, const std::vector<int32_t>& failed) {
 Status init_nccl(Build& b, const std::vector<uint8_t>& id_bytes) {
   cc_comm* c = b.c;
   std::vector<ncclUniqueId> ids;
-  if (Status st = read_nccl_ids(id_bytes, c->nranks, "the rendezvous", &ids); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(read_nccl_ids(id_bytes, c->nranks, "the rendezvous", &ids));
   b.made_by = std::string("a new NCCL communicator (") + ctl_init_call(ids.size()) + " from " +
               std::to_string(ids.size()) + " NCCL id" + (ids.size() == 1 ? ")" : "s)");
   const ncclResult_t r = make_ctl_comm(c, ids, b.deadline, b.interrupted());

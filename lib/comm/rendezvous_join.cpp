@@ -7,6 +7,7 @@
 
 #include "common/log.hpp"
 #include "common/printable.hpp"
+#include "common/return_if_error.hpp"
 #include "common/who.hpp"
 #include "lib/comm/deadline.hpp"
 #include "rendezvous/factory/connect.hpp"
@@ -74,7 +75,7 @@ Status rendezvous_join(RendezvousRequest req, const MakeId& make_id, RendezvousR
                                     req.config.job_id + "'): " + st.message);
   rv::Join join;
   if (rank == 0 || req.makes_id) {
-    if (Status st = make_id(&join.unique_id); !st.ok()) return st;
+    CC_RETURN_IF_ERROR(make_id(&join.unique_id));
   }
   out->comm_number = req.comm_number != 0 ? req.comm_number : next_comm_number(req.config.job_id);
   join.info = std::move(req.info);

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "common/log.hpp"
+#include "common/return_if_error.hpp"
 #include "common/who.hpp"
 #include "lib/comm/init_listener.hpp"
 #include "lib/comm/preflight.hpp"
@@ -114,7 +115,7 @@ Status start(StartRequest req, const MakeId& make_id, RendezvousResult* out) {
   const auto deadline = req.rendezvous.deadline;
   const int rank = info.rank;
   const auto join_start = std::chrono::steady_clock::now();
-  if (Status st = rendezvous_join(std::move(req.rendezvous), make_id, out); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(rendezvous_join(std::move(req.rendezvous), make_id, out));
   log().debug("{}: joined communicator {} in {} ms (connecting, making the NCCL id where this "
               "rank makes one, and waiting for every rank to join)",
               who, out->comm_number,

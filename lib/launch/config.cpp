@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstddef>
 
+#include "common/return_if_error.hpp"
 #include "common/token_file.hpp"
 #include "rendezvous/store.hpp"
 
@@ -35,7 +36,7 @@ Status resolve_int(const cc_config_t* config, size_t end, int cc_config_t::*fiel
     return Status::success();
   }
   long long v = *out;
-  if (Status s = settings::read_int(id, getenv, &v); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(settings::read_int(id, getenv, &v));
   *out = static_cast<int>(v);
   return Status::success();
 }
@@ -73,31 +74,25 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
   r.job_id = settings::get(Id::job_id).default_text;
   r.heartbeat_ms = static_cast<int>(settings::default_int(Id::heartbeat_ms));
   r.heartbeat_misses = static_cast<int>(settings::default_int(Id::heartbeat_misses));
-  if (Status s = resolve_int(config, CC_FIELD_END(device), &cc_config_t::device, "device", getenv,
-                             Id::device, &r.device);
-      !s.ok()) {
-    return s;
-  }
+  CC_RETURN_IF_ERROR(resolve_int(config, CC_FIELD_END(device), &cc_config_t::device, "device",
+                                 getenv, Id::device, &r.device));
 
   int timeout = 0;
-  if (Status s = resolve_int(config, CC_FIELD_END(timeout_ms), &cc_config_t::timeout_ms,
-                             "timeout_ms", getenv, Id::timeout_ms, &timeout);
-      !s.ok()) {
-    return s;
-  }
+  CC_RETURN_IF_ERROR(resolve_int(config, CC_FIELD_END(timeout_ms), &cc_config_t::timeout_ms,
+                                 "timeout_ms", getenv, Id::timeout_ms, &timeout));
   r.timeout_ms = timeout == 0 ? static_cast<int>(settings::default_int(Id::timeout_ms)) : timeout;
 
   if (has_field(config, CC_FIELD_END(job_id)) && config->job_id != nullptr) {
     if (*config->job_id == '\0') {
       return invalid_argument("config.job_id is empty: use NULL for the default or a non-empty name");
     }
-    if (Status s = rv::check_job_id(config->job_id, "config.job_id"); !s.ok()) return s;
+    CC_RETURN_IF_ERROR(rv::check_job_id(config->job_id, "config.job_id"));
     r.job_id = config->job_id;
   } else if (const settings::Found job = settings::find(Id::job_id, getenv); job.var) {
     if (*job.value == '\0') {
       return invalid_argument(std::string(job.var) + "='' is empty: unset it or give the job a name");
     }
-    if (Status s = rv::check_job_id(job.value, job.var); !s.ok()) return s;
+    CC_RETURN_IF_ERROR(rv::check_job_id(job.value, job.var));
     r.job_id = job.value;
   }
 
@@ -110,7 +105,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     }
     r.token = token.value;
   } else if (const settings::Found path = settings::find(Id::token_file, getenv); path.var) {
-    if (Status s = read_token_file(path.value, path.var, &r.token); !s.ok()) return s;
+    CC_RETURN_IF_ERROR(read_token_file(path.value, path.var, &r.token));
   }
 
   if (has_field(config, CC_FIELD_END(rendezvous)) && config->rendezvous != CC_CONFIG_UNDEF_INT) {
@@ -122,20 +117,15 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     r.rendezvous = config->rendezvous;
   } else {
     int mode = 0;  // the order of the setting's choices: embedded, external
-    if (Status s = settings::read_choice(Id::rendezvous, getenv, &mode); !s.ok()) return s;
+    CC_RETURN_IF_ERROR(settings::read_choice(Id::rendezvous, getenv, &mode));
     r.rendezvous = mode == 0 ? CC_RENDEZVOUS_EMBEDDED : CC_RENDEZVOUS_EXTERNAL;
   }
 
-  if (Status s = resolve_int(config, CC_FIELD_END(heartbeat_ms), &cc_config_t::heartbeat_ms,
-                             "heartbeat_ms", getenv, Id::heartbeat_ms, &r.heartbeat_ms);
-      !s.ok()) {
-    return s;
-  }
-  if (Status s = resolve_int(config, CC_FIELD_END(heartbeat_misses), &cc_config_t::heartbeat_misses,
-                             "heartbeat_misses", getenv, Id::heartbeat_misses, &r.heartbeat_misses);
-      !s.ok()) {
-    return s;
-  }
+  CC_RETURN_IF_ERROR(resolve_int(config, CC_FIELD_END(heartbeat_ms), &cc_config_t::heartbeat_ms,
+                                 "heartbeat_ms", getenv, Id::heartbeat_ms, &r.heartbeat_ms));
+  CC_RETURN_IF_ERROR(resolve_int(config, CC_FIELD_END(heartbeat_misses),
+                                 &cc_config_t::heartbeat_misses, "heartbeat_misses", getenv,
+                                 Id::heartbeat_misses, &r.heartbeat_misses));
 
   if (has_field(config, CC_FIELD_END(fast_allreduce)) &&
       config->fast_allreduce != CC_CONFIG_UNDEF_INT) {
@@ -148,7 +138,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
   } else {
     // The setting's choices "0", "1", "require" are CC_FAST_ALLREDUCE_OFF, _AUTO, _REQUIRE.
     int mode = CC_FAST_ALLREDUCE_AUTO;
-    if (Status s = settings::read_choice(Id::fast_allreduce, getenv, &mode); !s.ok()) return s;
+    CC_RETURN_IF_ERROR(settings::read_choice(Id::fast_allreduce, getenv, &mode));
     r.fast_allreduce = mode;
   }
 
@@ -171,20 +161,16 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     r.cache_dir = std::string(home) + "/.cache/cc";
   }
 
-  if (Status s = resolve_int(config, CC_FIELD_END(job_ttl_ms), &cc_config_t::job_ttl_ms,
-                             "job_ttl_ms", getenv, Id::job_ttl_ms, &r.job_ttl_ms);
-      !s.ok()) {
-    return s;
-  }
+  CC_RETURN_IF_ERROR(resolve_int(config, CC_FIELD_END(job_ttl_ms), &cc_config_t::job_ttl_ms,
+                                 "job_ttl_ms", getenv, Id::job_ttl_ms, &r.job_ttl_ms));
 
   int shrink = 1;  // the setting's choices: "0", "1"
-  if (Status s = settings::read_choice(Id::nccl_shrink, getenv, &shrink); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(settings::read_choice(Id::nccl_shrink, getenv, &shrink));
   r.nccl_shrink = shrink == 1;
 
   int share = 0;  // the setting's choices: 0, 1, off, on, false, true
   settings::Found shared_by;
-  if (Status s = settings::read_choice(Id::share_gpu, getenv, &share, &shared_by); !s.ok())
-    return s;
+  CC_RETURN_IF_ERROR(settings::read_choice(Id::share_gpu, getenv, &share, &shared_by));
   r.share_gpu = share % 2 == 1;
   if (r.share_gpu) {
     // Processes sharing a GPU as separate hosts cannot map each other's
@@ -199,10 +185,10 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
   }
 
   int check = 1;  // the setting's choices: "0", "1", "off", "on", "false", "true"
-  if (Status s = settings::read_choice(Id::check_calls, getenv, &check); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(settings::read_choice(Id::check_calls, getenv, &check));
   r.check_calls = check % 2 == 1;
   long long trace_buffer = settings::default_int(Id::trace_buffer);
-  if (Status s = settings::read_int(Id::trace_buffer, getenv, &trace_buffer); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(settings::read_int(Id::trace_buffer, getenv, &trace_buffer));
   r.trace_buffer = static_cast<int>(trace_buffer);
   if (const settings::Found f = settings::find(Id::trace_dir, getenv); f.var != nullptr)
     r.trace_dir = f.value;
@@ -214,7 +200,7 @@ Status resolve_config(const cc_config_t* config, const settings::Getenv& getenv,
     if (job.var != nullptr && r.job_id == job.value) r.agent_socket = f.value;
   }
   long long per_id = settings::default_int(Id::nccl_ranks_per_id);
-  if (Status s = settings::read_int(Id::nccl_ranks_per_id, getenv, &per_id); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(settings::read_int(Id::nccl_ranks_per_id, getenv, &per_id));
   r.nccl_ranks_per_id = static_cast<int>(per_id);
 
   r.tls.ca = CC_RESOLVE_TEXT(tls_ca, tls_ca);

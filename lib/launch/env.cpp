@@ -1,5 +1,6 @@
 #include "lib/launch/env.hpp"
 
+#include "common/return_if_error.hpp"
 #include "rendezvous/factory/address.hpp"
 
 namespace cc::launch {
@@ -22,7 +23,7 @@ Status read_required(settings::Id id, const Getenv& getenv, const char* missing,
                      std::string* var) {
   long long v = 0;
   settings::Found found;
-  if (Status s = settings::read_int(id, getenv, &v, &found); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(settings::read_int(id, getenv, &v, &found));
   if (found.var == nullptr) return invalid_argument(missing);
   *value = static_cast<int>(v);
   *var = found.var;
@@ -35,8 +36,7 @@ Status read_local_rank(const Getenv& getenv, int* local_rank, std::string* var) 
   *local_rank = -1;
   long long v = -1;
   settings::Found found;
-  if (Status s = settings::read_int(settings::Id::local_rank, getenv, &v, &found); !s.ok())
-    return s;
+  CC_RETURN_IF_ERROR(settings::read_int(settings::Id::local_rank, getenv, &v, &found));
   if (found.var == nullptr) return Status::success();
   *local_rank = static_cast<int>(v);
   if (var != nullptr) *var = found.var;
@@ -47,12 +47,9 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
   using settings::Id;
   LaunchInfo info;
 
-  if (Status s = read_required(Id::rank, getenv, kNoRank, &info.rank, &info.rank_var); !s.ok())
-    return s;
-  if (Status s = read_required(Id::world_size, getenv, kNoWorldSize, &info.world_size,
-                               &info.world_size_var);
-      !s.ok())
-    return s;
+  CC_RETURN_IF_ERROR(read_required(Id::rank, getenv, kNoRank, &info.rank, &info.rank_var));
+  CC_RETURN_IF_ERROR(
+      read_required(Id::world_size, getenv, kNoWorldSize, &info.world_size, &info.world_size_var));
 
   if (info.rank >= info.world_size) {
     return invalid_argument("rank " + std::to_string(info.rank) + " (from " + info.rank_var +
@@ -61,7 +58,7 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
                    std::to_string(info.world_size - 1));
   }
 
-  if (Status s = read_local_rank(getenv, &info.local_rank, &info.local_rank_var); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(read_local_rank(getenv, &info.local_rank, &info.local_rank_var));
 
   const settings::Found addr = settings::find(Id::master_addr, getenv);
   if (addr.var == nullptr) {
@@ -87,9 +84,8 @@ Status read_launch_info(const Getenv& getenv, LaunchInfo* out) {
     return Status::success();
   }
 
-  if (Status s = read_required(Id::master_port, getenv, kNoPort, &info.master_port, &info.port_var);
-      !s.ok())
-    return s;
+  CC_RETURN_IF_ERROR(
+      read_required(Id::master_port, getenv, kNoPort, &info.master_port, &info.port_var));
   info.address.set_port(info.master_port);
 
   *out = std::move(info);

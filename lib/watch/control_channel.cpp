@@ -5,6 +5,7 @@
 
 #include "common/log.hpp"
 #include "common/printable.hpp"
+#include "common/return_if_error.hpp"
 #include "common/who.hpp"
 #include "rendezvous/rules/words.hpp"
 
@@ -20,7 +21,7 @@ Status ControlChannel::start() {
   if (Status st = client_.set_heartbeat_window(window()); !st.ok())
     return make_status(st.code, self() + ": asking the rendezvous at " + client_.endpoint() +
                                     " to watch heartbeats failed: " + st.message);
-  if (Status st = client_.heartbeat_nowait(0); !st.ok()) return st;
+  CC_RETURN_IF_ERROR(client_.heartbeat_nowait(0));
   next_heartbeat_ = Clock::now() + options_.interval;
   // Rank 0's host and pid, for messages when its embedded server goes away.
   rv::Progress progress;

@@ -109,8 +109,8 @@ class Api:
             return False
 
     def last_error(self):
-        words = self.cc_last_error()
-        return words.decode("utf-8", "replace") if words else ""
+        message = self.cc_last_error()
+        return message.decode("utf-8", "replace") if message else ""
 
     def check(self, result):
         """Raises the cc.Error for a failed call; reads this thread's message."""

@@ -117,9 +117,9 @@ def build_key(torch_version, include, extra=()):
     return digest.hexdigest()
 
 
-def load_locked(build_dir, key, load, words, stderr=None):
+def load_locked(build_dir, key, load, message, stderr=None):
     """Runs load() (which builds when needed, then imports) under an exclusive
-    lock on build_dir/cc-build.lock and returns what it returned. `words` goes
+    lock on build_dir/cc-build.lock and returns what it returned. `message` goes
     to stderr before load() runs when build_dir's stamp does not hold key
     (a build is coming); a process that finds the lock held says it waits."""
     stderr = stderr if stderr is not None else sys.stderr
@@ -140,7 +140,7 @@ def load_locked(build_dir, key, load, words, stderr=None):
             except OSError:
                 fresh = False
             if not fresh:
-                print(words, file=stderr, flush=True)
+                print(message, file=stderr, flush=True)
             result = load()
             if not fresh:
                 tmp = stamp_path + ".%d" % os.getpid()

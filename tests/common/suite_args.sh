@@ -3,7 +3,7 @@
 
 # suite_folders NAME ARG...: exactly two arguments, else the usage and exit 2;
 # then BUILD, the build folder, and OUT_DIR, the output folder (made), both
-# absolute; NAME's words and exit 2 when either will not do.
+# absolute; NAME's error message and exit 2 when either will not do.
 suite_folders() {
   local name=$1
   shift

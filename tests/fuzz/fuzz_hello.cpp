@@ -73,13 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t piece = 1 + data[1] % 64;
   std::span<const uint8_t> in(data + 2, size - 2);
 
-  rv::ServerOptions o;
+  rv::ServerOptions o = rv::fuzz::small_server(1u << 14);
   o.token = kToken;
-  o.handshake_timeout = 100ms;
-  o.frame_timeout = 50ms;
-  o.max_jobs = 2;
-  o.job_ttl = 300ms;
-  o.limits.max_frame = 1u << 14;
   PreAuthSink sink;
   rv::ServerCore core(o, sink);
   rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;

@@ -32,19 +32,14 @@ class CheckingSink : public rv::Sink {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  rv::ServerOptions o;
+  rv::ServerOptions o = rv::fuzz::small_server(1u << 12);
   if (data[0] & 1) o.token = "fuzz-token";
-  o.handshake_timeout = 100ms;
-  o.frame_timeout = 50ms;
   o.idle_timeout = (data[0] & 2) ? 200ms : 0ms;
   o.heartbeat_timeout = (data[0] & 4) ? 150ms : 0ms;
   o.max_connections = 3;
-  o.max_jobs = 2;
   o.max_keys_per_job = 4;
   o.max_bytes_per_job = 512;
   o.max_total_bytes = 768;
-  o.job_ttl = 300ms;
-  o.limits.max_frame = 1u << 12;
   CheckingSink sink;
   rv::ServerCore core(o, sink);
   rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;

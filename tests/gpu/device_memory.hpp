@@ -1,7 +1,7 @@
 // A device allocation of the gpu tests (gpu_env.hpp's DeviceBuffer, the
 // one-GPU ranks' buffers): at least one byte, freed on scope exit. Its copies
 // and fills go through one stream and wait for it; a failed CUDA call throws
-// std::runtime_error with its words.
+// std::runtime_error with its message.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +13,7 @@
 
 namespace cc::test {
 
-// Throws std::runtime_error "<what> failed: <CUDA's words>" unless e is
+// Throws std::runtime_error "<what> failed: <CUDA's error message>" unless e is
 // cudaSuccess (the error is cleared first).
 void check_cuda(cudaError_t e, const std::string& what);
 

@@ -9,7 +9,7 @@
 //                                (rank 1 skips op #50, a broadcast), extra
 //                                (rank 1 calls a barrier first). Every rank
 //                                then polls cc_comm_check; prints
-//                                "MISMATCH_MS <ms since op #50> <words>" and
+//                                "MISMATCH_MS <ms since op #50> <message>" and
 //                                exits 0 when it returned CC_ERR_MISMATCH
 //                                within 5 s (the time is printed, not judged).
 //   gpu_call_check legal         two communicators of the same ranks on two
@@ -25,14 +25,14 @@
 //   gpu_call_check loop          all-reduces until a call fails (the script
 //                                kills a rank, or sends SIGUSR1); prints
 //                                "LOOPING pid <pid>" once going and
-//                                "ERROR <words>".
+//                                "ERROR <message>".
 //   gpu_call_check split         4 ranks split by parity; in the even ranks'
 //                                child its rank 1 differs at op #50 (count):
 //                                those ranks print MISMATCH_MS as diverge; the
 //                                odd ranks' child agrees: "OK split alike";
 //                                neither parent is flagged.
 //   gpu_call_check skip          20 all-reduces alike but rank 1 skips the
-//                                10th: the deadline's words (CC_TIMEOUT_MS).
+//                                10th: the deadline's message (CC_TIMEOUT_MS).
 // CC_TRACE_DIR, when set, is where every rank's flight recorder goes.
 #include <unistd.h>
 
@@ -109,7 +109,7 @@ int diverge(const std::string& way, cc_comm_t comm, int rank, cudaStream_t s) {
   const long long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - at_50).count();
   std::printf("MISMATCH_MS %lld %s %s\n", ms, cc_result_string(r), cc_last_error());
   std::fflush(stdout);
-  // The calls after it fail too, in the same words.
+  // The calls after it fail too, with the same message.
   const cc_result_t next = cc_allreduce(b.send, b.recv, 1, CC_FLOAT32, CC_SUM, comm, as_cc(s));
   if (r != CC_ERR_MISMATCH) return fail("rank " + std::to_string(rank) + ": " + words(r));
   if (next != CC_ERR_MISMATCH) return fail("the next call returned " + words(next));

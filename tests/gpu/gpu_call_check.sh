@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Calls checked across ranks, on one GPU: every rank under
-# `cc-run --share-gpu -n N` (N = 2 and 4), words and flight recorder files
+# `cc-run --share-gpu -n N` (N = 2 and 4), messages and flight recorder files
 # checked.
 #
 #   gpu_call_check.sh BUILD [SCENARIO...]     (default: all of them)

@@ -12,7 +12,7 @@
 //                          out), extra (rank 1 calls a barrier first); none:
 //                          no rank differs; broadcast: every rank broadcasts
 //                          there from root 0 (root's control). Prints "VERDICT <call> <result>
-//                          <words>" for the first call that failed (an
+//                          <message>" for the first call that failed (an
 //                          all-reduce, once the rendezvous found the
 //                          difference while the ranks ran, or
 //                          cc_comm_destroy), or "VERDICT none" when none did.
@@ -21,7 +21,7 @@
 //                          floats on the child, rank 1 one float more at op
 //                          #AT, then destroys the child at once: "VERDICT
 //                          ..." as above for the child, then "PARENT ok" or
-//                          "PARENT <result> <words>" for the parent's destroy.
+//                          "PARENT <result> <message>" for the parent's destroy.
 //   gpu_call_ends replay WAY
 //                          every rank captures two CUDA graphs, A (all-reduces
 //                          of 1024 floats SUM and 2048 floats SUM) and B (the

@@ -33,11 +33,11 @@ class DeviceBuffer : public DeviceMemory {
   explicit DeviceBuffer(size_t bytes) : DeviceMemory(bytes, stream()) {}
 };
 
-// The words of a failed cc call, for test output.
+// The message of a failed cc call, for test output.
 std::string describe(cc_result_t r);
 
 // CHECKs that a call returned CC_SUCCESS and that the stream then finished;
-// false when either did not (the words name `what`).
+// false when either did not (the message names `what`).
 bool call_and_wait(const std::string& what, cc_result_t r);
 
 }  // namespace cc::test

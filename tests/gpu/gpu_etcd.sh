@@ -42,17 +42,9 @@ if ldd "$PLUGIN" | grep -q "not found"; then
 fi
 export NCCL_NVLS_ENABLE=0
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$(dirname "$0")/../common/etcd_member.sh"
 DATA=$(mktemp -d /tmp/cc-gpu-etcd.XXXXXX)
-CLIENT=$(free_port)
-PEER=$(free_port)
-"$ETCD" --name m1 --data-dir "$DATA/m1" \
-  --listen-client-urls "http://127.0.0.1:$CLIENT" --advertise-client-urls "http://127.0.0.1:$CLIENT" \
-  --listen-peer-urls "http://127.0.0.1:$PEER" --initial-advertise-peer-urls "http://127.0.0.1:$PEER" \
-  --initial-cluster "m1=http://127.0.0.1:$PEER" --log-level error >"$DATA/etcd.log" 2>&1 &
-ETCD_PID=$!
+start_etcd_member "$ETCD" "$DATA" "$DATA/etcd.log"
 trap 'kill $ETCD_PID 2>/dev/null; wait $ETCD_PID 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$CLIENT/health" >/dev/null 2>&1 && break

@@ -3,7 +3,7 @@
 // script can kill one). With no GPU it says so and exits 77 (skipped).
 //
 //   gpu_failures kill-loop     loop large all-reduces until a call fails;
-//                              prints "ERROR_AT <realtime ns> <result> <words>"
+//                              prints "ERROR_AT <realtime ns> <result> <message>"
 //   gpu_failures skip          20 all-reduces; rank 1 skips the 10th; rank 0
 //                              prints "ERROR_AT ..." when its deadline hits
 //   gpu_failures abort-threads 8 threads call cc_comm_abort 100 times each
@@ -12,9 +12,9 @@
 //   gpu_failures init          prints "START_AT <realtime ns>", then inits; on
 //                              success one all-reduce of rank + 1 ("OK init,
 //                              all-reduce N"), else "ERROR_AT <realtime ns>
-//                              <result> <words>" and exit status 3 (the
-//                              script judges the words)
-// Every mode prints "OK <words>" on success and exits 0, else "FAIL <why>".
+//                              <result> <message>" and exit status 3 (the
+//                              script judges the message)
+// Every mode prints "OK <message>" on success and exits 0, else "FAIL <why>".
 #include <time.h>
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The failure scenarios on a GPU machine: ranks started by hand (RANK, WORLD_SIZE,
 # MASTER_ADDR, MASTER_PORT; rank 0 hosts the embedded server), one of them
-# killed or desynchronised, and the words of the survivor checked.
+# killed or desynchronised, and the message of the survivor checked.
 #
 #   gpu_failures.sh BINARY [SCENARIO...]     (default: all of them)
 #   scenarios: kill-loop kill-small kill-oneshot kill-twoshot skip skip-small
@@ -19,9 +19,9 @@
 # members with their pids and completed ops, then rank 1 behind once it is
 # SIGSTOPped. init-fail: rank 1's NCCL init
 # fails (NCCL_NET names no network); rank 0, waiting in NCCL's init, stops
-# within 1 s naming rank 1 (host, pid) with rank 1's words; prints
+# within 1 s naming rank 1 (host, pid) with rank 1's error message; prints
 # "SPREAD_MS <ms>". init-nosock: rank 1's NCCL_SOCKET_IFNAME matches no
-# interface, found before NCCL starts; the same words reach rank 0.
+# interface, found before NCCL starts; the same message reaches rank 0.
 set -u
 BIN=${1:?usage: gpu_failures.sh BINARY [SCENARIO...]}
 shift
@@ -63,7 +63,7 @@ show() { echo "   rank $1: $(grep -E '^(ERROR_AT|OK|FAIL)' "$WORK/r$1" | head -3
 # error_at FILE: the time of the rank's failure (ERROR_AT's ns), empty if none.
 error_at() { awk '/^ERROR_AT/{print $2; exit}' "$1"; }
 # wait_survivor RANK SECONDS STATUS [WHY]: waits for rank RANK (wait_pid),
-# shows its words, fails unless it exited with STATUS (saying ", not STATUS
+# shows its message, fails unless it exited with STATUS (saying ", not STATUS
 # (WHY)" when WHY is given) and checks that it heard of a peer's failure.
 wait_survivor() {
   local r=$1 pid_var=PID$1 rc

@@ -13,11 +13,11 @@
 //
 // Environment: RECOVERY_VICTIM (default 1), RECOVERY_KILL_AT (default 20),
 // LOOP_COUNT (floats per all-reduce, default 1 Mi).
-// stdout: "LOOPING R", "FAILED_AT <ns> <result> <words>", "RECOVERED_AT <ns>
+// stdout: "LOOPING R", "FAILED_AT <ns> <result> <message>", "RECOVERED_AT <ns>
 // generation=G rank=R size=N failed=LIST" (after the first correct collective
 // of the new communicator), "START_AT <ns>" and "FIRST_AT <ns>" (a
 // replacement or a plain start: process start and first correct collective),
-// then "OK <words>" and exit 0, or "FAIL <why>" and exit 1. Times are
+// then "OK <message>" and exit 0, or "FAIL <why>" and exit 1. Times are
 // CLOCK_REALTIME, so a script can compare them with its own.
 #include <dlfcn.h>
 #include <signal.h>

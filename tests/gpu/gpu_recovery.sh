@@ -2,7 +2,7 @@
 # The recovery scenarios on a GPU machine (2 GPUs): a rank killed mid-loop,
 # the survivor shrinking or the killed rank restarted by cc-run and taken
 # back by regrow, and the training example recovering with weights that end
-# bit-identical to a run in which nothing failed. Each checks the words and
+# bit-identical to a run in which nothing failed. Each checks the error message and
 # values the ranks print.
 #
 #   gpu_recovery.sh BUILD [SCENARIO...]        (default: all of them)
@@ -36,7 +36,7 @@ status() {  # status NAME GOT WANT
   if [ "$2" -eq "$3" ]; then echo "   ok: $1 exit status $2"; else echo "   FAILED: $1 exit status $2, want $3"; bad=1; fi
 }
 # How the shrunk communicator was made, from rank 0's info log line.
-# With several NCCL ids (CC_NCCL_RANKS_PER_ID) the words name NCCL's call and their count.
+# With several NCCL ids (CC_NCCL_RANKS_PER_ID) the message names NCCL's call and their count.
 how() { grep -o "by ncclCommShrink\|by a new NCCL communicator\( ([^)]*)\)\?" "$1" | head -1 | sed 's/^/   made /'; }
 
 shrink_cc_run() {  # shrink_cc_run [VAR=VALUE...]

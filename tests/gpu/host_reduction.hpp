@@ -32,7 +32,7 @@ Expected reduce_on_host(ncclDataType_t type, ncclRedOp_t op,
                         const std::vector<std::vector<uint8_t>>& inputs, size_t count);
 
 // "" when every element of `got` has the bits of `want.plain` or
-// `want.fused`; else words naming the first wrong element and how many are.
+// `want.fused`; else a message naming the first wrong element and how many are.
 std::string compare(ncclDataType_t type, const Expected& want, const std::vector<uint8_t>& got,
                     size_t count);
 

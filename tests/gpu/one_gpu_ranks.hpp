@@ -26,7 +26,7 @@ namespace cc::test {
 class OneGpuRanks {
  public:
   // Sets up `nranks` channels on the current device; throws
-  // std::runtime_error with the channel's words when it cannot.
+  // std::runtime_error with the channel's error message when it cannot.
   explicit OneGpuRanks(int nranks);
   ~OneGpuRanks();
   OneGpuRanks(const OneGpuRanks&) = delete;

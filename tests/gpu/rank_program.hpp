@@ -1,5 +1,5 @@
 // What the one-rank programs started by the gpu failure and recovery scripts
-// (gpu_failures, gpu_recovery) share: their clock and words on stdout, the
+// (gpu_failures, gpu_recovery) share: their clock and messages on stdout, the
 // environment's numbers, a bounded wait for a stream, device buffers, the
 // communicator's device and stream, the choice of a mode by name, and the
 // main() of a program of modes.
@@ -50,7 +50,7 @@ inline int env_int(const char* name, int fallback) {
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
 
-// The words of a failed cc call.
+// The message of a failed cc call.
 inline std::string words(cc_result_t r) {
   return std::string(cc_result_string(r)) + ": " + cc_last_error();
 }

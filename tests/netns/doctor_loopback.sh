@@ -89,7 +89,7 @@ out=$(env -u CC_MASTER_ADDR -u CC_MASTER_PORT MASTER_ADDR=tcp://127.0.0.1:$PORT 
 echo "$out" | grep -q "127.0.0.1:$PORT is reachable: a cc rendezvous answers" || fail "tcp:// rendezvous: $out"
 echo "$out" | grep -qx "  tcp://127.0.0.1:$PORT  (from MASTER_ADDR)" || fail "tcp:// address line: $out"
 
-# A host with its port in it: an error in the address's words.
+# A host with its port in it: an error in the address's message.
 out=$(doctor --master-addr "127.0.0.1:$PORT") || fail "exited $?"
 echo "$out" | grep -q "has a port in it: write tcp://127.0.0.1:$PORT" || fail "host:port: $out"
 

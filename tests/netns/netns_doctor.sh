@@ -44,7 +44,7 @@ echo "$out" >"$WORK/far.json"
 json "$WORK/far.json" '[f["fix"] for f in d["findings"]]' | grep -q "firewall, wrong address, or Docker bridge without --network host" || fail "unreachable fix: $out"
 [ "$took" -lt 5000 ] || fail "the probe took $took ms with --timeout-ms 700"
 
-# b has no default route: an outside address has no route, in words.
+# b has no default route: the message says an outside address has no route.
 out=$(in_ns "$NS_B" "$CC_DOCTOR" --master-addr 203.0.113.5 --master-port 1 2>&1) || fail "cc-doctor exited $?"
 echo "$out" | grep -q "no route to 203.0.113.5" || fail "no-route words: $out"
 echo "$out" | grep -q "ip route get 203.0.113.5" || fail "no-route fix: $out"

@@ -79,7 +79,7 @@ in_ns() {
 
 # connect_fails DEADLINE_MS WHY: a store client on host a connecting to the
 # rendezvous within DEADLINE_MS must fail (else "connect succeeded WHY");
-# notes and sets out (its words) and took (its milliseconds).
+# notes and sets out (its message) and took (its milliseconds).
 connect_fails() {
   local t0
   t0=$(now_ms)

@@ -8,7 +8,7 @@
 # namespace behind b (172.17.0.2 on a veth, default route through b, which
 # masquerades it with nftables as Docker does), so its NCCL address is
 # 172.17.0.2 while its connection comes from 198.18.0.3: both ranks are told
-# the NAT's words and the fix (--network host or NCCL_SOCKET_IFNAME).
+# the message naming the NAT and the fix (--network host or NCCL_SOCKET_IFNAME).
 # Argument 5: the netns_nat_member program. Skipped (77) without nft or NAT
 # support in the kernel.
 . "$(dirname "$0")/netns_lib.sh"

@@ -16,7 +16,7 @@ wait_up "$NS_B" cceth0
 wait_up "$NS_B" ccmgmt1
 
 # blocked ADDR NAME...: each rank failed within 2 s of the last arrival, all
-# with the same words, which name rank 0 unable to reach rank 1 at ADDR.
+# with the same message, which names rank 0 unable to reach rank 1 at ADDR.
 blocked() {
   local addr=$1
   shift

@@ -19,7 +19,7 @@ wait_up "$NS_NAT" cceth0
 wait_up "$NS_RV" cceth0
 
 # verdict NAME...: every rank failed within 2 s of the last arrival, with
-# the same words naming the NAT.
+# the same message naming the NAT.
 verdict() {
   refused "$@"
   says_all "cannot connect to rank 1 (host $HOST_C, pid " "$@"

@@ -3,7 +3,7 @@
 # helpers) and adds: a NAT router with a private "container" behind it, a
 # decoy interface, a firewall rule, and ranks of init_member (cc_comm_init's
 # path up to NCCL, then a stand-in init) each on its own host name (a UTS
-# namespace), as on real hosts, and the checks of their words. Sourced with
+# namespace), as on real hosts, and the checks of their messages. Sourced with
 # the arguments
 #   STORE_TOOL MEMBER CC_DOCTOR CC_RENDEZVOUS INIT_MEMBER
 # Extra hosts: "nat" (the router: 198.18.0.4 on the bridge, 172.18.0.1
@@ -147,7 +147,7 @@ ready() {
 }
 
 # refused NAME...: every rank failed (code 6) within 2 s of the last one's
-# arrival, all with the same words.
+# arrival, all with the same message.
 refused() {
   local last n words first=""
   last=$(last_start "$@") || fail "a rank never started: $*"

@@ -34,7 +34,7 @@ tool "$NS_A" set from-a 1 >/dev/null 2>&1 || fail "set from-a"
 tool "$NS_B" set from-b 1 >/dev/null 2>&1 || fail "set from-b"
 wait_line wait '^ready$' 8 || fail "a's wait for keys set on a and b did not return"
 
-# a get of a key nobody sets times out with words naming the key.
+# a get of a key nobody sets times out with a message naming the key.
 out=$(tool "$NS_B" get never-set 300 2>&1) && fail "get of a missing key succeeded: $out"
 echo "$out" | grep -q "CC_ERR_TIMEOUT" || fail "missing key: expected CC_ERR_TIMEOUT, got: $out"
 echo "$out" | grep -q "never-set" || fail "missing key: the error does not name the key: $out"

@@ -4,7 +4,7 @@
 # through find_package, then examples/cmake (the C all-reduce example
 # against cc::cc and cc::cc_static) configured, built and run as one rank.
 # Without a GPU each program must stop at cc_comm_init_from_env with cc's
-# CC_ERR_NO_DEVICE words; with one, its all-reduce must give 1.0.
+# CC_ERR_NO_DEVICE message; with one, its all-reduce must give 1.0.
 #
 #   test_cmake_package.sh BUILD SOURCE CUDA_ROOT
 set -uo pipefail

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tests/common/child_process.hpp"
+#include "tests/common/join_msg.hpp"
 #include "tests/rendezvous/raw_client.hpp"
 
 using namespace std::chrono_literals;
@@ -99,15 +100,10 @@ bool start_daemon(const char* bin, Daemon* d) {
   return d->port != 0;
 }
 
+// Eight ranks a host; rank 0's unique id as long as NCCL's.
 rv::Join join_msg(int rank) {
-  rv::Join j;
-  j.info.rank = rank;
-  j.info.world_size = kRanks;
-  j.info.host = "load-host-" + std::to_string(rank % 8);
-  j.info.pid = static_cast<uint32_t>(1000 + rank);
-  j.info.nccl_version = 22809;
+  rv::Join j = cc::test::join_msg(rank, kRanks, "load-host-" + std::to_string(rank % 8), 30000);
   if (rank == 0) j.unique_id = std::vector<uint8_t>(128, 42);
-  j.timeout_ms = 30000;
   return j;
 }
 

@@ -20,6 +20,7 @@
 
 #include "rendezvous/frame_client.hpp"
 #include "rendezvous/server.hpp"
+#include "tests/common/join_msg.hpp"
 
 namespace rv = cc::rv;
 using Clock = std::chrono::steady_clock;
@@ -100,15 +101,8 @@ std::unique_ptr<rv::Client> plain_client(int port, const std::string& job) {
 }
 
 rv::Join join_of(int rank, int world) {
-  rv::Join j;
-  j.info.rank = rank;
-  j.info.world_size = world;
-  j.info.host = "host-" + std::to_string(rank);
-  j.info.pid = static_cast<uint32_t>(1000 + rank);
-  j.info.nccl_version = 22809;
+  rv::Join j = cc::test::join_msg(rank, world, "host-" + std::to_string(rank), 20000);
   j.info.gpu_uuid = "GPU-" + std::to_string(rank);
-  if (rank == 0) j.unique_id = {4, 2, 4, 2};
-  j.timeout_ms = 20000;
   return j;
 }
 
@@ -264,7 +258,7 @@ TEST_CASE("failover: members of a complete communicator resume and are not decla
   // They can still leave cleanly.
   watches.clear();
   for (auto& c : cs) CHECK(c->leave().ok());
-  CHECK(joined[0].unique_id == std::vector<uint8_t>{4, 2, 4, 2});
+  CHECK(joined[0].unique_id == std::vector<uint8_t>{4, 2});
 }
 
 TEST_CASE("failover: a member that never resumes is failed at the end of the grace period, the "
@@ -365,10 +359,10 @@ TEST_CASE("failover: a join in progress completes on the successor") {
     auto [st, out] = f.get();
     INFO(st.message);
     REQUIRE(st.ok());
-    CHECK(out.unique_id == std::vector<uint8_t>{4, 2, 4, 2});
+    CHECK(out.unique_id == std::vector<uint8_t>{4, 2});
     CHECK(rv::world_size_of(out) == 3);
   }
-  CHECK(late.unique_id == std::vector<uint8_t>{4, 2, 4, 2});
+  CHECK(late.unique_id == std::vector<uint8_t>{4, 2});
 }
 
 TEST_CASE("failover: a client without a locator sees the server go, in words") {

@@ -22,6 +22,7 @@
 
 #include "rendezvous/agent/node_agent.hpp"
 #include "rendezvous/server.hpp"
+#include "tests/common/join_msg.hpp"
 #include "tests/rendezvous/raw_client.hpp"
 
 using namespace std::chrono_literals;
@@ -280,15 +281,10 @@ TEST_CASE("through cc-run's agent, a rank's oversized frame or large answers end
 
 namespace {
 
+// pid 500 + rank, as the members' hellos say.
 rv::Join join_of(int rank, int world, uint32_t timeout_ms = 10000) {
-  rv::Join j;
-  j.info.rank = rank;
-  j.info.world_size = world;
-  j.info.host = "host-" + std::to_string(rank);
+  rv::Join j = cc::test::join_msg(rank, world, "host-" + std::to_string(rank), timeout_ms);
   j.info.pid = static_cast<uint32_t>(500 + rank);
-  j.info.nccl_version = 22809;
-  if (rank == 0) j.unique_id = {1, 2, 3};
-  j.timeout_ms = timeout_ms;
   return j;
 }
 

@@ -4,7 +4,7 @@
 # the rendezvous) on loopback. A rank whose init fails, a rank killed during
 # init, and one killed while joining (before the id is handed out): every
 # other rank's init ends within a second, naming the rank (host, pid) and, for
-# a failed init, its own words. Through rank 0's embedded server, the
+# a failed init, its own message. Through rank 0's embedded server, the
 # cc-rendezvous daemon and cc-run.
 #
 #   test_init_failures.sh INIT_MEMBER CC_RENDEZVOUS CC_RUN
@@ -41,7 +41,7 @@ free_port() {
 
 # rank NAME RANK WORLD PORT JOB [VAR=VALUE...] -- ARGS: one rank in the
 # background; env execs the member, so PID_NAME is the member's own pid (the
-# pid its words name, the one the kills hit). Cleanup kills what is left.
+# pid its message names, the one the kills hit). Cleanup kills what is left.
 rank() {
   local name=$1 r=$2 world=$3 port=$4 job=$5
   shift 5
@@ -71,7 +71,7 @@ expect() {  # expect NAME PATTERN
 }
 
 # 1. Embedded server: rank 1's init fails; rank 0 (which hosts the server)
-# stops within a second with rank 1's words.
+# stops within a second with rank 1's error message.
 port=$(free_port)
 rank e0 0 2 "$port" emb -- hang
 rank e1 1 2 "$port" emb -- fail "Failed to initialize any NET plugin"
@@ -84,7 +84,7 @@ expect e0 "rank 1 (host $HOST, pid $pid1) could not start"
 expect e0 "Failed to initialize any NET plugin"
 expect e1 "code 5: ncclCommInitRankConfig failed on rank 1"
 
-# 2. Embedded server: rank 0 itself fails; rank 1 hears rank 0's words, not
+# 2. Embedded server: rank 0 itself fails; rank 1 hears rank 0's error message, not
 # only that the server went away.
 port=$(free_port)
 rank f0 0 2 "$port" emb0 -- fail "rank zero's own trouble"

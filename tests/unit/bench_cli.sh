@@ -1,6 +1,6 @@
 #!/bin/sh
-# cc-bench's command line without a GPU: --help, a bad flag (exit 2, words),
-# and no visible device (exit 1, words). Usage: bench_cli.sh CC_BENCH
+# cc-bench's command line without a GPU: --help, a bad flag (exit 2, message),
+# and no visible device (exit 1, message). Usage: bench_cli.sh CC_BENCH
 bench="$1"
 fail() { echo "bench_cli: $*"; exit 1; }
 

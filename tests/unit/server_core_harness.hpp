@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rendezvous/server_core.hpp"
+#include "tests/common/join_msg.hpp"
 
 namespace cc::test {
 
@@ -99,18 +100,6 @@ struct Harness {
   rv::ServerCore core;
   rv::Clock::time_point now = rv::Clock::time_point{} + 1000s;
 };
-
-inline rv::Join join_msg(int rank, int world, const std::string& host, uint32_t timeout_ms = 1000) {
-  rv::Join j;
-  j.info.rank = rank;
-  j.info.world_size = world;
-  j.info.host = host;
-  j.info.pid = static_cast<uint32_t>(1000 + rank);
-  j.info.nccl_version = 22809;
-  if (rank == 0) j.unique_id = {4, 2};
-  j.timeout_ms = timeout_ms;
-  return j;
-}
 
 // The ranks of a Joined's members or of a preflight plan's targets, in their
 // order (or as a std::set<int>, when the order is not what a test checks).

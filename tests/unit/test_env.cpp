@@ -69,16 +69,16 @@ void check_settings(const cc::launch::ResolvedConfig& r, int device, int timeout
   CHECK(r.fast_allreduce == fast_allreduce);
 }
 
-// CHECKs that `s` refuses an invalid argument with a message that contains `words`
+// CHECKs that `s` refuses an invalid argument with a message that contains `message`
 // (text) or matches it (a matcher).
-template <class Words>
-void check_refused(const cc::Status& s, const Words& words) {
+template <class Message>
+void check_refused(const cc::Status& s, const Message& message) {
   INFO(s.message);
   CHECK(s.code == CC_ERR_INVALID_ARGUMENT);
-  if constexpr (std::is_convertible_v<Words, std::string>)
-    CHECK_THAT(s.message, Contains(std::string(words)));
+  if constexpr (std::is_convertible_v<Message, std::string>)
+    CHECK_THAT(s.message, Contains(std::string(message)));
   else
-    CHECK_THAT(s.message, words);
+    CHECK_THAT(s.message, message);
 }
 
 // One variable set to a malformed value, and the message of its refusal.

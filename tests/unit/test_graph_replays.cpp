@@ -15,6 +15,7 @@
 #include "lib/core/call_log.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/rules/call_check.hpp"
+#include "tests/unit/call_descs.hpp"
 
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
@@ -24,10 +25,9 @@ using cc::CallPoint;
 using cc::core::CallLog;
 using cc::rv::rules::CallCheck;
 using cc::rv::rules::CallMismatch;
+using cc::test::allreduce;
 
 namespace {
-
-CallDesc allreduce(uint64_t count) { return {CallKind::allreduce, count, CC_FLOAT32, CC_SUM, -1, false}; }
 
 // A graph's calls, and what its host node records at each replay.
 struct Graph {

@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
   command_line.add_help();
 
   if (const auto exit_status =
-          command_line.parse_or_exit(argc, argv, "argument", [&](const std::string& words) {
-            std::fprintf(stderr, "cc-doctor: %s\n%s", words.c_str(), app.help().c_str());
+          command_line.parse_or_exit(argc, argv, "argument", [&](const std::string& message) {
+            std::fprintf(stderr, "cc-doctor: %s\n%s", message.c_str(), app.help().c_str());
           }))
     return *exit_status;
 

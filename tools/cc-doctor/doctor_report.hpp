@@ -53,7 +53,7 @@ struct Probe {
   std::string address;  // the numeric address tried last
   std::string server;   // the Challenge's server string
   bool auth_required = false;
-  std::string detail;  // words for the answer
+  std::string detail;  // text for the answer
   int elapsed_ms = 0;
 };
 

@@ -28,8 +28,8 @@ int trace_command(int argc, char** argv) {
   app.add_option("DIR", dir, "the directory the ranks wrote into")->required();
   command_line.add_help();
   if (const auto exit_status =
-          command_line.parse_or_exit(argc, argv, "argument", [&](const std::string& words) {
-            std::fprintf(stderr, "cc-doctor trace: %s\n%s", words.c_str(), app.help().c_str());
+          command_line.parse_or_exit(argc, argv, "argument", [&](const std::string& message) {
+            std::fprintf(stderr, "cc-doctor trace: %s\n%s", message.c_str(), app.help().c_str());
           }))
     return *exit_status;
 

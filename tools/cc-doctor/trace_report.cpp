@@ -99,7 +99,7 @@ CommunicatorReport analyse_one(std::vector<const RankTrace*> ranks) {
   // The first op where two rings that hold it disagree.
   for (uint64_t s : seqs) {
     std::map<std::string, std::vector<int>> fps;
-    std::map<std::string, std::string> words;
+    std::map<std::string, std::string> descriptions;
     bool everyone = true;
     for (size_t i = 0; i < ranks.size(); ++i) {
       auto it = by_seq[i].find(s);
@@ -108,14 +108,14 @@ CommunicatorReport analyse_one(std::vector<const RankTrace*> ranks) {
         continue;
       }
       fps[it->second->fingerprint].push_back(ranks[i]->rank);
-      words[it->second->fingerprint] = it->second->description;
+      descriptions[it->second->fingerprint] = it->second->description;
     }
     if (fps.size() <= 1) {
       if (everyone && fps.size() == 1) r.agreed_through = s;
       continue;
     }
     r.first_difference = s;
-    for (auto& [fp, rk] : fps) r.difference.push_back({rk, words[fp]});
+    for (auto& [fp, rk] : fps) r.difference.push_back({rk, descriptions[fp]});
     std::sort(r.difference.begin(), r.difference.end(), [](const CallGroup& a, const CallGroup& b) {
       return a.ranks.size() > b.ranks.size();
     });

@@ -58,7 +58,7 @@ struct CommunicatorReport {
   std::vector<CallGroup> difference;
   uint64_t agreed_through = 0;
   bool difference_exact = false;  // agreed_through + 1 == first_difference
-  std::string pair_difference;    // the first send and recv that disagree, in words
+  std::string pair_difference;    // the first send and recv that disagree, as text
   // Each rank's last collective, grouped; the lowest number first.
   struct Position {
     uint64_t seq = 0;

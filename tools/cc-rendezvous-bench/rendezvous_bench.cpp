@@ -591,8 +591,8 @@ int main(int argc, char** argv) {
       ->option_text("URL");
   command_line.add_help();
   if (const auto exit_status =
-          command_line.parse_or_exit(argc, argv, "argument", [](const std::string& words) {
-            std::fprintf(stderr, "cc-rendezvous-bench: %s (see --help)\n", words.c_str());
+          command_line.parse_or_exit(argc, argv, "argument", [](const std::string& message) {
+            std::fprintf(stderr, "cc-rendezvous-bench: %s (see --help)\n", message.c_str());
           }))
     return *exit_status;
   if (pair_rounds > 0) return cc::tools::rendezvous_bench::run_start_pair(pair_rounds) ? 0 : 1;

@@ -57,17 +57,19 @@ constexpr const char* kFooter =
     "when it dies the next one takes over within the lease with nothing lost,\n"
     "and clients reconnect to it and resume.";
 
-int usage_error(const std::string& words) {
-  std::fprintf(stderr, "cc-rendezvous: %s (see --help)\n", words.c_str());
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "cc-rendezvous: %s (see --help)\n", message.c_str());
   return 2;
 }
 
 // A whole number in [min, max], or the option's message for a bad value.
-long long number(const std::string& text, long long min, long long max, const std::string& words) {
+long long number(const std::string& text, long long min, long long max,
+                 const std::string& message) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || *end != '\0' || v < min || v > max) cc::tools::cli::reject(words);
+  if (text.empty() || errno != 0 || *end != '\0' || v < min || v > max)
+    cc::tools::cli::reject(message);
   return v;
 }
 
@@ -77,9 +79,9 @@ long long number(const std::string& text, long long min, long long max, const st
 template <typename T>
 void add_number(CLI::App& app, const std::string& flag, long long min, long long max, T* target,
                 const std::string& help) {
-  const std::string words = flag + (min > 0 ? " needs a positive number" : " needs a number");
+  const std::string message = flag + (min > 0 ? " needs a positive number" : " needs a number");
   add_value(app, flag, "N", help,
-            [=](const std::string& v) { *target = T(number(v, min, max, words)); });
+            [=](const std::string& v) { *target = T(number(v, min, max, message)); });
 }
 
 // Token reloads (SIGHUP), for the metrics endpoint.
@@ -271,7 +273,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "the cc version");
 
   if (const auto exit_status = command_line.parse_or_exit(
-          argc, argv, "argument", [](const std::string& words) { usage_error(words); }))
+          argc, argv, "argument", [](const std::string& message) { usage_error(message); }))
     return *exit_status;
   if (version) {
     std::printf("cc-rendezvous %s\n", CC_VERSION_STRING);

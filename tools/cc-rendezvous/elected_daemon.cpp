@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "common/return_if_error.hpp"
 #include "rendezvous/election.hpp"
 #include "rendezvous/factory/address.hpp"
 #include "rendezvous/factory/elected.hpp"
@@ -139,7 +140,7 @@ class Candidate final : public ElectedDaemon {
 Status ElectedDaemon::start(const ElectedOptions& options, const rv::ServerOptions& server,
                             std::unique_ptr<ElectedDaemon>* out) {
   rv::factory::Address address;
-  if (Status s = rv::factory::parse_address(options.etcd, &address); !s.ok()) return s;
+  CC_RETURN_IF_ERROR(rv::factory::parse_address(options.etcd, &address));
   if (address.server())
     return make_status(CC_ERR_INVALID_ARGUMENT,
                        fmt::format("--etcd {} is not an etcd address: write "
@@ -154,9 +155,8 @@ Status ElectedDaemon::start(const ElectedOptions& options, const rv::ServerOptio
   fo.connect_timeout = options.connect_timeout;
   fo.lease = options.lease;
   std::unique_ptr<rv::Election> election;
-  if (Status s = rv::factory::open_election(address, fo, &election); !s.ok()) return s;
-  if (Status s = election->declare_daemons(Clock::now() + options.connect_timeout); !s.ok())
-    return s;
+  CC_RETURN_IF_ERROR(rv::factory::open_election(address, fo, &election));
+  CC_RETURN_IF_ERROR(election->declare_daemons(Clock::now() + options.connect_timeout));
   std::string published = options.advertise;
   if (published.empty())
     published = fmt::format("{}:{}", rv::factory::address_toward(address), server.port);

@@ -25,9 +25,9 @@ constexpr const char* kFooter =
     "The address, port and token default to MASTER_ADDR, MASTER_PORT and\n"
     "CC_RENDEZVOUS_TOKEN (or CC_RENDEZVOUS_TOKEN_FILE), as a rank reads them.";
 
-int usage_error(const std::string& words) {
+int usage_error(const std::string& message) {
   std::fprintf(stderr, "cc-rendezvous status: %s (see cc-rendezvous status --help)\n",
-               words.c_str());
+               message.c_str());
   return 2;
 }
 
@@ -79,7 +79,7 @@ int status_command(int argc, char** argv) {
   command_line.add_help();
 
   if (const auto exit_status = command_line.parse_or_exit(
-          argc, argv, "argument", [](const std::string& words) { usage_error(words); }))
+          argc, argv, "argument", [](const std::string& message) { usage_error(message); }))
     return *exit_status;
 
   if (port < 0) {

@@ -46,7 +46,7 @@ bool takes_value(const CLI::Option* opt) { return opt != nullptr && opt->get_typ
 
 }  // namespace
 
-void reject(const std::string& words) { throw CLI::ValidationError(words); }
+void reject(const std::string& message) { throw CLI::ValidationError(message); }
 
 CLI::Option* add_value(CLI::App& app, const std::string& flag, const std::string& value_name,
                        const std::string& help, std::function<void(const std::string&)> set) {
@@ -78,9 +78,9 @@ CLI::Option* add_size(CLI::App& app, const std::string& flag, std::size_t* targe
 }
 
 CLI::Option* add_duration(CLI::App& app, const std::string& flag, std::chrono::milliseconds* target,
-                          const std::string& words, const std::string& help) {
+                          const std::string& message, const std::string& help) {
   return add_value(app, flag, "DURATION", help, [=](const std::string& v) {
-    if (!parse_duration(v, std::chrono::seconds(1), target)) reject(words);
+    if (!parse_duration(v, std::chrono::seconds(1), target)) reject(message);
   });
 }
 

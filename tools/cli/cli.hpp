@@ -13,8 +13,8 @@
 
 namespace cc::tools::cli {
 
-// For option callbacks: rejects the value with `words` as the whole message.
-[[noreturn]] void reject(const std::string& words);
+// For option callbacks: rejects the value with `message` as the whole error message.
+[[noreturn]] void reject(const std::string& message);
 
 // Adds option `flag` ("--port", "-n,--nproc") taking one value, handed to
 // `set` (which may reject() it); `value_name` ("PORT") stands for the value
@@ -38,9 +38,9 @@ CLI::Option* add_size(CLI::App& app, const std::string& flag, std::size_t* targe
 
 // Adds option `flag` taking a duration (common/units.hpp: "500ms", "30s",
 // "10m", "2h", "0"; a bare number is seconds) into *target; a bad value is
-// rejected with `words` as the whole message.
+// rejected with `message` as the whole error message.
 CLI::Option* add_duration(CLI::App& app, const std::string& flag, std::chrono::milliseconds* target,
-                          const std::string& words, const std::string& help);
+                          const std::string& message, const std::string& help);
 
 struct Parsed {
   bool ok = false;    // the options are set: run

@@ -34,7 +34,7 @@
 #     (there with NCCL's socket transport, as between hosts); every rank's sum
 #     and broadcast value checked, and the DDP losses (fixed torch seed)
 #     compared with the unchanged guide's backend "nccl";
-#   - a rank killed mid-run: the survivor's next operation raises cc's words;
+#   - a rank killed mid-run: the survivor's next operation raises cc's error message;
 #   - dist.all_reduce captured in torch.cuda.graph and replayed, on "nccl"
 #     and "cc" (cuda_graph.py; values, and the GPU time of an 8 B all-reduce
 #     in a replayed graph);
@@ -46,7 +46,7 @@
 #     dist.shrink_group in the same process and finish with the right
 #     weights, with SHRINK_DEFAULT and SHRINK_ABORT (shrink_group.py; 8 ranks
 #     too in the full run);
-#   - a rank whose tensor has another shape: every rank raises cc's words,
+#   - a rank whose tensor has another shape: every rank raises cc's error message,
 #     which name both calls (mismatch.py, 2 and 4 ranks), also when that
 #     call is the last before destroy_process_group, which then raises;
 #   - the torch backend's operations and a killed rank also with 4 and 8 ranks;
