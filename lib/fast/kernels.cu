@@ -259,44 +259,6 @@ __device__ __forceinline__ void load_chunk(const KernelArgs& a, const T* send, b
   }
 }
 
-// The first statements of the chunked kernels (one-shot, two-shot): the
-// block's abort word, the call's buffers, sequence number, flag and phase,
-// its size in packs and chunks, whether both buffers are 16-byte aligned,
-// and the staging area of this phase. A macro: they are the kernel's locals.
-#define CC_CHUNKED_KERNEL_PROLOGUE(T)                                                      \
-  __shared__ int aborted;                                                                  \
-  if (threadIdx.x == 0) aborted = 0;                                                       \
-  const T* send = static_cast<const T*>(a.send);                                           \
-  T* recv = static_cast<T*>(a.recv);                                                       \
-  const Layout& l = a.layout;                                                              \
-  const unsigned long long seq = a.state->seq[blockIdx.x] + 1;                             \
-  const uint32_t flag = flag_of(seq);                                                      \
-  const int phase = static_cast<int>(seq & 1);                                             \
-  const size_t bytes = a.count * sizeof(T);                                                \
-  const size_t packs = (bytes + 15) / 16;                                                  \
-  const int chunks = static_cast<int>((bytes + kChunkBytes - 1) / kChunkBytes);            \
-  const bool aligned =                                                                     \
-      ((reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) & 15) == 0; \
-  const size_t stage = l.stage_off + static_cast<size_t>(phase) * l.phase_bytes
-
-// Pack j of the reduction, in rank order: this rank's own from its input,
-// each peer's from the peer's slot (of `slot` bytes) of `mine`, at pack `at`.
-template <class T, int OP>
-__device__ __forceinline__ uint4 reduce_pack(const KernelArgs& a, const T* send, bool aligned,
-                                             const char* mine, size_t slot, size_t j, size_t at) {
-  Pack<T> acc;
-#pragma unroll
-  for (int r = 0; r < kMaxRanks; ++r) {
-    if (r >= a.nranks) continue;
-    const uint4 bits =
-        r == a.rank
-            ? load_pack(send, j, a.count, aligned)
-            : __ldcg(reinterpret_cast<const uint4*>(mine + static_cast<size_t>(r) * slot) + at);
-    fold<T, OP>(acc, bits, r == 0, a.nranks);
-  }
-  return bits_of(acc);
-}
-
 // ---- LL ---------------------------------------------------------------------------
 
 template <class T>
@@ -395,7 +357,20 @@ __global__ void __launch_bounds__(kThreads) ll_kernel(KernelArgs a) {
 //    the wire.
 template <class T, int OP>
 __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
-  CC_CHUNKED_KERNEL_PROLOGUE(T);
+  __shared__ int aborted;
+  if (threadIdx.x == 0) aborted = 0;
+  const T* send = static_cast<const T*>(a.send);
+  T* recv = static_cast<T*>(a.recv);
+  const Layout& l = a.layout;
+  const unsigned long long seq = a.state->seq[blockIdx.x] + 1;
+  const uint32_t flag = flag_of(seq);
+  const int phase = static_cast<int>(seq & 1);
+  const size_t bytes = a.count * sizeof(T);
+  const size_t packs = (bytes + 15) / 16;
+  const int chunks = static_cast<int>((bytes + kChunkBytes - 1) / kChunkBytes);
+  const bool aligned =
+      ((reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) & 15) == 0;
+  const size_t stage = l.stage_off + static_cast<size_t>(phase) * l.phase_bytes;
   const int half = static_cast<int>(gridDim.x / 2);
   const bool pusher = static_cast<int>(blockIdx.x) < half;
   const int first = pusher ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) - half;
@@ -431,8 +406,18 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
       for (int u = 0; u < kUnroll; ++u) {
         const size_t j = static_cast<size_t>(c) * kChunkPacks + u * kThreads + threadIdx.x;
         if (j >= packs) continue;
-        store_pack(recv, j, a.count, aligned,
-                   reduce_pack<T, OP>(a, send, aligned, mine, l.oneshot_slot, j, j));
+        Pack<T> acc;
+#pragma unroll
+        for (int r = 0; r < kMaxRanks; ++r) {
+          if (r >= a.nranks) continue;
+          const uint4 bits = r == a.rank
+                                 ? load_pack(send, j, a.count, aligned)
+                                 : __ldcg(reinterpret_cast<const uint4*>(
+                                              mine + static_cast<size_t>(r) * l.oneshot_slot) +
+                                          j);
+          fold<T, OP>(acc, bits, r == 0, a.nranks);
+        }
+        store_pack(recv, j, a.count, aligned, bits_of(acc));
       }
     }
   }
@@ -457,8 +442,21 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
 // which is what lets calls alternate between two phases safely.
 template <class T, int OP>
 __global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
-  CC_CHUNKED_KERNEL_PROLOGUE(T);
+  __shared__ int aborted;
+  if (threadIdx.x == 0) aborted = 0;
+  const T* send = static_cast<const T*>(a.send);
+  T* recv = static_cast<T*>(a.recv);
+  const Layout& l = a.layout;
+  const unsigned long long seq = a.state->seq[blockIdx.x] + 1;
+  const uint32_t flag = flag_of(seq);
+  const int phase = static_cast<int>(seq & 1);
+  const size_t bytes = a.count * sizeof(T);
+  const size_t packs = (bytes + 15) / 16;
+  const int chunks = static_cast<int>((bytes + kChunkBytes - 1) / kChunkBytes);
   const int per = (chunks + a.nranks - 1) / a.nranks;
+  const bool aligned =
+      ((reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) & 15) == 0;
+  const size_t stage = l.stage_off + static_cast<size_t>(phase) * l.phase_bytes;
   const size_t gather = static_cast<size_t>(a.nranks) * l.twoshot_slot;  // after the RS region
   const size_t my_slot = static_cast<size_t>(a.rank) * l.twoshot_slot;
   const char* mine = a.state->buf[a.rank] + stage;
@@ -496,7 +494,18 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
         const size_t local = static_cast<size_t>(i) * kChunkPacks + u * kThreads + threadIdx.x;
         const size_t j = base + u * kThreads + threadIdx.x;
         if (j >= packs) continue;
-        const uint4 out = reduce_pack<T, OP>(a, send, aligned, mine, l.twoshot_slot, j, local);
+        Pack<T> acc;
+#pragma unroll
+        for (int r = 0; r < kMaxRanks; ++r) {
+          if (r >= a.nranks) continue;
+          const uint4 bits = r == a.rank
+                                 ? load_pack(send, j, a.count, aligned)
+                                 : __ldcg(reinterpret_cast<const uint4*>(
+                                              mine + static_cast<size_t>(r) * l.twoshot_slot) +
+                                          local);
+          fold<T, OP>(acc, bits, r == 0, a.nranks);
+        }
+        const uint4 out = bits_of(acc);
         store_pack(recv, j, a.count, aligned, out);
 #pragma unroll
         for (int q = 0; q < kMaxRanks; ++q) {
