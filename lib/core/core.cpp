@@ -61,11 +61,12 @@ namespace {
 
 int calls_inside(const Core& c) { return c.calls_in_flight.load(std::memory_order_seq_cst); }
 
-// A call still inside NCCL after abort_nccl's wait is blocked there, as a
-// call waiting for room in NCCL's work queue that a hung kernel never frees
-// (ranks whose broadcast roots differ): NCCL's abort would free what that
-// call reads. ncclCommRevoke (NCCL 2.28 and later) stops the
-// communicator's work without freeing it, so the call returns first.
+// A call still inside NCCL after abort_nccl's wait is blocked there (for
+// room in NCCL's work queue that a hung kernel never frees, or for a peer's
+// connection): NCCL's abort would free what that call reads.
+// ncclCommRevoke (NCCL 2.28 and later) stops the communicator's work
+// without freeing it, so the call can return first; the wait for it is
+// short, as the watchdog's thread may be the one waiting.
 void revoke_under_calls(Core& c, int calls_held) {
   using RevokeFn = ncclResult_t (*)(ncclComm_t, int);
   static const auto revoke = reinterpret_cast<RevokeFn>(nccl_symbol("ncclCommRevoke"));
@@ -76,11 +77,11 @@ void revoke_under_calls(Core& c, int calls_held) {
     return;
   }
   const ncclResult_t r = revoke(c.nccl, 0);  // NCCL_REVOKE_DEFAULT
-  const auto until = Clock::now() + std::chrono::seconds(10);
+  const auto until = Clock::now() + std::chrono::seconds(2);
   while (calls_inside(c) > calls_held && Clock::now() < until)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   log().info("{}: ncclCommRevoke {}; {} call(s) still inside NCCL", c.who(),
-              ncclGetErrorString(r), calls_inside(c) - calls_held);
+             ncclGetErrorString(r), calls_inside(c) - calls_held);
 }
 
 }  // namespace
