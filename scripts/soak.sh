@@ -45,9 +45,9 @@
 #   SOAK_DAEMONS 2  SOAK_LEADER_KILLS 5  SOAK_LEASE_MS 2000 (the daemons' --lease)
 #   SOAK_RESUME_LIMIT_MS   the bound on a leader kill's recovery (default the
 #                      lease and 1 s); a slower one fails the soak
-#   SOAK_AGENT 0       0: cc-run --no-agent, each rank on its own connection
-#                      (its client follows the leader); 1: through cc-run's
-#                      node agent
+#   SOAK_AGENT 1       1: through cc-run's node agent, which follows the
+#                      leader (cc-run's default); 0: cc-run --no-agent, each
+#                      rank on its own connection (its client follows it)
 #   SOAK_LEADER_DURING_RECOVERY 0  SOAK_LEADER_DELAY_MS 50
 #
 # OUT gets clean.log and soak.log (cc-run's output), failures.tsv (one line a
@@ -85,7 +85,7 @@ if [ "$MODE" = elected ]; then
   RESUME_LIMIT_MS=${SOAK_RESUME_LIMIT_MS:-$((LEASE_MS + 1000))}
   DURING_RECOVERY=${SOAK_LEADER_DURING_RECOVERY:-0}
   LEADER_DELAY_MS=${SOAK_LEADER_DELAY_MS:-50}
-  [ "${SOAK_AGENT:-0}" = 0 ] && RUN_FLAGS="$RUN_FLAGS --no-agent"
+  [ "${SOAK_AGENT:-1}" = 0 ] && RUN_FLAGS="$RUN_FLAGS --no-agent"
   [ "$DAEMONS" -ge 2 ] || { echo "soak: SOAK_DAEMONS must be 2 or more: one leads, one takes over" >&2; exit 2; }
 fi
 RANDOM=$SEED
