@@ -21,6 +21,7 @@
 
 #include "tests/common/child_process.hpp"
 #include "tests/common/free_port.hpp"
+#include "tests/etcd/elected_daemons.hpp"
 #include "tests/etcd/etcd_test.hpp"
 
 namespace {
@@ -36,51 +37,7 @@ const std::vector<std::string> kJobEnv = {"CC_HEARTBEAT_MS=250", "CC_HEARTBEAT_M
                                           "CC_LOG_LEVEL=info", "CC_TIMEOUT_MS=60000"};
 constexpr long long kAgentDeadlineMs = 1000 + 7000;
 
-struct Daemon {
-  int port = 0;
-  std::unique_ptr<ChildProcess> process;
-};
-
-std::vector<Daemon> start_daemons(const cc::test::EtcdCluster& cluster, const std::string& prefix,
-                                  int n) {
-  const char* program = std::getenv("RENDEZVOUS_PROGRAM");
-  REQUIRE(program != nullptr);
-  std::vector<Daemon> out;
-  for (int i = 0; i < n; ++i) {
-    Daemon d;
-    d.port = cc::test::free_port();
-    ChildOptions o;
-    o.args = {program, "--etcd", cluster.address(), "--bind", "127.0.0.1",
-              "--port", std::to_string(d.port), "--advertise",
-              "127.0.0.1:" + std::to_string(d.port), "--lease", "2s", "--log-level", "warn"};
-    o.env = {"CC_ETCD_PREFIX=" + prefix};
-    o.stderr_file = "/dev/null";
-    o.stdout_file = "/dev/null";
-    o.die_with_parent = true;
-    d.process = std::make_unique<ChildProcess>(o);
-    out.push_back(std::move(d));
-  }
-  return out;
-}
-
-// The port the daemons' leader published, or 0 while none leads.
-int leader_port(const cc::test::EtcdCluster& cluster, const std::string& prefix) {
-  std::string out;
-  if (cluster.etcdctl({"get", prefix + "/leader", "--print-value-only"}, &out) != 0) return 0;
-  const size_t colon = out.rfind(':');
-  if (colon == std::string::npos) return 0;
-  return std::atoi(out.c_str() + colon + 1);
-}
-
-int wait_leader(const cc::test::EtcdCluster& cluster, const std::string& prefix,
-                milliseconds timeout) {
-  const auto until = Clock::now() + timeout;
-  while (Clock::now() < until) {
-    if (const int p = leader_port(cluster, prefix); p != 0) return p;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return 0;
-}
+using cc::test::Daemon;
 
 void kill_daemon(std::vector<Daemon>& daemons, int port) {
   for (Daemon& d : daemons)
@@ -130,8 +87,8 @@ TEST_CASE("agent failover: the leading daemon killed mid-job, cc-run's ranks res
           "their agent and the job ends right") {
   auto cluster = cc::test::start_cluster(cc::test::members(3));
   const std::string prefix = "agent-fo";
-  std::vector<Daemon> daemons = start_daemons(*cluster, prefix, 3);
-  const int first = wait_leader(*cluster, prefix, milliseconds(15000));
+  std::vector<Daemon> daemons = cc::test::start_daemons(*cluster, prefix, 3, "warn");
+  const int first = cc::test::wait_leader(*cluster, prefix, 0, milliseconds(15000));
   REQUIRE(first != 0);
 
   constexpr int kRanks = 4, kSteps = 150;
@@ -185,8 +142,8 @@ TEST_CASE("agent failover: with no daemon left, the ranks fail at once with the 
           "within its deadline") {
   auto cluster = cc::test::start_cluster(cc::test::members(3));
   const std::string prefix = "agent-fo-none";
-  std::vector<Daemon> daemons = start_daemons(*cluster, prefix, 2);
-  const int first = wait_leader(*cluster, prefix, milliseconds(15000));
+  std::vector<Daemon> daemons = cc::test::start_daemons(*cluster, prefix, 2, "warn");
+  const int first = cc::test::wait_leader(*cluster, prefix, 0, milliseconds(15000));
   REQUIRE(first != 0);
 
   // recovery_member: only its communicator's connection, through the agent;

@@ -22,6 +22,7 @@
 #include "cc/cc.h"
 #include "tests/common/child_process.hpp"
 #include "tests/common/free_port.hpp"
+#include "tests/etcd/elected_daemons.hpp"
 #include "tests/etcd/etcd_test.hpp"
 
 namespace {
@@ -33,54 +34,9 @@ using std::chrono::milliseconds;
 
 constexpr int kLeaseMs = 2000;
 
-struct Daemon {
-  int port = 0;
-  std::unique_ptr<ChildProcess> process;
-};
-
-// n daemons campaigning on the cluster under `prefix`; the test waits until
-// one leads.
-std::vector<Daemon> start_daemons(const cc::test::EtcdCluster& cluster, const std::string& prefix,
-                                  int n) {
-  const char* program = std::getenv("RENDEZVOUS_PROGRAM");
-  REQUIRE(program != nullptr);
-  std::vector<Daemon> out;
-  for (int i = 0; i < n; ++i) {
-    Daemon d;
-    d.port = cc::test::free_port();
-    ChildOptions o;
-    o.args = {program, "--etcd", cluster.address(), "--bind", "127.0.0.1",
-              "--port", std::to_string(d.port), "--advertise",
-              "127.0.0.1:" + std::to_string(d.port), "--lease", "2s", "--log-level", "info"};
-    o.env = {"CC_ETCD_PREFIX=" + prefix};
-    o.stderr_file = "/dev/null";
-    o.stdout_file = "/dev/null";
-    o.die_with_parent = true;
-    d.process = std::make_unique<ChildProcess>(o);
-    out.push_back(std::move(d));
-  }
-  return out;
-}
-
-// The port the daemons' leader published, or 0 while none leads.
-int leader_port(const cc::test::EtcdCluster& cluster, const std::string& prefix) {
-  std::string out;
-  if (cluster.etcdctl({"get", prefix + "/leader", "--print-value-only"}, &out) != 0) return 0;
-  const size_t colon = out.rfind(':');
-  if (colon == std::string::npos) return 0;
-  return std::atoi(out.c_str() + colon + 1);
-}
-
-int wait_leader(const cc::test::EtcdCluster& cluster, const std::string& prefix, int not_port,
-                milliseconds timeout) {
-  const auto until = Clock::now() + timeout;
-  while (Clock::now() < until) {
-    const int p = leader_port(cluster, prefix);
-    if (p != 0 && p != not_port) return p;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return 0;
-}
+using cc::test::Daemon;
+using cc::test::leader_port;
+using cc::test::wait_leader;
 
 Daemon& by_port(std::vector<Daemon>& daemons, int port) {
   for (Daemon& d : daemons)
@@ -121,7 +77,7 @@ void set(cc_store_t s, const std::string& key, const std::string& value) {
 TEST_CASE("daemons: one leads; killed, the next serves the same store within the lease") {
   auto cluster = cc::test::start_cluster(cc::test::members(3));
   const std::string prefix = "daemons-kill";
-  std::vector<Daemon> daemons = start_daemons(*cluster, prefix, 2);
+  std::vector<Daemon> daemons = cc::test::start_daemons(*cluster, prefix, 2, "info");
   const int first = wait_leader(*cluster, prefix, 0, milliseconds(15000));
   REQUIRE(first != 0);
 
@@ -153,7 +109,7 @@ TEST_CASE("daemons: one leads; killed, the next serves the same store within the
 TEST_CASE("daemons: adds of 1 under a leader kill get exactly 1..N, each once") {
   auto cluster = cc::test::start_cluster(cc::test::members(3));
   const std::string prefix = "daemons-adds";
-  std::vector<Daemon> daemons = start_daemons(*cluster, prefix, 3);
+  std::vector<Daemon> daemons = cc::test::start_daemons(*cluster, prefix, 3, "info");
   const int first = wait_leader(*cluster, prefix, 0, milliseconds(15000));
   REQUIRE(first != 0);
 
@@ -196,7 +152,7 @@ TEST_CASE("daemons: adds of 1 under a leader kill get exactly 1..N, each once") 
 TEST_CASE("daemons: a paused leader is deposed; awake, it answers nothing and writes nothing") {
   auto cluster = cc::test::start_cluster(cc::test::members(1));
   const std::string prefix = "daemons-pause";
-  std::vector<Daemon> daemons = start_daemons(*cluster, prefix, 2);
+  std::vector<Daemon> daemons = cc::test::start_daemons(*cluster, prefix, 2, "info");
   const int first = wait_leader(*cluster, prefix, 0, milliseconds(15000));
   REQUIRE(first != 0);
   cc_store_t store = connect(*cluster, prefix, "job-p");
