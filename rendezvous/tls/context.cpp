@@ -53,17 +53,13 @@ void warn_if_not_valid_now(SSL_CTX* ctx, const std::string& path) {
 }
 
 // TLS 1.3 only, no renegotiation, writes that may be partial and may be
-// retried from a moved buffer, buffers released while a connection idles,
-// and reads ahead: one recv takes what the socket holds, where OpenSSL would
-// otherwise read each record's header and its body apart (Stream::pending
-// tells callers of what it holds).
+// retried from a moved buffer, buffers released while a connection idles.
 void set_common(SSL_CTX* ctx) {
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                             SSL_MODE_RELEASE_BUFFERS);
-  SSL_CTX_set_read_ahead(ctx, 1);
 }
 
 Status use_cert_and_key(SSL_CTX* ctx, const std::string& cert, const std::string& key,

@@ -55,9 +55,7 @@ bool Stream::established() const {
 
 size_t Stream::pending() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const int decrypted = SSL_pending(ssl_);
-  if (decrypted > 0) return static_cast<size_t>(decrypted);
-  return !starved_ && SSL_has_pending(ssl_) == 1 ? 1 : 0;
+  return static_cast<size_t>(SSL_pending(ssl_));
 }
 
 Result Stream::handshake() {
@@ -89,13 +87,8 @@ Result Stream::read(std::span<uint8_t> out) {
   ERR_clear_error();
   size_t n = 0;
   const int rc = SSL_read_ex(ssl_, out.data(), out.size(), &n);
-  if (rc == 1) {
-    starved_ = false;
-    return {Io::done, n};
-  }
-  const Result r = finish(rc, false);
-  starved_ = r.io == Io::want_read;
-  return r;
+  if (rc == 1) return {Io::done, n};
+  return finish(rc, false);
 }
 
 Result Stream::write(std::span<const uint8_t> bytes) {

@@ -62,10 +62,8 @@ class Stream {
   bool established() const;
   Result read(std::span<uint8_t> out);
   Result write(std::span<const uint8_t> bytes);
-  // Bytes OpenSSL holds that a read may return without the socket: read
-  // them before waiting for it. Decrypted bytes, or (1) bytes read ahead
-  // and not decrypted yet, unless the last read wanted the socket (then
-  // they are part of a record, and only the socket completes it).
+  // Bytes already decrypted and waiting in OpenSSL: read them before
+  // waiting for the socket.
   size_t pending() const;
   // Sends close_notify once, without waiting for the peer's.
   void close_notify();
@@ -83,7 +81,6 @@ class Stream {
   bool sniffed_ = false;  // a server looked at the first byte
   bool established_ = false;
   bool notified_ = false;
-  bool starved_ = false;  // the last read wanted the socket
   Failure failure_;
 };
 

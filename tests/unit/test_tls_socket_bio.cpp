@@ -9,7 +9,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -224,54 +223,4 @@ TEST_CASE("OpenSSL's own socket BIO dies of SIGPIPE in the same case") {
     REQUIRE(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGPIPE);
   }
-}
-
-// OpenSSL reads ahead: one recv takes every record the socket holds, so the
-// socket no longer signals the second one; buffered() must, or a client
-// that polls before reading would wait for bytes it already has.
-TEST_CASE("records read ahead are offered before the socket is waited for") {
-  const Certs certs;
-  std::shared_ptr<tls::ServerContext> server_context;
-  std::shared_ptr<tls::ClientContext> client_context;
-  REQUIRE(tls::ServerContext::open({certs.cert, certs.key, ""}, &server_context).ok());
-  REQUIRE(tls::ClientContext::open({certs.cert, "", "", ""}, &client_context).ok());
-  int cfd = -1;
-  int sfd = -1;
-  connected_pair(&cfd, &sfd);
-  REQUIRE(cfd >= 0);
-  REQUIRE(sfd >= 0);
-  tls::Stream server(server_context->accept_on(sfd));
-  tls::Stream client(client_context->connect_on(cfd, "127.0.0.1"));
-  REQUIRE(handshake(client, server, cfd, sfd));
-
-  // Two records, both on the client's socket before it reads.
-  const uint8_t one[] = {'o', 'n', 'e'};
-  const uint8_t two[] = {'t', 'w', 'o'};
-  REQUIRE(server.write(one).n == 3);
-  REQUIRE(server.write(two).n == 3);
-  int queued = 0;
-  for (int i = 0; i < 500 && queued < 2 * (5 + 3 + 1 + 16); ++i) {  // header, data, type, tag
-    REQUIRE(::ioctl(cfd, FIONREAD, &queued) == 0);
-    if (queued < 2 * 25) ::usleep(10000);
-  }
-  REQUIRE(queued == 2 * 25);
-
-  uint8_t in[3] = {};
-  short events = 0;
-  REQUIRE(tls::recv_some(cfd, &client, in, sizeof in, &events) == 3);
-  CHECK(std::string(in, in + 3) == "one");
-  REQUIRE(::ioctl(cfd, FIONREAD, &queued) == 0);
-  CHECK(queued == 0);  // one recv took both
-  pollfd p{cfd, POLLIN, 0};
-  CHECK(::poll(&p, 1, 0) == 0);  // the socket says nothing more
-  CHECK(tls::buffered(&client) > 0);
-  REQUIRE(tls::recv_some(cfd, &client, in, sizeof in, &events) == 3);
-  CHECK(std::string(in, in + 3) == "two");
-  // Nothing left: the read wants the socket, and buffered() says so.
-  CHECK(tls::recv_some(cfd, &client, in, sizeof in, &events) == -1);
-  CHECK(errno == EAGAIN);
-  CHECK(events == POLLIN);
-  CHECK(tls::buffered(&client) == 0);
-  ::close(cfd);
-  ::close(sfd);
 }
